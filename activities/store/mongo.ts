@@ -1,0 +1,68 @@
+/**
+ * The MongoDB connection and the indexes every collection needs. Works on real MongoDB and on FerretDB alike:
+ * no transactions, no change streams, no TTL indexes, no nested arrays, no user-supplied keys as field names.
+ */
+import { Db, MongoClient } from 'mongodb';
+
+export interface Mongo {
+  client: MongoClient;
+  db: Db;
+  close(): Promise<void>;
+}
+
+export interface MongoOptions {
+  uri: string;
+  dbName: string;
+  /** How long an operation waits for a usable server before failing; bounds every request when MongoDB is down. */
+  serverSelectionTimeoutMS?: number;
+  appName?: string;
+}
+
+export async function connectMongo(options: MongoOptions): Promise<Mongo> {
+  const client = new MongoClient(options.uri, {
+    appName: options.appName ?? 'zhongshu-hub',
+    serverSelectionTimeoutMS: options.serverSelectionTimeoutMS ?? 5000,
+    connectTimeoutMS: 5000,
+    maxPoolSize: 50,
+    // FerretDB does not implement retryable writes; a retried append could double-write, so the ledger
+    // does its own idempotent retries (see ledger.ts).
+    retryWrites: false
+  });
+  await client.connect();
+  const db = client.db(options.dbName);
+  return {
+    client,
+    db,
+    close: () => client.close()
+  };
+}
+
+/** Index specs by collection. Created at start; creating an existing index is a no-op. */
+export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string; unique?: boolean }[]> = {
+  ledger: [
+    { key: { idem: 1 }, name: 'idem_unique', unique: true },
+    { key: { key: 1, _id: 1 }, name: 'key_seq' },
+    { key: { kind: 1, _id: 1 }, name: 'kind_seq' },
+    { key: { did: 1, day: 1 }, name: 'did_day' }
+  ],
+  homologous_tokens: [{ key: { token_id: 1 }, name: 'token_id_unique', unique: true }],
+  api_keys: [{ key: { secret_hash: 1 }, name: 'secret_hash' }],
+  oauth_clients: [],
+  oauth_revocations: [],
+  dids: [],
+  daemon_assets: []
+};
+
+export async function ensureIndexes(db: Db): Promise<void> {
+  for (const [collection, specs] of Object.entries(INDEXES)) {
+    const existing = await db.listCollections({ name: collection }, { nameOnly: true }).toArray();
+    if (existing.length === 0) await db.createCollection(collection).catch(ignoreAlreadyExists);
+    for (const spec of specs) {
+      await db.collection(collection).createIndex(spec.key, { name: spec.name, unique: spec.unique ?? false });
+    }
+  }
+}
+
+function ignoreAlreadyExists(err: unknown): void {
+  if ((err as { codeName?: string }).codeName !== 'NamespaceExists') throw err;
+}

@@ -1,0 +1,56 @@
+/**
+ * The Fastify app for one listener, without listening: the pieces every listener shares (zod validation, the
+ * error shape, X-Trace, auth, the endpoint directory). Tests build apps; api/server.ts makes them listen.
+ */
+import { randomBytes } from 'node:crypto';
+import Fastify, { FastifyInstance, LogController } from 'fastify';
+import { serializerCompiler, validatorCompiler, ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { ServiceContext } from './context';
+import type { ListenerName } from './directory';
+import errorsPlugin from './plugins/errors';
+import authPlugin from './plugins/auth';
+
+export type App = FastifyInstance;
+export type ZodApp = ReturnType<FastifyInstance['withTypeProvider']> & FastifyInstance;
+
+const TRACE_PATTERN = /^[A-Za-z0-9._:-]{8,64}$/;
+
+export function createListenerApp(ctx: ServiceContext, listener: ListenerName): FastifyInstance {
+  const app = Fastify({
+    loggerInstance: ctx.logger.child({ listener }),
+    // The trace id doubles as Fastify's request id, so it is on every log line of the request.
+    genReqId: (req) => {
+      const incoming = req.headers['x-trace'];
+      return typeof incoming === 'string' && TRACE_PATTERN.test(incoming) ? incoming : randomBytes(12).toString('hex');
+    },
+    logController: new LogController({ requestIdLogLabel: 'trace_id' }),
+    bodyLimit: 1024 * 1024,
+    routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false },
+    forceCloseConnections: 'idle',
+    return503OnClosing: true
+  }).withTypeProvider<ZodTypeProvider>();
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('X-Trace', request.id);
+  });
+  app.register(errorsPlugin);
+  app.register(authPlugin, { ctx });
+  app.addHook('onRoute', (route) => {
+    const declared = route.config?.directory;
+    if (!declared || route.method === 'HEAD') return;
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods) {
+      ctx.directory.add({
+        method,
+        path: route.url,
+        group: declared.group,
+        auth: route.config!.auth!,
+        public_read: declared.publicRead ?? route.config!.auth === 'none',
+        summary: declared.summary,
+        listener
+      });
+    }
+  });
+  return app as unknown as FastifyInstance;
+}

@@ -1,0 +1,39 @@
+/**
+ * The hub's Ed25519 signing key: signs OAuth access tokens (JWT, EdDSA) and the ledger's signed tree heads.
+ * Created at first start under DATA_DIR/keys with mode 0600; every API process of one deployment must share it.
+ */
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, KeyObject } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+
+export interface HubKeys {
+  privateKey: KeyObject;
+  publicKey: KeyObject;
+  /** Key id: first 16 hex chars of SHA-256 over the raw public key. */
+  kid: string;
+  /** Raw 32-byte public key, base64. */
+  publicKeyBase64: string;
+  jwk: Record<string, string>;
+}
+
+export function loadOrCreateHubKeys(dataDir: string): HubKeys {
+  const dir = path.join(dataDir, 'keys');
+  const file = path.join(dir, 'hub-ed25519.pem');
+  if (!fs.existsSync(file)) {
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const { privateKey } = generateKeyPairSync('ed25519');
+    const pem = privateKey.export({ format: 'pem', type: 'pkcs8' }).toString();
+    // 'wx' refuses to overwrite: if two processes race at first start, the loser reads the winner's key.
+    try {
+      fs.writeFileSync(file, pem, { mode: 0o600, flag: 'wx' });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+  }
+  const privateKey = createPrivateKey(fs.readFileSync(file));
+  const publicKey = createPublicKey(privateKey);
+  const jwk = publicKey.export({ format: 'jwk' }) as Record<string, string>;
+  const raw = Buffer.from(jwk.x!, 'base64url');
+  const kid = createHash('sha256').update(raw).digest('hex').slice(0, 16);
+  return { privateKey, publicKey, kid, publicKeyBase64: raw.toString('base64'), jwk: { ...jwk, kid, alg: 'EdDSA', use: 'sig' } };
+}

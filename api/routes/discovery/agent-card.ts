@@ -1,0 +1,92 @@
+/**
+ * The A2A v1.0 agent card, served at the spec's path (/a2a/.well-known/agent.json) and where A2A v1.0 clients
+ * look (/.well-known/agent-card.json). Skills are derived from the endpoint groups actually served; the
+ * endpoint directory is linked through a capability extension (the card's schema has no free-form fields).
+ */
+import { createHash } from 'node:crypto';
+import { FastifyInstance } from 'fastify';
+import { A2A_PROTOCOL_VERSION, FEDERATION_API_VERSION, SERVICE_NAME } from '../../../core/version';
+import { ENDPOINT_GROUPS, EndpointGroup } from '../../../core/endpoint-groups';
+import type { ServiceContext } from '../../context';
+
+const SKILLS: Record<EndpointGroup, { name: string; tags: string[]; examples: string[] }> = {
+  a2a_standard: { name: 'Federation access', tags: ['a2a', 'registration', 'heartbeat', 'federation'], examples: ['Register a node with POST /a2a/register, then heartbeat every 30 s'] },
+  directory_tree_collab: { name: 'Architecture directory tree', tags: ['directory-tree', 'json-patch', 'review'], examples: ['Propose an RFC 6902 patch against the latest tree version'] },
+  review_admin: { name: 'Node review', tags: ['review', 'homologous'], examples: ['Approve a pending node'] },
+  zhongshu_truth_api: { name: 'Truth ledger', tags: ['truth', 'ledger', 'merkle', 'audit'], examples: ['Report a truth record and verify the Merkle root'] },
+  federated_compute: { name: 'Federated compute', tags: ['compute', 'dpop', 'gpu'], examples: ['Register a GPU node'] },
+  oauth_oidc: { name: 'OAuth 2.0 / OIDC', tags: ['oauth', 'oidc', 'client-credentials'], examples: ['Request an access token with client credentials'] },
+  kunlun_federation: { name: 'Partner federation', tags: ['partner', 'secure-channel'], examples: ['Open the partner secure channel'] }
+};
+
+export function buildAgentCard(ctx: ServiceContext) {
+  const base = ctx.config.publicUrl;
+  const served = ctx.directory.countByGroup();
+  return {
+    name: SERVICE_NAME,
+    description:
+      'Federation hub for AI agent nodes: self-registration, heartbeat, node review, a shared architecture directory tree, ' +
+      'and an append-only truth ledger under a Merkle root.',
+    supportedInterfaces: [{ url: `${base}/a2a`, protocolBinding: 'HTTP+JSON', protocolVersion: A2A_PROTOCOL_VERSION }],
+    provider: { organization: 'zhongshu-hub federation', url: base },
+    version: FEDERATION_API_VERSION,
+    documentationUrl: `${base}/docs`,
+    capabilities: {
+      streaming: true,
+      pushNotifications: false,
+      extendedAgentCard: false,
+      extensions: [
+        {
+          uri: `${base}/a2a/endpoints`,
+          description: 'Structured endpoint directory (method, path, group, auth model) and its summary',
+          required: false,
+          params: { directory_url: `${base}/a2a/endpoints`, summary_url: `${base}/a2a/endpoints/summary`, openapi_url: `${base}/openapi.json` }
+        },
+        {
+          uri: `${base}/api/status`,
+          description: 'Signed tree heads of the truth ledger: Ed25519 over tree size, root and timestamp',
+          required: false,
+          params: { algorithm: 'Ed25519', public_key_base64: ctx.keys.publicKeyBase64, key_id: ctx.keys.kid, jwks_uri: `${base}/.well-known/jwks.json` }
+        }
+      ]
+    },
+    securitySchemes: {
+      external_node: { apiKeySecurityScheme: { location: 'header', name: 'X-External-Key', description: 'Node API key from POST /a2a/register, sent with X-External-Node' } },
+      homologous: { apiKeySecurityScheme: { location: 'header', name: 'X-ZR-Token', description: 'Homologous token (or X-DID + X-Capture-Token)' } },
+      did: { apiKeySecurityScheme: { location: 'header', name: 'X-DID', description: 'A registered node DID' } },
+      oauth: {
+        oauth2SecurityScheme: {
+          description: 'OAuth 2.0 client credentials',
+          flows: { clientCredentials: { tokenUrl: `${base}/v1/oauth/token`, scopes: {} } },
+          oauth2MetadataUrl: `${base}/.well-known/openid-configuration`
+        }
+      }
+    },
+    securityRequirements: [{ schemes: { external_node: { list: [] } } }],
+    defaultInputModes: ['application/json'],
+    defaultOutputModes: ['application/json', 'text/event-stream'],
+    skills: (Object.keys(ENDPOINT_GROUPS) as EndpointGroup[])
+      .filter((g) => (served.get(g) ?? 0) > 0)
+      .map((g) => ({ id: g, name: SKILLS[g].name, description: ENDPOINT_GROUPS[g].description, tags: SKILLS[g].tags, examples: SKILLS[g].examples }))
+  };
+}
+
+export async function agentCardRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
+  let cached: { body: string; etag: string } | null = null;
+  const card = () => {
+    // Routes are all registered before the first request, so the card is computed once per process.
+    if (!cached) {
+      const text = JSON.stringify(buildAgentCard(opts.ctx));
+      cached = { body: text, etag: `"${createHash('sha256').update(text).digest('base64url').slice(0, 27)}"` };
+    }
+    return cached;
+  };
+  const handler = async (request: import('fastify').FastifyRequest, reply: import('fastify').FastifyReply) => {
+    const { body, etag } = card();
+    reply.header('Cache-Control', 'public, max-age=300').header('ETag', etag);
+    if (request.headers['if-none-match'] === etag) return reply.code(304).send();
+    return reply.type('application/json').send(body);
+  };
+  app.get('/a2a/.well-known/agent.json', { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Agent discovery: capability declaration and endpoint directory' } } }, handler);
+  app.get('/.well-known/agent-card.json', { config: { auth: 'none' } }, handler);
+}

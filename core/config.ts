@@ -1,0 +1,100 @@
+/**
+ * The service's configuration: one zod schema over the environment, shared by the API, the worker and the
+ * local stack launcher. An invalid value stops the start with a message naming the variable and what is allowed.
+ */
+import path from 'node:path';
+import { z } from 'zod';
+
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveSeconds = z.coerce.number().int().positive();
+const csv = z
+  .string()
+  .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean));
+
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+
+export const configSchema = z.object({
+  LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  PORT: port.default(8080),
+  BACKUP_PORT: port.default(8081),
+  HUB_PORT: port.default(9001),
+  COMMERCIAL_PORT: port.default(9099),
+  MEMORY_PORT: port.default(9120),
+  DAEMON_PORT: port.default(9123),
+  DATA_DIR: z.string().min(1).default('./.data'),
+  PUBLIC_URL: z.url().optional(),
+  HUB_PUBLIC_URL: z.url().optional(),
+
+  MONGODB_URI: z.string().regex(/^mongodb(\+srv)?:\/\//, 'must start with mongodb:// or mongodb+srv://').optional(),
+  MONGODB_DB: z.string().regex(/^[A-Za-z0-9_-]{1,60}$/, 'letters, digits, _ and - only').default('zhongshu_hub'),
+  FERRETDB_PORT: port.default(27018),
+
+  TEMPORAL_ADDRESS: z.string().regex(/^[^\s:]+:\d+$/, 'must be host:port').optional(),
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  TEMPORAL_TASK_QUEUE: z.string().min(1).default('zhongshu-hub'),
+  TEMPORAL_PORT: port.default(7233),
+  TEMPORAL_UI_PORT: port.default(8233),
+
+  ADMIN_TOKEN: z.string().min(24, 'must be at least 24 characters').optional(),
+  SERVICE_DID: z.string().regex(/^did:[a-z0-9]+:.+$/, 'must be a DID such as did:zhongshu:hub').default('did:zhongshu:hub'),
+  OAUTH_TOKEN_TTL_S: positiveSeconds.default(3600),
+  DAEMON_PROTOCOL_VERSION: z.coerce.number().int().positive().default(1),
+
+  TRUTH_DAILY_QUOTA: z.coerce.number().int().positive().default(2000),
+  TRUTH_MAX_VALUE_BYTES: z.coerce.number().int().positive().default(64 * 1024),
+  TRUTH_HIGH_RISK_TYPES: csv.default(['meta_law', 'protocol', 'risk']),
+  TRUTH_HIGH_RISK_KEY_PREFIXES: csv.default(['KERNEL.EVOLUTION.DIRECTIVE.']),
+  TRUTH_APPROVAL_TIMEOUT_S: positiveSeconds.default(72 * 3600),
+  TRUTH_WRITE_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
+
+  NODE_OFFLINE_AFTER_S: positiveSeconds.default(90)
+});
+
+export type Config = z.infer<typeof configSchema> & {
+  /** DATA_DIR made absolute. */
+  dataDir: string;
+  /** Base URL of the main listener as clients see it. */
+  publicUrl: string;
+  /** Base URL of the hub gateway listener (HUB_PORT) as clients see it. */
+  hubPublicUrl: string;
+};
+
+export class ConfigError extends Error {
+  constructor(public readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Parses the environment; throws ConfigError naming each bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  // Empty strings mean "unset", as in most shells' `VAR= cmd`.
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = configSchema.safeParse(cleaned);
+  if (!parsed.success) {
+    throw new ConfigError(
+      parsed.error.issues.map((issue) => {
+        const name = issue.path.join('.');
+        return `${name}=${JSON.stringify(env[name] ?? '')}: ${issue.message}`;
+      })
+    );
+  }
+  const c = parsed.data;
+  return {
+    ...c,
+    dataDir: path.resolve(c.DATA_DIR),
+    publicUrl: (c.PUBLIC_URL ?? `http://localhost:${c.PORT}`).replace(/\/+$/, ''),
+    hubPublicUrl: (c.HUB_PUBLIC_URL ?? `http://localhost:${c.HUB_PORT}`).replace(/\/+$/, '')
+  };
+}
+
+/** Where MongoDB is: MONGODB_URI, or the embedded FerretDB on loopback. */
+export function mongoUri(config: Config): string {
+  return config.MONGODB_URI ?? `mongodb://127.0.0.1:${config.FERRETDB_PORT}/`;
+}
+
+/** Where Temporal is: TEMPORAL_ADDRESS, or the embedded dev server on loopback. */
+export function temporalAddress(config: Config): string {
+  return config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`;
+}

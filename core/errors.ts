@@ -1,0 +1,51 @@
+/**
+ * Error kinds the service answers with. Every error response has one JSON shape:
+ *   { "ok": false, "error": "<code>", "message": "<human text>", "trace_id": "<X-Trace>", ...details }
+ * Codes named by the spec (SPEC.md §7) are kept verbatim (value_must_be_object, empty_value_rejected).
+ */
+
+export const ERROR_STATUS = {
+  invalid_request: 400,
+  value_must_be_object: 400,
+  empty_value_rejected: 400,
+  invalid_key: 400,
+  invalid_patch: 400,
+  unsupported_grant_type: 400,
+  invalid_scope: 400,
+  invalid_client: 401,
+  unauthorized: 401,
+  forbidden: 403,
+  identity_check_failed: 403,
+  not_found: 404,
+  model_not_found: 404,
+  method_not_allowed: 405,
+  conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  quota_exceeded: 429,
+  internal_error: 500,
+  upstream_failed: 502,
+  unavailable: 503,
+  timeout: 504
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export class AppError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details: Record<string, unknown> = {},
+    readonly headers: Record<string, string> = {}
+  ) {
+    super(message);
+    this.name = 'AppError';
+    this.status = ERROR_STATUS[code];
+  }
+}
+
+export const unauthorized = (message: string) => new AppError('unauthorized', message);
+export const notFound = (message: string) => new AppError('not_found', message);
+export const conflict = (message: string, details: Record<string, unknown> = {}) => new AppError('conflict', message, details);

@@ -1,0 +1,6 @@
+/** Versions the service reports (SPEC §9). */
+export const SERVICE_NAME = 'zhongshu-hub';
+export const HUB_VERSION = '2.3.0';
+export const FEDERATION_API_VERSION = '2.0.0';
+export const TRUTH_GATEWAY_VERSION = 'V3.0';
+export const A2A_PROTOCOL_VERSION = '1.0';

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds the embedded stack's two servers (Temporal CLI dev server, FerretDB) once and caches them
+# outside the clone, keyed by version. Prints the path of each binary on its last lines.
+# Usage: scripts/install-tools.sh [temporal|ferretdb|all]
+set -euo pipefail
+
+TEMPORAL_VERSION="v1.5.1"
+FERRETDB_VERSION="v1.24.2"
+TOOLS_DIR="${ZHONGSHU_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/zhongshu-hub/tools}"
+
+log() { printf '[install-tools] %s\n' "$*" >&2; }
+
+need_go() {
+  if ! command -v go >/dev/null 2>&1; then
+    log "Go is not installed. Install Go >= 1.25 (https://go.dev/dl) or set TEMPORAL_ADDRESS and MONGODB_URI to use servers you run yourself."
+    exit 1
+  fi
+}
+
+build() { # name module version
+  local name="$1" module="$2" version="$3"
+  local dir="$TOOLS_DIR/$name-$version"
+  local bin="$dir/$name"
+  if [ -x "$bin" ]; then
+    log "$name $version: cached at $bin"
+    return 0
+  fi
+  need_go
+  mkdir -p "$dir"
+  log "$name $version: building with 'go install $module@$version' (first time only, takes a few minutes)..."
+  local started=$SECONDS
+  # Build into a temp dir and move into place, so an interrupted build never leaves a half binary in the cache.
+  local tmp
+  tmp=$(mktemp -d "$dir/.build.XXXXXX")
+  ( GOBIN="$tmp" GOFLAGS="${GOFLAGS:-} -trimpath" go install -v "$module@$version" 2>&1 | while read -r line; do log "  $name: $line"; done ) || true
+  if [ ! -x "$tmp/$name" ]; then
+    # Some module proxies refuse the version list that `go install pkg@version` reads for its deprecation check.
+    # Fall back to the same source built in place: download the module at that exact version and build it.
+    log "$name $version: 'go install' failed; building from the downloaded module instead..."
+    build_from_module "$module" "$version" "$tmp/$name" || true
+  fi
+  if [ ! -x "$tmp/$name" ]; then
+    rm -rf "$tmp"
+    log "$name $version: build FAILED. Check that Go >= 1.25 is installed and the Go module proxy is reachable, then run 'npm run stack:install' again."
+    exit 1
+  fi
+  mv "$tmp/$name" "$bin"
+  rm -rf "$tmp"
+  log "$name $version: built in $((SECONDS - started))s -> $bin"
+}
+
+# build_from_module <package path> <version> <output>: `go mod download` the module holding the package, copy
+# it to a scratch dir and `go build` there with its own go.mod and go.sum (module and package path are found by
+# trimming /cmd/...). A copy, because some modules (FerretDB) expect a generated build/version/version.txt.
+build_from_module() {
+  local pkg="$1" version="$2" out="$3"
+  local mod="${pkg%%/cmd/*}"
+  local rel="./${pkg#"$mod"/}"
+  local dir src
+  dir=$( (cd "$(mktemp -d)" && go mod init zhongshu-tools >/dev/null 2>&1 && go mod download -json "$mod@$version") | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -n "$dir" ] && [ -d "$dir" ] || { log "  could not download $mod@$version"; return 1; }
+  src=$(mktemp -d)
+  cp -r "$dir/." "$src/" && chmod -R u+w "$src"
+  if [ -d "$src/build/version" ] && [ ! -s "$src/build/version/version.txt" ]; then
+    echo "$version" > "$src/build/version/version.txt"
+  fi
+  ( cd "$src" && go build -trimpath -v -o "$out" "$rel" 2>&1 | while read -r line; do log "  $(basename "$out"): $line"; done )
+  rm -rf "$src"
+}
+
+what="${1:-all}"
+case "$what" in
+  temporal) build temporal github.com/temporalio/cli/cmd/temporal "$TEMPORAL_VERSION" ;;
+  ferretdb) build ferretdb github.com/FerretDB/FerretDB/cmd/ferretdb "$FERRETDB_VERSION" ;;
+  all)
+    build temporal github.com/temporalio/cli/cmd/temporal "$TEMPORAL_VERSION"
+    build ferretdb github.com/FerretDB/FerretDB/cmd/ferretdb "$FERRETDB_VERSION"
+    ;;
+  *) log "unknown tool '$what' (temporal, ferretdb or all)"; exit 2 ;;
+esac

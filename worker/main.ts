@@ -1,0 +1,27 @@
+/** Worker process entry: one worker on TEMPORAL_TASK_QUEUE; SIGINT/SIGTERM drain it and exit. */
+import { Runtime, makeTelemetryFilterString } from '@temporalio/worker';
+import { ConfigError, loadConfig } from '../core/config';
+import { createLogger } from '../core/logger';
+import { createHubWorker } from './worker';
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger(config, 'zhongshu-hub-worker');
+  Runtime.install({ telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'WARN' }) } } });
+  const hub = await createHubWorker(config, logger);
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      logger.info({ signal }, 'worker shutting down');
+      hub.shutdown();
+    });
+  }
+  logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE }, 'worker polling');
+  await hub.run();
+  logger.info('worker stopped');
+}
+
+main().catch((err) => {
+  if (err instanceof ConfigError) process.stderr.write(`${err.message}\n`);
+  else process.stderr.write(`worker failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});

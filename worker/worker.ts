@@ -1,0 +1,52 @@
+/**
+ * Builds the hub's Temporal worker: dependencies created once (MongoDB, the ledger) and injected into the
+ * activities; workflow code from workflows/ (bundled by the SDK, or a prebuilt bundle in tests).
+ */
+import { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
+import type { Logger } from 'pino';
+import { Config, mongoUri, temporalAddress } from '../core/config';
+import { connectMongo, ensureIndexes } from '../activities/store/mongo';
+import { Ledger } from '../activities/store/ledger';
+import { createActivities } from '../activities';
+import { ensureSearchAttributes } from './search-attributes';
+
+export interface HubWorker {
+  worker: Worker;
+  /** Runs until shutdown() (or a fatal error); then closes its connections. */
+  run(): Promise<void>;
+  shutdown(): void;
+}
+
+export async function createHubWorker(
+  config: Config,
+  logger: Logger,
+  options: { workflowBundle?: WorkerOptions['workflowBundle'] } = {}
+): Promise<HubWorker> {
+  const address = temporalAddress(config);
+  await ensureSearchAttributes(address, config.TEMPORAL_NAMESPACE, logger);
+  const mongo = await connectMongo({ uri: mongoUri(config), dbName: config.MONGODB_DB, appName: 'zhongshu-hub-worker' });
+  await ensureIndexes(mongo.db);
+  const connection = await NativeConnection.connect({ address });
+  const worker = await Worker.create({
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    taskQueue: config.TEMPORAL_TASK_QUEUE,
+    activities: createActivities({ ledger: new Ledger(mongo.db) }),
+    ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: require.resolve('../workflows') }),
+    shutdownGraceTime: '10 seconds'
+  });
+  return {
+    worker,
+    run: async () => {
+      try {
+        await worker.run();
+      } finally {
+        await connection.close().catch(() => undefined);
+        await mongo.close().catch(() => undefined);
+      }
+    },
+    shutdown: () => {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+    }
+  };
+}

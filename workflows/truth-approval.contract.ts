@@ -1,0 +1,61 @@
+/**
+ * What the API, operators and the truth-approval workflow share: id scheme, input, signals, query, states.
+ * Approvers can signal from the API, the Temporal Web UI or the CLI, e.g.
+ *   temporal workflow signal --workflow-id truth-approval/<id> --name approve --input '{"approver":"alice","reason":"checked"}'
+ */
+import { defineQuery, defineSignal } from '@temporalio/workflow';
+
+export const truthApprovalWorkflowId = (approvalId: string): string => `truth-approval/${approvalId}`;
+
+export type ApprovalState = 'pending' | 'approved' | 'rejected' | 'expired';
+
+/** The truth write being held, exactly as it will be appended (value as canonical JSON text). */
+export interface HeldTruth {
+  key: string;
+  value_json: string;
+  truth_type: string | null;
+  did: string;
+  /** The writer's Idempotency-Key, if any, carried into the final append. */
+  idempotency_key: string | null;
+}
+
+export interface TruthApprovalInput {
+  version: 1;
+  approval_id: string;
+  truth: HeldTruth;
+  /** Why it was held: "truth_type risk", "key prefix KERNEL.EVOLUTION.DIRECTIVE.", … */
+  held_because: string;
+  requested_at: string;
+  timeout_seconds: number;
+  /** The hub's own DID, under which the decision is recorded in the ledger. */
+  hub_did: string;
+}
+
+export interface ApprovalDecision {
+  /** Who decided: the approver's principal id (token id or DID), or a name given on the CLI. */
+  approver: string;
+  reason: string;
+}
+
+export interface TruthApprovalStatus {
+  approval_id: string;
+  state: ApprovalState;
+  key: string;
+  truth_type: string | null;
+  did: string;
+  held_because: string;
+  requested_at: string;
+  expires_at: string;
+  decided_at: string | null;
+  approver: string | null;
+  reason: string | null;
+  /** Set once the approved truth is appended. */
+  seq: number | null;
+  event_id: string | null;
+  /** The ledger entry that records the decision itself. */
+  decision_seq: number | null;
+}
+
+export const approveSignal = defineSignal<[ApprovalDecision]>('approve');
+export const rejectSignal = defineSignal<[ApprovalDecision]>('reject');
+export const approvalStatusQuery = defineQuery<TruthApprovalStatus>('approvalStatus');
