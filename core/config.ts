@@ -35,6 +35,7 @@ export const configSchema = z.object({
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('zhongshu-hub'),
   TEMPORAL_PORT: port.default(7233),
   TEMPORAL_UI_PORT: port.default(8233),
+  WORKFLOW_BUNDLE_PATH: z.string().min(1).optional(),
 
   ADMIN_TOKEN: z.string().min(24, 'must be at least 24 characters').optional(),
   SERVICE_DID: z.string().regex(/^did:[a-z0-9]+:.+$/, 'must be a DID such as did:zhongshu:hub').default('did:zhongshu:hub'),

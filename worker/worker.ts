@@ -17,11 +17,11 @@ export interface HubWorker {
   shutdown(): void;
 }
 
-export async function createHubWorker(
-  config: Config,
-  logger: Logger,
-  options: { workflowBundle?: WorkerOptions['workflowBundle'] } = {}
-): Promise<HubWorker> {
+export async function createHubWorker(config: Config, logger: Logger): Promise<HubWorker> {
+  // A prebuilt bundle (the Docker image and the tests make one) skips bundling at every start.
+  const workflowCode: Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> = config.WORKFLOW_BUNDLE_PATH
+    ? { workflowBundle: { codePath: config.WORKFLOW_BUNDLE_PATH } }
+    : { workflowsPath: require.resolve('../workflows') };
   const address = temporalAddress(config);
   await ensureSearchAttributes(address, config.TEMPORAL_NAMESPACE, logger);
   const mongo = await connectMongo({ uri: mongoUri(config), dbName: config.MONGODB_DB, appName: 'zhongshu-hub-worker' });
@@ -32,7 +32,7 @@ export async function createHubWorker(
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
     activities: createActivities({ ledger: new Ledger(mongo.db) }),
-    ...(options.workflowBundle ? { workflowBundle: options.workflowBundle } : { workflowsPath: require.resolve('../workflows') }),
+    ...workflowCode,
     shutdownGraceTime: '10 seconds'
   });
   return {

@@ -1,0 +1,178 @@
+/**
+ * Starts the real service for one test file against the shared embedded stack, as separate processes exactly as
+ * `npm start` runs them: the API (every listener, on free ports) and the worker (on a task queue of its own),
+ * with a database of its own, so suites do not see each other's data. Tests talk to it over real HTTP, and may
+ * read MongoDB and Temporal directly to check what a user cannot see.
+ */
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { Db, MongoClient } from 'mongodb';
+import { freePort, ServerHandle, spawnServer } from '../../scripts/stack/process';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
+
+export type ListenerName = 'main' | 'backup' | 'hub' | 'commercial' | 'memory' | 'daemon';
+
+export interface TestService {
+  env: Record<string, string>;
+  urls: Record<ListenerName, string>;
+  adminToken: string;
+  db: Db;
+  temporal: Client;
+  startApi(): Promise<void>;
+  stopApi(): Promise<void>;
+  startWorker(): Promise<void>;
+  /** Stops the worker process (SIGTERM, drains); workflows wait in Temporal meanwhile. */
+  stopWorker(): Promise<void>;
+  close(): Promise<void>;
+}
+
+const LISTENER_PORTS: Record<ListenerName, string> = {
+  main: 'PORT',
+  backup: 'BACKUP_PORT',
+  hub: 'HUB_PORT',
+  commercial: 'COMMERCIAL_PORT',
+  memory: 'MEMORY_PORT',
+  daemon: 'DAEMON_PORT'
+};
+
+export async function startTestService(extra: Record<string, string> = {}, options: { worker?: boolean } = {}): Promise<TestService> {
+  const id = randomBytes(5).toString('hex');
+  const dataDir = path.join(process.env.ZH_TEST_DATA_DIR!, `svc-${id}`);
+  fs.mkdirSync(dataDir, { recursive: true });
+  const env: Record<string, string> = {
+    LOG_LEVEL: process.env.ZH_TEST_LOG_LEVEL ?? 'warn',
+    HOST: '127.0.0.1',
+    DATA_DIR: dataDir,
+    MONGODB_URI: process.env.ZH_TEST_MONGODB_URI!,
+    MONGODB_DB: `test_${id}`,
+    TEMPORAL_ADDRESS: process.env.ZH_TEST_TEMPORAL_ADDRESS!,
+    TEMPORAL_TASK_QUEUE: `test-${id}`,
+    WORKFLOW_BUNDLE_PATH: process.env.ZH_TEST_WORKFLOW_BUNDLE!,
+    ADMIN_TOKEN: `adm_test_${randomBytes(16).toString('hex')}`
+  };
+  for (const name of Object.values(LISTENER_PORTS)) env[name] = String(await freePort());
+  env.PUBLIC_URL = `http://127.0.0.1:${env.PORT}`;
+  env.HUB_PUBLIC_URL = `http://127.0.0.1:${env.HUB_PORT}`;
+  Object.assign(env, extra);
+  const urls = Object.fromEntries(
+    (Object.keys(LISTENER_PORTS) as ListenerName[]).map((l) => [l, `http://127.0.0.1:${env[LISTENER_PORTS[l]]}`])
+  ) as Record<ListenerName, string>;
+
+  const childEnv = { ...process.env, ...env };
+  const spawnPart = (name: string, script: string) =>
+    spawnServer({ name: `${name}-${id}`, binary: TSX, args: [path.join(ROOT, script)], pidFile: path.join(dataDir, 'run', `${name}.pid`), echo: process.env.ZH_TEST_ECHO === '1', env: childEnv });
+
+  let api: ServerHandle | null = null;
+  let worker: ServerHandle | null = null;
+  const startApi = async () => {
+    if (api) return;
+    api = spawnPart('api', 'api/server.ts');
+    await waitHealthy(`${urls.main}/health`, api);
+  };
+  const stopApi = async () => {
+    await api?.stop();
+    api = null;
+  };
+  const startWorker = async () => {
+    if (worker) return;
+    worker = spawnPart('worker', 'worker/main.ts');
+    await waitForPoller(env.TEMPORAL_TASK_QUEUE!, worker);
+  };
+  const stopWorker = async () => {
+    await worker?.stop();
+    worker = null;
+  };
+
+  const mongo = await MongoClient.connect(env.MONGODB_URI!);
+  const connection = await Connection.connect({ address: env.TEMPORAL_ADDRESS! });
+  const temporal = new Client({ connection });
+
+  async function waitForPoller(taskQueue: string, handle: ServerHandle): Promise<void> {
+    const deadline = Date.now() + 60_000;
+    while (Date.now() < deadline) {
+      if (handle.child.exitCode !== null) throw new Error('worker exited during start');
+      const res = await connection.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: taskQueue }, taskQueueType: 1 });
+      if ((res.pollers ?? []).length > 0) return;
+      await sleep(200);
+    }
+    throw new Error('worker did not start polling within 60 s');
+  }
+
+  await Promise.all([startApi(), options.worker === false ? Promise.resolve() : startWorker()]);
+  return {
+    env,
+    urls,
+    adminToken: env.ADMIN_TOKEN!,
+    db: mongo.db(env.MONGODB_DB),
+    temporal,
+    startApi,
+    stopApi,
+    startWorker,
+    stopWorker,
+    close: async () => {
+      await Promise.all([stopApi(), stopWorker()]);
+      await mongo.db(env.MONGODB_DB).dropDatabase().catch(() => undefined);
+      await mongo.close();
+      await connection.close();
+    }
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function waitHealthy(url: string, handle: ServerHandle): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    if (handle.child.exitCode !== null) throw new Error(`${handle.name} exited during start`);
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      /* not yet listening */
+    }
+    await sleep(100);
+  }
+  throw new Error(`${url} did not become healthy within 60 s`);
+}
+
+/** JSON over real HTTP. */
+export async function http(
+  method: string,
+  url: string,
+  options: { body?: unknown; headers?: Record<string, string>; raw?: string } = {}
+): Promise<{ status: number; body: any; headers: Headers; text: string }> {
+  const headers: Record<string, string> = { ...options.headers };
+  let payload: string | undefined = options.raw;
+  if (options.body !== undefined) {
+    headers['content-type'] = headers['content-type'] ?? 'application/json';
+    payload = JSON.stringify(options.body);
+  }
+  const res = await fetch(url, { method, headers, body: payload });
+  const text = await res.text();
+  let body: unknown = undefined;
+  try {
+    body = text ? JSON.parse(text) : undefined;
+  } catch {
+    body = undefined;
+  }
+  return { status: res.status, body, headers: res.headers, text };
+}
+
+/** Polls `check` until it returns a value that is not undefined, or fails after `timeoutMs`. */
+export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 15000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await check();
+      if (v !== undefined) return v;
+    } catch (err) {
+      last = err;
+    }
+    await sleep(100);
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+}
