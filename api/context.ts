@@ -10,6 +10,7 @@ import { connectMongo, ensureIndexes, Mongo } from '../activities/store/mongo';
 import { Ledger } from '../activities/store/ledger';
 import { CredentialStore } from '../activities/store/credentials';
 import { NodeStore } from '../activities/store/nodes';
+import { QuotaStore } from '../activities/store/quota';
 import { EndpointDirectory } from './directory';
 import { HubKeys, loadOrCreateHubKeys } from './keys';
 import { loadAdminTokenHash } from './admin-token';
@@ -21,6 +22,7 @@ export interface ServiceContext {
   ledger: Ledger;
   credentials: CredentialStore;
   nodes: NodeStore;
+  quota: QuotaStore;
   temporal: Client;
   keys: HubKeys;
   adminTokenHash: string;
@@ -42,6 +44,7 @@ export async function createServiceContext(config: Config, logger = createLogger
       ledger: new Ledger(mongo.db),
       credentials: new CredentialStore(mongo.db),
       nodes: new NodeStore(mongo.db),
+      quota: new QuotaStore(mongo.db),
       temporal,
       keys: loadOrCreateHubKeys(config.dataDir),
       adminTokenHash,

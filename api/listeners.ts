@@ -17,6 +17,11 @@ import { agentCardRoutes } from './routes/discovery/agent-card';
 import { endpointDirectoryRoutes } from './routes/discovery/endpoints';
 import { adminRoutes } from './routes/admin';
 import { oauthRoutes } from './routes/oauth';
+import { truthReportRoutes } from './routes/truth/report';
+import { backupStatusRoutes, truthReadRoutes } from './routes/truth/read';
+import { subscriptionRoutes } from './routes/truth/subscription';
+import { approvalRoutes } from './routes/truth/approvals';
+import { statusDataRoutes } from './routes/truth/status-data';
 
 export interface Listener {
   name: ListenerName;
@@ -38,9 +43,16 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(endpointDirectoryRoutes, { ctx });
   await main.register(oauthRoutes, { ctx });
   await main.register(adminRoutes, { ctx });
+  await main.register(truthReportRoutes, { ctx });
+  await main.register(truthReadRoutes, { ctx });
+  await main.register(subscriptionRoutes, { ctx });
+  await main.register(approvalRoutes, { ctx });
+  await main.register(statusDataRoutes, { ctx });
 
   const backup = make('backup');
   await backup.register(healthRoutes, { ctx, listener: 'backup' });
+  await backup.register(truthReportRoutes, { ctx });
+  await backup.register(backupStatusRoutes, { ctx });
 
   const hub = make('hub');
   await hub.register(healthRoutes, { ctx, listener: 'hub' });

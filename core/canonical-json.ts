@@ -18,7 +18,10 @@ export function canonicalJson(value: unknown): string {
       return JSON.stringify(value);
     case 'object': {
       if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-      const keys = Object.keys(value as object).sort(compareUtf16);
+      // Members whose value is undefined are left out, as JSON.stringify does.
+      const keys = Object.keys(value as object)
+        .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+        .sort(compareUtf16);
       return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
     }
     default:

@@ -9,6 +9,11 @@
  * Concurrency without transactions: the insert of seq n is computed from entry n-1, and `_id` is unique, so two
  * writers that race for the same seq cannot both win; the loser re-reads the tail and retries. Inside one process,
  * appends are group-committed (one ordered insertMany per batch), so writers queue instead of colliding.
+ *
+ * Reads that would need a sorted scan are kept off the hot path (FerretDB's SQLite backend scans a collection for
+ * every query but the insert's unique check): each process keeps the tail it last wrote, and a one-document
+ * `ledger_head` collection records the newest size and root (updated after each batch, only ever forward). The
+ * tail is re-read from the entries themselves only after losing a race to another process.
  */
 import { randomBytes } from 'node:crypto';
 import { Collection, Db, MongoBulkWriteError, MongoServerError } from 'mongodb';
@@ -17,6 +22,7 @@ import { appendToFrontier, fromHex, Hash, leafHash, rootFromFrontier, toHex, EMP
 import { LedgerEntryDocument, LedgerEntryKind, ledgerLeafBytes } from '../../core/ledger-entry';
 
 export const LEDGER_COLLECTION = 'ledger';
+export const LEDGER_HEAD_COLLECTION = 'ledger_head';
 const MAX_BATCH = 256;
 const MAX_RETRIES = 1000;
 
@@ -56,13 +62,29 @@ export function newEventId(): string {
   return `truth-${Date.now().toString(36).padStart(9, '0')}${randomBytes(6).toString('hex')}`;
 }
 
+interface LedgerHeadDocument {
+  _id: 'head';
+  size: number;
+  root: string;
+  updated_at: string;
+}
+
+interface Tail {
+  size: number;
+  frontier: Hash[];
+}
+
 export class Ledger {
   private readonly entries: Collection<LedgerEntryDocument>;
+  private readonly heads: Collection<LedgerHeadDocument>;
   private queue: Pending[] = [];
   private committing = false;
+  /** The tail this process last wrote or read; null when it must be re-read. */
+  private knownTail: Tail | null = null;
 
   constructor(db: Db) {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
+    this.heads = db.collection<LedgerHeadDocument>(LEDGER_HEAD_COLLECTION);
   }
 
   /** Appends one entry; resolves once it is durably inserted (or matched by its idempotency key). */
@@ -99,25 +121,24 @@ export class Ledger {
     let pending = await this.settleKnownIdempotencyKeys(batch);
     for (let attempt = 0; pending.length > 0; attempt++) {
       if (attempt >= MAX_RETRIES) throw new Error('ledger append kept losing the race for the next seq');
-      const tail = await this.tail();
+      const tail = this.knownTail ?? (await this.readTail());
       const docs = this.buildDocs(pending, tail);
       try {
         await this.entries.insertMany(docs, { ordered: true });
+        await this.advanceHead(docs[docs.length - 1]!);
         pending.forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
         return;
       } catch (err) {
+        this.knownTail = null;
         const failure = describeInsertFailure(err);
         if (!failure) throw err;
+        if (failure.inserted > 0) await this.advanceHead(docs[failure.inserted - 1]!);
         pending.slice(0, failure.inserted).forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
-        const rest = pending.slice(failure.inserted);
-        if (failure.duplicateOf === 'idem') {
-          // Another process wrote the same idempotency key between our check and our insert.
-          pending = await this.settleKnownIdempotencyKeys(rest);
-        } else if (failure.duplicateOf === '_id') {
-          pending = rest; // lost the race for this seq: re-read the tail and go again
-        } else {
-          throw err;
-        }
+        if (!failure.duplicate) throw err;
+        // Either another writer took this seq (re-read the tail and go again) or another process wrote the same
+        // idempotency key since we checked. Servers differ in saying which unique index refused the document,
+        // so look the keys up again either way.
+        pending = await this.settleKnownIdempotencyKeys(pending.slice(failure.inserted));
       }
     }
   }
@@ -189,22 +210,41 @@ export class Ledger {
     });
   }
 
-  private async tail(): Promise<{ size: number; frontier: Hash[] }> {
-    const last = await this.entries.find({}, { projection: { _id: 1, frontier: 1 } }).sort({ _id: -1 }).limit(1).next();
-    if (!last) return { size: 0, frontier: [] };
-    return { size: last._id, frontier: last.frontier.map(fromHex) };
+  /** The real tail: the newest entry, found from the head record forward (the head may lag a crashed writer). */
+  private async readTail(): Promise<Tail> {
+    const head = await this.heads.findOne({ _id: 'head' });
+    const from = head?.size ?? 0;
+    const newer = await this.entries.find({ _id: { $gte: from } }, { projection: { _id: 1, frontier: 1 } }).sort({ _id: -1 }).limit(1).next();
+    const last = newer ?? (from > 0 ? await this.entries.find({}, { projection: { _id: 1, frontier: 1 } }).sort({ _id: -1 }).limit(1).next() : null);
+    return last ? { size: last._id, frontier: last.frontier.map(fromHex) } : { size: 0, frontier: [] };
+  }
+
+  /** Records the new tail locally and moves the shared head record forward (never back). */
+  private async advanceHead(last: LedgerEntryDocument): Promise<void> {
+    this.knownTail = { size: last._id, frontier: last.frontier.map(fromHex) };
+    const head: LedgerHeadDocument = { _id: 'head', size: last._id, root: last.root, updated_at: new Date().toISOString() };
+    const res = await this.heads.updateOne({ _id: 'head', size: { $lt: head.size } }, { $set: head });
+    if (res.matchedCount === 0) {
+      await this.heads.insertOne(head).catch((err) => {
+        if ((err as { code?: number }).code !== 11000) throw err; // a newer head is already there
+      });
+    }
   }
 
   // ---- reads ----
 
-  /** Size and root of the ledger as stored (the root recorded by its last entry). */
+  /** Size and root of the ledger as last recorded by a writer (see advanceHead). */
   async head(): Promise<LedgerHead> {
-    const last = await this.entries.find({}, { projection: { _id: 1, root: 1 } }).sort({ _id: -1 }).limit(1).next();
-    return last ? { size: last._id, root: last.root } : { size: 0, root: toHex(EMPTY_ROOT) };
+    const head = await this.heads.findOne({ _id: 'head' });
+    return head ? { size: head.size, root: head.root } : { size: 0, root: toHex(EMPTY_ROOT) };
   }
 
   get(seq: number): Promise<LedgerEntryDocument | null> {
     return this.entries.findOne({ _id: seq });
+  }
+
+  findByIdempotencyKey(did: string | null, idempotencyKey: string): Promise<LedgerEntryDocument | null> {
+    return this.entries.findOne({ idem: `k:${did ?? ''}:${idempotencyKey}` });
   }
 
   findByEventId(eventId: string): Promise<LedgerEntryDocument | null> {
@@ -255,20 +295,13 @@ function escapeRegex(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
-/** Reads an insertMany failure: how many documents went in before it, and which unique index refused the next. */
-function describeInsertFailure(err: unknown): { inserted: number; duplicateOf: '_id' | 'idem' | 'other' } | null {
+/** Reads an insertMany failure: how many documents went in before it, and whether a unique index refused the next. */
+function describeInsertFailure(err: unknown): { inserted: number; duplicate: boolean } | null {
   if (err instanceof MongoBulkWriteError) {
     const first = Array.isArray(err.writeErrors) ? err.writeErrors[0] : err.writeErrors;
     if (!first) return null;
-    return { inserted: first.index, duplicateOf: duplicateField(first.code, first.errmsg ?? '') };
+    return { inserted: first.index, duplicate: first.code === 11000 };
   }
-  if (err instanceof MongoServerError && err.code === 11000) {
-    return { inserted: 0, duplicateOf: duplicateField(err.code, err.message) };
-  }
+  if (err instanceof MongoServerError && err.code === 11000) return { inserted: 0, duplicate: true };
   return null;
-}
-
-function duplicateField(code: number | undefined, message: string): '_id' | 'idem' | 'other' {
-  if (code !== 11000) return 'other';
-  return /idem/.test(message) ? 'idem' : '_id';
 }

@@ -50,6 +50,8 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   oauth_clients: [],
   oauth_revocations: [],
   dids: [],
+  ledger_head: [],
+  quota_counters: [],
   daemon_assets: []
 };
 

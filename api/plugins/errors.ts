@@ -24,18 +24,27 @@ export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
   });
 }
 
-/** Validation issues as { field, message }, with a domain error code when a schema attached one (params.code). */
-function readValidation(err: FastifyError): { problems: FieldProblem[]; code: ErrorCode } {
+/** When a body breaks several rules that carry their own code, the one the spec names first wins. */
+const CODE_PRIORITY: ErrorCode[] = ['empty_value_rejected', 'value_must_be_object', 'invalid_key', 'invalid_patch'];
+
+/**
+ * Validation issues as { field, message }. A schema may attach a domain error code to an issue (params.code);
+ * then the response carries that code and that issue's message.
+ */
+function readValidation(err: FastifyError): { problems: FieldProblem[]; code: ErrorCode; message: string } {
   const where = err.validationContext ?? 'body';
-  let code: ErrorCode = 'invalid_request';
+  const coded: { code: ErrorCode; message: string }[] = [];
   const problems = (err.validation ?? []).map((v) => {
-    const params = (v.params ?? {}) as { params?: { code?: string } };
-    const attached = params.params?.code;
-    if (attached && attached in ERROR_STATUS && code === 'invalid_request') code = attached as ErrorCode;
+    const attached = ((v.params ?? {}) as { params?: { code?: string } }).params?.code;
     const pathPart = v.instancePath.replace(/^\//, '').replace(/\//g, '.');
-    return { field: pathPart ? `${where}.${pathPart}` : where, message: v.message ?? 'is invalid' };
+    const problem = { field: pathPart ? `${where}.${pathPart}` : where, message: v.message ?? 'is invalid' };
+    if (attached && attached in ERROR_STATUS) coded.push({ code: attached as ErrorCode, message: problem.message });
+    return problem;
   });
-  return { problems, code };
+  const rank = (c: ErrorCode) => (CODE_PRIORITY.includes(c) ? CODE_PRIORITY.indexOf(c) : CODE_PRIORITY.length);
+  const chosen = coded.sort((a, b) => rank(a.code) - rank(b.code))[0];
+  if (chosen) return { problems, code: chosen.code, message: chosen.message };
+  return { problems, code: 'invalid_request', message: `Invalid request: ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')}` };
 }
 
 function errorsPlugin(app: FastifyInstance): void {
@@ -45,11 +54,7 @@ function errorsPlugin(app: FastifyInstance): void {
       return sendError(reply, err);
     }
     if (hasZodFastifySchemaValidationErrors(err) || err.validation) {
-      const { problems, code } = readValidation(err);
-      const message =
-        code === 'invalid_request'
-          ? `Invalid request: ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')}`
-          : problems[0]?.message ?? 'Invalid request';
+      const { problems, code, message } = readValidation(err);
       return sendError(reply, new AppError(code, message, { fields: problems }));
     }
     const status = err.statusCode ?? 500;

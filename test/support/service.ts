@@ -27,6 +27,8 @@ export interface TestService {
   startWorker(): Promise<void>;
   /** Stops the worker process (SIGTERM, drains); workflows wait in Temporal meanwhile. */
   stopWorker(): Promise<void>;
+  /** A second API process on other ports, sharing this service's database and task queue. */
+  startSecondApi(): Promise<{ url: string; stop(): Promise<void> }>;
   close(): Promise<void>;
 }
 
@@ -102,6 +104,26 @@ export async function startTestService(extra: Record<string, string> = {}, optio
     throw new Error('worker did not start polling within 60 s');
   }
 
+  const extraApis: ServerHandle[] = [];
+  const startSecondApi = async () => {
+    const port = await freePort();
+    const ports: Record<string, string> = {};
+    for (const name of Object.values(LISTENER_PORTS)) ports[name] = String(await freePort());
+    ports.PORT = String(port);
+    const handle = spawnServer({
+      name: `api2-${id}`,
+      binary: TSX,
+      args: [path.join(ROOT, 'api/server.ts')],
+      pidFile: path.join(dataDir, 'run', `api2-${port}.pid`),
+      echo: process.env.ZH_TEST_ECHO === '1',
+      env: { ...childEnv, ...ports }
+    });
+    extraApis.push(handle);
+    const url = `http://127.0.0.1:${port}`;
+    await waitHealthy(`${url}/health`, handle);
+    return { url, stop: () => handle.stop() };
+  };
+
   await Promise.all([startApi(), options.worker === false ? Promise.resolve() : startWorker()]);
   return {
     env,
@@ -113,8 +135,9 @@ export async function startTestService(extra: Record<string, string> = {}, optio
     stopApi,
     startWorker,
     stopWorker,
+    startSecondApi,
     close: async () => {
-      await Promise.all([stopApi(), stopWorker()]);
+      await Promise.all([stopApi(), stopWorker(), ...extraApis.map((h) => h.stop())]);
       await mongo.db(env.MONGODB_DB).dropDatabase().catch(() => undefined);
       await mongo.close();
       await connection.close();

@@ -1,0 +1,150 @@
+/**
+ * POST /api/report/truth (main and backup listeners): a node reports a truth record.
+ *   - X-DID must be a registered DID (401 otherwise); the body per core/truth-record.ts (400 with the spec codes);
+ *     a value over TRUTH_MAX_VALUE_BYTES gives 413.
+ *   - Idempotency-Key: a retry returns the first result (the appended entry, or the same pending approval).
+ *   - Quota: TRUTH_DAILY_QUOTA writes per DID per UTC day; past it 429 with Retry-After.
+ *   - High-risk writes start truth-approval/<id> and answer 202; the rest are appended at once (200).
+ *   - If MongoDB (or, for held writes, Temporal) cannot be reached within TRUTH_WRITE_TIMEOUT_MS the answer is 503
+ *     and nothing was acknowledged: retry with the same Idempotency-Key, which can never produce a second entry.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { FastifyInstance } from 'fastify';
+import { ServiceError, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/client';
+import { z } from 'zod';
+import { canonicalJson } from '../../../core/canonical-json';
+import { AppError } from '../../../core/errors';
+import { heldBecause, TruthReportBody, truthReportBody } from '../../../core/truth-record';
+import type { truthApprovalWorkflow } from '../../../workflows/truth-approval';
+import { TruthApprovalInput, truthApprovalWorkflowId } from '../../../workflows/truth-approval.contract';
+import { ApprovalStateAttr, TruthKeyAttr, TruthTypeAttr } from '../../../workflows/search-attributes';
+import type { ServiceContext } from '../../context';
+import { isMongoUnavailable } from '../../plugins/errors';
+
+const IDEMPOTENCY_KEY = /^[A-Za-z0-9_.:-]{1,128}$/;
+export const SUCCESS_MESSAGE = 'truth recorded';
+
+const writtenResponse = z.object({ ok: z.literal(true), message: z.string(), truth_count: z.number().int(), seq: z.number().int(), event_id: z.string(), duplicate: z.boolean() });
+const pendingResponse = z.object({ ok: z.literal(true), pending: z.literal(true), approval_id: z.string(), workflow_id: z.string(), message: z.string(), status_url: z.string() });
+
+export async function truthReportRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
+  const { ctx } = opts;
+  const { config } = ctx;
+
+  app.post(
+    '/api/report/truth',
+    {
+      config: { auth: 'did', directory: { group: 'zhongshu_truth_api', summary: 'Write a truth record (append-only); high-risk writes wait for approval', publicRead: true } },
+      bodyLimit: config.TRUTH_MAX_VALUE_BYTES + 16 * 1024,
+      schema: {
+        body: truthReportBody,
+        headers: z.object({ 'idempotency-key': z.string().regex(IDEMPOTENCY_KEY, '1-128 characters of letters, digits and _ . : -').optional() }).passthrough(),
+        response: { 200: writtenResponse, 202: pendingResponse }
+      }
+    },
+    async (request, reply) => {
+      const did = request.principal!.did!;
+      const body = request.body as TruthReportBody;
+      const idempotencyKey = (request.headers['idempotency-key'] as string | undefined) ?? null;
+      if (body.did !== undefined && body.did !== did) {
+        throw new AppError('invalid_request', 'did in the body must equal the X-DID header', { fields: [{ field: 'body.did', message: 'differs from X-DID' }] });
+      }
+      const valueJson = canonicalJson(body.value);
+      if (Buffer.byteLength(valueJson) > config.TRUTH_MAX_VALUE_BYTES) {
+        throw new AppError('payload_too_large', `value is ${Buffer.byteLength(valueJson)} bytes as canonical JSON; the limit is ${config.TRUTH_MAX_VALUE_BYTES}`);
+      }
+
+      const outcome = await withDeadline(config.TRUTH_WRITE_TIMEOUT_MS, async () => {
+        // A retried write returns what the first one got, without spending quota.
+        if (idempotencyKey) {
+          const existing = await ctx.ledger.findByIdempotencyKey(did, idempotencyKey);
+          if (existing) return { kind: 'written' as const, seq: existing.seq, event_id: existing.event_id, duplicate: true };
+        }
+        const day = new Date().toISOString().slice(0, 10);
+        const quota = await ctx.quota.consume(`truth:${did}`, day, config.TRUTH_DAILY_QUOTA);
+        if (!quota.allowed) {
+          throw new AppError('quota_exceeded', `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`, { limit: config.TRUTH_DAILY_QUOTA }, { 'Retry-After': String(secondsUntilUtcMidnight()) });
+        }
+        const held = heldBecause(body.key, body.truth_type, { highRiskTypes: config.TRUTH_HIGH_RISK_TYPES, highRiskKeyPrefixes: config.TRUTH_HIGH_RISK_KEY_PREFIXES });
+        if (held) return { kind: 'held' as const, ...(await holdForApproval(ctx, { did, body, valueJson, idempotencyKey, held })) };
+        const { entry, duplicate } = await ctx.ledger.append({ kind: 'truth', key: body.key, value: body.value, truth_type: body.truth_type ?? null, did, idempotencyKey });
+        return { kind: 'written' as const, seq: entry.seq, event_id: entry.event_id, duplicate };
+      });
+
+      if (outcome.kind === 'held') {
+        return reply.code(202).send({
+          ok: true,
+          pending: true,
+          approval_id: outcome.approvalId,
+          workflow_id: truthApprovalWorkflowId(outcome.approvalId),
+          message: `held for approval: ${outcome.held}`,
+          status_url: `${config.publicUrl}/api/truth/approvals/${outcome.approvalId}`
+        });
+      }
+      // The seq of an entry is the ledger's size when it was appended: truth_count as of this write.
+      return reply.code(200).send({ ok: true, message: SUCCESS_MESSAGE, truth_count: outcome.seq, seq: outcome.seq, event_id: outcome.event_id, duplicate: outcome.duplicate });
+    }
+  );
+}
+
+async function holdForApproval(
+  ctx: ServiceContext,
+  w: { did: string; body: TruthReportBody; valueJson: string; idempotencyKey: string | null; held: string }
+): Promise<{ approvalId: string; held: string }> {
+  // With an Idempotency-Key the approval id is derived from it, so a retried write finds the same workflow.
+  const approvalId = w.idempotencyKey
+    ? `apr_${createHash('sha256').update(`${w.did}\n${w.idempotencyKey}`).digest('hex').slice(0, 24)}`
+    : `apr_${randomBytes(12).toString('hex')}`;
+  const input: TruthApprovalInput = {
+    version: 1,
+    approval_id: approvalId,
+    truth: { key: w.body.key, value_json: w.valueJson, truth_type: w.body.truth_type ?? null, did: w.did, idempotency_key: w.idempotencyKey },
+    held_because: w.held,
+    requested_at: new Date().toISOString(),
+    timeout_seconds: ctx.config.TRUTH_APPROVAL_TIMEOUT_S,
+    hub_did: ctx.config.SERVICE_DID
+  };
+  try {
+    await ctx.temporal.workflow.start<typeof truthApprovalWorkflow>('truthApprovalWorkflow', {
+      workflowId: truthApprovalWorkflowId(approvalId),
+      taskQueue: ctx.config.TEMPORAL_TASK_QUEUE,
+      args: [input],
+      workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+      typedSearchAttributes: [
+        { key: TruthKeyAttr, value: w.body.key },
+        { key: TruthTypeAttr, value: w.body.truth_type ?? 'unknown' },
+        { key: ApprovalStateAttr, value: 'pending' }
+      ],
+      memo: { key: w.body.key, truth_type: w.body.truth_type ?? null, did: w.did, held_because: w.held, requested_at: input.requested_at }
+    });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  }
+  return { approvalId, held: w.held };
+}
+
+/** Bounds a write: past `ms`, 503 (the caller retries with its Idempotency-Key). */
+async function withDeadline<T>(ms: number, work: () => Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new AppError('unavailable', `The ledger did not answer within ${ms} ms; retry with the same Idempotency-Key`, {}, { 'Retry-After': '5' })), ms);
+  });
+  try {
+    return await Promise.race([work(), deadline]);
+  } catch (err) {
+    if (isMongoUnavailable(err)) throw new AppError('unavailable', 'The ledger database is unavailable; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' });
+    if (err instanceof AppError) throw err;
+    if (err instanceof ServiceError) {
+      throw new AppError('unavailable', 'The approval service is unavailable; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' });
+    }
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function secondsUntilUtcMidnight(): number {
+  const now = new Date();
+  const midnight = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
+  return Math.max(1, Math.ceil((midnight - now.getTime()) / 1000));
+}

@@ -1,0 +1,84 @@
+/**
+ * The status-data family (four JSON resources) and the per-node instruction queue.
+ *   GET /api/status-data/metrics   live metrics: ledger size and root, entries in the last minute/hour, approvals
+ *   GET /api/status-data/nodes     node registry: node ids, names and states
+ *   GET /api/status-data/sync      local-cloud sync state: the ledger head every listener serves, and its age
+ *   GET /api/status-data/assets    local asset index: what the hub holds, counted by kind
+ *   GET /api/instructions/:node_id the node's instruction queue (work orders pushed by the deployment gateway's
+ *                                  inbox_push), oldest first; read it after GET /api/status
+ */
+import { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { TRUTH_TYPES } from '../../../core/truth-record';
+import type { ServiceContext } from '../../context';
+
+export interface InstructionDocument {
+  _id: string;
+  node_id: string;
+  key: string;
+  value_json: string;
+  created_at: string;
+  acked_at: string | null;
+}
+
+export async function statusDataRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
+  const { ctx } = opts;
+  const db = ctx.mongo.db;
+  const ledger = db.collection('ledger');
+  const started = Date.now();
+
+  app.get('/api/status-data/metrics', { config: { auth: 'none' } }, async () => {
+    const now = Date.now();
+    const since = (ms: number) => new Date(now - ms).toISOString();
+    const [head, lastMinute, lastHour] = await Promise.all([
+      ctx.ledger.head(),
+      ledger.countDocuments({ created_at: { $gte: since(60_000) } }),
+      ledger.countDocuments({ created_at: { $gte: since(3_600_000) } })
+    ]);
+    return { ok: true, resource: 'metrics', ledger: { size: head.size, root: head.root }, appends: { last_minute: lastMinute, last_hour: lastHour }, uptime_s: Math.round((now - started) / 1000), at: new Date(now).toISOString() };
+  });
+
+  app.get('/api/status-data/nodes', { config: { auth: 'none' } }, async () => {
+    const nodes = await ctx.nodes.nodes.find({}, { projection: { api_key_hash: 0 } }).sort({ _id: 1 }).limit(1000).toArray();
+    return { ok: true, resource: 'nodes', count: nodes.length, nodes: nodes.map((n) => ({ node_id: n._id, name: n.name, state: n.state, last_seen_at: n.last_seen_at })) };
+  });
+
+  app.get('/api/status-data/sync', { config: { auth: 'none' } }, async () => {
+    const head = await ctx.ledger.head();
+    const last = head.size > 0 ? await ctx.ledger.get(head.size) : null;
+    return {
+      ok: true,
+      resource: 'sync',
+      // Main and backup listeners append to and read from one database, so both serve this head.
+      state: 'in_sync',
+      ledger_head: { size: head.size, root: head.root, last_entry_at: last?.created_at ?? null },
+      listeners: { main: ctx.config.publicUrl, backup_port: ctx.config.BACKUP_PORT },
+      at: new Date().toISOString()
+    };
+  });
+
+  app.get('/api/status-data/assets', { config: { auth: 'none' } }, async () => {
+    const byType = await ledger.aggregate<{ _id: string | null; count: number }>([{ $match: { kind: 'truth' } }, { $group: { _id: '$truth_type', count: { $sum: 1 } } }]).toArray();
+    const [events, dids, nodes] = await Promise.all([ledger.countDocuments({ kind: 'event' }), db.collection('dids').countDocuments({ revoked_at: null }), db.collection('nodes').countDocuments({})]);
+    const truths = Object.fromEntries([...TRUTH_TYPES, 'untyped'].map((t) => [t, 0]));
+    for (const row of byType) truths[row._id ?? 'untyped'] = row.count;
+    return { ok: true, resource: 'assets', truths_by_type: truths, hub_records: events, registered_dids: dids, nodes };
+  });
+
+  app.get(
+    '/api/instructions/:node_id',
+    { config: { auth: 'did' }, schema: { params: z.object({ node_id: z.string().min(1).max(100) }), querystring: z.object({ include_acked: z.coerce.boolean().default(false) }) } },
+    async (request) => {
+      const { node_id } = request.params as { node_id: string };
+      const { include_acked } = request.query as { include_acked: boolean };
+      const filter = include_acked ? { node_id } : { node_id, acked_at: null };
+      const rows = await db.collection<InstructionDocument>('instructions').find(filter).sort({ created_at: 1 }).limit(200).toArray();
+      return {
+        ok: true,
+        node_id,
+        count: rows.length,
+        instructions: rows.map((r) => ({ instruction_id: r._id, key: r.key, value: JSON.parse(r.value_json) as unknown, created_at: r.created_at, acked_at: r.acked_at }))
+      };
+    }
+  );
+}

@@ -1,0 +1,106 @@
+/**
+ * npm run bench:ledger — ledger append throughput and latency against the embedded stack (its own FerretDB, or
+ * MONGODB_URI), with the same number of bare insertOne calls into a scratch collection as the baseline, measured
+ * in the same run. Then verify time and peak memory for 10k and 100k entries (BENCH_VERIFY_SIZES to change).
+ * Prints figures and ratios; asserts nothing.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { MongoClient } from 'mongodb';
+import { Ledger } from '../../activities/store/ledger';
+import { verifyLedger } from '../../activities/store/ledger-verify';
+import { ensureIndexes } from '../../activities/store/mongo';
+import { startFerretDb } from '../stack/ferretdb';
+import { freePort } from '../stack/process';
+
+const OPS = Number(process.env.BENCH_OPS ?? 2000);
+const CONCURRENCY = [1, 16, 64];
+const VERIFY_SIZES = (process.env.BENCH_VERIFY_SIZES ?? '10000,100000').split(',').map(Number);
+
+interface Figures {
+  opsPerSec: number;
+  p50: number;
+  p99: number;
+}
+
+async function run(concurrency: number, ops: number, op: (i: number) => Promise<unknown>): Promise<Figures> {
+  const latencies: number[] = [];
+  let next = 0;
+  const started = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < ops) {
+        const i = next++;
+        const t0 = process.hrtime.bigint();
+        await op(i);
+        latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      }
+    })
+  );
+  const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  latencies.sort((a, b) => a - b);
+  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))]!;
+  return { opsPerSec: ops / seconds, p50: pct(50), p99: pct(99) };
+}
+
+const fmt = (f: Figures) => `${f.opsPerSec.toFixed(0).padStart(6)} ops/s   p50 ${f.p50.toFixed(2).padStart(7)} ms   p99 ${f.p99.toFixed(2).padStart(7)} ms`;
+
+async function main(): Promise<void> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zhongshu-bench-'));
+  let stop = async () => undefined as void;
+  let uri = process.env.MONGODB_URI;
+  if (!uri) {
+    const ferret = await startFerretDb({ dataDir, port: await freePort(), echo: false });
+    uri = ferret.uri;
+    stop = () => ferret.stop();
+  }
+  const client = await MongoClient.connect(uri, { retryWrites: false });
+  try {
+    console.log(`bench:ledger — ${OPS} appends per concurrency level, against ${process.env.MONGODB_URI ? 'MONGODB_URI' : 'embedded FerretDB (SQLite)'}`);
+    for (const c of CONCURRENCY) {
+      const db = client.db(`bench_c${c}_${Date.now()}`);
+      await ensureIndexes(db);
+      const scratch = db.collection('scratch');
+      const baseline = await run(c, OPS, (i) => scratch.insertOne({ i, key: `bench.insert.${i}`, value_json: JSON.stringify({ i, payload: 'x'.repeat(64) }), created_at: new Date().toISOString() }));
+      const ledger = new Ledger(db);
+      const appends = await run(c, OPS, (i) => ledger.append({ kind: 'truth', key: `bench.append.${i}`, value: { i, payload: 'x'.repeat(64) }, truth_type: 'data', did: 'did:bench:writer' }));
+      console.log(`concurrency ${String(c).padStart(2)}  bare insertOne: ${fmt(baseline)}`);
+      console.log(`                ledger append:  ${fmt(appends)}`);
+      console.log(`                ratio (append cost / insert cost): ${(baseline.opsPerSec / appends.opsPerSec).toFixed(2)}x time per op, p50 ${(appends.p50 / baseline.p50).toFixed(2)}x`);
+      await db.dropDatabase();
+    }
+
+    for (const size of VERIFY_SIZES) {
+      const db = client.db(`bench_verify_${size}_${Date.now()}`);
+      await ensureIndexes(db);
+      const ledger = new Ledger(db);
+      const fillStart = Date.now();
+      await run(64, size, (i) => ledger.append({ kind: 'truth', key: `bench.verify.${i}`, value: { i }, truth_type: 'data', did: 'did:bench:writer' }));
+      const fillSeconds = (Date.now() - fillStart) / 1000;
+      global.gc?.();
+      const rssBefore = process.memoryUsage().rss;
+      let peak = rssBefore;
+      const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 20);
+      const t0 = Date.now();
+      const report = await verifyLedger(ledger);
+      const seconds = (Date.now() - t0) / 1000;
+      clearInterval(sampler);
+      peak = Math.max(peak, process.memoryUsage().rss);
+      console.log(
+        `verify ${String(size).padStart(6)} entries: ${seconds.toFixed(2)} s (${(size / seconds).toFixed(0)} entries/s), consistent=${report.consistent}, ` +
+          `peak RSS +${((peak - rssBefore) / 1048576).toFixed(1)} MiB over ${(rssBefore / 1048576).toFixed(0)} MiB (filled in ${fillSeconds.toFixed(1)} s)`
+      );
+      await db.dropDatabase();
+    }
+  } finally {
+    await client.close();
+    await stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
