@@ -16,17 +16,44 @@ import type { ServiceContext } from '../../context';
 
 const approvalId = z.object({ id: z.string().regex(/^apr_[a-f0-9]{24}$/, 'an approval id such as apr_0123456789abcdef01234567') });
 const DECISION_WAIT_MS = 10_000;
+const QUERY_WAIT_MS = 2_000;
 
 export async function approvalRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
   const { ctx } = opts;
   const handleFor = (id: string) => ctx.temporal.workflow.getHandle(truthApprovalWorkflowId(id));
 
-  /** The exact state: the query while running, the result once closed. */
+  /**
+   * The exact state: the query while running, the result once closed. A query needs a worker; when none answers
+   * within QUERY_WAIT_MS the state comes from the workflow's search attributes and memo (what the Web UI shows).
+   */
   async function statusOf(id: string): Promise<TruthApprovalStatus> {
     const handle = handleFor(id);
     try {
       const description = await handle.describe();
-      if (description.status.name === 'RUNNING') return await handle.query(approvalStatusQuery);
+      if (description.status.name === 'RUNNING') {
+        const answered = await Promise.race([
+          handle.query(approvalStatusQuery).catch(() => null),
+          new Promise<null>((r) => setTimeout(() => r(null), QUERY_WAIT_MS))
+        ]);
+        if (answered) return answered;
+        const memo = (description.memo ?? {}) as Record<string, string | null>;
+        return {
+          approval_id: id,
+          state: (description.typedSearchAttributes.get(ApprovalStateAttr) as TruthApprovalStatus['state'] | undefined) ?? 'pending',
+          key: String(memo.key ?? description.typedSearchAttributes.get(TruthKeyAttr) ?? ''),
+          truth_type: memo.truth_type ?? null,
+          did: String(memo.did ?? ''),
+          held_because: String(memo.held_because ?? ''),
+          requested_at: String(memo.requested_at ?? description.startTime.toISOString()),
+          expires_at: '',
+          decided_at: null,
+          approver: null,
+          reason: null,
+          seq: null,
+          event_id: null,
+          decision_seq: null
+        };
+      }
       if (description.status.name === 'COMPLETED') return (await handle.result()) as TruthApprovalStatus;
       throw new AppError('conflict', `approval workflow is ${description.status.name.toLowerCase()}; see the Temporal Web UI`);
     } catch (err) {
