@@ -22,6 +22,7 @@ import { backupStatusRoutes, truthReadRoutes } from './routes/truth/read';
 import { subscriptionRoutes } from './routes/truth/subscription';
 import { approvalRoutes } from './routes/truth/approvals';
 import { statusDataRoutes } from './routes/truth/status-data';
+import { daemonStatusRoutes } from './routes/daemon/status';
 
 export interface Listener {
   name: ListenerName;
@@ -65,6 +66,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
 
   const daemon = make('daemon');
   await daemon.register(healthRoutes, { ctx, listener: 'daemon' });
+  await daemon.register(daemonStatusRoutes, { ctx });
 
   const listeners: Listener[] = [
     { name: 'main', app: main, host: config.HOST, port: config.PORT },

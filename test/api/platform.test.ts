@@ -180,6 +180,23 @@ describe('administration', () => {
   });
 });
 
+describe('daemon two-factor identity', () => {
+  it('answers /status 200 with both factors, 403 with a missing or forged factor', async () => {
+    const asset = await http('POST', `${svc.urls.main}/admin/daemon-assets`, { headers: admin(), body: { label: 'local' } });
+    expect(asset.status).toBe(201);
+    const status = (headers: Record<string, string>) => http('GET', `${svc.urls.daemon}/status`, { headers });
+    const ok = await status({ 'x-asset-id': asset.body.asset_id, 'x-order-root': asset.body.order_root });
+    expect(ok.status).toBe(200);
+    expect(ok.body).toMatchObject({ ok: true, asset_id: asset.body.asset_id, protocol_version: 1 });
+    expect((await status({ 'x-asset-id': asset.body.asset_id })).status).toBe(403);
+    const forged = await status({ 'x-asset-id': asset.body.asset_id, 'x-order-root': `${asset.body.order_root.slice(0, -2)}xx` });
+    expect(forged.status).toBe(403);
+    expect(forged.body.error).toBe('identity_check_failed');
+    const wrongVersion = await status({ 'x-asset-id': asset.body.asset_id, 'x-order-root': asset.body.order_root.replace(/^or1_/, 'or2_') });
+    expect(wrongVersion.status).toBe(403);
+  });
+});
+
 describe('OAuth 2.0 client credentials', () => {
   it('issues a token, introspects it as active, revokes it, then introspects it as inactive', async () => {
     const client = await http('POST', `${svc.urls.main}/admin/oauth-clients`, { headers: admin(), body: { label: 'partner', scopes: ['truth:read'] } });
