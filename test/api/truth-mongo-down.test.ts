@@ -1,0 +1,78 @@
+/**
+ * Stopping the database mid-run: writers never hang (a bounded 503 instead), nothing acknowledged is lost, and a
+ * retry with the same Idempotency-Key after the database is back lands exactly once. Uses a FerretDB of its own,
+ * so the shared one keeps serving the other suites.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { startFerretDb } from '../../scripts/stack/ferretdb';
+import { freePort, ServerHandle } from '../../scripts/stack/process';
+import { registerDid } from '../support/credentials';
+import { http, startTestService, TestService } from '../support/service';
+
+let svc: TestService;
+let ferret: ServerHandle & { uri: string };
+let dataDir: string;
+let port: number;
+const DID = 'did:example:steady';
+
+const startDb = async () => (ferret = await startFerretDb({ dataDir, port, echo: false }));
+
+beforeAll(async () => {
+  dataDir = fs.mkdtempSync(path.join(process.env.ZH_TEST_DATA_DIR!, 'own-ferret-'));
+  port = await freePort();
+  await startDb();
+  svc = await startTestService({ MONGODB_URI: ferret.uri, TRUTH_WRITE_TIMEOUT_MS: '3000' }, { worker: false });
+  await registerDid(svc.urls.main, svc.adminToken, DID);
+});
+afterAll(async () => {
+  await svc?.close();
+  await ferret?.stop();
+});
+
+it('answers 503 while the database is down, loses no acknowledged write, and lands retries exactly once', async () => {
+  const acknowledged: { key: string; seq: number; event_id: string }[] = [];
+  const refused: { key: string; idem: string; status: number }[] = [];
+  let running = true;
+  let n = 0;
+  const writer = async () => {
+    while (running) {
+      const i = n++;
+      const key = `steady.w.${i}`;
+      const idem = `w-${i}`;
+      const res = await http('POST', `${svc.urls.main}/api/report/truth`, { headers: { 'x-did': DID, 'idempotency-key': idem }, body: { key, value: { i } } });
+      if (res.status === 200) acknowledged.push({ key, seq: res.body.seq, event_id: res.body.event_id });
+      else refused.push({ key, idem, status: res.status });
+    }
+  };
+  const writers = Array.from({ length: 4 }, writer);
+  await new Promise((r) => setTimeout(r, 1500));
+  await ferret.stop();
+  await new Promise((r) => setTimeout(r, 4000));
+  await startDb();
+  await new Promise((r) => setTimeout(r, 2000));
+  running = false;
+  await Promise.all(writers);
+
+  expect(acknowledged.length).toBeGreaterThan(0);
+  expect(refused.length).toBeGreaterThan(0);
+  // Every refusal was a clean 503 (never a hang, never a 500).
+  expect([...new Set(refused.map((r) => r.status))]).toEqual([503]);
+
+  // Every acknowledged write is in the ledger as acknowledged.
+  const ledger = svc.db.collection('ledger');
+  for (const a of acknowledged) {
+    const doc = await ledger.findOne({ event_id: a.event_id });
+    expect(doc).toMatchObject({ seq: a.seq, key: a.key });
+  }
+
+  // Retrying each refused write with its Idempotency-Key lands it exactly once.
+  for (const r of refused) {
+    const res = await http('POST', `${svc.urls.main}/api/report/truth`, { headers: { 'x-did': DID, 'idempotency-key': r.idem }, body: { key: r.key, value: {} } });
+    expect(res.status).toBe(200);
+    expect(await ledger.countDocuments({ key: r.key })).toBe(1);
+  }
+
+  const verify = await http('GET', `${svc.urls.main}/api/verify`);
+  expect(verify.body).toMatchObject({ ok: true, consistent: true });
+}, 120000);
