@@ -1,0 +1,79 @@
+/**
+ * `npm start` as a user runs it: the whole stack comes up on the embedded servers, the Temporal Web UI shows the
+ * worker polling, a second start after a crash (launcher killed with SIGKILL, children left running) works, and
+ * SIGINT stops every process.
+ */
+import { ChildProcess, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { freePort } from '../../scripts/stack/process';
+import { eventually, http } from '../support/service';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+let env: Record<string, string>;
+let dataDir: string;
+
+beforeAll(async () => {
+  dataDir = fs.mkdtempSync(path.join(process.env.ZH_TEST_DATA_DIR!, 'start-'));
+  env = { DATA_DIR: dataDir, LOG_LEVEL: 'warn', TEMPORAL_TASK_QUEUE: 'start-test' };
+  for (const name of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT', 'FERRETDB_PORT', 'TEMPORAL_PORT', 'TEMPORAL_UI_PORT']) {
+    env[name] = String(await freePort());
+  }
+});
+
+function launch(): { child: ChildProcess; output: () => string; ready: Promise<void> } {
+  const child = spawn(path.join(ROOT, 'node_modules', '.bin', 'tsx'), [path.join(ROOT, 'scripts', 'start.ts')], {
+    env: { ...process.env, ...env, MONGODB_URI: '', TEMPORAL_ADDRESS: '', WORKFLOW_BUNDLE_PATH: '' },
+    stdio: ['ignore', 'pipe', 'pipe']
+  });
+  let text = '';
+  child.stdout!.on('data', (d) => (text += d));
+  child.stderr!.on('data', (d) => (text += d));
+  const ready = eventually(async () => (/ready in [\d.]+ s/.test(text) ? true : undefined), 120000, 'the stack to be ready').then(() => undefined);
+  return { child, output: () => text, ready };
+}
+
+const pids = () =>
+  fs.existsSync(path.join(dataDir, 'run'))
+    ? fs.readdirSync(path.join(dataDir, 'run')).map((f) => Number(fs.readFileSync(path.join(dataDir, 'run', f), 'utf8')))
+    : [];
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+it('starts everything, survives a crashed launcher, and stops cleanly on SIGINT', async () => {
+  const first = launch();
+  await first.ready;
+  const summary = await http('GET', `http://127.0.0.1:${env.PORT}/a2a/endpoints/summary`);
+  expect(summary.status).toBe(200);
+  const queue = await eventually(async () => {
+    const res = await http('GET', `http://127.0.0.1:${env.TEMPORAL_UI_PORT}/api/v1/namespaces/default/task-queues/start-test?taskQueueType=1`);
+    return res.status === 200 && (res.body.pollers ?? []).length > 0 ? res.body : undefined;
+  }, 30000, 'the worker polling in the Temporal Web UI');
+  expect(queue.pollers.length).toBeGreaterThan(0);
+
+  // A crash: the launcher dies without stopping its children.
+  const leftovers = pids();
+  expect(leftovers).toHaveLength(4);
+  first.child.kill('SIGKILL');
+  await new Promise((r) => first.child.once('exit', r));
+  expect(leftovers.every(alive)).toBe(true);
+
+  const second = launch();
+  await second.ready;
+  expect(second.output()).toMatch(/stopping leftover/);
+  expect(leftovers.some(alive)).toBe(false);
+  expect((await http('GET', `http://127.0.0.1:${env.PORT}/health`)).body.mongo).toBe('up');
+
+  const running = pids();
+  second.child.kill('SIGINT');
+  const code = await new Promise((r) => second.child.once('exit', r));
+  expect(code).toBe(0);
+  expect(running.some(alive)).toBe(false);
+  expect(pids()).toEqual([]);
+}, 240000);
