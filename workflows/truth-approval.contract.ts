@@ -56,6 +56,13 @@ export interface TruthApprovalStatus {
   decision_seq: number | null;
 }
 
+/** A held write's status before any decision (the workflow's start state, and the API's view without a worker). */
+export function pendingApprovalStatus(
+  held: Pick<TruthApprovalStatus, 'approval_id' | 'key' | 'truth_type' | 'did' | 'held_because' | 'requested_at' | 'expires_at'>
+): TruthApprovalStatus {
+  return { ...held, state: 'pending', decided_at: null, approver: null, reason: null, seq: null, event_id: null, decision_seq: null };
+}
+
 export const approveSignal = defineSignal<[ApprovalDecision]>('approve');
 export const rejectSignal = defineSignal<[ApprovalDecision]>('reject');
 export const approvalStatusQuery = defineQuery<TruthApprovalStatus>('approvalStatus');

@@ -11,6 +11,7 @@ import {
   ApprovalState,
   approvalStatusQuery,
   approveSignal,
+  pendingApprovalStatus,
   rejectSignal,
   TruthApprovalInput,
   TruthApprovalStatus
@@ -24,22 +25,15 @@ const { appendLedgerEntry } = proxyActivities<Activities>({
 
 export async function truthApprovalWorkflow(input: TruthApprovalInput): Promise<TruthApprovalStatus> {
   const requested = new Date(input.requested_at).getTime();
-  const status: TruthApprovalStatus = {
+  const status: TruthApprovalStatus = pendingApprovalStatus({
     approval_id: input.approval_id,
-    state: 'pending',
     key: input.truth.key,
     truth_type: input.truth.truth_type,
     did: input.truth.did,
     held_because: input.held_because,
     requested_at: input.requested_at,
-    expires_at: new Date(requested + input.timeout_seconds * 1000).toISOString(),
-    decided_at: null,
-    approver: null,
-    reason: null,
-    seq: null,
-    event_id: null,
-    decision_seq: null
-  };
+    expires_at: new Date(requested + input.timeout_seconds * 1000).toISOString()
+  });
   let decision: { verdict: 'approved' | 'rejected'; by: ApprovalDecision } | undefined;
 
   const decide = (verdict: 'approved' | 'rejected') => (by: ApprovalDecision) => {

@@ -8,7 +8,8 @@
  *
  * Concurrency without transactions: the insert of seq n is computed from entry n-1, and `_id` is unique, so two
  * writers that race for the same seq cannot both win; the loser re-reads the tail and retries. Inside one process,
- * appends are group-committed (one ordered insertMany per batch), so writers queue instead of colliding.
+ * appends are group-committed (a batch shares one tail read and one head update), so writers queue instead of
+ * colliding.
  *
  * Reads that would need a sorted scan are kept off the hot path (FerretDB's SQLite backend scans a collection for
  * every query but the insert's unique check): each process keeps the tail it last wrote, and a one-document
@@ -16,7 +17,7 @@
  * tail is re-read from the entries themselves only after losing a race to another process.
  */
 import { randomBytes } from 'node:crypto';
-import { Collection, Db, MongoBulkWriteError, MongoServerError } from 'mongodb';
+import { Collection, Db } from 'mongodb';
 import { canonicalJson, JsonValue } from '../../core/canonical-json';
 import { appendToFrontier, fromHex, Hash, leafHash, rootFromFrontier, toHex, EMPTY_ROOT } from '../../core/merkle';
 import { LedgerEntryDocument, LedgerEntryKind, ledgerLeafBytes } from '../../core/ledger-entry';
@@ -117,35 +118,42 @@ export class Ledger {
     }
   }
 
+  /**
+   * Appends a batch in order, one insert per entry: a unique-index refusal then says exactly which entry lost
+   * (an ordered insertMany is not reliable about that on every server), and the rest is rebuilt on the real tail.
+   */
   private async commit(batch: Pending[]): Promise<void> {
-    let pending = await this.settleKnownIdempotencyKeys(batch);
+    let pending = await this.settleKnownIdempotencyKeys(batch, null);
     for (let attempt = 0; pending.length > 0; attempt++) {
       if (attempt >= MAX_RETRIES) throw new Error('ledger append kept losing the race for the next seq');
       const tail = this.knownTail ?? (await this.readTail());
       const docs = this.buildDocs(pending, tail);
+      let inserted = 0;
       try {
-        await this.entries.insertMany(docs, { ordered: true });
+        for (; inserted < docs.length; inserted++) await this.entries.insertOne(docs[inserted]!);
         await this.advanceHead(docs[docs.length - 1]!);
         pending.forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
         return;
       } catch (err) {
         this.knownTail = null;
-        const failure = describeInsertFailure(err);
-        if (!failure) throw err;
-        if (failure.inserted > 0) await this.advanceHead(docs[failure.inserted - 1]!);
-        pending.slice(0, failure.inserted).forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
-        if (!failure.duplicate) throw err;
-        // Either another writer took this seq (re-read the tail and go again) or another process wrote the same
-        // idempotency key since we checked. Servers differ in saying which unique index refused the document,
-        // so look the keys up again either way.
-        pending = await this.settleKnownIdempotencyKeys(pending.slice(failure.inserted));
+        if (inserted > 0) await this.advanceHead(docs[inserted - 1]!);
+        pending.slice(0, inserted).forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
+        if ((err as { code?: number }).code !== 11000) throw err;
+        // Another writer took this seq (re-read the tail and go again), or the entry's idempotency key is in the
+        // ledger already: written by another process, or by this insert after all if an earlier answer was lost.
+        // Servers differ in saying which unique index refused it, so look the keys up either way.
+        const rest = pending.slice(inserted);
+        pending = await this.settleKnownIdempotencyKeys(rest, rest[0] ?? null);
       }
     }
   }
 
-  /** Resolves the writes whose idempotency key is already in the ledger (or repeated in this batch). */
-  private async settleKnownIdempotencyKeys(batch: Pending[]): Promise<Pending[]> {
-    const keyed = batch.filter((p) => p.idem.startsWith('k:'));
+  /**
+   * Resolves the writes whose idempotency key is already in the ledger (or repeated in this batch): writes with a
+   * caller's key, plus `alsoCheck` (the entry an insert was just refused for), whose own entry may be there.
+   */
+  private async settleKnownIdempotencyKeys(batch: Pending[], alsoCheck: Pending | null): Promise<Pending[]> {
+    const keyed = batch.filter((p) => p.idem.startsWith('k:') || p === alsoCheck);
     if (keyed.length === 0) return batch;
     const found = await this.entries.find({ idem: { $in: keyed.map((p) => p.idem) } }).toArray();
     const byIdem = new Map(found.map((d) => [d.idem, d]));
@@ -155,7 +163,8 @@ export class Ledger {
     for (const p of batch) {
       const existing = byIdem.get(p.idem);
       if (existing) {
-        p.resolve({ entry: existing, duplicate: true });
+        // An `e:` key is this very write's own entry (its earlier insert did land): not a duplicate.
+        p.resolve({ entry: existing, duplicate: p.idem.startsWith('k:') });
       } else if (p.idem.startsWith('k:') && first.has(p.idem)) {
         followers.push({ p, leader: first.get(p.idem)! });
       } else {
@@ -293,15 +302,4 @@ export class Ledger {
 
 function escapeRegex(s: string): string {
   return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
-
-/** Reads an insertMany failure: how many documents went in before it, and whether a unique index refused the next. */
-function describeInsertFailure(err: unknown): { inserted: number; duplicate: boolean } | null {
-  if (err instanceof MongoBulkWriteError) {
-    const first = Array.isArray(err.writeErrors) ? err.writeErrors[0] : err.writeErrors;
-    if (!first) return null;
-    return { inserted: first.index, duplicate: first.code === 11000 };
-  }
-  if (err instanceof MongoServerError && err.code === 11000) return { inserted: 0, duplicate: true };
-  return null;
 }

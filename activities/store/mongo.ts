@@ -23,6 +23,13 @@ export async function connectMongo(options: MongoOptions): Promise<Mongo> {
     appName: options.appName ?? 'zhongshu-hub',
     serverSelectionTimeoutMS: options.serverSelectionTimeoutMS ?? 5000,
     connectTimeoutMS: 5000,
+    // An operation sent just as the server goes away can otherwise wait forever on a socket nobody answers,
+    // and one stuck ledger commit would hold every append queued behind it.
+    socketTimeoutMS: 20000,
+    // Poll the server's state rather than stream it: FerretDB does not keep the streaming hello that the driver's
+    // monitor waits on, and after a restart the monitor could stay stuck, failing every operation.
+    serverMonitoringMode: 'poll',
+    heartbeatFrequencyMS: 2000,
     maxPoolSize: 50,
     // FerretDB does not implement retryable writes; a retried append could double-write, so the ledger
     // does its own idempotent retries (see ledger.ts).

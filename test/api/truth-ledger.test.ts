@@ -13,7 +13,9 @@ const write = (body: unknown, headers: Record<string, string> = {}, url = svc.ur
   http('POST', `${url}/api/report/truth`, { headers: { 'x-did': DID, ...headers }, body });
 
 beforeAll(async () => {
-  svc = await startTestService({ TRUTH_DAILY_QUOTA: '60', TRUTH_MAX_VALUE_BYTES: '2048' }, { worker: false });
+  // A long write deadline: the burst below is about correctness under contention on a shared, busy FerretDB,
+  // not latency (the bounded 503 has its own suite, truth-mongo-down.test.ts).
+  svc = await startTestService({ TRUTH_DAILY_QUOTA: '60', TRUTH_MAX_VALUE_BYTES: '2048', TRUTH_WRITE_TIMEOUT_MS: '120000' }, { worker: false });
   await registerDid(svc.urls.main, svc.adminToken, DID);
 });
 afterAll(async () => {

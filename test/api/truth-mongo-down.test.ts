@@ -8,7 +8,7 @@ import path from 'node:path';
 import { startFerretDb } from '../../scripts/stack/ferretdb';
 import { freePort, ServerHandle } from '../../scripts/stack/process';
 import { registerDid } from '../support/credentials';
-import { http, startTestService, TestService } from '../support/service';
+import { eventually, http, startTestService, TestService } from '../support/service';
 
 let svc: TestService;
 let ferret: ServerHandle & { uri: string };
@@ -16,7 +16,7 @@ let dataDir: string;
 let port: number;
 const DID = 'did:example:steady';
 
-const startDb = async () => (ferret = await startFerretDb({ dataDir, port, echo: false }));
+const startDb = async () => (ferret = await startFerretDb({ dataDir, port, echo: process.env.ZH_TEST_ECHO === '1' }));
 
 beforeAll(async () => {
   dataDir = fs.mkdtempSync(path.join(process.env.ZH_TEST_DATA_DIR!, 'own-ferret-'));
@@ -66,13 +66,19 @@ it('answers 503 while the database is down, loses no acknowledged write, and lan
     expect(doc).toMatchObject({ seq: a.seq, key: a.key });
   }
 
-  // Retrying each refused write with its Idempotency-Key lands it exactly once.
+  // Once the service reports the database up again, retrying each refused write with its Idempotency-Key (as a
+  // client would, after Retry-After) lands it exactly once, whether or not the refused attempt reached the database.
+  await eventually(async () => ((await http('GET', `${svc.urls.main}/health`)).body.mongo === 'up' ? true : undefined), 120000, 'the service to see the database again');
   for (const r of refused) {
-    const res = await http('POST', `${svc.urls.main}/api/report/truth`, { headers: { 'x-did': DID, 'idempotency-key': r.idem }, body: { key: r.key, value: {} } });
-    expect(res.status).toBe(200);
+    await eventually(async () => {
+      const res = await http('POST', `${svc.urls.main}/api/report/truth`, { headers: { 'x-did': DID, 'idempotency-key': r.idem }, body: { key: r.key, value: {} } });
+      if (res.status === 503) return undefined;
+      expect(res.status).toBe(200);
+      return true;
+    }, 60000, `the retry of ${r.key}`);
     expect(await ledger.countDocuments({ key: r.key })).toBe(1);
   }
 
   const verify = await http('GET', `${svc.urls.main}/api/verify`);
   expect(verify.body).toMatchObject({ ok: true, consistent: true });
-}, 120000);
+}, 400000);

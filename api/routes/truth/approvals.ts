@@ -10,7 +10,7 @@ import { FastifyInstance } from 'fastify';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { z } from 'zod';
 import { AppError, notFound } from '../../../core/errors';
-import { approvalStatusQuery, approveSignal, rejectSignal, TruthApprovalStatus, truthApprovalWorkflowId } from '../../../workflows/truth-approval.contract';
+import { approvalStatusQuery, approveSignal, pendingApprovalStatus, rejectSignal, TruthApprovalStatus, truthApprovalWorkflowId } from '../../../workflows/truth-approval.contract';
 import { ApprovalStateAttr, TruthKeyAttr, TruthTypeAttr } from '../../../workflows/search-attributes';
 import type { ServiceContext } from '../../context';
 
@@ -37,22 +37,15 @@ export async function approvalRoutes(app: FastifyInstance, opts: { ctx: ServiceC
         ]);
         if (answered) return answered;
         const memo = (description.memo ?? {}) as Record<string, string | null>;
-        return {
+        return pendingApprovalStatus({
           approval_id: id,
-          state: (description.typedSearchAttributes.get(ApprovalStateAttr) as TruthApprovalStatus['state'] | undefined) ?? 'pending',
           key: String(memo.key ?? description.typedSearchAttributes.get(TruthKeyAttr) ?? ''),
           truth_type: memo.truth_type ?? null,
           did: String(memo.did ?? ''),
           held_because: String(memo.held_because ?? ''),
           requested_at: String(memo.requested_at ?? description.startTime.toISOString()),
-          expires_at: '',
-          decided_at: null,
-          approver: null,
-          reason: null,
-          seq: null,
-          event_id: null,
-          decision_seq: null
-        };
+          expires_at: String(memo.expires_at ?? '')
+        });
       }
       if (description.status.name === 'COMPLETED') return (await handle.result()) as TruthApprovalStatus;
       throw new AppError('conflict', `approval workflow is ${description.status.name.toLowerCase()}; see the Temporal Web UI`);

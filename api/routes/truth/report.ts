@@ -115,7 +115,14 @@ async function holdForApproval(
         { key: TruthTypeAttr, value: w.body.truth_type ?? 'unknown' },
         { key: ApprovalStateAttr, value: 'pending' }
       ],
-      memo: { key: w.body.key, truth_type: w.body.truth_type ?? null, did: w.did, held_because: w.held, requested_at: input.requested_at }
+      memo: {
+        key: w.body.key,
+        truth_type: w.body.truth_type ?? null,
+        did: w.did,
+        held_because: w.held,
+        requested_at: input.requested_at,
+        expires_at: new Date(Date.parse(input.requested_at) + input.timeout_seconds * 1000).toISOString()
+      }
     });
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
@@ -132,7 +139,10 @@ async function withDeadline<T>(ms: number, work: () => Promise<T>): Promise<T> {
   try {
     return await Promise.race([work(), deadline]);
   } catch (err) {
-    if (isMongoUnavailable(err)) throw new AppError('unavailable', 'The ledger database is unavailable; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' });
+    // Any database failure on the write path means "not acknowledged": the caller retries (with its key).
+    if (isMongoUnavailable(err) || /^Mongo/.test((err as Error)?.name ?? '')) {
+      throw new AppError('unavailable', 'The ledger database is unavailable; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' });
+    }
     if (err instanceof AppError) throw err;
     if (err instanceof ServiceError) {
       throw new AppError('unavailable', 'The approval service is unavailable; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' });
