@@ -286,10 +286,6 @@ export class Ledger {
     return this.entries.find({}).sort({ _id: 1 }).batchSize(batchSize);
   }
 
-  countByDidOnDay(did: string, day: string): Promise<number> {
-    return this.entries.countDocuments({ did, day });
-  }
-
   /** The perfect subtree of 2^level leaves at `index`, as recorded by the entry that completed it. */
   async perfectSubtree(level: number, index: number): Promise<Hash> {
     const seq = (index + 1) * 2 ** level;

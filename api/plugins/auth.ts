@@ -43,8 +43,6 @@ function bearer(request: FastifyRequest): string | undefined {
   return match?.[1];
 }
 
-export const OAUTH_ISSUER_PATH = '';
-
 async function externalNode(request: FastifyRequest, ctx: ServiceContext): Promise<Principal> {
   const nodeId = header(request, 'x-external-node');
   const key = header(request, 'x-external-key');
