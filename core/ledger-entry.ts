@@ -25,8 +25,6 @@ export interface LedgerEntryDocument extends LedgerLeafFields {
   _id: number;
   /** The value as canonical JSON text: user JSON may hold keys or shapes a MongoDB field cannot. */
   value_json: string;
-  /** created_at's UTC day, for per-DID daily quotas. */
-  day: string;
   /** Idempotency scope: `k:<did>:<Idempotency-Key>` or `e:<event_id>`; unique. */
   idem: string;
   leaf_hash: string;

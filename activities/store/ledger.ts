@@ -58,6 +58,11 @@ interface Pending {
   reject: (e: unknown) => void;
 }
 
+/** The `idem` of an entry written with a caller's Idempotency-Key: scoped to the writer's DID. */
+function callerIdempotencyScope(did: string | null, idempotencyKey: string): string {
+  return `k:${did ?? ''}:${idempotencyKey}`;
+}
+
 export function newEventId(): string {
   // Time-ordered and unique: 9 base36 chars of milliseconds, 12 hex chars of randomness.
   return `truth-${Date.now().toString(36).padStart(9, '0')}${randomBytes(6).toString('hex')}`;
@@ -96,7 +101,7 @@ export class Ledger {
         input,
         eventId,
         createdAt: new Date(),
-        idem: input.idempotencyKey ? `k:${input.did ?? ''}:${input.idempotencyKey}` : `e:${eventId}`,
+        idem: input.idempotencyKey ? callerIdempotencyScope(input.did ?? null, input.idempotencyKey) : `e:${eventId}`,
         valueJson: canonicalJson(input.value),
         resolve,
         reject
@@ -209,7 +214,6 @@ export class Ledger {
         _id: seq,
         ...fields,
         value_json: p.valueJson,
-        day: fields.created_at.slice(0, 10),
         idem: p.idem,
         leaf_hash: toHex(leaf),
         completed: next.completed.map(toHex),
@@ -253,11 +257,7 @@ export class Ledger {
   }
 
   findByIdempotencyKey(did: string | null, idempotencyKey: string): Promise<LedgerEntryDocument | null> {
-    return this.entries.findOne({ idem: `k:${did ?? ''}:${idempotencyKey}` });
-  }
-
-  findByEventId(eventId: string): Promise<LedgerEntryDocument | null> {
-    return this.entries.findOne({ event_id: eventId });
+    return this.entries.findOne({ idem: callerIdempotencyScope(did, idempotencyKey) });
   }
 
   /** Entries whose key starts with `prefix`, oldest first. */

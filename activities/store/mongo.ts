@@ -49,8 +49,7 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   ledger: [
     { key: { idem: 1 }, name: 'idem_unique', unique: true },
     { key: { key: 1, _id: 1 }, name: 'key_seq' },
-    { key: { kind: 1, _id: 1 }, name: 'kind_seq' },
-    { key: { did: 1, day: 1 }, name: 'did_day' }
+    { key: { kind: 1, _id: 1 }, name: 'kind_seq' }
   ],
   homologous_tokens: [{ key: { token_id: 1 }, name: 'token_id_unique', unique: true }],
   api_keys: [{ key: { secret_hash: 1 }, name: 'secret_hash' }],

@@ -19,7 +19,6 @@ import type { truthApprovalWorkflow } from '../../../workflows/truth-approval';
 import { TruthApprovalInput, truthApprovalWorkflowId } from '../../../workflows/truth-approval.contract';
 import { ApprovalStateAttr, TruthKeyAttr, TruthTypeAttr } from '../../../workflows/search-attributes';
 import type { ServiceContext } from '../../context';
-import { isMongoUnavailable } from '../../plugins/errors';
 
 const IDEMPOTENCY_KEY = /^[A-Za-z0-9_.:-]{1,128}$/;
 export const SUCCESS_MESSAGE = 'truth recorded';
@@ -140,7 +139,7 @@ async function withDeadline<T>(ms: number, work: () => Promise<T>): Promise<T> {
     return await Promise.race([work(), deadline]);
   } catch (err) {
     // Any database failure on the write path means "not acknowledged": the caller retries (with its key).
-    if (isMongoUnavailable(err) || /^Mongo/.test((err as Error)?.name ?? '')) {
+    if (/^Mongo/.test((err as Error)?.name ?? '')) {
       throw new AppError('unavailable', 'The ledger database is unavailable; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' });
     }
     if (err instanceof AppError) throw err;
