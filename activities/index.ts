@@ -1,14 +1,23 @@
 /** Every activity the worker registers, built from dependencies created once by worker/. */
+import { Db } from 'mongodb';
 import { Ledger } from './store/ledger';
+import { NodeStore } from './store/nodes';
+import { PresenceStore } from './store/presence';
+import { DirectoryTreeStore } from './store/directory-tree';
 import { createLedgerActivities } from './ledger-activities';
+import { createNodeActivities } from './node-activities';
+import { createDirectoryTreeActivities } from './directory-tree-activities';
 
 export interface ActivityDeps {
+  db: Db;
   ledger: Ledger;
 }
 
 export function createActivities(deps: ActivityDeps) {
   return {
-    ...createLedgerActivities(deps.ledger)
+    ...createLedgerActivities(deps.ledger),
+    ...createNodeActivities({ ledger: deps.ledger, nodes: new NodeStore(deps.db), presence: new PresenceStore(deps.db) }),
+    ...createDirectoryTreeActivities({ ledger: deps.ledger, tree: new DirectoryTreeStore(deps.db) })
   };
 }
 

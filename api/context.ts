@@ -11,6 +11,12 @@ import { Ledger } from '../activities/store/ledger';
 import { CredentialStore } from '../activities/store/credentials';
 import { NodeStore } from '../activities/store/nodes';
 import { QuotaStore } from '../activities/store/quota';
+import { PresenceStore } from '../activities/store/presence';
+import { TaskStore } from '../activities/store/tasks';
+import { PeerStore } from '../activities/store/peers';
+import { DirectoryTreeStore } from '../activities/store/directory-tree';
+import { PresenceRecorder } from './presence-recorder';
+import { NodeCache } from './node-cache';
 import { EndpointDirectory } from './directory';
 import { HubKeys, loadOrCreateHubKeys } from './keys';
 import { loadAdminTokenHash } from './admin-token';
@@ -23,6 +29,12 @@ export interface ServiceContext {
   credentials: CredentialStore;
   nodes: NodeStore;
   quota: QuotaStore;
+  presence: PresenceStore;
+  presenceRecorder: PresenceRecorder;
+  nodeCache: NodeCache;
+  tasks: TaskStore;
+  peers: PeerStore;
+  tree: DirectoryTreeStore;
   temporal: Client;
   keys: HubKeys;
   adminTokenHash: string;
@@ -37,14 +49,34 @@ export async function createServiceContext(config: Config, logger = createLogger
     const connection = await Connection.connect({ address: temporalAddress(config) });
     const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
     const adminTokenHash = loadAdminTokenHash(config.dataDir, config.ADMIN_TOKEN, (msg) => logger.warn(msg));
+    const nodes = new NodeStore(mongo.db);
+    const presence = new PresenceStore(mongo.db);
+    const tree = new DirectoryTreeStore(mongo.db);
+    await tree.ensureInitialVersion();
     return {
       config,
       logger,
       mongo,
       ledger: new Ledger(mongo.db),
       credentials: new CredentialStore(mongo.db),
-      nodes: new NodeStore(mongo.db),
+      nodes,
       quota: new QuotaStore(mongo.db),
+      presence,
+      presenceRecorder: new PresenceRecorder(
+        presence,
+        nodes,
+        {
+          // Long enough for any offline judgement (deadline + grace) to still find the entry.
+          retentionMs: Math.max(2 * config.NODE_OFFLINE_AFTER_S * 1000, 120_000),
+          historyIntervalMs: config.HEARTBEAT_HISTORY_INTERVAL_S * 1000,
+          historySize: config.HEARTBEAT_HISTORY_SIZE
+        },
+        logger
+      ),
+      nodeCache: new NodeCache(nodes, config.NODE_CACHE_TTL_MS),
+      tasks: new TaskStore(mongo.db),
+      peers: new PeerStore(mongo.db),
+      tree,
       temporal,
       keys: loadOrCreateHubKeys(config.dataDir),
       adminTokenHash,

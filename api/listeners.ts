@@ -2,7 +2,7 @@
  * The service's listeners and what each serves. All share one ServiceContext.
  *   main (PORT)              everything public: federation, truth ledger, OAuth, admin, docs
  *   backup (BACKUP_PORT)     the truth write and the short status form
- *   hub (HUB_PORT)           the hub gateway: task submission
+ *   hub (HUB_PORT)           the hub gateway: task submission (POST /a2a/task, GET /a2a/task/:id)
  *   commercial (COMMERCIAL_PORT, base /api/v1)   the commercial gateway
  *   memory (MEMORY_PORT)     the memory gateway the commercial gateway proxies to
  *   daemon (DAEMON_PORT)     the local daemon, bound to 127.0.0.1 whatever HOST says
@@ -23,6 +23,14 @@ import { subscriptionRoutes } from './routes/truth/subscription';
 import { approvalRoutes } from './routes/truth/approvals';
 import { statusDataRoutes } from './routes/truth/status-data';
 import { daemonStatusRoutes } from './routes/daemon/status';
+import { registerRoutes } from './routes/federation/register';
+import { heartbeatRoutes } from './routes/federation/heartbeat';
+import { nodeDirectoryRoutes } from './routes/federation/nodes';
+import { peerRoutes } from './routes/federation/peers';
+import { queueStatsRoutes, taskSubmissionRoutes } from './routes/federation/tasks';
+import { joinPageRoutes } from './routes/federation/join';
+import { reviewRoutes } from './routes/review';
+import { directoryTreeRoutes } from './routes/directory-tree';
 
 export interface Listener {
   name: ListenerName;
@@ -49,6 +57,14 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(subscriptionRoutes, { ctx });
   await main.register(approvalRoutes, { ctx });
   await main.register(statusDataRoutes, { ctx });
+  await main.register(registerRoutes, { ctx });
+  await main.register(heartbeatRoutes, { ctx });
+  await main.register(nodeDirectoryRoutes, { ctx });
+  await main.register(peerRoutes, { ctx });
+  await main.register(queueStatsRoutes, { ctx });
+  await main.register(joinPageRoutes, { ctx });
+  await main.register(reviewRoutes, { ctx });
+  await main.register(directoryTreeRoutes, { ctx });
 
   const backup = make('backup');
   await backup.register(healthRoutes, { ctx, listener: 'backup' });
@@ -57,6 +73,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
 
   const hub = make('hub');
   await hub.register(healthRoutes, { ctx, listener: 'hub' });
+  await hub.register(taskSubmissionRoutes, { ctx });
 
   const commercial = make('commercial');
   await commercial.register(healthRoutes, { ctx, listener: 'commercial', prefix: '/api/v1' });

@@ -49,7 +49,13 @@ export const configSchema = z.object({
   TRUTH_APPROVAL_TIMEOUT_S: positiveSeconds.default(72 * 3600),
   TRUTH_WRITE_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
 
-  NODE_OFFLINE_AFTER_S: positiveSeconds.default(90)
+  NODE_OFFLINE_AFTER_S: positiveSeconds.default(90),
+  NODE_REVIEW_REQUIRED: z.enum(['true', 'false']).default('true').transform((v) => v === 'true'),
+  NODE_CACHE_TTL_MS: z.coerce.number().int().min(0).default(2000),
+  NODE_WORKFLOW_HISTORY_LIMIT: z.coerce.number().int().min(20).default(2000),
+  HEARTBEAT_HISTORY_INTERVAL_S: positiveSeconds.default(60),
+  HEARTBEAT_HISTORY_SIZE: z.coerce.number().int().min(1).max(1000).default(60),
+  TREE_PROPOSAL_HISTORY_LIMIT: z.coerce.number().int().min(20).default(2000)
 });
 
 export type Config = z.infer<typeof configSchema> & {

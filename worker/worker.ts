@@ -31,7 +31,7 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
     connection,
     namespace: config.TEMPORAL_NAMESPACE,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
-    activities: createActivities({ ledger: new Ledger(mongo.db) }),
+    activities: createActivities({ db: mongo.db, ledger: new Ledger(mongo.db) }),
     ...workflowCode,
     shutdownGraceTime: '10 seconds'
   });

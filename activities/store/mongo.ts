@@ -58,7 +58,18 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   dids: [],
   ledger_head: [],
   quota_counters: [],
-  daemon_assets: []
+  daemon_assets: [],
+  nodes: [
+    { key: { seq: 1 }, name: 'seq_unique', unique: true },
+    { key: { state: 1, seq: 1 }, name: 'state_seq' },
+    { key: { 'brand.code': 1, seq: 1 }, name: 'brand_seq' }
+  ],
+  counters: [],
+  node_presence: [],
+  tasks: [{ key: { state: 1, priority: -1, created_at: 1 }, name: 'claim_order' }],
+  peers: [],
+  directory_tree_versions: [{ key: { proposal_id: 1 }, name: 'proposal_id' }],
+  tree_proposals: [{ key: { state: 1, created_at: 1 }, name: 'state_created' }]
 };
 
 export async function ensureIndexes(db: Db): Promise<void> {

@@ -18,6 +18,8 @@ export interface Principal {
   id: string;
   did?: string;
   scopes?: string[];
+  /** For external_node: the node's state as this process last saw it (core/federation.ts NODE_PERMISSIONS). */
+  nodeState?: import('../../core/federation').NodeState;
 }
 
 declare module 'fastify' {
@@ -47,10 +49,10 @@ async function externalNode(request: FastifyRequest, ctx: ServiceContext): Promi
   const nodeId = header(request, 'x-external-node');
   const key = header(request, 'x-external-key');
   if (!nodeId || !key) throw unauthorized('X-External-Node and X-External-Key headers are both required');
-  const node = await ctx.nodes.findNode(nodeId);
+  const node = await ctx.nodeCache.get(nodeId);
   if (!node || !digestsEqual(node.api_key_hash, hashSecret(key))) throw unauthorized('Unknown node or wrong key');
   if (node.state === 'rejected') throw new AppError('forbidden', 'This node was rejected by review');
-  return { model: 'external_node', id: node._id };
+  return { model: 'external_node', id: node.node_id, nodeState: node.state };
 }
 
 async function homologous(request: FastifyRequest, ctx: ServiceContext): Promise<Principal> {

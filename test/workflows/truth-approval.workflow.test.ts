@@ -39,7 +39,7 @@ beforeAll(async () => {
     connection: env.nativeConnection,
     taskQueue: TASK_QUEUE,
     workflowBundle: { codePath: process.env.ZH_TEST_WORKFLOW_BUNDLE! },
-    activities: createActivities({ ledger: new Ledger(db) })
+    activities: createActivities({ db, ledger: new Ledger(db) })
   });
   running = worker.run();
 });

@@ -2,6 +2,7 @@
 import { FastifyInstance } from 'fastify';
 import { AUTH_MODELS, AuthModel, ENDPOINT_GROUPS, ENDPOINT_GROUP_NAMES, QUICK_AUTH_MODELS } from '../../../core/endpoint-groups';
 import { FEDERATION_API_VERSION, SERVICE_NAME } from '../../../core/version';
+import { quickStartSteps } from '../../../core/quick-start';
 import type { ServiceContext } from '../../context';
 
 export async function endpointDirectoryRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
@@ -46,13 +47,7 @@ export async function endpointDirectoryRoutes(app: FastifyInstance, opts: { ctx:
         protocol: SERVICE_NAME,
         api_version: FEDERATION_API_VERSION
       },
-      quick_start: {
-        step1: `Discover the agent: GET ${base}/a2a/.well-known/agent.json`,
-        step2: `Register anonymously: POST ${base}/a2a/register with {"name", "brand": {"code", "model_base"}}; keep the api_key it returns`,
-        step3: `Fetch the endpoint directory: GET ${base}/a2a/endpoints`,
-        step4: `Send a heartbeat: POST ${base}/a2a/heartbeat with headers X-External-Node and X-External-Key, at least every 90 s`,
-        step5: 'Call the endpoints you need, with the auth model each one declares'
-      },
+      quick_start: quickStartSteps(base, ctx.config.NODE_OFFLINE_AFTER_S),
       endpoint_groups: Object.fromEntries(
         ENDPOINT_GROUP_NAMES.map((g) => [g, { count: counts.get(g) ?? 0, description: ENDPOINT_GROUPS[g].description, public_read: ENDPOINT_GROUPS[g].public_read }])
       ),

@@ -39,8 +39,15 @@ export async function statusDataRoutes(app: FastifyInstance, opts: { ctx: Servic
   });
 
   app.get('/api/status-data/nodes', { config: { auth: 'none' } }, async () => {
-    const nodes = await ctx.nodes.nodes.find({}, { projection: { api_key_hash: 0 } }).sort({ _id: 1 }).limit(1000).toArray();
-    return { ok: true, resource: 'nodes', count: nodes.length, nodes: nodes.map((n) => ({ node_id: n._id, name: n.name, state: n.state, last_seen_at: n.last_seen_at })) };
+    const [nodes, presence] = await Promise.all([
+      ctx.nodes.nodes.find({}, { projection: { _id: 1, name: 1, state: 1, 'brand.code': 1 } }).sort({ seq: 1 }).limit(1000).toArray(),
+      ctx.presence.snapshot()
+    ]);
+    const seen = (id: string) => {
+      const at = presence.nodes.get(id)?.seen_at;
+      return at ? new Date(at).toISOString() : null;
+    };
+    return { ok: true, resource: 'nodes', count: nodes.length, nodes: nodes.map((n) => ({ node_id: n._id, name: n.name, brand: n.brand?.code ?? null, state: n.state, last_seen_at: seen(n._id) })) };
   });
 
   app.get('/api/status-data/sync', { config: { auth: 'none' } }, async () => {

@@ -1,0 +1,39 @@
+/**
+ * POST /a2a/heartbeat (external_node: X-External-Node + X-External-Key; 401 if either is missing or wrong, 403 for
+ * a rejected node). The sample is recorded in presence (durably, before the answer); if this process believes the
+ * node is offline it signals node/<node_id>, which brings it back online. Pending nodes may heartbeat (reviewers
+ * see them alive) and stay pending_review.
+ */
+import { FastifyInstance } from 'fastify';
+import { HeartbeatBody, heartbeatBody } from '../../../core/federation';
+import { heartbeatSignal, nodeWorkflowId } from '../../../workflows/node-lifecycle.contract';
+import type { ServiceContext } from '../../context';
+
+export async function heartbeatRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
+  const { ctx } = opts;
+
+  app.post(
+    '/a2a/heartbeat',
+    { config: { auth: 'external_node', directory: { group: 'a2a_standard', summary: 'Heartbeat with resource and performance figures; offline after NODE_OFFLINE_AFTER_S of silence' } }, schema: { body: heartbeatBody.optional() } },
+    async (request) => {
+      const body: HeartbeatBody = heartbeatBody.parse(request.body ?? {});
+      const nodeId = request.principal!.id;
+      const state = request.principal!.nodeState!;
+      const seenAt = Date.now();
+      await ctx.presenceRecorder.record(nodeId, { at: new Date(seenAt).toISOString(), resources: body.resources, performance: body.performance }, seenAt);
+      let woke = false;
+      if (state === 'offline') {
+        await ctx.temporal.workflow.getHandle(nodeWorkflowId(nodeId)).signal(heartbeatSignal, { seen_at_ms: seenAt });
+        ctx.nodeCache.note(nodeId, 'online');
+        woke = true;
+      }
+      return {
+        ok: true,
+        node_id: nodeId,
+        state: woke ? 'online' : state,
+        received_at: new Date(seenAt).toISOString(),
+        next_heartbeat_within_s: ctx.config.NODE_OFFLINE_AFTER_S
+      };
+    }
+  );
+}

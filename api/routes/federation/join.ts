@@ -1,0 +1,34 @@
+/**
+ * GET /a2a/join/ : the join portal, a self-contained HTML page (api/static/join.html): what the federation is, the
+ * five quick-start steps, the live count of online nodes (polls /a2a/dashboard) and a registration form that posts
+ * to /a2a/register and shows the node id and the API key once. /a2a/join redirects to /a2a/join/.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { FastifyInstance } from 'fastify';
+import { BRAND_CODES } from '../../../core/federation';
+import { quickStartSteps } from '../../../core/quick-start';
+import type { ServiceContext } from '../../context';
+
+const TEMPLATE = path.join(__dirname, '..', '..', 'static', 'join.html');
+
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
+
+export async function joinPageRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
+  const { config } = opts.ctx;
+  const steps = quickStartSteps(config.publicUrl, config.NODE_OFFLINE_AFTER_S);
+  const html = fs
+    .readFileSync(TEMPLATE, 'utf8')
+    .replace('{{STEPS}}', Object.values(steps).map((s) => `<li>${escapeHtml(s)}</li>`).join('\n        '))
+    .replace('{{BRANDS}}', BRAND_CODES.map((b) => `<option value="${b}">${b}</option>`).join(''))
+    .replaceAll('{{OFFLINE_AFTER_S}}', String(config.NODE_OFFLINE_AFTER_S));
+
+  app.get('/a2a/join/', { config: { auth: 'none' } }, async (_request, reply) => {
+    return reply
+      .type('text/html; charset=utf-8')
+      .header('Cache-Control', 'no-cache')
+      .header('Content-Security-Policy', "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'")
+      .send(html);
+  });
+  app.get('/a2a/join', { config: { auth: 'none' } }, async (_request, reply) => reply.redirect('/a2a/join/', 301));
+}

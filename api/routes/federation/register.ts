@@ -1,0 +1,103 @@
+/**
+ * POST /a2a/register (no auth): a node joins the federation.
+ * 201 { node_id, api_key (shown once; only its digest is stored), state, workflow_id, heartbeat, endpoints }.
+ * The node id takes the next hub-wide sequence number; the unique seq index is what guarantees no two nodes share
+ * one (see NodeStore.insertWithNextSequence), so concurrent registrations never collide.
+ * The node document is stored first, then node/<node_id> is started; if Temporal cannot be reached the document is
+ * removed again and the answer is 503 (nothing half-registered).
+ */
+import { FastifyInstance } from 'fastify';
+import { WorkflowIdReusePolicy } from '@temporalio/client';
+import { hashSecret, newSecret } from '../../../core/credentials';
+import { AppError } from '../../../core/errors';
+import { formatNodeId, RegistrationBody, registrationBody } from '../../../core/federation';
+import type { nodeLifecycleWorkflow } from '../../../workflows/node-lifecycle';
+import { NodeLifecycleInput, nodeWorkflowId } from '../../../workflows/node-lifecycle.contract';
+import { BrandAttr, NodeIdAttr, NodeStateAttr } from '../../../workflows/search-attributes';
+import type { ServiceContext } from '../../context';
+import { NodeDocument } from '../../../activities/store/nodes';
+
+export async function registerRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
+  const { ctx } = opts;
+  const { config } = ctx;
+
+  app.post(
+    '/a2a/register',
+    { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Node self-registration: returns node_id, api_key (once) and the endpoint directory' } }, schema: { body: registrationBody } },
+    async (request, reply) => {
+      const body = request.body as RegistrationBody;
+      const apiKey = newSecret('nk_');
+      const now = new Date().toISOString();
+      const initialState = config.NODE_REVIEW_REQUIRED ? 'pending_review' : 'offline';
+      const doc = await ctx.nodes.insertWithNextSequence((sequence): NodeDocument => ({
+        _id: formatNodeId(body.brand.code, sequence),
+        seq: sequence,
+        name: body.name,
+        brand: { code: body.brand.code, model_base: body.brand.model_base ?? null },
+        instance: { os: body.instance?.os ?? null, cpu: body.instance?.cpu ?? null, memory_gb: body.instance?.memory_gb ?? null, gpu: body.instance?.gpu ?? null },
+        capabilities: body.capabilities?.declared ?? [],
+        api_key_hash: hashSecret(apiKey),
+        state: initialState,
+        created_at: now,
+        state_changed_at: now,
+        review: null,
+        heartbeat_history: []
+      }));
+      const nodeId = doc._id;
+
+      const input: NodeLifecycleInput = {
+        version: 1,
+        node_id: nodeId,
+        brand: body.brand.code,
+        registered_at: now,
+        offline_after_s: config.NODE_OFFLINE_AFTER_S,
+        review_required: config.NODE_REVIEW_REQUIRED,
+        offline_recheck_ms: config.NODE_CACHE_TTL_MS + 1000,
+        history_limit: config.NODE_WORKFLOW_HISTORY_LIMIT,
+        hub_did: config.SERVICE_DID
+      };
+      try {
+        await ctx.temporal.workflow.start<typeof nodeLifecycleWorkflow>('nodeLifecycleWorkflow', {
+          workflowId: nodeWorkflowId(nodeId),
+          taskQueue: config.TEMPORAL_TASK_QUEUE,
+          args: [input],
+          workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+          typedSearchAttributes: [
+            { key: NodeIdAttr, value: nodeId },
+            { key: BrandAttr, value: body.brand.code },
+            { key: NodeStateAttr, value: initialState }
+          ],
+          memo: { name: body.name, registered_at: now }
+        });
+      } catch (err) {
+        await ctx.nodes.delete(nodeId).catch(() => undefined);
+        request.log.error({ err, nodeId }, 'node workflow could not be started; registration undone');
+        throw new AppError('unavailable', 'Registration could not be completed (workflow service unavailable); nothing was kept, please retry');
+      }
+
+      const base = config.publicUrl;
+      return reply.code(201).send({
+        ok: true,
+        node_id: nodeId,
+        api_key: apiKey,
+        state: initialState,
+        workflow_id: nodeWorkflowId(nodeId),
+        message: config.NODE_REVIEW_REQUIRED
+          ? 'registered; keep the api_key (it is shown only once), send heartbeats, and wait for review'
+          : 'registered; keep the api_key (it is shown only once) and send heartbeats',
+        heartbeat: {
+          url: `${base}/a2a/heartbeat`,
+          headers: { 'X-External-Node': nodeId, 'X-External-Key': '<api_key>' },
+          offline_after_s: config.NODE_OFFLINE_AFTER_S,
+          recommended_interval_s: Math.max(1, Math.floor(config.NODE_OFFLINE_AFTER_S / 3))
+        },
+        endpoints: {
+          full_directory_url: `${base}/a2a/endpoints`,
+          summary_url: `${base}/a2a/endpoints/summary`,
+          agent_card_url: `${base}/a2a/.well-known/agent.json`,
+          entries: ctx.directory.entries().map((e) => ({ method: e.method, path: e.path, group: e.group, auth: e.auth, url: `${e.listener === 'hub' ? config.hubPublicUrl : base}${e.path}` }))
+        }
+      });
+    }
+  );
+}

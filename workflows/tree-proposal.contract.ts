@@ -1,0 +1,53 @@
+/**
+ * What the API, operators and the tree-proposal/<id> workflow share. A proposal is open until it is merged,
+ * rejected or superseded (by a newer proposal of the same author that names it in `supersedes`).
+ * Reviewers decide with the update `decide` (the merge endpoint sends it; from the CLI:
+ *   temporal workflow update execute --workflow-id tree-proposal/<id> --name decide \
+ *     --input '{"decision":"merge","reviewer":"alice","reason":"ok"}'
+ * A merge that conflicts fails the update with an ApplicationFailure of type TreeConflict (details: conflicts)
+ * and leaves the proposal open.
+ */
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { ProposalState } from '../activities/store/directory-tree';
+
+export const treeProposalWorkflowId = (proposalId: string): string => `tree-proposal/${proposalId}`;
+export const TREE_CONFLICT = 'TreeConflict';
+
+export interface TreeProposalInput {
+  version: 1;
+  proposal_id: string;
+  base_version: number;
+  title: string;
+  author: string;
+  created_at: string;
+  hub_did: string;
+  history_limit: number;
+  /** Carried across continue-as-new. */
+  carried?: { merge_attempts: number };
+}
+
+export interface ProposalDecision {
+  decision: 'merge' | 'reject';
+  reviewer: string;
+  reason: string;
+}
+
+export interface ProposalStatus {
+  proposal_id: string;
+  state: ProposalState;
+  base_version: number;
+  title: string;
+  author: string;
+  created_at: string;
+  decided_at: string | null;
+  decided_by: string | null;
+  reason: string | null;
+  merged_version: number | null;
+  superseded_by: string | null;
+  merge_attempts: number;
+  decision_seq: number | null;
+}
+
+export const decideUpdate = defineUpdate<ProposalStatus, [ProposalDecision]>('decide');
+export const supersedeSignal = defineSignal<[{ by: string }]>('supersede');
+export const proposalStatusQuery = defineQuery<ProposalStatus>('proposalStatus');
