@@ -66,8 +66,10 @@ export async function directoryTreeRoutes(app: FastifyInstance, opts: { ctx: Ser
   app.post('/a2a/directory-tree/propose', { config: group('node_or_homologous', 'Propose a change (RFC 6902 JSON Patch against a base version)'), schema: { body: proposeBody } }, async (request, reply) => {
     const body = request.body as z.infer<typeof proposeBody>;
     const principal = request.principal!;
-    if (principal.model === 'external_node' && !NODE_PERMISSIONS[principal.nodeState!].propose) {
-      throw new AppError('forbidden', `node ${principal.id} is ${principal.nodeState}; only reviewed nodes may propose`);
+    if (principal.model === 'external_node') {
+      // The authentication cache may be a moment behind a review decision; permissions use the stored state.
+      const state = (await ctx.nodes.findPublic(principal.id))?.state ?? 'rejected';
+      if (!NODE_PERMISSIONS[state].propose) throw new AppError('forbidden', `node ${principal.id} is ${state}; only reviewed nodes may propose`);
     }
     const author = principal.did ?? principal.id;
     const base = await ctx.tree.version(body.base_version);
