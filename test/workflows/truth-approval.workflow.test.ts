@@ -3,53 +3,26 @@
  * (existing-path executable) and the real activities writing to the embedded FerretDB.
  * With RECORD_HISTORIES=1 it saves the histories the replay test replays (test/replay/histories/).
  */
-import fs from 'node:fs';
-import path from 'node:path';
-import { execFileSync } from 'node:child_process';
+import { Db } from 'mongodb';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker, Runtime, makeTelemetryFilterString } from '@temporalio/worker';
-import { MongoClient, Db } from 'mongodb';
-import { createActivities } from '../../activities';
-import { Ledger } from '../../activities/store/ledger';
-import { ensureIndexes } from '../../activities/store/mongo';
 import { canonicalJson } from '../../core/canonical-json';
-import { SEARCH_ATTRIBUTES } from '../../core/search-attributes';
 import { approvalStatusQuery, approveSignal, rejectSignal, TruthApprovalInput } from '../../workflows/truth-approval.contract';
 import { truthApprovalWorkflow } from '../../workflows/truth-approval';
+import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 
+let wf: WorkflowTestEnv;
 let env: TestWorkflowEnvironment;
-let mongo: MongoClient;
 let db: Db;
-let worker: Worker;
-let running: Promise<void>;
-const TASK_QUEUE = 'truth-approval-wf-test';
+let TASK_QUEUE: string;
+const saveHistory = (id: string, name: string) => wf.saveHistory(id, name);
 
 beforeAll(async () => {
-  Runtime.install({ telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } }, logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } });
-  env = await TestWorkflowEnvironment.createLocal({
-    server: {
-      executable: { type: 'existing-path', path: process.env.ZH_TEST_TEMPORAL_BIN! },
-      extraArgs: ['--headless', '--log-level', 'error', ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([name, type]) => ['--search-attribute', `${name}=${type}`])]
-    }
-  });
-  mongo = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!);
-  db = mongo.db(`wf_test_${Date.now()}`);
-  await ensureIndexes(db);
-  worker = await Worker.create({
-    connection: env.nativeConnection,
-    taskQueue: TASK_QUEUE,
-    workflowBundle: { codePath: process.env.ZH_TEST_WORKFLOW_BUNDLE! },
-    activities: createActivities({ db, ledger: new Ledger(db) })
-  });
-  running = worker.run();
+  wf = await startWorkflowTestEnv('truth-approval-wf-test');
+  ({ env, db, taskQueue: TASK_QUEUE } = wf);
 });
 
 afterAll(async () => {
-  worker?.shutdown();
-  await running;
-  await db?.dropDatabase();
-  await mongo?.close();
-  await env?.teardown();
+  await wf?.close();
 });
 
 const input = (id: string, timeout = 3600): TruthApprovalInput => ({
@@ -61,15 +34,6 @@ const input = (id: string, timeout = 3600): TruthApprovalInput => ({
   timeout_seconds: timeout,
   hub_did: 'did:zhongshu:hub'
 });
-
-/** Exports a history with the Temporal CLI (the same JSON the Web UI downloads). */
-async function saveHistory(workflowId: string, name: string): Promise<void> {
-  if (process.env.RECORD_HISTORIES !== '1') return;
-  const json = execFileSync(process.env.ZH_TEST_TEMPORAL_BIN!, ['workflow', 'show', '--workflow-id', workflowId, '--address', env.address, '--namespace', 'default', '--output', 'json'], { encoding: 'utf8' });
-  const dir = path.join(__dirname, '..', 'replay', 'histories');
-  fs.mkdirSync(dir, { recursive: true });
-  fs.writeFileSync(path.join(dir, `${name}.json`), json);
-}
 
 describe('truthApprovalWorkflow', () => {
   it('appends the held truth and records the decision when approved', async () => {

@@ -1,0 +1,64 @@
+/**
+ * A workflow test environment: @temporalio/testing driving the same Temporal dev server binary (existing-path
+ * executable, custom search attributes registered), a worker on the prebuilt workflow bundle with the real
+ * activities writing to a database of its own on the embedded FerretDB. With RECORD_HISTORIES=1, saveHistory
+ * writes the histories the replay test replays (test/replay/histories/).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker, Runtime, makeTelemetryFilterString } from '@temporalio/worker';
+import { MongoClient, Db } from 'mongodb';
+import { createActivities } from '../../activities';
+import { Ledger } from '../../activities/store/ledger';
+import { ensureIndexes } from '../../activities/store/mongo';
+import { SEARCH_ATTRIBUTES } from '../../core/search-attributes';
+
+export interface WorkflowTestEnv {
+  env: TestWorkflowEnvironment;
+  db: Db;
+  taskQueue: string;
+  saveHistory(workflowId: string, name: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startWorkflowTestEnv(taskQueue: string): Promise<WorkflowTestEnv> {
+  Runtime.install({ telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } }, logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } });
+  const env = await TestWorkflowEnvironment.createLocal({
+    server: {
+      executable: { type: 'existing-path', path: process.env.ZH_TEST_TEMPORAL_BIN! },
+      extraArgs: ['--headless', '--log-level', 'error', ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([name, type]) => ['--search-attribute', `${name}=${type}`])]
+    }
+  });
+  const mongo = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!);
+  const db = mongo.db(`wf_${taskQueue.replace(/[^a-z0-9]/gi, '_')}_${Date.now()}`);
+  await ensureIndexes(db);
+  const worker = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue,
+    workflowBundle: { codePath: process.env.ZH_TEST_WORKFLOW_BUNDLE! },
+    activities: createActivities({ db, ledger: new Ledger(db) })
+  });
+  const running = worker.run();
+
+  return {
+    env,
+    db,
+    taskQueue,
+    async saveHistory(workflowId, name) {
+      if (process.env.RECORD_HISTORIES !== '1') return;
+      const json = execFileSync(process.env.ZH_TEST_TEMPORAL_BIN!, ['workflow', 'show', '--workflow-id', workflowId, '--address', env.address, '--namespace', 'default', '--output', 'json'], { encoding: 'utf8' });
+      const dir = path.join(__dirname, '..', 'replay', 'histories');
+      fs.mkdirSync(dir, { recursive: true });
+      fs.writeFileSync(path.join(dir, `${name}.json`), json);
+    },
+    async close() {
+      worker.shutdown();
+      await running;
+      await db.dropDatabase();
+      await mongo.close();
+      await env.teardown();
+    }
+  };
+}
