@@ -6,7 +6,8 @@
 import type { NodeState } from '../core/federation';
 import { Ledger } from './store/ledger';
 import { NodeStore } from './store/nodes';
-import { PresenceStore } from './store/presence';
+import { PresenceEntry, PresenceStore } from './store/presence';
+import { PRESENCE_SNAPSHOT_MAX_AGE_MS } from '../workflows/node-lifecycle.contract';
 
 export interface NodeStateChange {
   node_id: string;
@@ -25,10 +26,21 @@ export interface NodeStateChange {
 }
 
 export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; presence: PresenceStore }) {
+  // Many node workflows check presence around the same time; they share one read of the presence documents, at
+  // most PRESENCE_SNAPSHOT_MAX_AGE_MS old (PRESENCE_GRACE_MS in the workflow allows for it).
+  let shared: { at: number; read: Promise<Map<string, PresenceEntry>> } | null = null;
+  const snapshot = () => {
+    if (!shared || Date.now() - shared.at > PRESENCE_SNAPSHOT_MAX_AGE_MS) {
+      const read = deps.presence.snapshot().then((s) => s.nodes);
+      shared = { at: Date.now(), read };
+      read.catch(() => (shared = null));
+    }
+    return shared.read;
+  };
   return {
     /** Milliseconds since the epoch of the newest heartbeat any API process recorded for the node, or null. */
     async readNodeLastSeen(nodeId: string): Promise<number | null> {
-      return deps.presence.lastSeen(nodeId);
+      return (await snapshot()).get(nodeId)?.seen_at ?? null;
     },
 
     async recordNodeStateChange(change: NodeStateChange): Promise<{ seq: number }> {

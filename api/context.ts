@@ -68,6 +68,7 @@ export async function createServiceContext(config: Config, logger = createLogger
         {
           // Long enough for any offline judgement (deadline + grace) to still find the entry.
           retentionMs: Math.max(2 * config.NODE_OFFLINE_AFTER_S * 1000, 120_000),
+          flushIntervalMs: config.PRESENCE_FLUSH_MS,
           historyIntervalMs: config.HEARTBEAT_HISTORY_INTERVAL_S * 1000,
           historySize: config.HEARTBEAT_HISTORY_SIZE
         },

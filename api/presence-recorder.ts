@@ -1,8 +1,8 @@
 /**
  * The API process's side of node presence: heartbeats are gathered in memory and written as this process's
  * presence document by a group commit (one write carries every heartbeat that arrived while the previous write
- * was in flight). `record` resolves once the write holding the heartbeat is stored, so an acknowledged heartbeat
- * is durable. Entries older than the retention are dropped from the document.
+ * was in flight, and at most one write per PRESENCE_FLUSH_MS). `record` resolves once the write holding the
+ * heartbeat is stored, so an acknowledged heartbeat is durable. Entries older than the retention are dropped.
  *
  * The bounded history per node is down-sampled: at most one sample per HEARTBEAT_HISTORY_INTERVAL_S is appended
  * to the node document (keeping the newest HEARTBEAT_HISTORY_SIZE), written after the presence commit.
@@ -20,6 +20,8 @@ interface Waiter {
 
 export interface PresenceRecorderOptions {
   retentionMs: number;
+  /** Least time between two writes of the document: heartbeats arriving meanwhile share the next write. */
+  flushIntervalMs: number;
   historyIntervalMs: number;
   historySize: number;
 }
@@ -33,6 +35,7 @@ export class PresenceRecorder {
   private flushing = false;
   private historyRunning = false;
   private lastPrune = 0;
+  private lastWrite = 0;
 
   constructor(
     private readonly store: PresenceStore,
@@ -56,6 +59,9 @@ export class PresenceRecorder {
     this.flushing = true;
     try {
       while (this.waiting.length > 0) {
+        const wait = this.lastWrite + this.options.flushIntervalMs - Date.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        this.lastWrite = Date.now();
         const batch = this.waiting;
         this.waiting = [];
         const now = Date.now();

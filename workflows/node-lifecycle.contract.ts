@@ -63,5 +63,10 @@ export const heartbeatSignal = defineSignal<[{ seen_at_ms: number }]>('heartbeat
 export const reviewUpdate = defineUpdate<NodeStatus, [ReviewRequest]>('review');
 export const nodeStatusQuery = defineQuery<NodeStatus>('nodeStatus');
 
-/** Extra time past the offline deadline before judging, so a heartbeat being written at that instant is seen. */
-export const PRESENCE_GRACE_MS = 500;
+/**
+ * Extra time past the offline deadline before judging, so a heartbeat acknowledged just before the deadline is
+ * seen: it covers the presence write (at most PRESENCE_FLUSH_MS, max 500, plus the write) and the worker's shared
+ * presence snapshot (at most PRESENCE_SNAPSHOT_MAX_AGE_MS old).
+ */
+export const PRESENCE_GRACE_MS = 1000;
+export const PRESENCE_SNAPSHOT_MAX_AGE_MS = 250;

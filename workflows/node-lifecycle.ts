@@ -9,15 +9,21 @@
  * Reviews arrive as an update (the reviewer gets the resulting state, or a clear refusal).
  * Every state change is recorded by an activity: a ledger event, then the node document.
  */
-import { condition, continueAsNew, log, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { condition, continueAsNew, log, proxyActivities, proxyLocalActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { NodeState } from '../core/federation';
 import { heartbeatSignal, NodeLifecycleInput, NodeStatus, nodeStatusQuery, PRESENCE_GRACE_MS, ReviewRequest, reviewUpdate } from './node-lifecycle.contract';
 import { NodeStateAttr } from './search-attributes';
 
-const { readNodeLastSeen, recordNodeStateChange } = proxyActivities<Activities>({
+const { recordNodeStateChange } = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' }
+});
+// The presence check runs on every offline deadline of every node: as a local activity it costs the server one
+// marker instead of an activity task round trip.
+const { readNodeLastSeen } = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '10 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' }
 });
 
 /** Workflow time (deterministic: the time of the current workflow task). */

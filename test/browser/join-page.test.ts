@@ -39,7 +39,7 @@ describe('join portal', () => {
     expect(await page.locator('h1').textContent()).toContain('Join');
     expect(await page.locator('#quick-start li').count()).toBe(5);
     expect(await page.locator('#quick-start li').first().textContent()).toContain('/a2a/.well-known/agent.json');
-    await page.waitForFunction(() => document.getElementById('online-count')!.textContent === '1');
+    await page.waitForFunction("document.getElementById('online-count').textContent === '1'");
     await page.close();
   });
 

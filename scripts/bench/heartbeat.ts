@@ -1,0 +1,172 @@
+/**
+ * npm run bench:heartbeat — N simulated nodes heartbeating in parallel against the whole local stack (npm start:
+ * FerretDB, Temporal dev server, worker, API), then offline detection for nodes that stop.
+ *
+ *   1. registers BENCH_NODES nodes (NODE_REVIEW_REQUIRED=false, so they go online with their first heartbeat);
+ *   2. baseline: GET /health at the same concurrency for BENCH_SECONDS (the bare HTTP cost on this machine);
+ *   3. sustained heartbeats for BENCH_SECONDS at BENCH_CONCURRENCY: heartbeats/s, errors, p50/p99;
+ *   4. BENCH_STOP nodes stop; the rest keep beating every few seconds; for each stopped node the delay from its
+ *      last acknowledged heartbeat to its recorded offline change (target: NODE_OFFLINE_AFTER_S + 2 s), and any
+ *      node that went offline although it kept beating (must be none).
+ * Prints figures and ratios; asserts nothing. BENCH_OFFLINE_AFTER_S (default 90) sets NODE_OFFLINE_AFTER_S.
+ */
+import { ChildProcess, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { MongoClient } from 'mongodb';
+import { freePort } from '../stack/process';
+
+const NODES = Number(process.env.BENCH_NODES ?? 500);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 64);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
+const STOP = Number(process.env.BENCH_STOP ?? 50);
+const OFFLINE_AFTER_S = Number(process.env.BENCH_OFFLINE_AFTER_S ?? 90);
+const ROOT = path.resolve(__dirname, '..', '..');
+
+interface Figures {
+  ops: number;
+  errors: number;
+  perSec: number;
+  p50: number;
+  p99: number;
+}
+
+async function load(seconds: number, concurrency: number, op: (i: number) => Promise<boolean>): Promise<Figures> {
+  const latencies: number[] = [];
+  let errors = 0;
+  let next = 0;
+  const end = Date.now() + seconds * 1000;
+  const started = process.hrtime.bigint();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (Date.now() < end) {
+        const i = next++;
+        const t0 = process.hrtime.bigint();
+        const ok = await op(i).catch(() => false);
+        latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
+        if (!ok) errors++;
+      }
+    })
+  );
+  const elapsed = Number(process.hrtime.bigint() - started) / 1e9;
+  latencies.sort((a, b) => a - b);
+  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0;
+  return { ops: latencies.length, errors, perSec: latencies.length / elapsed, p50: pct(50), p99: pct(99) };
+}
+
+const fmt = (f: Figures) => `${f.perSec.toFixed(0).padStart(6)} req/s   p50 ${f.p50.toFixed(2).padStart(7)} ms   p99 ${f.p99.toFixed(2).padStart(7)} ms   ${f.ops} requests, ${f.errors} errors`;
+
+async function waitHealthy(url: string, child: ChildProcess): Promise<void> {
+  const deadline = Date.now() + 180_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error('the stack exited during start-up');
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      /* starting */
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new Error('the stack did not become healthy');
+}
+
+async function main(): Promise<void> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zhongshu-bench-hb-'));
+  const ports = { PORT: 0, BACKUP_PORT: 0, HUB_PORT: 0, COMMERCIAL_PORT: 0, MEMORY_PORT: 0, DAEMON_PORT: 0, FERRETDB_PORT: 0, TEMPORAL_PORT: 0, TEMPORAL_UI_PORT: 0 };
+  for (const k of Object.keys(ports) as (keyof typeof ports)[]) ports[k] = await freePort();
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
+    DATA_DIR: dataDir,
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    NODE_REVIEW_REQUIRED: 'false',
+    NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S)
+  };
+  delete env.MONGODB_URI;
+  delete env.TEMPORAL_ADDRESS;
+  const base = `http://127.0.0.1:${ports.PORT}`;
+  console.log(`bench:heartbeat — ${NODES} nodes, concurrency ${CONCURRENCY}, ${SECONDS} s per phase, NODE_OFFLINE_AFTER_S=${OFFLINE_AFTER_S}; starting the stack (npm start) in ${dataDir}`);
+  const stack = spawn(path.join(ROOT, 'node_modules', '.bin', 'tsx'), [path.join(ROOT, 'scripts', 'start.ts')], { env, stdio: ['ignore', 'ignore', 'inherit'] });
+  try {
+    await waitHealthy(`${base}/health`, stack);
+
+    const t0 = Date.now();
+    const nodes: { node_id: string; api_key: string }[] = [];
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (nodes.length < NODES) {
+          const res = await fetch(`${base}/a2a/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: `bench-${nodes.length}`, brand: { code: 'custom' }, instance: { memory_gb: 8 } }) });
+          if (res.status !== 201) throw new Error(`register: ${res.status} ${await res.text()}`);
+          nodes.push((await res.json()) as { node_id: string; api_key: string });
+        }
+      })
+    );
+    console.log(`registered ${nodes.length} nodes in ${((Date.now() - t0) / 1000).toFixed(1)} s (${(nodes.length / ((Date.now() - t0) / 1000)).toFixed(0)}/s)`);
+
+    const lastAck = new Map<string, number>();
+    const beat = async (node: { node_id: string; api_key: string }) => {
+      const res = await fetch(`${base}/a2a/heartbeat`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-external-node': node.node_id, 'x-external-key': node.api_key },
+        body: JSON.stringify({ resources: { cpu_percent: 35, memory_used_gb: 4, gpu_count: 1, gpu_util_percent: 50 }, performance: { latency_ms: 120, tasks_done: 3 } })
+      });
+      await res.arrayBuffer();
+      if (res.status === 200) lastAck.set(node.node_id, Date.now());
+      return res.status === 200;
+    };
+    // Warm-up: every node's first heartbeat brings it online.
+    for (let i = 0; i < nodes.length; i += 50) await Promise.all(nodes.slice(i, i + 50).map(beat));
+
+    const health = await load(SECONDS, CONCURRENCY, async () => {
+      const res = await fetch(`${base}/health`);
+      await res.arrayBuffer();
+      return res.ok;
+    });
+    console.log(`baseline GET /health          ${fmt(health)}`);
+    const hb = await load(SECONDS, CONCURRENCY, (i) => beat(nodes[i % nodes.length]!));
+    console.log(`POST /a2a/heartbeat           ${fmt(hb)}`);
+    console.log(`ratio (heartbeat cost / bare HTTP cost): ${(health.perSec / hb.perSec).toFixed(2)}x time per request, p50 ${(hb.p50 / health.p50).toFixed(2)}x`);
+
+    // Offline detection: STOP nodes fall silent; the others keep beating every OFFLINE_AFTER_S / 6 s.
+    const stopped = nodes.slice(0, STOP);
+    const alive = nodes.slice(STOP);
+    const stoppedAt = Date.now();
+    let keepBeating = true;
+    const beater = (async () => {
+      while (keepBeating) {
+        const round = Date.now();
+        for (let i = 0; i < alive.length && keepBeating; i += 50) await Promise.all(alive.slice(i, i + 50).map(beat));
+        await new Promise((r) => setTimeout(r, Math.max(0, (OFFLINE_AFTER_S * 1000) / 6 - (Date.now() - round))));
+      }
+    })();
+    console.log(`${stopped.length} nodes stopped; waiting for offline (up to ${OFFLINE_AFTER_S + 30} s)`);
+    const mongo = await MongoClient.connect(`mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`);
+    const db = mongo.db('zhongshu_hub');
+    const ids = new Set(stopped.map((n) => n.node_id));
+    const delays: number[] = [];
+    while (Date.now() - stoppedAt < (OFFLINE_AFTER_S + 30) * 1000 && delays.length < stopped.length) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const offline = await db.collection('nodes').find({ state: 'offline' }, { projection: { _id: 1, state_changed_at: 1 } }).toArray();
+      delays.length = 0;
+      for (const d of offline) if (ids.has(d._id as unknown as string)) delays.push((Date.parse(d.state_changed_at) - lastAck.get(d._id as unknown as string)!) / 1000);
+    }
+    keepBeating = false;
+    await beater;
+    const falseOffline = (await db.collection('nodes').countDocuments({ state: 'offline' })) - delays.length;
+    await mongo.close();
+    delays.sort((a, b) => a - b);
+    console.log(`offline detected for ${delays.length}/${stopped.length} stopped nodes; delay after last heartbeat: min ${delays[0]?.toFixed(2)} s, p50 ${delays[Math.floor(delays.length / 2)]?.toFixed(2)} s, max ${delays[delays.length - 1]?.toFixed(2)} s (target ≤ ${OFFLINE_AFTER_S + 2} s)`);
+    console.log(`nodes that went offline although they kept beating: ${falseOffline}`);
+  } finally {
+    stack.kill('SIGINT');
+    await new Promise((r) => stack.once('exit', r));
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
