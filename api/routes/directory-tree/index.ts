@@ -27,6 +27,7 @@ import type { treeProposalWorkflow } from '../../../workflows/tree-proposal';
 import { decideUpdate, ProposalStatus, supersedeSignal, TREE_CONFLICT, TreeProposalInput, treeProposalWorkflowId } from '../../../workflows/tree-proposal.contract';
 import { ProposalStateAttr } from '../../../workflows/search-attributes';
 import type { ServiceContext } from '../../context';
+import { startWorkflowWithRetry } from '../../start-workflow';
 
 const proposalId = z.string().regex(/^tp_[a-f0-9]{16}$/, 'a proposal id such as tp_0123456789abcdef');
 const UPDATE_WAIT_MS = 15_000;
@@ -110,7 +111,7 @@ export async function directoryTreeRoutes(app: FastifyInstance, opts: { ctx: Ser
     await ctx.tree.insertProposal(doc);
     const input: TreeProposalInput = { version: 1, proposal_id: id, base_version: body.base_version, title: body.title, author, created_at: now, hub_did: config.SERVICE_DID, history_limit: config.TREE_PROPOSAL_HISTORY_LIMIT };
     try {
-      await ctx.temporal.workflow.start<typeof treeProposalWorkflow>('treeProposalWorkflow', {
+      await startWorkflowWithRetry<typeof treeProposalWorkflow>(ctx.temporal, 'treeProposalWorkflow', {
         workflowId: treeProposalWorkflowId(id),
         taskQueue: config.TEMPORAL_TASK_QUEUE,
         args: [input],

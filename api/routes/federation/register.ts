@@ -7,7 +7,7 @@
  * removed again and the answer is 503 (nothing half-registered).
  */
 import { FastifyInstance } from 'fastify';
-import { WorkflowIdReusePolicy } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/client';
 import { hashSecret, newSecret } from '../../../core/credentials';
 import { AppError } from '../../../core/errors';
 import { formatNodeId, RegistrationBody, registrationBody } from '../../../core/federation';
@@ -15,7 +15,10 @@ import type { nodeLifecycleWorkflow } from '../../../workflows/node-lifecycle';
 import { NodeLifecycleInput, nodeWorkflowId } from '../../../workflows/node-lifecycle.contract';
 import { BrandAttr, NodeIdAttr, NodeStateAttr } from '../../../workflows/search-attributes';
 import type { ServiceContext } from '../../context';
+import { startWorkflowWithRetry } from '../../start-workflow';
 import { NodeDocument } from '../../../activities/store/nodes';
+
+const MAX_ID_SKIPS = 1000;
 
 export async function registerRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
   const { ctx } = opts;
@@ -29,50 +32,55 @@ export async function registerRoutes(app: FastifyInstance, opts: { ctx: ServiceC
       const apiKey = newSecret('nk_');
       const now = new Date().toISOString();
       const initialState = config.NODE_REVIEW_REQUIRED ? 'pending_review' : 'offline';
-      const doc = await ctx.nodes.insertWithNextSequence((sequence): NodeDocument => ({
-        _id: formatNodeId(body.brand.code, sequence),
-        seq: sequence,
-        name: body.name,
-        brand: { code: body.brand.code, model_base: body.brand.model_base ?? null },
-        instance: { os: body.instance?.os ?? null, cpu: body.instance?.cpu ?? null, memory_gb: body.instance?.memory_gb ?? null, gpu: body.instance?.gpu ?? null },
-        capabilities: body.capabilities?.declared ?? [],
-        api_key_hash: hashSecret(apiKey),
-        state: initialState,
-        created_at: now,
-        state_changed_at: now,
-        review: null,
-        heartbeat_history: []
-      }));
-      const nodeId = doc._id;
-
-      const input: NodeLifecycleInput = {
-        version: 1,
-        node_id: nodeId,
-        brand: body.brand.code,
-        registered_at: now,
-        offline_after_s: config.NODE_OFFLINE_AFTER_S,
-        review_required: config.NODE_REVIEW_REQUIRED,
-        offline_recheck_ms: config.NODE_CACHE_TTL_MS + 1000,
-        history_limit: config.NODE_WORKFLOW_HISTORY_LIMIT,
-        hub_did: config.SERVICE_DID
-      };
-      try {
-        await ctx.temporal.workflow.start<typeof nodeLifecycleWorkflow>('nodeLifecycleWorkflow', {
-          workflowId: nodeWorkflowId(nodeId),
-          taskQueue: config.TEMPORAL_TASK_QUEUE,
-          args: [input],
-          workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-          typedSearchAttributes: [
-            { key: NodeIdAttr, value: nodeId },
-            { key: BrandAttr, value: body.brand.code },
-            { key: NodeStateAttr, value: initialState }
-          ],
-          memo: { name: body.name, registered_at: now }
-        });
-      } catch (err) {
-        await ctx.nodes.delete(nodeId).catch(() => undefined);
-        request.log.error({ err, nodeId }, 'node workflow could not be started; registration undone');
-        throw new AppError('unavailable', 'Registration could not be completed (workflow service unavailable); nothing was kept, please retry');
+      // A node id whose workflow already exists in Temporal (the database was reset while Temporal kept its
+      // histories) is skipped: the node document is removed and the next number taken.
+      let nodeId = '';
+      for (let attempt = 1; !nodeId; attempt++) {
+        const doc = await ctx.nodes.insertWithNextSequence((sequence): NodeDocument => ({
+          _id: formatNodeId(body.brand.code, sequence),
+          seq: sequence,
+          name: body.name,
+          brand: { code: body.brand.code, model_base: body.brand.model_base ?? null },
+          instance: { os: body.instance?.os ?? null, cpu: body.instance?.cpu ?? null, memory_gb: body.instance?.memory_gb ?? null, gpu: body.instance?.gpu ?? null },
+          capabilities: body.capabilities?.declared ?? [],
+          api_key_hash: hashSecret(apiKey),
+          state: initialState,
+          created_at: now,
+          state_changed_at: now,
+          review: null,
+          heartbeat_history: []
+        }));
+        const input: NodeLifecycleInput = {
+          version: 1,
+          node_id: doc._id,
+          brand: body.brand.code,
+          registered_at: now,
+          offline_after_s: config.NODE_OFFLINE_AFTER_S,
+          review_required: config.NODE_REVIEW_REQUIRED,
+          offline_recheck_ms: config.NODE_CACHE_TTL_MS + 1000,
+          history_limit: config.NODE_WORKFLOW_HISTORY_LIMIT,
+          hub_did: config.SERVICE_DID
+        };
+        try {
+          await startWorkflowWithRetry<typeof nodeLifecycleWorkflow>(ctx.temporal, 'nodeLifecycleWorkflow', {
+            workflowId: nodeWorkflowId(doc._id),
+            taskQueue: config.TEMPORAL_TASK_QUEUE,
+            args: [input],
+            workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+            typedSearchAttributes: [
+              { key: NodeIdAttr, value: doc._id },
+              { key: BrandAttr, value: body.brand.code },
+              { key: NodeStateAttr, value: initialState }
+            ],
+            memo: { name: body.name, registered_at: now }
+          });
+          nodeId = doc._id;
+        } catch (err) {
+          await ctx.nodes.delete(doc._id).catch(() => undefined);
+          if (err instanceof WorkflowExecutionAlreadyStartedError && attempt < MAX_ID_SKIPS) continue;
+          request.log.error({ err, nodeId: doc._id }, 'node workflow could not be started; registration undone');
+          throw new AppError('unavailable', 'Registration could not be completed (workflow service unavailable); nothing was kept, please retry');
+        }
       }
 
       const base = config.publicUrl;
