@@ -8,7 +8,7 @@
  * and leaves the proposal open.
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { ProposalState } from '../activities/store/directory-tree';
+import type { ProposalDocument } from '../activities/store/directory-tree';
 
 export const treeProposalWorkflowId = (proposalId: string): string => `tree-proposal/${proposalId}`;
 export const TREE_CONFLICT = 'TreeConflict';
@@ -32,21 +32,15 @@ export interface ProposalDecision {
   reason: string;
 }
 
-export interface ProposalStatus {
+/** The workflow's view: the stored proposal's decision fields, plus what only the workflow knows. */
+export type ProposalStatus = Pick<
+  ProposalDocument,
+  'state' | 'base_version' | 'title' | 'author' | 'created_at' | 'decided_at' | 'decided_by' | 'reason' | 'merged_version' | 'superseded_by'
+> & {
   proposal_id: string;
-  state: ProposalState;
-  base_version: number;
-  title: string;
-  author: string;
-  created_at: string;
-  decided_at: string | null;
-  decided_by: string | null;
-  reason: string | null;
-  merged_version: number | null;
-  superseded_by: string | null;
   merge_attempts: number;
   decision_seq: number | null;
-}
+};
 
 export const decideUpdate = defineUpdate<ProposalStatus, [ProposalDecision]>('decide');
 export const supersedeSignal = defineSignal<[{ by: string }]>('supersede');
