@@ -11,12 +11,12 @@ import { createHash, randomBytes } from 'node:crypto';
 import { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { canonicalJson, JsonValue } from '../../../core/canonical-json';
+import { idempotencyKeyHeaders } from '../../../core/idempotency';
 import { notFound } from '../../../core/errors';
 import { TaskBody, taskBody } from '../../../core/federation';
 import { TaskDocument } from '../../../activities/store/tasks';
 import type { ServiceContext } from '../../context';
 
-const IDEMPOTENCY_KEY = /^[A-Za-z0-9_.:-]{1,128}$/;
 const taskId = z.string().regex(/^task_[a-f0-9]{24}$/, 'a task id such as task_0123456789abcdef01234567');
 
 const publicTask = (t: TaskDocument) => {
@@ -30,7 +30,7 @@ export async function taskSubmissionRoutes(app: FastifyInstance, opts: { ctx: Se
     '/a2a/task',
     {
       config: { auth: 'node_or_homologous', directory: { group: 'a2a_standard', summary: 'Task submission for worker nodes (hub gateway, HUB_PORT); queued durably' } },
-      schema: { body: taskBody, headers: z.object({ 'idempotency-key': z.string().regex(IDEMPOTENCY_KEY, '1-128 characters of letters, digits and _ . : -').optional() }).passthrough() }
+      schema: { body: taskBody, headers: idempotencyKeyHeaders }
     },
     async (request) => {
       const body = request.body as TaskBody;

@@ -13,6 +13,7 @@ import { FastifyInstance } from 'fastify';
 import { ServiceError, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/client';
 import { z } from 'zod';
 import { canonicalJson } from '../../../core/canonical-json';
+import { idempotencyKeyHeaders } from '../../../core/idempotency';
 import { AppError } from '../../../core/errors';
 import { heldBecause, TruthReportBody, truthReportBody } from '../../../core/truth-record';
 import type { truthApprovalWorkflow } from '../../../workflows/truth-approval';
@@ -20,7 +21,6 @@ import { TruthApprovalInput, truthApprovalWorkflowId } from '../../../workflows/
 import { ApprovalStateAttr, TruthKeyAttr, TruthTypeAttr } from '../../../workflows/search-attributes';
 import type { ServiceContext } from '../../context';
 
-const IDEMPOTENCY_KEY = /^[A-Za-z0-9_.:-]{1,128}$/;
 export const SUCCESS_MESSAGE = 'truth recorded';
 
 const writtenResponse = z.object({ ok: z.literal(true), message: z.string(), truth_count: z.number().int(), seq: z.number().int(), event_id: z.string(), duplicate: z.boolean() });
@@ -37,7 +37,7 @@ export async function truthReportRoutes(app: FastifyInstance, opts: { ctx: Servi
       bodyLimit: config.TRUTH_MAX_VALUE_BYTES + 16 * 1024,
       schema: {
         body: truthReportBody,
-        headers: z.object({ 'idempotency-key': z.string().regex(IDEMPOTENCY_KEY, '1-128 characters of letters, digits and _ . : -').optional() }).passthrough(),
+        headers: idempotencyKeyHeaders,
         response: { 200: writtenResponse, 202: pendingResponse }
       }
     },
