@@ -27,10 +27,8 @@ export interface NodeDocument {
 export type PublicNode = Omit<NodeDocument, '_id' | 'api_key_hash' | 'heartbeat_history'> & { node_id: string };
 export const PUBLIC_NODE_PROJECTION = { api_key_hash: 0, heartbeat_history: 0 } as const;
 
-export function publicNode(doc: Omit<NodeDocument, 'api_key_hash' | 'heartbeat_history'>): PublicNode {
-  const { _id, ...rest } = doc as NodeDocument;
-  delete (rest as Partial<NodeDocument>).api_key_hash;
-  delete (rest as Partial<NodeDocument>).heartbeat_history;
+/** A document read with PUBLIC_NODE_PROJECTION, with its id named node_id. */
+export function publicNode({ _id, ...rest }: Omit<NodeDocument, 'api_key_hash' | 'heartbeat_history'>): PublicNode {
   return { node_id: _id, ...rest };
 }
 
@@ -125,8 +123,11 @@ export class NodeStore {
     await this.nodes.updateOne({ _id: nodeId }, { $push: { heartbeat_history: { $each: samples, $slice: -keep } } });
   }
 
-  async history(nodeId: string): Promise<HeartbeatSample[]> {
-    const doc = await this.nodes.findOne({ _id: nodeId }, { projection: { heartbeat_history: 1 } });
-    return doc?.heartbeat_history ?? [];
+  /** One node's public fields and its heartbeat history, in one read (never the key digest). */
+  async findPublicWithHistory(nodeId: string): Promise<{ node: PublicNode; history: HeartbeatSample[] } | null> {
+    const doc = await this.nodes.findOne({ _id: nodeId }, { projection: { api_key_hash: 0 } });
+    if (!doc) return null;
+    const { heartbeat_history, ...rest } = doc as Omit<NodeDocument, 'api_key_hash'>;
+    return { node: publicNode(rest), history: heartbeat_history ?? [] };
   }
 }

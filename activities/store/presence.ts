@@ -51,11 +51,6 @@ export class PresenceStore {
     return { nodes, heartbeatsLastMinute };
   }
 
-  async lastSeen(nodeId: string): Promise<number | null> {
-    const { nodes } = await this.snapshot();
-    return nodes.get(nodeId)?.seen_at ?? null;
-  }
-
   /** Drops documents of API processes that stopped writing long ago. */
   async prune(olderThan: Date): Promise<void> {
     await this.presence.deleteMany({ updated_at: { $lt: olderThan } });

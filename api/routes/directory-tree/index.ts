@@ -24,13 +24,13 @@ import { applyPatch, jsonPatch, PatchError, PatchOperation, touchedPaths } from 
 import { ProposalDocument, ProposalState } from '../../../activities/store/directory-tree';
 import type { MergeOutcome } from '../../../activities/directory-tree-activities';
 import type { treeProposalWorkflow } from '../../../workflows/tree-proposal';
-import { decideUpdate, ProposalStatus, supersedeSignal, TREE_CONFLICT, TreeProposalInput, treeProposalWorkflowId } from '../../../workflows/tree-proposal.contract';
+import { decideUpdate, supersedeSignal, TREE_CONFLICT, TreeProposalInput, treeProposalWorkflowId } from '../../../workflows/tree-proposal.contract';
 import { ProposalStateAttr } from '../../../workflows/search-attributes';
 import type { ServiceContext } from '../../context';
+import { executeUpdateWithin } from '../../workflow-update';
 import { startWorkflowWithRetry } from '../../start-workflow';
 
 const proposalId = z.string().regex(/^tp_[a-f0-9]{16}$/, 'a proposal id such as tp_0123456789abcdef');
-const UPDATE_WAIT_MS = 15_000;
 
 const proposeBody = z
   .object({
@@ -164,14 +164,8 @@ export async function directoryTreeRoutes(app: FastifyInstance, opts: { ctx: Ser
     const stored = await ctx.tree.findProposal(proposal_id);
     if (!stored) throw notFound(`No proposal ${proposal_id}`);
     if (stored.state !== 'open') throw new AppError('conflict', `proposal ${proposal_id} is already ${stored.state}`, { state: stored.state });
-    let timer: NodeJS.Timeout | undefined;
     try {
-      const status = (await Promise.race([
-        ctx.temporal.workflow.getHandle(treeProposalWorkflowId(proposal_id)).executeUpdate(decideUpdate, { args: [{ decision, reviewer, reason }] }),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new AppError('unavailable', `tree-proposal/${proposal_id} did not answer within ${UPDATE_WAIT_MS / 1000} s (is a worker running?); retry`)), UPDATE_WAIT_MS);
-        })
-      ])) as ProposalStatus;
+      const status = await executeUpdateWithin(ctx.temporal.workflow.getHandle(treeProposalWorkflowId(proposal_id)), decideUpdate, [{ decision, reviewer, reason }]);
       const version = status.merged_version ? await ctx.tree.version(status.merged_version) : null;
       return { ok: true, proposal: status, version: status.merged_version, tree: version ? (JSON.parse(version.tree_json) as JsonValue) : null };
     } catch (err) {
@@ -185,8 +179,6 @@ export async function directoryTreeRoutes(app: FastifyInstance, opts: { ctx: Ser
       }
       if (err instanceof WorkflowNotFoundError) throw new AppError('conflict', `tree-proposal/${proposal_id} is closed`, { proposal_id });
       throw err;
-    } finally {
-      clearTimeout(timer);
     }
   });
 }

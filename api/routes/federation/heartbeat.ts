@@ -9,6 +9,8 @@ import { HeartbeatBody, heartbeatBody } from '../../../core/federation';
 import { heartbeatSignal, nodeWorkflowId } from '../../../workflows/node-lifecycle.contract';
 import type { ServiceContext } from '../../context';
 
+const NO_FIGURES: HeartbeatBody = heartbeatBody.parse({});
+
 export async function heartbeatRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
   const { ctx } = opts;
 
@@ -16,7 +18,8 @@ export async function heartbeatRoutes(app: FastifyInstance, opts: { ctx: Service
     '/a2a/heartbeat',
     { config: { auth: 'external_node', directory: { group: 'a2a_standard', summary: 'Heartbeat with resource and performance figures; offline after NODE_OFFLINE_AFTER_S of silence' } }, schema: { body: heartbeatBody.optional() } },
     async (request) => {
-      const body: HeartbeatBody = heartbeatBody.parse(request.body ?? {});
+      // The route schema already validated (and defaulted) a body that was sent; an empty request means no figures.
+      const body = (request.body as HeartbeatBody | undefined) ?? NO_FIGURES;
       const nodeId = request.principal!.id;
       const state = request.principal!.nodeState!;
       const seenAt = Date.now();

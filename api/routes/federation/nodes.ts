@@ -45,10 +45,9 @@ export async function nodeDirectoryRoutes(app: FastifyInstance, opts: { ctx: Ser
 
   app.get('/a2a/nodes/:node_id', { config: { auth: 'none' }, schema: { params: z.object({ node_id: nodeIdParam }) } }, async (request) => {
     const { node_id } = request.params as { node_id: string };
-    const [doc, presence, history] = await Promise.all([ctx.nodes.findPublic(node_id), ctx.presence.snapshot(), ctx.nodes.history(node_id)]);
-    if (!doc) throw notFound(`No node ${node_id}`);
-    const { _id, ...rest } = doc;
-    return { ok: true, node: { ...withPresence({ node_id: _id, ...rest }, presence.nodes.get(node_id)), heartbeat_history: history } };
+    const [found, presence] = await Promise.all([ctx.nodes.findPublicWithHistory(node_id), ctx.presence.snapshot()]);
+    if (!found) throw notFound(`No node ${node_id}`);
+    return { ok: true, node: { ...withPresence(found.node, presence.nodes.get(node_id)), heartbeat_history: found.history } };
   });
 
   app.get('/a2a/dashboard', { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Live network state: online rate, states, brands, resources, heartbeats per minute' } } }, async () => {

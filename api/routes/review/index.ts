@@ -13,10 +13,10 @@ import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/cl
 import { z } from 'zod';
 import { AppError, notFound } from '../../../core/errors';
 import { nodeIdParam } from '../../../core/federation';
-import { NodeStatus, nodeWorkflowId, reviewUpdate } from '../../../workflows/node-lifecycle.contract';
+import { nodeWorkflowId, reviewUpdate } from '../../../workflows/node-lifecycle.contract';
 import type { ServiceContext } from '../../context';
+import { executeUpdateWithin } from '../../workflow-update';
 
-const UPDATE_WAIT_MS = 15_000;
 const decisionBody = z.object({ node_id: nodeIdParam, reason: z.string().trim().min(1, 'give a reason').max(2000) }).strict();
 
 export async function reviewRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
@@ -38,22 +38,13 @@ export async function reviewRoutes(app: FastifyInstance, opts: { ctx: ServiceCon
       const { node_id, reason } = request.body as z.infer<typeof decisionBody>;
       const reviewer = request.principal!.did ?? request.principal!.id;
       if (!(await ctx.nodes.findPublic(node_id))) throw notFound(`No node ${node_id}`);
-      const handle = ctx.temporal.workflow.getHandle(nodeWorkflowId(node_id));
-      let timer: NodeJS.Timeout | undefined;
       try {
-        const status = await Promise.race([
-          handle.executeUpdate(reviewUpdate, { args: [{ decision, reviewer, reason }] }),
-          new Promise<never>((_, reject) => {
-            timer = setTimeout(() => reject(new AppError('unavailable', `node/${node_id} did not answer within ${UPDATE_WAIT_MS / 1000} s (is a worker running?); retry`)), UPDATE_WAIT_MS);
-          })
-        ]);
-        return { ok: true, node_id, decision, state: (status as NodeStatus).state, node: status };
+        const status = await executeUpdateWithin(ctx.temporal.workflow.getHandle(nodeWorkflowId(node_id)), reviewUpdate, [{ decision, reviewer, reason }]);
+        return { ok: true, node_id, decision, state: status.state, node: status };
       } catch (err) {
         if (err instanceof WorkflowUpdateFailedError) throw new AppError('conflict', (err.cause as Error | undefined)?.message ?? err.message, { node_id });
         if (err instanceof WorkflowNotFoundError) throw new AppError('conflict', `node/${node_id} is closed (the node was rejected)`, { node_id });
         throw err;
-      } finally {
-        clearTimeout(timer);
       }
     });
   }
