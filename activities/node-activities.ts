@@ -26,11 +26,12 @@ export interface NodeStateChange {
 }
 
 export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; presence: PresenceStore }) {
-  // Many node workflows check presence around the same time; they share one read of the presence documents, at
-  // most PRESENCE_SNAPSHOT_MAX_AGE_MS old (PRESENCE_GRACE_MS in the workflow allows for it).
+  // Many node workflows check presence around their deadlines; those share one read of the presence documents,
+  // at most PRESENCE_SNAPSHOT_MAX_AGE_MS old (PRESENCE_GRACE_MS in the workflow allows for it). A caller that
+  // must see a heartbeat acknowledged a moment ago (a review decision, the re-check) asks for max_age_ms 0.
   let shared: { at: number; read: Promise<Map<string, PresenceEntry>> } | null = null;
-  const snapshot = () => {
-    if (!shared || Date.now() - shared.at > PRESENCE_SNAPSHOT_MAX_AGE_MS) {
+  const snapshot = (maxAgeMs: number) => {
+    if (!shared || Date.now() - shared.at > maxAgeMs) {
       const read = deps.presence.snapshot().then((s) => s.nodes);
       shared = { at: Date.now(), read };
       read.catch(() => (shared = null));
@@ -39,8 +40,8 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
   };
   return {
     /** Milliseconds since the epoch of the newest heartbeat any API process recorded for the node, or null. */
-    async readNodeLastSeen(nodeId: string): Promise<number | null> {
-      return (await snapshot()).get(nodeId)?.seen_at ?? null;
+    async readNodeLastSeen(input: { node_id: string; max_age_ms: number }): Promise<number | null> {
+      return (await snapshot(Math.min(input.max_age_ms, PRESENCE_SNAPSHOT_MAX_AGE_MS))).get(input.node_id)?.seen_at ?? null;
     },
 
     async recordNodeStateChange(change: NodeStateChange): Promise<{ seq: number }> {

@@ -12,7 +12,7 @@
 import { condition, continueAsNew, log, proxyActivities, proxyLocalActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { NodeState } from '../core/federation';
-import { heartbeatSignal, NodeLifecycleInput, NodeStatus, nodeStatusQuery, PRESENCE_GRACE_MS, ReviewRequest, reviewUpdate } from './node-lifecycle.contract';
+import { heartbeatSignal, NodeLifecycleInput, NodeStatus, nodeStatusQuery, PRESENCE_GRACE_MS, PRESENCE_SNAPSHOT_MAX_AGE_MS, ReviewRequest, reviewUpdate } from './node-lifecycle.contract';
 import { NodeStateAttr } from './search-attributes';
 
 const { recordNodeStateChange } = proxyActivities<Activities>({
@@ -92,7 +92,7 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
     const reviewer = String(request.reviewer ?? 'unknown');
     const reason = String(request.reason ?? '');
     if (request.decision === 'approve') {
-      seen(await readNodeLastSeen(input.node_id));
+      seen(await readNodeLastSeen({ node_id: input.node_id, max_age_ms: 0 }));
       seen(signalledSeen);
       const alive = lastSeen !== null && now() - lastSeen < offlineAfterMs;
       await transition(status.state, alive ? 'online' : 'offline', `approved by review: ${reason}`, reviewer, { decision: 'approve', reviewer, reason });
@@ -127,7 +127,7 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
       // Sleep until the offline deadline of the last heartbeat known here (a durable timer).
       const deadline = (lastSeen ?? Date.parse(status.state_since)) + offlineAfterMs + PRESENCE_GRACE_MS;
       if (await condition(() => pendingReview !== null, Math.max(1, deadline - now()))) continue;
-      seen(await readNodeLastSeen(input.node_id));
+      seen(await readNodeLastSeen({ node_id: input.node_id, max_age_ms: PRESENCE_SNAPSHOT_MAX_AGE_MS }));
       seen(signalledSeen);
       const silentSince = lastSeen ?? Date.parse(status.state_since);
       if (now() - silentSince >= offlineAfterMs) await transition('online', 'offline', `no heartbeat for ${input.offline_after_s} s`, 'hub');
@@ -142,7 +142,7 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
     if (pendingReview) continue;
     if (!woke) {
       rechecked = true;
-      const fresh = await readNodeLastSeen(input.node_id);
+      const fresh = await readNodeLastSeen({ node_id: input.node_id, max_age_ms: 0 });
       if (fresh !== null && fresh > (lastSeen ?? 0) && now() - fresh < offlineAfterMs) {
         seen(fresh);
         await transition('offline', 'online', 'heartbeat received', 'hub');
