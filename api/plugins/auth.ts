@@ -1,7 +1,8 @@
 /**
  * Authentication: every route declares its model in `config.auth` (a route without one fails at start-up), and
  * one preHandler checks the request's credentials for that model, setting `request.principal`.
- * Failures give 401, except the daemon's two-factor check, which gives 403 as the spec asks.
+ * Failures give 401, except the daemon's two-factor check, which gives 403 as the spec asks; when the database
+ * cannot be read to check a credential, 503 (retry), never 500.
  */
 import { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -201,7 +202,16 @@ function authPlugin(app: FastifyInstance, opts: { ctx: ServiceContext }): void {
   app.addHook('preHandler', async (request) => {
     const model = request.routeOptions.config.auth;
     if (!model) return;
-    request.principal = await AUTHENTICATORS[model](request, opts.ctx);
+    try {
+      request.principal = await AUTHENTICATORS[model](request, opts.ctx);
+    } catch (err) {
+      // A credential that could not be checked is neither valid nor invalid: whatever the driver raised
+      // (server selection, a connection closed mid-read, a server-side failure), the caller should retry.
+      if (!(err instanceof AppError) && /^Mongo/.test((err as Error)?.name ?? '')) {
+        throw new AppError('unavailable', 'Credentials could not be checked (database unavailable); retry', {}, { 'Retry-After': '5' });
+      }
+      throw err;
+    }
   });
 }
 
