@@ -12,6 +12,7 @@ import { CredentialStore } from '../activities/store/credentials';
 import { NodeStore } from '../activities/store/nodes';
 import { QuotaStore } from '../activities/store/quota';
 import { PresenceStore } from '../activities/store/presence';
+import { HeartbeatHistoryStore } from '../activities/store/heartbeat-history';
 import { TaskStore } from '../activities/store/tasks';
 import { PeerStore } from '../activities/store/peers';
 import { DirectoryTreeStore } from '../activities/store/directory-tree';
@@ -30,6 +31,7 @@ export interface ServiceContext {
   nodes: NodeStore;
   quota: QuotaStore;
   presence: PresenceStore;
+  heartbeatHistory: HeartbeatHistoryStore;
   presenceRecorder: PresenceRecorder;
   nodeCache: NodeCache;
   tasks: TaskStore;
@@ -51,6 +53,7 @@ export async function createServiceContext(config: Config, logger = createLogger
     const adminTokenHash = loadAdminTokenHash(config.dataDir, config.ADMIN_TOKEN, (msg) => logger.warn(msg));
     const nodes = new NodeStore(mongo.db);
     const presence = new PresenceStore(mongo.db);
+    const heartbeatHistory = new HeartbeatHistoryStore(mongo.db, { intervalMs: config.HEARTBEAT_HISTORY_INTERVAL_S * 1000, size: config.HEARTBEAT_HISTORY_SIZE });
     const tree = new DirectoryTreeStore(mongo.db);
     await tree.ensureInitialVersion();
     return {
@@ -62,15 +65,14 @@ export async function createServiceContext(config: Config, logger = createLogger
       nodes,
       quota: new QuotaStore(mongo.db),
       presence,
+      heartbeatHistory,
       presenceRecorder: new PresenceRecorder(
         presence,
-        nodes,
+        heartbeatHistory,
         {
           // Long enough for any offline judgement (deadline + grace) to still find the entry.
           retentionMs: Math.max(2 * config.NODE_OFFLINE_AFTER_S * 1000, 120_000),
-          flushIntervalMs: config.PRESENCE_FLUSH_MS,
-          historyIntervalMs: config.HEARTBEAT_HISTORY_INTERVAL_S * 1000,
-          historySize: config.HEARTBEAT_HISTORY_SIZE
+          flushIntervalMs: config.PRESENCE_FLUSH_MS
         },
         logger
       ),

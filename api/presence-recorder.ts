@@ -1,17 +1,20 @@
 /**
  * The API process's side of node presence: heartbeats are gathered in memory and written as this process's
  * presence document by a group commit (one write carries every heartbeat that arrived while the previous write
- * was in flight, and at most one write per PRESENCE_FLUSH_MS). `record` resolves once the write holding the
+ * was in flight, and at most one write per PRESENCE_FLUSH_MS; a write also waits twice as long as the previous one
+ * took after it, so presence never takes more than a third of the database's time, however many nodes the
+ * document holds). `record` resolves once the write holding the
  * heartbeat is stored, so an acknowledged heartbeat is durable. Entries older than the retention are dropped.
  *
- * The bounded history per node is down-sampled: at most one sample per HEARTBEAT_HISTORY_INTERVAL_S is appended
- * to the node document (keeping the newest HEARTBEAT_HISTORY_SIZE), written after the presence commit.
+ * The bounded history per node is down-sampled: at most one sample per node per HEARTBEAT_HISTORY_INTERVAL_S goes
+ * to the heartbeat history (one insert of every due sample, after the presence commit); old samples are pruned
+ * every quarter of the kept window.
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { HeartbeatSample } from '../core/federation';
 import { PresenceEntry, PresenceStore } from '../activities/store/presence';
-import { NodeStore } from '../activities/store/nodes';
+import { HeartbeatHistoryStore } from '../activities/store/heartbeat-history';
 
 interface Waiter {
   resolve(): void;
@@ -22,24 +25,26 @@ export interface PresenceRecorderOptions {
   retentionMs: number;
   /** Least time between two writes of the document: heartbeats arriving meanwhile share the next write. */
   flushIntervalMs: number;
-  historyIntervalMs: number;
-  historySize: number;
 }
 
 export class PresenceRecorder {
   readonly instanceId = `api-${randomBytes(6).toString('hex')}`;
   private readonly entries = new Map<string, PresenceEntry>();
   private readonly perSecond = new Map<number, number>();
-  private readonly historyWrittenAt = new Map<string, number>();
+  /** Per node, the last history interval this process wrote a sample for. */
+  private readonly historyInterval = new Map<string, number>();
   private waiting: Waiter[] = [];
   private flushing = false;
   private historyRunning = false;
   private lastPrune = 0;
+  private lastHistoryPrune = Date.now();
   private lastWrite = 0;
+  private lastWriteEnd = 0;
+  private lastWriteMs = 0;
 
   constructor(
     private readonly store: PresenceStore,
-    private readonly nodes: NodeStore,
+    private readonly history: HeartbeatHistoryStore,
     private readonly options: PresenceRecorderOptions,
     private readonly logger: Logger
   ) {}
@@ -59,7 +64,7 @@ export class PresenceRecorder {
     this.flushing = true;
     try {
       while (this.waiting.length > 0) {
-        const wait = this.lastWrite + this.options.flushIntervalMs - Date.now();
+        const wait = Math.max(this.lastWrite + this.options.flushIntervalMs, this.lastWriteEnd + Math.min(2 * this.lastWriteMs, 1000)) - Date.now();
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         this.lastWrite = Date.now();
         const batch = this.waiting;
@@ -77,6 +82,8 @@ export class PresenceRecorder {
         } catch (err) {
           for (const w of batch) w.reject(err as Error);
         }
+        this.lastWriteEnd = Date.now();
+        this.lastWriteMs = this.lastWriteEnd - this.lastWrite;
         if (!this.historyRunning) {
           this.historyRunning = true;
           void this.writeHistory(now).finally(() => (this.historyRunning = false));
@@ -91,14 +98,20 @@ export class PresenceRecorder {
     }
   }
 
-  /** Appends a history sample for nodes whose last one is older than the interval. */
+  /** Writes a history sample for nodes heard from in an interval that has none from this process yet. */
   private async writeHistory(now: number): Promise<void> {
+    const due: PresenceEntry[] = [];
     for (const [nodeId, entry] of this.entries) {
-      const last = this.historyWrittenAt.get(nodeId) ?? 0;
-      if (entry.seen_at <= last || now - last < this.options.historyIntervalMs) continue;
-      this.historyWrittenAt.set(nodeId, now);
-      await this.nodes.appendHistory(nodeId, [entry.sample], this.options.historySize).catch((err) => this.logger.warn({ err, nodeId }, 'heartbeat history write failed'));
+      const interval = this.history.interval(entry.seen_at);
+      if (interval <= (this.historyInterval.get(nodeId) ?? -1)) continue;
+      this.historyInterval.set(nodeId, interval);
+      due.push(entry);
     }
-    for (const id of this.historyWrittenAt.keys()) if (!this.entries.has(id)) this.historyWrittenAt.delete(id);
+    for (const id of this.historyInterval.keys()) if (!this.entries.has(id)) this.historyInterval.delete(id);
+    await this.history.append(due).catch((err) => this.logger.warn({ err, samples: due.length }, 'heartbeat history write failed'));
+    if (now - this.lastHistoryPrune > this.history.windowMs / 4) {
+      this.lastHistoryPrune = now;
+      await this.history.prune(now).catch((err) => this.logger.warn({ err }, 'heartbeat history prune failed'));
+    }
   }
 }

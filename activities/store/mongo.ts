@@ -66,6 +66,7 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   ],
   counters: [],
   node_presence: [],
+  node_heartbeat_history: [],
   tasks: [{ key: { state: 1, priority: -1, created_at: 1 }, name: 'claim_order' }],
   peers: [],
   directory_tree_versions: [{ key: { proposal_id: 1 }, name: 'proposal_id' }],

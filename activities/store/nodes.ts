@@ -1,10 +1,15 @@
 /**
- * Federation nodes as stored: identity, declared brand and resources, hashed API key, state, review decision and a
- * bounded, down-sampled heartbeat history. The node lifecycle (states and their changes) is owned by the
- * node/<node_id> workflow; this module only stores. Node ids come from a hub-wide counter, made unique by index.
+ * Federation nodes as stored: identity, declared brand and resources, hashed API key, state and review decision.
+ * The node lifecycle (states and their changes) is owned by the node/<node_id> workflow; this module only stores.
+ * Node ids come from a hub-wide counter, made unique by index.
+ *
+ * After registration a node document has a single writer, the node workflow's state-change activity (which runs
+ * one change at a time per node): FerretDB applies concurrent updates of one document as read-modify-write, so a
+ * second writer could silently undo a state change. Heartbeat figures live elsewhere (presence.ts,
+ * heartbeat-history.ts).
  */
 import { Collection, Db } from 'mongodb';
-import type { BrandCode, HeartbeatSample, NodeState } from '../../core/federation';
+import type { BrandCode, NodeState } from '../../core/federation';
 
 export type { NodeState };
 
@@ -20,15 +25,14 @@ export interface NodeDocument {
   created_at: string;
   state_changed_at: string;
   review: { decision: 'approved' | 'rejected'; reviewer: string; reason: string; at: string } | null;
-  heartbeat_history: HeartbeatSample[];
 }
 
 /** The public view of a node: never the key hash. */
-export type PublicNode = Omit<NodeDocument, '_id' | 'api_key_hash' | 'heartbeat_history'> & { node_id: string };
-export const PUBLIC_NODE_PROJECTION = { api_key_hash: 0, heartbeat_history: 0 } as const;
+export type PublicNode = Omit<NodeDocument, '_id' | 'api_key_hash'> & { node_id: string };
+export const PUBLIC_NODE_PROJECTION = { api_key_hash: 0 } as const;
 
 /** A document read with PUBLIC_NODE_PROJECTION, with its id named node_id. */
-export function publicNode({ _id, ...rest }: Omit<NodeDocument, 'api_key_hash' | 'heartbeat_history'>): PublicNode {
+export function publicNode({ _id, ...rest }: Omit<NodeDocument, 'api_key_hash'>): PublicNode {
   return { node_id: _id, ...rest };
 }
 
@@ -83,7 +87,7 @@ export class NodeStore {
     return this.nodes.findOne({ _id: nodeId });
   }
 
-  findPublic(nodeId: string): Promise<Omit<NodeDocument, 'api_key_hash' | 'heartbeat_history'> | null> {
+  findPublic(nodeId: string): Promise<Omit<NodeDocument, 'api_key_hash'> | null> {
     return this.nodes.findOne({ _id: nodeId }, { projection: PUBLIC_NODE_PROJECTION });
   }
 
@@ -116,18 +120,5 @@ export class NodeStore {
     const set: Partial<NodeDocument> = { state, state_changed_at: at };
     if (review) set.review = review;
     await this.nodes.updateOne({ _id: nodeId }, { $set: set });
-  }
-
-  /** Appends samples to the node's history, keeping the newest `keep`. */
-  async appendHistory(nodeId: string, samples: HeartbeatSample[], keep: number): Promise<void> {
-    await this.nodes.updateOne({ _id: nodeId }, { $push: { heartbeat_history: { $each: samples, $slice: -keep } } });
-  }
-
-  /** One node's public fields and its heartbeat history, in one read (never the key digest). */
-  async findPublicWithHistory(nodeId: string): Promise<{ node: PublicNode; history: HeartbeatSample[] } | null> {
-    const doc = await this.nodes.findOne({ _id: nodeId }, { projection: { api_key_hash: 0 } });
-    if (!doc) return null;
-    const { heartbeat_history, ...rest } = doc as Omit<NodeDocument, 'api_key_hash'>;
-    return { node: publicNode(rest), history: heartbeat_history ?? [] };
   }
 }

@@ -2,9 +2,12 @@
  * npm run bench:heartbeat — N simulated nodes heartbeating in parallel against the whole local stack (npm start:
  * FerretDB, Temporal dev server, worker, API), then offline detection for nodes that stop.
  *
- *   1. registers BENCH_NODES nodes (NODE_REVIEW_REQUIRED=false, so they go online with their first heartbeat);
+ *   1. registers BENCH_NODES nodes (NODE_REVIEW_REQUIRED=false, so they go online with their first heartbeat),
+ *      sends each its first heartbeat and waits until every node is online (the time this takes is printed: it
+ *      is the cost of N state changes, each a workflow step and a ledger event, not of heartbeats);
  *   2. baseline: GET /health at the same concurrency for BENCH_SECONDS (the bare HTTP cost on this machine);
- *   3. sustained heartbeats for BENCH_SECONDS at BENCH_CONCURRENCY: heartbeats/s, errors, p50/p99;
+ *   3. sustained heartbeats for BENCH_SECONDS at BENCH_CONCURRENCY (default: BENCH_NODES, every simulated node
+ *      its own client, heartbeating again as soon as it has its answer): heartbeats/s, errors, p50/p99;
  *   4. BENCH_STOP nodes stop; the rest keep beating every few seconds; for each stopped node the delay from its
  *      last acknowledged heartbeat to its recorded offline change (target: NODE_OFFLINE_AFTER_S + 2 s), and any
  *      node that went offline although it kept beating (must be none).
@@ -18,7 +21,7 @@ import { MongoClient } from 'mongodb';
 import { freePort } from '../stack/process';
 
 const NODES = Number(process.env.BENCH_NODES ?? 500);
-const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 64);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? NODES);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const STOP = Number(process.env.BENCH_STOP ?? 50);
 const OFFLINE_AFTER_S = Number(process.env.BENCH_OFFLINE_AFTER_S ?? 90);
@@ -94,9 +97,10 @@ async function main(): Promise<void> {
 
     const t0 = Date.now();
     const nodes: { node_id: string; api_key: string }[] = [];
+    let requested = 0;
     await Promise.all(
       Array.from({ length: 16 }, async () => {
-        while (nodes.length < NODES) {
+        while (requested++ < NODES) {
           const res = await fetch(`${base}/a2a/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: `bench-${nodes.length}`, brand: { code: 'custom' }, instance: { memory_gb: 8 } }) });
           if (res.status !== 201) throw new Error(`register: ${res.status} ${await res.text()}`);
           nodes.push((await res.json()) as { node_id: string; api_key: string });
@@ -116,8 +120,13 @@ async function main(): Promise<void> {
       if (res.status === 200) lastAck.set(node.node_id, Date.now());
       return res.status === 200;
     };
-    // Warm-up: every node's first heartbeat brings it online.
+    // Warm-up: every node's first heartbeat brings it online; measure from steady state only.
+    const warm = Date.now();
     for (let i = 0; i < nodes.length; i += 50) await Promise.all(nodes.slice(i, i + 50).map(beat));
+    const mongo = await MongoClient.connect(`mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`);
+    const db = mongo.db('zhongshu_hub');
+    while ((await db.collection('nodes').countDocuments({ state: 'online' })) < nodes.length) await new Promise((r) => setTimeout(r, 500));
+    console.log(`all ${nodes.length} nodes online ${((Date.now() - warm) / 1000).toFixed(1)} s after their first heartbeat`);
 
     const health = await load(SECONDS, CONCURRENCY, async () => {
       const res = await fetch(`${base}/health`);
@@ -142,8 +151,6 @@ async function main(): Promise<void> {
       }
     })();
     console.log(`${stopped.length} nodes stopped; waiting for offline (up to ${OFFLINE_AFTER_S + 30} s)`);
-    const mongo = await MongoClient.connect(`mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`);
-    const db = mongo.db('zhongshu_hub');
     const ids = new Set(stopped.map((n) => n.node_id));
     const delays: number[] = [];
     while (Date.now() - stoppedAt < (OFFLINE_AFTER_S + 30) * 1000 && delays.length < stopped.length) {

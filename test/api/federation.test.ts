@@ -23,7 +23,7 @@ const stateChanges = async (id: string) =>
     .map((v) => `${v.from}->${v.to}`);
 
 beforeAll(async () => {
-  svc = await startTestService({ NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S), NODE_CACHE_TTL_MS: '300', NODE_WORKFLOW_HISTORY_LIMIT: '40' });
+  svc = await startTestService({ NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S), NODE_CACHE_TTL_MS: '300', NODE_WORKFLOW_HISTORY_LIMIT: '40', HEARTBEAT_HISTORY_INTERVAL_S: '1', HEARTBEAT_HISTORY_SIZE: '3' });
   reviewer = await issueHomologousToken(svc.urls.main, svc.adminToken, 'reviewer');
 });
 afterAll(async () => {
@@ -121,6 +121,19 @@ describe('heartbeat', () => {
       return res.body.node.heartbeat_history.length > 0 ? res.body.node.heartbeat_history : undefined;
     }, 10000, 'a history sample');
     expect(history[0]).toMatchObject({ resources: { cpu_percent: 12 } });
+
+    // One sample per HEARTBEAT_HISTORY_INTERVAL_S (1 s here), the newest HEARTBEAT_HISTORY_SIZE (3) kept, oldest first.
+    const until = Date.now() + 4500;
+    for (let cpu = 1; Date.now() < until; cpu++) {
+      expect((await heartbeat(svc.urls.main, node, { resources: { cpu_percent: cpu } })).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    const bounded = (await http('GET', `${svc.urls.main}/a2a/nodes/${node.node_id}`)).body.node.heartbeat_history as { at: string; resources: { cpu_percent: number } }[];
+    expect(bounded.length).toBeGreaterThanOrEqual(2);
+    expect(bounded.length).toBeLessThanOrEqual(3);
+    const times = bounded.map((h) => Date.parse(h.at));
+    expect([...times].sort((a, b) => a - b)).toEqual(times);
+    expect(bounded[0]!.resources.cpu_percent).toBeGreaterThan(1);
   });
 });
 
@@ -194,6 +207,8 @@ describe('review and lifecycle', () => {
     expect(status.state).toBe('online');
     expect(status.runs).toBeGreaterThanOrEqual(1);
     expect(await stateChanges(node.node_id)).toEqual(['null->pending_review', 'pending_review->online']);
+    // The directory agrees with the workflow (heartbeat bookkeeping never overwrites a recorded state change).
+    expect(await nodeState(node.node_id)).toBe('online');
   });
 
   it('fires the offline timer across a worker restart', async () => {

@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { notFound } from '../../../core/errors';
 import { BRAND_CODES, NODE_STATES, nodeIdParam } from '../../../core/federation';
 import { PresenceEntry } from '../../../activities/store/presence';
-import type { PublicNode } from '../../../activities/store/nodes';
+import { PublicNode, publicNode } from '../../../activities/store/nodes';
 import type { ServiceContext } from '../../context';
 
 const withPresence = (node: PublicNode, presence: PresenceEntry | undefined) => ({
@@ -45,9 +45,9 @@ export async function nodeDirectoryRoutes(app: FastifyInstance, opts: { ctx: Ser
 
   app.get('/a2a/nodes/:node_id', { config: { auth: 'none' }, schema: { params: z.object({ node_id: nodeIdParam }) } }, async (request) => {
     const { node_id } = request.params as { node_id: string };
-    const [found, presence] = await Promise.all([ctx.nodes.findPublicWithHistory(node_id), ctx.presence.snapshot()]);
+    const [found, history, presence] = await Promise.all([ctx.nodes.findPublic(node_id), ctx.heartbeatHistory.recent(node_id), ctx.presence.snapshot()]);
     if (!found) throw notFound(`No node ${node_id}`);
-    return { ok: true, node: { ...withPresence(found.node, presence.nodes.get(node_id)), heartbeat_history: found.history } };
+    return { ok: true, node: { ...withPresence(publicNode(found), presence.nodes.get(node_id)), heartbeat_history: history } };
   });
 
   app.get('/a2a/dashboard', { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Live network state: online rate, states, brands, resources, heartbeats per minute' } } }, async () => {

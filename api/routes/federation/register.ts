@@ -47,8 +47,7 @@ export async function registerRoutes(app: FastifyInstance, opts: { ctx: ServiceC
           state: initialState,
           created_at: now,
           state_changed_at: now,
-          review: null,
-          heartbeat_history: []
+          review: null
         }));
         const input: NodeLifecycleInput = {
           version: 1,
