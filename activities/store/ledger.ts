@@ -15,6 +15,12 @@
  * every query but the insert's unique check): each process keeps the tail it last wrote, and a one-document
  * `ledger_head` collection records the newest size and root (updated after each batch, only ever forward). The
  * tail is re-read from the entries themselves only after losing a race to another process.
+ *
+ * Idempotency: the unique index on `idem` guarantees one entry per key. Looking a key up by that field would scan
+ * the whole ledger on FerretDB, once per keyed append, so each keyed entry also gets a record in
+ * `ledger_idempotency` (`_id` = the key, `seq`), written right after the entry and read by _id. A missing record
+ * (a writer stopped between the two inserts) only costs speed: the entry's insert is refused by the unique index
+ * and the key is then looked up in the ledger itself.
  */
 import { randomBytes } from 'node:crypto';
 import { Collection, Db } from 'mongodb';
@@ -24,6 +30,7 @@ import { LedgerEntryDocument, LedgerEntryKind, ledgerLeafBytes } from '../../cor
 
 export const LEDGER_COLLECTION = 'ledger';
 export const LEDGER_HEAD_COLLECTION = 'ledger_head';
+export const LEDGER_IDEMPOTENCY_COLLECTION = 'ledger_idempotency';
 const MAX_BATCH = 256;
 const MAX_RETRIES = 1000;
 
@@ -75,6 +82,11 @@ interface LedgerHeadDocument {
   updated_at: string;
 }
 
+interface IdempotencyRecord {
+  _id: string; // the entry's idem
+  seq: number;
+}
+
 interface Tail {
   size: number;
   frontier: Hash[];
@@ -83,6 +95,7 @@ interface Tail {
 export class Ledger {
   private readonly entries: Collection<LedgerEntryDocument>;
   private readonly heads: Collection<LedgerHeadDocument>;
+  private readonly idempotency: Collection<IdempotencyRecord>;
   private queue: Pending[] = [];
   private committing = false;
   /** The tail this process last wrote or read; null when it must be re-read. */
@@ -91,6 +104,7 @@ export class Ledger {
   constructor(db: Db) {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
     this.heads = db.collection<LedgerHeadDocument>(LEDGER_HEAD_COLLECTION);
+    this.idempotency = db.collection<IdempotencyRecord>(LEDGER_IDEMPOTENCY_COLLECTION);
   }
 
   /** Appends one entry; resolves once it is durably inserted (or matched by its idempotency key). */
@@ -137,11 +151,15 @@ export class Ledger {
       try {
         for (; inserted < docs.length; inserted++) await this.entries.insertOne(docs[inserted]!);
         await this.advanceHead(docs[docs.length - 1]!);
+        await this.recordIdempotencyKeys(docs);
         pending.forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
         return;
       } catch (err) {
         this.knownTail = null;
-        if (inserted > 0) await this.advanceHead(docs[inserted - 1]!);
+        if (inserted > 0) {
+          await this.advanceHead(docs[inserted - 1]!);
+          await this.recordIdempotencyKeys(docs.slice(0, inserted));
+        }
         pending.slice(0, inserted).forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
         if ((err as { code?: number }).code !== 11000) throw err;
         // Another writer took this seq (re-read the tail and go again), or the entry's idempotency key is in the
@@ -160,7 +178,8 @@ export class Ledger {
   private async settleKnownIdempotencyKeys(batch: Pending[], alsoCheck: Pending | null): Promise<Pending[]> {
     const keyed = batch.filter((p) => p.idem.startsWith('k:') || p === alsoCheck);
     if (keyed.length === 0) return batch;
-    const found = await this.entries.find({ idem: { $in: keyed.map((p) => p.idem) } }).toArray();
+    // Before an insert: the fast lookup. After a refusal: the ledger itself (the record may be missing).
+    const found = alsoCheck ? await this.entries.find({ idem: { $in: keyed.map((p) => p.idem) } }).toArray() : await this.findByIdems(keyed.map((p) => p.idem));
     const byIdem = new Map(found.map((d) => [d.idem, d]));
     const first = new Map<string, Pending>();
     const rest: Pending[] = [];
@@ -232,6 +251,21 @@ export class Ledger {
     return last ? { size: last._id, frontier: last.frontier.map(fromHex) } : { size: 0, frontier: [] };
   }
 
+  /** Records where the entries written with a caller's key are, for the lookup by _id (see the module comment). */
+  private async recordIdempotencyKeys(docs: LedgerEntryDocument[]): Promise<void> {
+    const records = docs.filter((d) => d.idem.startsWith('k:')).map((d) => ({ _id: d.idem, seq: d._id }));
+    if (records.length === 0) return;
+    // Best effort: the entries are stored; a record that is missing or already there changes nothing.
+    await this.idempotency.insertMany(records, { ordered: false }).catch(() => undefined);
+  }
+
+  /** The entries written with these idems, found through their idempotency records. */
+  private async findByIdems(idems: string[]): Promise<LedgerEntryDocument[]> {
+    const records = await Promise.all(idems.map((_id) => this.idempotency.findOne({ _id })));
+    const entries = await Promise.all(records.map((r) => (r ? this.entries.findOne({ _id: r.seq }) : null)));
+    return entries.filter((e, i): e is LedgerEntryDocument => e !== null && e.idem === idems[i]);
+  }
+
   /** Records the new tail locally and moves the shared head record forward (never back). */
   private async advanceHead(last: LedgerEntryDocument): Promise<void> {
     this.knownTail = { size: last._id, frontier: last.frontier.map(fromHex) };
@@ -256,8 +290,9 @@ export class Ledger {
     return this.entries.findOne({ _id: seq });
   }
 
-  findByIdempotencyKey(did: string | null, idempotencyKey: string): Promise<LedgerEntryDocument | null> {
-    return this.entries.findOne({ idem: callerIdempotencyScope(did, idempotencyKey) });
+  /** The entry written with this (did, idempotency key), if its idempotency record says where it is. */
+  async findByIdempotencyKey(did: string | null, idempotencyKey: string): Promise<LedgerEntryDocument | null> {
+    return (await this.findByIdems([callerIdempotencyScope(did, idempotencyKey)]))[0] ?? null;
   }
 
   /** Entries whose key starts with `prefix`, oldest first. */

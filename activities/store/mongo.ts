@@ -57,6 +57,7 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   oauth_revocations: [],
   dids: [],
   ledger_head: [],
+  ledger_idempotency: [],
   quota_counters: [],
   daemon_assets: [],
   nodes: [

@@ -117,6 +117,19 @@ describe('appending', () => {
     const found = await http('GET', `${svc.urls.main}/api/truth?key=sys.idem.1`);
     expect(found.body.count).toBe(1);
   });
+
+  it('still returns the first result when the fast idempotency record is missing (a writer stopped between inserts)', async () => {
+    const headers = { 'idempotency-key': 'retry-me-2' };
+    const first = await write({ key: 'sys.idem.2', value: { n: 2 } }, headers);
+    expect(first.status).toBe(200);
+    const removed = await svc.db.collection('ledger_idempotency').deleteMany({ seq: first.body.seq });
+    expect(removed.deletedCount).toBe(1);
+    const again = await write({ key: 'sys.idem.2', value: { n: 2 } }, headers);
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ seq: first.body.seq, event_id: first.body.event_id, duplicate: true });
+    expect((await http('GET', `${svc.urls.main}/api/truth?key=sys.idem.2`)).body.count).toBe(1);
+    expect((await http('GET', `${svc.urls.main}/api/verify`)).body.consistent).toBe(true);
+  });
 });
 
 describe('quota', () => {
