@@ -9,16 +9,29 @@
  * Reviews arrive as an update (the reviewer gets the resulting state, or a clear refusal).
  * Every state change is recorded by an activity: a ledger event, then the node document.
  */
-import { condition, continueAsNew, log, proxyActivities, proxyLocalActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { condition, continueAsNew, log, patched, proxyActivities, proxyLocalActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { NodeState } from '../core/federation';
 import { heartbeatSignal, NodeLifecycleInput, NodeStatus, nodeStatusQuery, PRESENCE_GRACE_MS, PRESENCE_SNAPSHOT_MAX_AGE_MS, ReviewRequest, reviewUpdate } from './node-lifecycle.contract';
 import { NodeStateAttr } from './search-attributes';
 
-const { recordNodeStateChange } = proxyActivities<Activities>({
+// Runs needing the state change recorded before it (below: LOCAL_STATE_CHANGE) as a regular activity.
+const { recordNodeStateChange: recordNodeStateChangeAsTask } = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' }
 });
+// A state change is a few milliseconds of database writes (idempotent by node and transition number). As a local
+// activity it runs inside the workflow task that decided it: one workflow task per transition instead of three
+// plus an activity task, which is what bounds how fast the hub absorbs many nodes changing state at once (all
+// nodes coming back after a hub outage, a partition taking many offline). Retries past the threshold continue
+// on a durable timer.
+const { recordNodeStateChange: recordNodeStateChangeLocally } = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  localRetryThreshold: '10 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' }
+});
+/** Patch marker: histories recorded before it ran the state change as a regular activity. */
+const LOCAL_STATE_CHANGE = 'node-state-change-local-activity';
 // The presence check runs on every offline deadline of every node: as a local activity it costs the server one
 // marker instead of an activity task round trip.
 const { readNodeLastSeen } = proxyLocalActivities<Activities>({
@@ -79,7 +92,8 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
     status.transitions += 1;
     const at = new Date(now()).toISOString();
     const decision = review ? { decision: review.decision === 'approve' ? ('approved' as const) : ('rejected' as const), reviewer: review.reviewer, reason: review.reason } : undefined;
-    await recordNodeStateChange({ node_id: input.node_id, from, to, at, reason, actor, transition: status.transitions, hub_did: input.hub_did, review: decision });
+    const record = patched(LOCAL_STATE_CHANGE) ? recordNodeStateChangeLocally : recordNodeStateChangeAsTask;
+    await record({ node_id: input.node_id, from, to, at, reason, actor, transition: status.transitions, hub_did: input.hub_did, review: decision });
     status.state = to;
     status.state_since = at;
     if (decision) status.review = { ...decision, at };

@@ -19,7 +19,8 @@ export interface WorkflowTestEnv {
   env: TestWorkflowEnvironment;
   db: Db;
   taskQueue: string;
-  saveHistory(workflowId: string, name: string): Promise<void>;
+  /** Saves the history of the workflow's latest run, or of `runId`. */
+  saveHistory(workflowId: string, name: string, runId?: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -46,9 +47,10 @@ export async function startWorkflowTestEnv(taskQueue: string): Promise<WorkflowT
     env,
     db,
     taskQueue,
-    async saveHistory(workflowId, name) {
+    async saveHistory(workflowId, name, runId) {
       if (process.env.RECORD_HISTORIES !== '1') return;
-      const json = execFileSync(process.env.ZH_TEST_TEMPORAL_BIN!, ['workflow', 'show', '--workflow-id', workflowId, '--address', env.address, '--namespace', 'default', '--output', 'json'], { encoding: 'utf8' });
+      const run = runId ? ['--run-id', runId] : [];
+      const json = execFileSync(process.env.ZH_TEST_TEMPORAL_BIN!, ['workflow', 'show', '--workflow-id', workflowId, ...run, '--address', env.address, '--namespace', 'default', '--output', 'json'], { encoding: 'utf8' });
       const dir = path.join(__dirname, '..', 'replay', 'histories');
       fs.mkdirSync(dir, { recursive: true });
       fs.writeFileSync(path.join(dir, `${name}.json`), json);

@@ -84,6 +84,7 @@ describe('nodeLifecycleWorkflow', () => {
     expect(status.review).toMatchObject({ decision: 'approved' });
     await handle.executeUpdate(reviewUpdate, { args: [{ decision: 'reject', reviewer: 'alice', reason: 'done' }] });
     await handle.result();
+    await wf.saveHistory(handle.workflowId, 'node-lifecycle-continued-as-new', handle.firstExecutionRunId);
   });
 });
 
