@@ -1,5 +1,5 @@
 /**
- * Restarting the Temporal server while approvals are pending loses none of them. Runs against a Temporal dev
+ * Restarting the Temporal server loses no pending approval and no node offline timer. Runs against a Temporal dev
  * server of its own (state in a SQLite file), so the shared one keeps serving the other suites.
  */
 import fs from 'node:fs';
@@ -7,6 +7,7 @@ import path from 'node:path';
 import { startTemporal } from '../../scripts/stack/temporal';
 import { freePort, ServerHandle } from '../../scripts/stack/process';
 import { issueHomologousToken, registerDid } from '../support/credentials';
+import { heartbeat, registerNode } from '../support/federation';
 import { eventually, http, startTestService, TestService } from '../support/service';
 
 let svc: TestService;
@@ -14,6 +15,7 @@ let temporal: ServerHandle & { address: string };
 let dataDir: string;
 let port: number;
 const DID = 'did:example:patient';
+const OFFLINE_AFTER_S = 3;
 
 const startServer = async () => (temporal = await startTemporal({ dataDir, port, uiPort: 0, namespace: 'default', headless: true, echo: false }));
 
@@ -21,7 +23,7 @@ beforeAll(async () => {
   dataDir = fs.mkdtempSync(path.join(process.env.ZH_TEST_DATA_DIR!, 'own-temporal-'));
   port = await freePort();
   await startServer();
-  svc = await startTestService({ TEMPORAL_ADDRESS: temporal.address });
+  svc = await startTestService({ TEMPORAL_ADDRESS: temporal.address, NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S), NODE_REVIEW_REQUIRED: 'false' });
   await registerDid(svc.urls.main, svc.adminToken, DID);
 });
 afterAll(async () => {
@@ -51,4 +53,30 @@ it('keeps a pending approval across a Temporal server restart and completes it a
   const found = await http('GET', `${svc.urls.main}/api/truth?key=ops.risk.survivor`);
   expect(found.body.results).toHaveLength(1);
   expect(found.body.results[0].seq).toBe(final.seq);
+}, 180000);
+
+it('fires a node offline timer that came due while the Temporal server was down, and the node comes back online', async () => {
+  const node = await registerNode(svc.urls.main, 'restart-survivor');
+  const nodeState = async () => (await http('GET', `${svc.urls.main}/a2a/nodes/${node.node_id}`)).body.node?.state;
+  expect((await heartbeat(svc.urls.main, node)).status).toBe(200);
+  await eventually(async () => ((await nodeState()) === 'online' ? true : undefined), 30000, 'online');
+  const lastBeat = Date.now();
+
+  await temporal.stop();
+  await new Promise((r) => setTimeout(r, (OFFLINE_AFTER_S + 2) * 1000)); // the deadline passes while the server is down
+  await startServer();
+
+  await eventually(async () => ((await nodeState()) === 'offline' ? true : undefined), 60000, 'offline after the restart');
+  const changes = (await svc.db.collection('ledger').find({ key: 'hub.node.state_changed' }).sort({ _id: 1 }).toArray())
+    .map((e) => JSON.parse(e.value_json as string))
+    .filter((c) => c.node_id === node.node_id);
+  expect(changes.map((c) => `${c.from}->${c.to}`)).toEqual(['null->offline', 'offline->online', 'online->offline']);
+  expect(Date.parse(changes[2].at) - lastBeat).toBeGreaterThanOrEqual(OFFLINE_AFTER_S * 1000);
+
+  const back = await eventually(async () => {
+    const res = await heartbeat(svc.urls.main, node);
+    return res.body.state === 'online' ? res : undefined;
+  }, 30000, 'a heartbeat answered online');
+  expect(back.status).toBe(200);
+  await eventually(async () => ((await nodeState()) === 'online' ? true : undefined), 30000, 'online again');
 }, 180000);
