@@ -11,10 +11,9 @@ import path from 'node:path';
 import { ConfigError, loadConfig } from '../core/config';
 import { startFerretDb } from './stack/ferretdb';
 import { startTemporal } from './stack/temporal';
-import { log, ServerHandle, spawnServer, stopStale } from './stack/process';
+import { log, ServerHandle, spawnServer, stopStale, typescriptProcess } from './stack/process';
 
 const ROOT = path.resolve(__dirname, '..');
-const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
 
 async function main(): Promise<void> {
   const started = Date.now();
@@ -64,7 +63,7 @@ async function main(): Promise<void> {
     ] as const) {
       const pidFile = path.join(config.dataDir, 'run', `${name}.pid`);
       await stopStale(pidFile, path.join(ROOT, script));
-      const handle = spawnServer({ name, binary: TSX, args: [path.join(ROOT, script)], pidFile, echo: true, env });
+      const handle = spawnServer({ name, ...typescriptProcess(path.join(ROOT, script)), pidFile, echo: true, env });
       handles.push(handle);
       void handle.exited.then((code) => {
         if (!stopping) {

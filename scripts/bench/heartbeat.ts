@@ -18,7 +18,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { MongoClient } from 'mongodb';
-import { freePort } from '../stack/process';
+import { freePort, typescriptProcess } from '../stack/process';
 
 const NODES = Number(process.env.BENCH_NODES ?? 500);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? NODES);
@@ -91,7 +91,8 @@ async function main(): Promise<void> {
   delete env.TEMPORAL_ADDRESS;
   const base = `http://127.0.0.1:${ports.PORT}`;
   console.log(`bench:heartbeat — ${NODES} nodes, concurrency ${CONCURRENCY}, ${SECONDS} s per phase, NODE_OFFLINE_AFTER_S=${OFFLINE_AFTER_S}; starting the stack (npm start) in ${dataDir}`);
-  const stack = spawn(path.join(ROOT, 'node_modules', '.bin', 'tsx'), [path.join(ROOT, 'scripts', 'start.ts')], { env, stdio: ['ignore', 'ignore', 'inherit'] });
+  const launcher = typescriptProcess(path.join(ROOT, 'scripts', 'start.ts'));
+  const stack = spawn(launcher.binary, launcher.args, { env, stdio: ['ignore', 'ignore', 'inherit'] });
   try {
     await waitHealthy(`${base}/health`, stack);
 

@@ -6,6 +6,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 export interface ServerHandle {
   name: string;
@@ -13,6 +14,15 @@ export interface ServerHandle {
   /** Resolves when the process exits, with its exit code (null when ended by a signal). */
   exited: Promise<number | null>;
   stop(): Promise<void>;
+}
+
+/**
+ * How to run a TypeScript entry point: node itself with tsx as its loader. Not the tsx command: it runs the script
+ * in a second process and relays signals to it, and when the script is slow to acknowledge a signal (a loaded
+ * machine) it kills it with SIGKILL, so a SIGTERM could end the API or worker without its drain.
+ */
+export function typescriptProcess(script: string): { binary: string; args: string[] } {
+  return { binary: process.execPath, args: ['--import', pathToFileURL(require.resolve('tsx')).href, script] };
 }
 
 export function log(message: string): void {

@@ -6,7 +6,7 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { freePort } from '../../scripts/stack/process';
+import { freePort, typescriptProcess } from '../../scripts/stack/process';
 import { eventually, http } from '../support/service';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -22,7 +22,9 @@ beforeAll(async () => {
 });
 
 function launch(): { child: ChildProcess; output: () => string; ready: Promise<void> } {
-  const child = spawn(path.join(ROOT, 'node_modules', '.bin', 'tsx'), [path.join(ROOT, 'scripts', 'start.ts')], {
+  // As `npm start` runs it (node --import tsx scripts/start.ts).
+  const { binary, args } = typescriptProcess(path.join(ROOT, 'scripts', 'start.ts'));
+  const child = spawn(binary, args, {
     env: { ...process.env, ...env, MONGODB_URI: '', TEMPORAL_ADDRESS: '', WORKFLOW_BUNDLE_PATH: '' },
     stdio: ['ignore', 'pipe', 'pipe']
   });

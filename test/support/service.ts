@@ -9,10 +9,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { Db, MongoClient } from 'mongodb';
-import { freePort, ServerHandle, spawnServer } from '../../scripts/stack/process';
+import { freePort, ServerHandle, spawnServer, typescriptProcess } from '../../scripts/stack/process';
 
 const ROOT = path.resolve(__dirname, '..', '..');
-const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
 
 export type ListenerName = 'main' | 'backup' | 'hub' | 'commercial' | 'memory' | 'daemon';
 
@@ -66,7 +65,7 @@ export async function startTestService(extra: Record<string, string> = {}, optio
 
   const childEnv = { ...process.env, ...env };
   const spawnPart = (name: string, script: string) =>
-    spawnServer({ name: `${name}-${id}`, binary: TSX, args: [path.join(ROOT, script)], pidFile: path.join(dataDir, 'run', `${name}.pid`), echo: process.env.ZH_TEST_ECHO === '1', env: childEnv });
+    spawnServer({ name: `${name}-${id}`, ...typescriptProcess(path.join(ROOT, script)), pidFile: path.join(dataDir, 'run', `${name}.pid`), echo: process.env.ZH_TEST_ECHO === '1', env: childEnv });
 
   let api: ServerHandle | null = null;
   let worker: ServerHandle | null = null;
@@ -112,8 +111,7 @@ export async function startTestService(extra: Record<string, string> = {}, optio
     ports.PORT = String(port);
     const handle = spawnServer({
       name: `api2-${id}`,
-      binary: TSX,
-      args: [path.join(ROOT, 'api/server.ts')],
+      ...typescriptProcess(path.join(ROOT, 'api/server.ts')),
       pidFile: path.join(dataDir, 'run', `api2-${port}.pid`),
       echo: process.env.ZH_TEST_ECHO === '1',
       env: { ...childEnv, ...ports }
