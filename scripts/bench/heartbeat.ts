@@ -121,12 +121,30 @@ async function main(): Promise<void> {
       if (res.status === 200) lastAck.set(node.node_id, Date.now());
       return res.status === 200;
     };
-    // Warm-up: every node's first heartbeat brings it online; measure from steady state only.
+    // Nodes that keep beating as a real node would: every node once per OFFLINE_AFTER_S / 6 s, 50 at a time.
+    const keepBeating = (group: typeof nodes) => {
+      let running = true;
+      const done = (async () => {
+        while (running) {
+          const round = Date.now();
+          for (let i = 0; i < group.length && running; i += 50) await Promise.all(group.slice(i, i + 50).map(beat));
+          while (running && Date.now() - round < (OFFLINE_AFTER_S * 1000) / 6) await new Promise((r) => setTimeout(r, 200));
+        }
+      })();
+      return async () => {
+        running = false;
+        await done;
+      };
+    };
+
+    // Warm-up: every node's first heartbeat brings it online (they keep beating meanwhile); measure from steady
+    // state only. Polled every 3 s: on FerretDB the count scans the nodes.
     const warm = Date.now();
-    for (let i = 0; i < nodes.length; i += 50) await Promise.all(nodes.slice(i, i + 50).map(beat));
+    const stopWarmUp = keepBeating(nodes);
     const mongo = await MongoClient.connect(`mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`);
     const db = mongo.db('zhongshu_hub');
-    while ((await db.collection('nodes').countDocuments({ state: 'online' })) < nodes.length) await new Promise((r) => setTimeout(r, 500));
+    while ((await db.collection('nodes').countDocuments({ state: 'online' })) < nodes.length) await new Promise((r) => setTimeout(r, 3000));
+    await stopWarmUp();
     console.log(`all ${nodes.length} nodes online ${((Date.now() - warm) / 1000).toFixed(1)} s after their first heartbeat`);
 
     const health = await load(SECONDS, CONCURRENCY, async () => {
@@ -143,25 +161,17 @@ async function main(): Promise<void> {
     const stopped = nodes.slice(0, STOP);
     const alive = nodes.slice(STOP);
     const stoppedAt = Date.now();
-    let keepBeating = true;
-    const beater = (async () => {
-      while (keepBeating) {
-        const round = Date.now();
-        for (let i = 0; i < alive.length && keepBeating; i += 50) await Promise.all(alive.slice(i, i + 50).map(beat));
-        await new Promise((r) => setTimeout(r, Math.max(0, (OFFLINE_AFTER_S * 1000) / 6 - (Date.now() - round))));
-      }
-    })();
+    const stopBeating = keepBeating(alive);
     console.log(`${stopped.length} nodes stopped; waiting for offline (up to ${OFFLINE_AFTER_S + 30} s)`);
     const ids = new Set(stopped.map((n) => n.node_id));
     const delays: number[] = [];
     while (Date.now() - stoppedAt < (OFFLINE_AFTER_S + 30) * 1000 && delays.length < stopped.length) {
-      await new Promise((r) => setTimeout(r, 1000));
+      await new Promise((r) => setTimeout(r, 3000));
       const offline = await db.collection('nodes').find({ state: 'offline' }, { projection: { _id: 1, state_changed_at: 1 } }).toArray();
       delays.length = 0;
       for (const d of offline) if (ids.has(d._id as unknown as string)) delays.push((Date.parse(d.state_changed_at) - lastAck.get(d._id as unknown as string)!) / 1000);
     }
-    keepBeating = false;
-    await beater;
+    await stopBeating();
     const falseOffline = (await db.collection('nodes').countDocuments({ state: 'offline' })) - delays.length;
     await mongo.close();
     delays.sort((a, b) => a - b);
