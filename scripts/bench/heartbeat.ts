@@ -3,8 +3,9 @@
  * FerretDB, Temporal dev server, worker, API), then offline detection for nodes that stop.
  *
  *   1. registers BENCH_NODES nodes (NODE_REVIEW_REQUIRED=false, so they go online with their first heartbeat),
- *      sends each its first heartbeat and waits until every node is online (the time this takes is printed: it
- *      is the cost of N state changes, each a workflow step and a ledger event, not of heartbeats);
+ *      lets every node beat once per OFFLINE_AFTER_S / 6 s and waits until every node is online (the time this
+ *      takes is printed: it is the cost of N state changes, each a workflow step and a ledger event, not of
+ *      heartbeats);
  *   2. baseline: GET /health at the same concurrency for BENCH_SECONDS (the bare HTTP cost on this machine);
  *   3. sustained heartbeats for BENCH_SECONDS at BENCH_CONCURRENCY (default: BENCH_NODES, every simulated node
  *      its own client, heartbeating again as soon as it has its answer): heartbeats/s, errors, p50/p99;

@@ -45,8 +45,10 @@ export async function nodeDirectoryRoutes(app: FastifyInstance, opts: { ctx: Ser
 
   app.get('/a2a/nodes/:node_id', { config: { auth: 'none' }, schema: { params: z.object({ node_id: nodeIdParam }) } }, async (request) => {
     const { node_id } = request.params as { node_id: string };
-    const [found, history, presence] = await Promise.all([ctx.nodes.findPublic(node_id), ctx.heartbeatHistory.recent(node_id), ctx.presence.snapshot()]);
+    // The node first: an unknown id costs one read, not one per history interval.
+    const found = await ctx.nodes.findPublic(node_id);
     if (!found) throw notFound(`No node ${node_id}`);
+    const [history, presence] = await Promise.all([ctx.heartbeatHistory.recent(node_id), ctx.presence.snapshot()]);
     return { ok: true, node: { ...withPresence(publicNode(found), presence.nodes.get(node_id)), heartbeat_history: history } };
   });
 
