@@ -19,6 +19,7 @@ export interface MongoOptions {
 }
 
 export async function connectMongo(options: MongoOptions): Promise<Mongo> {
+  assertDriverPatched();
   const client = new MongoClient(options.uri, {
     appName: options.appName ?? 'zhongshu-hub',
     serverSelectionTimeoutMS: options.serverSelectionTimeoutMS ?? 5000,
@@ -42,6 +43,20 @@ export async function connectMongo(options: MongoOptions): Promise<Mongo> {
     db,
     close: () => client.close()
   };
+}
+
+/**
+ * The driver must carry patches/mongodb+<version>.patch (applied by `npm install`/`npm ci` through patch-package;
+ * README, "Dependency patches"). Unpatched, a command written to a connection the server just closed waits forever,
+ * and when that command is the server monitor's check the process never sees the database again. Refusing to start
+ * is better than a process that silently stops recovering.
+ */
+function assertDriverPatched(): void {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { Connection } = require('mongodb/lib/cmap/connection') as { Connection: { prototype: Record<string, unknown> } };
+  if (typeof Connection.prototype.throwIfClosed !== 'function') {
+    throw new Error('The mongodb driver is not patched (patches/mongodb+*.patch); run `npx patch-package` after installing without scripts');
+  }
 }
 
 /** Index specs by collection. Created at start; creating an existing index is a no-op. */
