@@ -63,7 +63,7 @@ export async function createServiceContext(config: Config, logger = createLogger
       ledger: new Ledger(mongo.db),
       credentials: new CredentialStore(mongo.db),
       nodes,
-      quota: new QuotaStore(mongo.db),
+      quota: new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune failed')),
       presence,
       heartbeatHistory,
       presenceRecorder: new PresenceRecorder(

@@ -73,7 +73,7 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   dids: [],
   ledger_head: [],
   ledger_idempotency: [],
-  quota_counters: [],
+  quota_uses: [{ key: { day: 1 }, name: 'day' }],
   daemon_assets: [],
   nodes: [
     { key: { seq: 1 }, name: 'seq_unique', unique: true },

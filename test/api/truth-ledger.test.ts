@@ -143,6 +143,22 @@ describe('quota', () => {
     expect(over.body.error).toBe('quota_exceeded');
     expect(Number(over.headers.get('retry-after'))).toBeGreaterThan(0);
   });
+
+  it('is exact under a concurrent burst from two API processes', async () => {
+    const second = await svc.startSecondApi();
+    try {
+      const did = await registerDid(svc.urls.main, svc.adminToken, 'did:example:crowd');
+      const results = await Promise.all(
+        Array.from({ length: 90 }, (_, i) => write({ key: `crowd.w.${i}`, value: { i } }, { 'x-did': did }, i % 2 ? second.url : svc.urls.main))
+      );
+      const statuses = results.map((r) => r.status);
+      expect(statuses.filter((s) => s === 200).length).toBe(60);
+      expect(statuses.filter((s) => s === 429).length).toBe(30);
+      expect((await http('GET', `${svc.urls.main}/api/truth?key=crowd.w.&limit=200`)).body.count).toBe(60);
+    } finally {
+      await second.stop();
+    }
+  });
 });
 
 describe('concurrency', () => {
