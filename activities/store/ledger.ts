@@ -246,9 +246,33 @@ export class Ledger {
   private async readTail(): Promise<Tail> {
     const head = await this.heads.findOne({ _id: 'head' });
     const from = head?.size ?? 0;
-    const newer = await this.entries.find({ _id: { $gte: from } }, { projection: { _id: 1, frontier: 1 } }).sort({ _id: -1 }).limit(1).next();
-    const last = newer ?? (from > 0 ? await this.entries.find({}, { projection: { _id: 1, frontier: 1 } }).sort({ _id: -1 }).limit(1).next() : null);
+    const seq = await this.lastSeqFrom(from);
+    const newest = seq > 0 ? await this.entries.findOne({ _id: seq }, { projection: { _id: 1, frontier: 1 } }) : null;
+    // No entry at the head's size: entries were removed behind the ledger's back; take what is really there.
+    const last = newest ?? (from > 0 ? await this.entries.find({}, { projection: { _id: 1, frontier: 1 } }).sort({ _id: -1 }).limit(1).next() : null);
     return last ? { size: last._id, frontier: last.frontier.map(fromHex) } : { size: 0, frontier: [] };
+  }
+
+  /**
+   * The newest seq from `from` (0 or a seq that exists) on, with `_id` lookups only: entries are contiguous, so
+   * probe 1, 2, 4, … ahead until one is missing, then binary-search the gap. Usually one lookup (from + 1 is missing).
+   */
+  private async lastSeqFrom(from: number): Promise<number> {
+    const exists = async (seq: number) => (await this.entries.findOne({ _id: seq }, { projection: { _id: 1 } })) !== null;
+    let low = from;
+    let step = 1;
+    let high = from + 1;
+    while (await exists(high)) {
+      low = high;
+      step *= 2;
+      high = low + step;
+    }
+    while (high - low > 1) {
+      const mid = Math.floor((low + high) / 2);
+      if (await exists(mid)) low = mid;
+      else high = mid;
+    }
+    return low;
   }
 
   /** Records where the entries written with a caller's key are, for the lookup by _id (see the module comment). */
@@ -280,10 +304,17 @@ export class Ledger {
 
   // ---- reads ----
 
-  /** Size and root of the ledger as last recorded by a writer (see advanceHead). */
+  /** Size and root of the ledger: the head record (see advanceHead), caught up with any newer entries. */
   async head(): Promise<LedgerHead> {
     const head = await this.heads.findOne({ _id: 'head' });
-    return head ? { size: head.size, root: head.root } : { size: 0, root: toHex(EMPTY_ROOT) };
+    const recorded = head ? { size: head.size, root: head.root } : { size: 0, root: toHex(EMPTY_ROOT) };
+    // The record can trail the entries: a writer stopped between its insert and its head update, or (FerretDB
+    // applies a conditional update as read-modify-write) an older head landed after a newer one. The entries
+    // themselves are the truth; catch up to the newest.
+    const size = await this.lastSeqFrom(recorded.size);
+    if (size === recorded.size) return recorded;
+    const newest = await this.entries.findOne({ _id: size }, { projection: { root: 1 } });
+    return newest ? { size, root: newest.root } : recorded;
   }
 
   get(seq: number): Promise<LedgerEntryDocument | null> {

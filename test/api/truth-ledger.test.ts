@@ -130,6 +130,16 @@ describe('appending', () => {
     expect((await http('GET', `${svc.urls.main}/api/truth?key=sys.idem.2`)).body.count).toBe(1);
     expect((await http('GET', `${svc.urls.main}/api/verify`)).body.consistent).toBe(true);
   });
+
+  it('publishes the newest entries when the head record trails them (a writer stopped before its head update)', async () => {
+    for (let i = 0; i < 3; i++) expect((await write({ key: `sys.trail.${i}`, value: { i } })).status).toBe(200);
+    const current = await http('GET', `${svc.urls.main}/api/status`);
+    const older = await svc.db.collection('ledger').findOne({ _id: current.body.truth_count - 3 } as object);
+    await svc.db.collection('ledger_head').updateOne({ _id: 'head' } as object, { $set: { size: older!.seq, root: older!.root } });
+    const status = await http('GET', `${svc.urls.main}/api/status`);
+    expect(status.body).toMatchObject({ truth_count: current.body.truth_count, merkle_root: current.body.merkle_root });
+    expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, stored: current.body.merkle_root });
+  });
 });
 
 describe('quota', () => {
@@ -179,6 +189,10 @@ describe('concurrency', () => {
     const verify = await http('GET', `${svc.urls.main}/api/verify`);
     expect(verify.body).toMatchObject({ ok: true, consistent: true, ledger_lines: all.length, first_bad_seq: null });
     expect(verify.body.computed).toBe(verify.body.stored);
+    // The published head is the newest one, whichever process wrote last (it never moves back).
+    for (const url of [svc.urls.main, second.url]) {
+      expect((await http('GET', `${url}/api/status`)).body).toMatchObject({ truth_count: all.length, merkle_root: verify.body.computed });
+    }
     await second.stop();
   });
 });
