@@ -27,6 +27,7 @@ import { Collection, Db } from 'mongodb';
 import { canonicalJson, JsonValue } from '../../core/canonical-json';
 import { appendToFrontier, fromHex, Hash, leafHash, rootFromFrontier, toHex, EMPTY_ROOT } from '../../core/merkle';
 import { LedgerEntryDocument, LedgerEntryKind, ledgerLeafBytes } from '../../core/ledger-entry';
+import { lastOfRun } from '../../core/contiguous-run';
 
 export const LEDGER_COLLECTION = 'ledger';
 export const LEDGER_HEAD_COLLECTION = 'ledger_head';
@@ -253,26 +254,9 @@ export class Ledger {
     return last ? { size: last._id, frontier: last.frontier.map(fromHex) } : { size: 0, frontier: [] };
   }
 
-  /**
-   * The newest seq from `from` (0 or a seq that exists) on, with `_id` lookups only: entries are contiguous, so
-   * probe 1, 2, 4, … ahead until one is missing, then binary-search the gap. Usually one lookup (from + 1 is missing).
-   */
-  private async lastSeqFrom(from: number): Promise<number> {
-    const exists = async (seq: number) => (await this.entries.findOne({ _id: seq }, { projection: { _id: 1 } })) !== null;
-    let low = from;
-    let step = 1;
-    let high = from + 1;
-    while (await exists(high)) {
-      low = high;
-      step *= 2;
-      high = low + step;
-    }
-    while (high - low > 1) {
-      const mid = Math.floor((low + high) / 2);
-      if (await exists(mid)) low = mid;
-      else high = mid;
-    }
-    return low;
+  /** The newest seq from `from` (0 or a seq that exists) on, by `_id` lookups (usually one: from + 1 is missing). */
+  private lastSeqFrom(from: number): Promise<number> {
+    return lastOfRun(from, async (seq) => (await this.entries.findOne({ _id: seq }, { projection: { _id: 1 } })) !== null);
   }
 
   /** Records where the entries written with a caller's key are, for the lookup by _id (see the module comment). */

@@ -14,6 +14,7 @@
  * in the background.
  */
 import { Collection, Db } from 'mongodb';
+import { lastOfRun } from '../../core/contiguous-run';
 
 interface QuotaUse {
   _id: string;
@@ -64,24 +65,10 @@ export class QuotaStore {
     return (await this.uses.deleteMany({ day: { $lt: keepFrom } })).deletedCount;
   }
 
-  /** The lowest free slot above `taken` (a slot known to be taken, or 0), capped at `limit + 1`. */
+  /** The lowest free slot above `taken` (a slot known to be taken, or 0), at most `limit + 1`. */
   private async firstFree(counter: string, taken: number, limit: number): Promise<number> {
-    const isTaken = async (n: number) => n <= limit && (await this.uses.findOne({ _id: `${counter}|${n}` }, { projection: { _id: 1 } })) !== null;
-    let low = taken; // taken (or 0)
-    let step = 1;
-    let high = Math.min(taken + step, limit + 1);
-    while (await isTaken(high)) {
-      low = high;
-      step *= 2;
-      high = Math.min(low + step, limit + 1);
-    }
-    // low is taken, high is free (or limit + 1): binary search for the first free slot in (low, high].
-    while (high - low > 1) {
-      const mid = Math.floor((low + high) / 2);
-      if (await isTaken(mid)) low = mid;
-      else high = mid;
-    }
-    return high;
+    const isTaken = async (n: number) => (await this.uses.findOne({ _id: `${counter}|${n}` }, { projection: { _id: 1 } })) !== null;
+    return (await lastOfRun(taken, isTaken, limit)) + 1;
   }
 }
 
