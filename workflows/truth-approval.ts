@@ -4,7 +4,7 @@
  * nothing is appended. Every outcome is itself recorded in the ledger (who, when, why).
  * The history is small and bounded (one timer, at most two signals acted on, two activities): no continue-as-new.
  */
-import { condition, log, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { condition, log, proxyActivities, setDefaultSignalHandler, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import {
   ApprovalDecision,
@@ -41,8 +41,14 @@ export async function truthApprovalWorkflow(input: TruthApprovalInput): Promise<
     if (decision) return;
     decision = { verdict, by: { approver: String(by?.approver ?? 'unknown'), reason: String(by?.reason ?? '') } };
   };
-  setHandler(approveSignal, decide('approved'));
-  setHandler(rejectSignal, decide('rejected'));
+  // Both decisions go through the default signal handler, not one setHandler each: setHandler at once replays
+  // the signals buffered for its own name only, so an approve and a reject that both arrived before the first
+  // workflow task would be applied in registration order. The default handler gets buffered signals in arrival
+  // order, so the first decision sent is the one that wins. (Signal names and payloads are unchanged.)
+  setDefaultSignalHandler((name, by) => {
+    if (name === approveSignal.name) decide('approved')(by as ApprovalDecision);
+    else if (name === rejectSignal.name) decide('rejected')(by as ApprovalDecision);
+  });
   setHandler(approvalStatusQuery, () => status);
 
   // Workflow time counts from when the write was requested, so a late-starting worker does not extend the hold.

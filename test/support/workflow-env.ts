@@ -19,6 +19,8 @@ export interface WorkflowTestEnv {
   env: TestWorkflowEnvironment;
   db: Db;
   taskQueue: string;
+  /** Runs a second worker, on `taskQueue`, until `fn` settles (for workflows that must wait for a worker). */
+  runWorkerUntil<T>(taskQueue: string, fn: () => Promise<T>): Promise<T>;
   /** Saves the history of the workflow's latest run, or of `runId`. */
   saveHistory(workflowId: string, name: string, runId?: string): Promise<void>;
   close(): Promise<void>;
@@ -35,18 +37,19 @@ export async function startWorkflowTestEnv(taskQueue: string): Promise<WorkflowT
   const mongo = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!);
   const db = mongo.db(`wf_${taskQueue.replace(/[^a-z0-9]/gi, '_')}_${Date.now()}`);
   await ensureIndexes(db);
-  const worker = await Worker.create({
-    connection: env.nativeConnection,
-    taskQueue,
-    workflowBundle: { codePath: process.env.ZH_TEST_WORKFLOW_BUNDLE! },
-    activities: createActivities({ db, ledger: new Ledger(db) })
-  });
+  const activities = createActivities({ db, ledger: new Ledger(db) });
+  const createWorker = (queue: string) =>
+    Worker.create({ connection: env.nativeConnection, taskQueue: queue, workflowBundle: { codePath: process.env.ZH_TEST_WORKFLOW_BUNDLE! }, activities });
+  const worker = await createWorker(taskQueue);
   const running = worker.run();
 
   return {
     env,
     db,
     taskQueue,
+    async runWorkerUntil(queue, fn) {
+      return (await createWorker(queue)).runUntil(fn);
+    },
     async saveHistory(workflowId, name, runId) {
       if (process.env.RECORD_HISTORIES !== '1') return;
       const run = runId ? ['--run-id', runId] : [];

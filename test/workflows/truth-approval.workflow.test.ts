@@ -61,6 +61,19 @@ describe('truthApprovalWorkflow', () => {
     await saveHistory(handle.workflowId, 'truth-approval-rejected');
   });
 
+  it('applies decisions in arrival order when both arrive before the workflow first runs', async () => {
+    // No worker polls this queue until both signals are in the history, so the first workflow task sees both.
+    const id = 'apr_000000000000000000000005';
+    const queue = `${TASK_QUEUE}-late`;
+    const handle = await env.client.workflow.start(truthApprovalWorkflow, { workflowId: `truth-approval/${id}`, taskQueue: queue, args: [input(id)] });
+    await handle.signal(rejectSignal, { approver: 'bob', reason: 'no' });
+    await handle.signal(approveSignal, { approver: 'carol', reason: 'yes' });
+    const result = await wf.runWorkerUntil(queue, () => handle.result());
+    expect(result).toMatchObject({ state: 'rejected', approver: 'bob', seq: null });
+    expect(await db.collection('ledger').countDocuments({ key: `wf.test.${id}` })).toBe(0);
+    await saveHistory(handle.workflowId, 'truth-approval-decisions-before-first-task');
+  });
+
   it('expires when nobody decides in time', async () => {
     const id = 'apr_000000000000000000000003';
     const handle = await env.client.workflow.start(truthApprovalWorkflow, { workflowId: `truth-approval/${id}`, taskQueue: TASK_QUEUE, args: [input(id, 1)] });
