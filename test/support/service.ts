@@ -21,8 +21,6 @@ export interface TestService {
   adminToken: string;
   db: Db;
   temporal: Client;
-  startApi(): Promise<void>;
-  stopApi(): Promise<void>;
   startWorker(): Promise<void>;
   /** Stops the worker process (SIGTERM, drains); workflows wait in Temporal meanwhile. */
   stopWorker(): Promise<void>;
@@ -129,8 +127,6 @@ export async function startTestService(extra: Record<string, string> = {}, optio
     adminToken: env.ADMIN_TOKEN!,
     db: mongo.db(env.MONGODB_DB),
     temporal,
-    startApi,
-    stopApi,
     startWorker,
     stopWorker,
     startSecondApi,
