@@ -4,16 +4,18 @@
  */
 import { randomBytes } from 'node:crypto';
 import Fastify, { FastifyInstance, LogController } from 'fastify';
-import { serializerCompiler, validatorCompiler, ZodTypeProvider } from 'fastify-type-provider-zod';
+import { validatorCompiler, ZodTypeProvider } from 'fastify-type-provider-zod';
+import { MAX_PATH_PARAM_LENGTH } from '../core/identifiers';
 import type { ServiceContext } from './context';
 import type { ListenerName } from './directory';
-import errorsPlugin from './plugins/errors';
+import errorsPlugin, { clientErrorHandler, frameworkErrorHandler } from './plugins/errors';
 import authPlugin from './plugins/auth';
+import jsonBodyPlugin, { serializerCompiler } from './plugins/json-body';
 
 export type App = FastifyInstance;
 export type ZodApp = ReturnType<FastifyInstance['withTypeProvider']> & FastifyInstance;
 
-const TRACE_PATTERN = /^[A-Za-z0-9._:-]{8,64}$/;
+export const TRACE_PATTERN = /^[A-Za-z0-9._:-]{8,64}$/;
 
 export function createListenerApp(ctx: ServiceContext, listener: ListenerName): FastifyInstance {
   const app = Fastify({
@@ -25,7 +27,12 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName): 
     },
     logController: new LogController({ requestIdLogLabel: 'trace_id' }),
     bodyLimit: 1024 * 1024,
-    routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false },
+    // Longer than any identifier the service issues or accepts (core/identifiers.ts), so a well-formed id always
+    // reaches its route's schema; anything longer is 414 uri_too_long in the one error shape.
+    routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: MAX_PATH_PARAM_LENGTH },
+    // Bad URLs and over-long parameters, before routing; malformed requests and oversized headers, before Fastify.
+    frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
     forceCloseConnections: 'idle',
     return503OnClosing: true
   }).withTypeProvider<ZodTypeProvider>();
@@ -35,6 +42,7 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName): 
     reply.header('X-Trace', request.id);
   });
   app.register(errorsPlugin);
+  app.register(jsonBodyPlugin, { maxDepth: ctx.config.JSON_MAX_DEPTH });
   app.register(authPlugin, { ctx });
   app.addHook('onRoute', (route) => {
     const declared = route.config?.directory;

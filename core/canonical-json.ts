@@ -7,27 +7,71 @@
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 
 export function canonicalJson(value: unknown): string {
-  if (value === null) return 'null';
-  switch (typeof value) {
-    case 'boolean':
-      return value ? 'true' : 'false';
-    case 'number':
-      if (!Number.isFinite(value)) throw new TypeError('canonical JSON has no NaN or Infinity');
-      return JSON.stringify(value);
-    case 'string':
-      return JSON.stringify(value);
-    case 'object': {
-      if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-      // Members whose value is undefined are left out, as JSON.stringify does.
-      const keys = Object.keys(value as object)
-        .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
-        .sort(compareUtf16);
-      return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+  // Iterative, with an explicit work stack: no value, however deeply nested, can overflow the call stack.
+  const out: string[] = [];
+  const work: unknown[] = [value];
+  while (work.length > 0) {
+    const item = work.pop();
+    if (item instanceof Literal) {
+      out.push(item.text);
+      continue;
     }
-    default:
-      throw new TypeError(`canonical JSON cannot encode a ${typeof value}`);
+    if (item === null) {
+      out.push('null');
+      continue;
+    }
+    switch (typeof item) {
+      case 'boolean':
+        out.push(item ? 'true' : 'false');
+        break;
+      case 'number':
+        if (!Number.isFinite(item)) throw new TypeError('canonical JSON has no NaN or Infinity');
+        out.push(JSON.stringify(item));
+        break;
+      case 'string':
+        out.push(JSON.stringify(item));
+        break;
+      case 'object': {
+        // Pushed in reverse, so they pop in order.
+        if (Array.isArray(item)) {
+          work.push(CLOSE_ARRAY);
+          for (let i = item.length - 1; i >= 0; i--) {
+            work.push(item[i] === undefined ? NULL : item[i]);
+            if (i > 0) work.push(COMMA);
+          }
+          work.push(OPEN_ARRAY);
+          break;
+        }
+        // Members whose value is undefined are left out, as JSON.stringify does.
+        const record = item as Record<string, unknown>;
+        const keys = Object.keys(record)
+          .filter((k) => record[k] !== undefined)
+          .sort(compareUtf16);
+        work.push(CLOSE_OBJECT);
+        for (let i = keys.length - 1; i >= 0; i--) {
+          work.push(record[keys[i]!]);
+          work.push(new Literal(`${i > 0 ? ',' : ''}${JSON.stringify(keys[i])}:`));
+        }
+        work.push(OPEN_OBJECT);
+        break;
+      }
+      default:
+        throw new TypeError(`canonical JSON cannot encode a ${typeof item}`);
+    }
   }
+  return out.join('');
 }
+
+/** Punctuation on the work stack, told apart from string values by its class. */
+class Literal {
+  constructor(readonly text: string) {}
+}
+const OPEN_ARRAY = new Literal('[');
+const CLOSE_ARRAY = new Literal(']');
+const OPEN_OBJECT = new Literal('{');
+const CLOSE_OBJECT = new Literal('}');
+const COMMA = new Literal(',');
+const NULL = new Literal('null');
 
 function compareUtf16(a: string, b: string): number {
   // JS string comparison is by UTF-16 code units, which is what RFC 8785 asks for.

@@ -44,6 +44,8 @@ export const configSchema = z.object({
 
   TRUTH_DAILY_QUOTA: z.coerce.number().int().positive().default(2000),
   TRUTH_MAX_VALUE_BYTES: z.coerce.number().int().positive().default(64 * 1024),
+  /** Deepest nesting of any JSON body (objects and arrays, the body itself is level 1); deeper bodies get 400. */
+  JSON_MAX_DEPTH: z.coerce.number().int().min(8).max(512).default(64),
   TRUTH_HIGH_RISK_TYPES: csv.default(['meta_law', 'protocol', 'risk']),
   TRUTH_HIGH_RISK_KEY_PREFIXES: csv.default(['KERNEL.EVOLUTION.DIRECTIVE.']),
   TRUTH_APPROVAL_TIMEOUT_S: positiveSeconds.default(72 * 3600),

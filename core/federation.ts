@@ -3,6 +3,7 @@
  * task submission) and what each node state may do. Pure: used by the API, the activities and the workflows.
  */
 import { z } from 'zod';
+import { humanText, NODE_ID_MAX_LENGTH } from './identifiers';
 
 /**
  * Brand codes (SPEC §2.1: 'custom' plus ten codes named after model vendors). A node declares the vendor family of
@@ -32,9 +33,9 @@ export const NODE_PERMISSIONS: Record<NodeState, { heartbeat: boolean; propose: 
 /** Node ids: ext-<system>-<sequence>, e.g. ext-openai-000123; system is the brand code, the sequence is hub-wide. */
 export const NODE_ID_PATTERN = /^ext-[a-z0-9]+-\d{6,}$/;
 export const formatNodeId = (brand: BrandCode, sequence: number): string => `ext-${brand}-${String(sequence).padStart(6, '0')}`;
-export const nodeIdParam = z.string().regex(NODE_ID_PATTERN, 'a node id such as ext-custom-000001');
+export const nodeIdParam = z.string().max(NODE_ID_MAX_LENGTH).regex(NODE_ID_PATTERN, 'a node id such as ext-custom-000001');
 
-const shortText = (max: number) => z.string().trim().min(1).max(max);
+const shortText = (max: number) => humanText(max);
 
 export const registrationBody = z
   .object({
@@ -42,15 +43,15 @@ export const registrationBody = z
     brand: z
       .object({
         code: z.enum(BRAND_CODES).default('custom'),
-        model_base: z.string().trim().max(120).optional()
+        model_base: humanText(120, { min: 0 }).optional()
       })
       .strict(),
     instance: z
       .object({
-        os: z.string().trim().max(120).optional(),
-        cpu: z.string().trim().max(120).optional(),
+        os: humanText(120, { min: 0 }).optional(),
+        cpu: humanText(120, { min: 0 }).optional(),
         memory_gb: z.number().min(0).max(1_000_000).optional(),
-        gpu: z.string().trim().max(200).optional()
+        gpu: humanText(200, { min: 0 }).optional()
       })
       .strict()
       .optional(),
@@ -60,35 +61,92 @@ export const registrationBody = z
 export type RegistrationBody = z.infer<typeof registrationBody>;
 
 const percent = z.number().min(0).max(100);
+const knownResources = {
+  cpu_percent: percent.optional(),
+  memory_used_gb: z.number().min(0).optional(),
+  memory_total_gb: z.number().min(0).optional(),
+  gpu_count: z.number().int().min(0).max(1024).optional(),
+  gpu_util_percent: percent.optional()
+};
+const knownPerformance = {
+  latency_ms: z.number().min(0).optional(),
+  tasks_done: z.number().int().min(0).optional(),
+  tasks_failed: z.number().int().min(0).optional()
+};
+
+/**
+ * Figures a node reports that the hub does not know (yet): kept per sample in `extra`, bounded, so new node software
+ * that reports one more figure never has its heartbeat refused. Values must be scalars (a finite number, a boolean,
+ * null, or a string of at most HEARTBEAT_EXTRA_MAX_STRING characters); at most HEARTBEAT_EXTRA_MAX_MEMBERS members
+ * and HEARTBEAT_EXTRA_MAX_BYTES of JSON are kept. Anything else is ignored and named in the answer's `ignored_fields`.
+ */
+export const HEARTBEAT_EXTRA_MAX_MEMBERS = 32;
+export const HEARTBEAT_EXTRA_MAX_BYTES = 4096;
+export const HEARTBEAT_EXTRA_MAX_STRING = 200;
+export type ExtraFigure = number | string | boolean | null;
+
+function splitExtras(input: { resources: Record<string, unknown>; performance: Record<string, unknown>; extra?: Record<string, unknown> } & Record<string, unknown>) {
+  const candidates: [string, unknown][] = [];
+  const known = <K extends string>(group: Record<string, unknown>, names: Record<K, unknown>, prefix: string) => {
+    const out: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(group)) {
+      if (name in names) out[name] = value;
+      else candidates.push([`${prefix}${name}`, value]);
+    }
+    return out;
+  };
+  const resources = known(input.resources, knownResources, 'resources.');
+  const performance = known(input.performance, knownPerformance, 'performance.');
+  for (const [name, value] of Object.entries(input)) {
+    if (name === 'resources' || name === 'performance') continue;
+    if (name === 'extra' && value !== null && typeof value === 'object' && !Array.isArray(value)) {
+      for (const [inner, v] of Object.entries(value)) candidates.push([inner, v]);
+    } else {
+      candidates.push([name, value]);
+    }
+  }
+  const extra: Record<string, ExtraFigure> = {};
+  const ignored: string[] = [];
+  let bytes = 2;
+  for (const [name, value] of candidates) {
+    const scalar =
+      value === null || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value)) || (typeof value === 'string' && value.length <= HEARTBEAT_EXTRA_MAX_STRING);
+    const size = JSON.stringify(name).length + JSON.stringify(value ?? null).length + 2;
+    if (!scalar || name.length > 100 || Object.keys(extra).length >= HEARTBEAT_EXTRA_MAX_MEMBERS || bytes + size > HEARTBEAT_EXTRA_MAX_BYTES || name in extra) {
+      ignored.push(name);
+      continue;
+    }
+    extra[name] = value as ExtraFigure;
+    bytes += size;
+  }
+  return {
+    resources: resources as { [K in keyof typeof knownResources]?: number },
+    performance: performance as { [K in keyof typeof knownPerformance]?: number },
+    extra,
+    ignored
+  };
+}
+
+/**
+ * A heartbeat is liveness first: every member is optional, the known figures are validated, unknown ones are kept
+ * in `extra` (bounded) or ignored, never refused.
+ */
 export const heartbeatBody = z
   .object({
-    resources: z
-      .object({
-        cpu_percent: percent.optional(),
-        memory_used_gb: z.number().min(0).optional(),
-        memory_total_gb: z.number().min(0).optional(),
-        gpu_count: z.number().int().min(0).max(1024).optional(),
-        gpu_util_percent: percent.optional()
-      })
-      .strict()
-      .default({}),
-    performance: z
-      .object({
-        latency_ms: z.number().min(0).optional(),
-        tasks_done: z.number().int().min(0).optional(),
-        tasks_failed: z.number().int().min(0).optional()
-      })
-      .strict()
-      .default({})
+    resources: z.object(knownResources).catchall(z.unknown()).default({}),
+    performance: z.object(knownPerformance).catchall(z.unknown()).default({})
   })
-  .strict();
-export type HeartbeatBody = z.infer<typeof heartbeatBody>;
+  .catchall(z.unknown())
+  .transform(splitExtras);
+export type HeartbeatBody = z.output<typeof heartbeatBody>;
 
 /** One recorded heartbeat sample (the latest per node, and the bounded history). */
 export interface HeartbeatSample {
   at: string;
   resources: HeartbeatBody['resources'];
   performance: HeartbeatBody['performance'];
+  /** Figures the hub does not know, when the node sent any (bounded, see HEARTBEAT_EXTRA_MAX_MEMBERS). */
+  extra?: Record<string, ExtraFigure>;
 }
 
 /**

@@ -4,6 +4,7 @@
  * Errors name the operation (by index) and why it does not apply.
  */
 import { z } from 'zod';
+import { jsonDepth } from './strict-json';
 import type { JsonValue } from './canonical-json';
 
 const pointer = z.string().refine((p) => p === '' || p.startsWith('/'), 'a JSON Pointer: empty or starting with /');
@@ -133,8 +134,15 @@ export function applyPatch(doc: JsonValue, patch: PatchOperation[]): JsonValue {
       throw new PatchError(index, op, (err as Error).message);
     }
   });
+  // The tree is served and re-serialised on every read: keep it as shallow as any JSON body may be.
+  if (patch.length > 0 && jsonDepth(out) > TREE_MAX_DEPTH) {
+    throw new PatchError(patch.length - 1, patch[patch.length - 1]!, `the result would nest deeper than ${TREE_MAX_DEPTH} levels`);
+  }
   return out;
 }
+
+/** The directory tree nests at most this deep (the default JSON_MAX_DEPTH of a request body). */
+export const TREE_MAX_DEPTH = 64;
 
 /** The JSON Pointers a patch writes to (path, and from for move). */
 export function touchedPaths(patch: PatchOperation[]): string[] {

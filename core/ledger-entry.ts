@@ -8,6 +8,7 @@
  * entries, the root (README: "Recomputing the Merkle root").
  */
 import { canonicalJson } from './canonical-json';
+import { RawJson } from './raw-json';
 
 export type LedgerEntryKind = 'truth' | 'event';
 
@@ -56,7 +57,8 @@ export function publicEntry(doc: LedgerEntryDocument) {
   return {
     seq: doc.seq,
     key: doc.key,
-    value: JSON.parse(doc.value_json) as unknown,
+    // The stored canonical text, served as it is (api/plugins/json-body.ts splices it into the reply).
+    value: new RawJson(doc.value_json),
     truth_type: doc.truth_type,
     did: doc.did,
     kind: doc.kind,

@@ -199,7 +199,11 @@ function authPlugin(app: FastifyInstance, opts: { ctx: ServiceContext }): void {
       else throw new Error(`Route ${route.method} ${route.url} declares no auth model (config.auth)`);
     }
   });
-  app.addHook('preHandler', async (request) => {
+  // Credentials are checked before anything else about the request (path parameters, query, body), so an
+  // anonymous or forged caller learns nothing about which identifiers or bodies are well formed, and its body is
+  // never read. The one exception is OAuth client authentication, whose credentials may be in the form body
+  // (RFC 6749 §2.3.1): it runs after parsing, before validation.
+  const authenticate = async (request: FastifyRequest) => {
     const model = request.routeOptions.config.auth;
     if (!model) return;
     try {
@@ -212,6 +216,12 @@ function authPlugin(app: FastifyInstance, opts: { ctx: ServiceContext }): void {
       }
       throw err;
     }
+  };
+  app.addHook('onRequest', async (request) => {
+    if (request.routeOptions.config.auth !== 'oauth_client') await authenticate(request);
+  });
+  app.addHook('preValidation', async (request) => {
+    if (request.routeOptions.config.auth === 'oauth_client') await authenticate(request);
   });
 }
 

@@ -1,12 +1,21 @@
 /**
  * One error handler for the whole app: every failure reaches the client as
  *   { ok: false, error: <code>, message: <text>, trace_id: <X-Trace>, ...details }
- * Validation failures become a 400 naming each bad field; unknown paths a 404; 5xx details stay in the log.
+ * with an X-Trace header. Validation failures become a 400 naming each bad field; unknown paths a 404; a known
+ * path with another method a 405 with Allow; dependency outages (MongoDB, Temporal) a 503 with Retry-After; 5xx
+ * details stay in the log. Fastify's own errors before routing (bad URL, over-long path parameter) and Node's
+ * HTTP parser errors (oversized headers, malformed requests) are answered in the same shape.
  */
+import { randomBytes } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import FindMyWay, { HTTPMethod } from 'find-my-way';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { isGrpcServiceError, ServiceError } from '@temporalio/client';
 import { AppError, ERROR_STATUS, ErrorCode } from '../../core/errors';
+import { MAX_PATH_PARAM_LENGTH } from '../../core/identifiers';
 
 export interface FieldProblem {
   field: string;
@@ -14,6 +23,7 @@ export interface FieldProblem {
 }
 
 export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
+  reply.header('X-Trace', reply.request.id);
   for (const [name, value] of Object.entries(err.headers)) reply.header(name, value);
   return reply.code(err.status).send({
     ok: false,
@@ -47,6 +57,8 @@ function readValidation(err: FastifyError): { problems: FieldProblem[]; code: Er
   return { problems, code: 'invalid_request', message: `Invalid request: ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')}` };
 }
 
+const unavailable = (what: string) => new AppError('unavailable', `${what} is unavailable; retry later`, {}, { 'Retry-After': '5' });
+
 function errorsPlugin(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof AppError) {
@@ -65,21 +77,86 @@ function errorsPlugin(app: FastifyInstance): void {
       return sendError(reply, new AppError('unsupported_media_type', 'Send the body as application/json'));
     }
     if (status >= 400 && status < 500) {
-      // Fastify's own client errors (malformed JSON, empty body with a JSON content type, …): safe to say.
+      // Fastify's own client errors (an invalid content length, …): safe to say.
       const code: ErrorCode = status === 429 ? 'rate_limited' : status === 404 ? 'not_found' : 'invalid_request';
-      return reply.code(status).send({ ok: false, error: code, message: err.message, trace_id: request.id });
+      return sendError(reply, new AppError(code, err.message));
     }
     if (isMongoUnavailable(err)) {
       request.log.error({ err }, 'database unavailable');
-      return sendError(reply, new AppError('unavailable', 'The database is unavailable; retry later', {}, { 'Retry-After': '5' }));
+      return sendError(reply, unavailable('The database'));
+    }
+    if (isTemporalUnavailable(err)) {
+      request.log.error({ err }, 'Temporal unavailable');
+      return sendError(reply, unavailable('The workflow service'));
     }
     request.log.error({ err }, 'request failed');
     return sendError(reply, new AppError('internal_error', 'Internal error; quote trace_id when reporting it'));
   });
 
-  app.setNotFoundHandler((request, reply) =>
-    sendError(reply, new AppError('not_found', `No route ${request.method} ${request.url.split('?')[0]}`))
+  // Every route of this app, to tell an unknown path (404) from a known path asked with another method (405).
+  const routes = FindMyWay({ ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: MAX_PATH_PARAM_LENGTH });
+  const methods = new Set<HTTPMethod>();
+  app.addHook('onRoute', (route) => {
+    for (const m of Array.isArray(route.method) ? route.method : [route.method]) {
+      const method = m.toUpperCase() as HTTPMethod;
+      methods.add(method);
+      if (!routes.hasRoute(method, route.url)) routes.on(method, route.url, () => undefined);
+    }
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0]!;
+    const allowed = [...methods].filter((m) => m !== request.method && routes.find(m, path) !== null && routes.find(m, path) !== undefined);
+    if (allowed.length > 0) {
+      const allow = allowed.sort().join(', ');
+      return sendError(reply, new AppError('method_not_allowed', `${request.method} is not allowed on ${path}; use ${allow}`, { allow: allowed }, { Allow: allow }));
+    }
+    return sendError(reply, new AppError('not_found', `No route ${request.method} ${path}`));
+  });
+}
+
+/** Fastify's errors before routing (its `frameworkErrors` option): a malformed URL, an over-long path parameter. */
+export function frameworkErrorHandler(err: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    void sendError(reply, new AppError('uri_too_long', `A path segment is longer than ${MAX_PATH_PARAM_LENGTH} characters`));
+  } else if (err.code === 'FST_ERR_BAD_URL') {
+    void sendError(reply, new AppError('invalid_request', 'The URL is not valid (malformed percent-encoding)'));
+  } else {
+    reply.log.error({ err }, 'request failed before routing');
+    void sendError(reply, new AppError('internal_error', 'Internal error; quote trace_id when reporting it'));
+  }
+}
+
+/**
+ * Node's HTTP parser errors (Fastify's `clientErrorHandler` option): no request object exists yet, so the answer
+ * is written to the socket directly, in the one shape, with a fresh trace id.
+ */
+export function clientErrorHandler(this: FastifyInstance, err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const [code, message]: [ErrorCode, string] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? ['headers_too_large', 'The request headers are larger than the server accepts']
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? ['request_timeout', 'The request was not received in time']
+        : ['invalid_request', 'The HTTP request is malformed'];
+  const status = ERROR_STATUS[code];
+  const trace = randomBytes(12).toString('hex');
+  const body = JSON.stringify({ ok: false, error: code, message, trace_id: trace });
+  this.log.info({ trace_id: trace, code: err.code }, 'malformed HTTP request');
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Trace: ${trace}\r\nConnection: close\r\n\r\n${body}`
   );
+}
+
+/** Temporal client failures that mean "the workflow service cannot be reached right now": retry later. */
+export function isTemporalUnavailable(err: unknown): boolean {
+  const grpc = (e: unknown) => isGrpcServiceError(e) && [4, 14].includes((e as { code: number }).code); // DEADLINE_EXCEEDED, UNAVAILABLE
+  if (err instanceof ServiceError) return grpc(err.cause) || !isGrpcServiceError(err.cause);
+  return grpc(err) || (err as { name?: string })?.name === 'TransportError';
 }
 
 /** Driver errors that mean "the database cannot be reached right now" rather than a bug. */

@@ -60,7 +60,7 @@ describe('errors and tracing', () => {
   it('answers malformed JSON with a clean 400, not a stack trace', async () => {
     const res = await http('POST', `${svc.urls.main}/admin/dids`, { headers: { ...admin(), 'content-type': 'application/json' }, raw: '{"did": ' });
     expect(res.status).toBe(400);
-    expect(res.body).toMatchObject({ ok: false, error: 'invalid_request' });
+    expect(res.body).toMatchObject({ ok: false, error: 'invalid_json' });
     expect(res.text).not.toMatch(/node_modules|\.ts:\d+/);
   });
 });

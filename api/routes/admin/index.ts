@@ -6,11 +6,11 @@
 import { randomBytes } from 'node:crypto';
 import { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { didSchema, humanText } from '../../../core/identifiers';
 import { notFound, AppError } from '../../../core/errors';
 import type { ServiceContext } from '../../context';
 
-const DID_PATTERN = /^did:[a-z0-9]+:[A-Za-z0-9._:%-]+$/;
-const label = z.string().trim().min(1).max(200).optional();
+const label = humanText(200).optional();
 
 export async function adminRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
   const { ctx } = opts;
@@ -25,7 +25,7 @@ export async function adminRoutes(app: FastifyInstance, opts: { ctx: ServiceCont
       config: admin,
       schema: {
         body: z.object({
-          did: z.string().regex(DID_PATTERN, 'must look like did:<method>:<id>').optional(),
+          did: didSchema.optional(),
           label
         })
       }
@@ -40,7 +40,7 @@ export async function adminRoutes(app: FastifyInstance, opts: { ctx: ServiceCont
     }
   );
 
-  app.post('/admin/dids/:did/revoke', { config: admin, schema: { params: z.object({ did: z.string().regex(DID_PATTERN) }) } }, async (request) => {
+  app.post('/admin/dids/:did/revoke', { config: admin, schema: { params: z.object({ did: didSchema }) } }, async (request) => {
     const { did } = request.params as { did: string };
     if (!(await ctx.credentials.revokeDid(did))) throw notFound(`No active DID ${did}`);
     await record('did_revoked', { did });
@@ -51,7 +51,7 @@ export async function adminRoutes(app: FastifyInstance, opts: { ctx: ServiceCont
     '/admin/homologous-tokens',
     {
       config: admin,
-      schema: { body: z.object({ label, did: z.string().regex(DID_PATTERN, 'must look like did:<method>:<id>').optional() }) }
+      schema: { body: z.object({ label, did: didSchema.optional() }) }
     },
     async (request, reply) => {
       const body = request.body as { label?: string; did?: string };

@@ -17,6 +17,7 @@ import { FastifyInstance } from 'fastify';
 import { WorkflowIdReusePolicy, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
+import { humanText } from '../../../core/identifiers';
 import { canonicalJson, JsonValue } from '../../../core/canonical-json';
 import { AppError, notFound } from '../../../core/errors';
 import { NODE_PERMISSIONS } from '../../../core/federation';
@@ -35,15 +36,15 @@ const proposalId = z.string().regex(/^tp_[a-f0-9]{16}$/, 'a proposal id such as 
 const proposeBody = z
   .object({
     base_version: z.number().int().min(1),
-    title: z.string().trim().min(1).max(200),
-    rationale: z.string().trim().min(1).max(5000),
+    title: humanText(200),
+    rationale: humanText(5000, { multiline: true }),
     patch: jsonPatch,
     supersedes: proposalId.optional()
   })
   .strict();
 
 const mergeBody = z
-  .object({ proposal_id: proposalId, decision: z.enum(['merge', 'reject']).default('merge'), reason: z.string().trim().max(2000).default('') })
+  .object({ proposal_id: proposalId, decision: z.enum(['merge', 'reject']).default('merge'), reason: humanText(2000, { multiline: true, min: 0 }).default('') })
   .strict()
   .refine((b) => b.decision === 'merge' || b.reason.length > 0, { message: 'give a reason when rejecting', path: ['reason'] });
 

@@ -2,7 +2,8 @@
  * POST /a2a/heartbeat (external_node: X-External-Node + X-External-Key; 401 if either is missing or wrong, 403 for
  * a rejected node). The sample is recorded in presence (durably, before the answer); if this process believes the
  * node is offline it signals node/<node_id>, which brings it back online. Pending nodes may heartbeat (reviewers
- * see them alive) and stay pending_review.
+ * see them alive) and stay pending_review. A heartbeat with no body counts; figures the hub does not know are kept in
+ * the sample's `extra` (bounded) or ignored, never refused.
  */
 import { FastifyInstance } from 'fastify';
 import { HeartbeatBody, heartbeatBody } from '../../../core/federation';
@@ -16,14 +17,19 @@ export async function heartbeatRoutes(app: FastifyInstance, opts: { ctx: Service
 
   app.post(
     '/a2a/heartbeat',
-    { config: { auth: 'external_node', directory: { group: 'a2a_standard', summary: 'Heartbeat with resource and performance figures; offline after NODE_OFFLINE_AFTER_S of silence' } }, schema: { body: heartbeatBody.optional() } },
+    { config: { auth: 'external_node', directory: { group: 'a2a_standard', summary: 'Heartbeat with resource and performance figures; offline after NODE_OFFLINE_AFTER_S of silence' } }, schema: { body: heartbeatBody.nullish() } },
     async (request) => {
       // The route schema already validated (and defaulted) a body that was sent; an empty request means no figures.
       const body = (request.body as HeartbeatBody | undefined) ?? NO_FIGURES;
       const nodeId = request.principal!.id;
       const state = request.principal!.nodeState!;
       const seenAt = Date.now();
-      await ctx.presenceRecorder.record(nodeId, { at: new Date(seenAt).toISOString(), resources: body.resources, performance: body.performance }, seenAt);
+      const hasExtra = Object.keys(body.extra).length > 0;
+      await ctx.presenceRecorder.record(
+        nodeId,
+        { at: new Date(seenAt).toISOString(), resources: body.resources, performance: body.performance, ...(hasExtra ? { extra: body.extra } : {}) },
+        seenAt
+      );
       let woke = false;
       if (state === 'offline') {
         await ctx.temporal.workflow.getHandle(nodeWorkflowId(nodeId)).signal(heartbeatSignal, { seen_at_ms: seenAt });
@@ -35,7 +41,9 @@ export async function heartbeatRoutes(app: FastifyInstance, opts: { ctx: Service
         node_id: nodeId,
         state: woke ? 'online' : state,
         received_at: new Date(seenAt).toISOString(),
-        next_heartbeat_within_s: ctx.config.NODE_OFFLINE_AFTER_S
+        next_heartbeat_within_s: ctx.config.NODE_OFFLINE_AFTER_S,
+        // Figures the hub neither knows nor could keep (see core/federation.ts, HEARTBEAT_EXTRA_MAX_MEMBERS).
+        ignored_fields: body.ignored
       };
     }
   );

@@ -8,6 +8,7 @@
  */
 import { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { humanText } from '../../../core/identifiers';
 import { notFound } from '../../../core/errors';
 import { PeerDocument } from '../../../activities/store/peers';
 import type { ServiceContext } from '../../context';
@@ -38,7 +39,7 @@ export async function peerRoutes(app: FastifyInstance, opts: { ctx: ServiceConte
 
   app.post(
     '/admin/peers',
-    { config: { auth: 'admin' }, schema: { body: z.object({ name: z.string().trim().min(1).max(120), agent_card_url: z.url().refine((u) => /^https?:\/\//.test(u), 'an http(s) URL') }) } },
+    { config: { auth: 'admin' }, schema: { body: z.object({ name: humanText(120), agent_card_url: z.url().refine((u) => /^https?:\/\//.test(u), 'an http(s) URL') }) } },
     async (request, reply) => {
       const { name, agent_card_url } = request.body as { name: string; agent_card_url: string };
       const id = peerId(name);

@@ -10,6 +10,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { RawJson } from '../../../core/raw-json';
 import { canonicalJson, JsonValue } from '../../../core/canonical-json';
 import { idempotencyKeyHeaders } from '../../../core/idempotency';
 import { notFound } from '../../../core/errors';
@@ -21,7 +22,7 @@ const taskId = z.string().regex(/^task_[a-f0-9]{24}$/, 'a task id such as task_0
 
 const publicTask = (t: TaskDocument) => {
   const { _id, payload_json, result_json, ...rest } = t;
-  return { task_id: _id, ...rest, payload: JSON.parse(payload_json) as JsonValue, result: result_json === null ? null : (JSON.parse(result_json) as JsonValue) };
+  return { task_id: _id, ...rest, payload: new RawJson(payload_json), result: result_json === null ? null : new RawJson(result_json) };
 };
 
 export async function taskSubmissionRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {

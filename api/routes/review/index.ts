@@ -11,13 +11,14 @@
 import { FastifyInstance } from 'fastify';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { z } from 'zod';
+import { humanText } from '../../../core/identifiers';
 import { AppError, notFound } from '../../../core/errors';
 import { nodeIdParam } from '../../../core/federation';
 import { nodeWorkflowId, reviewUpdate } from '../../../workflows/node-lifecycle.contract';
 import type { ServiceContext } from '../../context';
 import { executeUpdateWithin } from '../../workflow-update';
 
-const decisionBody = z.object({ node_id: nodeIdParam, reason: z.string().trim().min(1, 'give a reason').max(2000) }).strict();
+const decisionBody = z.object({ node_id: nodeIdParam, reason: humanText(2000, { multiline: true }) }).strict();
 
 export async function reviewRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
   const { ctx } = opts;

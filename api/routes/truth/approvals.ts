@@ -9,6 +9,7 @@
 import { FastifyInstance } from 'fastify';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { z } from 'zod';
+import { humanText } from '../../../core/identifiers';
 import { AppError, notFound } from '../../../core/errors';
 import { approvalStatusQuery, approveSignal, pendingApprovalStatus, rejectSignal, TruthApprovalStatus, truthApprovalWorkflowId } from '../../../workflows/truth-approval.contract';
 import { ApprovalStateAttr, TruthKeyAttr, TruthTypeAttr } from '../../../workflows/search-attributes';
@@ -89,7 +90,7 @@ export async function approvalRoutes(app: FastifyInstance, opts: { ctx: ServiceC
   for (const verdict of ['approve', 'reject'] as const) {
     app.post(
       `/api/truth/approvals/:id/${verdict}`,
-      { config: { auth: 'homologous' }, schema: { params: approvalId, body: z.object({ reason: z.string().trim().min(1, 'give a reason').max(2000) }) } },
+      { config: { auth: 'homologous' }, schema: { params: approvalId, body: z.object({ reason: humanText(2000, { multiline: true }) }) } },
       async (request) => {
         const { id } = request.params as { id: string };
         const { reason } = request.body as { reason: string };

@@ -6,6 +6,7 @@ import { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { AppError } from '../../../core/errors';
 import { publicEntry } from '../../../core/ledger-entry';
+import { RawJson } from '../../../core/raw-json';
 import { consistencyProof, inclusionProof, toHex } from '../../../core/merkle';
 import { signTreeHead } from '../../../core/tree-head';
 import { PUBLIC_TRUTH_TYPES, SEED_KEY_PREFIX } from '../../../core/truth-record';
@@ -76,7 +77,7 @@ export async function truthReadRoutes(app: FastifyInstance, opts: { ctx: Service
       return {
         ok: true,
         count: entries.length,
-        truths: entries.map((e) => ({ seq: e.seq, key: e.key, truth_value: JSON.parse(e.value_json) as unknown, truth_type: e.truth_type, did: e.did, event_id: e.event_id, created_at: e.created_at }))
+        truths: entries.map((e) => ({ seq: e.seq, key: e.key, truth_value: new RawJson(e.value_json), truth_type: e.truth_type, did: e.did, event_id: e.event_id, created_at: e.created_at }))
       };
     }
   );

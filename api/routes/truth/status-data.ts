@@ -9,6 +9,7 @@
  */
 import { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { RawJson } from '../../../core/raw-json';
 import { TRUTH_TYPES } from '../../../core/truth-record';
 import type { ServiceContext } from '../../context';
 
@@ -84,7 +85,7 @@ export async function statusDataRoutes(app: FastifyInstance, opts: { ctx: Servic
         ok: true,
         node_id,
         count: rows.length,
-        instructions: rows.map((r) => ({ instruction_id: r._id, key: r.key, value: JSON.parse(r.value_json) as unknown, created_at: r.created_at, acked_at: r.acked_at }))
+        instructions: rows.map((r) => ({ instruction_id: r._id, key: r.key, value: new RawJson(r.value_json), created_at: r.created_at, acked_at: r.acked_at }))
       };
     }
   );

@@ -9,6 +9,7 @@
 import { FastifyInstance, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { publicEntry } from '../../../core/ledger-entry';
+import { stringifyJson } from '../../plugins/json-body';
 import type { ServiceContext } from '../../context';
 
 const POLL_MS = 500;
@@ -58,7 +59,7 @@ export async function subscriptionRoutes(app: FastifyInstance, opts: { ctx: Serv
         try {
           const batch = await ledger.after(cursor, 200);
           for (const doc of batch) {
-            reply.raw.write(`id: ${doc.seq}\nevent: entry\ndata: ${JSON.stringify(publicEntry(doc))}\n\n`);
+            reply.raw.write(`id: ${doc.seq}\nevent: entry\ndata: ${stringifyJson(publicEntry(doc))}\n\n`);
             cursor = doc.seq;
             lastWrite = Date.now();
           }

@@ -1,0 +1,43 @@
+/**
+ * One maximum per kind of identifier and one rule for human-readable text, shared by every route that creates or
+ * accepts them, so an identifier the service accepted once is accepted everywhere it is used (a DID registered by
+ * POST /admin/dids can always be revoked by POST /admin/dids/<did>/revoke).
+ */
+import { z } from 'zod';
+
+/** DIDs (`did:<method>:<id>`): registered by administrators, sent as X-DID, revoked by path. */
+export const DID_MAX_LENGTH = 256;
+export const DID_PATTERN = /^did:[a-z0-9]+:[A-Za-z0-9._:%-]+$/;
+export const didSchema = z
+  .string()
+  .max(DID_MAX_LENGTH, `a DID has at most ${DID_MAX_LENGTH} characters`)
+  .regex(DID_PATTERN, 'must look like did:<method>:<id>');
+
+/** Node ids: ext-<brand>-<hub-wide sequence>, e.g. ext-openai-000123. */
+export const NODE_ID_MAX_LENGTH = 64;
+
+/**
+ * The router's limit on one path parameter: above every identifier maximum, so a well-formed identifier always
+ * reaches its route's schema (which names the real limit); a longer segment is 414 uri_too_long.
+ */
+export const MAX_PATH_PARAM_LENGTH = 512;
+
+/**
+ * Text people read (node names, labels, titles, reasons): no control characters (C0, DEL, C1) and no bidirectional
+ * embeddings, overrides or isolates (U+202A-U+202E, U+2066-U+2069), which can make a name display as another.
+ * `multiline` allows line feeds and tabs (reasons, rationales).
+ */
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
+const CONTROL_OR_NEWLINE = /[\u0000-\u001f\u007f-\u009f]/;
+const BIDI = /[\u202a-\u202e\u2066-\u2069]/;
+
+export function humanText(max: number, options: { multiline?: boolean; min?: number } = {}) {
+  const control = options.multiline ? CONTROL : CONTROL_OR_NEWLINE;
+  return z
+    .string()
+    .trim()
+    .min(options.min ?? 1)
+    .max(max)
+    .refine((s) => !control.test(s), options.multiline ? 'must not contain control characters other than line feeds and tabs' : 'must not contain control characters')
+    .refine((s) => !BIDI.test(s), 'must not contain bidirectional embedding, override or isolate characters (U+202A-U+202E, U+2066-U+2069)');
+}

@@ -1,0 +1,16 @@
+/**
+ * JSON text that the service already holds in canonical form (a ledger entry's value, a task payload, a tree
+ * version) and returns as it is, spliced into the response by the API's serializer (api/plugins/json-body.ts)
+ * instead of being parsed and re-serialised. Serving the stored text keeps reads exact and cheap, and means no
+ * stored value can make a read fail (re-serialising a deeply nested value would overflow the stack).
+ */
+import type { JsonValue } from './canonical-json';
+
+export class RawJson {
+  constructor(readonly text: string) {}
+
+  /** For serialisers that do not know RawJson (logs, JSON.stringify without the API's replacer): the parsed value. */
+  toJSON(): JsonValue {
+    return JSON.parse(this.text) as JsonValue;
+  }
+}
