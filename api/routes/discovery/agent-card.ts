@@ -1,13 +1,18 @@
 /**
  * The A2A v1.0 agent card, served at the spec's path (/a2a/.well-known/agent.json) and where A2A v1.0 clients
- * look (/.well-known/agent-card.json). Skills are derived from the endpoint groups actually served; the
- * endpoint directory is linked through a capability extension (the card's schema has no free-form fields).
+ * look (/.well-known/agent-card.json). It promises only what answers: the one interface is the HTTP+JSON binding
+ * this plugin also registers (./a2a-binding.ts), streaming, push notifications and the extended card are off, and
+ * every URL it names is served (test/api/agent-card-a2a.test.ts checks each with the A2A SDK). Skills are derived
+ * from the endpoint groups actually served; the endpoint directory is linked through a capability extension (the
+ * card's schema has no free-form fields).
  */
 import { createHash } from 'node:crypto';
 import { FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import { A2A_PROTOCOL_VERSION, FEDERATION_API_VERSION, SERVICE_NAME } from '../../../core/version';
 import { ENDPOINT_GROUPS, EndpointGroup } from '../../../core/endpoint-groups';
 import type { ServiceContext } from '../../context';
+import { A2A_BASE_PATH, a2aBindingRoutes } from './a2a-binding';
 
 const SKILLS: Record<EndpointGroup, { name: string; tags: string[]; examples: string[] }> = {
   a2a_standard: { name: 'Federation access', tags: ['a2a', 'registration', 'heartbeat', 'federation'], examples: ['Register a node with POST /a2a/register, then heartbeat every 30 s'] },
@@ -19,6 +24,23 @@ const SKILLS: Record<EndpointGroup, { name: string; tags: string[]; examples: st
   kunlun_federation: { name: 'Partner federation', tags: ['partner', 'secure-channel'], examples: ['Open the partner secure channel'] }
 };
 
+/** The card as documented (the A2A v1.0 AgentCard's required members; the rest is described by the spec). */
+const cardResponse = z
+  .looseObject({
+    name: z.string(),
+    description: z.string(),
+    supportedInterfaces: z.array(z.looseObject({ url: z.string(), protocolBinding: z.string(), protocolVersion: z.string() })).min(1),
+    version: z.string(),
+    capabilities: z.looseObject({ streaming: z.boolean(), pushNotifications: z.boolean(), extendedAgentCard: z.boolean() }),
+    defaultInputModes: z.array(z.string()),
+    defaultOutputModes: z.array(z.string()),
+    skills: z.array(z.looseObject({ id: z.string(), name: z.string(), description: z.string(), tags: z.array(z.string()) }))
+  })
+  .describe('A2A v1.0 agent card');
+
+/** Skills whose every endpoint needs one credential (the others mix public reads with authenticated writes). */
+const SKILL_SECURITY: Partial<Record<EndpointGroup, string>> = { review_admin: 'homologous' };
+
 export function buildAgentCard(ctx: ServiceContext) {
   const base = ctx.config.publicUrl;
   const served = ctx.directory.countByGroup();
@@ -27,12 +49,15 @@ export function buildAgentCard(ctx: ServiceContext) {
     description:
       'Federation hub for AI agent nodes: self-registration, heartbeat, node review, a shared architecture directory tree, ' +
       'and an append-only truth ledger under a Merkle root.',
-    supportedInterfaces: [{ url: `${base}/a2a`, protocolBinding: 'HTTP+JSON', protocolVersion: A2A_PROTOCOL_VERSION }],
-    provider: { organization: 'zhongshu-hub federation', url: base },
+    // The binding answers every operation (most with a typed A2A error until A2A tasks exist); see a2a-binding.ts.
+    supportedInterfaces: [{ url: `${base}${A2A_BASE_PATH}`, protocolBinding: 'HTTP+JSON', protocolVersion: A2A_PROTOCOL_VERSION }],
+    // The join portal says what the federation is; the bare base URL serves nothing.
+    provider: { organization: 'zhongshu-hub federation', url: `${base}/a2a/join/` },
     version: FEDERATION_API_VERSION,
     documentationUrl: `${base}/docs`,
     capabilities: {
-      streaming: true,
+      // No SSE over A2A yet (message:stream and tasks/{id}:subscribe answer UnsupportedOperation).
+      streaming: false,
       pushNotifications: false,
       extendedAgentCard: false,
       extensions: [
@@ -53,21 +78,25 @@ export function buildAgentCard(ctx: ServiceContext) {
     securitySchemes: {
       external_node: { apiKeySecurityScheme: { location: 'header', name: 'X-External-Key', description: 'Node API key from POST /a2a/register, sent with X-External-Node' } },
       homologous: { apiKeySecurityScheme: { location: 'header', name: 'X-ZR-Token', description: 'Homologous token (or X-DID + X-Capture-Token)' } },
-      did: { apiKeySecurityScheme: { location: 'header', name: 'X-DID', description: 'A registered node DID' } },
-      oauth: {
-        oauth2SecurityScheme: {
-          description: 'OAuth 2.0 client credentials',
-          flows: { clientCredentials: { tokenUrl: `${base}/v1/oauth/token`, scopes: {} } },
-          oauth2MetadataUrl: `${base}/.well-known/openid-configuration`
-        }
-      }
+      did: { apiKeySecurityScheme: { location: 'header', name: 'X-DID', description: 'A registered node DID' } }
+      // No OAuth scheme: no served endpoint accepts access tokens yet (the token endpoint itself takes client
+      // credentials), and a scheme's client-credentials flow must name its scopes. It comes with its first route.
     },
-    securityRequirements: [{ schemes: { external_node: { list: [] } } }],
-    defaultInputModes: ['application/json'],
-    defaultOutputModes: ['application/json', 'text/event-stream'],
+    // Contacting the agent (the binding) needs no credential; the schemes above are those of the REST endpoints the
+    // skills point to, and a skill served only behind one of them says so.
+    securityRequirements: [],
+    defaultInputModes: ['text/plain', 'application/json'],
+    defaultOutputModes: ['text/plain', 'application/json'],
     skills: (Object.keys(ENDPOINT_GROUPS) as EndpointGroup[])
       .filter((g) => (served.get(g) ?? 0) > 0)
-      .map((g) => ({ id: g, name: SKILLS[g].name, description: ENDPOINT_GROUPS[g].description, tags: SKILLS[g].tags, examples: SKILLS[g].examples }))
+      .map((g) => ({
+        id: g,
+        name: SKILLS[g].name,
+        description: ENDPOINT_GROUPS[g].description,
+        tags: SKILLS[g].tags,
+        examples: SKILLS[g].examples,
+        ...(SKILL_SECURITY[g] ? { securityRequirements: [{ schemes: { [SKILL_SECURITY[g]!]: { list: [] } } }] } : {})
+      }))
   };
 }
 
@@ -87,6 +116,9 @@ export async function agentCardRoutes(app: FastifyInstance, opts: { ctx: Service
     if (request.headers['if-none-match'] === etag) return reply.code(304).send();
     return reply.type('application/json').send(body);
   };
-  app.get('/a2a/.well-known/agent.json', { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Agent discovery: capability declaration and endpoint directory' } } }, handler);
-  app.get('/.well-known/agent-card.json', { config: { auth: 'none' } }, handler);
+  const schema = { response: { 200: cardResponse, 304: z.null().describe('Not modified: If-None-Match carried the current ETag') } };
+  app.get('/a2a/.well-known/agent.json', { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Agent discovery: capability declaration and endpoint directory' } }, schema }, handler);
+  app.get('/.well-known/agent-card.json', { config: { auth: 'none' }, schema }, handler);
+  // The interface the card advertises, in a context of its own (its errors take the binding's shape).
+  await app.register(a2aBindingRoutes, { ctx: opts.ctx });
 }
