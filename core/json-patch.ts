@@ -4,8 +4,9 @@
  * Errors name the operation (by index) and why it does not apply.
  */
 import { z } from 'zod';
+import { applyPatch as applyRfc6902, Operation } from 'rfc6902';
 import { jsonDepth } from './strict-json';
-import type { JsonValue } from './canonical-json';
+import { canonicalJson, JsonValue } from './canonical-json';
 
 const pointer = z.string().refine((p) => p === '' || p.startsWith('/'), 'a JSON Pointer: empty or starting with /');
 export const patchOperation = z.discriminatedUnion('op', [
@@ -30,115 +31,30 @@ export class PatchError extends Error {
   }
 }
 
-export function parsePointer(path: string): string[] {
-  if (path === '') return [];
-  return path
-    .slice(1)
-    .split('/')
-    .map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'));
-}
-
-type Container = JsonValue[] | { [k: string]: JsonValue };
-const isContainer = (v: unknown): v is Container => typeof v === 'object' && v !== null;
-const clone = <T>(v: T): T => (v === undefined ? v : (JSON.parse(JSON.stringify(v)) as T));
-
-function deepEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== typeof b || a === null || b === null || typeof a !== 'object') return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  if (Array.isArray(a)) return a.length === (b as unknown[]).length && a.every((v, i) => deepEqual(v, (b as unknown[])[i]));
-  const ka = Object.keys(a as object);
-  const kb = Object.keys(b as object);
-  return ka.length === kb.length && ka.every((k) => Object.prototype.hasOwnProperty.call(b, k) && deepEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
-}
-
-function arrayIndex(arr: JsonValue[], token: string, forAdd: boolean): number {
-  if (forAdd && token === '-') return arr.length;
-  if (!/^(0|[1-9]\d*)$/.test(token)) throw new Error(`"${token}" is not an array index`);
-  const i = Number(token);
-  if (i > arr.length || (!forAdd && i === arr.length)) throw new Error(`index ${i} is out of bounds (length ${arr.length})`);
-  return i;
-}
-
-function get(doc: JsonValue, tokens: string[]): JsonValue {
-  let cur: JsonValue = doc;
-  for (const t of tokens) {
-    if (Array.isArray(cur)) cur = cur[arrayIndex(cur, t, false)]!;
-    else if (isContainer(cur) && Object.prototype.hasOwnProperty.call(cur, t)) cur = (cur as Record<string, JsonValue>)[t]!;
-    else throw new Error(`path does not exist`);
-  }
-  return cur;
-}
-
-/** Returns the parent container and the last token; the root has no parent. */
-function parentOf(doc: JsonValue, tokens: string[]): { parent: Container; last: string } {
-  const parent = get(doc, tokens.slice(0, -1));
-  if (!isContainer(parent)) throw new Error('parent is not an object or array');
-  return { parent, last: tokens[tokens.length - 1]! };
-}
-
-function add(doc: JsonValue, tokens: string[], value: JsonValue): JsonValue {
-  if (tokens.length === 0) return value;
-  const { parent, last } = parentOf(doc, tokens);
-  if (Array.isArray(parent)) parent.splice(arrayIndex(parent, last, true), 0, value);
-  else parent[last] = value;
-  return doc;
-}
-
-function remove(doc: JsonValue, tokens: string[]): JsonValue {
-  if (tokens.length === 0) throw new Error('cannot remove the whole document');
-  const { parent, last } = parentOf(doc, tokens);
-  if (Array.isArray(parent)) parent.splice(arrayIndex(parent, last, false), 1);
-  else if (Object.prototype.hasOwnProperty.call(parent, last)) delete parent[last];
-  else throw new Error('path does not exist');
-  return doc;
-}
-
-/** Applies `patch` to a copy of `doc`; throws PatchError naming the first operation that does not apply. */
+/** Applies `patch` to a copy of `doc` (RFC 6902, by the rfc6902 package); throws PatchError naming the first
+ * operation that does not apply. The patch is all or nothing: nothing of a failed patch is kept. */
 export function applyPatch(doc: JsonValue, patch: PatchOperation[]): JsonValue {
-  let out = clone(doc);
   patch.forEach((op, index) => {
-    try {
-      const path = parsePointer(op.path);
-      switch (op.op) {
-        case 'add':
-          out = add(out, path, clone(op.value as JsonValue));
-          break;
-        case 'remove':
-          out = remove(out, path);
-          break;
-        case 'replace':
-          get(out, path); // the target must exist
-          if (path.length === 0) out = clone(op.value as JsonValue);
-          else {
-            const { parent, last } = parentOf(out, path);
-            if (Array.isArray(parent)) parent[arrayIndex(parent, last, false)] = clone(op.value as JsonValue);
-            else parent[last] = clone(op.value as JsonValue);
-          }
-          break;
-        case 'move': {
-          if (op.path.startsWith(`${op.from}/`)) throw new Error('cannot move a value into itself');
-          const value = get(out, parsePointer(op.from));
-          out = add(remove(out, parsePointer(op.from)), path, value);
-          break;
-        }
-        case 'copy':
-          out = add(out, path, clone(get(out, parsePointer(op.from))));
-          break;
-        case 'test':
-          if (!deepEqual(get(out, path), op.value)) throw new Error('test failed: value differs');
-          break;
-      }
-    } catch (err) {
-      if (err instanceof PatchError) throw err;
-      throw new PatchError(index, op, (err as Error).message);
-    }
+    // RFC 6902 §4.4: a location cannot be moved into one of its children (the library reports a missing path).
+    if (op.op === 'move' && op.path.startsWith(`${op.from}/`)) throw new PatchError(index, op, 'cannot move a value into itself');
   });
+  // The library patches in place and cannot replace the root: patch a holder whose one member is the document.
+  const holder = { root: structuredClone(doc) };
+  const under = (pointer: string) => `/root${pointer}`;
+  const results = applyRfc6902(
+    holder,
+    patch.map((op) => ({ ...op, path: under(op.path), ...('from' in op ? { from: under(op.from) } : {}) })) as Operation[]
+  );
+  const failed = results.findIndex((r) => r !== null);
+  if (failed >= 0) {
+    const reason = (results[failed]!.message || results[failed]!.name).split('/root').join('');
+    throw new PatchError(failed, patch[failed]!, reason);
+  }
   // The tree is served and re-serialised on every read: keep it as shallow as any JSON body may be.
-  if (patch.length > 0 && jsonDepth(out) > TREE_MAX_DEPTH) {
+  if (patch.length > 0 && jsonDepth(holder.root) > TREE_MAX_DEPTH) {
     throw new PatchError(patch.length - 1, patch[patch.length - 1]!, `the result would nest deeper than ${TREE_MAX_DEPTH} levels`);
   }
-  return out;
+  return holder.root;
 }
 
 /** The directory tree nests at most this deep (the default JSON_MAX_DEPTH of a request body). */
@@ -148,6 +64,9 @@ export const TREE_MAX_DEPTH = 64;
 export function touchedPaths(patch: PatchOperation[]): string[] {
   return patch.flatMap((op) => (op.op === 'test' ? [] : op.op === 'move' ? [op.from, op.path] : [op.path]));
 }
+
+const isContainer = (v: unknown): v is object => typeof v === 'object' && v !== null;
+const deepEqual = (a: unknown, b: unknown): boolean => a === b || (a !== undefined && b !== undefined && canonicalJson(a) === canonicalJson(b));
 
 /** Pointers whose values differ between two documents (the deepest differing paths). */
 export function changedPaths(before: JsonValue | undefined, after: JsonValue | undefined, at = ''): string[] {
