@@ -43,7 +43,7 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName): 
   });
   app.register(errorsPlugin);
   app.register(jsonBodyPlugin, { maxDepth: ctx.config.JSON_MAX_DEPTH });
-  app.register(authPlugin, { ctx });
+  app.register(authPlugin, { deps: ctx });
   app.addHook('onRoute', (route) => {
     const declared = route.config?.directory;
     if (!declared || route.method === 'HEAD') return;

@@ -1,16 +1,22 @@
 /**
- * Custom search attributes the workflows set, so operators can filter in the Temporal Web UI
- * (e.g. `ApprovalState = "pending"`). Registered at start: by `temporal server start-dev --search-attribute`
- * locally, and by the worker through the operator service on a real cluster.
+ * The custom search attributes the workflows set, defined once: the typed keys workflows and client modules use,
+ * and the name → type map the dev server flags (scripts/stack/temporal.ts) and the worker's registration on a real
+ * cluster (worker/search-attributes.ts) are built from. Operators filter on them in the Temporal Web UI, e.g.
+ * `ApprovalState = "pending"`. Pure: safe in the workflow sandbox.
  */
-export const SEARCH_ATTRIBUTES = {
-  TruthKey: 'Keyword',
-  TruthType: 'Keyword',
-  ApprovalState: 'Keyword',
-  NodeId: 'Keyword',
-  Brand: 'Keyword',
-  NodeState: 'Keyword',
-  ProposalState: 'Keyword'
-} as const;
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 
-export type SearchAttributeName = keyof typeof SEARCH_ATTRIBUTES;
+export const TruthKeyAttr = defineSearchAttributeKey('TruthKey', SearchAttributeType.KEYWORD);
+export const TruthTypeAttr = defineSearchAttributeKey('TruthType', SearchAttributeType.KEYWORD);
+export const ApprovalStateAttr = defineSearchAttributeKey('ApprovalState', SearchAttributeType.KEYWORD);
+export const NodeIdAttr = defineSearchAttributeKey('NodeId', SearchAttributeType.KEYWORD);
+export const BrandAttr = defineSearchAttributeKey('Brand', SearchAttributeType.KEYWORD);
+export const NodeStateAttr = defineSearchAttributeKey('NodeState', SearchAttributeType.KEYWORD);
+export const ProposalStateAttr = defineSearchAttributeKey('ProposalState', SearchAttributeType.KEYWORD);
+
+const ALL = [TruthKeyAttr, TruthTypeAttr, ApprovalStateAttr, NodeIdAttr, BrandAttr, NodeStateAttr, ProposalStateAttr];
+
+/** Name → type as the dev server's `--search-attribute Name=Type` flag spells it (every one is a Keyword today). */
+export const SEARCH_ATTRIBUTES: Record<string, 'Keyword'> = Object.fromEntries(ALL.map((key) => [key.name, 'Keyword' as const]));
+
+export type SearchAttributeName = (typeof ALL)[number]['name'];

@@ -58,6 +58,12 @@ export interface NodeStatus {
   review: { decision: 'approved' | 'rejected'; reviewer: string; reason: string; at: string } | null;
 }
 
+/** What the workflow's memo holds (written at start by the client module). */
+export type NodeLifecycleMemo = {
+  name: string;
+  registered_at: string;
+};
+
 /** Sent by the API when a heartbeat arrives for a node it believes is not online. */
 export const heartbeatSignal = defineSignal<[{ seen_at_ms: number }]>('heartbeat');
 export const reviewUpdate = defineUpdate<NodeStatus, [ReviewRequest]>('review');

@@ -13,7 +13,7 @@ import { condition, continueAsNew, log, patched, proxyActivities, proxyLocalActi
 import type { Activities } from '../activities';
 import type { NodeState } from '../core/federation';
 import { heartbeatSignal, NodeLifecycleInput, NodeStatus, nodeStatusQuery, PRESENCE_GRACE_MS, PRESENCE_SNAPSHOT_MAX_AGE_MS, ReviewRequest, reviewUpdate } from './node-lifecycle.contract';
-import { NodeStateAttr } from './search-attributes';
+import { NodeStateAttr } from '../core/search-attributes';
 
 // Runs needing the state change recorded before it (below: LOCAL_STATE_CHANGE) as a regular activity.
 const { recordNodeStateChange: recordNodeStateChangeAsTask } = proxyActivities<Activities>({

@@ -42,6 +42,9 @@ export type ProposalStatus = Pick<
   decision_seq: number | null;
 };
 
+/** What the workflow's memo holds (written at start by the client module). */
+export type TreeProposalMemo = Pick<TreeProposalInput, 'title' | 'author' | 'base_version'>;
+
 export const decideUpdate = defineUpdate<ProposalStatus, [ProposalDecision]>('decide');
 export const supersedeSignal = defineSignal<[{ by: string }]>('supersede');
 export const proposalStatusQuery = defineQuery<ProposalStatus>('proposalStatus');

@@ -8,7 +8,7 @@ import { ApplicationFailure, condition, continueAsNew, proxyActivities, setHandl
 import type { Activities } from '../activities';
 import type { ProposalState } from '../activities/store/directory-tree';
 import { decideUpdate, ProposalStatus, proposalStatusQuery, supersedeSignal, TREE_CONFLICT, TreeProposalInput } from './tree-proposal.contract';
-import { ProposalStateAttr } from './search-attributes';
+import { ProposalStateAttr } from '../core/search-attributes';
 
 const { mergeTreeProposal, recordProposalDecision } = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',

@@ -63,6 +63,9 @@ export function pendingApprovalStatus(
   return { ...held, state: 'pending', decided_at: null, approver: null, reason: null, seq: null, event_id: null, decision_seq: null };
 }
 
+/** What the workflow's memo holds (written at start by the client module; shown in the Web UI's list). */
+export type TruthApprovalMemo = Pick<TruthApprovalStatus, 'key' | 'truth_type' | 'did' | 'held_because' | 'requested_at' | 'expires_at'>;
+
 export const approveSignal = defineSignal<[ApprovalDecision]>('approve');
 export const rejectSignal = defineSignal<[ApprovalDecision]>('reject');
 export const approvalStatusQuery = defineQuery<TruthApprovalStatus>('approvalStatus');

@@ -16,7 +16,7 @@ import {
   TruthApprovalInput,
   TruthApprovalStatus
 } from './truth-approval.contract';
-import { ApprovalStateAttr } from './search-attributes';
+import { ApprovalStateAttr } from '../core/search-attributes';
 
 const { appendLedgerEntry } = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',

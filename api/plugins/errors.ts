@@ -159,12 +159,20 @@ export function isTemporalUnavailable(err: unknown): boolean {
   return grpc(err) || (err as { name?: string })?.name === 'TransportError';
 }
 
-/** Driver errors that mean "the database cannot be reached right now" rather than a bug. */
+/**
+ * MongoDB errors that mean "the database cannot be reached or cannot serve right now" (retry later) rather than a
+ * bug: the driver's network, selection, timeout and pool errors, and server answers that a node is shutting down,
+ * stepping down or unreachable. Any other database error is a 500 (and logged).
+ */
+const MONGO_UNAVAILABLE_NAMES =
+  /^(MongoServerSelectionError|MongoNetworkError|MongoNetworkTimeoutError|MongoTopologyClosedError|MongoNotConnectedError|MongoOperationTimeoutError|MongoWaitQueueTimeoutError|MongoPoolClosedError|MongoServerClosedError|PoolClearedError|PoolClearedOnNetworkError)$/;
+const MONGO_UNAVAILABLE_CODES = new Set([6, 7, 89, 91, 189, 9001, 10107, 11600, 11602, 13435, 13436]);
+
 export function isMongoUnavailable(err: unknown): boolean {
-  const name = (err as { name?: string })?.name ?? '';
-  return /MongoServerSelectionError|MongoNetworkError|MongoNetworkTimeoutError|MongoTopologyClosedError|MongoNotConnectedError|PoolClearedError/.test(
-    name
-  );
+  const e = err as { name?: string; code?: unknown; hasErrorLabel?: (label: string) => boolean };
+  if (MONGO_UNAVAILABLE_NAMES.test(e?.name ?? '')) return true;
+  if (e?.name === 'MongoServerError' && typeof e.code === 'number' && MONGO_UNAVAILABLE_CODES.has(e.code)) return true;
+  return typeof e?.hasErrorLabel === 'function' && e.hasErrorLabel('RetryableWriteError');
 }
 
 export default fp(errorsPlugin, { name: 'errors' });

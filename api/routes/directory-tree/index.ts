@@ -14,8 +14,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import { FastifyInstance } from 'fastify';
-import { WorkflowIdReusePolicy, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { humanText } from '../../../core/identifiers';
 import { canonicalJson, JsonValue } from '../../../core/canonical-json';
@@ -23,13 +21,10 @@ import { AppError, notFound } from '../../../core/errors';
 import { NODE_PERMISSIONS } from '../../../core/federation';
 import { applyPatch, jsonPatch, PatchError, PatchOperation, touchedPaths } from '../../../core/json-patch';
 import { ProposalDocument, ProposalState } from '../../../activities/store/directory-tree';
-import type { MergeOutcome } from '../../../activities/directory-tree-activities';
-import type { treeProposalWorkflow } from '../../../workflows/tree-proposal';
-import { decideUpdate, supersedeSignal, TREE_CONFLICT, TreeProposalInput, treeProposalWorkflowId } from '../../../workflows/tree-proposal.contract';
-import { ProposalStateAttr } from '../../../workflows/search-attributes';
+import { TreeProposalInput, treeProposalWorkflowId } from '../../../workflows/tree-proposal.contract';
+import { decideTreeProposal, openTreeProposal, supersedeTreeProposal } from '../../../workflows/tree-proposal.client';
+import { RawJson } from '../../../core/raw-json';
 import type { ServiceContext } from '../../context';
-import { executeUpdateWithin } from '../../workflow-update';
-import { startWorkflowWithRetry } from '../../start-workflow';
 
 const proposalId = z.string().regex(/^tp_[a-f0-9]{16}$/, 'a proposal id such as tp_0123456789abcdef');
 
@@ -61,7 +56,7 @@ export async function directoryTreeRoutes(app: FastifyInstance, opts: { ctx: Ser
       const doc = version ? await ctx.tree.version(version) : await ctx.tree.latest();
       if (!doc) throw notFound(`No version ${version} of the directory tree`);
       const latest = version ? await ctx.tree.latest() : doc;
-      return { ok: true, version: doc._id, latest_version: latest._id, tree: JSON.parse(doc.tree_json) as JsonValue, created_at: doc.created_at, title: doc.title, proposal_id: doc.proposal_id, merged_by: doc.merged_by };
+      return { ok: true, version: doc._id, latest_version: latest._id, tree: new RawJson(doc.tree_json), created_at: doc.created_at, title: doc.title, proposal_id: doc.proposal_id, merged_by: doc.merged_by };
     }
   );
 
@@ -112,20 +107,13 @@ export async function directoryTreeRoutes(app: FastifyInstance, opts: { ctx: Ser
     await ctx.tree.insertProposal(doc);
     const input: TreeProposalInput = { version: 1, proposal_id: id, base_version: body.base_version, title: body.title, author, created_at: now, hub_did: config.SERVICE_DID, history_limit: config.TREE_PROPOSAL_HISTORY_LIMIT };
     try {
-      await startWorkflowWithRetry<typeof treeProposalWorkflow>(ctx.temporal, 'treeProposalWorkflow', {
-        workflowId: treeProposalWorkflowId(id),
-        taskQueue: config.TEMPORAL_TASK_QUEUE,
-        args: [input],
-        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-        typedSearchAttributes: [{ key: ProposalStateAttr, value: 'open' }],
-        memo: { title: body.title, author, base_version: body.base_version }
-      });
+      await openTreeProposal(ctx.temporal, config.TEMPORAL_TASK_QUEUE, input);
     } catch (err) {
+      // Nothing half-done: without its workflow the proposal could never be decided.
       await ctx.tree.deleteProposal(id).catch(() => undefined);
-      request.log.error({ err, id }, 'proposal workflow could not be started; proposal removed');
-      throw new AppError('unavailable', 'The proposal could not be opened (workflow service unavailable); nothing was kept, please retry');
+      throw err;
     }
-    if (body.supersedes) await ctx.temporal.workflow.getHandle(treeProposalWorkflowId(body.supersedes)).signal(supersedeSignal, { by: id });
+    if (body.supersedes) await supersedeTreeProposal(ctx.temporal, body.supersedes, id);
     const latest = await ctx.tree.latest();
     return reply.code(201).send({ ok: true, proposal_id: id, workflow_id: treeProposalWorkflowId(id), state: 'open', base_version: body.base_version, latest_version: latest._id, supersedes: body.supersedes ?? null });
   });
@@ -165,21 +153,8 @@ export async function directoryTreeRoutes(app: FastifyInstance, opts: { ctx: Ser
     const stored = await ctx.tree.findProposal(proposal_id);
     if (!stored) throw notFound(`No proposal ${proposal_id}`);
     if (stored.state !== 'open') throw new AppError('conflict', `proposal ${proposal_id} is already ${stored.state}`, { state: stored.state });
-    try {
-      const status = await executeUpdateWithin(ctx.temporal.workflow.getHandle(treeProposalWorkflowId(proposal_id)), decideUpdate, [{ decision, reviewer, reason }]);
-      const version = status.merged_version ? await ctx.tree.version(status.merged_version) : null;
-      return { ok: true, proposal: status, version: status.merged_version, tree: version ? (JSON.parse(version.tree_json) as JsonValue) : null };
-    } catch (err) {
-      if (err instanceof WorkflowUpdateFailedError) {
-        const cause = err.cause;
-        if (cause instanceof ApplicationFailure && cause.type === TREE_CONFLICT) {
-          const outcome = cause.details?.[0] as Extract<MergeOutcome, { merged: false }>;
-          throw new AppError('conflict', cause.message, { proposal_id, base_version: outcome.base_version, latest_version: outcome.latest_version, conflicts: outcome.conflicts });
-        }
-        throw new AppError('conflict', (cause as Error | undefined)?.message ?? err.message, { proposal_id });
-      }
-      if (err instanceof WorkflowNotFoundError) throw new AppError('conflict', `tree-proposal/${proposal_id} is closed`, { proposal_id });
-      throw err;
-    }
+    const status = await decideTreeProposal(ctx.temporal, proposal_id, { decision, reviewer, reason });
+    const version = status.merged_version ? await ctx.tree.version(status.merged_version) : null;
+    return { ok: true, proposal: status, version: status.merged_version, tree: version ? new RawJson(version.tree_json) : null };
   });
 }

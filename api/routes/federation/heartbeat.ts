@@ -7,7 +7,7 @@
  */
 import { FastifyInstance } from 'fastify';
 import { HeartbeatBody, heartbeatBody } from '../../../core/federation';
-import { heartbeatSignal, nodeWorkflowId } from '../../../workflows/node-lifecycle.contract';
+import { wakeNode } from '../../../workflows/node-lifecycle.client';
 import type { ServiceContext } from '../../context';
 
 const NO_FIGURES: HeartbeatBody = heartbeatBody.parse({});
@@ -32,7 +32,7 @@ export async function heartbeatRoutes(app: FastifyInstance, opts: { ctx: Service
       );
       let woke = false;
       if (state === 'offline') {
-        await ctx.temporal.workflow.getHandle(nodeWorkflowId(nodeId)).signal(heartbeatSignal, { seen_at_ms: seenAt });
+        await wakeNode(ctx.temporal, nodeId, seenAt);
         ctx.nodeCache.note(nodeId, 'online');
         woke = true;
       }

@@ -13,9 +13,9 @@ import { AppError } from '../../../core/errors';
 import { formatNodeId, RegistrationBody, registrationBody } from '../../../core/federation';
 import type { nodeLifecycleWorkflow } from '../../../workflows/node-lifecycle';
 import { NodeLifecycleInput, nodeWorkflowId } from '../../../workflows/node-lifecycle.contract';
-import { BrandAttr, NodeIdAttr, NodeStateAttr } from '../../../workflows/search-attributes';
+import { BrandAttr, NodeIdAttr, NodeStateAttr } from '../../../core/search-attributes';
 import type { ServiceContext } from '../../context';
-import { startWorkflowWithRetry } from '../../start-workflow';
+import { startWorkflowWithRetry } from '../../../workflows/client-support';
 import { NodeDocument } from '../../../activities/store/nodes';
 
 const MAX_ID_SKIPS = 1000;

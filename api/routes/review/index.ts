@@ -9,14 +9,12 @@
  * 404 for an unknown node, 409 when the node is not in a state the decision applies to.
  */
 import { FastifyInstance } from 'fastify';
-import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { z } from 'zod';
 import { humanText } from '../../../core/identifiers';
 import { AppError, notFound } from '../../../core/errors';
 import { nodeIdParam } from '../../../core/federation';
-import { nodeWorkflowId, reviewUpdate } from '../../../workflows/node-lifecycle.contract';
+import { reviewNode } from '../../../workflows/node-lifecycle.client';
 import type { ServiceContext } from '../../context';
-import { executeUpdateWithin } from '../../workflow-update';
 
 const decisionBody = z.object({ node_id: nodeIdParam, reason: humanText(2000, { multiline: true }) }).strict();
 
@@ -39,14 +37,8 @@ export async function reviewRoutes(app: FastifyInstance, opts: { ctx: ServiceCon
       const { node_id, reason } = request.body as z.infer<typeof decisionBody>;
       const reviewer = request.principal!.did ?? request.principal!.id;
       if (!(await ctx.nodes.findPublic(node_id))) throw notFound(`No node ${node_id}`);
-      try {
-        const status = await executeUpdateWithin(ctx.temporal.workflow.getHandle(nodeWorkflowId(node_id)), reviewUpdate, [{ decision, reviewer, reason }]);
-        return { ok: true, node_id, decision, state: status.state, node: status };
-      } catch (err) {
-        if (err instanceof WorkflowUpdateFailedError) throw new AppError('conflict', (err.cause as Error | undefined)?.message ?? err.message, { node_id });
-        if (err instanceof WorkflowNotFoundError) throw new AppError('conflict', `node/${node_id} is closed (the node was rejected)`, { node_id });
-        throw err;
-      }
+      const status = await reviewNode(ctx.temporal, node_id, { decision, reviewer, reason });
+      return { ok: true, node_id, decision, state: status.state, node: status };
     });
   }
 }

@@ -10,15 +10,13 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { FastifyInstance } from 'fastify';
-import { ServiceError, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/client';
 import { z } from 'zod';
 import { canonicalJson } from '../../../core/canonical-json';
 import { idempotencyKeyHeaders } from '../../../core/idempotency';
 import { AppError } from '../../../core/errors';
 import { heldBecause, TruthReportBody, truthReportBody } from '../../../core/truth-record';
-import type { truthApprovalWorkflow } from '../../../workflows/truth-approval';
+import { holdTruthForApproval } from '../../../workflows/truth-approval.client';
 import { TruthApprovalInput, truthApprovalWorkflowId } from '../../../workflows/truth-approval.contract';
-import { ApprovalStateAttr, TruthKeyAttr, TruthTypeAttr } from '../../../workflows/search-attributes';
 import type { ServiceContext } from '../../context';
 
 export const SUCCESS_MESSAGE = 'truth recorded';
@@ -103,33 +101,14 @@ async function holdForApproval(
     timeout_seconds: ctx.config.TRUTH_APPROVAL_TIMEOUT_S,
     hub_did: ctx.config.SERVICE_DID
   };
-  try {
-    await ctx.temporal.workflow.start<typeof truthApprovalWorkflow>('truthApprovalWorkflow', {
-      workflowId: truthApprovalWorkflowId(approvalId),
-      taskQueue: ctx.config.TEMPORAL_TASK_QUEUE,
-      args: [input],
-      workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-      typedSearchAttributes: [
-        { key: TruthKeyAttr, value: w.body.key },
-        { key: TruthTypeAttr, value: w.body.truth_type ?? 'unknown' },
-        { key: ApprovalStateAttr, value: 'pending' }
-      ],
-      memo: {
-        key: w.body.key,
-        truth_type: w.body.truth_type ?? null,
-        did: w.did,
-        held_because: w.held,
-        requested_at: input.requested_at,
-        expires_at: new Date(Date.parse(input.requested_at) + input.timeout_seconds * 1000).toISOString()
-      }
-    });
-  } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-  }
+  await holdTruthForApproval(ctx.temporal, ctx.config.TEMPORAL_TASK_QUEUE, input);
   return { approvalId, held: w.held };
 }
 
-/** Bounds a write: past `ms`, 503 (the caller retries with its Idempotency-Key). */
+/**
+ * Bounds a write: past `ms`, 503 (the caller retries with its Idempotency-Key). Database and Temporal outages are
+ * mapped to 503 by the app's error handler, like everywhere else.
+ */
 async function withDeadline<T>(ms: number, work: () => Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
@@ -137,16 +116,6 @@ async function withDeadline<T>(ms: number, work: () => Promise<T>): Promise<T> {
   });
   try {
     return await Promise.race([work(), deadline]);
-  } catch (err) {
-    // Any database failure on the write path means "not acknowledged": the caller retries (with its key).
-    if (/^Mongo/.test((err as Error)?.name ?? '')) {
-      throw new AppError('unavailable', 'The ledger database is unavailable; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' });
-    }
-    if (err instanceof AppError) throw err;
-    if (err instanceof ServiceError) {
-      throw new AppError('unavailable', 'The approval service is unavailable; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' });
-    }
-    throw err;
   } finally {
     clearTimeout(timer);
   }

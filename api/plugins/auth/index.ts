@@ -1,0 +1,83 @@
+/**
+ * Authentication: every route declares its model in `config.auth` (a route without one fails at start-up), and one
+ * hook checks the request's credentials for that model with the model's authenticator (one module each, in this
+ * folder), setting `request.principal`. Failures give 401, except the daemon's two-factor check (403, as the spec
+ * asks); when the database cannot be read to check a credential, the error handler answers 503 (retry), never 500.
+ */
+import { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import type { AuthModel } from '../../../core/endpoint-groups';
+import type { DirectoryDeclaration } from '../../directory';
+import { admin } from './admin';
+import { apiKey } from './api-key';
+import { daemon } from './daemon';
+import { did } from './did';
+import { externalNode } from './external-node';
+import { homologous } from './homologous';
+import { nodeOrHomologous } from './node-or-homologous';
+import { none } from './none';
+import { oauth } from './oauth';
+import { oauthClient } from './oauth-client';
+import type { AuthDeps, Authenticator, Principal } from './principal';
+import { unserved } from './unserved';
+
+export type { AuthDeps, Principal } from './principal';
+export { verifyAccessToken } from './oauth';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    auth?: AuthModel;
+    directory?: DirectoryDeclaration;
+  }
+  interface FastifyRequest {
+    principal: Principal | null;
+  }
+}
+
+/** The registry: one authenticator per model the directory declares. */
+export const AUTHENTICATORS: Record<AuthModel, Authenticator> = {
+  none,
+  external_node: externalNode,
+  homologous,
+  did,
+  oauth,
+  api_key: apiKey,
+  admin,
+  daemon,
+  node_or_homologous: nodeOrHomologous,
+  oauth_client: oauthClient,
+  dpop: unserved('dpop'),
+  group_key: unserved('group_key'),
+  partner_federation: unserved('partner_federation')
+};
+
+/** Routes that belong to the docs plugins (they are public and declare nothing). */
+const DOCS_ROUTE = /^\/(docs|openapi\.json)(\/|$)/;
+
+function authPlugin(app: FastifyInstance, opts: { deps: AuthDeps }): void {
+  app.decorateRequest('principal', null);
+  app.addHook('onRoute', (route) => {
+    route.config = route.config ?? {};
+    if (!route.config.auth) {
+      if (DOCS_ROUTE.test(route.url)) route.config.auth = 'none';
+      else throw new Error(`Route ${route.method} ${route.url} declares no auth model (config.auth)`);
+    }
+  });
+  // Credentials are checked before anything else about the request (path parameters, query, body), so an
+  // anonymous or forged caller learns nothing about which identifiers or bodies are well formed, and its body is
+  // never read. The one exception is OAuth client authentication, whose credentials may be in the form body
+  // (RFC 6749 §2.3.1): it runs after parsing, before validation.
+  const authenticate = async (request: FastifyRequest) => {
+    const model = request.routeOptions.config.auth;
+    if (!model) return;
+    request.principal = await AUTHENTICATORS[model](request, opts.deps);
+  };
+  app.addHook('onRequest', async (request) => {
+    if (request.routeOptions.config.auth !== 'oauth_client') await authenticate(request);
+  });
+  app.addHook('preValidation', async (request) => {
+    if (request.routeOptions.config.auth === 'oauth_client') await authenticate(request);
+  });
+}
+
+export default fp(authPlugin, { name: 'auth' });
