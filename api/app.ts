@@ -10,6 +10,7 @@ import type { ServiceContext } from './context';
 import type { ListenerName } from './directory';
 import errorsPlugin, { clientErrorHandler, frameworkErrorHandler } from './plugins/errors';
 import authPlugin from './plugins/auth';
+import { documentResponses } from './response-docs';
 import jsonBodyPlugin, { serializerCompiler } from './plugins/json-body';
 
 export type App = FastifyInstance;
@@ -38,6 +39,7 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName): 
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
+  documentResponses(app);
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Trace', request.id);
   });

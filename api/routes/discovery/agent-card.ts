@@ -13,6 +13,7 @@ import { A2A_PROTOCOL_VERSION, FEDERATION_API_VERSION, SERVICE_NAME } from '../.
 import { ENDPOINT_GROUPS, EndpointGroup } from '../../../core/endpoint-groups';
 import type { ServiceContext } from '../../context';
 import { A2A_BASE_PATH, a2aBindingRoutes } from './a2a-binding';
+import { noBody } from '../../response-docs';
 
 const SKILLS: Record<EndpointGroup, { name: string; tags: string[]; examples: string[] }> = {
   a2a_standard: { name: 'Federation access', tags: ['a2a', 'registration', 'heartbeat', 'federation'], examples: ['Register a node with POST /a2a/register, then heartbeat every 30 s'] },
@@ -116,7 +117,7 @@ export async function agentCardRoutes(app: FastifyInstance, opts: { ctx: Service
     if (request.headers['if-none-match'] === etag) return reply.code(304).send();
     return reply.type('application/json').send(body);
   };
-  const schema = { response: { 200: cardResponse, 304: z.null().describe('Not modified: If-None-Match carried the current ETag') } };
+  const schema = { response: { 200: cardResponse, 304: noBody('Not modified: If-None-Match carried the current ETag') } };
   app.get('/a2a/.well-known/agent.json', { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Agent discovery: capability declaration and endpoint directory' } }, schema }, handler);
   app.get('/.well-known/agent-card.json', { config: { auth: 'none' }, schema }, handler);
   // The interface the card advertises, in a context of its own (its errors take the binding's shape).

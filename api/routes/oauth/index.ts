@@ -12,8 +12,10 @@ import { AppError } from '../../../core/errors';
 import type { ServiceContext } from '../../context';
 import { verifyAccessToken } from '../../plugins/auth';
 
+// grant_type stays a string for validation, so another grant answers RFC 6749's unsupported_grant_type rather than
+// a generic validation failure; the document lists the one grant served.
 const tokenBody = z.object({
-  grant_type: z.string().min(1),
+  grant_type: z.string().min(1).meta({ enum: ['client_credentials'], description: 'only client_credentials (another gives 400 unsupported_grant_type)' }),
   scope: z.string().max(1000).optional(),
   client_id: z.string().optional(),
   client_secret: z.string().optional()
@@ -25,6 +27,9 @@ const tokenParam = z.object({
   client_id: z.string().optional(),
   client_secret: z.string().optional()
 });
+
+/** The RFCs define these bodies as form-urlencoded; JSON is accepted too. */
+const consumes = ['application/x-www-form-urlencoded', 'application/json'];
 
 export async function oauthRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
   const { ctx } = opts;
@@ -61,7 +66,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: { ctx: ServiceCont
 
   app.post(
     '/v1/oauth/token',
-    { config: { auth: 'oauth_client', directory: { group: 'oauth_oidc', summary: 'Access token, client credentials flow', publicRead: true } }, schema: { body: tokenBody } },
+    { config: { auth: 'oauth_client', directory: { group: 'oauth_oidc', summary: 'Access token, client credentials flow', publicRead: true } }, schema: { body: tokenBody, consumes } },
     async (request, reply) => {
       const body = request.body as z.infer<typeof tokenBody>;
       if (body.grant_type !== 'client_credentials') {
@@ -89,7 +94,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: { ctx: ServiceCont
 
   app.post(
     '/v1/oauth/introspect',
-    { config: { auth: 'oauth_client', directory: { group: 'oauth_oidc', summary: 'Token introspection (RFC 7662)', publicRead: true } }, schema: { body: tokenParam } },
+    { config: { auth: 'oauth_client', directory: { group: 'oauth_oidc', summary: 'Token introspection (RFC 7662)', publicRead: true } }, schema: { body: tokenParam, consumes } },
     async (request) => {
       const { token } = request.body as z.infer<typeof tokenParam>;
       const claims = await verifyAccessToken(token, ctx);
@@ -100,7 +105,7 @@ export async function oauthRoutes(app: FastifyInstance, opts: { ctx: ServiceCont
 
   app.post(
     '/v1/oauth/revoke',
-    { config: { auth: 'oauth_client', directory: { group: 'oauth_oidc', summary: 'Token revocation (RFC 7009)', publicRead: true } }, schema: { body: tokenParam } },
+    { config: { auth: 'oauth_client', directory: { group: 'oauth_oidc', summary: 'Token revocation (RFC 7009)', publicRead: true } }, schema: { body: tokenParam, consumes } },
     async (request) => {
       const { token } = request.body as z.infer<typeof tokenParam>;
       // RFC 7009: answer 200 whether or not the token was valid; only the owning client may revoke it.

@@ -75,7 +75,7 @@ export async function statusDataRoutes(app: FastifyInstance, opts: { ctx: Servic
 
   app.get(
     '/api/instructions/:node_id',
-    { config: { auth: 'did' }, schema: { params: z.object({ node_id: z.string().min(1).max(100) }), querystring: z.object({ include_acked: z.coerce.boolean().default(false) }) } },
+    { config: { auth: 'did' }, schema: { params: z.object({ node_id: z.string().min(1).max(100) }), querystring: z.object({ include_acked: z.enum(['true', 'false']).default('false').transform((v) => v === 'true') }) } },
     async (request) => {
       const { node_id } = request.params as { node_id: string };
       const { include_acked } = request.query as { include_acked: boolean };

@@ -1,0 +1,192 @@
+/**
+ * What every route can answer besides its own success, documented in one place: an onRoute hook (installed on every
+ * listener by api/app.ts) gives each route
+ *   - `security`, derived from its `config.auth` model (the schemes are SECURITY_SCHEMES, in the OpenAPI components);
+ *   - the error responses it can produce, each with the one error shape (core/errors.ts), never overriding a status
+ *     the route declares itself;
+ *   - a 200 "any JSON" success when it declares no 2xx or 3xx of its own (a route answering 201, a redirect or
+ *     something other than JSON must say so in its schema).
+ * The zod serializer then also checks error replies against ERROR_BODY, so the schema allows extra detail members.
+ */
+import type { FastifyInstance, RouteOptions } from 'fastify';
+
+/** What the hook reads and writes of a route (any listener's app, whatever its type provider). */
+type RouteShape = Pick<RouteOptions, 'method' | 'url' | 'config'> & { schema?: unknown };
+import { z } from 'zod';
+import type { AuthModel } from '../core/endpoint-groups';
+
+/** The one error shape (README "Errors"); routes add detail members (fields, limit, conflicts, error_description…). */
+export const ERROR_BODY = z
+  .looseObject({
+    ok: z.literal(false),
+    error: z.string().describe('error code, e.g. invalid_request, unauthorized, not_found'),
+    message: z.string(),
+    trace_id: z.string().describe('the X-Trace header of the response'),
+    fields: z.array(z.object({ field: z.string(), message: z.string() })).optional().describe('each bad field, for 400')
+  })
+  .describe('Error');
+
+/** The route answers JSON that its own schema does not describe further. */
+const ANY_JSON = z.unknown().describe('Success');
+
+type SecurityRequirement = Record<string, string[]>;
+
+/** OpenAPI security schemes, one per credential header or token kind (components.securitySchemes). */
+export function securitySchemes(publicUrl: string): Record<string, Record<string, unknown>> {
+  const header = (name: string, description: string) => ({ type: 'apiKey', in: 'header', name, description });
+  return {
+    node_id: header('X-External-Node', 'Node id from POST /a2a/register (sent together with X-External-Key)'),
+    node_key: header('X-External-Key', 'Node API key from POST /a2a/register (shown once)'),
+    zr_token: header('X-ZR-Token', 'Homologous token (POST /admin/homologous-tokens)'),
+    did: header('X-DID', 'A registered DID (POST /admin/dids)'),
+    capture_token: header('X-Capture-Token', 'Homologous token issued to the X-DID sent with it'),
+    admin_token: { type: 'http', scheme: 'bearer', bearerFormat: 'ADMIN_TOKEN', description: 'The administrator token' },
+    api_key: { type: 'http', scheme: 'bearer', bearerFormat: 'zk_<id>_<secret>', description: 'Chat gateway API key (POST /admin/api-keys)' },
+    oauth: {
+      type: 'oauth2',
+      description: 'Access token (an EdDSA JWT) from the client credentials grant',
+      flows: { clientCredentials: { tokenUrl: `${publicUrl}/v1/oauth/token`, scopes: {} } }
+    },
+    oauth_client: { type: 'http', scheme: 'basic', description: 'OAuth client id and secret (RFC 6749 §2.3.1; client_secret_post in the form works too)' },
+    daemon_asset: header('X-Asset-Id', 'Daemon asset id (POST /admin/daemon-assets; sent together with X-Order-Root)'),
+    daemon_order_root: header('X-Order-Root', 'Daemon order root or<version>_<secret>'),
+    dpop_token: { type: 'http', scheme: 'DPoP', description: 'OAuth access token bound to a DPoP proof (RFC 9449)' },
+    dpop_proof: header('DPoP', 'DPoP proof JWT (RFC 9449)')
+  };
+}
+
+const NODE: SecurityRequirement = { node_id: [], node_key: [] };
+const HOMOLOGOUS: SecurityRequirement[] = [{ zr_token: [] }, { did: [], capture_token: [] }];
+
+/**
+ * Each model's alternatives (OpenAPI: any one requirement object, all schemes within it). The models no route
+ * serves yet and whose credential has no settled form are null: a route declaring one fails at start-up until its
+ * scheme is written down here.
+ */
+export const SECURITY: Record<AuthModel, SecurityRequirement[] | null> = {
+  none: [],
+  external_node: [NODE],
+  homologous: HOMOLOGOUS,
+  did: [{ did: [] }],
+  oauth: [{ oauth: [] }],
+  api_key: [{ api_key: [] }],
+  admin: [{ admin_token: [] }],
+  daemon: [{ daemon_asset: [], daemon_order_root: [] }],
+  node_or_homologous: [NODE, ...HOMOLOGOUS],
+  oauth_client: [{ oauth_client: [] }],
+  dpop: [{ dpop_token: [], dpop_proof: [] }],
+  group_key: null,
+  partner_federation: null
+};
+
+/** Models whose check answers 401 on a missing or wrong credential (the daemon's two-factor check answers 403). */
+const ANSWERS_401 = (model: AuthModel) => model !== 'none' && model !== 'daemon';
+/** Models whose check can refuse a valid credential: a rejected node; the daemon's identity check. */
+const ANSWERS_403 = (model: AuthModel) => model === 'external_node' || model === 'node_or_homologous' || model === 'daemon';
+
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+const ERROR_DESCRIPTIONS: Record<number, string> = {
+  400: 'Invalid request: validation failure (fields names each), malformed JSON, or a domain rule',
+  401: 'Missing or wrong credentials',
+  403: 'Credentials valid but not allowed',
+  404: 'No such resource',
+  413: 'Body larger than this endpoint accepts',
+  414: 'A path parameter longer than any identifier the service accepts',
+  415: 'Body media type (or charset) not accepted',
+  429: 'Rate limit or quota exceeded (Retry-After)',
+  500: 'Internal error (details only in the log; quote trace_id)',
+  503: 'A dependency (MongoDB, Temporal) is unavailable, or the service is stopping; retry (Retry-After)'
+};
+const ERROR_RESPONSES = new Map(Object.entries(ERROR_DESCRIPTIONS).map(([status, text]) => [Number(status), ERROR_BODY.describe(text)]));
+const errorResponse = (status: number) => ERROR_RESPONSES.get(status) ?? ERROR_BODY;
+
+/** The error statuses a route can answer, from what it declares: its auth model, its inputs, its method. */
+export function errorStatuses(route: { method: string; auth: AuthModel; schema: Record<string, unknown> }): number[] {
+  const { schema, auth } = route;
+  const hasBody = BODY_METHODS.has(route.method);
+  const hasInput = hasBody || Boolean(schema.querystring || schema.params || schema.headers);
+  const statuses = [429, 500, 503];
+  if (hasInput) statuses.push(400, 404);
+  if (ANSWERS_401(auth)) statuses.push(401);
+  if (ANSWERS_403(auth)) statuses.push(403);
+  if (hasBody) statuses.push(413, 415);
+  if (schema.params) statuses.push(414);
+  return statuses.sort((a, b) => a - b);
+}
+
+const okBody = (description: string) => z.looseObject({ ok: z.literal(true) }).describe(description);
+/** A response without a body (OpenAPI: no content); zod's null is a nullable string enum in OpenAPI 3.0. */
+export const noBody = (description: string) => z.null().meta({ type: 'null' }).describe(description);
+const html = (description: string) => ({ description, content: { 'text/html': { schema: z.string() } } });
+
+/**
+ * What some routes' code answers beyond what their declarations show: a 201 (or a 200 beside it), a 409, a body
+ * that is not JSON. Kept here rather than in each route's schema block while those files are being reworked; a route
+ * that declares the status itself wins (and can take its entry's place here). test/api/openapi.test.ts and the
+ * schemathesis run catch an entry that drifts from behaviour.
+ */
+const ROUTE_RESPONSES: Record<string, Record<string, unknown>> = {
+  'POST /a2a/register': {
+    201: z
+      .looseObject({
+        ok: z.literal(true),
+        node_id: z.string(),
+        api_key: z.string().describe('shown once; only its digest is stored'),
+        state: z.enum(['pending_review', 'offline']),
+        workflow_id: z.string(),
+        heartbeat: z.looseObject({ url: z.string(), headers: z.record(z.string(), z.string()), offline_after_s: z.number(), recommended_interval_s: z.number() }),
+        endpoints: z.looseObject({ entries: z.array(z.looseObject({ method: z.string(), path: z.string(), url: z.string() })) })
+      })
+      .describe('Registered')
+  },
+  'POST /admin/dids': { 200: okBody('Already registered'), 201: okBody('Registered'), 409: ERROR_BODY.describe('The DID was revoked') },
+  'POST /admin/homologous-tokens': { 201: okBody('Issued (the token is shown once)') },
+  'POST /admin/api-keys': { 201: okBody('Issued (the key is shown once)') },
+  'POST /admin/oauth-clients': { 201: okBody('Issued (the secret is shown once)') },
+  'POST /admin/daemon-assets': { 201: okBody('Issued (the order root is shown once)') },
+  'POST /admin/peers': { 200: okBody('Updated and re-probed'), 201: okBody('Added and probed') },
+  'POST /a2a/directory-tree/propose': { 201: okBody('Proposal opened'), 403: ERROR_BODY.describe('Node not reviewed, or the superseded proposal is another author\'s'), 409: ERROR_BODY.describe('The superseded proposal is closed') },
+  'POST /a2a/directory-tree/merge': { 409: ERROR_BODY.describe('Already closed, or the patch conflicts with the latest version (conflicts)') },
+  'POST /a2a/review/approve': { 409: ERROR_BODY.describe('The decision does not apply to the node\'s state') },
+  'POST /a2a/review/reject': { 409: ERROR_BODY.describe('The decision does not apply to the node\'s state') },
+  'GET /api/truth/approvals/:id': { 409: ERROR_BODY.describe('The approval workflow was terminated or failed') },
+  'POST /api/truth/approvals/:id/approve': { 409: ERROR_BODY.describe('Already decided') },
+  'POST /api/truth/approvals/:id/reject': { 409: ERROR_BODY.describe('Already decided') },
+  'GET /a2a/join/': { 200: html('The join portal') },
+  'GET /a2a/join': { 301: noBody('Moved permanently to /a2a/join/') },
+  'GET /api/sub-l0': {
+    200: {
+      description: 'Entries after the cursor: a JSON page, or with Accept: text/event-stream an SSE stream that stays open',
+      content: { 'application/json': { schema: z.looseObject({ ok: z.literal(true), after: z.number(), next_cursor: z.number(), entries: z.array(z.unknown()) }) }, 'text/event-stream': { schema: z.string() } }
+    }
+  }
+};
+
+/** The onRoute hook: fills in security and responses for every documented route. */
+export function documentRoute(route: RouteShape): void {
+  const methods = Array.isArray(route.method) ? route.method : [route.method];
+  if (methods.includes('HEAD') && methods.length === 1) return;
+  const schema = (route.schema ?? {}) as Record<string, unknown>;
+  // The docs plugins' own routes (hidden, no auth model of their own) are not part of the API.
+  if (schema.hide || !route.config?.auth) return;
+  const auth = route.config.auth as AuthModel;
+  const security = SECURITY[auth];
+  if (security === null) throw new Error(`Route ${methods.join(',')} ${route.url} declares auth ${auth}, whose credential has no OpenAPI security scheme yet (api/response-docs.ts)`);
+  const response = { ...((schema.response ?? {}) as Record<string, unknown>) };
+  for (const method of methods) for (const [status, body] of Object.entries(ROUTE_RESPONSES[`${method} ${route.url}`] ?? {})) if (!(status in response)) response[status] = body;
+  const declared = Object.keys(response);
+  if (!declared.some((s) => /^[23]/.test(s))) response['200'] = ANY_JSON;
+  for (const method of methods) {
+    for (const status of errorStatuses({ method, auth, schema })) {
+      if (!(String(status) in response)) response[String(status)] = errorResponse(status);
+    }
+  }
+  route.schema = { ...schema, security, response };
+}
+
+/** Installs the hook on one listener's app; before the docs plugin registers, so it sees the filled-in schemas. */
+export function documentResponses(app: object): void {
+  // Any listener's app: its type provider and logger types differ from the plain FastifyInstance.
+  (app as FastifyInstance).addHook('onRoute', documentRoute);
+}

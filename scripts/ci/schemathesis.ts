@@ -1,0 +1,229 @@
+/**
+ * Fuzzes the OpenAPI document against the real service: starts a test stack of its own (FerretDB and the Temporal
+ * dev server from scripts/stack, the worker and the API as processes on free ports, a scratch DATA_DIR), issues
+ * one credential of every kind through the admin API and registration, and runs schemathesis (v4, from the CI venv)
+ * with every check on. Exits non-zero on any failure: a 5xx, a status the document does not list, a response that
+ * does not match its schema, a documented input the service refuses, an undocumented one it accepts.
+ *
+ *   node --import tsx scripts/ci/schemathesis.ts
+ *
+ * Env: SCHEMATHESIS_MAX_EXAMPLES (per operation and phase, default 20), SCHEMATHESIS_WORKERS (default 2),
+ * SCHEMATHESIS_SEED, SCHEMATHESIS_LOG (the stack's log, default .test-results/schemathesis-stack.log), and
+ * SCHEMATHESIS_REPORT_DIR (JUnit and NDJSON reports, default .test-results/schemathesis), and SCHEMATHESIS_ARGS
+ * (more schemathesis run options, split on spaces; e.g. --include-path-regex ^/admin to fuzz a few operations).
+ */
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { Connection } from '@temporalio/client';
+import { startFerretDb } from '../stack/ferretdb';
+import { startTemporal } from '../stack/temporal';
+import { freePort, ServerHandle, typescriptProcess } from '../stack/process';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const RESULTS = path.join(ROOT, '.test-results');
+const LOG_FILE = process.env.SCHEMATHESIS_LOG ?? path.join(RESULTS, 'schemathesis-stack.log');
+const REPORT_DIR = process.env.SCHEMATHESIS_REPORT_DIR ?? path.join(RESULTS, 'schemathesis');
+const MAX_EXAMPLES = process.env.SCHEMATHESIS_MAX_EXAMPLES ?? '20';
+const WORKERS = process.env.SCHEMATHESIS_WORKERS ?? '2';
+/** The whole schemathesis run is stopped past this (it is bounded by examples; this only catches a hang). */
+const RUN_DEADLINE_MS = 20 * 60_000;
+
+/**
+ * What the run is told beyond the document, each with its reason. Rules between parameters that OpenAPI cannot
+ * state are not excluded but obeyed by the generated requests (scripts/ci/schemathesis_hooks.py: first <= second,
+ * seq <= tree_size, the truth body's did equal to X-DID, a reason for a rejection, I-JSON integers); only these
+ * are switched off. (TOML, appended to the generated config.)
+ */
+const SETTINGS = `
+# Every check on: the config's form of --checks all. (On the command line it would also override the per-operation
+# exceptions below.)
+[checks]
+enabled = true
+
+# A body over the route's limit is refused with 413 before it is validated: a correct answer to invalid data.
+[checks.negative_data_rejection]
+expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 415, 422, 428, 429]
+
+# The A2A binding's refusals (api/routes/discovery/a2a-binding.ts): while the agent card says streaming,
+# pushNotifications and extendedAgentCard are false, the A2A HTTP+JSON binding answers these operations with its
+# error (UnsupportedOperation, PushNotificationNotSupported, ExtendedAgentCardNotConfigured), which it maps to 400.
+# Every valid request is refused by design, so positive_data_acceptance cannot hold; every other check runs.
+[[operations]]
+include-path-regex = '^/a2a/(message:stream|extendedAgentCard|tasks/\\{task\\}/pushNotificationConfigs)'
+checks.positive_data_acceptance.enabled = false
+
+# The coverage phase of schemathesis 4.32.5 crashes on this body (the six-way union of JSON Patch operations):
+# "SystemError: AST constructor recursion depth mismatch" inside its own generator, reported as a flaky runtime
+# error. A tool bug, not the service's; the fuzzing and stateful phases still test the operation.
+[[operations]]
+include-path = "/a2a/directory-tree/propose"
+phases.coverage.enabled = false
+`;
+
+const log = (line: string) => process.stderr.write(`[schemathesis] ${line}\n`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A Node process (API or worker) whose output goes to the log file. */
+function startNodeProcess(name: string, script: string, env: NodeJS.ProcessEnv, logFd: number): { name: string; child: ChildProcess; stop(): Promise<void> } {
+  const { binary, args } = typescriptProcess(path.join(ROOT, script));
+  fs.writeSync(logFd, `---- ${name} ----\n`);
+  const child = spawn(binary, args, { stdio: ['ignore', logFd, logFd], env, detached: true });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    name,
+    child,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      await exited;
+      clearTimeout(killer);
+    }
+  };
+}
+
+async function api(method: string, url: string, body: unknown, headers: Record<string, string> = {}): Promise<any> {
+  const res = await fetch(url, { method, headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const text = await res.text();
+  if (res.status !== 200 && res.status !== 201) throw new Error(`${method} ${url} answered ${res.status}: ${text}`);
+  return JSON.parse(text);
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, child: ChildProcess, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`${what}: the process exited (see ${LOG_FILE})`);
+    if (await check().catch(() => false)) return;
+    await sleep(250);
+  }
+  throw new Error(`${what}: not ready within ${timeoutMs / 1000} s (see ${LOG_FILE})`);
+}
+
+/** The schemathesis config: one credential per security scheme of the document, then the exclusions. */
+function configToml(creds: Record<string, Record<string, string>>): string {
+  const quote = (v: string) => JSON.stringify(v);
+  const auth = Object.entries(creds)
+    .map(([scheme, fields]) => `[auth.openapi.${scheme}]\n${Object.entries(fields).map(([k, v]) => `${k} = ${quote(v)}`).join('\n')}\n`)
+    .join('\n');
+  return `hooks = ${quote(path.join(ROOT, 'scripts/ci/schemathesis_hooks.py'))}\n\n${auth}\n${SETTINGS}`;
+}
+
+async function main(): Promise<number> {
+  const venv = execFileSync('bash', [path.join(ROOT, 'scripts/ci/python-venv.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+  fs.mkdirSync(path.dirname(LOG_FILE), { recursive: true });
+  fs.rmSync(REPORT_DIR, { recursive: true, force: true });
+  fs.mkdirSync(REPORT_DIR, { recursive: true });
+  const logFd = fs.openSync(LOG_FILE, 'w');
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zhongshu-schemathesis-'));
+  log(`stack in ${dataDir}; its log: ${LOG_FILE}`);
+
+  const servers: ServerHandle[] = [];
+  const processes: { stop(): Promise<void> }[] = [];
+  try {
+    const [ferret, temporal] = await Promise.all([
+      startFerretDb({ dataDir, port: await freePort(), echo: false }),
+      startTemporal({ dataDir, port: await freePort(), uiPort: await freePort(), namespace: 'default', headless: true, echo: false })
+    ]);
+    servers.push(ferret, temporal);
+    const ports: Record<string, string> = {};
+    for (const name of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT']) ports[name] = String(await freePort());
+    const base = `http://127.0.0.1:${ports.PORT}`;
+    const adminToken = `adm_ci_${randomBytes(16).toString('hex')}`;
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      ...ports,
+      LOG_LEVEL: 'info',
+      HOST: '127.0.0.1',
+      DATA_DIR: path.join(dataDir, 'service'),
+      MONGODB_URI: ferret.uri,
+      MONGODB_DB: 'schemathesis',
+      TEMPORAL_ADDRESS: temporal.address,
+      TEMPORAL_TASK_QUEUE: 'schemathesis',
+      ADMIN_TOKEN: adminToken,
+      PUBLIC_URL: base,
+      HUB_PUBLIC_URL: `http://127.0.0.1:${ports.HUB_PORT}`
+    };
+    const worker = startNodeProcess('worker', 'worker/main.ts', env, logFd);
+    const apiProcess = startNodeProcess('api', 'api/server.ts', env, logFd);
+    processes.push(apiProcess, worker);
+    await waitFor('the API', async () => (await fetch(`${base}/health`)).ok, apiProcess.child);
+    const connection = await Connection.connect({ address: temporal.address });
+    try {
+      await waitFor(
+        'the worker',
+        async () => ((await connection.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: 'schemathesis' }, taskQueueType: 1 })).pollers ?? []).length > 0,
+        worker.child
+      );
+    } finally {
+      await connection.close();
+    }
+
+    // One credential of every kind, issued as a new user would.
+    const admin = { authorization: `Bearer ${adminToken}` };
+    const did = (await api('POST', `${base}/admin/dids`, { did: 'did:example:schemathesis' }, admin)).did as string;
+    const zrToken = (await api('POST', `${base}/admin/homologous-tokens`, { label: 'schemathesis' }, admin)).token as string;
+    const captureToken = (await api('POST', `${base}/admin/homologous-tokens`, { label: 'schemathesis capture', did }, admin)).token as string;
+    const apiKey = (await api('POST', `${base}/admin/api-keys`, { label: 'schemathesis' }, admin)).api_key as string;
+    const client = await api('POST', `${base}/admin/oauth-clients`, { label: 'schemathesis', scopes: [] }, admin);
+    const node = await api('POST', `${base}/a2a/register`, { name: 'schemathesis node', brand: { code: 'custom' } });
+    const creds: Record<string, Record<string, string>> = {
+      admin_token: { bearer: adminToken },
+      api_key: { bearer: apiKey },
+      did: { api_key: did },
+      zr_token: { api_key: zrToken },
+      capture_token: { api_key: captureToken },
+      node_id: { api_key: node.node_id },
+      node_key: { api_key: node.api_key },
+      oauth_client: { username: client.client_id, password: client.client_secret }
+    };
+    const configFile = path.join(dataDir, 'schemathesis.toml');
+    fs.writeFileSync(configFile, configToml(creds), { mode: 0o600 });
+
+    const args = [
+      '--config-file',
+      configFile,
+      'run',
+      `${base}/openapi.json`,
+      '--max-examples',
+      MAX_EXAMPLES,
+      '--workers',
+      WORKERS,
+      '--request-timeout',
+      '30',
+      '--no-color',
+      '--report',
+      'junit,ndjson',
+      '--report-dir',
+      REPORT_DIR,
+      ...(process.env.SCHEMATHESIS_SEED ? ['--seed', process.env.SCHEMATHESIS_SEED] : []),
+      ...(process.env.SCHEMATHESIS_ARGS ?? '').split(' ').filter(Boolean)
+    ];
+    log(`schemathesis ${args.join(' ')}`);
+    // In the scratch dir: schemathesis keeps its example database (.schemathesis/) where it runs.
+    const run = spawn(path.join(venv, 'bin/schemathesis'), args, { cwd: dataDir, stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, ZH_SCHEMATHESIS_DID: did } });
+    const deadline = setTimeout(() => {
+      log(`no end after ${RUN_DEADLINE_MS / 60_000} min: stopping schemathesis`);
+      run.kill('SIGTERM');
+    }, RUN_DEADLINE_MS);
+    const code = await new Promise<number>((resolve) => run.once('exit', (c) => resolve(c ?? 1)));
+    clearTimeout(deadline);
+    log(`schemathesis exited ${code}; the stack's log: ${LOG_FILE}; reports: ${REPORT_DIR}`);
+    return code;
+  } finally {
+    for (const p of processes) await p.stop();
+    await Promise.all(servers.map((s) => s.stop()));
+    fs.closeSync(logFd);
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    log(`failed: ${(err as Error).stack ?? String(err)}`);
+    process.exit(2);
+  }
+);
