@@ -2,7 +2,7 @@
  * Everything the listeners share, built once per API process: config, logger, MongoDB, the ledger, the credential
  * and node stores, the Temporal client, the hub's keys and the endpoint directory. Closed in reverse order.
  */
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, defaultGrpcRetryOptions, makeGrpcRetryInterceptor } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { createLogger } from '../core/logger';
 import { Config, mongoUri, temporalAddress } from '../core/config';
@@ -48,7 +48,12 @@ export async function createServiceContext(config: Config, logger = createLogger
   const mongo = await connectMongo({ uri: mongoUri(config), dbName: config.MONGODB_DB });
   try {
     await ensureIndexes(mongo.db);
-    const connection = await Connection.connect({ address: temporalAddress(config) });
+    // A request waits for Temporal only briefly: transient failures are retried for about a second (4 attempts
+    // instead of the SDK's 10, which take some 20 s), then the error handler answers 503 with Retry-After.
+    const connection = await Connection.connect({
+      address: temporalAddress(config),
+      interceptors: [makeGrpcRetryInterceptor(defaultGrpcRetryOptions({ maxAttempts: 4 }))]
+    });
     const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
     const adminTokenHash = loadAdminTokenHash(config.dataDir, config.ADMIN_TOKEN, (msg) => logger.warn(msg));
     const nodes = new NodeStore(mongo.db);

@@ -1,5 +1,6 @@
 /**
- * Restarting the Temporal server loses no pending approval and no node offline timer. Runs against a Temporal dev
+ * Restarting the Temporal server loses no pending approval and no node offline timer, and while it is down every
+ * route that needs it answers 503 with Retry-After (never a 500 or a stack trace). Runs against a Temporal dev
  * server of its own (state in a SQLite file), so the shared one keeps serving the other suites.
  */
 import fs from 'node:fs';
@@ -80,3 +81,48 @@ it('fires a node offline timer that came due while the Temporal server was down,
   expect(back.status).toBe(200);
   await eventually(async () => ((await nodeState()) === 'online' ? true : undefined), 30000, 'online again');
 }, 180000);
+
+it('answers 503 with Retry-After on every kind of Temporal call while the server is down, and normally once it is back', async () => {
+  const token = await issueHomologousToken(svc.urls.main, svc.adminToken, 'outage');
+  const homologous = { 'x-zr-token': token };
+  const held = await http('POST', `${svc.urls.main}/api/report/truth`, { headers: { 'x-did': DID }, body: { key: 'ops.risk.outage', value: { o: 1 }, truth_type: 'risk' } });
+  expect(held.status).toBe(202);
+  const reviewed = await registerNode(svc.urls.main, 'outage-reviewed');
+  const sleeper = await registerNode(svc.urls.main, 'outage-sleeper'); // offline until its first heartbeat
+  const latest = (await http('GET', `${svc.urls.main}/a2a/directory-tree/latest`)).body.version;
+  const proposal = await http('POST', `${svc.urls.main}/a2a/directory-tree/propose`, {
+    headers: homologous,
+    body: { base_version: latest, title: 'outage', rationale: 'while Temporal is down', patch: [{ op: 'add', path: '/outage', value: true }] }
+  });
+  expect(proposal.status).toBe(201);
+
+  const calls = {
+    'review decision (update)': () => http('POST', `${svc.urls.main}/a2a/review/reject`, { headers: homologous, body: { node_id: reviewed.node_id, reason: 'outage test' } }),
+    'heartbeat of an offline node (signal)': () => heartbeat(svc.urls.main, sleeper),
+    'tree-proposal merge (update)': () => http('POST', `${svc.urls.main}/a2a/directory-tree/merge`, { headers: homologous, body: { proposal_id: proposal.body.proposal_id } }),
+    'approval read (describe, query)': () => http('GET', `${svc.urls.main}/api/truth/approvals/${held.body.approval_id}`, { headers: homologous }),
+    'approval list (visibility)': () => http('GET', `${svc.urls.main}/api/truth/approvals`, { headers: homologous }),
+    'held truth write (start)': () => http('POST', `${svc.urls.main}/api/report/truth`, { headers: { 'x-did': DID }, body: { key: 'ops.risk.outage2', value: { o: 2 }, truth_type: 'risk' } })
+  };
+
+  await temporal.stop();
+  try {
+    for (const [what, call] of Object.entries(calls)) {
+      const res = await call();
+      expect({ what, status: res.status, error: res.body?.error }).toEqual({ what, status: 503, error: 'unavailable' });
+      expect(res.headers.get('retry-after')).toBeTruthy();
+      expect(res.body.trace_id).toBe(res.headers.get('x-trace'));
+      expect(res.text).not.toMatch(/node_modules|\.ts:\d+|at .*\(/);
+    }
+  } finally {
+    await startServer();
+  }
+
+  for (const [what, call] of Object.entries(calls)) {
+    const res = await eventually(async () => {
+      const r = await call();
+      return r.status === 503 ? undefined : r;
+    }, 60000, `${what} to answer after the restart`);
+    expect({ what, ok: res.status < 300 }).toEqual({ what, ok: true });
+  }
+}, 240000);
