@@ -1,5 +1,6 @@
 /** Every activity the worker registers, built from dependencies created once by worker/. */
 import { Db } from 'mongodb';
+import type { TaskQueueKind } from '../workflows/task-queues';
 import { Ledger } from './store/ledger';
 import { NodeStore } from './store/nodes';
 import { PresenceStore } from './store/presence';
@@ -13,6 +14,7 @@ export interface ActivityDeps {
   ledger: Ledger;
 }
 
+/** Every activity on the core task queue (MongoDB only). */
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createLedgerActivities(deps.ledger),
@@ -22,3 +24,11 @@ export function createActivities(deps: ActivityDeps) {
 }
 
 export type Activities = ReturnType<typeof createActivities>;
+
+/**
+ * The activities each task queue kind runs (workflows/task-queues.ts). Model calls (chat, daemon) and external
+ * commands (deploys) register theirs under `models` and `commands`; a kind with no activities gets no worker.
+ */
+export function createActivitiesByQueue(deps: ActivityDeps): Record<TaskQueueKind, Record<string, (...args: never[]) => Promise<unknown>>> {
+  return { core: createActivities(deps), models: {}, commands: {} };
+}

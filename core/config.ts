@@ -33,6 +33,8 @@ export const configSchema = z.object({
   TEMPORAL_ADDRESS: z.string().regex(/^[^\s:]+:\d+$/, 'must be host:port').optional(),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('zhongshu-hub'),
+  /** Task queue kinds this worker process polls (workflows/task-queues.ts): all by default; e.g. `models` alone. */
+  WORKER_TASK_QUEUES: csv.pipe(z.array(z.enum(['core', 'models', 'commands'])).min(1)).default(['core', 'models', 'commands']),
   TEMPORAL_PORT: port.default(7233),
   TEMPORAL_UI_PORT: port.default(8233),
   WORKFLOW_BUNDLE_PATH: z.string().min(1).optional(),

@@ -1,4 +1,4 @@
-/** Worker process entry: one worker on TEMPORAL_TASK_QUEUE; SIGINT/SIGTERM drain it and exit. */
+/** Worker process entry: a worker per task queue in WORKER_TASK_QUEUES; SIGINT/SIGTERM drain them and exit. */
 import { Runtime, makeTelemetryFilterString } from '@temporalio/worker';
 import { ConfigError, loadConfig } from '../core/config';
 import { createLogger } from '../core/logger';
@@ -15,7 +15,7 @@ async function main(): Promise<void> {
       hub.shutdown();
     });
   }
-  logger.info({ taskQueue: config.TEMPORAL_TASK_QUEUE, namespace: config.TEMPORAL_NAMESPACE }, 'worker polling');
+  logger.info({ taskQueues: hub.taskQueues, namespace: config.TEMPORAL_NAMESPACE }, 'worker polling');
   await hub.run();
   logger.info('worker stopped');
 }

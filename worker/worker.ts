@@ -1,17 +1,22 @@
 /**
- * Builds the hub's Temporal worker: dependencies created once (MongoDB, the ledger) and injected into the
- * activities; workflow code from workflows/ (bundled by the SDK, or a prebuilt bundle in tests).
+ * Builds the hub's Temporal workers: dependencies created once (MongoDB, the ledger) and injected into the
+ * activities; one Worker per task queue kind (workflows/task-queues.ts) in WORKER_TASK_QUEUES, all in this process
+ * by default. The core queue runs the workflow code (bundled by the SDK, or a prebuilt bundle) and the MongoDB
+ * activities; the models and commands queues run their slow activities, so they never delay the core queue.
  */
 import { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { Config, mongoUri, temporalAddress } from '../core/config';
 import { connectMongo, ensureIndexes } from '../activities/store/mongo';
 import { Ledger } from '../activities/store/ledger';
-import { createActivities } from '../activities';
+import { createActivitiesByQueue } from '../activities';
+import { taskQueueFor } from '../workflows/task-queues';
 import { ensureSearchAttributes } from './search-attributes';
 
 export interface HubWorker {
-  worker: Worker;
+  workers: Worker[];
+  /** The task queues this process polls. */
+  taskQueues: string[];
   /** Runs until shutdown() (or a fatal error); then closes its connections. */
   run(): Promise<void>;
   shutdown(): void;
@@ -27,26 +32,39 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
   const mongo = await connectMongo({ uri: mongoUri(config), dbName: config.MONGODB_DB, appName: 'zhongshu-hub-worker' });
   await ensureIndexes(mongo.db);
   const connection = await NativeConnection.connect({ address });
-  const worker = await Worker.create({
-    connection,
-    namespace: config.TEMPORAL_NAMESPACE,
-    taskQueue: config.TEMPORAL_TASK_QUEUE,
-    activities: createActivities({ db: mongo.db, ledger: new Ledger(mongo.db) }),
-    ...workflowCode,
-    shutdownGraceTime: '10 seconds'
-  });
+  const activities = createActivitiesByQueue({ db: mongo.db, ledger: new Ledger(mongo.db) });
+  const workers: Worker[] = [];
+  for (const kind of config.WORKER_TASK_QUEUES) {
+    const taskQueue = taskQueueFor(config.TEMPORAL_TASK_QUEUE, kind);
+    if (kind !== 'core' && Object.keys(activities[kind]).length === 0) {
+      logger.info({ taskQueue }, 'no activities on this task queue yet; no worker started for it');
+      continue;
+    }
+    workers.push(
+      await Worker.create({
+        connection,
+        namespace: config.TEMPORAL_NAMESPACE,
+        taskQueue,
+        activities: activities[kind],
+        // Workflows run on the core queue only.
+        ...(kind === 'core' ? workflowCode : {}),
+        shutdownGraceTime: '10 seconds'
+      })
+    );
+  }
   return {
-    worker,
+    workers,
+    taskQueues: workers.map((w) => w.options.taskQueue),
     run: async () => {
       try {
-        await worker.run();
+        await Promise.all(workers.map((w) => w.run()));
       } finally {
         await connection.close().catch(() => undefined);
         await mongo.close().catch(() => undefined);
       }
     },
     shutdown: () => {
-      if (worker.getState() === 'RUNNING') worker.shutdown();
+      for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
     }
   };
 }

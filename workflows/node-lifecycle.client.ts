@@ -7,19 +7,20 @@ import { Client, WorkflowIdReusePolicy, WorkflowNotFoundError, WorkflowUpdateFai
 import type { NodeState } from '../core/federation';
 import { AppError } from '../core/errors';
 import { BrandAttr, NodeIdAttr, NodeStateAttr } from '../core/search-attributes';
+import { taskQueueFor } from './task-queues';
 import { executeUpdateWithin, startWorkflowWithRetry } from './client-support';
 import type { nodeLifecycleWorkflow } from './node-lifecycle';
-import { heartbeatSignal, NodeLifecycleInput, NodeLifecycleMemo, NodeStatus, nodeWorkflowId, ReviewRequest, reviewUpdate } from './node-lifecycle.contract';
+import { heartbeatSignal, NodeLifecycleInput, NodeLifecycleMemo, NodeStatus, nodeWorkflowId, ReviewRequest, reviewUpdate, NODE_LIFECYCLE_TASK_QUEUES } from './node-lifecycle.contract';
 
 /**
  * Starts node/<node_id>. A duplicate id is passed on (WorkflowExecutionAlreadyStartedError): for registration it
  * means the id is taken in Temporal (a database reset), and the caller picks another.
  */
-export async function startNodeLifecycle(client: Client, taskQueue: string, input: NodeLifecycleInput, memo: NodeLifecycleMemo, initialState: NodeState): Promise<{ workflowId: string }> {
+export async function startNodeLifecycle(client: Client, coreQueue: string, input: NodeLifecycleInput, memo: NodeLifecycleMemo, initialState: NodeState): Promise<{ workflowId: string }> {
   const workflowId = nodeWorkflowId(input.node_id);
   await startWorkflowWithRetry<typeof nodeLifecycleWorkflow>(client, 'nodeLifecycleWorkflow', {
     workflowId,
-    taskQueue,
+    taskQueue: taskQueueFor(coreQueue, NODE_LIFECYCLE_TASK_QUEUES.workflow),
     args: [input],
     workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
     typedSearchAttributes: [

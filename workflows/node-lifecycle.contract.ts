@@ -7,9 +7,13 @@
  *     --input '{"decision":"approve","reviewer":"alice","reason":"checked"}'
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { FlowTaskQueues } from './task-queues';
 import type { NodeState } from '../core/federation';
 
 export const nodeWorkflowId = (nodeId: string): string => `node/${nodeId}`;
+
+/** Task queues (workflows/task-queues.ts): the workflow and its activities (MongoDB only) run on the core queue. */
+export const NODE_LIFECYCLE_TASK_QUEUES: FlowTaskQueues = { workflow: 'core', activities: ['core'] };
 
 export interface NodeLifecycleInput {
   version: 1;

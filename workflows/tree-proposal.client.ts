@@ -7,16 +7,17 @@ import { Client, WorkflowIdReusePolicy, WorkflowNotFoundError, WorkflowUpdateFai
 import { AppError } from '../core/errors';
 import { ProposalStateAttr } from '../core/search-attributes';
 import type { MergeOutcome } from '../activities/directory-tree-activities';
+import { taskQueueFor } from './task-queues';
 import { executeUpdateWithin, startWorkflowWithRetry } from './client-support';
 import type { treeProposalWorkflow } from './tree-proposal';
-import { decideUpdate, ProposalDecision, ProposalStatus, supersedeSignal, TREE_CONFLICT, TreeProposalInput, TreeProposalMemo, treeProposalWorkflowId } from './tree-proposal.contract';
+import { decideUpdate, ProposalDecision, ProposalStatus, supersedeSignal, TREE_CONFLICT, TreeProposalInput, TreeProposalMemo, treeProposalWorkflowId, TREE_PROPOSAL_TASK_QUEUES } from './tree-proposal.contract';
 
-export async function openTreeProposal(client: Client, taskQueue: string, input: TreeProposalInput): Promise<{ workflowId: string }> {
+export async function openTreeProposal(client: Client, coreQueue: string, input: TreeProposalInput): Promise<{ workflowId: string }> {
   const workflowId = treeProposalWorkflowId(input.proposal_id);
   const memo: TreeProposalMemo = { title: input.title, author: input.author, base_version: input.base_version };
   await startWorkflowWithRetry<typeof treeProposalWorkflow>(client, 'treeProposalWorkflow', {
     workflowId,
-    taskQueue,
+    taskQueue: taskQueueFor(coreQueue, TREE_PROPOSAL_TASK_QUEUES.workflow),
     args: [input],
     workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
     typedSearchAttributes: [{ key: ProposalStateAttr, value: 'open' }],

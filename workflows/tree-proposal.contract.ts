@@ -8,9 +8,13 @@
  * and leaves the proposal open.
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { FlowTaskQueues } from './task-queues';
 import type { ProposalDocument } from '../activities/store/directory-tree';
 
 export const treeProposalWorkflowId = (proposalId: string): string => `tree-proposal/${proposalId}`;
+
+/** Task queues (workflows/task-queues.ts): the workflow and its activities (MongoDB only) run on the core queue. */
+export const TREE_PROPOSAL_TASK_QUEUES: FlowTaskQueues = { workflow: 'core', activities: ['core'] };
 export const TREE_CONFLICT = 'TreeConflict';
 
 export interface TreeProposalInput {

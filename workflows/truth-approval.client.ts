@@ -6,6 +6,7 @@
 import { Client, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
 import { AppError, notFound } from '../core/errors';
 import { ApprovalStateAttr, TruthKeyAttr, TruthTypeAttr } from '../core/search-attributes';
+import { taskQueueFor } from './task-queues';
 import { startWorkflowWithRetry, within } from './client-support';
 import type { truthApprovalWorkflow } from './truth-approval';
 import {
@@ -18,8 +19,7 @@ import {
   TruthApprovalInput,
   TruthApprovalMemo,
   TruthApprovalStatus,
-  truthApprovalWorkflowId
-} from './truth-approval.contract';
+  truthApprovalWorkflowId, TRUTH_APPROVAL_TASK_QUEUES } from './truth-approval.contract';
 
 const WORKFLOW_TYPE = 'truthApprovalWorkflow';
 /** How long a read waits for the worker to answer the query before falling back to the memo. */
@@ -30,7 +30,7 @@ const DECISION_WAIT_MS = 10_000;
 const expiresAt = (input: TruthApprovalInput) => new Date(Date.parse(input.requested_at) + input.timeout_seconds * 1000).toISOString();
 
 /** Starts truth-approval/<id>; a second start with the same id (a retried write) finds the same workflow. */
-export async function holdTruthForApproval(client: Client, taskQueue: string, input: TruthApprovalInput): Promise<{ workflowId: string }> {
+export async function holdTruthForApproval(client: Client, coreQueue: string, input: TruthApprovalInput): Promise<{ workflowId: string }> {
   const workflowId = truthApprovalWorkflowId(input.approval_id);
   const memo: TruthApprovalMemo = {
     key: input.truth.key,
@@ -43,7 +43,7 @@ export async function holdTruthForApproval(client: Client, taskQueue: string, in
   try {
     await startWorkflowWithRetry<typeof truthApprovalWorkflow>(client, WORKFLOW_TYPE, {
       workflowId,
-      taskQueue,
+      taskQueue: taskQueueFor(coreQueue, TRUTH_APPROVAL_TASK_QUEUES.workflow),
       args: [input],
       workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
       typedSearchAttributes: [
@@ -101,9 +101,9 @@ export interface ApprovalListing {
 }
 
 /** Approvals in one state, from Temporal visibility (eventually consistent: a just-held write may take a moment). */
-export async function listApprovals(client: Client, taskQueue: string, state: ApprovalState, limit: number): Promise<ApprovalListing[]> {
+export async function listApprovals(client: Client, coreQueue: string, state: ApprovalState, limit: number): Promise<ApprovalListing[]> {
   const running = state === 'pending' ? " AND ExecutionStatus = 'Running'" : '';
-  const query = `WorkflowType = '${WORKFLOW_TYPE}' AND ${ApprovalStateAttr.name} = '${state}'${running} AND TaskQueue = '${taskQueue}'`;
+  const query = `WorkflowType = '${WORKFLOW_TYPE}' AND ${ApprovalStateAttr.name} = '${state}'${running} AND TaskQueue = '${taskQueueFor(coreQueue, TRUTH_APPROVAL_TASK_QUEUES.workflow)}'`;
   const approvals: ApprovalListing[] = [];
   for await (const wf of client.workflow.list({ query, pageSize: limit })) {
     const memo = (wf.memo ?? {}) as Partial<TruthApprovalMemo>;

@@ -32,4 +32,11 @@ describe('configuration from the environment', () => {
   it('reads the high-risk truth types as a comma-separated list', () => {
     expect(loadConfig({ TRUTH_HIGH_RISK_TYPES: 'risk, protocol' }).TRUTH_HIGH_RISK_TYPES).toEqual(['risk', 'protocol']);
   });
+
+  it('reads the task queue kinds a worker polls: all by default, a subset for one queue per process', () => {
+    expect(loadConfig({}).WORKER_TASK_QUEUES).toEqual(['core', 'models', 'commands']);
+    expect(loadConfig({ WORKER_TASK_QUEUES: 'models' }).WORKER_TASK_QUEUES).toEqual(['models']);
+    expect(() => loadConfig({ WORKER_TASK_QUEUES: 'core,gpu' })).toThrow(/WORKER_TASK_QUEUES/);
+    expect(loadConfig({}).JSON_MAX_DEPTH).toBe(64);
+  });
 });
