@@ -53,7 +53,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(oauthRoutes, { ctx });
   await main.register(adminRoutes, { ctx });
   await main.register(truthReportRoutes, { ctx });
-  await main.register(truthReadRoutes, { ctx });
+  await main.register(truthReadRoutes, { ledger: ctx.ledger, config, keys: ctx.keys });
   await main.register(subscriptionRoutes, { ctx });
   await main.register(approvalRoutes, { ctx });
   await main.register(statusDataRoutes, { ctx });
@@ -69,7 +69,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   const backup = make('backup');
   await backup.register(healthRoutes, { ctx, listener: 'backup' });
   await backup.register(truthReportRoutes, { ctx });
-  await backup.register(backupStatusRoutes, { ctx });
+  await backup.register(backupStatusRoutes, { ledger: ctx.ledger });
 
   const hub = make('hub');
   await hub.register(healthRoutes, { ctx, listener: 'hub' });

@@ -7,8 +7,9 @@
  * record's JSON object in canonical form. Anyone holding an entry can recompute its leaf hash and, from all
  * entries, the root (README: "Recomputing the Merkle root").
  */
+import { z } from 'zod';
 import { canonicalJson } from './canonical-json';
-import { RawJson } from './raw-json';
+import { RawJson, rawJsonSchema } from './raw-json';
 
 export type LedgerEntryKind = 'truth' | 'event';
 
@@ -67,3 +68,16 @@ export function publicEntry(doc: LedgerEntryDocument) {
     leaf_hash: doc.leaf_hash
   };
 }
+
+/** The public form of an entry as a response schema (every read endpoint returns it). */
+export const publicEntrySchema = z.object({
+  seq: z.number().int(),
+  key: z.string(),
+  value: rawJsonSchema('the value, as canonical JSON (the bytes the leaf hash covers)'),
+  truth_type: z.string().nullable(),
+  did: z.string().nullable(),
+  kind: z.enum(['truth', 'event']),
+  event_id: z.string(),
+  created_at: z.string(),
+  leaf_hash: z.string()
+});

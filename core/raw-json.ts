@@ -4,6 +4,7 @@
  * instead of being parsed and re-serialised. Serving the stored text keeps reads exact and cheap, and means no
  * stored value can make a read fail (re-serialising a deeply nested value would overflow the stack).
  */
+import { z } from 'zod';
 import type { JsonValue } from './canonical-json';
 
 export class RawJson {
@@ -13,4 +14,12 @@ export class RawJson {
   toJSON(): JsonValue {
     return JSON.parse(this.text) as JsonValue;
   }
+}
+
+/**
+ * The response schema of a RawJson member: checked to be a RawJson when the reply is serialised, documented in the
+ * OpenAPI document as what it holds (a JSON object by default).
+ */
+export function rawJsonSchema(description: string, jsonSchema: Record<string, unknown> = { type: 'object', additionalProperties: true }) {
+  return z.custom<RawJson>((v) => v instanceof RawJson, 'a stored JSON value').meta({ ...jsonSchema, description });
 }

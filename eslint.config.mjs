@@ -1,0 +1,85 @@
+// The linter keeps two promises: no promise is left floating anywhere, and workflow code stays deterministic.
+// Workflow files run in Temporal's sandbox: they may import the SDK's workflow API, pure modules of core/ and their
+// own contracts, and types (only) from activities/; never Node built-ins, I/O libraries, store/, api/ or anything
+// that reaches them. core/ is pure except files named *.node.ts (hashing, keys, configuration), which workflows
+// never import. Client modules beside the workflows (*.client.ts, client-support.ts) run in the API and are exempt.
+import { builtinModules } from 'node:module';
+import tseslint from 'typescript-eslint';
+
+const nodeBuiltins = [...builtinModules, ...builtinModules.map((m) => `node:${m}`)];
+
+/** Imports that reach I/O or Node-only code. */
+const ioPaths = (allowTypeImports) => [
+  { group: ['**/store', '**/store/**'], message: 'store/ does I/O: call it from an activity', allowTypeImports },
+  { group: ['**/api', '**/api/**'], message: 'api/ is the HTTP layer', allowTypeImports },
+  { group: ['**/worker', '**/worker/**'], message: 'worker/ builds the worker process', allowTypeImports },
+  { group: ['**/*.node', '**/*.node.ts'], message: 'Node-only module (*.node.ts): not in the workflow sandbox', allowTypeImports },
+  { group: ['**/*.client', '**/client-support'], message: 'client modules run in the API, not in workflows', allowTypeImports }
+];
+
+const ioLibraries = [
+  'mongodb',
+  'openai',
+  'fastify',
+  'fastify-plugin',
+  'fastify-type-provider-zod',
+  '@fastify/swagger',
+  '@fastify/swagger-ui',
+  '@fastify/rate-limit',
+  '@temporalio/client',
+  '@temporalio/worker',
+  '@temporalio/activity',
+  '@temporalio/testing',
+  'pino',
+  'jose',
+  'rfc6902',
+  'find-my-way'
+];
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', 'dist/**', 'coverage/**', '.data/**', '.test-results/**', '.schemathesis/**', '**/*.js', '**/*.mjs', '**/*.cjs'] },
+  {
+    files: ['**/*.ts'],
+    languageOptions: {
+      parser: tseslint.parser,
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname }
+    },
+    plugins: { '@typescript-eslint': tseslint.plugin },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: false }]
+    }
+  },
+  {
+    // Workflow code (not the client modules beside it).
+    files: ['workflows/**/*.ts'],
+    ignores: ['workflows/**/*.client.ts', 'workflows/client-support.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [...nodeBuiltins, ...ioLibraries].map((name) => ({ name, message: 'not allowed in the workflow sandbox (workflows must be deterministic and do no I/O)' })),
+          patterns: [
+            ...ioPaths(false),
+            { group: ['**/activities', '**/activities/**'], message: 'workflows import activities as types only (proxyActivities)', allowTypeImports: true },
+            { group: ['node:*'], message: 'Node built-ins are not allowed in the workflow sandbox' }
+          ]
+        }
+      ]
+    }
+  },
+  {
+    // Pure core modules: what workflows may import.
+    files: ['core/**/*.ts'],
+    ignores: ['core/**/*.node.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [...nodeBuiltins, ...ioLibraries].map((name) => ({ name, message: 'core/ is pure (no Node built-ins, no I/O): put Node-only code in a *.node.ts file' })),
+          patterns: [...ioPaths(false), { group: ['**/activities', '**/activities/**'], message: 'core/ is pure' }, { group: ['node:*'], message: 'core/ is pure: put Node-only code in a *.node.ts file' }]
+        }
+      ]
+    }
+  }
+);
