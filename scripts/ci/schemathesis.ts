@@ -43,9 +43,10 @@ const SETTINGS = `
 [checks]
 enabled = true
 
-# A body over the route's limit is refused with 413 before it is validated: a correct answer to invalid data.
+# A body over the route's limit is refused with 413, a path segment over the router's limit with 414, both before
+# the route's schema sees them: correct answers to invalid data.
 [checks.negative_data_rejection]
-expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 415, 422, 428, 429]
+expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 414, 415, 422, 428, 429]
 
 # The A2A binding's refusals (api/routes/discovery/a2a-binding.ts): while the agent card says streaming,
 # pushNotifications and extendedAgentCard are false, the A2A HTTP+JSON binding answers these operations with its

@@ -5,6 +5,7 @@ Schemathesis re-validates a case after these hooks, so a case that becomes schem
 """
 
 import os
+import re
 
 import schemathesis
 
@@ -31,6 +32,10 @@ def map_body(context, body):
     return _i_json(body)
 
 
+def _well_formed_did(value):
+    return isinstance(value, str) and len(value) <= 256 and re.fullmatch(r'did:[a-z0-9]+:[A-Za-z0-9._:%-]+', value) is not None
+
+
 def _ints(container, *names):
     values = [container.get(n) if container else None for n in names]
     return values if all(isinstance(v, int) and not isinstance(v, bool) for v in values) else None
@@ -53,6 +58,10 @@ def map_case(context, case):
             query['seq'], query['tree_size'] = size, seq
     # POST /api/report/truth: a `did` in the body must equal the X-DID header (a rule between body and header).
     if path == '/api/report/truth' and body is not None and isinstance(body.get('did'), str):
+        body['did'] = os.environ['ZH_SCHEMATHESIS_DID']
+    # POST /admin/homologous-tokens: a well-formed `did` must also name a registered DID (state the document cannot
+    # know). A malformed one is left alone: that case is meant to be refused.
+    if path == '/admin/homologous-tokens' and body is not None and _well_formed_did(body.get('did')):
         body['did'] = os.environ['ZH_SCHEMATHESIS_DID']
     # POST /a2a/directory-tree/merge: a rejection must give a reason (a rule between two members).
     if path == '/a2a/directory-tree/merge' and body is not None and body.get('decision') == 'reject':
