@@ -9,9 +9,10 @@ import re
 
 import schemathesis
 
-# I-JSON (RFC 7493 §2.2): the JSON body parser refuses integers a double cannot carry exactly (number_out_of_range)
-# anywhere in a body, including free-form values (truth values, task payloads, extra members). JSON Schema can bound
-# a declared number, not every number inside an arbitrary value.
+# The JSON body parser (core/strict-json.ts) refuses, anywhere in a body, including free-form values (truth values,
+# task payloads, extra members): integers a double cannot carry exactly (I-JSON, RFC 7493 §2.2; number_out_of_range),
+# and prototype poisoning (a `__proto__` member, a `constructor` member holding `prototype`). JSON Schema can bound a
+# declared member, not every member inside an arbitrary value.
 MAX_SAFE_INTEGER = 2**53 - 1
 
 
@@ -23,7 +24,10 @@ def _i_json(value):
     if isinstance(value, list):
         return [_i_json(v) for v in value]
     if isinstance(value, dict):
-        return {k: _i_json(v) for k, v in value.items()}
+        kept = {k: _i_json(v) for k, v in value.items() if k != '__proto__'}
+        if isinstance(kept.get('constructor'), dict):
+            kept['constructor'].pop('prototype', None)
+        return kept
     return value
 
 
@@ -36,9 +40,24 @@ def _well_formed_did(value):
     return isinstance(value, str) and len(value) <= 256 and re.fullmatch(r'did:[a-z0-9]+:[A-Za-z0-9._:%-]+', value) is not None
 
 
-def _ints(container, *names):
-    values = [container.get(n) if container else None for n in names]
-    return values if all(isinstance(v, int) and not isinstance(v, bool) for v in values) else None
+def _as_int(value):
+    """An integer, also from the string form the coverage phase sends query values in; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r'-?[0-9]+', value):
+        return int(value)
+    return None
+
+
+def _swap_if_greater(container, low, high):
+    """Makes container[low] <= container[high] when both are integers (in either form)."""
+    if not container:
+        return
+    a, b = _as_int(container.get(low)), _as_int(container.get(high))
+    if a is not None and b is not None and a > b:
+        container[low], container[high] = container[high], container[low]
 
 
 @schemathesis.hook
@@ -47,15 +66,11 @@ def map_case(context, case):
     query = case.query if isinstance(case.query, dict) else None
     body = case.body if isinstance(case.body, dict) else None
     # GET /api/proof/consistency: first <= second, a rule between two parameters.
-    if path == '/api/proof/consistency' and _ints(query, 'first', 'second'):
-        first, second = _ints(query, 'first', 'second')
-        if first > second:
-            query['first'], query['second'] = second, first
+    if path == '/api/proof/consistency':
+        _swap_if_greater(query, 'first', 'second')
     # GET /api/proof/inclusion: seq <= tree_size, the same kind of rule.
-    if path == '/api/proof/inclusion' and _ints(query, 'seq', 'tree_size'):
-        seq, size = _ints(query, 'seq', 'tree_size')
-        if seq > size:
-            query['seq'], query['tree_size'] = size, seq
+    if path == '/api/proof/inclusion':
+        _swap_if_greater(query, 'seq', 'tree_size')
     # POST /api/report/truth: a `did` in the body must equal the X-DID header (a rule between body and header).
     if path == '/api/report/truth' and body is not None and isinstance(body.get('did'), str):
         body['did'] = os.environ['ZH_SCHEMATHESIS_DID']
