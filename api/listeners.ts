@@ -47,43 +47,43 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
 
   const main = make('main');
   await registerOpenApi(main, config.publicUrl);
-  await main.register(healthRoutes, { ctx, listener: 'main' });
+  await main.register(healthRoutes, { db: ctx.mongo.db, listener: 'main' });
   await main.register(agentCardRoutes, { ctx });
   await main.register(endpointDirectoryRoutes, { ctx });
   await main.register(oauthRoutes, { ctx });
-  await main.register(adminRoutes, { ctx });
-  await main.register(truthReportRoutes, { ctx });
+  await main.register(adminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, config });
+  await main.register(truthReportRoutes, { ledger: ctx.ledger, quota: ctx.quota, temporal: ctx.temporal, config });
   await main.register(truthReadRoutes, { ledger: ctx.ledger, config, keys: ctx.keys });
-  await main.register(subscriptionRoutes, { ctx });
-  await main.register(approvalRoutes, { ctx });
-  await main.register(statusDataRoutes, { ctx });
+  await main.register(subscriptionRoutes, { ledger: ctx.ledger });
+  await main.register(approvalRoutes, { temporal: ctx.temporal, config });
+  await main.register(statusDataRoutes, { db: ctx.mongo.db, ledger: ctx.ledger, nodes: ctx.nodes, presence: ctx.presence, config });
   await main.register(registerRoutes, { ctx });
-  await main.register(heartbeatRoutes, { ctx });
-  await main.register(nodeDirectoryRoutes, { ctx });
-  await main.register(peerRoutes, { ctx });
-  await main.register(queueStatsRoutes, { ctx });
-  await main.register(joinPageRoutes, { ctx });
-  await main.register(reviewRoutes, { ctx });
-  await main.register(directoryTreeRoutes, { ctx });
+  await main.register(heartbeatRoutes, { presenceRecorder: ctx.presenceRecorder, nodeCache: ctx.nodeCache, temporal: ctx.temporal, config });
+  await main.register(nodeDirectoryRoutes, { nodes: ctx.nodes, presence: ctx.presence, heartbeatHistory: ctx.heartbeatHistory, config });
+  await main.register(peerRoutes, { peers: ctx.peers });
+  await main.register(queueStatsRoutes, { tasks: ctx.tasks });
+  await main.register(joinPageRoutes, { config });
+  await main.register(reviewRoutes, { nodes: ctx.nodes, temporal: ctx.temporal });
+  await main.register(directoryTreeRoutes, { tree: ctx.tree, nodes: ctx.nodes, temporal: ctx.temporal, config });
 
   const backup = make('backup');
-  await backup.register(healthRoutes, { ctx, listener: 'backup' });
-  await backup.register(truthReportRoutes, { ctx });
+  await backup.register(healthRoutes, { db: ctx.mongo.db, listener: 'backup' });
+  await backup.register(truthReportRoutes, { ledger: ctx.ledger, quota: ctx.quota, temporal: ctx.temporal, config });
   await backup.register(backupStatusRoutes, { ledger: ctx.ledger });
 
   const hub = make('hub');
-  await hub.register(healthRoutes, { ctx, listener: 'hub' });
-  await hub.register(taskSubmissionRoutes, { ctx });
+  await hub.register(healthRoutes, { db: ctx.mongo.db, listener: 'hub' });
+  await hub.register(taskSubmissionRoutes, { tasks: ctx.tasks, config });
 
   const commercial = make('commercial');
-  await commercial.register(healthRoutes, { ctx, listener: 'commercial', prefix: '/api/v1' });
+  await commercial.register(healthRoutes, { db: ctx.mongo.db, listener: 'commercial', prefix: '/api/v1' });
 
   const memory = make('memory');
-  await memory.register(healthRoutes, { ctx, listener: 'memory' });
+  await memory.register(healthRoutes, { db: ctx.mongo.db, listener: 'memory' });
 
   const daemon = make('daemon');
-  await daemon.register(healthRoutes, { ctx, listener: 'daemon' });
-  await daemon.register(daemonStatusRoutes, { ctx });
+  await daemon.register(healthRoutes, { db: ctx.mongo.db, listener: 'daemon' });
+  await daemon.register(daemonStatusRoutes, { config });
 
   const listeners: Listener[] = [
     { name: 'main', app: main, host: config.HOST, port: config.PORT },

@@ -9,33 +9,12 @@ import fastifySwagger from '@fastify/swagger';
 import fastifySwaggerUi from '@fastify/swagger-ui';
 import { jsonSchemaTransform } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { KEY_PATTERN, MAX_KEY_LENGTH, truthReportBody } from '../core/truth-record';
 import { FEDERATION_API_VERSION, SERVICE_NAME } from '../core/version';
 import { securitySchemes } from './response-docs';
-
-/**
- * Documentation of the truth body beyond what its zod schema validates. The schema takes `value` as unknown and
- * optional on purpose: the rules must answer the spec's codes (value_must_be_object, empty_value_rejected,
- * invalid_key) rather than a generic validation failure. The document states the rules themselves: value is a
- * required object, and the key has the shape core/truth-record.ts keyProblem accepts (no reserved `truth-` prefix,
- * no `hub` namespace). This only adds metadata to the schema instances; validation is unchanged.
- */
-function documentTruthBody(): void {
-  const describe = (schema: z.ZodType, meta: Record<string, unknown>) => z.globalRegistry.add(schema, { ...z.globalRegistry.get(schema), ...meta });
-  describe(truthReportBody, { required: ['key', 'value'] });
-  describe(truthReportBody.shape.value, { type: 'object', additionalProperties: true, description: 'a JSON object (value_must_be_object otherwise)' });
-  describe(truthReportBody.shape.key, {
-    // KEY_PATTERN, and not the reserved prefix (any case) or namespace.
-    pattern: `^(?![Tt][Rr][Uu][Tt][Hh]-)(?!hub\\.)${KEY_PATTERN.source.slice(1)}`,
-    maxLength: MAX_KEY_LENGTH
-  });
-  for (const old of ['content', 'truth_value'] as const) describe(truthReportBody.shape[old], { deprecated: true, description: 'old form: without value it is refused with empty_value_rejected' });
-}
 
 type RouteDocument = Parameters<typeof jsonSchemaTransform>[0];
 
 export async function registerOpenApi(app: FastifyInstance, publicUrl: string): Promise<void> {
-  documentTruthBody();
   // @fastify/swagger marks every request body required; a route whose schema accepts no body (the heartbeat) is
   // noted here while its schema is transformed, and its requestBody made optional in the finished document.
   const optionalBodies = new Set<string>();

@@ -39,5 +39,17 @@ export function humanText(max: number, options: { multiline?: boolean; min?: num
     .min(options.min ?? 1)
     .max(max)
     .refine((s) => !control.test(s), options.multiline ? 'must not contain control characters other than line feeds and tabs' : 'must not contain control characters')
-    .refine((s) => !BIDI.test(s), 'must not contain bidirectional embedding, override or isolate characters (U+202A-U+202E, U+2066-U+2069)');
+    .refine((s) => !BIDI.test(s), 'must not contain bidirectional embedding, override or isolate characters (U+202A-U+202E, U+2066-U+2069)')
+    .meta({ pattern: humanTextPattern(options.multiline ?? false, (options.min ?? 1) > 0) });
+}
+
+/**
+ * The same rule as a JSON Schema pattern (ECMA-262), for the OpenAPI document: only allowed characters and, when the
+ * text may not be empty, at least one that trimming keeps (neither white space nor excluded). No lookahead, so
+ * generators (schemathesis) can draw from it directly.
+ */
+function humanTextPattern(multiline: boolean, nonEmpty: boolean): string {
+  const allowed = `[^${multiline ? '\\u0000-\\u0008\\u000b-\\u001f' : '\\u0000-\\u001f'}\\u007f-\\u009f\\u202a-\\u202e\\u2066-\\u2069]`;
+  const kept = '[^\\u0000-\\u0020\\u007f-\\u00a0\\u1680\\u2000-\\u200a\\u2028-\\u202f\\u205f\\u2066-\\u2069\\u3000\\ufeff]';
+  return nonEmpty ? `^${allowed}*${kept}${allowed}*$` : `^${allowed}*$`;
 }

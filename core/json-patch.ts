@@ -8,7 +8,7 @@ import { applyPatch as applyRfc6902, Operation } from 'rfc6902';
 import { jsonDepth } from './strict-json';
 import { canonicalJson, JsonValue } from './canonical-json';
 
-const pointer = z.string().refine((p) => p === '' || p.startsWith('/'), 'a JSON Pointer: empty or starting with /');
+const pointer = z.string().regex(/^(\/[\s\S]*)?$/, 'a JSON Pointer: empty or starting with /');
 export const patchOperation = z.discriminatedUnion('op', [
   z.object({ op: z.literal('add'), path: pointer, value: z.unknown() }).strict(),
   z.object({ op: z.literal('remove'), path: pointer }).strict(),

@@ -27,18 +27,33 @@ export function keyProblem(key: string): string | null {
 }
 
 /**
+ * The body's fields. `value` is unknown and optional to zod on purpose: the rules below must answer the spec's codes
+ * (value_must_be_object, empty_value_rejected, invalid_key) rather than a generic validation failure. The OpenAPI
+ * metadata states the rules themselves: value is a required object, and the key has the shape keyProblem accepts.
+ */
+const truthReportFields = z
+  .object({
+    key: z
+      .string()
+      // KEY_PATTERN, and not the reserved prefix (any case) or namespace.
+      .meta({
+        description: '<namespace>.<key>, recommended <system>.<event>.<timestamp>',
+        pattern: `^(?![Tt][Rr][Uu][Tt][Hh]-)(?!hub\\.)${KEY_PATTERN.source.slice(1)}`,
+        maxLength: MAX_KEY_LENGTH
+      }),
+    value: z.unknown().optional().meta({ type: 'object', additionalProperties: true, description: 'a JSON object (value_must_be_object otherwise)' }),
+    truth_type: z.enum(TRUTH_TYPES).optional(),
+    did: z.string().optional().describe('the writer DID, repeated from X-DID'),
+    content: z.unknown().optional().meta({ deprecated: true, description: 'old form: without value it is refused with empty_value_rejected' }),
+    truth_value: z.unknown().optional().meta({ deprecated: true, description: 'old form: without value it is refused with empty_value_rejected' })
+  })
+  .meta({ required: ['key', 'value'] });
+
+/**
  * The request body. Fields are checked in one pass so each failure carries the spec's code:
  * empty_value_rejected (only the old content/truth_value fields), value_must_be_object, invalid_key.
  */
-export const truthReportBody = z
-  .object({
-    key: z.string().describe('<namespace>.<key>, recommended <system>.<event>.<timestamp>'),
-    value: z.unknown().optional().describe('a JSON object'),
-    truth_type: z.enum(TRUTH_TYPES).optional(),
-    did: z.string().optional().describe('the writer DID, repeated from X-DID'),
-    content: z.unknown().optional().describe('old form, rejected'),
-    truth_value: z.unknown().optional().describe('old form, rejected')
-  })
+export const truthReportBody = truthReportFields
   .superRefine((body, ctx) => {
     if (body.value === undefined && (body.content !== undefined || body.truth_value !== undefined)) {
       ctx.addIssue({
@@ -54,9 +69,12 @@ export const truthReportBody = z
     }
     const problem = keyProblem(body.key);
     if (problem) ctx.addIssue({ code: 'custom', path: ['key'], message: problem, params: { code: 'invalid_key' } });
-  });
+  })
+  // The refinement has checked that value is a JSON object (it came from the strict JSON parser).
+  .transform((body) => body as ReportedTruth);
 
-export type TruthReportBody = z.infer<typeof truthReportBody> & { value: { [key: string]: JsonValue } };
+type ReportedTruth = Omit<z.input<typeof truthReportFields>, 'value'> & { value: { [key: string]: JsonValue } };
+export type TruthReportBody = z.output<typeof truthReportBody>;
 
 export interface RiskPolicy {
   highRiskTypes: string[];

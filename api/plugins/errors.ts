@@ -104,13 +104,24 @@ function errorsPlugin(app: FastifyInstance): void {
     }
   });
 
+  const allowedOn = (request: FastifyRequest, path: string) =>
+    [...methods].filter((m) => m !== request.method && routes.find(m, path) !== null && routes.find(m, path) !== undefined);
+  const methodNotAllowed = (request: FastifyRequest, reply: FastifyReply, path: string, allowed: HTTPMethod[]) => {
+    const allow = allowed.sort().join(', ');
+    return sendError(reply, new AppError('method_not_allowed', `${request.method} is not allowed on ${path}; use ${allow}`, { allow: allowed }, { Allow: allow }));
+  };
+  // Decided at onRequest, before Fastify looks at the body: a QUERY without Content-Type would otherwise get
+  // Fastify's 400 (RFC 10008 §2) before the not-found handler could answer 405.
+  app.addHook('onRequest', async (request, reply) => {
+    if (!request.is404) return;
+    const path = request.url.split('?')[0]!;
+    const allowed = allowedOn(request, path);
+    if (allowed.length > 0) return methodNotAllowed(request, reply, path, allowed);
+  });
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0]!;
-    const allowed = [...methods].filter((m) => m !== request.method && routes.find(m, path) !== null && routes.find(m, path) !== undefined);
-    if (allowed.length > 0) {
-      const allow = allowed.sort().join(', ');
-      return sendError(reply, new AppError('method_not_allowed', `${request.method} is not allowed on ${path}; use ${allow}`, { allow: allowed }, { Allow: allow }));
-    }
+    const allowed = allowedOn(request, path);
+    if (allowed.length > 0) return methodNotAllowed(request, reply, path, allowed);
     return sendError(reply, new AppError('not_found', `No route ${request.method} ${path}`));
   });
 }

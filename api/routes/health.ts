@@ -1,7 +1,7 @@
 /** GET /health on every listener: the listener is up and can reach MongoDB. */
-import { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Db } from 'mongodb';
 import { z } from 'zod';
-import type { ServiceContext } from '../context';
 import type { ListenerName } from '../directory';
 import { HUB_VERSION, SERVICE_NAME } from '../../core/version';
 
@@ -14,12 +14,12 @@ export const healthResponse = z.object({
   mongo: z.enum(['up', 'down'])
 });
 
-export async function healthRoutes(app: FastifyInstance, opts: { ctx: ServiceContext; listener: ListenerName }): Promise<void> {
+export const healthRoutes: FastifyPluginAsyncZod<{ db: Db; listener: ListenerName }> = async (app, { db, listener }) => {
   app.get('/health', { config: { auth: 'none' }, schema: { response: { 200: healthResponse } } }, async () => {
-    const mongo = await opts.ctx.mongo.db
+    const mongo = await db
       .command({ ping: 1 }, { timeoutMS: 1000 })
       .then(() => 'up' as const)
       .catch(() => 'down' as const);
-    return { ok: mongo === 'up', status: mongo === 'up' ? ('up' as const) : ('degraded' as const), service: SERVICE_NAME, listener: opts.listener, version: HUB_VERSION, mongo };
+    return { ok: mongo === 'up', status: mongo === 'up' ? ('up' as const) : ('degraded' as const), service: SERVICE_NAME, listener, version: HUB_VERSION, mongo };
   });
-}
+};

@@ -5,46 +5,63 @@
  * see them alive) and stay pending_review. A heartbeat with no body counts; figures the hub does not know are kept in
  * the sample's `extra` (bounded) or ignored, never refused.
  */
-import { FastifyInstance } from 'fastify';
-import { HeartbeatBody, heartbeatBody } from '../../../core/federation';
+import type { Client } from '@temporalio/client';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { Config } from '../../../core/config';
+import { HeartbeatBody, heartbeatBody, NODE_STATES } from '../../../core/federation';
 import { wakeNode } from '../../../workflows/node-lifecycle.client';
-import type { ServiceContext } from '../../context';
+import type { NodeCache } from '../../node-cache';
+import type { PresenceRecorder } from '../../presence-recorder';
 
 const NO_FIGURES: HeartbeatBody = heartbeatBody.parse({});
 
-export async function heartbeatRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
-  const { ctx } = opts;
+const heartbeatResponse = z.object({
+  ok: z.literal(true),
+  node_id: z.string(),
+  state: z.enum(NODE_STATES).describe('the node\'s state after this heartbeat (an offline node is back online)'),
+  received_at: z.string(),
+  next_heartbeat_within_s: z.number().int().describe('NODE_OFFLINE_AFTER_S: silence this long makes an online node offline'),
+  ignored_fields: z.array(z.string()).describe('figures the hub neither knows nor could keep in the sample\'s extra')
+});
 
+export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: PresenceRecorder; nodeCache: NodeCache; temporal: Client; config: Config }> = async (
+  app,
+  { presenceRecorder, nodeCache, temporal, config }
+) => {
   app.post(
     '/a2a/heartbeat',
-    { config: { auth: 'external_node', directory: { group: 'a2a_standard', summary: 'Heartbeat with resource and performance figures; offline after NODE_OFFLINE_AFTER_S of silence' } }, schema: { body: heartbeatBody.nullish() } },
+    {
+      config: { auth: 'external_node', directory: { group: 'a2a_standard', summary: 'Heartbeat with resource and performance figures; offline after NODE_OFFLINE_AFTER_S of silence' } },
+      schema: { body: heartbeatBody.nullish(), response: { 200: heartbeatResponse } }
+    },
     async (request) => {
       // The route schema already validated (and defaulted) a body that was sent; an empty request means no figures.
-      const body = (request.body as HeartbeatBody | undefined) ?? NO_FIGURES;
+      const body = request.body ?? NO_FIGURES;
       const nodeId = request.principal!.id;
       const state = request.principal!.nodeState!;
       const seenAt = Date.now();
       const hasExtra = Object.keys(body.extra).length > 0;
-      await ctx.presenceRecorder.record(
+      await presenceRecorder.record(
         nodeId,
         { at: new Date(seenAt).toISOString(), resources: body.resources, performance: body.performance, ...(hasExtra ? { extra: body.extra } : {}) },
         seenAt
       );
       let woke = false;
       if (state === 'offline') {
-        await wakeNode(ctx.temporal, nodeId, seenAt);
-        ctx.nodeCache.note(nodeId, 'online');
+        await wakeNode(temporal, nodeId, seenAt);
+        nodeCache.note(nodeId, 'online');
         woke = true;
       }
       return {
-        ok: true,
+        ok: true as const,
         node_id: nodeId,
         state: woke ? 'online' : state,
         received_at: new Date(seenAt).toISOString(),
-        next_heartbeat_within_s: ctx.config.NODE_OFFLINE_AFTER_S,
+        next_heartbeat_within_s: config.NODE_OFFLINE_AFTER_S,
         // Figures the hub neither knows nor could keep (see core/federation.ts, HEARTBEAT_EXTRA_MAX_MEMBERS).
         ignored_fields: body.ignored
       };
     }
   );
-}
+};

@@ -6,12 +6,11 @@
  *   POST /admin/peers/:id/remove    (admin)
  * last_contact_at is the last time the peer's card was fetched successfully.
  */
-import { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { humanText } from '../../../core/identifiers';
 import { notFound } from '../../../core/errors';
-import { PeerDocument } from '../../../activities/store/peers';
-import type { ServiceContext } from '../../context';
+import type { PeerDocument, PeerStore } from '../../../activities/store/peers';
 
 const PROBE_TIMEOUT_MS = 5000;
 const peerId = (name: string) => name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '').slice(0, 60) || 'peer';
@@ -29,21 +28,46 @@ async function probe(url: string): Promise<{ ok: true; name: string | null; vers
 
 const publicPeer = ({ _id, ...rest }: PeerDocument) => ({ peer_id: _id, ...rest });
 
-export async function peerRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
-  const { ctx } = opts;
+const peerSchema = z.object({
+  peer_id: z.string(),
+  name: z.string(),
+  agent_card_url: z.string(),
+  added_at: z.string(),
+  last_contact_at: z.string().nullable().describe('the last time its agent card was fetched successfully'),
+  last_probe_at: z.string(),
+  last_status: z.enum(['reachable', 'unreachable']),
+  last_error: z.string().nullable(),
+  card_name: z.string().nullable().describe('what the peer\'s card says about itself, when it was reachable'),
+  card_version: z.string().nullable()
+});
+const peerResponse = z.object({ ok: z.literal(true), peer: peerSchema });
 
-  app.get('/a2a/peers', { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Peer registry: federated hubs, agent-card URL, last contact' } } }, async () => {
-    const peers = await ctx.peers.list();
-    return { ok: true, count: peers.length, peers: peers.map(publicPeer) };
-  });
+export const peerRoutes: FastifyPluginAsyncZod<{ peers: PeerStore }> = async (app, { peers }) => {
+  app.get(
+    '/a2a/peers',
+    {
+      config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Peer registry: federated hubs, agent-card URL, last contact' } },
+      schema: { response: { 200: z.object({ ok: z.literal(true), count: z.number().int(), peers: z.array(peerSchema) }) } }
+    },
+    async () => {
+      const list = await peers.list();
+      return { ok: true as const, count: list.length, peers: list.map(publicPeer) };
+    }
+  );
 
   app.post(
     '/admin/peers',
-    { config: { auth: 'admin' }, schema: { body: z.object({ name: humanText(120), agent_card_url: z.url().refine((u) => /^https?:\/\//.test(u), 'an http(s) URL') }) } },
+    {
+      config: { auth: 'admin' },
+      schema: {
+        body: z.object({ name: humanText(120), agent_card_url: z.url().refine((u) => /^https?:\/\//.test(u), 'an http(s) URL') }),
+        response: { 200: peerResponse.describe('Updated and re-probed'), 201: peerResponse.describe('Added and probed') }
+      }
+    },
     async (request, reply) => {
-      const { name, agent_card_url } = request.body as { name: string; agent_card_url: string };
+      const { name, agent_card_url } = request.body;
       const id = peerId(name);
-      const existing = await ctx.peers.find(id);
+      const existing = await peers.find(id);
       const result = await probe(agent_card_url);
       const now = new Date().toISOString();
       const doc: PeerDocument = {
@@ -58,14 +82,21 @@ export async function peerRoutes(app: FastifyInstance, opts: { ctx: ServiceConte
         card_name: result.ok ? result.name : (existing?.card_name ?? null),
         card_version: result.ok ? result.version : (existing?.card_version ?? null)
       };
-      await ctx.peers.save(doc);
-      return reply.code(existing ? 200 : 201).send({ ok: true, peer: publicPeer(doc) });
+      await peers.save(doc);
+      return reply.code(existing ? 200 : 201).send({ ok: true as const, peer: publicPeer(doc) });
     }
   );
 
-  app.post('/admin/peers/:peer_id/remove', { config: { auth: 'admin' }, schema: { params: z.object({ peer_id: z.string().regex(/^[a-z0-9-]{1,60}$/) }) } }, async (request) => {
-    const { peer_id } = request.params as { peer_id: string };
-    if (!(await ctx.peers.remove(peer_id))) throw notFound(`No peer ${peer_id}`);
-    return { ok: true, removed: peer_id };
-  });
-}
+  app.post(
+    '/admin/peers/:peer_id/remove',
+    {
+      config: { auth: 'admin' },
+      schema: { params: z.object({ peer_id: z.string().regex(/^[a-z0-9-]{1,60}$/) }), response: { 200: z.object({ ok: z.literal(true), removed: z.string() }) } }
+    },
+    async (request) => {
+      const { peer_id } = request.params;
+      if (!(await peers.remove(peer_id))) throw notFound(`No peer ${peer_id}`);
+      return { ok: true as const, removed: peer_id };
+    }
+  );
+};

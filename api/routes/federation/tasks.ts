@@ -8,15 +8,15 @@
  * Worker nodes claim queued tasks through the deployment gateway's /api/task/assign (see activities/store/tasks.ts).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { RawJson } from '../../../core/raw-json';
+import type { Config } from '../../../core/config';
+import { RawJson, rawJsonSchema } from '../../../core/raw-json';
 import { canonicalJson, JsonValue } from '../../../core/canonical-json';
 import { idempotencyKeyHeaders } from '../../../core/idempotency';
 import { notFound } from '../../../core/errors';
-import { TaskBody, taskBody } from '../../../core/federation';
-import { TaskDocument } from '../../../activities/store/tasks';
-import type { ServiceContext } from '../../context';
+import { TASK_STATES, taskBody } from '../../../core/federation';
+import type { TaskDocument, TaskStore } from '../../../activities/store/tasks';
 
 const taskId = z.string().regex(/^task_[a-f0-9]{24}$/, 'a task id such as task_0123456789abcdef01234567');
 
@@ -25,21 +25,55 @@ const publicTask = (t: TaskDocument) => {
   return { task_id: _id, ...rest, payload: new RawJson(payload_json), result: result_json === null ? null : new RawJson(result_json) };
 };
 
-export async function taskSubmissionRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
-  const { ctx } = opts;
+const taskSchema = z.object({
+  task_id: z.string(),
+  type: z.string(),
+  payload: rawJsonSchema('the payload as submitted, in canonical JSON'),
+  required_capabilities: z.array(z.string()),
+  priority: z.number().int(),
+  state: z.enum(TASK_STATES),
+  submitted_by: z.string().describe('the principal id that submitted it'),
+  created_at: z.string(),
+  updated_at: z.string(),
+  claimed_by: z.string().nullable(),
+  lease_expires_at: z.string().nullable(),
+  attempts: z.number().int(),
+  result: rawJsonSchema('the result the worker reported, in canonical JSON', {}).nullable(),
+  error: z.string().nullable()
+});
+const submitResponse = z.object({
+  ok: z.literal(true),
+  task_id: z.string(),
+  state: z.enum(TASK_STATES),
+  duplicate: z.boolean().describe('true when an Idempotency-Key retry returned the task queued first'),
+  task: taskSchema,
+  status_url: z.string()
+});
+const statsResponse = z.object({
+  ok: z.literal(true),
+  depth: z.number().int().describe('queued'),
+  in_flight: z.number().int().describe('claimed'),
+  done: z.number().int(),
+  failed: z.number().int(),
+  total: z.number().int(),
+  open_by_type: z.record(z.string(), z.number().int()).describe('queued and claimed tasks per type'),
+  at: z.string()
+});
+
+export const taskSubmissionRoutes: FastifyPluginAsyncZod<{ tasks: TaskStore; config: Config }> = async (app, { tasks, config }) => {
   app.post(
     '/a2a/task',
     {
       config: { auth: 'node_or_homologous', directory: { group: 'a2a_standard', summary: 'Task submission for worker nodes (hub gateway, HUB_PORT); queued durably' } },
-      schema: { body: taskBody, headers: idempotencyKeyHeaders }
+      schema: { body: taskBody, headers: idempotencyKeyHeaders, response: { 200: submitResponse } }
     },
     async (request) => {
-      const body = request.body as TaskBody;
+      const { body } = request;
       const submitter = request.principal!.id;
-      const idem = request.headers['idempotency-key'] as string | undefined;
+      const idem = request.headers['idempotency-key'];
       const id = idem ? `task_${createHash('sha256').update(`${submitter}\n${idem}`).digest('hex').slice(0, 24)}` : `task_${randomBytes(12).toString('hex')}`;
       const now = new Date().toISOString();
-      const { task, duplicate } = await ctx.tasks.submit({
+      const { task, duplicate } = await tasks.submit({
         _id: id,
         type: body.type,
         payload_json: canonicalJson(body.payload as JsonValue),
@@ -55,21 +89,29 @@ export async function taskSubmissionRoutes(app: FastifyInstance, opts: { ctx: Se
         result_json: null,
         error: null
       });
-      return { ok: true, task_id: task._id, state: task.state, duplicate, task: publicTask(task), status_url: `${ctx.config.hubPublicUrl}/a2a/task/${task._id}` };
+      return { ok: true as const, task_id: task._id, state: task.state, duplicate, task: publicTask(task), status_url: `${config.hubPublicUrl}/a2a/task/${task._id}` };
     }
   );
 
-  app.get('/a2a/task/:task_id', { config: { auth: 'node_or_homologous' }, schema: { params: z.object({ task_id: taskId }) } }, async (request) => {
-    const { task_id } = request.params as { task_id: string };
-    const task = await ctx.tasks.find(task_id);
-    if (!task) throw notFound(`No task ${task_id}`);
-    return { ok: true, task: publicTask(task) };
-  });
-}
+  app.get(
+    '/a2a/task/:task_id',
+    { config: { auth: 'node_or_homologous' }, schema: { params: z.object({ task_id: taskId }), response: { 200: z.object({ ok: z.literal(true), task: taskSchema }) } } },
+    async (request) => {
+      const { task_id } = request.params;
+      const task = await tasks.find(task_id);
+      if (!task) throw notFound(`No task ${task_id}`);
+      return { ok: true as const, task: publicTask(task) };
+    }
+  );
+};
 
-export async function queueStatsRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
-  app.get('/a2a/queue/stats', { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Task queue statistics: depth, in flight, done, failed' } } }, async () => {
-    const s = await opts.ctx.tasks.stats();
-    return { ok: true, depth: s.queued, in_flight: s.claimed, done: s.done, failed: s.failed, total: s.total, open_by_type: s.by_type, at: new Date().toISOString() };
-  });
-}
+export const queueStatsRoutes: FastifyPluginAsyncZod<{ tasks: TaskStore }> = async (app, { tasks }) => {
+  app.get(
+    '/a2a/queue/stats',
+    { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Task queue statistics: depth, in flight, done, failed' } }, schema: { response: { 200: statsResponse } } },
+    async () => {
+      const s = await tasks.stats();
+      return { ok: true as const, depth: s.queued, in_flight: s.claimed, done: s.done, failed: s.failed, total: s.total, open_by_type: s.by_type, at: new Date().toISOString() };
+    }
+  );
+};

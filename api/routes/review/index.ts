@@ -8,37 +8,70 @@
  * recorded (ledger event hub.node.state_changed and the node document) with the reviewer's principal id and reason.
  * 404 for an unknown node, 409 when the node is not in a state the decision applies to.
  */
-import { FastifyInstance } from 'fastify';
+import type { Client } from '@temporalio/client';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { humanText } from '../../../core/identifiers';
-import { AppError, notFound } from '../../../core/errors';
-import { nodeIdParam } from '../../../core/federation';
+import { notFound } from '../../../core/errors';
+import { NODE_STATES, nodeIdParam } from '../../../core/federation';
+import type { NodeStore } from '../../../activities/store/nodes';
 import { reviewNode } from '../../../workflows/node-lifecycle.client';
-import type { ServiceContext } from '../../context';
+import { ERROR_BODY } from '../../response-docs';
+import { publicNodeSchema } from '../federation/nodes';
 
 const decisionBody = z.object({ node_id: nodeIdParam, reason: humanText(2000, { multiline: true }) }).strict();
 
-export async function reviewRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
-  const { ctx } = opts;
+const queueResponse = z.object({ ok: z.literal(true), total: z.number().int(), count: z.number().int(), nodes: z.array(publicNodeSchema) });
+/** The node workflow's view after the decision (workflows/node-lifecycle.contract.ts NodeStatus). */
+const nodeStatusSchema = z.object({
+  node_id: z.string(),
+  state: z.enum(NODE_STATES),
+  state_since: z.string(),
+  last_seen_at: z.string().nullable(),
+  transitions: z.number().int(),
+  runs: z.number().int().describe('how many times the workflow continued as new'),
+  review: z.object({ decision: z.enum(['approved', 'rejected']), reviewer: z.string(), reason: z.string(), at: z.string() }).nullable()
+});
+const decisionResponse = z.object({
+  ok: z.literal(true),
+  node_id: z.string(),
+  decision: z.enum(['approve', 'reject']),
+  state: z.enum(NODE_STATES).describe('the node\'s state after the decision'),
+  node: nodeStatusSchema
+});
+
+export const reviewRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; temporal: Client }> = async (app, { nodes, temporal }) => {
   const group = (summary: string) => ({ auth: 'homologous' as const, directory: { group: 'review_admin' as const, summary } });
 
   app.get(
     '/a2a/review/queue',
-    { config: group('Nodes waiting for review'), schema: { querystring: z.object({ limit: z.coerce.number().int().min(1).max(200).default(50), offset: z.coerce.number().int().min(0).default(0) }) } },
+    {
+      config: group('Nodes waiting for review'),
+      schema: {
+        querystring: z.object({ limit: z.coerce.number().int().min(1).max(200).default(50), offset: z.coerce.number().int().min(0).default(0) }),
+        response: { 200: queueResponse }
+      }
+    },
     async (request) => {
-      const page = request.query as { limit: number; offset: number };
-      const { total, nodes } = await ctx.nodes.list({ state: 'pending_review' }, page);
-      return { ok: true, total, count: nodes.length, nodes };
+      const { total, nodes: pending } = await nodes.list({ state: 'pending_review' }, request.query);
+      return { ok: true as const, total, count: pending.length, nodes: pending };
     }
   );
 
   for (const decision of ['approve', 'reject'] as const) {
-    app.post(`/a2a/review/${decision}`, { config: group(decision === 'approve' ? 'Approve a pending node' : 'Reject a node'), schema: { body: decisionBody } }, async (request) => {
-      const { node_id, reason } = request.body as z.infer<typeof decisionBody>;
-      const reviewer = request.principal!.did ?? request.principal!.id;
-      if (!(await ctx.nodes.findPublic(node_id))) throw notFound(`No node ${node_id}`);
-      const status = await reviewNode(ctx.temporal, node_id, { decision, reviewer, reason });
-      return { ok: true, node_id, decision, state: status.state, node: status };
-    });
+    app.post(
+      `/a2a/review/${decision}`,
+      {
+        config: group(decision === 'approve' ? 'Approve a pending node' : 'Reject a node'),
+        schema: { body: decisionBody, response: { 200: decisionResponse, 409: ERROR_BODY.describe('The decision does not apply to the node\'s state') } }
+      },
+      async (request) => {
+        const { node_id, reason } = request.body;
+        const reviewer = request.principal!.did ?? request.principal!.id;
+        if (!(await nodes.findPublic(node_id))) throw notFound(`No node ${node_id}`);
+        const status = await reviewNode(temporal, node_id, { decision, reviewer, reason });
+        return { ok: true as const, node_id, decision, state: status.state, node: status };
+      }
+    );
   }
-}
+};

@@ -210,6 +210,7 @@ export const truthReadRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; config: Co
       const head = await ledger.head();
       const size = tree_size ?? head.size;
       if (size > head.size) throw new AppError('not_found', `tree_size ${size} is larger than the ledger (${head.size})`);
+      if (seq > head.size) throw new AppError('not_found', `no entry ${seq}: the ledger has ${head.size}`);
       if (seq > size) throw new AppError('invalid_request', `seq ${seq} is not in a tree of ${size} entries`, { fields: [{ field: 'querystring.seq', message: 'must be <= tree_size' }] });
       const [entry, atSize] = await Promise.all([ledger.get(seq), ledger.get(size)]);
       if (!entry || !atSize) throw new AppError('not_found', `entry ${!entry ? seq : size} is missing from the ledger`);

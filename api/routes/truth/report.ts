@@ -9,24 +9,28 @@
  *     and nothing was acknowledged: retry with the same Idempotency-Key, which can never produce a second entry.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { FastifyInstance } from 'fastify';
+import type { Client } from '@temporalio/client';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import type { Config } from '../../../core/config';
 import { canonicalJson } from '../../../core/canonical-json';
 import { idempotencyKeyHeaders } from '../../../core/idempotency';
 import { AppError } from '../../../core/errors';
 import { heldBecause, TruthReportBody, truthReportBody } from '../../../core/truth-record';
 import { holdTruthForApproval } from '../../../workflows/truth-approval.client';
 import { TruthApprovalInput, truthApprovalWorkflowId } from '../../../workflows/truth-approval.contract';
-import type { ServiceContext } from '../../context';
+import type { Ledger } from '../../../activities/store/ledger';
+import type { QuotaStore } from '../../../activities/store/quota';
 
 export const SUCCESS_MESSAGE = 'truth recorded';
 
 const writtenResponse = z.object({ ok: z.literal(true), message: z.string(), truth_count: z.number().int(), seq: z.number().int(), event_id: z.string(), duplicate: z.boolean() });
 const pendingResponse = z.object({ ok: z.literal(true), pending: z.literal(true), approval_id: z.string(), workflow_id: z.string(), message: z.string(), status_url: z.string() });
 
-export async function truthReportRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
-  const { ctx } = opts;
-  const { config } = ctx;
+type ReportDeps = { ledger: Ledger; quota: QuotaStore; temporal: Client; config: Config };
+
+export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, deps) => {
+  const { ledger, quota, config } = deps;
 
   app.post(
     '/api/report/truth',
@@ -41,8 +45,8 @@ export async function truthReportRoutes(app: FastifyInstance, opts: { ctx: Servi
     },
     async (request, reply) => {
       const did = request.principal!.did!;
-      const body = request.body as TruthReportBody;
-      const idempotencyKey = (request.headers['idempotency-key'] as string | undefined) ?? null;
+      const body = request.body;
+      const idempotencyKey = request.headers['idempotency-key'] ?? null;
       if (body.did !== undefined && body.did !== did) {
         throw new AppError('invalid_request', 'did in the body must equal the X-DID header', { fields: [{ field: 'body.did', message: 'differs from X-DID' }] });
       }
@@ -54,24 +58,24 @@ export async function truthReportRoutes(app: FastifyInstance, opts: { ctx: Servi
       const outcome = await withDeadline(config.TRUTH_WRITE_TIMEOUT_MS, async () => {
         // A retried write returns what the first one got, without spending quota.
         if (idempotencyKey) {
-          const existing = await ctx.ledger.findByIdempotencyKey(did, idempotencyKey);
+          const existing = await ledger.findByIdempotencyKey(did, idempotencyKey);
           if (existing) return { kind: 'written' as const, seq: existing.seq, event_id: existing.event_id, duplicate: true };
         }
         const day = new Date().toISOString().slice(0, 10);
-        const quota = await ctx.quota.consume(`truth:${did}`, day, config.TRUTH_DAILY_QUOTA);
-        if (!quota.allowed) {
+        const allowance = await quota.consume(`truth:${did}`, day, config.TRUTH_DAILY_QUOTA);
+        if (!allowance.allowed) {
           throw new AppError('quota_exceeded', `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`, { limit: config.TRUTH_DAILY_QUOTA }, { 'Retry-After': String(secondsUntilUtcMidnight()) });
         }
         const held = heldBecause(body.key, body.truth_type, { highRiskTypes: config.TRUTH_HIGH_RISK_TYPES, highRiskKeyPrefixes: config.TRUTH_HIGH_RISK_KEY_PREFIXES });
-        if (held) return { kind: 'held' as const, ...(await holdForApproval(ctx, { did, body, valueJson, idempotencyKey, held })) };
-        const { entry, duplicate } = await ctx.ledger.append({ kind: 'truth', key: body.key, value: body.value, truth_type: body.truth_type ?? null, did, idempotencyKey });
+        if (held) return { kind: 'held' as const, ...(await holdForApproval(deps, { did, body, valueJson, idempotencyKey, held })) };
+        const { entry, duplicate } = await ledger.append({ kind: 'truth', key: body.key, value: body.value, truth_type: body.truth_type ?? null, did, idempotencyKey });
         return { kind: 'written' as const, seq: entry.seq, event_id: entry.event_id, duplicate };
       });
 
       if (outcome.kind === 'held') {
         return reply.code(202).send({
-          ok: true,
-          pending: true,
+          ok: true as const,
+          pending: true as const,
           approval_id: outcome.approvalId,
           workflow_id: truthApprovalWorkflowId(outcome.approvalId),
           message: `held for approval: ${outcome.held}`,
@@ -79,13 +83,13 @@ export async function truthReportRoutes(app: FastifyInstance, opts: { ctx: Servi
         });
       }
       // The seq of an entry is the ledger's size when it was appended: truth_count as of this write.
-      return reply.code(200).send({ ok: true, message: SUCCESS_MESSAGE, truth_count: outcome.seq, seq: outcome.seq, event_id: outcome.event_id, duplicate: outcome.duplicate });
+      return reply.code(200).send({ ok: true as const, message: SUCCESS_MESSAGE, truth_count: outcome.seq, seq: outcome.seq, event_id: outcome.event_id, duplicate: outcome.duplicate });
     }
   );
-}
+};
 
 async function holdForApproval(
-  ctx: ServiceContext,
+  { temporal, config }: Pick<ReportDeps, 'temporal' | 'config'>,
   w: { did: string; body: TruthReportBody; valueJson: string; idempotencyKey: string | null; held: string }
 ): Promise<{ approvalId: string; held: string }> {
   // With an Idempotency-Key the approval id is derived from it, so a retried write finds the same workflow.
@@ -98,10 +102,10 @@ async function holdForApproval(
     truth: { key: w.body.key, value_json: w.valueJson, truth_type: w.body.truth_type ?? null, did: w.did, idempotency_key: w.idempotencyKey },
     held_because: w.held,
     requested_at: new Date().toISOString(),
-    timeout_seconds: ctx.config.TRUTH_APPROVAL_TIMEOUT_S,
-    hub_did: ctx.config.SERVICE_DID
+    timeout_seconds: config.TRUTH_APPROVAL_TIMEOUT_S,
+    hub_did: config.SERVICE_DID
   };
-  await holdTruthForApproval(ctx.temporal, ctx.config.TEMPORAL_TASK_QUEUE, input);
+  await holdTruthForApproval(temporal, config.TEMPORAL_TASK_QUEUE, input);
   return { approvalId, held: w.held };
 }
 

@@ -7,11 +7,16 @@
  *   GET /api/instructions/:node_id the node's instruction queue (work orders pushed by the deployment gateway's
  *                                  inbox_push), oldest first; read it after GET /api/status
  */
-import { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Db } from 'mongodb';
 import { z } from 'zod';
-import { RawJson } from '../../../core/raw-json';
+import type { Config } from '../../../core/config';
+import { RawJson, rawJsonSchema } from '../../../core/raw-json';
 import { TRUTH_TYPES } from '../../../core/truth-record';
-import type { ServiceContext } from '../../context';
+import { NODE_STATES } from '../../../core/federation';
+import type { Ledger } from '../../../activities/store/ledger';
+import type { NodeStore } from '../../../activities/store/nodes';
+import type { PresenceStore } from '../../../activities/store/presence';
 
 export interface InstructionDocument {
   _id: string;
@@ -22,71 +27,115 @@ export interface InstructionDocument {
   acked_at: string | null;
 }
 
-export async function statusDataRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
-  const { ctx } = opts;
-  const db = ctx.mongo.db;
+const hex = z.string().regex(/^[0-9a-f]{64}$/);
+const metricsResponse = z.object({
+  ok: z.literal(true),
+  resource: z.literal('metrics'),
+  ledger: z.object({ size: z.number().int(), root: hex }),
+  appends: z.object({ last_minute: z.number().int(), last_hour: z.number().int() }),
+  uptime_s: z.number().int(),
+  at: z.string()
+});
+const nodesResponse = z.object({
+  ok: z.literal(true),
+  resource: z.literal('nodes'),
+  count: z.number().int(),
+  nodes: z.array(z.object({ node_id: z.string(), name: z.string(), brand: z.string().nullable(), state: z.enum(NODE_STATES), last_seen_at: z.string().nullable() }))
+});
+const syncResponse = z.object({
+  ok: z.literal(true),
+  resource: z.literal('sync'),
+  state: z.literal('in_sync'),
+  ledger_head: z.object({ size: z.number().int(), root: hex, last_entry_at: z.string().nullable() }),
+  listeners: z.object({ main: z.string(), backup_port: z.number().int() }),
+  at: z.string()
+});
+const assetsResponse = z.object({
+  ok: z.literal(true),
+  resource: z.literal('assets'),
+  truths_by_type: z.record(z.string(), z.number().int()),
+  hub_records: z.number().int(),
+  registered_dids: z.number().int(),
+  nodes: z.number().int()
+});
+const instructionsResponse = z.object({
+  ok: z.literal(true),
+  node_id: z.string(),
+  count: z.number().int(),
+  instructions: z.array(z.object({ instruction_id: z.string(), key: z.string(), value: rawJsonSchema('the work order'), created_at: z.string(), acked_at: z.string().nullable() }))
+});
+
+export const statusDataRoutes: FastifyPluginAsyncZod<{ db: Db; ledger: Ledger; nodes: NodeStore; presence: PresenceStore; config: Config }> = async (app, deps) => {
+  const { db, config } = deps;
   const ledger = db.collection('ledger');
   const started = Date.now();
 
-  app.get('/api/status-data/metrics', { config: { auth: 'none' } }, async () => {
+  app.get('/api/status-data/metrics', { config: { auth: 'none' }, schema: { response: { 200: metricsResponse } } }, async () => {
     const now = Date.now();
     const since = (ms: number) => new Date(now - ms).toISOString();
     const [head, lastMinute, lastHour] = await Promise.all([
-      ctx.ledger.head(),
+      deps.ledger.head(),
       ledger.countDocuments({ created_at: { $gte: since(60_000) } }),
       ledger.countDocuments({ created_at: { $gte: since(3_600_000) } })
     ]);
-    return { ok: true, resource: 'metrics', ledger: { size: head.size, root: head.root }, appends: { last_minute: lastMinute, last_hour: lastHour }, uptime_s: Math.round((now - started) / 1000), at: new Date(now).toISOString() };
+    return { ok: true as const, resource: 'metrics' as const, ledger: { size: head.size, root: head.root }, appends: { last_minute: lastMinute, last_hour: lastHour }, uptime_s: Math.round((now - started) / 1000), at: new Date(now).toISOString() };
   });
 
-  app.get('/api/status-data/nodes', { config: { auth: 'none' } }, async () => {
+  app.get('/api/status-data/nodes', { config: { auth: 'none' }, schema: { response: { 200: nodesResponse } } }, async () => {
     const [nodes, presence] = await Promise.all([
-      ctx.nodes.nodes.find({}, { projection: { _id: 1, name: 1, state: 1, 'brand.code': 1 } }).sort({ seq: 1 }).limit(1000).toArray(),
-      ctx.presence.snapshot()
+      deps.nodes.nodes.find({}, { projection: { _id: 1, name: 1, state: 1, 'brand.code': 1 } }).sort({ seq: 1 }).limit(1000).toArray(),
+      deps.presence.snapshot()
     ]);
     const seen = (id: string) => {
       const at = presence.nodes.get(id)?.seen_at;
       return at ? new Date(at).toISOString() : null;
     };
-    return { ok: true, resource: 'nodes', count: nodes.length, nodes: nodes.map((n) => ({ node_id: n._id, name: n.name, brand: n.brand?.code ?? null, state: n.state, last_seen_at: seen(n._id) })) };
+    return { ok: true as const, resource: 'nodes' as const, count: nodes.length, nodes: nodes.map((n) => ({ node_id: n._id, name: n.name, brand: n.brand?.code ?? null, state: n.state, last_seen_at: seen(n._id) })) };
   });
 
-  app.get('/api/status-data/sync', { config: { auth: 'none' } }, async () => {
-    const head = await ctx.ledger.head();
-    const last = head.size > 0 ? await ctx.ledger.get(head.size) : null;
+  app.get('/api/status-data/sync', { config: { auth: 'none' }, schema: { response: { 200: syncResponse } } }, async () => {
+    const head = await deps.ledger.head();
+    const last = head.size > 0 ? await deps.ledger.get(head.size) : null;
     return {
-      ok: true,
-      resource: 'sync',
+      ok: true as const,
+      resource: 'sync' as const,
       // Main and backup listeners append to and read from one database, so both serve this head.
-      state: 'in_sync',
+      state: 'in_sync' as const,
       ledger_head: { size: head.size, root: head.root, last_entry_at: last?.created_at ?? null },
-      listeners: { main: ctx.config.publicUrl, backup_port: ctx.config.BACKUP_PORT },
+      listeners: { main: config.publicUrl, backup_port: config.BACKUP_PORT },
       at: new Date().toISOString()
     };
   });
 
-  app.get('/api/status-data/assets', { config: { auth: 'none' } }, async () => {
+  app.get('/api/status-data/assets', { config: { auth: 'none' }, schema: { response: { 200: assetsResponse } } }, async () => {
     const byType = await ledger.aggregate<{ _id: string | null; count: number }>([{ $match: { kind: 'truth' } }, { $group: { _id: '$truth_type', count: { $sum: 1 } } }]).toArray();
     const [events, dids, nodes] = await Promise.all([ledger.countDocuments({ kind: 'event' }), db.collection('dids').countDocuments({ revoked_at: null }), db.collection('nodes').countDocuments({})]);
     const truths = Object.fromEntries([...TRUTH_TYPES, 'untyped'].map((t) => [t, 0]));
     for (const row of byType) truths[row._id ?? 'untyped'] = row.count;
-    return { ok: true, resource: 'assets', truths_by_type: truths, hub_records: events, registered_dids: dids, nodes };
+    return { ok: true as const, resource: 'assets' as const, truths_by_type: truths, hub_records: events, registered_dids: dids, nodes };
   });
 
   app.get(
     '/api/instructions/:node_id',
-    { config: { auth: 'did' }, schema: { params: z.object({ node_id: z.string().min(1).max(100) }), querystring: z.object({ include_acked: z.enum(['true', 'false']).default('false').transform((v) => v === 'true') }) } },
+    {
+      config: { auth: 'did' },
+      schema: {
+        params: z.object({ node_id: z.string().min(1).max(100) }),
+        querystring: z.object({ include_acked: z.enum(['true', 'false']).default('false').transform((v) => v === 'true') }),
+        response: { 200: instructionsResponse }
+      }
+    },
     async (request) => {
-      const { node_id } = request.params as { node_id: string };
-      const { include_acked } = request.query as { include_acked: boolean };
+      const { node_id } = request.params;
+      const { include_acked } = request.query;
       const filter = include_acked ? { node_id } : { node_id, acked_at: null };
       const rows = await db.collection<InstructionDocument>('instructions').find(filter).sort({ created_at: 1 }).limit(200).toArray();
       return {
-        ok: true,
+        ok: true as const,
         node_id,
         count: rows.length,
         instructions: rows.map((r) => ({ instruction_id: r._id, key: r.key, value: new RawJson(r.value_json), created_at: r.created_at, acked_at: r.acked_at }))
       };
     }
   );
-}
+};

@@ -6,17 +6,19 @@
  * New entries are found by polling the ledger (every SUBSCRIPTION_POLL_MS), so appends made by any API process
  * are delivered.
  */
-import { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyReply } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { publicEntry } from '../../../core/ledger-entry';
+import { publicEntry, publicEntrySchema } from '../../../core/ledger-entry';
+import type { Ledger } from '../../../activities/store/ledger';
 import { stringifyJson } from '../../plugins/json-body';
-import type { ServiceContext } from '../../context';
 
 const POLL_MS = 500;
 const KEEPALIVE_MS = 15_000;
 
-export async function subscriptionRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
-  const { ledger } = opts.ctx;
+const pageResponse = z.object({ ok: z.literal(true), after: z.number().int(), next_cursor: z.number().int(), entries: z.array(publicEntrySchema) });
+
+export const subscriptionRoutes: FastifyPluginAsyncZod<{ ledger: Ledger }> = async (app, { ledger }) => {
   const open = new Set<FastifyReply>();
   // Streams never finish by themselves: end them when the server closes so shutdown can drain.
   app.addHook('preClose', async () => {
@@ -27,15 +29,23 @@ export async function subscriptionRoutes(app: FastifyInstance, opts: { ctx: Serv
     '/api/sub-l0',
     {
       config: { auth: 'none', directory: { group: 'zhongshu_truth_api', summary: 'L0 subscription: entries after a cursor, as JSON or an SSE stream' } },
-      schema: { querystring: z.object({ after: z.coerce.number().int().min(0).default(0), limit: z.coerce.number().int().min(1).max(500).default(100) }) }
+      schema: {
+        querystring: z.object({ after: z.coerce.number().int().min(0).default(0), limit: z.coerce.number().int().min(1).max(500).default(100) }),
+        response: {
+          200: {
+            description: 'Entries after the cursor: a JSON page, or with Accept: text/event-stream an SSE stream that stays open',
+            content: { 'application/json': { schema: pageResponse }, 'text/event-stream': { schema: z.string().describe('id: <seq>, event: entry, data: <entry JSON>') } }
+          }
+        }
+      }
     },
     async (request, reply) => {
-      const query = request.query as { after: number; limit: number };
+      const query = request.query;
       const lastEventId = Number(request.headers['last-event-id']);
       const after = Number.isInteger(lastEventId) && lastEventId > query.after ? lastEventId : query.after;
       if (!String(request.headers.accept ?? '').includes('text/event-stream')) {
         const entries = (await ledger.after(after, query.limit)).map(publicEntry);
-        return { ok: true, after, next_cursor: entries.length ? entries[entries.length - 1]!.seq : after, entries };
+        return { ok: true as const, after, next_cursor: entries.length ? entries[entries.length - 1]!.seq : after, entries };
       }
 
       reply.hijack();
@@ -77,4 +87,4 @@ export async function subscriptionRoutes(app: FastifyInstance, opts: { ctx: Serv
       if (!reply.raw.writableEnded) reply.raw.end();
     }
   );
-}
+};
