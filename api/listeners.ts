@@ -50,7 +50,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(healthRoutes, { db: ctx.mongo.db, listener: 'main' });
   await main.register(agentCardRoutes, { ctx });
   await main.register(endpointDirectoryRoutes, { ctx });
-  await main.register(oauthRoutes, { ctx });
+  await main.register(oauthRoutes, { config, keys: ctx.keys, credentials: ctx.credentials });
   await main.register(adminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, config });
   await main.register(truthReportRoutes, { ledger: ctx.ledger, quota: ctx.quota, temporal: ctx.temporal, config });
   await main.register(truthReadRoutes, { ledger: ctx.ledger, config, keys: ctx.keys });

@@ -5,11 +5,13 @@
  * Request bodies may be application/x-www-form-urlencoded (as the RFCs say) or JSON.
  */
 import { randomBytes } from 'node:crypto';
-import { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { SignJWT } from 'jose';
 import { z } from 'zod';
+import type { Config } from '../../../core/config';
 import { AppError } from '../../../core/errors';
-import type { ServiceContext } from '../../context';
+import type { CredentialStore } from '../../../activities/store/credentials';
+import type { HubKeys } from '../../keys';
 import { verifyAccessToken } from '../../plugins/auth';
 
 // grant_type stays a string for validation, so another grant answers RFC 6749's unsupported_grant_type rather than
@@ -31,17 +33,63 @@ const tokenParam = z.object({
 /** The RFCs define these bodies as form-urlencoded; JSON is accepted too. */
 const consumes = ['application/x-www-form-urlencoded', 'application/json'];
 
-export async function oauthRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
-  const { ctx } = opts;
-  const base = ctx.config.publicUrl;
+const discoveryResponse = z.object({
+  issuer: z.string(),
+  token_endpoint: z.string(),
+  introspection_endpoint: z.string(),
+  revocation_endpoint: z.string(),
+  jwks_uri: z.string(),
+  grant_types_supported: z.array(z.string()),
+  response_types_supported: z.array(z.string()),
+  subject_types_supported: z.array(z.string()),
+  token_endpoint_auth_methods_supported: z.array(z.string()),
+  introspection_endpoint_auth_methods_supported: z.array(z.string()),
+  revocation_endpoint_auth_methods_supported: z.array(z.string()),
+  id_token_signing_alg_values_supported: z.array(z.string()),
+  token_endpoint_auth_signing_alg_values_supported: z.array(z.string())
+});
+const jwksResponse = z.object({ keys: z.array(z.record(z.string(), z.string())) });
+const tokenResponse = z.object({ access_token: z.string(), token_type: z.literal('Bearer'), expires_in: z.number().int(), scope: z.string() });
+const introspectionResponse = z.object({
+  active: z.boolean(),
+  client_id: z.string().optional(),
+  scope: z.string().optional(),
+  token_type: z.string().optional(),
+  exp: z.number().int().optional(),
+  iat: z.number().int().optional(),
+  jti: z.string().optional(),
+  iss: z.string().optional(),
+  sub: z.string().optional()
+});
+const revocationResponse = z.object({ ok: z.literal(true), revoked: z.boolean() });
+
+/** A form body as an object; a parameter sent twice is refused (RFC 6749 §3.2: parameters MUST NOT repeat). */
+export function parseForm(body: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of new URLSearchParams(body)) {
+    if (Object.prototype.hasOwnProperty.call(out, name)) {
+      throw new AppError('invalid_request', `Parameter ${name} appears more than once (RFC 6749 §3.2)`, { fields: [{ field: `body.${name}`, message: 'repeated' }] });
+    }
+    Object.defineProperty(out, name, { value, enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}
+
+export const oauthRoutes: FastifyPluginAsyncZod<{ config: Config; keys: HubKeys; credentials: CredentialStore }> = async (app, deps) => {
+  const { config, keys, credentials } = deps;
+  const base = config.publicUrl;
 
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 16 * 1024 }, (_req, body, done) => {
-    done(null, Object.fromEntries(new URLSearchParams(body as string)));
+    try {
+      done(null, parseForm(body as string));
+    } catch (err) {
+      done(err as Error, undefined);
+    }
   });
 
   app.get(
     '/.well-known/openid-configuration',
-    { config: { auth: 'none', directory: { group: 'oauth_oidc', summary: 'OIDC discovery document' } } },
+    { config: { auth: 'none', directory: { group: 'oauth_oidc', summary: 'OIDC discovery document' } }, schema: { response: { 200: discoveryResponse } } },
     async () => ({
       issuer: base,
       token_endpoint: `${base}/v1/oauth/token`,
@@ -59,16 +107,16 @@ export async function oauthRoutes(app: FastifyInstance, opts: { ctx: ServiceCont
     })
   );
 
-  app.get('/.well-known/jwks.json', { config: { auth: 'none' } }, async (_request, reply) => {
+  app.get('/.well-known/jwks.json', { config: { auth: 'none' }, schema: { response: { 200: jwksResponse } } }, async (_request, reply) => {
     reply.header('Cache-Control', 'public, max-age=3600');
-    return { keys: [ctx.keys.jwk] };
+    return { keys: [keys.jwk] };
   });
 
   app.post(
     '/v1/oauth/token',
-    { config: { auth: 'oauth_client', directory: { group: 'oauth_oidc', summary: 'Access token, client credentials flow', publicRead: true } }, schema: { body: tokenBody, consumes } },
+    { config: { auth: 'oauth_client', directory: { group: 'oauth_oidc', summary: 'Access token, client credentials flow', publicRead: true } }, schema: { body: tokenBody, consumes, response: { 200: tokenResponse } } },
     async (request, reply) => {
-      const body = request.body as z.infer<typeof tokenBody>;
+      const body = request.body;
       if (body.grant_type !== 'client_credentials') {
         throw new AppError('unsupported_grant_type', `grant_type ${body.grant_type} is not supported; use client_credentials`, { error_description: 'only client_credentials' });
       }
@@ -76,28 +124,27 @@ export async function oauthRoutes(app: FastifyInstance, opts: { ctx: ServiceCont
       const requested = body.scope ? body.scope.split(' ').filter(Boolean) : allowed;
       const refused = requested.filter((s) => !allowed.includes(s));
       if (refused.length > 0) throw new AppError('invalid_scope', `Scopes not granted to this client: ${refused.join(' ')}`, { error_description: 'scope not allowed' });
-      const ttl = ctx.config.OAUTH_TOKEN_TTL_S;
+      const ttl = config.OAUTH_TOKEN_TTL_S;
       const scope = requested.join(' ');
       const token = await new SignJWT({ client_id: request.principal!.id, scope })
-        .setProtectedHeader({ alg: 'EdDSA', kid: ctx.keys.kid, typ: 'at+jwt' })
+        .setProtectedHeader({ alg: 'EdDSA', kid: keys.kid, typ: 'at+jwt' })
         .setIssuer(base)
         .setSubject(request.principal!.id)
         .setAudience(base)
         .setIssuedAt()
         .setExpirationTime(`${ttl}s`)
         .setJti(randomBytes(16).toString('hex'))
-        .sign(ctx.keys.privateKey);
+        .sign(keys.privateKey);
       reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
-      return { access_token: token, token_type: 'Bearer', expires_in: ttl, scope };
+      return { access_token: token, token_type: 'Bearer' as const, expires_in: ttl, scope };
     }
   );
 
   app.post(
     '/v1/oauth/introspect',
-    { config: { auth: 'oauth_client', directory: { group: 'oauth_oidc', summary: 'Token introspection (RFC 7662)', publicRead: true } }, schema: { body: tokenParam, consumes } },
+    { config: { auth: 'oauth_client', directory: { group: 'oauth_oidc', summary: 'Token introspection (RFC 7662)', publicRead: true } }, schema: { body: tokenParam, consumes, response: { 200: introspectionResponse } } },
     async (request) => {
-      const { token } = request.body as z.infer<typeof tokenParam>;
-      const claims = await verifyAccessToken(token, ctx);
+      const claims = await verifyAccessToken(request.body.token, deps);
       if (!claims) return { active: false };
       return { active: true, client_id: claims.client_id, scope: claims.scope, token_type: 'Bearer', exp: claims.exp, iat: claims.iat, jti: claims.jti, iss: base, sub: claims.client_id };
     }
@@ -105,14 +152,13 @@ export async function oauthRoutes(app: FastifyInstance, opts: { ctx: ServiceCont
 
   app.post(
     '/v1/oauth/revoke',
-    { config: { auth: 'oauth_client', directory: { group: 'oauth_oidc', summary: 'Token revocation (RFC 7009)', publicRead: true } }, schema: { body: tokenParam, consumes } },
+    { config: { auth: 'oauth_client', directory: { group: 'oauth_oidc', summary: 'Token revocation (RFC 7009)', publicRead: true } }, schema: { body: tokenParam, consumes, response: { 200: revocationResponse } } },
     async (request) => {
-      const { token } = request.body as z.infer<typeof tokenParam>;
       // RFC 7009: answer 200 whether or not the token was valid; only the owning client may revoke it.
-      const claims = await verifyAccessToken(token, ctx);
+      const claims = await verifyAccessToken(request.body.token, deps);
       const owned = claims !== null && claims.client_id === request.principal!.id;
-      if (owned) await ctx.credentials.revokeOAuthToken(claims.jti, new Date(claims.exp * 1000));
-      return { ok: true, revoked: owned };
+      if (owned) await credentials.revokeOAuthToken(claims.jti, new Date(claims.exp * 1000));
+      return { ok: true as const, revoked: owned };
     }
   );
-}
+};
