@@ -1,13 +1,13 @@
 /** Every activity the worker registers, built from dependencies created once by worker/. */
 import { Db } from 'mongodb';
 import type { TaskQueueKind } from '../workflows/task-queues';
-import { Ledger } from './store/ledger';
-import { NodeStore } from './store/nodes';
-import { PresenceStore } from './store/presence';
-import { DirectoryTreeStore } from './store/directory-tree';
-import { createLedgerActivities } from './ledger-activities';
-import { createNodeActivities } from './node-activities';
-import { createDirectoryTreeActivities } from './directory-tree-activities';
+import { Ledger } from '../store/ledger/ledger';
+import { NodeStore } from '../store/federation/nodes';
+import { PresenceStore } from '../store/federation/presence';
+import { DirectoryTreeStore } from '../store/federation/directory-tree';
+import { createLedgerActivities } from './ledger';
+import { createNodeActivities } from './federation/node-lifecycle';
+import { createDirectoryTreeActivities } from './federation/tree-proposal';
 
 export interface ActivityDeps {
   db: Db;

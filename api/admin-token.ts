@@ -4,7 +4,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { hashSecret, newSecret } from '../core/credentials';
+import { hashSecret, newSecret } from '../core/credentials.node';
 
 export function adminTokenPath(dataDir: string): string {
   return path.join(dataDir, 'admin-token');

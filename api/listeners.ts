@@ -17,11 +17,11 @@ import { agentCardRoutes } from './routes/discovery/agent-card';
 import { endpointDirectoryRoutes } from './routes/discovery/endpoints';
 import { adminRoutes } from './routes/admin';
 import { oauthRoutes } from './routes/oauth';
-import { truthReportRoutes } from './routes/truth/report';
-import { backupStatusRoutes, truthReadRoutes } from './routes/truth/read';
-import { subscriptionRoutes } from './routes/truth/subscription';
-import { approvalRoutes } from './routes/truth/approvals';
-import { statusDataRoutes } from './routes/truth/status-data';
+import { truthReportRoutes } from './routes/ledger/report';
+import { backupStatusRoutes, truthReadRoutes } from './routes/ledger/read';
+import { subscriptionRoutes } from './routes/ledger/subscription';
+import { approvalRoutes } from './routes/ledger/approvals';
+import { statusDataRoutes } from './routes/ledger/status-data';
 import { daemonStatusRoutes } from './routes/daemon/status';
 import { registerRoutes } from './routes/federation/register';
 import { heartbeatRoutes } from './routes/federation/heartbeat';
@@ -29,8 +29,8 @@ import { nodeDirectoryRoutes } from './routes/federation/nodes';
 import { peerRoutes } from './routes/federation/peers';
 import { queueStatsRoutes, taskSubmissionRoutes } from './routes/federation/tasks';
 import { joinPageRoutes } from './routes/federation/join';
-import { reviewRoutes } from './routes/review';
-import { directoryTreeRoutes } from './routes/directory-tree';
+import { reviewRoutes } from './routes/federation/review';
+import { directoryTreeRoutes } from './routes/federation/directory-tree';
 
 export interface Listener {
   name: ListenerName;

@@ -1,6 +1,6 @@
 /** API process entry: every listener; SIGINT/SIGTERM stop accepting, drain requests, close connections, exit. */
-import { ConfigError, loadConfig } from '../core/config';
-import { createLogger } from '../core/logger';
+import { ConfigError, loadConfig } from '../core/config.node';
+import { createLogger } from '../core/logger.node';
 import { startApi } from './service';
 
 async function main(): Promise<void> {

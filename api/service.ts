@@ -3,7 +3,7 @@
  * and by the tests (which pass port 0 to get free ports).
  */
 import type { Logger } from 'pino';
-import { Config } from '../core/config';
+import { Config } from '../core/config.node';
 import { createServiceContext, ServiceContext } from './context';
 import { buildListeners, Listener } from './listeners';
 import type { ListenerName } from './directory';

@@ -5,7 +5,7 @@
  * stored value can make a read fail (re-serialising a deeply nested value would overflow the stack).
  */
 import { z } from 'zod';
-import type { JsonValue } from './canonical-json';
+import type { JsonValue } from './ledger/canonical-json';
 
 export class RawJson {
   constructor(readonly text: string) {}

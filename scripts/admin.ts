@@ -11,7 +11,7 @@
  *   daemon-asset [label]         issue the daemon's two factors (asset id + order root)
  */
 import fs from 'node:fs';
-import { loadConfig } from '../core/config';
+import { loadConfig } from '../core/config.node';
 import { adminTokenPath } from '../api/admin-token';
 
 const USAGE = fs.readFileSync(__filename, 'utf8').split('\n').slice(1, 12).map((l) => l.replace(/^ \*\s?/, '')).join('\n');

@@ -8,7 +8,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { ConfigError, loadConfig } from '../core/config';
+import { ConfigError, loadConfig } from '../core/config.node';
 import { startFerretDb } from './stack/ferretdb';
 import { startTemporal } from './stack/temporal';
 import { log, ServerHandle, spawnServer, stopStale, typescriptProcess } from './stack/process';

@@ -1,7 +1,7 @@
 /** Worker process entry: a worker per task queue in WORKER_TASK_QUEUES; SIGINT/SIGTERM drain them and exit. */
 import { Runtime, makeTelemetryFilterString } from '@temporalio/worker';
-import { ConfigError, loadConfig } from '../core/config';
-import { createLogger } from '../core/logger';
+import { ConfigError, loadConfig } from '../core/config.node';
+import { createLogger } from '../core/logger.node';
 import { createHubWorker } from './worker';
 
 async function main(): Promise<void> {

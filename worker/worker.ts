@@ -6,9 +6,9 @@
  */
 import { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import { Config, mongoUri, temporalAddress } from '../core/config';
-import { connectMongo, ensureIndexes } from '../activities/store/mongo';
-import { Ledger } from '../activities/store/ledger';
+import { Config, mongoUri, temporalAddress } from '../core/config.node';
+import { connectMongo, ensureIndexes } from '../store/mongo';
+import { Ledger } from '../store/ledger/ledger';
 import { createActivitiesByQueue } from '../activities';
 import { taskQueueFor } from '../workflows/task-queues';
 import { ensureSearchAttributes } from './search-attributes';

@@ -1,4 +1,4 @@
 /** Every workflow the worker runs; the worker bundles this file (and only what it imports). */
-export { truthApprovalWorkflow } from './truth-approval';
-export { nodeLifecycleWorkflow } from './node-lifecycle';
-export { treeProposalWorkflow } from './tree-proposal';
+export { truthApprovalWorkflow } from './ledger/truth-approval';
+export { nodeLifecycleWorkflow } from './federation/node-lifecycle';
+export { treeProposalWorkflow } from './federation/tree-proposal';

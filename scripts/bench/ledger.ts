@@ -11,9 +11,9 @@ import path from 'node:path';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { MongoClient } from 'mongodb';
-import { Ledger } from '../../activities/store/ledger';
-import { verifyLedger } from '../../activities/store/ledger-verify';
-import { ensureIndexes } from '../../activities/store/mongo';
+import { Ledger } from '../../store/ledger/ledger';
+import { verifyLedger } from '../../store/ledger/ledger-verify';
+import { ensureIndexes } from '../../store/mongo';
 import { startFerretDb } from '../stack/ferretdb';
 import { freePort } from '../stack/process';
 

@@ -9,8 +9,8 @@
  */
 import { createHash } from 'node:crypto';
 import net from 'node:net';
-import { canonicalJson } from '../../core/canonical-json';
-import { ledgerLeafBytes } from '../../core/ledger-entry';
+import { canonicalJson } from '../../core/ledger/canonical-json';
+import { ledgerLeafBytes } from '../../core/ledger/ledger-entry';
 import { eventually, http, startTestService, TestService } from '../support/service';
 import { heartbeat, nodeHeaders, registerNode } from '../support/federation';
 

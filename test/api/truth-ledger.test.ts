@@ -5,7 +5,7 @@
  */
 import { registerDid } from '../support/credentials';
 import { eventually, http, startTestService, TestService } from '../support/service';
-import { entryLeafHash, SignedTreeHead, verifyEntryInTreeHead, verifyTreeHead, verifyTreeHeadsConsistent } from '../../core/tree-head';
+import { entryLeafHash, SignedTreeHead, verifyEntryInTreeHead, verifyTreeHead, verifyTreeHeadsConsistent } from '../../core/ledger/tree-head.node';
 
 let svc: TestService;
 const DID = 'did:example:writer';

@@ -1,8 +1,8 @@
 /** RFC 8785 canonical JSON: the bytes we store, hash and return. The leaf bytes are a permanent contract. */
 import { createHash } from 'node:crypto';
-import { canonicalJson } from '../../core/canonical-json';
-import { ledgerLeafBytes } from '../../core/ledger-entry';
-import { leafHash, toHex } from '../../core/merkle';
+import { canonicalJson } from '../../core/ledger/canonical-json';
+import { ledgerLeafBytes } from '../../core/ledger/ledger-entry';
+import { leafHash, toHex } from '../../core/ledger/merkle.node';
 
 describe('canonical JSON', () => {
   it('sorts members by UTF-16 code units and drops white space', () => {

@@ -1,5 +1,5 @@
 /** Configuration: defaults, and a start that stops on an invalid value naming the variable. */
-import { ConfigError, loadConfig } from '../../core/config';
+import { ConfigError, loadConfig } from '../../core/config.node';
 
 describe('configuration from the environment', () => {
   it('gives the documented defaults', () => {

@@ -1,4 +1,4 @@
-import { lastOfRun } from '../../core/contiguous-run';
+import { lastOfRun } from '../../core/ledger/contiguous-run';
 
 /** A run 1..k, with a count of the lookups made. */
 function run(k: number) {

@@ -2,7 +2,7 @@
  * JSON Patch for the directory tree: application is the rfc6902 package's (wrapped so a patch is all or nothing and
  * may replace the root); the conflict detection between proposals is ours, so it is tested here.
  */
-import { applyPatch, changedPaths, PatchError, pathsOverlap, touchedPaths, TREE_MAX_DEPTH } from '../../core/json-patch';
+import { applyPatch, changedPaths, PatchError, pathsOverlap, touchedPaths, TREE_MAX_DEPTH } from '../../core/federation/json-patch';
 
 describe('applying a patch', () => {
   const doc = { services: { api: { port: 8080 } }, tags: ['a', 'b'] };

@@ -11,7 +11,7 @@ import {
   toHex,
   verifyConsistency,
   verifyInclusion
-} from '../../core/merkle';
+} from '../../core/ledger/merkle.node';
 
 const INPUTS = ['', '00', '10', '2021', '3031', '40414243', '5051525354555657', '606162636465666768696a6b6c6d6e6f'].map((h) => Buffer.from(h, 'hex'));
 const LEAVES = INPUTS.map((b) => leafHash(b));

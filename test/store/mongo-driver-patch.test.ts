@@ -8,7 +8,6 @@ import net from 'node:net';
 import { once } from 'node:events';
 import { MongoNetworkError } from 'mongodb';
 // The driver's connection class is internal; this test pins the behaviour the patch adds to it.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const { Connection } = require('mongodb/lib/cmap/connection');
 
 let server: net.Server;

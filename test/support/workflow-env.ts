@@ -11,8 +11,8 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, Runtime, makeTelemetryFilterString } from '@temporalio/worker';
 import { MongoClient, Db } from 'mongodb';
 import { createActivities } from '../../activities';
-import { Ledger } from '../../activities/store/ledger';
-import { ensureIndexes } from '../../activities/store/mongo';
+import { Ledger } from '../../store/ledger/ledger';
+import { ensureIndexes } from '../../store/mongo';
 import { SEARCH_ATTRIBUTES } from '../../core/search-attributes';
 
 export interface WorkflowTestEnv {

@@ -5,13 +5,13 @@
 import { Db } from 'mongodb';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
-import { PresenceStore } from '../../activities/store/presence';
-import { DirectoryTreeStore } from '../../activities/store/directory-tree';
-import { canonicalJson } from '../../core/canonical-json';
-import { nodeLifecycleWorkflow } from '../../workflows/node-lifecycle';
-import { heartbeatSignal, NodeLifecycleInput, nodeStatusQuery, reviewUpdate } from '../../workflows/node-lifecycle.contract';
-import { treeProposalWorkflow } from '../../workflows/tree-proposal';
-import { decideUpdate, TreeProposalInput } from '../../workflows/tree-proposal.contract';
+import { PresenceStore } from '../../store/federation/presence';
+import { DirectoryTreeStore } from '../../store/federation/directory-tree';
+import { canonicalJson } from '../../core/ledger/canonical-json';
+import { nodeLifecycleWorkflow } from '../../workflows/federation/node-lifecycle';
+import { heartbeatSignal, NodeLifecycleInput, nodeStatusQuery, reviewUpdate } from '../../workflows/federation/node-lifecycle.contract';
+import { treeProposalWorkflow } from '../../workflows/federation/tree-proposal';
+import { decideUpdate, TreeProposalInput } from '../../workflows/federation/tree-proposal.contract';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 
 let wf: WorkflowTestEnv;

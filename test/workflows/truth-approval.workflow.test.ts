@@ -5,9 +5,9 @@
  */
 import { Db } from 'mongodb';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { canonicalJson } from '../../core/canonical-json';
-import { approvalStatusQuery, approveSignal, rejectSignal, TruthApprovalInput } from '../../workflows/truth-approval.contract';
-import { truthApprovalWorkflow } from '../../workflows/truth-approval';
+import { canonicalJson } from '../../core/ledger/canonical-json';
+import { approvalStatusQuery, approveSignal, rejectSignal, TruthApprovalInput } from '../../workflows/ledger/truth-approval.contract';
+import { truthApprovalWorkflow } from '../../workflows/ledger/truth-approval';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 
 let wf: WorkflowTestEnv;

@@ -1,5 +1,5 @@
 /** Model `admin`: Authorization: Bearer <ADMIN_TOKEN> (compared by digest, in constant time). */
-import { digestsEqual, hashSecret } from '../../../core/credentials';
+import { digestsEqual, hashSecret } from '../../../core/credentials.node';
 import { unauthorized } from '../../../core/errors';
 import { Authenticator, bearer } from './principal';
 

@@ -1,5 +1,5 @@
 /** Model `api_key`: Authorization: Bearer zk_<key id>_<secret>, issued by an administrator and not revoked. */
-import { API_KEY_PATTERN, digestsEqual, hashSecret } from '../../../core/credentials';
+import { API_KEY_PATTERN, digestsEqual, hashSecret } from '../../../core/credentials.node';
 import { unauthorized } from '../../../core/errors';
 import { Authenticator, bearer } from './principal';
 

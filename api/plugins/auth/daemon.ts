@@ -2,7 +2,7 @@
  * Model `daemon`: the two factors X-Asset-Id + X-Order-Root (`or<version>_<secret>`), the version matching
  * DAEMON_PROTOCOL_VERSION. Failure is 403 identity_check_failed, as the spec asks.
  */
-import { digestsEqual, hashSecret } from '../../../core/credentials';
+import { digestsEqual, hashSecret } from '../../../core/credentials.node';
 import { AppError } from '../../../core/errors';
 import { Authenticator, header } from './principal';
 

@@ -1,5 +1,5 @@
 /** Model `external_node`: X-External-Node + X-External-Key from POST /a2a/register; a rejected node gets 403. */
-import { digestsEqual, hashSecret } from '../../../core/credentials';
+import { digestsEqual, hashSecret } from '../../../core/credentials.node';
 import { AppError, unauthorized } from '../../../core/errors';
 import { Authenticator, header } from './principal';
 

@@ -2,7 +2,7 @@
  * Model `oauth_client`: OAuth client authentication (RFC 6749 §2.3.1): HTTP Basic, or client_id + client_secret in
  * the form body. It runs after the body is parsed (see index.ts).
  */
-import { digestsEqual, hashSecret } from '../../../core/credentials';
+import { digestsEqual, hashSecret } from '../../../core/credentials.node';
 import { AppError } from '../../../core/errors';
 import { Authenticator, header } from './principal';
 

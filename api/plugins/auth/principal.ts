@@ -1,7 +1,7 @@
 /** Who made a request, as the authenticators establish it, and what an authenticator needs. */
 import type { FastifyRequest } from 'fastify';
 import type { AuthModel } from '../../../core/endpoint-groups';
-import type { NodeState } from '../../../core/federation';
+import type { NodeState } from '../../../core/federation/vocabulary';
 import type { ServiceContext } from '../../context';
 
 export interface Principal {
@@ -10,7 +10,7 @@ export interface Principal {
   id: string;
   did?: string;
   scopes?: string[];
-  /** For external_node: the node's state as this process last saw it (core/federation.ts NODE_PERMISSIONS). */
+  /** For external_node: the node's state as this process last saw it (core/federation/vocabulary.ts NODE_PERMISSIONS). */
   nodeState?: NodeState;
 }
 

@@ -6,11 +6,11 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Config } from '../../../core/config';
+import type { Config } from '../../../core/config.node';
 import { didSchema, humanText } from '../../../core/identifiers';
 import { notFound, AppError } from '../../../core/errors';
-import type { CredentialStore } from '../../../activities/store/credentials';
-import type { Ledger } from '../../../activities/store/ledger';
+import type { CredentialStore } from '../../../store/credentials';
+import type { Ledger } from '../../../store/ledger/ledger';
 import { ERROR_BODY } from '../../response-docs';
 
 const label = humanText(200).optional();

@@ -4,7 +4,7 @@
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Config } from '../../../core/config';
+import type { Config } from '../../../core/config.node';
 
 const statusResponse = z.object({ ok: z.literal(true), status: z.literal('up'), asset_id: z.string(), protocol_version: z.number().int(), started_at: z.string() });
 

@@ -8,11 +8,11 @@
 import type { Client } from '@temporalio/client';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Config } from '../../../core/config';
-import { HeartbeatBody, heartbeatBody, NODE_STATES } from '../../../core/federation';
-import { wakeNode } from '../../../workflows/node-lifecycle.client';
-import type { NodeCache } from '../../node-cache';
-import type { PresenceRecorder } from '../../presence-recorder';
+import type { Config } from '../../../core/config.node';
+import { HeartbeatBody, heartbeatBody, NODE_STATES } from '../../../core/federation/vocabulary';
+import { wakeNode } from '../../../workflows/federation/node-lifecycle.client';
+import type { NodeCache } from '../../../store/federation/node-cache';
+import type { PresenceRecorder } from '../../../store/federation/presence-recorder';
 
 const NO_FIGURES: HeartbeatBody = heartbeatBody.parse({});
 
@@ -59,7 +59,7 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: Presence
         state: woke ? 'online' : state,
         received_at: new Date(seenAt).toISOString(),
         next_heartbeat_within_s: config.NODE_OFFLINE_AFTER_S,
-        // Figures the hub neither knows nor could keep (see core/federation.ts, HEARTBEAT_EXTRA_MAX_MEMBERS).
+        // Figures the hub neither knows nor could keep (see core/federation/vocabulary.ts, HEARTBEAT_EXTRA_MAX_MEMBERS).
         ignored_fields: body.ignored
       };
     }

@@ -7,8 +7,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Config } from '../../../core/config';
-import { BRAND_CODES } from '../../../core/federation';
+import type { Config } from '../../../core/config.node';
+import { BRAND_CODES } from '../../../core/federation/vocabulary';
 import { quickStartSteps } from '../../../core/quick-start';
 import { noBody } from '../../response-docs';
 

@@ -7,14 +7,14 @@
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Config } from '../../../core/config';
+import type { Config } from '../../../core/config.node';
 import { notFound } from '../../../core/errors';
-import { BRAND_CODES, heartbeatBody, NODE_STATES, nodeIdParam } from '../../../core/federation';
-import type { HeartbeatHistoryStore } from '../../../activities/store/heartbeat-history';
-import type { PresenceEntry, PresenceStore } from '../../../activities/store/presence';
-import { publicNode, type NodeStore, type PublicNode } from '../../../activities/store/nodes';
+import { BRAND_CODES, heartbeatBody, NODE_STATES, nodeIdParam } from '../../../core/federation/vocabulary';
+import type { HeartbeatHistoryStore } from '../../../store/federation/heartbeat-history';
+import type { PresenceEntry, PresenceStore } from '../../../store/federation/presence';
+import { publicNode, type NodeStore, type PublicNode } from '../../../store/federation/nodes';
 
-/** A node as the directory and the review queue show it (activities/store/nodes.ts PublicNode): never the key digest. */
+/** A node as the directory and the review queue show it (store/federation/nodes.ts PublicNode): never the key digest. */
 export const publicNodeSchema = z.object({
   node_id: z.string(),
   seq: z.number().int(),
@@ -28,9 +28,9 @@ export const publicNodeSchema = z.object({
   review: z.object({ decision: z.enum(['approved', 'rejected']), reviewer: z.string(), reason: z.string(), at: z.string() }).nullable()
 });
 
-// The known figures are the heartbeat body's (core/federation.ts), so a figure added there is served here too.
+// The known figures are the heartbeat body's (core/federation/vocabulary.ts), so a figure added there is served here too.
 const heartbeatShape = heartbeatBody.in.shape;
-/** One recorded heartbeat sample (core/federation.ts HeartbeatSample). */
+/** One recorded heartbeat sample (core/federation/vocabulary.ts HeartbeatSample). */
 export const heartbeatSampleSchema = z.object({
   at: z.string(),
   resources: z.object(heartbeatShape.resources.unwrap().shape),

@@ -10,7 +10,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { humanText } from '../../../core/identifiers';
 import { notFound } from '../../../core/errors';
-import type { PeerDocument, PeerStore } from '../../../activities/store/peers';
+import type { PeerDocument, PeerStore } from '../../../store/federation/peers';
 
 const PROBE_TIMEOUT_MS = 5000;
 const peerId = (name: string) => name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '').slice(0, 60) || 'peer';

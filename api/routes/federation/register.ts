@@ -8,15 +8,15 @@
  */
 import { FastifyInstance } from 'fastify';
 import { WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/client';
-import { hashSecret, newSecret } from '../../../core/credentials';
+import { hashSecret, newSecret } from '../../../core/credentials.node';
 import { AppError } from '../../../core/errors';
-import { formatNodeId, RegistrationBody, registrationBody } from '../../../core/federation';
-import type { nodeLifecycleWorkflow } from '../../../workflows/node-lifecycle';
-import { NodeLifecycleInput, nodeWorkflowId } from '../../../workflows/node-lifecycle.contract';
+import { formatNodeId, RegistrationBody, registrationBody } from '../../../core/federation/vocabulary';
+import type { nodeLifecycleWorkflow } from '../../../workflows/federation/node-lifecycle';
+import { NodeLifecycleInput, nodeWorkflowId } from '../../../workflows/federation/node-lifecycle.contract';
 import { BrandAttr, NodeIdAttr, NodeStateAttr } from '../../../core/search-attributes';
 import type { ServiceContext } from '../../context';
 import { startWorkflowWithRetry } from '../../../workflows/client-support';
-import { NodeDocument } from '../../../activities/store/nodes';
+import { NodeDocument } from '../../../store/federation/nodes';
 
 const MAX_ID_SKIPS = 1000;
 

@@ -5,18 +5,18 @@
  *                         Idempotency-Key a retry returns the first task instead of queuing a second one.
  *   GET  /a2a/task/:id    (hub listener, same auth) the task record
  *   GET  /a2a/queue/stats (main listener, public) depth (queued), in flight (claimed), done, failed
- * Worker nodes claim queued tasks through the deployment gateway's /api/task/assign (see activities/store/tasks.ts).
+ * Worker nodes claim queued tasks through the deployment gateway's /api/task/assign (see store/federation/tasks.ts).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Config } from '../../../core/config';
+import type { Config } from '../../../core/config.node';
 import { RawJson, rawJsonSchema } from '../../../core/raw-json';
-import { canonicalJson, JsonValue } from '../../../core/canonical-json';
+import { canonicalJson, JsonValue } from '../../../core/ledger/canonical-json';
 import { idempotencyKeyHeaders } from '../../../core/idempotency';
 import { notFound } from '../../../core/errors';
-import { TASK_STATES, taskBody } from '../../../core/federation';
-import type { TaskDocument, TaskStore } from '../../../activities/store/tasks';
+import { TASK_STATES, taskBody } from '../../../core/federation/vocabulary';
+import type { TaskDocument, TaskStore } from '../../../store/federation/tasks';
 
 const taskId = z.string().regex(/^task_[a-f0-9]{24}$/, 'a task id such as task_0123456789abcdef01234567');
 

@@ -8,9 +8,9 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { SignJWT } from 'jose';
 import { z } from 'zod';
-import type { Config } from '../../../core/config';
+import type { Config } from '../../../core/config.node';
 import { AppError } from '../../../core/errors';
-import type { CredentialStore } from '../../../activities/store/credentials';
+import type { CredentialStore } from '../../../store/credentials';
 import type { HubKeys } from '../../keys';
 import { verifyAccessToken } from '../../plugins/auth';
 

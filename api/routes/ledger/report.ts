@@ -1,0 +1,132 @@
+/**
+ * POST /api/report/truth (main and backup listeners): a node reports a truth record.
+ *   - X-DID must be a registered DID (401 otherwise); the body per core/ledger/truth-record.ts (400 with the spec codes);
+ *     a value over TRUTH_MAX_VALUE_BYTES gives 413.
+ *   - Idempotency-Key: a retry returns the first result (the appended entry, or the same pending approval).
+ *   - Quota: TRUTH_DAILY_QUOTA writes per DID per UTC day; past it 429 with Retry-After.
+ *   - High-risk writes start truth-approval/<id> and answer 202; the rest are appended at once (200).
+ *   - If MongoDB (or, for held writes, Temporal) cannot be reached within TRUTH_WRITE_TIMEOUT_MS the answer is 503
+ *     and nothing was acknowledged: retry with the same Idempotency-Key, which can never produce a second entry.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { Config } from '../../../core/config.node';
+import { canonicalJson } from '../../../core/ledger/canonical-json';
+import { idempotencyKeyHeaders } from '../../../core/idempotency';
+import { AppError } from '../../../core/errors';
+import { heldBecause, TruthReportBody, truthReportBody } from '../../../core/ledger/truth-record';
+import { holdTruthForApproval } from '../../../workflows/ledger/truth-approval.client';
+import { TruthApprovalInput, truthApprovalWorkflowId } from '../../../workflows/ledger/truth-approval.contract';
+import type { Ledger } from '../../../store/ledger/ledger';
+import type { QuotaStore } from '../../../store/ledger/quota';
+
+export const SUCCESS_MESSAGE = 'truth recorded';
+
+const writtenResponse = z.object({ ok: z.literal(true), message: z.string(), truth_count: z.number().int(), seq: z.number().int(), event_id: z.string(), duplicate: z.boolean() });
+const pendingResponse = z.object({ ok: z.literal(true), pending: z.literal(true), approval_id: z.string(), workflow_id: z.string(), message: z.string(), status_url: z.string() });
+
+type ReportDeps = { ledger: Ledger; quota: QuotaStore; temporal: Client; config: Config };
+
+export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, deps) => {
+  const { ledger, quota, config } = deps;
+
+  app.post(
+    '/api/report/truth',
+    {
+      config: { auth: 'did', directory: { group: 'zhongshu_truth_api', summary: 'Write a truth record (append-only); high-risk writes wait for approval', publicRead: true } },
+      bodyLimit: config.TRUTH_MAX_VALUE_BYTES + 16 * 1024,
+      schema: {
+        body: truthReportBody,
+        headers: idempotencyKeyHeaders,
+        response: { 200: writtenResponse, 202: pendingResponse }
+      }
+    },
+    async (request, reply) => {
+      const did = request.principal!.did!;
+      const body = request.body;
+      const idempotencyKey = request.headers['idempotency-key'] ?? null;
+      if (body.did !== undefined && body.did !== did) {
+        throw new AppError('invalid_request', 'did in the body must equal the X-DID header', { fields: [{ field: 'body.did', message: 'differs from X-DID' }] });
+      }
+      const valueJson = canonicalJson(body.value);
+      if (Buffer.byteLength(valueJson) > config.TRUTH_MAX_VALUE_BYTES) {
+        throw new AppError('payload_too_large', `value is ${Buffer.byteLength(valueJson)} bytes as canonical JSON; the limit is ${config.TRUTH_MAX_VALUE_BYTES}`);
+      }
+
+      const outcome = await withDeadline(config.TRUTH_WRITE_TIMEOUT_MS, async () => {
+        // A retried write returns what the first one got, without spending quota.
+        if (idempotencyKey) {
+          const existing = await ledger.findByIdempotencyKey(did, idempotencyKey);
+          if (existing) return { kind: 'written' as const, seq: existing.seq, event_id: existing.event_id, duplicate: true };
+        }
+        const day = new Date().toISOString().slice(0, 10);
+        const allowance = await quota.consume(`truth:${did}`, day, config.TRUTH_DAILY_QUOTA);
+        if (!allowance.allowed) {
+          throw new AppError('quota_exceeded', `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`, { limit: config.TRUTH_DAILY_QUOTA }, { 'Retry-After': String(secondsUntilUtcMidnight()) });
+        }
+        const held = heldBecause(body.key, body.truth_type, { highRiskTypes: config.TRUTH_HIGH_RISK_TYPES, highRiskKeyPrefixes: config.TRUTH_HIGH_RISK_KEY_PREFIXES });
+        if (held) return { kind: 'held' as const, ...(await holdForApproval(deps, { did, body, valueJson, idempotencyKey, held })) };
+        const { entry, duplicate } = await ledger.append({ kind: 'truth', key: body.key, value: body.value, truth_type: body.truth_type ?? null, did, idempotencyKey });
+        return { kind: 'written' as const, seq: entry.seq, event_id: entry.event_id, duplicate };
+      });
+
+      if (outcome.kind === 'held') {
+        return reply.code(202).send({
+          ok: true as const,
+          pending: true as const,
+          approval_id: outcome.approvalId,
+          workflow_id: truthApprovalWorkflowId(outcome.approvalId),
+          message: `held for approval: ${outcome.held}`,
+          status_url: `${config.publicUrl}/api/truth/approvals/${outcome.approvalId}`
+        });
+      }
+      // The seq of an entry is the ledger's size when it was appended: truth_count as of this write.
+      return reply.code(200).send({ ok: true as const, message: SUCCESS_MESSAGE, truth_count: outcome.seq, seq: outcome.seq, event_id: outcome.event_id, duplicate: outcome.duplicate });
+    }
+  );
+};
+
+async function holdForApproval(
+  { temporal, config }: Pick<ReportDeps, 'temporal' | 'config'>,
+  w: { did: string; body: TruthReportBody; valueJson: string; idempotencyKey: string | null; held: string }
+): Promise<{ approvalId: string; held: string }> {
+  // With an Idempotency-Key the approval id is derived from it, so a retried write finds the same workflow.
+  const approvalId = w.idempotencyKey
+    ? `apr_${createHash('sha256').update(`${w.did}\n${w.idempotencyKey}`).digest('hex').slice(0, 24)}`
+    : `apr_${randomBytes(12).toString('hex')}`;
+  const input: TruthApprovalInput = {
+    version: 1,
+    approval_id: approvalId,
+    truth: { key: w.body.key, value_json: w.valueJson, truth_type: w.body.truth_type ?? null, did: w.did, idempotency_key: w.idempotencyKey },
+    held_because: w.held,
+    requested_at: new Date().toISOString(),
+    timeout_seconds: config.TRUTH_APPROVAL_TIMEOUT_S,
+    hub_did: config.SERVICE_DID
+  };
+  await holdTruthForApproval(temporal, config.TEMPORAL_TASK_QUEUE, input);
+  return { approvalId, held: w.held };
+}
+
+/**
+ * Bounds a write: past `ms`, 503 (the caller retries with its Idempotency-Key). Database and Temporal outages are
+ * mapped to 503 by the app's error handler, like everywhere else.
+ */
+async function withDeadline<T>(ms: number, work: () => Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new AppError('unavailable', `The ledger did not answer within ${ms} ms; retry with the same Idempotency-Key`, {}, { 'Retry-After': '5' })), ms);
+  });
+  try {
+    return await Promise.race([work(), deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function secondsUntilUtcMidnight(): number {
+  const now = new Date();
+  const midnight = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
+  return Math.max(1, Math.ceil((midnight - now.getTime()) / 1000));
+}

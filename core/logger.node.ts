@@ -1,0 +1,24 @@
+/** Log options shared by the API and the worker: pino JSON lines, credentials redacted wherever they appear. */
+import pino, { Logger } from 'pino';
+import type { Config } from './config.node';
+
+export function createLogger(config: Pick<Config, 'LOG_LEVEL'>, name: string): Logger {
+  return pino({
+    name,
+    level: config.LOG_LEVEL,
+    redact: {
+      paths: [
+        'req.headers.authorization',
+        'req.headers["x-external-key"]',
+        'req.headers["x-zr-token"]',
+        'req.headers["x-capture-token"]',
+        'req.headers["x-order-root"]',
+        '*.api_key',
+        '*.client_secret',
+        '*.token',
+        '*.order_root'
+      ],
+      censor: '[redacted]'
+    }
+  });
+}

@@ -1,0 +1,351 @@
+/**
+ * The append-only ledger: one MongoDB collection, one document per entry, `_id` = seq (1, 2, 3, … with no gaps).
+ * This module exposes appending and reading and nothing else: no code path updates or deletes an entry.
+ *
+ * Every entry carries the Merkle state after it (RFC 6962 hashing, see core/ledger/merkle.node.ts): its leaf hash, the
+ * frontier (roots of the perfect subtrees of the tree of `seq` leaves) and the root, plus the perfect subtrees it
+ * completes, so an append is one read of the tail plus one insert, and a proof needs O(log n) reads.
+ *
+ * Concurrency without transactions: the insert of seq n is computed from entry n-1, and `_id` is unique, so two
+ * writers that race for the same seq cannot both win; the loser re-reads the tail and retries. Inside one process,
+ * appends are group-committed (a batch shares one tail read and one head update), so writers queue instead of
+ * colliding.
+ *
+ * Reads that would need a sorted scan are kept off the hot path (FerretDB's SQLite backend scans a collection for
+ * every query but the insert's unique check): each process keeps the tail it last wrote, and a one-document
+ * `ledger_head` collection records the newest size and root (updated after each batch, only ever forward). The
+ * tail is re-read from the entries themselves only after losing a race to another process.
+ *
+ * Idempotency: the unique index on `idem` guarantees one entry per key. Looking a key up by that field would scan
+ * the whole ledger on FerretDB, once per keyed append, so each keyed entry also gets a record in
+ * `ledger_idempotency` (`_id` = the key, `seq`), written right after the entry and read by _id. A missing record
+ * (a writer stopped between the two inserts) only costs speed: the entry's insert is refused by the unique index
+ * and the key is then looked up in the ledger itself.
+ */
+import { randomBytes } from 'node:crypto';
+import { Collection, Db } from 'mongodb';
+import { canonicalJson, JsonValue } from '../../core/ledger/canonical-json';
+import { appendToFrontier, fromHex, Hash, leafHash, rootFromFrontier, toHex, EMPTY_ROOT } from '../../core/ledger/merkle.node';
+import { LedgerEntryDocument, LedgerEntryKind, ledgerLeafBytes } from '../../core/ledger/ledger-entry';
+import { lastOfRun } from '../../core/ledger/contiguous-run';
+
+export const LEDGER_COLLECTION = 'ledger';
+export const LEDGER_HEAD_COLLECTION = 'ledger_head';
+export const LEDGER_IDEMPOTENCY_COLLECTION = 'ledger_idempotency';
+const MAX_BATCH = 256;
+const MAX_RETRIES = 1000;
+
+export interface AppendInput {
+  kind: LedgerEntryKind;
+  key: string;
+  value: { [key: string]: JsonValue };
+  truth_type?: string | null;
+  did?: string | null;
+  /** A retried write with the same (did, idempotency key) returns the first entry instead of a second one. */
+  idempotencyKey?: string | null;
+}
+
+export interface AppendResult {
+  entry: LedgerEntryDocument;
+  /** True when the idempotency key matched an earlier entry and nothing new was written. */
+  duplicate: boolean;
+}
+
+export interface LedgerHead {
+  size: number;
+  root: string;
+}
+
+interface Pending {
+  input: AppendInput;
+  eventId: string;
+  createdAt: Date;
+  idem: string;
+  valueJson: string;
+  resolve: (r: AppendResult) => void;
+  reject: (e: unknown) => void;
+}
+
+/** The `idem` of an entry written with a caller's Idempotency-Key: scoped to the writer's DID. */
+function callerIdempotencyScope(did: string | null, idempotencyKey: string): string {
+  return `k:${did ?? ''}:${idempotencyKey}`;
+}
+
+export function newEventId(): string {
+  // Time-ordered and unique: 9 base36 chars of milliseconds, 12 hex chars of randomness.
+  return `truth-${Date.now().toString(36).padStart(9, '0')}${randomBytes(6).toString('hex')}`;
+}
+
+interface LedgerHeadDocument {
+  _id: 'head';
+  size: number;
+  root: string;
+  updated_at: string;
+}
+
+interface IdempotencyRecord {
+  _id: string; // the entry's idem
+  seq: number;
+}
+
+interface Tail {
+  size: number;
+  frontier: Hash[];
+}
+
+export class Ledger {
+  private readonly entries: Collection<LedgerEntryDocument>;
+  private readonly heads: Collection<LedgerHeadDocument>;
+  private readonly idempotency: Collection<IdempotencyRecord>;
+  private queue: Pending[] = [];
+  private committing = false;
+  /** The tail this process last wrote or read; null when it must be re-read. */
+  private knownTail: Tail | null = null;
+
+  constructor(db: Db) {
+    this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
+    this.heads = db.collection<LedgerHeadDocument>(LEDGER_HEAD_COLLECTION);
+    this.idempotency = db.collection<IdempotencyRecord>(LEDGER_IDEMPOTENCY_COLLECTION);
+  }
+
+  /** Appends one entry; resolves once it is durably inserted (or matched by its idempotency key). */
+  append(input: AppendInput): Promise<AppendResult> {
+    return new Promise<AppendResult>((resolve, reject) => {
+      const eventId = newEventId();
+      this.queue.push({
+        input,
+        eventId,
+        createdAt: new Date(),
+        idem: input.idempotencyKey ? callerIdempotencyScope(input.did ?? null, input.idempotencyKey) : `e:${eventId}`,
+        valueJson: canonicalJson(input.value),
+        resolve,
+        reject
+      });
+      void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    if (this.committing) return;
+    this.committing = true;
+    try {
+      while (this.queue.length > 0) {
+        const batch = this.queue.splice(0, MAX_BATCH);
+        await this.commit(batch).catch((err) => batch.forEach((p) => p.reject(err)));
+      }
+    } finally {
+      this.committing = false;
+    }
+  }
+
+  /**
+   * Appends a batch in order, one insert per entry: a unique-index refusal then says exactly which entry lost
+   * (an ordered insertMany is not reliable about that on every server), and the rest is rebuilt on the real tail.
+   */
+  private async commit(batch: Pending[]): Promise<void> {
+    let pending = await this.settleKnownIdempotencyKeys(batch, null);
+    for (let attempt = 0; pending.length > 0; attempt++) {
+      if (attempt >= MAX_RETRIES) throw new Error('ledger append kept losing the race for the next seq');
+      const tail = this.knownTail ?? (await this.readTail());
+      const docs = this.buildDocs(pending, tail);
+      let inserted = 0;
+      try {
+        for (; inserted < docs.length; inserted++) await this.entries.insertOne(docs[inserted]!);
+        await this.advanceHead(docs[docs.length - 1]!);
+        await this.recordIdempotencyKeys(docs);
+        pending.forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
+        return;
+      } catch (err) {
+        this.knownTail = null;
+        if (inserted > 0) {
+          await this.advanceHead(docs[inserted - 1]!);
+          await this.recordIdempotencyKeys(docs.slice(0, inserted));
+        }
+        pending.slice(0, inserted).forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
+        if ((err as { code?: number }).code !== 11000) throw err;
+        // Another writer took this seq (re-read the tail and go again), or the entry's idempotency key is in the
+        // ledger already: written by another process, or by this insert after all if an earlier answer was lost.
+        // Servers differ in saying which unique index refused it, so look the keys up either way.
+        const rest = pending.slice(inserted);
+        pending = await this.settleKnownIdempotencyKeys(rest, rest[0] ?? null);
+      }
+    }
+  }
+
+  /**
+   * Resolves the writes whose idempotency key is already in the ledger (or repeated in this batch): writes with a
+   * caller's key, plus `alsoCheck` (the entry an insert was just refused for), whose own entry may be there.
+   */
+  private async settleKnownIdempotencyKeys(batch: Pending[], alsoCheck: Pending | null): Promise<Pending[]> {
+    const keyed = batch.filter((p) => p.idem.startsWith('k:') || p === alsoCheck);
+    if (keyed.length === 0) return batch;
+    // Before an insert: the fast lookup. After a refusal: the ledger itself (the record may be missing).
+    const found = alsoCheck ? await this.entries.find({ idem: { $in: keyed.map((p) => p.idem) } }).toArray() : await this.findByIdems(keyed.map((p) => p.idem));
+    const byIdem = new Map(found.map((d) => [d.idem, d]));
+    const first = new Map<string, Pending>();
+    const rest: Pending[] = [];
+    const followers: { p: Pending; leader: Pending }[] = [];
+    for (const p of batch) {
+      const existing = byIdem.get(p.idem);
+      if (existing) {
+        // An `e:` key is this very write's own entry (its earlier insert did land): not a duplicate.
+        p.resolve({ entry: existing, duplicate: p.idem.startsWith('k:') });
+      } else if (p.idem.startsWith('k:') && first.has(p.idem)) {
+        followers.push({ p, leader: first.get(p.idem)! });
+      } else {
+        first.set(p.idem, p);
+        rest.push(p);
+      }
+    }
+    for (const { p, leader } of followers) {
+      const leaderResolve = leader.resolve;
+      const leaderReject = leader.reject;
+      leader.resolve = (r) => {
+        leaderResolve(r);
+        p.resolve({ entry: r.entry, duplicate: true });
+      };
+      leader.reject = (e) => {
+        leaderReject(e);
+        p.reject(e);
+      };
+    }
+    return rest;
+  }
+
+  private buildDocs(pending: Pending[], tail: { size: number; frontier: Hash[] }): LedgerEntryDocument[] {
+    let size = tail.size;
+    let frontier = tail.frontier;
+    return pending.map((p) => {
+      const seq = size + 1;
+      const fields = {
+        seq,
+        event_id: p.eventId,
+        kind: p.input.kind,
+        key: p.input.key,
+        truth_type: p.input.truth_type ?? null,
+        did: p.input.did ?? null,
+        created_at: p.createdAt.toISOString()
+      };
+      const leaf = leafHash(ledgerLeafBytes(fields, p.valueJson));
+      const next = appendToFrontier(frontier, size, leaf);
+      size = seq;
+      frontier = next.frontier;
+      return {
+        _id: seq,
+        ...fields,
+        value_json: p.valueJson,
+        idem: p.idem,
+        leaf_hash: toHex(leaf),
+        completed: next.completed.map(toHex),
+        frontier: frontier.map(toHex),
+        root: toHex(rootFromFrontier(frontier))
+      };
+    });
+  }
+
+  /** The real tail: the newest entry, found from the head record forward (the head may lag a crashed writer). */
+  private async readTail(): Promise<Tail> {
+    const head = await this.heads.findOne({ _id: 'head' });
+    const from = head?.size ?? 0;
+    const seq = await this.lastSeqFrom(from);
+    const newest = seq > 0 ? await this.entries.findOne({ _id: seq }, { projection: { _id: 1, frontier: 1 } }) : null;
+    // No entry at the head's size: entries were removed behind the ledger's back; take what is really there.
+    const last = newest ?? (from > 0 ? await this.entries.find({}, { projection: { _id: 1, frontier: 1 } }).sort({ _id: -1 }).limit(1).next() : null);
+    return last ? { size: last._id, frontier: last.frontier.map(fromHex) } : { size: 0, frontier: [] };
+  }
+
+  /** The newest seq from `from` (0 or a seq that exists) on, by `_id` lookups (usually one: from + 1 is missing). */
+  private lastSeqFrom(from: number): Promise<number> {
+    return lastOfRun(from, async (seq) => (await this.entries.findOne({ _id: seq }, { projection: { _id: 1 } })) !== null);
+  }
+
+  /** Records where the entries written with a caller's key are, for the lookup by _id (see the module comment). */
+  private async recordIdempotencyKeys(docs: LedgerEntryDocument[]): Promise<void> {
+    const records = docs.filter((d) => d.idem.startsWith('k:')).map((d) => ({ _id: d.idem, seq: d._id }));
+    if (records.length === 0) return;
+    // Best effort: the entries are stored; a record that is missing or already there changes nothing.
+    await this.idempotency.insertMany(records, { ordered: false }).catch(() => undefined);
+  }
+
+  /** The entries written with these idems, found through their idempotency records. */
+  private async findByIdems(idems: string[]): Promise<LedgerEntryDocument[]> {
+    const records = await Promise.all(idems.map((_id) => this.idempotency.findOne({ _id })));
+    const entries = await Promise.all(records.map((r) => (r ? this.entries.findOne({ _id: r.seq }) : null)));
+    return entries.filter((e, i): e is LedgerEntryDocument => e !== null && e.idem === idems[i]);
+  }
+
+  /** Records the new tail locally and moves the shared head record forward (never back). */
+  private async advanceHead(last: LedgerEntryDocument): Promise<void> {
+    this.knownTail = { size: last._id, frontier: last.frontier.map(fromHex) };
+    const head: LedgerHeadDocument = { _id: 'head', size: last._id, root: last.root, updated_at: new Date().toISOString() };
+    const res = await this.heads.updateOne({ _id: 'head', size: { $lt: head.size } }, { $set: head });
+    if (res.matchedCount === 0) {
+      await this.heads.insertOne(head).catch((err) => {
+        if ((err as { code?: number }).code !== 11000) throw err; // a newer head is already there
+      });
+    }
+  }
+
+  // ---- reads ----
+
+  /** Size and root of the ledger: the head record (see advanceHead), caught up with any newer entries. */
+  async head(): Promise<LedgerHead> {
+    const head = await this.heads.findOne({ _id: 'head' });
+    const recorded = head ? { size: head.size, root: head.root } : { size: 0, root: toHex(EMPTY_ROOT) };
+    // The record can trail the entries: a writer stopped between its insert and its head update, or (FerretDB
+    // applies a conditional update as read-modify-write) an older head landed after a newer one. The entries
+    // themselves are the truth; catch up to the newest.
+    const size = await this.lastSeqFrom(recorded.size);
+    if (size === recorded.size) return recorded;
+    const newest = await this.entries.findOne({ _id: size }, { projection: { root: 1 } });
+    return newest ? { size, root: newest.root } : recorded;
+  }
+
+  get(seq: number): Promise<LedgerEntryDocument | null> {
+    return this.entries.findOne({ _id: seq });
+  }
+
+  /** The entry written with this (did, idempotency key), if its idempotency record says where it is. */
+  async findByIdempotencyKey(did: string | null, idempotencyKey: string): Promise<LedgerEntryDocument | null> {
+    return (await this.findByIdems([callerIdempotencyScope(did, idempotencyKey)]))[0] ?? null;
+  }
+
+  /** Entries whose key starts with `prefix`, oldest first. */
+  findByKeyPrefix(prefix: string, limit: number): Promise<LedgerEntryDocument[]> {
+    const filter = prefix ? { key: { $regex: `^${escapeRegex(prefix)}` } } : {};
+    return this.entries.find(filter).sort({ _id: 1 }).limit(limit).toArray();
+  }
+
+  /** The newest entries first, optionally filtered by truth type. */
+  latest(limit: number, filter: { truthTypes?: string[]; kind?: LedgerEntryKind } = {}): Promise<LedgerEntryDocument[]> {
+    const q: Record<string, unknown> = {};
+    if (filter.truthTypes) q.truth_type = { $in: filter.truthTypes };
+    if (filter.kind) q.kind = filter.kind;
+    return this.entries.find(q).sort({ _id: -1 }).limit(limit).toArray();
+  }
+
+  /** Entries with seq > after, oldest first. */
+  after(after: number, limit: number, filter: { keyPrefix?: string } = {}): Promise<LedgerEntryDocument[]> {
+    const q: Record<string, unknown> = { _id: { $gt: after } };
+    if (filter.keyPrefix) q.key = { $regex: `^${escapeRegex(filter.keyPrefix)}` };
+    return this.entries.find(q).sort({ _id: 1 }).limit(limit).toArray();
+  }
+
+  /** Every entry in seq order, streamed in batches (flat memory). */
+  scan(batchSize = 1000): AsyncIterable<LedgerEntryDocument> {
+    return this.entries.find({}).sort({ _id: 1 }).batchSize(batchSize);
+  }
+
+  /** The perfect subtree of 2^level leaves at `index`, as recorded by the entry that completed it. */
+  async perfectSubtree(level: number, index: number): Promise<Hash> {
+    const seq = (index + 1) * 2 ** level;
+    const doc = await this.entries.findOne({ _id: seq }, { projection: { completed: 1 } });
+    const hex = doc?.completed[level];
+    if (!hex) throw new Error(`ledger has no subtree at level ${level}, index ${index}`);
+    return fromHex(hex);
+  }
+}
+
+function escapeRegex(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}

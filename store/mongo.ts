@@ -1,0 +1,103 @@
+/**
+ * The MongoDB connection and the indexes every collection needs. Works on real MongoDB and on FerretDB alike:
+ * no transactions, no change streams, no TTL indexes, no nested arrays, no user-supplied keys as field names.
+ */
+import { Db, MongoClient } from 'mongodb';
+
+export interface Mongo {
+  client: MongoClient;
+  db: Db;
+  close(): Promise<void>;
+}
+
+export interface MongoOptions {
+  uri: string;
+  dbName: string;
+  /** How long an operation waits for a usable server before failing; bounds every request when MongoDB is down. */
+  serverSelectionTimeoutMS?: number;
+  appName?: string;
+}
+
+export async function connectMongo(options: MongoOptions): Promise<Mongo> {
+  assertDriverPatched();
+  const client = new MongoClient(options.uri, {
+    appName: options.appName ?? 'zhongshu-hub',
+    serverSelectionTimeoutMS: options.serverSelectionTimeoutMS ?? 5000,
+    connectTimeoutMS: 5000,
+    // An operation sent just as the server goes away can otherwise wait forever on a socket nobody answers,
+    // and one stuck ledger commit would hold every append queued behind it.
+    socketTimeoutMS: 20000,
+    // Poll the server's state rather than stream it: FerretDB does not keep the streaming hello that the driver's
+    // monitor waits on, and after a restart the monitor could stay stuck, failing every operation.
+    serverMonitoringMode: 'poll',
+    heartbeatFrequencyMS: 2000,
+    maxPoolSize: 50,
+    // FerretDB does not implement retryable writes; a retried append could double-write, so the ledger
+    // does its own idempotent retries (see ledger.ts).
+    retryWrites: false
+  });
+  await client.connect();
+  const db = client.db(options.dbName);
+  return {
+    client,
+    db,
+    close: () => client.close()
+  };
+}
+
+/**
+ * The driver must carry patches/mongodb+<version>.patch (applied by `npm install`/`npm ci` through patch-package;
+ * README, "Dependency patches"). Unpatched, a command written to a connection the server just closed waits forever,
+ * and when that command is the server monitor's check the process never sees the database again. Refusing to start
+ * is better than a process that silently stops recovering.
+ */
+function assertDriverPatched(): void {
+  const { Connection } = require('mongodb/lib/cmap/connection') as { Connection: { prototype: Record<string, unknown> } };
+  if (typeof Connection.prototype.throwIfClosed !== 'function') {
+    throw new Error('The mongodb driver is not patched (patches/mongodb+*.patch); run `npx patch-package` after installing without scripts');
+  }
+}
+
+/** Index specs by collection. Created at start; creating an existing index is a no-op. */
+export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string; unique?: boolean }[]> = {
+  ledger: [
+    { key: { idem: 1 }, name: 'idem_unique', unique: true },
+    { key: { key: 1, _id: 1 }, name: 'key_seq' },
+    { key: { kind: 1, _id: 1 }, name: 'kind_seq' }
+  ],
+  homologous_tokens: [{ key: { token_id: 1 }, name: 'token_id_unique', unique: true }],
+  api_keys: [{ key: { secret_hash: 1 }, name: 'secret_hash' }],
+  oauth_clients: [],
+  oauth_revocations: [],
+  dids: [],
+  ledger_head: [],
+  ledger_idempotency: [],
+  quota_uses: [{ key: { day: 1 }, name: 'day' }],
+  daemon_assets: [],
+  nodes: [
+    { key: { seq: 1 }, name: 'seq_unique', unique: true },
+    { key: { state: 1, seq: 1 }, name: 'state_seq' },
+    { key: { 'brand.code': 1, seq: 1 }, name: 'brand_seq' }
+  ],
+  counters: [],
+  node_presence: [],
+  node_heartbeat_history: [],
+  tasks: [{ key: { state: 1, priority: -1, created_at: 1 }, name: 'claim_order' }],
+  peers: [],
+  directory_tree_versions: [{ key: { proposal_id: 1 }, name: 'proposal_id' }],
+  tree_proposals: [{ key: { state: 1, created_at: 1 }, name: 'state_created' }]
+};
+
+export async function ensureIndexes(db: Db): Promise<void> {
+  for (const [collection, specs] of Object.entries(INDEXES)) {
+    const existing = await db.listCollections({ name: collection }, { nameOnly: true }).toArray();
+    if (existing.length === 0) await db.createCollection(collection).catch(ignoreAlreadyExists);
+    for (const spec of specs) {
+      await db.collection(collection).createIndex(spec.key, { name: spec.name, unique: spec.unique ?? false });
+    }
+  }
+}
+
+function ignoreAlreadyExists(err: unknown): void {
+  if ((err as { codeName?: string }).codeName !== 'NamespaceExists') throw err;
+}

@@ -1,0 +1,84 @@
+/**
+ * What the API, operators and the node/<node_id> workflow share: id scheme, input, signal, update, query, status.
+ * Operators can look a node up in the Web UI (search attributes NodeId, Brand, NodeState) or query it:
+ *   temporal workflow query --workflow-id node/ext-custom-000001 --type nodeStatus
+ * and review from the CLI (the same update the review endpoints send):
+ *   temporal workflow update execute --workflow-id node/ext-custom-000001 --name review \
+ *     --input '{"decision":"approve","reviewer":"alice","reason":"checked"}'
+ */
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { FlowTaskQueues } from '../task-queues';
+import type { NodeState } from '../../core/federation/vocabulary';
+
+export const nodeWorkflowId = (nodeId: string): string => `node/${nodeId}`;
+
+/** Task queues (workflows/task-queues.ts): the workflow and its activities (MongoDB only) run on the core queue. */
+export const NODE_LIFECYCLE_TASK_QUEUES: FlowTaskQueues = { workflow: 'core', activities: ['core'] };
+
+export interface NodeLifecycleInput {
+  version: 1;
+  node_id: string;
+  brand: string;
+  registered_at: string;
+  /** No heartbeat for this long makes an online node offline (NODE_OFFLINE_AFTER_S). */
+  offline_after_s: number;
+  /** Whether new nodes wait for review (NODE_REVIEW_REQUIRED); if not, they start offline until a heartbeat. */
+  review_required: boolean;
+  /**
+   * After going offline, look at presence once more after this long: an API process whose cached view of the node
+   * still said "online" does not signal, so a heartbeat in that window is picked up here.
+   */
+  offline_recheck_ms: number;
+  /** Continue as new once the history has this many events (keeps histories bounded). */
+  history_limit: number;
+  hub_did: string;
+  /** State carried over by continue-as-new. */
+  carried?: NodeCarriedState;
+}
+
+export interface NodeCarriedState {
+  state: NodeState;
+  state_since: string;
+  last_seen_ms: number | null;
+  transitions: number;
+  runs: number;
+  review: NodeStatus['review'];
+}
+
+export interface ReviewRequest {
+  decision: 'approve' | 'reject';
+  reviewer: string;
+  reason: string;
+}
+
+export interface NodeStatus {
+  node_id: string;
+  state: NodeState;
+  state_since: string;
+  last_seen_at: string | null;
+  transitions: number;
+  /** How many times the workflow continued as new (history kept bounded). */
+  runs: number;
+  review: { decision: 'approved' | 'rejected'; reviewer: string; reason: string; at: string } | null;
+}
+
+/** What the workflow's memo holds (written at start by the client module). */
+export type NodeLifecycleMemo = {
+  name: string;
+  registered_at: string;
+};
+
+/** Sent by the API when a heartbeat arrives for a node it believes is not online. */
+export const heartbeatSignal = defineSignal<[{ seen_at_ms: number }]>('heartbeat');
+export const reviewUpdate = defineUpdate<NodeStatus, [ReviewRequest]>('review');
+export const nodeStatusQuery = defineQuery<NodeStatus>('nodeStatus');
+
+/**
+ * Extra time past the offline deadline before judging, so a heartbeat received just before the deadline is seen:
+ * it covers the worker's shared presence snapshot (at most PRESENCE_SNAPSHOT_MAX_AGE_MS old) and the presence write
+ * holding the heartbeat (with the default PRESENCE_FLUSH_MS of 25 ms, the group commit's wait of at most 200 ms and
+ * the write itself). A heartbeat written later still is caught by the re-check after going offline. Kept small:
+ * a silent node must be offline within NODE_OFFLINE_AFTER_S + 2 s.
+ */
+export const PRESENCE_GRACE_MS = 500;
+export const PRESENCE_SNAPSHOT_MAX_AGE_MS = 250;
