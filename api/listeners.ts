@@ -48,8 +48,8 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   const main = make('main');
   await registerOpenApi(main, config.publicUrl);
   await main.register(healthRoutes, { db: ctx.mongo.db, listener: 'main' });
-  await main.register(agentCardRoutes, { ctx });
-  await main.register(endpointDirectoryRoutes, { ctx });
+  await main.register(agentCardRoutes, { config, directory: ctx.directory, keys: ctx.keys });
+  await main.register(endpointDirectoryRoutes, { directory: ctx.directory, config });
   await main.register(oauthRoutes, { config, keys: ctx.keys, credentials: ctx.credentials });
   await main.register(adminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, config });
   await main.register(truthReportRoutes, { ledger: ctx.ledger, quota: ctx.quota, temporal: ctx.temporal, config });

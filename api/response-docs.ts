@@ -4,8 +4,7 @@
  *   - `security`, derived from its `config.auth` model (the schemes are SECURITY_SCHEMES, in the OpenAPI components);
  *   - the error responses it can produce, each with the one error shape (core/errors.ts), never overriding a status
  *     the route declares itself;
- *   - a 200 "any JSON" success when it declares no 2xx or 3xx of its own (a route answering 201, a redirect or
- *     something other than JSON must say so in its schema).
+ *   - a start-up error when it declares no response of its own: every route documents its answers.
  * The zod serializer then also checks error replies against ERROR_BODY, so the schema allows extra detail members.
  */
 import type { FastifyInstance, RouteOptions } from 'fastify';
@@ -25,9 +24,6 @@ export const ERROR_BODY = z
     fields: z.array(z.object({ field: z.string(), message: z.string() })).optional().describe('each bad field, for 400')
   })
   .describe('Error');
-
-/** The route answers JSON that its own schema does not describe further. */
-const ANY_JSON = z.unknown().describe('Success');
 
 type SecurityRequirement = Record<string, string[]>;
 
@@ -115,10 +111,8 @@ export function errorStatuses(route: { method: string; auth: AuthModel; schema: 
   return statuses.sort((a, b) => a - b);
 }
 
-const okBody = (description: string) => z.looseObject({ ok: z.literal(true) }).describe(description);
 /** A response without a body (OpenAPI: no content); zod's null is a nullable string enum in OpenAPI 3.0. */
 export const noBody = (description: string) => z.null().meta({ type: 'null' }).describe(description);
-const html = (description: string) => ({ description, content: { 'text/html': { schema: z.string() } } });
 
 /**
  * What some routes' code answers beyond what their declarations show: a 201 (or a 200 beside it), a 409, a body
@@ -140,27 +134,6 @@ const ROUTE_RESPONSES: Record<string, Record<string, unknown>> = {
       })
       .describe('Registered')
   },
-  'POST /admin/dids': { 200: okBody('Already registered'), 201: okBody('Registered'), 409: ERROR_BODY.describe('The DID was revoked') },
-  'POST /admin/homologous-tokens': { 201: okBody('Issued (the token is shown once)') },
-  'POST /admin/api-keys': { 201: okBody('Issued (the key is shown once)') },
-  'POST /admin/oauth-clients': { 201: okBody('Issued (the secret is shown once)') },
-  'POST /admin/daemon-assets': { 201: okBody('Issued (the order root is shown once)') },
-  'POST /admin/peers': { 200: okBody('Updated and re-probed'), 201: okBody('Added and probed') },
-  'POST /a2a/directory-tree/propose': { 201: okBody('Proposal opened'), 403: ERROR_BODY.describe('Node not reviewed, or the superseded proposal is another author\'s'), 409: ERROR_BODY.describe('The superseded proposal is closed') },
-  'POST /a2a/directory-tree/merge': { 409: ERROR_BODY.describe('Already closed, or the patch conflicts with the latest version (conflicts)') },
-  'POST /a2a/review/approve': { 409: ERROR_BODY.describe('The decision does not apply to the node\'s state') },
-  'POST /a2a/review/reject': { 409: ERROR_BODY.describe('The decision does not apply to the node\'s state') },
-  'GET /api/truth/approvals/:id': { 409: ERROR_BODY.describe('The approval workflow was terminated or failed') },
-  'POST /api/truth/approvals/:id/approve': { 409: ERROR_BODY.describe('Already decided') },
-  'POST /api/truth/approvals/:id/reject': { 409: ERROR_BODY.describe('Already decided') },
-  'GET /a2a/join/': { 200: html('The join portal') },
-  'GET /a2a/join': { 301: noBody('Moved permanently to /a2a/join/') },
-  'GET /api/sub-l0': {
-    200: {
-      description: 'Entries after the cursor: a JSON page, or with Accept: text/event-stream an SSE stream that stays open',
-      content: { 'application/json': { schema: z.looseObject({ ok: z.literal(true), after: z.number(), next_cursor: z.number(), entries: z.array(z.unknown()) }) }, 'text/event-stream': { schema: z.string() } }
-    }
-  }
 };
 
 /** The onRoute hook: fills in security and responses for every documented route. */
@@ -176,7 +149,9 @@ export function documentRoute(route: RouteShape): void {
   const response = { ...((schema.response ?? {}) as Record<string, unknown>) };
   for (const method of methods) for (const [status, body] of Object.entries(ROUTE_RESPONSES[`${method} ${route.url}`] ?? {})) if (!(status in response)) response[status] = body;
   const declared = Object.keys(response);
-  if (!declared.some((s) => /^[23]/.test(s))) response['200'] = ANY_JSON;
+  // Every route documents what it answers (its successes; a route that only refuses, such as the A2A operations
+  // not served yet, its errors): a route that declares nothing is a mistake caught at start-up.
+  if (declared.length === 0) throw new Error(`Route ${methods.join(',')} ${route.url} declares no response schema (schema.response[200|201|…])`);
   for (const method of methods) {
     for (const status of errorStatuses({ method, auth, schema })) {
       if (!(String(status) in response)) response[String(status)] = errorResponse(status);

@@ -8,7 +8,7 @@ import { SECURITY } from '../../api/response-docs';
 import type { AuthModel } from '../../core/endpoint-groups';
 import { http, startTestService, TestService } from '../support/service';
 
-type Operation = { security?: Record<string, string[]>[]; responses: Record<string, { content?: Record<string, { schema: any }> }>; requestBody?: { required?: boolean; content: Record<string, { schema: any }> }; parameters?: unknown[] };
+type Operation = { summary?: string; security?: Record<string, string[]>[]; responses: Record<string, { content?: Record<string, { schema: any }> }>; requestBody?: { required?: boolean; content: Record<string, { schema: any }> }; parameters?: unknown[] };
 type Document = { paths: Record<string, Record<string, Operation>>; components: { securitySchemes: Record<string, any> } };
 
 let svc: TestService;
@@ -60,7 +60,10 @@ test('every operation documents the error responses it can answer, in the one er
   for (const { method, path, op } of operations) {
     const statuses = Object.keys(op.responses);
     const where = `${method} ${path}`;
-    expect({ where, success: statuses.some((s) => /^[23]/.test(s)) }).toEqual({ where, success: true });
+    // The A2A binding's operations that the hub does not serve yet only refuse (typed A2A errors): they document
+    // those errors and no success. Every other operation documents its success.
+    const refusesOnly = typeof op.summary === 'string' && op.summary.startsWith('A2A ') && /not supported|TaskNotFound|not configured/.test(op.summary);
+    expect({ where, success: refusesOnly || statuses.some((s) => /^[23]/.test(s)) }).toEqual({ where, success: true });
     for (const s of ['500', '503']) expect({ where, s, documented: s in op.responses }).toEqual({ where, s, documented: true });
     const secured = (op.security ?? []).length > 0;
     const twoFactorDaemon = op.security?.some((r) => 'daemon_asset' in r);

@@ -14,11 +14,11 @@
  * the task queue); it replaces these handlers.
  */
 import { randomUUID } from 'node:crypto';
-import { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
-import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import type { FastifyError, FastifyReply } from 'fastify';
+import { FastifyPluginAsyncZod, hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AppError } from '../../../core/errors';
-import type { ServiceContext } from '../../context';
+import type { Config } from '../../../core/config.node';
 
 export const A2A_BASE_PATH = '/a2a';
 
@@ -78,8 +78,8 @@ const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((s) =>
 const taskParams = z.object({ task: z.string().min(1).max(200).describe('a task id, optionally with the :cancel or :subscribe suffix') });
 const configParams = z.object({ task: z.string().min(1).max(200), config: z.string().min(1).max(200) });
 
-export async function a2aBindingRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
-  const base = opts.ctx.config.publicUrl;
+export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { config }) => {
+  const base = config.publicUrl;
   const none = { auth: 'none' as const };
 
   // Inside this plugin every failure takes the binding's shape, so the SDKs can read it.
@@ -97,7 +97,7 @@ export async function a2aBindingRoutes(app: FastifyInstance, opts: { ctx: Servic
     `${A2A_BASE_PATH}/message::send`,
     { config: none, schema: { summary: 'A2A SendMessage: answers with a Message describing what the hub serves', body: sendMessageRequest, response: { 200: agentMessage, ...errors(400, 404, 413, 415, 500, 503) } } },
     async (request, reply) => {
-      const { message } = request.body as z.infer<typeof sendMessageRequest>;
+      const { message } = request.body;
       if (message.taskId) return refuse(reply, 'TASK_NOT_FOUND');
       const links = {
         endpoint_summary: `${base}/a2a/endpoints/summary`,
@@ -140,21 +140,21 @@ export async function a2aBindingRoutes(app: FastifyInstance, opts: { ctx: Servic
         response: { 200: listTasksResponse, ...errors(400, 500, 503) }
       }
     },
-    async (request) => ({ tasks: [], nextPageToken: '', pageSize: (request.query as { pageSize: number }).pageSize, totalSize: 0 })
+    async (request) => ({ tasks: [], nextPageToken: '', pageSize: request.query.pageSize, totalSize: 0 })
   );
 
   // GetTask is /tasks/{id} and SubscribeToTask /tasks/{id}:subscribe: one route, told apart by the suffix.
   app.get(
     `${A2A_BASE_PATH}/tasks/:task`,
     { config: none, schema: { summary: 'A2A GetTask (TaskNotFound: no A2A tasks yet) and SubscribeToTask (unsupported)', params: taskParams, response: errors(400, 404, 500, 503) } },
-    async (request, reply) => refuse(reply, (request.params as { task: string }).task.endsWith(':subscribe') ? 'UNSUPPORTED_OPERATION' : 'TASK_NOT_FOUND')
+    async (request, reply) => refuse(reply, request.params.task.endsWith(':subscribe') ? 'UNSUPPORTED_OPERATION' : 'TASK_NOT_FOUND')
   );
 
   app.post(
     `${A2A_BASE_PATH}/tasks/:task`,
     { config: none, schema: { summary: 'A2A CancelTask (/tasks/{id}:cancel): TaskNotFound, no A2A tasks yet', params: taskParams, response: errors(400, 404, 413, 415, 500, 503) } },
     async (request, reply) => {
-      if (!(request.params as { task: string }).task.endsWith(':cancel')) return a2aError(reply, 404, `No route POST ${request.url.split('?')[0]}`);
+      if (!request.params.task.endsWith(':cancel')) return a2aError(reply, 404, `No route POST ${request.url.split('?')[0]}`);
       return refuse(reply, 'TASK_NOT_FOUND');
     }
   );
@@ -181,4 +181,4 @@ export async function a2aBindingRoutes(app: FastifyInstance, opts: { ctx: Servic
     { config: none, schema: { summary: 'A2A GetExtendedAgentCard: not configured (capabilities.extendedAgentCard is false)', response: errors(400, 500, 503) } },
     async (_r, reply) => refuse(reply, 'EXTENDED_AGENT_CARD_NOT_CONFIGURED')
   );
-}
+};

@@ -7,11 +7,15 @@
  * card's schema has no free-form fields).
  */
 import { createHash } from 'node:crypto';
-import { FastifyInstance } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { A2A_PROTOCOL_VERSION, FEDERATION_API_VERSION, SERVICE_NAME } from '../../../core/version';
 import { ENDPOINT_GROUPS, EndpointGroup } from '../../../core/endpoint-groups';
-import type { ServiceContext } from '../../context';
+import type { Config } from '../../../core/config.node';
+import type { EndpointDirectory } from '../../directory';
+import type { HubKeys } from '../../keys';
+
+type CardDeps = { config: Config; directory: EndpointDirectory; keys: HubKeys };
 import { A2A_BASE_PATH, a2aBindingRoutes } from './a2a-binding';
 import { noBody } from '../../response-docs';
 
@@ -42,9 +46,9 @@ const cardResponse = z
 /** Skills whose every endpoint needs one credential (the others mix public reads with authenticated writes). */
 const SKILL_SECURITY: Partial<Record<EndpointGroup, string>> = { review_admin: 'homologous' };
 
-export function buildAgentCard(ctx: ServiceContext) {
-  const base = ctx.config.publicUrl;
-  const served = ctx.directory.countByGroup();
+export function buildAgentCard({ config, directory, keys }: CardDeps) {
+  const base = config.publicUrl;
+  const served = directory.countByGroup();
   return {
     name: SERVICE_NAME,
     description:
@@ -72,7 +76,7 @@ export function buildAgentCard(ctx: ServiceContext) {
           uri: `${base}/api/status`,
           description: 'Signed tree heads of the truth ledger: Ed25519 over tree size, root and timestamp',
           required: false,
-          params: { algorithm: 'Ed25519', public_key_base64: ctx.keys.publicKeyBase64, key_id: ctx.keys.kid, jwks_uri: `${base}/.well-known/jwks.json` }
+          params: { algorithm: 'Ed25519', public_key_base64: keys.publicKeyBase64, key_id: keys.kid, jwks_uri: `${base}/.well-known/jwks.json` }
         }
       ]
     },
@@ -101,12 +105,12 @@ export function buildAgentCard(ctx: ServiceContext) {
   };
 }
 
-export async function agentCardRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
+export const agentCardRoutes: FastifyPluginAsyncZod<CardDeps> = async (app, deps) => {
   let cached: { body: string; etag: string } | null = null;
   const card = () => {
     // Routes are all registered before the first request, so the card is computed once per process.
     if (!cached) {
-      const text = JSON.stringify(buildAgentCard(opts.ctx));
+      const text = JSON.stringify(buildAgentCard(deps));
       cached = { body: text, etag: `"${createHash('sha256').update(text).digest('base64url').slice(0, 27)}"` };
     }
     return cached;
@@ -121,5 +125,5 @@ export async function agentCardRoutes(app: FastifyInstance, opts: { ctx: Service
   app.get('/a2a/.well-known/agent.json', { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Agent discovery: capability declaration and endpoint directory' } }, schema }, handler);
   app.get('/.well-known/agent-card.json', { config: { auth: 'none' }, schema }, handler);
   // The interface the card advertises, in a context of its own (its errors take the binding's shape).
-  await app.register(a2aBindingRoutes, { ctx: opts.ctx });
-}
+  await app.register(a2aBindingRoutes, { config: deps.config });
+};
