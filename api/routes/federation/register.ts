@@ -2,7 +2,8 @@
  * POST /a2a/register (no auth): a node joins the federation.
  * 201 { node_id, api_key (shown once; only its digest is stored), state, workflow_id, heartbeat, endpoints }.
  * The node id takes the next hub-wide sequence number; the unique seq index is what guarantees no two nodes share
- * one (see NodeStore.insertWithNextSequence), so concurrent registrations never collide.
+ * one (see NodeStore.insertWithNextSequence), so concurrent registrations never collide. A number lost to another
+ * API process is retried with the next one inside the store; a registration that cannot get one answers 503.
  * The node document is stored first, then node/<node_id> is started; if Temporal cannot be reached the document is
  * removed again and the answer is 503 (nothing half-registered).
  */
@@ -48,7 +49,13 @@ export async function registerRoutes(app: FastifyInstance, opts: { ctx: ServiceC
           created_at: now,
           state_changed_at: now,
           review: null
-        }));
+        })).catch((err: unknown) => {
+          // Left only if other API processes took this registration's number MAX_SEQUENCE_ATTEMPTS times in a row.
+          if ((err as { code?: number }).code === 11000) {
+            throw new AppError('unavailable', 'Too many concurrent registrations; nothing was kept, please retry', {}, { 'Retry-After': '1' });
+          }
+          throw err;
+        });
         const input: NodeLifecycleInput = {
           version: 1,
           node_id: doc._id,
