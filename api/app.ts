@@ -4,6 +4,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import Fastify, { FastifyInstance, LogController } from 'fastify';
+import rateLimit from '@fastify/rate-limit';
+import { AppError } from '../core/errors';
 import { validatorCompiler, ZodTypeProvider } from 'fastify-type-provider-zod';
 import { MAX_PATH_PARAM_LENGTH } from '../core/identifiers';
 import type { ServiceContext } from './context';
@@ -44,6 +46,15 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName): 
     reply.header('X-Trace', request.id);
   });
   app.register(errorsPlugin);
+  // Per-route request limits per client address (routes opt in with config.rateLimit: the anonymous routes that
+  // create state). A refusal is the one error shape: 429 rate_limited with Retry-After.
+  app.register(rateLimit, {
+    global: false,
+    errorResponseBuilder: (_request, limit) =>
+      new AppError('rate_limited', `Too many requests from this address: at most ${limit.max} per ${limit.ttl / 1000} s; retry after ${limit.after}`, { limit: limit.max }, {
+        'Retry-After': String(Math.max(1, Math.ceil(limit.ttl / 1000)))
+      })
+  });
   app.register(jsonBodyPlugin, { maxDepth: ctx.config.JSON_MAX_DEPTH });
   app.register(authPlugin, { deps: ctx });
   app.addHook('onRoute', (route) => {

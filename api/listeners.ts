@@ -57,7 +57,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(subscriptionRoutes, { ledger: ctx.ledger });
   await main.register(approvalRoutes, { temporal: ctx.temporal, config });
   await main.register(statusDataRoutes, { db: ctx.mongo.db, ledger: ctx.ledger, nodes: ctx.nodes, presence: ctx.presence, config });
-  await main.register(registerRoutes, { ctx });
+  await main.register(registerRoutes, { nodes: ctx.nodes, temporal: ctx.temporal, directory: ctx.directory, config });
   await main.register(heartbeatRoutes, { presenceRecorder: ctx.presenceRecorder, nodeCache: ctx.nodeCache, temporal: ctx.temporal, config });
   await main.register(nodeDirectoryRoutes, { nodes: ctx.nodes, presence: ctx.presence, heartbeatHistory: ctx.heartbeatHistory, config });
   await main.register(peerRoutes, { peers: ctx.peers });

@@ -114,28 +114,6 @@ export function errorStatuses(route: { method: string; auth: AuthModel; schema: 
 /** A response without a body (OpenAPI: no content); zod's null is a nullable string enum in OpenAPI 3.0. */
 export const noBody = (description: string) => z.null().meta({ type: 'null' }).describe(description);
 
-/**
- * What some routes' code answers beyond what their declarations show: a 201 (or a 200 beside it), a 409, a body
- * that is not JSON. Kept here rather than in each route's schema block while those files are being reworked; a route
- * that declares the status itself wins (and can take its entry's place here). test/api/openapi.test.ts and the
- * schemathesis run catch an entry that drifts from behaviour.
- */
-const ROUTE_RESPONSES: Record<string, Record<string, unknown>> = {
-  'POST /a2a/register': {
-    201: z
-      .looseObject({
-        ok: z.literal(true),
-        node_id: z.string(),
-        api_key: z.string().describe('shown once; only its digest is stored'),
-        state: z.enum(['pending_review', 'offline']),
-        workflow_id: z.string(),
-        heartbeat: z.looseObject({ url: z.string(), headers: z.record(z.string(), z.string()), offline_after_s: z.number(), recommended_interval_s: z.number() }),
-        endpoints: z.looseObject({ entries: z.array(z.looseObject({ method: z.string(), path: z.string(), url: z.string() })) })
-      })
-      .describe('Registered')
-  },
-};
-
 /** The onRoute hook: fills in security and responses for every documented route. */
 export function documentRoute(route: RouteShape): void {
   const methods = Array.isArray(route.method) ? route.method : [route.method];
@@ -147,7 +125,6 @@ export function documentRoute(route: RouteShape): void {
   const security = SECURITY[auth];
   if (security === null) throw new Error(`Route ${methods.join(',')} ${route.url} declares auth ${auth}, whose credential has no OpenAPI security scheme yet (api/response-docs.ts)`);
   const response = { ...((schema.response ?? {}) as Record<string, unknown>) };
-  for (const method of methods) for (const [status, body] of Object.entries(ROUTE_RESPONSES[`${method} ${route.url}`] ?? {})) if (!(status in response)) response[status] = body;
   const declared = Object.keys(response);
   // Every route documents what it answers (its successes; a route that only refuses, such as the A2A operations
   // not served yet, its errors): a route that declares nothing is a mistake caught at start-up.

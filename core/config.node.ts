@@ -53,6 +53,8 @@ export const configSchema = z.object({
   TRUTH_APPROVAL_TIMEOUT_S: positiveSeconds.default(72 * 3600),
   TRUTH_WRITE_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
 
+  /** Registrations (POST /a2a/register, the join form) per client address per minute, per API process. */
+  REGISTER_RATE_LIMIT_PER_MIN: z.coerce.number().int().positive().default(60),
   NODE_OFFLINE_AFTER_S: positiveSeconds.default(90),
   NODE_REVIEW_REQUIRED: z.enum(['true', 'false']).default('true').transform((v) => v === 'true'),
   NODE_CACHE_TTL_MS: z.coerce.number().int().min(0).default(5000),

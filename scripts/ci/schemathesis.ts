@@ -145,7 +145,9 @@ async function main(): Promise<number> {
       TEMPORAL_TASK_QUEUE: 'schemathesis',
       ADMIN_TOKEN: adminToken,
       PUBLIC_URL: base,
-      HUB_PUBLIC_URL: `http://127.0.0.1:${ports.HUB_PORT}`
+      HUB_PUBLIC_URL: `http://127.0.0.1:${ports.HUB_PORT}`,
+      // The fuzzer registers many nodes from one address; the registration limit has its own test.
+      REGISTER_RATE_LIMIT_PER_MIN: '100000'
     };
     const worker = startNodeProcess('worker', 'worker/main.ts', env, logFd);
     const apiProcess = startNodeProcess('api', 'api/server.ts', env, logFd);

@@ -38,6 +38,14 @@ describe('held writes', () => {
 
     const decided = await decide(held.body.approval_id, 'approve', 'reviewed the blast radius');
     expect(decided.status).toBe(200);
+    // final: false means the worker had not acted within the answer's wait (a loaded machine): the decision is
+    // stored in Temporal, and the approval's own view shows it once applied.
+    if (!decided.body.final) {
+      decided.body.approval = await eventually(async () => {
+        const res = await http('GET', `${svc.urls.main}/api/truth/approvals/${held.body.approval_id}`, { headers: asApprover() });
+        return res.body.approval?.state === 'approved' ? res.body.approval : undefined;
+      }, 60000, 'the approval to be applied');
+    }
     expect(decided.body.approval).toMatchObject({ state: 'approved', reason: 'reviewed the blast radius' });
     const [entry] = await ledgerKeys('ops.risk.approve1');
     expect(entry).toMatchObject({ seq: decided.body.approval.seq, event_id: decided.body.approval.event_id, value: { blast_radius: 'all' }, did: DID, truth_type: 'risk' });

@@ -7,29 +7,54 @@
  * The node document is stored first, then node/<node_id> is started; if Temporal cannot be reached the document is
  * removed again and the answer is 503 (nothing half-registered).
  */
-import { FastifyInstance } from 'fastify';
-import { WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/client';
+import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { Config } from '../../../core/config.node';
 import { hashSecret, newSecret } from '../../../core/credentials.node';
 import { AppError } from '../../../core/errors';
-import { formatNodeId, RegistrationBody, registrationBody } from '../../../core/federation/vocabulary';
-import type { nodeLifecycleWorkflow } from '../../../workflows/federation/node-lifecycle';
+import { formatNodeId, registrationBody } from '../../../core/federation/vocabulary';
+import { startNodeLifecycle } from '../../../workflows/federation/node-lifecycle.client';
 import { NodeLifecycleInput, nodeWorkflowId } from '../../../workflows/federation/node-lifecycle.contract';
-import { BrandAttr, NodeIdAttr, NodeStateAttr } from '../../../core/search-attributes';
-import type { ServiceContext } from '../../context';
-import { startWorkflowWithRetry } from '../../../workflows/client-support';
-import { NodeDocument } from '../../../store/federation/nodes';
+import type { NodeDocument, NodeStore } from '../../../store/federation/nodes';
+import type { EndpointDirectory } from '../../directory';
+
+const registeredResponse = z
+  .object({
+    ok: z.literal(true),
+    node_id: z.string(),
+    api_key: z.string().describe('shown once; only its digest is stored'),
+    state: z.enum(['pending_review', 'offline']),
+    workflow_id: z.string(),
+    message: z.string(),
+    heartbeat: z.object({ url: z.string(), headers: z.record(z.string(), z.string()), offline_after_s: z.number().int(), recommended_interval_s: z.number().int() }),
+    endpoints: z.object({
+      full_directory_url: z.string(),
+      summary_url: z.string(),
+      agent_card_url: z.string(),
+      entries: z.array(z.object({ method: z.string(), path: z.string(), group: z.string(), auth: z.string(), url: z.string() }))
+    })
+  })
+  .describe('Registered');
 
 const MAX_ID_SKIPS = 1000;
 
-export async function registerRoutes(app: FastifyInstance, opts: { ctx: ServiceContext }): Promise<void> {
-  const { ctx } = opts;
-  const { config } = ctx;
+export const registerRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; temporal: Client; directory: EndpointDirectory; config: Config }> = async (app, deps) => {
+  const { nodes, temporal, directory, config } = deps;
 
   app.post(
     '/a2a/register',
-    { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Node self-registration: returns node_id, api_key (once) and the endpoint directory' } }, schema: { body: registrationBody } },
+    {
+      config: {
+        auth: 'none',
+        directory: { group: 'a2a_standard', summary: 'Node self-registration: returns node_id, api_key (once) and the endpoint directory' },
+        // Anonymous and creates state: limited per client address (429 rate_limited with Retry-After).
+        rateLimit: { max: config.REGISTER_RATE_LIMIT_PER_MIN, timeWindow: 60_000 }
+      },
+      schema: { body: registrationBody, response: { 201: registeredResponse } }
+    },
     async (request, reply) => {
-      const body = request.body as RegistrationBody;
+      const body = request.body;
       const apiKey = newSecret('nk_');
       const now = new Date().toISOString();
       const initialState = config.NODE_REVIEW_REQUIRED ? 'pending_review' : 'offline';
@@ -37,7 +62,7 @@ export async function registerRoutes(app: FastifyInstance, opts: { ctx: ServiceC
       // histories) is skipped: the node document is removed and the next number taken.
       let nodeId = '';
       for (let attempt = 1; !nodeId; attempt++) {
-        const doc = await ctx.nodes.insertWithNextSequence((sequence): NodeDocument => ({
+        const doc = await nodes.insertWithNextSequence((sequence): NodeDocument => ({
           _id: formatNodeId(body.brand.code, sequence),
           seq: sequence,
           name: body.name,
@@ -68,30 +93,20 @@ export async function registerRoutes(app: FastifyInstance, opts: { ctx: ServiceC
           hub_did: config.SERVICE_DID
         };
         try {
-          await startWorkflowWithRetry<typeof nodeLifecycleWorkflow>(ctx.temporal, 'nodeLifecycleWorkflow', {
-            workflowId: nodeWorkflowId(doc._id),
-            taskQueue: config.TEMPORAL_TASK_QUEUE,
-            args: [input],
-            workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-            typedSearchAttributes: [
-              { key: NodeIdAttr, value: doc._id },
-              { key: BrandAttr, value: body.brand.code },
-              { key: NodeStateAttr, value: initialState }
-            ],
-            memo: { name: body.name, registered_at: now }
-          });
+          await startNodeLifecycle(temporal, config.TEMPORAL_TASK_QUEUE, input, { name: body.name, registered_at: now }, initialState);
           nodeId = doc._id;
         } catch (err) {
-          await ctx.nodes.delete(doc._id).catch(() => undefined);
+          // Nothing half-registered: without its workflow the node could never be reviewed or go online.
+          await nodes.delete(doc._id).catch(() => undefined);
           if (err instanceof WorkflowExecutionAlreadyStartedError && attempt < MAX_ID_SKIPS) continue;
           request.log.error({ err, nodeId: doc._id }, 'node workflow could not be started; registration undone');
-          throw new AppError('unavailable', 'Registration could not be completed (workflow service unavailable); nothing was kept, please retry');
+          throw err;
         }
       }
 
       const base = config.publicUrl;
       return reply.code(201).send({
-        ok: true,
+        ok: true as const,
         node_id: nodeId,
         api_key: apiKey,
         state: initialState,
@@ -109,9 +124,9 @@ export async function registerRoutes(app: FastifyInstance, opts: { ctx: ServiceC
           full_directory_url: `${base}/a2a/endpoints`,
           summary_url: `${base}/a2a/endpoints/summary`,
           agent_card_url: `${base}/a2a/.well-known/agent.json`,
-          entries: ctx.directory.entries().map((e) => ({ method: e.method, path: e.path, group: e.group, auth: e.auth, url: `${e.listener === 'hub' ? config.hubPublicUrl : base}${e.path}` }))
+          entries: directory.entries().map((e) => ({ method: e.method, path: e.path, group: e.group, auth: e.auth, url: `${e.listener === 'hub' ? config.hubPublicUrl : base}${e.path}` }))
         }
       });
     }
   );
-}
+};

@@ -1,0 +1,31 @@
+/**
+ * Anonymous routes that create state are rate limited per client address: POST /a2a/register (which the join page's
+ * form also calls) takes REGISTER_RATE_LIMIT_PER_MIN per minute, then answers 429 in the one error shape.
+ */
+import { http, startTestService, TestService } from '../support/service';
+
+let svc: TestService;
+
+beforeAll(async () => {
+  svc = await startTestService({ REGISTER_RATE_LIMIT_PER_MIN: '3' }, { worker: false });
+});
+afterAll(async () => {
+  await svc?.close();
+});
+
+it('answers 429 rate_limited with Retry-After past the per-address limit, and leaves other routes alone', async () => {
+  const register = (name: string) => http('POST', `${svc.urls.main}/a2a/register`, { body: { name, brand: { code: 'custom' } } });
+  const first = [];
+  for (let i = 0; i < 3; i++) first.push(await register(`limited-${i}`));
+  // No worker runs here, so the node workflows start but nothing else; each registration itself is accepted.
+  expect(first.map((r) => r.status)).toEqual([201, 201, 201]);
+  expect(first[0]!.headers.get('x-ratelimit-limit')).toBe('3');
+
+  const refused = await register('limited-3');
+  expect(refused.status).toBe(429);
+  expect(refused.body).toMatchObject({ ok: false, error: 'rate_limited', limit: 3, trace_id: refused.headers.get('x-trace') });
+  expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+  expect((await svc.db.collection('nodes').countDocuments({})).valueOf()).toBe(3);
+
+  expect((await http('GET', `${svc.urls.main}/a2a/nodes`)).status).toBe(200);
+});
