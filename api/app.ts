@@ -20,6 +20,20 @@ export type ZodApp = ReturnType<FastifyInstance['withTypeProvider']> & FastifyIn
 
 export const TRACE_PATTERN = /^[A-Za-z0-9._:-]{8,64}$/;
 
+/**
+ * Rate limits count per client address; IPv6 clients per /64 (one host usually holds a whole /64, so counting per
+ * address would let it rotate through them).
+ */
+export function rateLimitKey(request: { ip: string }): string {
+  const ip = request.ip;
+  if (!ip.includes(':') || ip.startsWith('::ffff:')) return ip;
+  const [head = '', tail = ''] = ip.split('::');
+  const left = head ? head.split(':') : [];
+  const right = tail ? tail.split(':') : [];
+  const groups = ip.includes('::') ? [...left, ...Array(8 - left.length - right.length).fill('0'), ...right] : left;
+  return `${groups.slice(0, 4).map((g) => g.toLowerCase().replace(/^0+(?=.)/, '')).join(':')}::/64`;
+}
+
 export function createListenerApp(ctx: ServiceContext, listener: ListenerName): FastifyInstance {
   const app = Fastify({
     loggerInstance: ctx.logger.child({ listener }),
@@ -50,6 +64,7 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName): 
   // create state). A refusal is the one error shape: 429 rate_limited with Retry-After.
   app.register(rateLimit, {
     global: false,
+    keyGenerator: rateLimitKey,
     errorResponseBuilder: (_request, limit) =>
       new AppError('rate_limited', `Too many requests from this address: at most ${limit.max} per ${limit.ttl / 1000} s; retry after ${limit.after}`, { limit: limit.max }, {
         'Retry-After': String(Math.max(1, Math.ceil(limit.ttl / 1000)))

@@ -12,6 +12,7 @@ export const ERROR_STATUS = {
   json_too_deep: 400,
   duplicate_member: 400,
   lone_surrogate: 400,
+  noncharacter: 400,
   number_out_of_range: 400,
   number_too_precise: 400,
   value_must_be_object: 400,

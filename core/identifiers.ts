@@ -5,9 +5,21 @@
  */
 import { z } from 'zod';
 
+/**
+ * The router's limit on one path parameter: above every identifier maximum, so a well-formed identifier always
+ * reaches its route's schema (which names the real limit); a longer segment is 414 uri_too_long.
+ */
+export const MAX_PATH_PARAM_LENGTH = 512;
+
 /** DIDs (`did:<method>:<id>`): registered by administrators, sent as X-DID, revoked by path. */
 export const DID_MAX_LENGTH = 256;
 export const DID_PATTERN = /^did:[a-z0-9]+:[A-Za-z0-9._:%-]+$/;
+/** A DID as it may be used (revoked, looked up): up to the router's limit, so one registered before DIDs had a
+ * maximum can still be revoked. New DIDs are created with didSchema. */
+export const usedDidSchema = z
+  .string()
+  .max(MAX_PATH_PARAM_LENGTH)
+  .regex(DID_PATTERN, 'must look like did:<method>:<id>');
 export const didSchema = z
   .string()
   .max(DID_MAX_LENGTH, `a DID has at most ${DID_MAX_LENGTH} characters`)
@@ -16,11 +28,6 @@ export const didSchema = z
 /** Node ids: ext-<brand>-<hub-wide sequence>, e.g. ext-openai-000123. */
 export const NODE_ID_MAX_LENGTH = 64;
 
-/**
- * The router's limit on one path parameter: above every identifier maximum, so a well-formed identifier always
- * reaches its route's schema (which names the real limit); a longer segment is 414 uri_too_long.
- */
-export const MAX_PATH_PARAM_LENGTH = 512;
 
 /**
  * Text people read (node names, labels, titles, reasons): no control characters (C0, DEL, C1) and no bidirectional

@@ -8,11 +8,17 @@ import { z } from 'zod';
 import type { JsonValue } from './ledger/canonical-json';
 
 export class RawJson {
+  /**
+   * Non-zero while the API's serializer runs: it swaps each RawJson for its text, so toJSON (which JSON.stringify
+   * calls first) need not parse it.
+   */
+  static splicing = 0;
+
   constructor(readonly text: string) {}
 
   /** For serialisers that do not know RawJson (logs, JSON.stringify without the API's replacer): the parsed value. */
   toJSON(): JsonValue {
-    return JSON.parse(this.text) as JsonValue;
+    return RawJson.splicing > 0 ? null : (JSON.parse(this.text) as JsonValue);
   }
 }
 

@@ -20,6 +20,7 @@ export type JsonProblemCode =
   | 'json_too_deep'
   | 'duplicate_member'
   | 'lone_surrogate'
+  | 'noncharacter'
   | 'number_out_of_range'
   | 'number_too_precise';
 
@@ -48,6 +49,8 @@ interface Frame {
 }
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
+/** Longest number accepted: room for 17 significant digits, a sign, a point, leading zeros and an exponent. */
+const MAX_NUMBER_LENGTH = 64;
 
 /** Checks `text` against the rules above and returns JSON.parse(text). Throws JsonInputError. */
 export function parseStrictJson(text: string, maxDepth: number): unknown {
@@ -74,11 +77,17 @@ export function scanStrictJson(text: string, maxDepth: number): void {
   const syntax = (what: string): never =>
     fail('invalid_json', i >= n ? `Unexpected end of JSON input (expected ${what})` : `Unexpected character ${JSON.stringify(text[i])} at position ${i} (expected ${what})`);
 
+  const noncharacter = (at: number, cp: number): never =>
+    fail('noncharacter', `A string contains the noncharacter U+${cp.toString(16).toUpperCase().padStart(4, '0')}, which I-JSON excludes (RFC 7493 §2.1)`, at);
+  /** U+FDD0-U+FDEF and the last two code points of every plane. */
+  const isNoncharacter = (cp: number) => (cp >= 0xfdd0 && cp <= 0xfdef) || (cp & 0xfffe) === 0xfffe;
+
   /** Scans a string starting at the opening quote; returns the index after the closing quote. */
   const scanString = (): number => {
     const start = i;
     i++; // opening quote
     let pendingHigh = -1; // position of an escaped high surrogate awaiting its low half
+    let highUnit = 0; // that escape's code unit
     for (;;) {
       if (i >= n) fail('invalid_json', 'Unterminated string', start);
       const c = text.charCodeAt(i);
@@ -96,10 +105,17 @@ export function scanStrictJson(text: string, maxDepth: number): void {
           const unit = parseInt(hex, 16);
           if (unit >= 0xdc00 && unit <= 0xdfff) {
             if (pendingHigh < 0) fail('lone_surrogate', 'A string contains an unpaired low surrogate escape (\\udc00-\\udfff)');
+            const cp = 0x10000 + ((highUnit - 0xd800) << 10) + (unit - 0xdc00);
+            if (isNoncharacter(cp)) noncharacter(pendingHigh, cp);
             pendingHigh = -1;
           } else {
             if (pendingHigh >= 0) fail('lone_surrogate', 'A string contains an unpaired surrogate escape (\\ud800-\\udbff without its low half)', pendingHigh);
-            if (unit >= 0xd800 && unit <= 0xdbff) pendingHigh = i;
+            if (unit >= 0xd800 && unit <= 0xdbff) {
+              pendingHigh = i;
+              highUnit = unit;
+            } else if (isNoncharacter(unit)) {
+              noncharacter(i, unit);
+            }
           }
           i += 6;
           continue;
@@ -111,6 +127,13 @@ export function scanStrictJson(text: string, maxDepth: number): void {
       }
       if (pendingHigh >= 0) fail('lone_surrogate', 'A string contains an unpaired surrogate escape (\\ud800-\\udbff without its low half)', pendingHigh);
       // Raw surrogates can only be well-formed pairs: the text came from a fatal UTF-8 decode.
+      if (c >= 0xd800 && c <= 0xdbff) {
+        const cp = text.codePointAt(i)!;
+        if (isNoncharacter(cp)) noncharacter(i, cp);
+        i += 2;
+        continue;
+      }
+      if (isNoncharacter(c)) noncharacter(i, c);
       i++;
     }
   };
@@ -240,11 +263,16 @@ export function scanStrictJson(text: string, maxDepth: number): void {
  * form ECMAScript and RFC 8785 use), so the stored, hashed and returned value is the one the client sent.
  */
 function checkNumber(lexeme: string, integral: boolean, fail: (code: JsonProblemCode, message: string) => never): void {
+  // No double needs more than 17 significant digits and a 3-digit exponent; a longer number is refused before any
+  // work that grows with its length.
+  if (lexeme.length > MAX_NUMBER_LENGTH) fail('number_too_precise', `a number of ${lexeme.length} characters is longer than any IEEE 754 double needs (at most ${MAX_NUMBER_LENGTH})`);
   const value = Number(lexeme);
   if (!Number.isFinite(value)) fail('number_out_of_range', `${lexeme} is outside the range of an IEEE 754 double`);
+  const outOfIntegerRange = Number.isInteger(value) && Math.abs(value) > MAX_SAFE && Math.abs(value) < 1e21;
+  const rangeMessage = `${lexeme} is an integer outside ±(2^53-1), the integers JSON carries exactly (RFC 7493 §2.2)`;
   if (integral) {
-    if (Math.abs(value) > MAX_SAFE) fail('number_out_of_range', `${lexeme} is outside ±(2^53-1), the integers JSON carries exactly (RFC 7493 §2.2)`);
-    return; // every integer in that range is exact
+    if (Math.abs(value) > MAX_SAFE) fail('number_out_of_range', rangeMessage);
+    return; // every integer within that range is exact
   }
   const sent = decimalOf(lexeme);
   const kept = decimalOf(String(value));
@@ -252,6 +280,9 @@ function checkNumber(lexeme: string, integral: boolean, fail: (code: JsonProblem
   if (sent.digits !== kept.digits || sent.exponent !== kept.exponent) {
     fail('number_too_precise', `${lexeme} cannot be carried exactly by an IEEE 754 double (it would become ${String(value)})`);
   }
+  // Integers beyond ±(2^53-1) are refused however they are written (1e16 would be served as 10000000000000000), up
+  // to 1e21, from where ECMAScript (and so the canonical form) writes them with an exponent, as floats.
+  if (outOfIntegerRange) fail('number_out_of_range', rangeMessage);
 }
 
 /** A decimal as significant digits and the exponent of the last one: 12.50 → { digits: '125', exponent: -1 }. */
@@ -260,12 +291,17 @@ function decimalOf(text: string): { digits: string; exponent: number } {
   if (!m) return { digits: text, exponent: 0 };
   const intPart = m[1]!;
   const frac = m[2] ?? '';
-  let digits = (intPart + frac).replace(/^0+/, '');
+  let start = 0;
+  const all = intPart + frac;
+  while (start < all.length && all.charCodeAt(start) === 0x30) start++;
+  let digits = all.slice(start);
   let exponent = Number(m[3] ?? 0) - frac.length;
   if (digits === '') return { digits: '0', exponent: 0 };
-  const trailing = digits.length - digits.replace(/0+$/, '').length;
-  digits = digits.slice(0, digits.length - trailing);
-  exponent += trailing;
+  // A loop, not /0+$/: that regex is quadratic on a long run of zeros followed by another digit.
+  let end = digits.length;
+  while (end > 1 && digits.charCodeAt(end - 1) === 0x30) end--;
+  exponent += digits.length - end;
+  digits = digits.slice(0, end);
   return { digits, exponent };
 }
 

@@ -52,6 +52,11 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
       })
     );
   }
+  if (workers.length === 0) {
+    await connection.close().catch(() => undefined);
+    await mongo.close().catch(() => undefined);
+    throw new Error(`WORKER_TASK_QUEUES=${config.WORKER_TASK_QUEUES.join(',')}: none of these task queues has activities yet, so this process would poll nothing`);
+  }
   return {
     workers,
     taskQueues: workers.map((w) => w.options.taskQueue),

@@ -14,6 +14,7 @@ import fp from 'fastify-plugin';
 import FindMyWay, { HTTPMethod } from 'find-my-way';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { isGrpcServiceError, ServiceError } from '@temporalio/client';
+import { MongoError, MongoServerError } from 'mongodb';
 import { AppError, ERROR_STATUS, ErrorCode } from '../../core/errors';
 import { MAX_PATH_PARAM_LENGTH } from '../../core/identifiers';
 
@@ -163,11 +164,17 @@ export function clientErrorHandler(this: FastifyInstance, err: Error & { code?: 
   );
 }
 
-/** Temporal client failures that mean "the workflow service cannot be reached right now": retry later. */
+/**
+ * Temporal client failures that mean "the workflow service cannot serve right now": gRPC UNAVAILABLE (14),
+ * DEADLINE_EXCEEDED (4) and RESOURCE_EXHAUSTED (8, e.g. a namespace rate limit), wrapped in a ServiceError or not.
+ * Other ServiceErrors (a bad request, an SDK bug) are 500s.
+ */
+const TEMPORAL_UNAVAILABLE_CODES = new Set([4, 8, 14]);
+
 export function isTemporalUnavailable(err: unknown): boolean {
-  const grpc = (e: unknown) => isGrpcServiceError(e) && [4, 14].includes((e as { code: number }).code); // DEADLINE_EXCEEDED, UNAVAILABLE
-  if (err instanceof ServiceError) return grpc(err.cause) || !isGrpcServiceError(err.cause);
-  return grpc(err) || (err as { name?: string })?.name === 'TransportError';
+  const grpc = (e: unknown) => isGrpcServiceError(e) && TEMPORAL_UNAVAILABLE_CODES.has((e as { code: number }).code);
+  if (err instanceof ServiceError) return grpc(err.cause);
+  return grpc(err);
 }
 
 /**
@@ -177,13 +184,20 @@ export function isTemporalUnavailable(err: unknown): boolean {
  */
 const MONGO_UNAVAILABLE_NAMES =
   /^(MongoServerSelectionError|MongoNetworkError|MongoNetworkTimeoutError|MongoTopologyClosedError|MongoNotConnectedError|MongoOperationTimeoutError|MongoWaitQueueTimeoutError|MongoPoolClosedError|MongoServerClosedError|PoolClearedError|PoolClearedOnNetworkError)$/;
-const MONGO_UNAVAILABLE_CODES = new Set([6, 7, 89, 91, 189, 9001, 10107, 11600, 11602, 13435, 13436]);
+/**
+ * Server answers that mean "not now": shutting down, stepping down, not primary, unreachable, interrupted, out of
+ * time (HostUnreachable 6, HostNotFound 7, ExceededTimeLimit 50 and 262, NetworkTimeout 89, ShutdownInProgress 91,
+ * PrimarySteppedDown 189, SocketException 9001, NotWritablePrimary 10107, NotPrimaryNoSecondaryOk 13435,
+ * NotPrimaryOrSecondary 13436, InterruptedAtShutdown 11600, InterruptedDueToReplStateChange 11602, 10058).
+ */
+const MONGO_UNAVAILABLE_CODES = new Set([6, 7, 50, 89, 91, 189, 262, 9001, 10058, 10107, 11600, 11602, 13435, 13436]);
 
 export function isMongoUnavailable(err: unknown): boolean {
-  const e = err as { name?: string; code?: unknown; hasErrorLabel?: (label: string) => boolean };
-  if (MONGO_UNAVAILABLE_NAMES.test(e?.name ?? '')) return true;
-  if (e?.name === 'MongoServerError' && typeof e.code === 'number' && MONGO_UNAVAILABLE_CODES.has(e.code)) return true;
-  return typeof e?.hasErrorLabel === 'function' && e.hasErrorLabel('RetryableWriteError');
+  if (!(err instanceof MongoError)) return false;
+  if (MONGO_UNAVAILABLE_NAMES.test(err.name)) return true;
+  // MongoServerError and its subclasses (a write concern or bulk write error carries the server's code too).
+  if (err instanceof MongoServerError && typeof err.code === 'number' && MONGO_UNAVAILABLE_CODES.has(err.code)) return true;
+  return err.hasErrorLabel('RetryableWriteError') || err.hasErrorLabel('ResetPool');
 }
 
 export default fp(errorsPlugin, { name: 'errors' });

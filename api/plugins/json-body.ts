@@ -4,8 +4,9 @@
  *   not attest exactly or serve back (core/strict-json.ts): invalid UTF-8, a byte order mark, nesting deeper than
  *   JSON_MAX_DEPTH, duplicate member names, lone surrogates, numbers a double cannot carry. A charset other than
  *   UTF-8 is 415. An empty body counts as no body (the route's schema decides whether one is required).
- *   Out: replies are serialised by JSON.stringify, except that RawJson values (stored canonical JSON text) are
- *   spliced in as they are, so a read never re-serialises a stored value.
+ *   Out: replies are checked against the route's response schema for their status and serialised by
+ *   JSON.stringify, except that RawJson values (stored canonical JSON text) are spliced in as they are, so a read
+ *   never re-serialises a stored value.
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -37,7 +38,8 @@ export function parseJsonBody(body: Buffer, contentType: string | undefined, max
   } catch {
     throw new AppError('invalid_utf8', 'The body is not valid UTF-8');
   }
-  if (text.trim() === '') return undefined;
+  // Only JSON's own white space (RFC 8259 §2) makes a body empty; U+00A0 or U+FEFF are not white space to JSON.
+  if (/^[ \t\n\r]*$/.test(text)) return undefined;
   try {
     return parseStrictJson(text, maxDepth);
   } catch (err) {
@@ -70,10 +72,12 @@ function withRawJson(stringify: () => string): string {
   const outer = collecting;
   const texts: string[] = [];
   collecting = texts;
+  RawJson.splicing++;
   try {
     const json = stringify();
     return texts.length === 0 ? json : json.replace(PLACEHOLDER, (_m, i: string) => texts[Number(i)]!);
   } finally {
+    RawJson.splicing--;
     collecting = outer;
   }
 }
@@ -100,8 +104,8 @@ function jsonBodyPlugin(app: FastifyInstance, opts: { maxDepth: number }): void 
       done(err as Error, undefined);
     }
   });
-  // Routes without a response schema.
-  app.setReplySerializer((payload) => stringifyJson(payload));
+  // No setReplySerializer here: Fastify would use it instead of the routes' response schemas. Every route declares
+  // its responses (api/response-docs.ts refuses one that does not), so replies go through serializerCompiler below.
 }
 
 export default fp(jsonBodyPlugin, { name: 'json-body' });

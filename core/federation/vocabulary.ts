@@ -90,7 +90,7 @@ function splitExtras(input: { resources: Record<string, unknown>; performance: R
   const known = <K extends string>(group: Record<string, unknown>, names: Record<K, unknown>, prefix: string) => {
     const out: Record<string, unknown> = {};
     for (const [name, value] of Object.entries(group)) {
-      if (name in names) out[name] = value;
+      if (Object.hasOwn(names, name)) out[name] = value;
       else candidates.push([`${prefix}${name}`, value]);
     }
     return out;
@@ -112,7 +112,7 @@ function splitExtras(input: { resources: Record<string, unknown>; performance: R
     const scalar =
       value === null || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value)) || (typeof value === 'string' && value.length <= HEARTBEAT_EXTRA_MAX_STRING);
     const size = JSON.stringify(name).length + JSON.stringify(value ?? null).length + 2;
-    if (!scalar || name.length > 100 || Object.keys(extra).length >= HEARTBEAT_EXTRA_MAX_MEMBERS || bytes + size > HEARTBEAT_EXTRA_MAX_BYTES || name in extra) {
+    if (!scalar || name.length > 100 || Object.keys(extra).length >= HEARTBEAT_EXTRA_MAX_MEMBERS || bytes + size > HEARTBEAT_EXTRA_MAX_BYTES || Object.hasOwn(extra, name)) {
       ignored.push(name);
       continue;
     }

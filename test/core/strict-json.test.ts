@@ -56,8 +56,17 @@ describe('strict JSON', () => {
     expect(problem('"\\ud83d\\ude00 and 😀"')).toBeNull();
   });
 
+  it('refuses Unicode noncharacters, raw or escaped (RFC 7493 §2.1)', () => {
+    expect(problem('"\\uffff"')?.code).toBe('noncharacter');
+    expect(problem('"\\ufdd0"')?.code).toBe('noncharacter');
+    expect(problem('"\uFFFE"')?.code).toBe('noncharacter');
+    expect(problem('"\\ud83f\\udffe"')?.code).toBe('noncharacter'); // U+1FFFE
+    expect(problem(`"${String.fromCodePoint(0x10ffff)}"`)?.code).toBe('noncharacter');
+    expect(problem('"\\ufffd \\ud83d\\ude00 \uFDCF"')).toBeNull();
+  });
+
   it('accepts numbers a double carries exactly and refuses the rest', () => {
-    for (const ok of ['0', '-0', '1.50', '1E2', '5e-324', '1.7976931348623157e308', '9007199254740991', '-9007199254740991', '0.1', '1e300', '123.456e-5']) {
+    for (const ok of ['0', '-0', '1.50', '1E2', '5e-324', '1.7976931348623157e308', '9007199254740991', '-9007199254740991', '0.1', '1e300', '1e21', '123.456e-5', '1e007']) {
       expect({ ok, problem: problem(`[${ok}]`) }).toEqual({ ok, problem: null });
     }
     for (const [bad, code] of [
@@ -67,10 +76,20 @@ describe('strict JSON', () => {
       ['9007199254740992', 'number_out_of_range'],
       ['18446744073709551617', 'number_out_of_range'],
       ['3.141592653589793238', 'number_too_precise'],
-      ['0.1000000000000000000000001', 'number_too_precise']
+      ['0.1000000000000000000000001', 'number_too_precise'],
+      // Integers are refused beyond ±(2^53-1) however they are written: 1e16 would be served as 10000000000000000.
+      ['1e16', 'number_out_of_range'],
+      ['9007199254740992.0', 'number_out_of_range'],
+      ['100000000000000000000000', 'number_out_of_range'],
+      [`0.1${'0'.repeat(100)}1`, 'number_too_precise']
     ]) {
       expect({ bad, code: problem(`[${bad}]`)?.code }).toEqual({ bad, code });
     }
+  });
+
+  it('refuses a long number without work that grows with its length (a quadratic check was a denial of service)', () => {
+    // The quadratic version took minutes at this length, far past the test timeout.
+    expect(problem(`[0.1${'0'.repeat(500_000)}1]`)?.code).toBe('number_too_precise');
   });
 
   it('limits depth without recursion and names the path', () => {

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Config } from '../../../core/config.node';
-import { didSchema, humanText } from '../../../core/identifiers';
+import { didSchema, humanText, usedDidSchema } from '../../../core/identifiers';
 import { notFound, AppError } from '../../../core/errors';
 import type { CredentialStore } from '../../../store/credentials';
 import type { Ledger } from '../../../store/ledger/ledger';
@@ -42,12 +42,12 @@ export const adminRoutes: FastifyPluginAsyncZod<{ credentials: CredentialStore; 
       const did = body.did ?? `did:zhongshu:${randomBytes(10).toString('hex')}`;
       const { did: doc, created } = await credentials.registerDid(did, body.label ?? null);
       if (doc.revoked_at) throw new AppError('conflict', `DID ${did} was revoked; register a new one`);
-      if (created) await record('did_registered', { did, label: doc.label });
-      return reply.code(created ? 201 : 200).send({ ok: true as const, did, label: doc.label, created, created_at: doc.created_at });
+      if (created) await record('did_registered', { did, label: doc.label ?? null });
+      return reply.code(created ? 201 : 200).send({ ok: true as const, did, label: doc.label ?? null, created, created_at: doc.created_at });
     }
   );
 
-  app.post('/admin/dids/:did/revoke', { config: admin, schema: { params: z.object({ did: didSchema }), response: { 200: revokedResponse('did') } } }, async (request) => {
+  app.post('/admin/dids/:did/revoke', { config: admin, schema: { params: z.object({ did: usedDidSchema }), response: { 200: revokedResponse('did') } } }, async (request) => {
     const { did } = request.params;
     if (!(await credentials.revokeDid(did))) throw notFound(`No active DID ${did}`);
     await record('did_revoked', { did });
