@@ -11,7 +11,8 @@ import schemathesis
 
 # The JSON body parser (core/strict-json.ts) refuses, anywhere in a body, including free-form values (truth values,
 # task payloads, extra members): integers a double cannot carry exactly (I-JSON, RFC 7493 §2.2; number_out_of_range),
-# and prototype poisoning (a `__proto__` member, a `constructor` member holding `prototype`). JSON Schema can bound a
+# whether written as integers or as floats whose value is one (3.6e16 would be served back as 36000000000000000),
+# up to 1e21, from where they are written with an exponent; and prototype poisoning (a `__proto__` member, a `constructor` member holding `prototype`). JSON Schema can bound a
 # declared member, not every member inside an arbitrary value.
 MAX_SAFE_INTEGER = 2**53 - 1
 
@@ -21,6 +22,8 @@ def _i_json(value):
         return value
     if isinstance(value, int) and abs(value) > MAX_SAFE_INTEGER:
         return MAX_SAFE_INTEGER if value > 0 else -MAX_SAFE_INTEGER
+    if isinstance(value, float) and value.is_integer() and MAX_SAFE_INTEGER < abs(value) < 1e21:
+        return float(MAX_SAFE_INTEGER if value > 0 else -MAX_SAFE_INTEGER)
     if isinstance(value, list):
         return [_i_json(v) for v in value]
     if isinstance(value, dict):

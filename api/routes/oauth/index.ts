@@ -13,6 +13,7 @@ import { AppError } from '../../../core/errors';
 import type { CredentialStore } from '../../../store/credentials';
 import type { HubKeys } from '../../keys';
 import { verifyAccessToken } from '../../plugins/auth';
+import { parseForm } from './form';
 
 // grant_type stays a string for validation, so another grant answers RFC 6749's unsupported_grant_type rather than
 // a generic validation failure; the document lists the one grant served.
@@ -62,18 +63,6 @@ const introspectionResponse = z.object({
   sub: z.string().optional()
 });
 const revocationResponse = z.object({ ok: z.literal(true), revoked: z.boolean() });
-
-/** A form body as an object; a parameter sent twice is refused (RFC 6749 §3.2: parameters MUST NOT repeat). */
-export function parseForm(body: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, value] of new URLSearchParams(body)) {
-    if (Object.prototype.hasOwnProperty.call(out, name)) {
-      throw new AppError('invalid_request', `Parameter ${name} appears more than once (RFC 6749 §3.2)`, { fields: [{ field: `body.${name}`, message: 'repeated' }] });
-    }
-    Object.defineProperty(out, name, { value, enumerable: true, writable: true, configurable: true });
-  }
-  return out;
-}
 
 export const oauthRoutes: FastifyPluginAsyncZod<{ config: Config; keys: HubKeys; credentials: CredentialStore }> = async (app, deps) => {
   const { config, keys, credentials } = deps;
