@@ -1,30 +1,56 @@
-/** Starts FerretDB (MongoDB wire protocol on SQLite) on loopback, with its data under `dataDir`. */
+/**
+ * Starts FerretDB (MongoDB wire protocol on SQLite) on loopback, with its data under `dataDir`.
+ * It binds one port (its debug listener is switched off: its default, 127.0.0.1:8088, would collide between two
+ * instances). A start whose port turns out to be taken is tried again, with a new port where the caller left the
+ * choice to us, up to START_ATTEMPTS times.
+ */
 import fs from 'node:fs';
 import path from 'node:path';
-import { ServerHandle, spawnServer, stopStale, waitForPort } from './process';
+import { freePort, isBindFailure, log, ServerHandle, spawnServer, stopStale, waitForPort } from './process';
+import { START_ATTEMPTS } from './temporal';
 import { ensureTool } from './tools';
 
-export async function startFerretDb(opts: { dataDir: string; port: number; echo?: boolean }): Promise<ServerHandle & { uri: string }> {
-  const binary = ensureTool('ferretdb');
+export async function startFerretDb(opts: {
+  dataDir: string;
+  /** 0 or absent: a free port. */
+  port?: number;
+  echo?: boolean;
+  /** Also append the server's output to this file. */
+  logFile?: string;
+}): Promise<ServerHandle & { uri: string; port: number }> {
+  const binary = await ensureTool('ferretdb');
   const dir = path.join(opts.dataDir, 'ferretdb');
   fs.mkdirSync(dir, { recursive: true });
   const pidFile = path.join(opts.dataDir, 'run', 'ferretdb.pid');
   await stopStale(pidFile, binary);
-  const handle = spawnServer({
-    name: 'ferretdb',
-    binary,
-    pidFile,
-    echo: opts.echo ?? true,
-    args: [
-      '--handler=sqlite',
-      `--sqlite-url=file:${dir}/`,
-      `--listen-addr=127.0.0.1:${opts.port}`,
-      `--state-dir=${dir}`,
-      '--telemetry=disable',
-      '--debug-addr=-',
-      '--log-level=error'
-    ]
-  });
-  await waitForPort('127.0.0.1', opts.port, 30_000, handle.child);
-  return { ...handle, uri: `mongodb://127.0.0.1:${opts.port}/` };
+  for (let attempt = 1; ; attempt++) {
+    const port = opts.port || (await freePort());
+    const handle = spawnServer({
+      name: 'ferretdb',
+      binary,
+      pidFile,
+      echo: opts.echo ?? true,
+      logFile: opts.logFile,
+      args: [
+        '--handler=sqlite',
+        `--sqlite-url=file:${dir}/`,
+        `--listen-addr=127.0.0.1:${port}`,
+        `--state-dir=${dir}`,
+        '--telemetry=disable',
+        '--debug-addr=-',
+        '--log-level=error'
+      ]
+    });
+    try {
+      await waitForPort('127.0.0.1', port, 30_000, handle.child);
+      return { ...handle, uri: `mongodb://127.0.0.1:${port}/`, port };
+    } catch (err) {
+      await handle.stop();
+      await handle.closed;
+      if (!isBindFailure(handle.output()) || attempt >= START_ATTEMPTS) {
+        throw new Error(`FerretDB did not start: ${err instanceof Error ? err.message : String(err)}\n${handle.output(30)}`);
+      }
+      log(`ferretdb: port ${port} was taken; starting it again (attempt ${attempt + 1} of ${START_ATTEMPTS})`);
+    }
+  }
 }

@@ -1,19 +1,29 @@
 /**
- * Child-server plumbing for the embedded stack: spawn with prefixed logs, a pid file per server so a start after
- * a crash can stop leftovers, and waiting for a TCP port.
+ * Child-server plumbing for the embedded stack: spawn with prefixed logs (and optionally a log file), a pid file per
+ * server so a start after a crash can stop leftovers, waiting for a TCP port, and picking free ports that stay free.
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { printLine } from './progress';
 
 export interface ServerHandle {
   name: string;
   child: ChildProcess;
   /** Resolves when the process exits, with its exit code (null when ended by a signal). */
   exited: Promise<number | null>;
+  /** Resolves once it has exited and its output has been read to the end. */
+  closed: Promise<void>;
+  /** How it ended, for messages: "exit code 1", "killed by SIGKILL"; null while it runs. */
+  exitReason(): string | null;
+  /** Its last output lines (at most 200; a Go panic's stack trace can be long). */
+  output(lines?: number): string;
+  /** SIGTERM (the process drains), SIGKILL after 20 s. */
   stop(): Promise<void>;
+  /** SIGKILL now, without waiting for a drain. */
+  kill(): void;
 }
 
 /**
@@ -26,7 +36,7 @@ export function typescriptProcess(script: string): { binary: string; args: strin
 }
 
 export function log(message: string): void {
-  process.stderr.write(`[stack] ${message}\n`);
+  printLine(process.stderr, `[stack] ${message}`);
 }
 
 /**
@@ -62,6 +72,25 @@ function isAlive(pid: number): boolean {
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Every server this process started that has not exited yet (see killEveryServer). */
+const running = new Set<ChildProcess>();
+
+/**
+ * SIGKILL to every server this process started and that still runs, at once (also one still starting, whose handle
+ * its caller does not have yet). For a second Ctrl-C, and as the launcher's last act if it exits any other way.
+ */
+export function killEveryServer(): ChildProcess[] {
+  const victims = [...running];
+  for (const child of victims) {
+    try {
+      child.kill('SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
+  return victims;
+}
+
 export function spawnServer(opts: {
   name: string;
   binary: string;
@@ -69,39 +98,63 @@ export function spawnServer(opts: {
   pidFile: string;
   /** Print the server's own output (warnings and errors only, by its log level). */
   echo: boolean;
+  /** Also append the server's output, each line prefixed with its name, to this file. */
+  logFile?: string;
   env?: NodeJS.ProcessEnv;
 }): ServerHandle {
   // Own process group: a terminal's Ctrl-C reaches only the launcher, which stops the children in order.
   const child = spawn(opts.binary, opts.args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: opts.env ?? process.env });
   fs.mkdirSync(path.dirname(opts.pidFile), { recursive: true });
   if (child.pid) fs.writeFileSync(opts.pidFile, String(child.pid));
+  running.add(child);
   const tail: string[] = [];
-  const onData = (chunk: Buffer) => {
-    for (const line of chunk.toString().split('\n')) {
-      if (!line.trim()) continue;
-      tail.push(line);
-      if (tail.length > 30) tail.shift();
-      if (opts.echo) process.stdout.write(`[${opts.name}] ${line}\n`);
-    }
+  const logFd = opts.logFile ? fs.openSync(opts.logFile, 'a') : null;
+  const onLine = (line: string) => {
+    if (!line.trim()) return;
+    tail.push(line);
+    if (tail.length > 200) tail.shift();
+    if (opts.echo) printLine(process.stdout, `[${opts.name}] ${line}`);
+    if (logFd !== null) fs.writeSync(logFd, `[${opts.name}] ${line}\n`);
   };
-  child.stdout?.on('data', onData);
-  child.stderr?.on('data', onData);
+  for (const stream of [child.stdout, child.stderr]) {
+    // Whole lines only: a chunk can end in the middle of one.
+    let partial = '';
+    stream?.on('data', (chunk: Buffer) => {
+      const lines = (partial + chunk.toString()).split('\n');
+      partial = lines.pop() ?? '';
+      lines.forEach(onLine);
+    });
+    stream?.on('end', () => {
+      if (partial) onLine(partial);
+      partial = '';
+    });
+  }
   let exited = false;
+  let reason: string | null = null;
   let stopping = false;
   const exitPromise = new Promise<number | null>((resolve) =>
     child.on('exit', (code, signal) => {
       exited = true;
-      fs.rmSync(opts.pidFile, { force: true });
+      running.delete(child);
+      reason = signal ? `killed by ${signal}` : `exit code ${code}`;
+      // Only our own pid: a restarted server may have written its pid there already.
+      if (fs.existsSync(opts.pidFile) && fs.readFileSync(opts.pidFile, 'utf8').trim() === String(child.pid)) fs.rmSync(opts.pidFile, { force: true });
       if (!stopping && code !== 0) {
-        log(`${opts.name} exited (code ${code}, signal ${signal}); its last lines:\n${tail.join('\n')}`);
+        log(`${opts.name} exited (${reason}); its last lines:\n${tail.slice(-30).join('\n')}`);
       }
+      // The streams may still hold the last lines; close the log once they are written.
+      if (logFd !== null) child.once('close', () => fs.closeSync(logFd));
       resolve(code);
     })
   );
+  const closed = new Promise<void>((resolve) => child.once('close', () => resolve()));
   return {
     name: opts.name,
     child,
     exited: exitPromise,
+    closed,
+    exitReason: () => reason,
+    output: (lines = 200) => tail.slice(-lines).join('\n'),
     stop: async () => {
       if (exited) return;
       stopping = true;
@@ -109,19 +162,60 @@ export function spawnServer(opts: {
       const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
       await exitPromise;
       clearTimeout(killer);
+    },
+    kill: () => {
+      if (exited) return;
+      stopping = true;
+      child.kill('SIGKILL');
     }
   };
 }
 
-/** Resolves once something accepts TCP connections on host:port; rejects after `timeoutMs` or if `child` exits. */
+/**
+ * Resolves once host:port accepts TCP connections; rejects after `timeoutMs` or if `child` exits. With `child`, the
+ * listening socket must be the child's own (read from /proc on Linux): a port taken by another process answers too,
+ * while the child fails to bind it.
+ */
 export async function waitForPort(host: string, port: number, timeoutMs: number, child?: ChildProcess): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (child && child.exitCode !== null) throw new Error(`server exited with code ${child.exitCode} before listening on ${port}`);
-    if (await canConnect(host, port)) return;
+    if (child && (child.exitCode !== null || child.signalCode !== null)) {
+      throw new Error(`server exited (${child.signalCode ?? `code ${child.exitCode}`}) before listening on ${port}`);
+    }
+    if ((await canConnect(host, port)) && (!child?.pid || listensOn(child.pid, port) !== false)) return;
     await sleep(100);
   }
   throw new Error(`nothing listened on ${host}:${port} within ${timeoutMs} ms`);
+}
+
+/** Whether process `pid` holds a socket listening on TCP `port`; undefined where /proc cannot tell. */
+export function listensOn(pid: number, port: number): boolean | undefined {
+  let inodes: Set<string>;
+  try {
+    inodes = new Set<string>();
+    for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+      if (!fs.existsSync(file)) continue;
+      for (const row of fs.readFileSync(file, 'utf8').split('\n').slice(1)) {
+        // sl local_address rem_address st ... inode: "0: 0100007F:1F90 00000000:0000 0A ... 12345 ..."
+        const cols = row.trim().split(/\s+/);
+        if (cols.length < 10 || cols[3] !== '0A') continue;
+        if (parseInt(cols[1]!.split(':').pop()!, 16) === port) inodes.add(cols[9]!);
+      }
+    }
+    for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+      let target = '';
+      try {
+        target = fs.readlinkSync(`/proc/${pid}/fd/${fd}`);
+      } catch {
+        continue;
+      }
+      const m = /^socket:\[(\d+)\]$/.exec(target);
+      if (m && inodes.has(m[1]!)) return true;
+    }
+    return false;
+  } catch {
+    return undefined;
+  }
 }
 
 export function canConnect(host: string, port: number): Promise<boolean> {
@@ -135,14 +229,37 @@ export function canConnect(host: string, port: number): Promise<boolean> {
   });
 }
 
-/** A port nobody listens on right now (the OS picks it). */
+/**
+ * A loopback port nobody listens on, that the OS will not hand out again for about a minute.
+ * Picking a port by listening on port 0 and closing is not enough: Linux may give the same port to the next
+ * process that asks for any free port, e.g. the Temporal dev server, which takes several of its own (internal
+ * services, HTTP, metrics) after we picked ours, and then one of us fails with "address already in use". So, as
+ * the dev server does for its own ports, one connection is made to the port and closed from the listening side
+ * first: that connection's TIME_WAIT keeps the port out of the OS's free pool (for bind to port 0) for about 60 s,
+ * while an explicit bind to it still works (Node and Go servers set SO_REUSEADDR).
+ */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.once('error', reject);
     srv.listen(0, '127.0.0.1', () => {
       const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
+      const done = () => srv.close(() => resolve(port));
+      srv.once('connection', (accepted) => {
+        // Our side closes first, so the TIME_WAIT is on this port.
+        accepted.on('error', () => undefined);
+        accepted.end();
+        client.once('close', done);
+      });
+      const client = net.connect({ host: '127.0.0.1', port });
+      client.on('error', done);
+      // The peer's FIN arrives; answering it completes the close.
+      client.on('end', () => client.end());
     });
   });
+}
+
+/** True when a server's output says one of its ports was taken (then starting it again may work). */
+export function isBindFailure(output: string): boolean {
+  return /address already in use/i.test(output);
 }

@@ -3,6 +3,8 @@
  * executable, custom search attributes registered), a worker on the prebuilt workflow bundle with the real
  * activities writing to a database of its own on the embedded FerretDB. With RECORD_HISTORIES=1, saveHistory
  * writes the histories the replay test replays (test/replay/histories/).
+ * Every port the dev server binds that a flag can set is chosen here (freePort keeps it from being handed out
+ * again), and a start that fails is tried again on new ports (see scripts/stack/temporal.ts for why).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -14,6 +16,8 @@ import { createActivities } from '../../activities';
 import { Ledger } from '../../store/ledger/ledger';
 import { ensureIndexes } from '../../store/mongo';
 import { SEARCH_ATTRIBUTES } from '../../core/search-attributes';
+import { freePort } from '../../scripts/stack/process';
+import { START_ATTEMPTS } from '../../scripts/stack/temporal';
 
 export interface WorkflowTestEnv {
   env: TestWorkflowEnvironment;
@@ -28,12 +32,7 @@ export interface WorkflowTestEnv {
 
 export async function startWorkflowTestEnv(taskQueue: string): Promise<WorkflowTestEnv> {
   Runtime.install({ telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } }, logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } });
-  const env = await TestWorkflowEnvironment.createLocal({
-    server: {
-      executable: { type: 'existing-path', path: process.env.ZH_TEST_TEMPORAL_BIN! },
-      extraArgs: ['--headless', '--log-level', 'error', ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([name, type]) => ['--search-attribute', `${name}=${type}`])]
-    }
-  });
+  const env = await startDevServer();
   const mongo = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!);
   const db = mongo.db(`wf_${taskQueue.replace(/[^a-z0-9]/gi, '_')}_${Date.now()}`);
   await ensureIndexes(db);
@@ -66,4 +65,30 @@ export async function startWorkflowTestEnv(taskQueue: string): Promise<WorkflowT
       await env.teardown();
     }
   };
+}
+
+async function startDevServer(): Promise<TestWorkflowEnvironment> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await TestWorkflowEnvironment.createLocal({
+        server: {
+          executable: { type: 'existing-path', path: process.env.ZH_TEST_TEMPORAL_BIN! },
+          ip: '127.0.0.1',
+          port: await freePort(),
+          extraArgs: [
+            '--headless',
+            '--http-port',
+            String(await freePort()),
+            '--metrics-port',
+            String(await freePort()),
+            '--log-level',
+            'error',
+            ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([name, type]) => ['--search-attribute', `${name}=${type}`])
+          ]
+        }
+      });
+    } catch (err) {
+      if (attempt >= START_ATTEMPTS) throw err;
+    }
+  }
 }
