@@ -1,58 +1,104 @@
 /**
  * `npm start`: the whole service on the embedded stack, in one command.
  *   1. FerretDB on loopback (unless MONGODB_URI is set) and the Temporal dev server with its Web UI (unless
- *      TEMPORAL_ADDRESS is set), both built once and cached outside the clone, data under DATA_DIR;
+ *      TEMPORAL_ADDRESS is set), both built once (in parallel, with live progress) and cached outside the clone,
+ *      data under DATA_DIR;
  *   2. the worker process and the API process (all listeners).
- * Ctrl-C or SIGTERM stops them in order: API drains, worker drains, then Temporal and FerretDB exit.
- * Leftovers of a crashed run (recorded in DATA_DIR/run/*.pid) are stopped before starting again.
+ * Every process is supervised (scripts/stack/supervisor.ts): one that dies is restarted with back-off; after too
+ * many deaths in a short window everything stops with a message saying which one and why.
+ * Ctrl-C (SIGINT), SIGTERM or SIGHUP stops them in order: API drains, worker drains, then Temporal and FerretDB
+ * exit. A second Ctrl-C kills them all at once (SIGKILL) instead of waiting for the drains. Whatever way the launcher
+ * ends (short of its own SIGKILL), it takes its servers with it; leftovers of a launcher killed outright (recorded
+ * in DATA_DIR/run/*.pid) are stopped at the next start.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '../core/config.node';
 import { startFerretDb } from './stack/ferretdb';
 import { startTemporal } from './stack/temporal';
-import { log, ServerHandle, spawnServer, stopStale, typescriptProcess } from './stack/process';
+import { killEveryServer, log, spawnServer, stopStale, typescriptProcess } from './stack/process';
+import { SIGNAL_ECHO_MS, Supervised } from './stack/supervisor';
+import { ensureTools, ToolName } from './stack/tools';
 
 const ROOT = path.resolve(__dirname, '..');
+
+// Output may go to a pipe whose reader has gone (a closed terminal, `npm start | head`): a failed write must not
+// end the launcher before it has stopped its servers.
+process.stdout.on('error', () => undefined);
+process.stderr.on('error', () => undefined);
+// The last act of a launcher that ends any other way than through stopAll (an uncaught error, process.exit
+// elsewhere): no server is left without its parent.
+process.on('exit', () => void killEveryServer());
 
 async function main(): Promise<void> {
   const started = Date.now();
   const config = loadConfig();
   fs.mkdirSync(config.dataDir, { recursive: true });
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: config.dataDir };
-  const handles: ServerHandle[] = [];
+  // In start order; stopped in reverse.
+  const parts: Supervised[] = [];
   let stopping = false;
+  let firstSignalAt = 0;
+  let killing = false;
 
   const stopAll = async (code: number) => {
     if (stopping) return;
     stopping = true;
     log('stopping: api, worker, then the embedded servers...');
-    for (const h of [...handles].reverse()) await h.stop();
+    for (const part of [...parts].reverse()) await part.stop();
     log('stopped');
     process.exit(code);
   };
-  process.once('SIGINT', () => void stopAll(0));
-  process.once('SIGTERM', () => void stopAll(0));
+  const killAll = async () => {
+    killing = true;
+    const victims = killEveryServer();
+    log(`killing every process at once (SIGKILL): ${victims.length} left`);
+    await Promise.all(victims.map((c) => (c.exitCode !== null || c.signalCode !== null ? undefined : new Promise((r) => c.once('exit', r)))));
+    log('killed');
+    process.exit(130);
+  };
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (!stopping) {
+      firstSignalAt = Date.now();
+      log(`${signal}: stopping everything in order (press Ctrl-C again to kill them at once)`);
+      void stopAll(0);
+    } else if (!killing && Date.now() - firstSignalAt >= SIGNAL_ECHO_MS) {
+      log(`${signal} again`);
+      void killAll();
+    }
+  };
+  // process.on, not once: with no listener left, a second SIGINT would end the launcher at once and leave its
+  // servers running without it.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, onSignal);
+  const giveUp = (message: string) => {
+    log(message);
+    void stopAll(1);
+  };
 
   try {
+    // Both builds (first start only) in parallel; each server below waits for its own binary.
+    const tools: ToolName[] = [...(config.MONGODB_URI ? [] : ['ferretdb' as const]), ...(config.TEMPORAL_ADDRESS ? [] : ['temporal' as const])];
+    void ensureTools(tools).catch(() => undefined);
+
     if (!config.MONGODB_URI) {
       log(`starting FerretDB on 127.0.0.1:${config.FERRETDB_PORT} (data in ${path.join(config.dataDir, 'ferretdb')})`);
-      const ferret = await startFerretDb({ dataDir: config.dataDir, port: config.FERRETDB_PORT });
-      handles.push(ferret);
-      env.MONGODB_URI = ferret.uri;
+      const ferret = new Supervised('ferretdb', () => startFerretDb({ dataDir: config.dataDir, port: config.FERRETDB_PORT }), giveUp);
+      parts.push(ferret);
+      await ferret.run();
+      env.MONGODB_URI = `mongodb://127.0.0.1:${config.FERRETDB_PORT}/`;
     } else {
       log('using MONGODB_URI');
     }
     if (!config.TEMPORAL_ADDRESS) {
       log(`starting Temporal dev server on 127.0.0.1:${config.TEMPORAL_PORT}, Web UI on http://127.0.0.1:${config.TEMPORAL_UI_PORT}`);
-      const temporal = await startTemporal({
-        dataDir: config.dataDir,
-        port: config.TEMPORAL_PORT,
-        uiPort: config.TEMPORAL_UI_PORT,
-        namespace: config.TEMPORAL_NAMESPACE
-      });
-      handles.push(temporal);
-      env.TEMPORAL_ADDRESS = temporal.address;
+      const temporal = new Supervised(
+        'temporal',
+        () => startTemporal({ dataDir: config.dataDir, port: config.TEMPORAL_PORT, uiPort: config.TEMPORAL_UI_PORT, namespace: config.TEMPORAL_NAMESPACE }),
+        giveUp
+      );
+      parts.push(temporal);
+      await temporal.run();
+      env.TEMPORAL_ADDRESS = `127.0.0.1:${config.TEMPORAL_PORT}`;
     } else {
       log(`using TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS}`);
     }
@@ -63,14 +109,9 @@ async function main(): Promise<void> {
     ] as const) {
       const pidFile = path.join(config.dataDir, 'run', `${name}.pid`);
       await stopStale(pidFile, path.join(ROOT, script));
-      const handle = spawnServer({ name, ...typescriptProcess(path.join(ROOT, script)), pidFile, echo: true, env });
-      handles.push(handle);
-      void handle.exited.then((code) => {
-        if (!stopping) {
-          log(`${name} exited unexpectedly (code ${code}); stopping everything`);
-          void stopAll(1);
-        }
-      });
+      const part = new Supervised(name, () => spawnServer({ name, ...typescriptProcess(path.join(ROOT, script)), pidFile, echo: true, env }), giveUp);
+      parts.push(part);
+      await part.run();
     }
     await waitForHealth(`http://127.0.0.1:${config.PORT}/health`, 120_000);
     log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
@@ -79,6 +120,7 @@ async function main(): Promise<void> {
     log(`  admin token    ${config.ADMIN_TOKEN ? 'ADMIN_TOKEN from the environment' : path.join(config.dataDir, 'admin-token')}`);
     log('Press Ctrl-C to stop.');
   } catch (err) {
+    if (stopping) return;
     log(`start failed: ${err instanceof Error ? err.message : String(err)}`);
     await stopAll(1);
   }
