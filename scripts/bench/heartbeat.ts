@@ -13,6 +13,7 @@
  *      last acknowledged heartbeat to its recorded offline change (target: NODE_OFFLINE_AFTER_S + 2 s), and any
  *      node that went offline although it kept beating (must be none).
  * Prints figures and ratios; asserts nothing. BENCH_OFFLINE_AFTER_S (default 90) sets NODE_OFFLINE_AFTER_S.
+ * The stack's output goes to a log file (stack-log.ts), named when the bench fails and at its end.
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -20,6 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { MongoClient } from 'mongodb';
 import { freePort, typescriptProcess } from '../stack/process';
+import { StackLog } from './stack-log';
 
 const NODES = Number(process.env.BENCH_NODES ?? 500);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? NODES);
@@ -86,14 +88,18 @@ async function main(): Promise<void> {
     HOST: '127.0.0.1',
     LOG_LEVEL: 'warn',
     NODE_REVIEW_REQUIRED: 'false',
-    NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S)
+    NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S),
+    // Every simulated node registers from this one address.
+    REGISTER_RATE_LIMIT_PER_MIN: '1000000'
   };
   delete env.MONGODB_URI;
   delete env.TEMPORAL_ADDRESS;
   const base = `http://127.0.0.1:${ports.PORT}`;
   console.log(`bench:heartbeat — ${NODES} nodes, concurrency ${CONCURRENCY}, ${SECONDS} s per phase, NODE_OFFLINE_AFTER_S=${OFFLINE_AFTER_S}; starting the stack (npm start) in ${dataDir}`);
   const launcher = typescriptProcess(path.join(ROOT, 'scripts', 'start.ts'));
-  const stack = spawn(launcher.binary, launcher.args, { env, stdio: ['ignore', 'ignore', 'inherit'] });
+  const log = new StackLog('heartbeat');
+  const stack = spawn(launcher.binary, launcher.args, { env, stdio: ['ignore', log.fd(), log.fd()] });
+  let failure: unknown = null;
   try {
     await waitHealthy(`${base}/health`, stack);
 
@@ -178,11 +184,20 @@ async function main(): Promise<void> {
     delays.sort((a, b) => a - b);
     console.log(`offline detected for ${delays.length}/${stopped.length} stopped nodes; delay after last heartbeat: min ${delays[0]?.toFixed(2)} s, p50 ${delays[Math.floor(delays.length / 2)]?.toFixed(2)} s, max ${delays[delays.length - 1]?.toFixed(2)} s (target ≤ ${OFFLINE_AFTER_S + 2} s)`);
     console.log(`nodes that went offline although they kept beating: ${falseOffline}`);
+  } catch (err) {
+    failure = err;
   } finally {
-    stack.kill('SIGINT');
-    await new Promise((r) => stack.once('exit', r));
+    if (stack.exitCode === null && stack.signalCode === null) {
+      stack.kill('SIGINT');
+      await new Promise((r) => stack.once('exit', r));
+    }
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
+  if (failure) {
+    log.reportFailure(failure);
+    process.exit(1);
+  }
+  log.reportSuccess();
 }
 
 main().catch((err) => {

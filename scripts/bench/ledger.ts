@@ -3,7 +3,8 @@
  * MONGODB_URI), with the same number of bare insertOne calls into a scratch collection as the baseline, measured
  * in the same run. Then verify time and memory (live heap after collections, and RSS) for 10k and 100k entries
  * (BENCH_VERIFY_SIZES to change).
- * Prints figures and ratios; asserts nothing.
+ * Prints figures and ratios; asserts nothing. FerretDB's output goes to a log file (stack-log.ts), named when the
+ * bench fails and at its end.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -15,7 +16,7 @@ import { Ledger } from '../../store/ledger/ledger';
 import { verifyLedger } from '../../store/ledger/ledger-verify';
 import { ensureIndexes } from '../../store/mongo';
 import { startFerretDb } from '../stack/ferretdb';
-import { freePort } from '../stack/process';
+import { StackLog } from './stack-log';
 
 const OPS = Number(process.env.BENCH_OPS ?? 2000);
 const CONCURRENCY = [1, 16, 64];
@@ -55,13 +56,31 @@ const fmt = (f: Figures) => `${f.opsPerSec.toFixed(0).padStart(6)} ops/s   p50 $
 
 async function main(): Promise<void> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zhongshu-bench-'));
+  const log = new StackLog('ledger');
   let stop = async () => undefined as void;
   let uri = process.env.MONGODB_URI;
-  if (!uri) {
-    const ferret = await startFerretDb({ dataDir, port: await freePort(), echo: false });
-    uri = ferret.uri;
-    stop = () => ferret.stop();
+  let failure: unknown = null;
+  try {
+    if (!uri) {
+      const ferret = await startFerretDb({ dataDir, echo: false, logFile: log.path });
+      uri = ferret.uri;
+      stop = () => ferret.stop();
+    }
+    await measure(uri);
+  } catch (err) {
+    failure = err;
+  } finally {
+    await stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
   }
+  if (failure) {
+    log.reportFailure(failure);
+    process.exit(1);
+  }
+  log.reportSuccess();
+}
+
+async function measure(uri: string): Promise<void> {
   const client = await MongoClient.connect(uri, { retryWrites: false });
   try {
     console.log(`bench:ledger — ${OPS} appends per concurrency level, against ${process.env.MONGODB_URI ? 'MONGODB_URI' : 'embedded FerretDB (SQLite)'}`);
@@ -114,8 +133,6 @@ async function main(): Promise<void> {
     }
   } finally {
     await client.close();
-    await stop();
-    fs.rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
