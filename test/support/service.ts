@@ -9,7 +9,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { Db, MongoClient } from 'mongodb';
-import { freePort, ServerHandle, spawnServer, typescriptProcess } from '../../scripts/stack/process';
+import { freePort, isBindFailure, ServerHandle, spawnServer, typescriptProcess } from '../../scripts/stack/process';
+import { START_ATTEMPTS } from '../../scripts/stack/temporal';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
@@ -55,15 +56,20 @@ export async function startTestService(extra: Record<string, string> = {}, optio
     // Suites register many nodes from one address; the limit itself is tested with its own low value.
     REGISTER_RATE_LIMIT_PER_MIN: '100000'
   };
-  for (const name of Object.values(LISTENER_PORTS)) env[name] = String(await freePort());
-  env.PUBLIC_URL = `http://127.0.0.1:${env.PORT}`;
-  env.HUB_PUBLIC_URL = `http://127.0.0.1:${env.HUB_PORT}`;
-  Object.assign(env, extra);
-  const urls = Object.fromEntries(
-    (Object.keys(LISTENER_PORTS) as ListenerName[]).map((l) => [l, `http://127.0.0.1:${env[LISTENER_PORTS[l]]}`])
-  ) as Record<ListenerName, string>;
+  // Ports: freePort() keeps a picked port from being handed out again by the OS; an API that still finds one taken
+  // (another program bound it meanwhile) is started again on new ones, for every listener the suite did not set.
+  const urls = {} as Record<ListenerName, string>;
+  const childEnv: NodeJS.ProcessEnv = { ...process.env };
+  const pickPorts = async () => {
+    for (const name of Object.values(LISTENER_PORTS)) env[name] = String(await freePort());
+    env.PUBLIC_URL = `http://127.0.0.1:${env.PORT}`;
+    env.HUB_PUBLIC_URL = `http://127.0.0.1:${env.HUB_PORT}`;
+    Object.assign(env, extra);
+    for (const l of Object.keys(LISTENER_PORTS) as ListenerName[]) urls[l] = `http://127.0.0.1:${env[LISTENER_PORTS[l]]}`;
+    Object.assign(childEnv, env);
+  };
+  await pickPorts();
 
-  const childEnv = { ...process.env, ...env };
   const spawnPart = (name: string, script: string) =>
     spawnServer({ name: `${name}-${id}`, ...typescriptProcess(path.join(ROOT, script)), pidFile: path.join(dataDir, 'run', `${name}.pid`), echo: process.env.ZH_TEST_ECHO === '1', env: childEnv });
 
@@ -71,8 +77,11 @@ export async function startTestService(extra: Record<string, string> = {}, optio
   let worker: ServerHandle | null = null;
   const startApi = async () => {
     if (api) return;
-    api = spawnPart('api', 'api/server.ts');
-    await waitHealthy(`${urls.main}/health`, api);
+    api = await startWithRetry(
+      () => spawnPart('api', 'api/server.ts'),
+      () => urls.main,
+      pickPorts
+    );
   };
   const stopApi = async () => {
     await api?.stop();
@@ -105,21 +114,25 @@ export async function startTestService(extra: Record<string, string> = {}, optio
 
   const extraApis: ServerHandle[] = [];
   const startSecondApi = async () => {
-    const port = await freePort();
     const ports: Record<string, string> = {};
-    for (const name of Object.values(LISTENER_PORTS)) ports[name] = String(await freePort());
-    ports.PORT = String(port);
-    const handle = spawnServer({
-      name: `api2-${id}`,
-      ...typescriptProcess(path.join(ROOT, 'api/server.ts')),
-      pidFile: path.join(dataDir, 'run', `api2-${port}.pid`),
-      echo: process.env.ZH_TEST_ECHO === '1',
-      env: { ...childEnv, ...ports }
-    });
+    const pick = async () => {
+      for (const name of Object.values(LISTENER_PORTS)) ports[name] = String(await freePort());
+    };
+    await pick();
+    const handle = await startWithRetry(
+      () =>
+        spawnServer({
+          name: `api2-${id}`,
+          ...typescriptProcess(path.join(ROOT, 'api/server.ts')),
+          pidFile: path.join(dataDir, 'run', `api2-${ports.PORT}.pid`),
+          echo: process.env.ZH_TEST_ECHO === '1',
+          env: { ...childEnv, ...ports }
+        }),
+      () => `http://127.0.0.1:${ports.PORT}`,
+      pick
+    );
     extraApis.push(handle);
-    const url = `http://127.0.0.1:${port}`;
-    await waitHealthy(`${url}/health`, handle);
-    return { url, stop: () => handle.stop() };
+    return { url: `http://127.0.0.1:${ports.PORT}`, stop: () => handle.stop() };
   };
 
   await Promise.all([startApi(), options.worker === false ? Promise.resolve() : startWorker()]);
@@ -142,6 +155,22 @@ export async function startTestService(extra: Record<string, string> = {}, optio
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Starts an API process; one that fails to bind a port is started again after `newPorts`. */
+async function startWithRetry(spawnIt: () => ServerHandle, mainUrl: () => string, newPorts: () => Promise<void>): Promise<ServerHandle> {
+  for (let attempt = 1; ; attempt++) {
+    const handle = spawnIt();
+    try {
+      await waitHealthy(`${mainUrl()}/health`, handle);
+      return handle;
+    } catch (err) {
+      await handle.stop();
+      await handle.closed;
+      if (!isBindFailure(handle.output()) || attempt >= START_ATTEMPTS) throw err;
+      await newPorts();
+    }
+  }
+}
 
 async function waitHealthy(url: string, handle: ServerHandle): Promise<void> {
   const deadline = Date.now() + 60_000;
