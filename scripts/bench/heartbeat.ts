@@ -118,15 +118,23 @@ async function main(): Promise<void> {
     console.log(`registered ${nodes.length} nodes in ${((Date.now() - t0) / 1000).toFixed(1)} s (${(nodes.length / ((Date.now() - t0) / 1000)).toFixed(0)}/s)`);
 
     const lastAck = new Map<string, number>();
+    // A heartbeat that cannot be sent (the API is gone) counts as failed; the waits below notice a dead stack.
     const beat = async (node: { node_id: string; api_key: string }) => {
-      const res = await fetch(`${base}/a2a/heartbeat`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-external-node': node.node_id, 'x-external-key': node.api_key },
-        body: JSON.stringify({ resources: { cpu_percent: 35, memory_used_gb: 4, gpu_count: 1, gpu_util_percent: 50 }, performance: { latency_ms: 120, tasks_done: 3 } })
-      });
-      await res.arrayBuffer();
-      if (res.status === 200) lastAck.set(node.node_id, Date.now());
-      return res.status === 200;
+      try {
+        const res = await fetch(`${base}/a2a/heartbeat`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-external-node': node.node_id, 'x-external-key': node.api_key },
+          body: JSON.stringify({ resources: { cpu_percent: 35, memory_used_gb: 4, gpu_count: 1, gpu_util_percent: 50 }, performance: { latency_ms: 120, tasks_done: 3 } })
+        });
+        await res.arrayBuffer();
+        if (res.status === 200) lastAck.set(node.node_id, Date.now());
+        return res.status === 200;
+      } catch {
+        return false;
+      }
+    };
+    const stackAlive = () => {
+      if (stack.exitCode !== null || stack.signalCode !== null) throw new Error(`the stack exited (${stack.signalCode ?? `code ${stack.exitCode}`})`);
     };
     // Nodes that keep beating as a real node would: every node once per OFFLINE_AFTER_S / 6 s, 50 at a time.
     const keepBeating = (group: typeof nodes) => {
@@ -150,7 +158,10 @@ async function main(): Promise<void> {
     const stopWarmUp = keepBeating(nodes);
     const mongo = await MongoClient.connect(`mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`);
     const db = mongo.db('zhongshu_hub');
-    while ((await db.collection('nodes').countDocuments({ state: 'online' })) < nodes.length) await new Promise((r) => setTimeout(r, 3000));
+    while ((await db.collection('nodes').countDocuments({ state: 'online' })) < nodes.length) {
+      stackAlive();
+      await new Promise((r) => setTimeout(r, 3000));
+    }
     await stopWarmUp();
     console.log(`all ${nodes.length} nodes online ${((Date.now() - warm) / 1000).toFixed(1)} s after their first heartbeat`);
 
@@ -173,6 +184,7 @@ async function main(): Promise<void> {
     const ids = new Set(stopped.map((n) => n.node_id));
     const delays: number[] = [];
     while (Date.now() - stoppedAt < (OFFLINE_AFTER_S + 30) * 1000 && delays.length < stopped.length) {
+      stackAlive();
       await new Promise((r) => setTimeout(r, 3000));
       const offline = await db.collection('nodes').find({ state: 'offline' }, { projection: { _id: 1, state_changed_at: 1 } }).toArray();
       delays.length = 0;

@@ -1,7 +1,8 @@
 /**
  * `npm run bench:heartbeat` keeps the output of the stack it starts in a log file and names it: at the end of a
  * run, and when it fails, together with the stack's last lines (a failure with a trace id also gets the lines
- * about that request). A tiny run (4 nodes, 1 s phases, 3 s offline timeout) and a stack that cannot start.
+ * about that request). A tiny run (4 nodes, 1 s phases, 3 s offline timeout), a stack that cannot start, and a
+ * stack that goes away in the middle of a run.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -9,15 +10,15 @@ import path from 'node:path';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
-function bench(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+function bench(env: Record<string, string>, onOutput: (text: string) => void = () => undefined): Promise<{ code: number | null; output: string }> {
   const child = spawn('npm', ['run', 'bench:heartbeat'], {
     cwd: ROOT,
     env: { ...process.env, MONGODB_URI: '', TEMPORAL_ADDRESS: '', WORKFLOW_BUNDLE_PATH: process.env.ZH_TEST_WORKFLOW_BUNDLE!, ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   });
   let output = '';
-  child.stdout.on('data', (d) => (output += d));
-  child.stderr.on('data', (d) => (output += d));
+  child.stdout.on('data', (d) => onOutput((output += d)));
+  child.stderr.on('data', (d) => onOutput((output += d)));
   return new Promise((resolve) => child.once('close', (code) => resolve({ code, output })));
 }
 
@@ -44,3 +45,37 @@ it('names the stack log and shows its last lines when the stack fails', async ()
   expect(fs.readFileSync(named![1]!, 'utf8')).toMatch(/NODE_CACHE_TTL_MS/);
   fs.rmSync(named![1]!);
 }, 120_000);
+
+/** The launcher (scripts/start.ts) running with DATA_DIR=`dataDir`, found in /proc. */
+function launcherOf(dataDir: string): number | undefined {
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      if (cmdline.includes('scripts/start.ts') && fs.readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0').includes(`DATA_DIR=${dataDir}`)) return Number(entry);
+    } catch {
+      /* gone, or not ours */
+    }
+  }
+  return undefined;
+}
+
+it('names the stack log when the stack goes away in the middle of a run', async () => {
+  let stopped = false;
+  const run = await bench({ BENCH_NODES: '4', BENCH_SECONDS: '5', BENCH_STOP: '1', BENCH_OFFLINE_AFTER_S: '3' }, (text) => {
+    const dir = /starting the stack \(npm start\) in (\S+)/.exec(text)?.[1];
+    if (stopped || !dir || !/registered 4 nodes/.test(text)) return;
+    const pid = launcherOf(dir);
+    if (!pid) return;
+    stopped = true;
+    process.kill(pid, 'SIGINT');
+  });
+  expect(stopped).toBe(true);
+  expect(run.code).toBe(1);
+  // Whichever request notices first (a database read, or the check that the stack still runs).
+  expect(run.output).toMatch(/bench failed: (the stack exited|.*ECONNREFUSED)/);
+  const named = /the stack's whole log is kept at (\S+)/.exec(run.output);
+  expect(named).not.toBeNull();
+  expect(fs.readFileSync(named![1]!, 'utf8')).toMatch(/\[stack\] SIGINT: stopping everything in order/);
+  fs.rmSync(named![1]!);
+}, 180_000);
