@@ -60,3 +60,11 @@ function humanTextPattern(multiline: boolean, nonEmpty: boolean): string {
   const kept = '[^\\u0000-\\u0020\\u007f-\\u00a0\\u1680\\u2000-\\u200a\\u2028-\\u202f\\u205f\\u2066-\\u2069\\u3000\\ufeff]';
   return nonEmpty ? `^${allowed}*${kept}${allowed}*$` : `^${allowed}*$`;
 }
+
+/**
+ * An integer in a query string. Digits only: an empty value (`?offset=`) is refused, not read as 0 as
+ * z.coerce.number would; `inner` checks the number (range).
+ */
+export function queryInt<T extends z.ZodType<number, number>>(inner: T) {
+  return z.string().regex(/^-?\d{1,16}$/, 'an integer').transform(Number).pipe(inner);
+}

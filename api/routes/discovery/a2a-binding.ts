@@ -17,6 +17,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyError, FastifyReply } from 'fastify';
 import { FastifyPluginAsyncZod, hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { queryInt } from '../../../core/identifiers';
 import { AppError } from '../../../core/errors';
 import type { Config } from '../../../core/config.node';
 
@@ -136,7 +137,7 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config }> = async
       config: none,
       schema: {
         summary: 'A2A ListTasks: always empty (the hub runs no A2A tasks yet)',
-        querystring: z.looseObject({ pageSize: z.coerce.number().int().min(1).max(100).default(50) }),
+        querystring: z.looseObject({ pageSize: queryInt(z.number().int().min(1).max(100)).default(50) }),
         response: { 200: listTasksResponse, ...errors(400, 500, 503) }
       }
     },

@@ -7,6 +7,7 @@
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { queryInt } from '../../../core/identifiers';
 import type { Config } from '../../../core/config.node';
 import { notFound } from '../../../core/errors';
 import { BRAND_CODES, heartbeatBody, NODE_STATES, nodeIdParam } from '../../../core/federation/vocabulary';
@@ -91,8 +92,8 @@ export const nodeDirectoryRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; pres
         querystring: z.object({
           state: z.enum(NODE_STATES).optional(),
           brand: z.enum(BRAND_CODES).optional(),
-          limit: z.coerce.number().int().min(1).max(200).default(50),
-          offset: z.coerce.number().int().min(0).default(0)
+          limit: queryInt(z.number().int().min(1).max(200)).default(50),
+          offset: queryInt(z.number().int().min(0)).default(0)
         }),
         response: { 200: listResponse }
       }

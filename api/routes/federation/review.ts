@@ -11,7 +11,7 @@
 import type { Client } from '@temporalio/client';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { humanText } from '../../../core/identifiers';
+import { humanText, queryInt } from '../../../core/identifiers';
 import { notFound } from '../../../core/errors';
 import { NODE_STATES, nodeIdParam } from '../../../core/federation/vocabulary';
 import type { NodeStore } from '../../../store/federation/nodes';
@@ -48,7 +48,7 @@ export const reviewRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; temporal: C
     {
       config: group('Nodes waiting for review'),
       schema: {
-        querystring: z.object({ limit: z.coerce.number().int().min(1).max(200).default(50), offset: z.coerce.number().int().min(0).default(0) }),
+        querystring: z.object({ limit: queryInt(z.number().int().min(1).max(200)).default(50), offset: queryInt(z.number().int().min(0)).default(0) }),
         response: { 200: queueResponse }
       }
     },

@@ -10,7 +10,7 @@ import type { Client } from '@temporalio/client';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Config } from '../../../core/config.node';
-import { humanText } from '../../../core/identifiers';
+import { humanText, queryInt } from '../../../core/identifiers';
 import { approvalStatus, decideApproval, listApprovals } from '../../../workflows/ledger/truth-approval.client';
 import { ERROR_BODY } from '../../response-docs';
 
@@ -59,7 +59,7 @@ export const approvalRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: C
     {
       config: { auth: 'homologous' },
       schema: {
-        querystring: z.object({ state: z.enum(APPROVAL_STATES).default('pending'), limit: z.coerce.number().int().min(1).max(200).default(50) }),
+        querystring: z.object({ state: z.enum(APPROVAL_STATES).default('pending'), limit: queryInt(z.number().int().min(1).max(200)).default(50) }),
         response: { 200: listResponse }
       }
     },

@@ -9,6 +9,7 @@
 import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { queryInt } from '../../../core/identifiers';
 import { publicEntry, publicEntrySchema } from '../../../core/ledger/ledger-entry';
 import type { Ledger } from '../../../store/ledger/ledger';
 import { stringifyJson } from '../../plugins/json-body';
@@ -30,7 +31,7 @@ export const subscriptionRoutes: FastifyPluginAsyncZod<{ ledger: Ledger }> = asy
     {
       config: { auth: 'none', directory: { group: 'zhongshu_truth_api', summary: 'L0 subscription: entries after a cursor, as JSON or an SSE stream' } },
       schema: {
-        querystring: z.object({ after: z.coerce.number().int().min(0).default(0), limit: z.coerce.number().int().min(1).max(500).default(100) }),
+        querystring: z.object({ after: queryInt(z.number().int().min(0)).default(0), limit: queryInt(z.number().int().min(1).max(500)).default(100) }),
         response: {
           200: {
             description: 'Entries after the cursor: a JSON page, or with Accept: text/event-stream an SSE stream that stays open',
