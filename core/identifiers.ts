@@ -62,9 +62,15 @@ function humanTextPattern(multiline: boolean, nonEmpty: boolean): string {
 }
 
 /**
- * An integer in a query string. Digits only: an empty value (`?offset=`) is refused, not read as 0 as
- * z.coerce.number would; `inner` checks the number (range).
+ * An integer in a query string, from `min` up to `max`. Digits only: an empty value (`?offset=`) is refused, not read
+ * as 0 as z.coerce.number would. Documented in OpenAPI as the integer it is.
  */
-export function queryInt<T extends z.ZodType<number, number>>(inner: T) {
-  return z.string().regex(/^-?\d{1,16}$/, 'an integer').transform(Number).pipe(inner);
+export function queryInt(min: number, max?: number) {
+  const range = max === undefined ? z.number().int().min(min) : z.number().int().min(min).max(max, `must be at most ${max}`);
+  return z
+    .string()
+    .regex(/^-?\d{1,16}$/, 'an integer')
+    .transform(Number)
+    .pipe(range)
+    .meta({ type: 'integer', minimum: min, ...(max === undefined ? {} : { maximum: max }) });
 }

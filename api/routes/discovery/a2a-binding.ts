@@ -137,7 +137,7 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config }> = async
       config: none,
       schema: {
         summary: 'A2A ListTasks: always empty (the hub runs no A2A tasks yet)',
-        querystring: z.looseObject({ pageSize: queryInt(z.number().int().min(1).max(100)).default(50) }),
+        querystring: z.looseObject({ pageSize: queryInt(1, 100).default(50) }),
         response: { 200: listTasksResponse, ...errors(400, 500, 503) }
       }
     },

@@ -130,7 +130,7 @@ export const directoryTreeRoutes: FastifyPluginAsyncZod<{ tree: DirectoryTreeSto
     '/a2a/directory-tree/latest',
     {
       config: group('none', 'Latest version of the directory tree (older ones with ?version=N)'),
-      schema: { querystring: z.object({ version: queryInt(z.number().int().min(1)).optional() }), response: { 200: latestResponse } }
+      schema: { querystring: z.object({ version: queryInt(1).optional() }), response: { 200: latestResponse } }
     },
     async (request) => {
       const { version } = request.query;
@@ -219,7 +219,7 @@ export const directoryTreeRoutes: FastifyPluginAsyncZod<{ tree: DirectoryTreeSto
     '/a2a/directory-tree/review',
     {
       config: group('none', 'Review queue: open proposals with their diffs'),
-      schema: { querystring: z.object({ state: z.enum(PROPOSAL_STATES).default('open'), limit: queryInt(z.number().int().min(1).max(200)).default(50) }), response: { 200: reviewResponse } }
+      schema: { querystring: z.object({ state: z.enum(PROPOSAL_STATES).default('open'), limit: queryInt(1, 200).default(50) }), response: { 200: reviewResponse } }
     },
     async (request) => {
       const { state, limit } = request.query;

@@ -92,8 +92,8 @@ export const nodeDirectoryRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; pres
         querystring: z.object({
           state: z.enum(NODE_STATES).optional(),
           brand: z.enum(BRAND_CODES).optional(),
-          limit: queryInt(z.number().int().min(1).max(200)).default(50),
-          offset: queryInt(z.number().int().min(0)).default(0)
+          limit: queryInt(1, 200).default(50),
+          offset: queryInt(0).default(0)
         }),
         response: { 200: listResponse }
       }

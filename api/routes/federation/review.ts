@@ -48,7 +48,7 @@ export const reviewRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; temporal: C
     {
       config: group('Nodes waiting for review'),
       schema: {
-        querystring: z.object({ limit: queryInt(z.number().int().min(1).max(200)).default(50), offset: queryInt(z.number().int().min(0)).default(0) }),
+        querystring: z.object({ limit: queryInt(1, 200).default(50), offset: queryInt(0).default(0) }),
         response: { 200: queueResponse }
       }
     },

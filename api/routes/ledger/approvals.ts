@@ -59,7 +59,7 @@ export const approvalRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: C
     {
       config: { auth: 'homologous' },
       schema: {
-        querystring: z.object({ state: z.enum(APPROVAL_STATES).default('pending'), limit: queryInt(z.number().int().min(1).max(200)).default(50) }),
+        querystring: z.object({ state: z.enum(APPROVAL_STATES).default('pending'), limit: queryInt(1, 200).default(50) }),
         response: { 200: listResponse }
       }
     },

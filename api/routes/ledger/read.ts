@@ -19,7 +19,7 @@ import { verifyLedger } from '../../../store/ledger/ledger-verify';
 import type { HubKeys } from '../../keys';
 
 const truthGroup = (summary: string) => ({ auth: 'none' as const, directory: { group: 'zhongshu_truth_api' as const, summary } });
-const limit = (max: number, fallback: number) => queryInt(z.number().int().min(1).max(max, `limit must be at most ${max}`)).default(fallback);
+const limit = (max: number, fallback: number) => queryInt(1, max).default(fallback);
 const hex = z.string().regex(/^[0-9a-f]{64}$/);
 
 const signedTreeHead = z.object({
@@ -202,7 +202,7 @@ export const truthReadRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; config: Co
     {
       config: { auth: 'none' },
       schema: {
-        querystring: z.object({ seq: queryInt(z.number().int().min(1)), tree_size: queryInt(z.number().int().min(1)).optional() }),
+        querystring: z.object({ seq: queryInt(1), tree_size: queryInt(1).optional() }),
         response: { 200: inclusionResponse }
       }
     },
@@ -224,7 +224,7 @@ export const truthReadRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; config: Co
     '/api/proof/consistency',
     {
       config: { auth: 'none' },
-      schema: { querystring: z.object({ first: queryInt(z.number().int().min(1)), second: queryInt(z.number().int().min(1)) }), response: { 200: consistencyResponse } }
+      schema: { querystring: z.object({ first: queryInt(1), second: queryInt(1) }), response: { 200: consistencyResponse } }
     },
     async (request) => {
       const { first, second } = request.query;

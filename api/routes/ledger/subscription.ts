@@ -31,7 +31,7 @@ export const subscriptionRoutes: FastifyPluginAsyncZod<{ ledger: Ledger }> = asy
     {
       config: { auth: 'none', directory: { group: 'zhongshu_truth_api', summary: 'L0 subscription: entries after a cursor, as JSON or an SSE stream' } },
       schema: {
-        querystring: z.object({ after: queryInt(z.number().int().min(0)).default(0), limit: queryInt(z.number().int().min(1).max(500)).default(100) }),
+        querystring: z.object({ after: queryInt(0).default(0), limit: queryInt(1, 500).default(100) }),
         response: {
           200: {
             description: 'Entries after the cursor: a JSON page, or with Accept: text/event-stream an SSE stream that stays open',
