@@ -37,6 +37,13 @@ export const nodeIdParam = z.string().max(NODE_ID_MAX_LENGTH).regex(NODE_ID_PATT
 
 const shortText = (max: number) => humanText(max);
 
+/**
+ * Every known figure has an upper bound: the dashboard adds them up over all nodes, and a sum must stay a finite
+ * number (two heartbeats reporting 1e308 would otherwise make the total Infinity, which JSON cannot carry).
+ */
+const MAX_MEMORY_GB = 1_000_000;
+const MAX_LATENCY_MS = 3_600_000;
+
 export const registrationBody = z
   .object({
     name: shortText(120),
@@ -50,7 +57,7 @@ export const registrationBody = z
       .object({
         os: humanText(120, { min: 0 }).optional(),
         cpu: humanText(120, { min: 0 }).optional(),
-        memory_gb: z.number().min(0).max(1_000_000).optional(),
+        memory_gb: z.number().min(0).max(MAX_MEMORY_GB).optional(),
         gpu: humanText(200, { min: 0 }).optional()
       })
       .strict()
@@ -63,15 +70,15 @@ export type RegistrationBody = z.infer<typeof registrationBody>;
 const percent = z.number().min(0).max(100);
 const knownResources = {
   cpu_percent: percent.optional(),
-  memory_used_gb: z.number().min(0).optional(),
-  memory_total_gb: z.number().min(0).optional(),
+  memory_used_gb: z.number().min(0).max(MAX_MEMORY_GB).optional(),
+  memory_total_gb: z.number().min(0).max(MAX_MEMORY_GB).optional(),
   gpu_count: z.number().int().min(0).max(1024).optional(),
   gpu_util_percent: percent.optional()
 };
 const knownPerformance = {
-  latency_ms: z.number().min(0).optional(),
-  tasks_done: z.number().int().min(0).optional(),
-  tasks_failed: z.number().int().min(0).optional()
+  latency_ms: z.number().min(0).max(MAX_LATENCY_MS).optional(),
+  tasks_done: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+  tasks_failed: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional()
 };
 
 /**

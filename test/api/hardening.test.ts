@@ -362,6 +362,20 @@ describe('heartbeats are liveness first', () => {
     expect((await heartbeat(svc.urls.main, node, { resources: { cpu_percent: 140 } })).status).toBe(400);
   });
 
+  it('bounds every figure the dashboard adds up, so its totals stay finite', async () => {
+    // Two nodes reporting 1e308 used to make the dashboard's sums Infinity, and the dashboard answered 500.
+    const nodes = [await registerNode(svc.urls.main, 'huge-a'), await registerNode(svc.urls.main, 'huge-b')];
+    for (const node of nodes) {
+      const refused = await heartbeat(svc.urls.main, node, { resources: { memory_used_gb: 1.7e308 }, performance: { latency_ms: 1.7e308 } });
+      expect(refused.status).toBe(400);
+      expect(JSON.stringify(refused.body)).toMatch(/memory_used_gb|latency_ms/);
+      expect((await heartbeat(svc.urls.main, node, { resources: { memory_used_gb: 1_000_000 }, performance: { latency_ms: 3_600_000 } })).status).toBe(200);
+    }
+    const dashboard = await http('GET', `${svc.urls.main}/a2a/dashboard`);
+    expect(dashboard.status).toBe(200);
+    expect(Number.isFinite(dashboard.body.resources.memory_used_gb_total)).toBe(true);
+  });
+
   it('keeps the extra figures bounded', async () => {
     const node = await registerNode(svc.urls.main, 'chatty');
     const many = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`figure_${i}`, i]));
