@@ -62,15 +62,15 @@ function humanTextPattern(multiline: boolean, nonEmpty: boolean): string {
 }
 
 /**
- * An integer in a query string, from `min` up to `max`. Digits only: an empty value (`?offset=`) is refused, not read
- * as 0 as z.coerce.number would. Documented in OpenAPI as the integer it is.
+ * An integer in a query string, from `min` up to `max` (by default the largest integer a JSON number carries exactly,
+ * 2^53-1). Digits only: an empty value (`?offset=`) is refused, not read as 0 as z.coerce.number would. Documented in
+ * OpenAPI as the integer it is, with both bounds, so a client never sends a value the route refuses.
  */
-export function queryInt(min: number, max?: number) {
-  const range = max === undefined ? z.number().int().min(min) : z.number().int().min(min).max(max, `must be at most ${max}`);
+export function queryInt(min: number, max: number = Number.MAX_SAFE_INTEGER) {
   return z
     .string()
     .regex(/^-?\d{1,16}$/, 'an integer')
     .transform(Number)
-    .pipe(range)
-    .meta({ type: 'integer', minimum: min, ...(max === undefined ? {} : { maximum: max }) });
+    .pipe(z.number().int().min(min).max(max, `must be at most ${max}`))
+    .meta({ type: 'integer', minimum: min, maximum: max });
 }

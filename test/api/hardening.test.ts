@@ -13,6 +13,7 @@ import { canonicalJson } from '../../core/ledger/canonical-json';
 import { ledgerLeafBytes } from '../../core/ledger/ledger-entry';
 import { eventually, http, startTestService, TestService } from '../support/service';
 import { heartbeat, nodeHeaders, registerNode } from '../support/federation';
+import { issueHomologousToken } from '../support/credentials';
 
 let svc: TestService;
 const DID = 'did:example:hardening';
@@ -246,6 +247,25 @@ describe('one error shape for the framework errors too', () => {
     expectShape(post, 405, 'method_not_allowed');
     expect(post.headers.get('allow')).toBe('POST');
     expectShape(await http('GET', `${svc.urls.main}/no/such/path`), 404, 'not_found');
+  });
+});
+
+describe('integer query parameters', () => {
+  it('accept every value the OpenAPI document allows, up to 2^53-1, and refuse one past it', async () => {
+    const token = await issueHomologousToken(svc.urls.main, svc.adminToken, 'big-offsets');
+    const largest = String(Number.MAX_SAFE_INTEGER);
+    for (const [path, headers] of [
+      [`/a2a/nodes?offset=${largest}`, {}],
+      [`/a2a/review/queue?offset=${largest}`, { 'x-zr-token': token }],
+      [`/api/sub-l0?after=${largest}`, {}]
+    ] as const) {
+      const res = await http('GET', `${svc.urls.main}${path}`, { headers });
+      expect([path, res.status]).toEqual([path, 200]);
+    }
+    expect((await http('GET', `${svc.urls.main}/api/proof/inclusion?seq=${largest}`)).status).toBe(404);
+    const past = await http('GET', `${svc.urls.main}/a2a/nodes?offset=9007199254740992`);
+    expect(past.status).toBe(400);
+    expect(past.body.fields[0].field).toBe('querystring.offset');
   });
 });
 
