@@ -46,3 +46,39 @@ it('deletes the slots of days before yesterday on the first use of a day', async
   const days = async () => (await db.collection('quota_uses').distinct('day', { scope: 'truth:did:c' })).sort();
   await eventually(async () => ((await days()).join() === '2026-11-19,2026-11-20' ? true : undefined), 10000, 'the 2026-11-18 slots to be deleted');
 });
+
+it('serialises the callers of one process: a burst on one counter is one insert per use, none refused', async () => {
+  const monitored = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
+  try {
+    const inserts: { refused: boolean }[] = [];
+    monitored.on('commandSucceeded', (event) => {
+      if (event.commandName === 'insert') inserts.push({ refused: ((event.reply as { writeErrors?: unknown[] }).writeErrors?.length ?? 0) > 0 });
+    });
+    monitored.on('commandFailed', (event) => {
+      if (event.commandName === 'insert') inserts.push({ refused: true });
+    });
+    const store = new QuotaStore(monitored.db(db.databaseName));
+    const burst = await Promise.all(Array.from({ length: 64 }, () => store.consume('truth:did:burst', '2026-11-21', 1000)));
+    expect(burst.map((r) => r.count).sort((a, b) => a - b)).toEqual(Array.from({ length: 64 }, (_, i) => i + 1));
+    expect(inserts).toHaveLength(64);
+    expect(inserts.filter((i) => i.refused)).toHaveLength(0);
+  } finally {
+    await monitored.close();
+  }
+});
+
+it('hands a refunded slot out again, in this process and to a process that starts afresh', async () => {
+  const store = new QuotaStore(db);
+  for (let i = 0; i < 3; i++) await store.consume('truth:did:refund', '2026-11-21', 3);
+  expect((await store.consume('truth:did:refund', '2026-11-21', 3)).allowed).toBe(false);
+  await store.refund('truth:did:refund', '2026-11-21', 2);
+  expect(await db.collection('quota_uses').countDocuments({ scope: 'truth:did:refund' })).toBe(2);
+  expect(await store.consume('truth:did:refund', '2026-11-21', 3)).toEqual({ allowed: true, count: 2 });
+  expect((await store.consume('truth:did:refund', '2026-11-21', 3)).allowed).toBe(false);
+
+  await store.refund('truth:did:refund', '2026-11-21', 1);
+  const fresh = new QuotaStore(db);
+  expect(await fresh.consume('truth:did:refund', '2026-11-21', 3)).toEqual({ allowed: true, count: 1 });
+  expect((await fresh.consume('truth:did:refund', '2026-11-21', 3)).allowed).toBe(false);
+  expect(await db.collection('quota_uses').countDocuments({ scope: 'truth:did:refund' })).toBe(3);
+});
