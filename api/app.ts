@@ -12,6 +12,7 @@ import type { ServiceContext } from './context';
 import type { ListenerName } from './directory';
 import errorsPlugin, { clientErrorHandler, frameworkErrorHandler } from './plugins/errors';
 import authPlugin from './plugins/auth';
+import admissionPlugin from './plugins/admission';
 import { documentResponses } from './response-docs';
 import jsonBodyPlugin, { serializerCompiler } from './plugins/json-body';
 
@@ -60,6 +61,8 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName): 
     reply.header('X-Trace', request.id);
   });
   app.register(errorsPlugin);
+  // Overload is refused right after credentials are checked, before the body is read (api/plugins/admission.ts).
+  app.register(admissionPlugin, { gates: ctx.admission });
   // Per-route request limits per client address (routes opt in with config.rateLimit: the anonymous routes that
   // create state). A refusal is the one error shape: 429 rate_limited with Retry-After.
   app.register(rateLimit, {

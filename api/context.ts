@@ -21,6 +21,7 @@ import { NodeCache } from '../store/federation/node-cache';
 import { EndpointDirectory } from './directory';
 import { HubKeys, loadOrCreateHubKeys } from './keys';
 import { loadAdminTokenHash } from './admin-token';
+import { AdmissionGates, createAdmissionGates } from './plugins/admission';
 
 export interface ServiceContext {
   config: Config;
@@ -41,6 +42,8 @@ export interface ServiceContext {
   keys: HubKeys;
   adminTokenHash: string;
   directory: EndpointDirectory;
+  /** Per-process admission control (api/plugins/admission.ts), shared by this process's listeners. */
+  admission: AdmissionGates;
   close(): Promise<void>;
 }
 
@@ -89,6 +92,7 @@ export async function createServiceContext(config: Config, logger = createLogger
       keys: loadOrCreateHubKeys(config.dataDir),
       adminTokenHash,
       directory: new EndpointDirectory(),
+      admission: createAdmissionGates({ truth_write: config.TRUTH_MAX_IN_FLIGHT }),
       close: async () => {
         await connection.close().catch(() => undefined);
         await mongo.close();

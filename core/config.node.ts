@@ -52,6 +52,8 @@ export const configSchema = z.object({
   TRUTH_HIGH_RISK_KEY_PREFIXES: csv.default(['KERNEL.EVOLUTION.DIRECTIVE.']),
   TRUTH_APPROVAL_TIMEOUT_S: positiveSeconds.default(72 * 3600),
   TRUTH_WRITE_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
+  /** Truth writes in flight per API process (both listeners); one more is 503 overloaded at once. */
+  TRUTH_MAX_IN_FLIGHT: z.coerce.number().int().positive().default(128),
 
   /** Registrations (POST /a2a/register, the join form) per client address per minute, per API process. */
   REGISTER_RATE_LIMIT_PER_MIN: z.coerce.number().int().positive().default(60),

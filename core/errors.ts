@@ -39,6 +39,7 @@ export const ERROR_STATUS = {
   internal_error: 500,
   upstream_failed: 502,
   unavailable: 503,
+  overloaded: 503,
   timeout: 504
 } as const;
 

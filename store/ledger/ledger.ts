@@ -71,6 +71,14 @@ function callerIdempotencyScope(did: string | null, idempotencyKey: string): str
   return `k:${did ?? ''}:${idempotencyKey}`;
 }
 
+/** An append withdrawn (its signal aborted) before its batch began: nothing was written. */
+export class AppendWithdrawn extends Error {
+  constructor() {
+    super('append withdrawn before it started');
+    this.name = 'AppendWithdrawn';
+  }
+}
+
 export function newEventId(): string {
   // Time-ordered and unique: 9 base36 chars of milliseconds, 12 hex chars of randomness.
   return `truth-${Date.now().toString(36).padStart(9, '0')}${randomBytes(6).toString('hex')}`;
@@ -108,19 +116,42 @@ export class Ledger {
     this.idempotency = db.collection<IdempotencyRecord>(LEDGER_IDEMPOTENCY_COLLECTION);
   }
 
-  /** Appends one entry; resolves once it is durably inserted (or matched by its idempotency key). */
-  append(input: AppendInput): Promise<AppendResult> {
+  /**
+   * Appends one entry; resolves once it is durably inserted (or matched by its idempotency key).
+   *
+   * `signal` withdraws a write that has not started: aborted while it still waits in this process's queue, it is
+   * removed and rejects with `AppendWithdrawn`, and nothing is written. Once its batch has begun it is no longer
+   * withdrawn and settles as usual.
+   */
+  append(input: AppendInput, options: { signal?: AbortSignal } = {}): Promise<AppendResult> {
+    const { signal } = options;
+    if (signal?.aborted) return Promise.reject(new AppendWithdrawn());
     return new Promise<AppendResult>((resolve, reject) => {
       const eventId = newEventId();
-      this.queue.push({
+      const withdraw = () => {
+        const at = this.queue.indexOf(pending);
+        if (at < 0) return; // its batch has begun
+        this.queue.splice(at, 1);
+        reject(new AppendWithdrawn());
+      };
+      const settled = () => signal?.removeEventListener('abort', withdraw);
+      const pending: Pending = {
         input,
         eventId,
         createdAt: new Date(),
         idem: input.idempotencyKey ? callerIdempotencyScope(input.did ?? null, input.idempotencyKey) : `e:${eventId}`,
         valueJson: canonicalJson(input.value),
-        resolve,
-        reject
-      });
+        resolve: (r) => {
+          settled();
+          resolve(r);
+        },
+        reject: (e) => {
+          settled();
+          reject(e);
+        }
+      };
+      signal?.addEventListener('abort', withdraw, { once: true });
+      this.queue.push(pending);
       void this.drain();
     });
   }

@@ -15,7 +15,8 @@ const write = (body: unknown, headers: Record<string, string> = {}, url = svc.ur
 beforeAll(async () => {
   // A long write deadline: the burst below is about correctness under contention on a shared, busy FerretDB,
   // not latency (the bounded 503 has its own suite, truth-mongo-down.test.ts).
-  svc = await startTestService({ TRUTH_DAILY_QUOTA: '60', TRUTH_MAX_VALUE_BYTES: '2048', TRUTH_WRITE_TIMEOUT_MS: '120000' }, { worker: false });
+  // The bursts below test exactness, not shedding (test/api/truth-overload.test.ts): every write is admitted.
+  svc = await startTestService({ TRUTH_DAILY_QUOTA: '60', TRUTH_MAX_VALUE_BYTES: '2048', TRUTH_WRITE_TIMEOUT_MS: '120000', TRUTH_MAX_IN_FLIGHT: '1000' }, { worker: false });
   await registerDid(svc.urls.main, svc.adminToken, DID);
 });
 afterAll(async () => {

@@ -7,6 +7,9 @@
  *   - High-risk writes start truth-approval/<id> and answer 202; the rest are appended at once (200).
  *   - If MongoDB (or, for held writes, Temporal) cannot be reached within TRUTH_WRITE_TIMEOUT_MS the answer is 503
  *     and nothing was acknowledged: retry with the same Idempotency-Key, which can never produce a second entry.
+ *     What had not started by then is withdrawn and its quota slot given back.
+ *   - Overload: at most TRUTH_MAX_IN_FLIGHT writes per process; one more is 503 overloaded with Retry-After before
+ *     anything else happens (api/plugins/admission.ts).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
@@ -19,7 +22,7 @@ import { AppError } from '../../../core/errors';
 import { heldBecause, TruthReportBody, truthReportBody } from '../../../core/ledger/truth-record';
 import { holdTruthForApproval } from '../../../workflows/ledger/truth-approval.client';
 import { TruthApprovalInput, truthApprovalWorkflowId } from '../../../workflows/ledger/truth-approval.contract';
-import type { Ledger } from '../../../store/ledger/ledger';
+import { AppendWithdrawn, type Ledger } from '../../../store/ledger/ledger';
 import type { QuotaStore } from '../../../store/ledger/quota';
 
 export const SUCCESS_MESSAGE = 'truth recorded';
@@ -35,7 +38,7 @@ export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, 
   app.post(
     '/api/report/truth',
     {
-      config: { auth: 'did', directory: { group: 'zhongshu_truth_api', summary: 'Write a truth record (append-only); high-risk writes wait for approval', publicRead: true } },
+      config: { auth: 'did', admission: 'truth_write', directory: { group: 'zhongshu_truth_api', summary: 'Write a truth record (append-only); high-risk writes wait for approval', publicRead: true } },
       bodyLimit: config.TRUTH_MAX_VALUE_BYTES + 16 * 1024,
       schema: {
         body: truthReportBody,
@@ -55,21 +58,32 @@ export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, 
         throw new AppError('payload_too_large', `value is ${Buffer.byteLength(valueJson)} bytes as canonical JSON; the limit is ${config.TRUTH_MAX_VALUE_BYTES}`);
       }
 
-      const outcome = await withDeadline(config.TRUTH_WRITE_TIMEOUT_MS, async () => {
+      // Past the deadline the caller gets 503 and whatever has not started is withdrawn: a quota slot taken for a
+      // write that is then withdrawn is given back, so an abandoned write neither spends quota nor runs later.
+      const outcome = await withDeadline(config.TRUTH_WRITE_TIMEOUT_MS, async (signal) => {
         // A retried write returns what the first one got, without spending quota.
         if (idempotencyKey) {
           const existing = await ledger.findByIdempotencyKey(did, idempotencyKey);
           if (existing) return { kind: 'written' as const, seq: existing.seq, event_id: existing.event_id, duplicate: true };
         }
+        signal.throwIfAborted();
         const day = new Date().toISOString().slice(0, 10);
-        const allowance = await quota.consume(`truth:${did}`, day, config.TRUTH_DAILY_QUOTA);
+        const scope = `truth:${did}`;
+        const allowance = await quota.consume(scope, day, config.TRUTH_DAILY_QUOTA);
         if (!allowance.allowed) {
           throw new AppError('quota_exceeded', `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`, { limit: config.TRUTH_DAILY_QUOTA }, { 'Retry-After': String(secondsUntilUtcMidnight()) });
         }
+        const refund = async (reason: unknown) => {
+          await quota.refund(scope, day, allowance.count).catch((err) => request.log.warn({ err }, 'quota refund failed'));
+          throw reason;
+        };
+        if (signal.aborted) return refund(signal.reason);
         const held = heldBecause(body.key, body.truth_type, { highRiskTypes: config.TRUTH_HIGH_RISK_TYPES, highRiskKeyPrefixes: config.TRUTH_HIGH_RISK_KEY_PREFIXES });
         if (held) return { kind: 'held' as const, ...(await holdForApproval(deps, { did, body, valueJson, idempotencyKey, held })) };
-        const { entry, duplicate } = await ledger.append({ kind: 'truth', key: body.key, value: body.value, truth_type: body.truth_type ?? null, did, idempotencyKey });
-        return { kind: 'written' as const, seq: entry.seq, event_id: entry.event_id, duplicate };
+        const appended = await ledger
+          .append({ kind: 'truth', key: body.key, value: body.value, truth_type: body.truth_type ?? null, did, idempotencyKey }, { signal })
+          .catch((err) => (err instanceof AppendWithdrawn ? refund(err) : Promise.reject(err)));
+        return { kind: 'written' as const, seq: appended.entry.seq, event_id: appended.entry.event_id, duplicate: appended.duplicate };
       });
 
       if (outcome.kind === 'held') {
@@ -110,16 +124,22 @@ async function holdForApproval(
 }
 
 /**
- * Bounds a write: past `ms`, 503 (the caller retries with its Idempotency-Key). Database and Temporal outages are
- * mapped to 503 by the app's error handler, like everywhere else.
+ * Bounds a write: past `ms`, 503 (the caller retries with its Idempotency-Key) and `work`'s signal is aborted, so
+ * the steps it has not started are withdrawn. Database and Temporal outages are mapped to 503 by the app's error
+ * handler, like everywhere else.
  */
-async function withDeadline<T>(ms: number, work: () => Promise<T>): Promise<T> {
+async function withDeadline<T>(ms: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController();
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new AppError('unavailable', `The ledger did not answer within ${ms} ms; retry with the same Idempotency-Key`, {}, { 'Retry-After': '5' })), ms);
+    timer = setTimeout(() => {
+      const error = new AppError('unavailable', `The ledger did not answer within ${ms} ms; retry with the same Idempotency-Key`, {}, { 'Retry-After': '5' });
+      controller.abort(error);
+      reject(error);
+    }, ms);
   });
   try {
-    return await Promise.race([work(), deadline]);
+    return await Promise.race([work(controller.signal), deadline]);
   } finally {
     clearTimeout(timer);
   }
