@@ -15,20 +15,15 @@
  * Prints figures and ratios; asserts nothing. BENCH_OFFLINE_AFTER_S (default 90) sets NODE_OFFLINE_AFTER_S.
  * The stack's output goes to a log file (stack-log.ts), named when the bench fails and at its end.
  */
-import { ChildProcess, spawn } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { MongoClient } from 'mongodb';
-import { freePort, typescriptProcess } from '../stack/process';
 import { StackLog } from './stack-log';
+import { BenchStack, startBenchStack } from './stack';
 
 const NODES = Number(process.env.BENCH_NODES ?? 500);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? NODES);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const STOP = Number(process.env.BENCH_STOP ?? 50);
 const OFFLINE_AFTER_S = Number(process.env.BENCH_OFFLINE_AFTER_S ?? 90);
-const ROOT = path.resolve(__dirname, '..', '..');
 
 interface Figures {
   ops: number;
@@ -63,45 +58,20 @@ async function load(seconds: number, concurrency: number, op: (i: number) => Pro
 
 const fmt = (f: Figures) => `${f.perSec.toFixed(0).padStart(6)} req/s   p50 ${f.p50.toFixed(2).padStart(7)} ms   p99 ${f.p99.toFixed(2).padStart(7)} ms   ${f.ops} requests, ${f.errors} errors`;
 
-async function waitHealthy(url: string, child: ChildProcess): Promise<void> {
-  const deadline = Date.now() + 180_000;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error('the stack exited during start-up');
-    try {
-      if ((await fetch(url)).ok) return;
-    } catch {
-      /* starting */
-    }
-    await new Promise((r) => setTimeout(r, 500));
-  }
-  throw new Error('the stack did not become healthy');
-}
-
 async function main(): Promise<void> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zhongshu-bench-hb-'));
-  const ports = { PORT: 0, BACKUP_PORT: 0, HUB_PORT: 0, COMMERCIAL_PORT: 0, MEMORY_PORT: 0, DAEMON_PORT: 0, FERRETDB_PORT: 0, TEMPORAL_PORT: 0, TEMPORAL_UI_PORT: 0 };
-  for (const k of Object.keys(ports) as (keyof typeof ports)[]) ports[k] = await freePort();
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
-    DATA_DIR: dataDir,
-    HOST: '127.0.0.1',
-    LOG_LEVEL: 'warn',
-    NODE_REVIEW_REQUIRED: 'false',
-    NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S),
-    // Every simulated node registers from this one address.
-    REGISTER_RATE_LIMIT_PER_MIN: '1000000'
-  };
-  delete env.MONGODB_URI;
-  delete env.TEMPORAL_ADDRESS;
-  const base = `http://127.0.0.1:${ports.PORT}`;
-  console.log(`bench:heartbeat — ${NODES} nodes, concurrency ${CONCURRENCY}, ${SECONDS} s per phase, NODE_OFFLINE_AFTER_S=${OFFLINE_AFTER_S}; starting the stack (npm start) in ${dataDir}`);
-  const launcher = typescriptProcess(path.join(ROOT, 'scripts', 'start.ts'));
   const log = new StackLog('heartbeat');
-  const stack = spawn(launcher.binary, launcher.args, { env, stdio: ['ignore', log.fd(), log.fd()] });
+  console.log(`bench:heartbeat — ${NODES} nodes, concurrency ${CONCURRENCY}, ${SECONDS} s per phase, NODE_OFFLINE_AFTER_S=${OFFLINE_AFTER_S}; starting the stack (npm start)`);
+  let stack: BenchStack | null = null;
   let failure: unknown = null;
   try {
-    await waitHealthy(`${base}/health`, stack);
+    stack = await startBenchStack('hb', log, {
+      NODE_REVIEW_REQUIRED: 'false',
+      NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S),
+      // Every simulated node registers from this one address.
+      REGISTER_RATE_LIMIT_PER_MIN: '1000000'
+    });
+    const base = stack.base;
+    const stackAlive = stack.alive;
 
     const t0 = Date.now();
     const nodes: { node_id: string; api_key: string }[] = [];
@@ -133,9 +103,6 @@ async function main(): Promise<void> {
         return false;
       }
     };
-    const stackAlive = () => {
-      if (stack.exitCode !== null || stack.signalCode !== null) throw new Error(`the stack exited (${stack.signalCode ?? `code ${stack.exitCode}`})`);
-    };
     // Nodes that keep beating as a real node would: every node once per OFFLINE_AFTER_S / 6 s, 50 at a time.
     const keepBeating = (group: typeof nodes) => {
       let running = true;
@@ -156,8 +123,8 @@ async function main(): Promise<void> {
     // state only. Polled every 3 s: on FerretDB the count scans the nodes.
     const warm = Date.now();
     const stopWarmUp = keepBeating(nodes);
-    const mongo = await MongoClient.connect(`mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`);
-    const db = mongo.db('zhongshu_hub');
+    const mongo = await MongoClient.connect(stack.mongoUri);
+    const db = mongo.db(stack.dbName);
     while ((await db.collection('nodes').countDocuments({ state: 'online' })) < nodes.length) {
       stackAlive();
       await new Promise((r) => setTimeout(r, 3000));
@@ -199,11 +166,7 @@ async function main(): Promise<void> {
   } catch (err) {
     failure = err;
   } finally {
-    if (stack.exitCode === null && stack.signalCode === null) {
-      stack.kill('SIGINT');
-      await new Promise((r) => stack.once('exit', r));
-    }
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    await stack?.stop();
   }
   if (failure) {
     log.reportFailure(failure);

@@ -1,9 +1,18 @@
 /**
- * npm run bench:ledger — ledger append throughput and latency against the embedded stack (its own FerretDB, or
- * MONGODB_URI), with the same number of bare insertOne calls into a scratch collection as the baseline, measured
- * in the same run. Then verify time and memory (live heap after collections, and RSS) for 10k and 100k entries
- * (BENCH_VERIFY_SIZES to change).
- * Prints figures and ratios; asserts nothing. FerretDB's output goes to a log file (stack-log.ts), named when the
+ * npm run bench:ledger — what truth writes cost, measured three ways in one run, each beside bare `insertOne` calls
+ * into the same database at the same concurrency (the floor), with the ratio:
+ *   module   Ledger.append called in-process against its own embedded FerretDB (or MONGODB_URI), concurrency 1/16/64;
+ *   http     POST /api/report/truth through the whole stack (`npm start`: API, worker, FerretDB, Temporal), as a node
+ *            writes, from one DID and from BENCH_DIDS DIDs, at concurrency 1/16/64, with the ledger filled to each of
+ *            BENCH_LEDGER_SIZES entries first (1,000 and 100,000 by default; add 1000000 for the large run). The fill
+ *            is the documented fast path: Ledger.append in the bench process against the stack's database (group
+ *            commit, one writer), then the API serves on top of it. While writes run, GET /api/status is sampled
+ *            every 100 ms (its p99 and worst are printed: reads must stay fast under write load). Last, an overload
+ *            phase: BENCH_OVERLOAD_CLIENTS clients for BENCH_OVERLOAD_S seconds, then how long writes kept landing
+ *            after the load stopped and how many quota slots were spent on refused writes (should be none);
+ *   verify   verify time and memory (live heap after collections, and RSS) for BENCH_VERIFY_SIZES entries.
+ * BENCH_PHASES picks phases (default module,http,verify); BENCH_OPS is the writes per measurement (default 1000).
+ * Prints figures and ratios; asserts nothing. The stack's output goes to a log file (stack-log.ts), named when the
  * bench fails and at its end.
  */
 import fs from 'node:fs';
@@ -11,16 +20,22 @@ import os from 'node:os';
 import path from 'node:path';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { MongoClient } from 'mongodb';
+import { Collection, Db, MongoClient } from 'mongodb';
 import { Ledger } from '../../store/ledger/ledger';
 import { verifyLedger } from '../../store/ledger/ledger-verify';
 import { ensureIndexes } from '../../store/mongo';
 import { startFerretDb } from '../stack/ferretdb';
 import { StackLog } from './stack-log';
+import { BenchStack, startBenchStack } from './stack';
 
-const OPS = Number(process.env.BENCH_OPS ?? 2000);
-const CONCURRENCY = [1, 16, 64];
+const OPS = Number(process.env.BENCH_OPS ?? 1000);
+const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? '1,16,64').split(',').map(Number);
 const VERIFY_SIZES = (process.env.BENCH_VERIFY_SIZES ?? '10000,100000').split(',').map(Number);
+const LEDGER_SIZES = (process.env.BENCH_LEDGER_SIZES ?? '1000,100000').split(',').map(Number);
+const DIDS = Number(process.env.BENCH_DIDS ?? 16);
+const OVERLOAD_CLIENTS = Number(process.env.BENCH_OVERLOAD_CLIENTS ?? 512);
+const OVERLOAD_S = Number(process.env.BENCH_OVERLOAD_S ?? 10);
+const PHASES = new Set((process.env.BENCH_PHASES ?? 'module,http,verify').split(','));
 
 // A full garbage collection on demand (for measuring live memory), without having to start node with --expose-gc.
 v8.setFlagsFromString('--expose-gc');
@@ -30,10 +45,14 @@ interface Figures {
   opsPerSec: number;
   p50: number;
   p99: number;
+  /** Answers by HTTP status (HTTP phases only). */
+  statuses: Map<number, number>;
 }
 
+/** `ops` operations from `concurrency` clients, each starting its next as soon as the last is answered. */
 async function run(concurrency: number, ops: number, op: (i: number) => Promise<unknown>): Promise<Figures> {
   const latencies: number[] = [];
+  const statuses = new Map<number, number>();
   let next = 0;
   const started = process.hrtime.bigint();
   await Promise.all(
@@ -41,37 +60,34 @@ async function run(concurrency: number, ops: number, op: (i: number) => Promise<
       while (next < ops) {
         const i = next++;
         const t0 = process.hrtime.bigint();
-        await op(i);
+        const status = await op(i);
         latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
+        if (typeof status === 'number') statuses.set(status, (statuses.get(status) ?? 0) + 1);
       }
     })
   );
   const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+  return { opsPerSec: ops / seconds, ...percentiles(latencies), statuses };
+}
+
+function percentiles(latencies: number[]): { p50: number; p99: number; max: number } {
   latencies.sort((a, b) => a - b);
-  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))]!;
-  return { opsPerSec: ops / seconds, p50: pct(50), p99: pct(99) };
+  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? 0;
+  return { p50: pct(50), p99: pct(99), max: latencies[latencies.length - 1] ?? 0 };
 }
 
 const fmt = (f: Figures) => `${f.opsPerSec.toFixed(0).padStart(6)} ops/s   p50 ${f.p50.toFixed(2).padStart(7)} ms   p99 ${f.p99.toFixed(2).padStart(7)} ms`;
+const fmtStatuses = (f: Figures) => [...f.statuses].sort(([a], [b]) => a - b).map(([s, n]) => `${n}×${s}`).join(' ');
+const benchValue = (i: number) => ({ i, payload: 'x'.repeat(64) });
 
 async function main(): Promise<void> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zhongshu-bench-'));
   const log = new StackLog('ledger');
-  let stop = async () => undefined as void;
-  let uri = process.env.MONGODB_URI;
   let failure: unknown = null;
   try {
-    if (!uri) {
-      const ferret = await startFerretDb({ dataDir, echo: false, logFile: log.path });
-      uri = ferret.uri;
-      stop = () => ferret.stop();
-    }
-    await measure(uri);
+    if (PHASES.has('module') || PHASES.has('verify')) await withModuleDatabase(log, measureModule);
+    if (PHASES.has('http')) await measureHttp(log);
   } catch (err) {
     failure = err;
-  } finally {
-    await stop();
-    fs.rmSync(dataDir, { recursive: true, force: true });
   }
   if (failure) {
     log.reportFailure(failure);
@@ -80,24 +96,42 @@ async function main(): Promise<void> {
   log.reportSuccess();
 }
 
-async function measure(uri: string): Promise<void> {
+/** The module phases run against MONGODB_URI, or a FerretDB of their own. */
+async function withModuleDatabase(log: StackLog, measure: (uri: string) => Promise<void>): Promise<void> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zhongshu-bench-'));
+  let stop = async () => undefined as void;
+  try {
+    let uri = process.env.MONGODB_URI;
+    if (!uri) {
+      const ferret = await startFerretDb({ dataDir, echo: false, logFile: log.path });
+      uri = ferret.uri;
+      stop = () => ferret.stop();
+    }
+    await measure(uri);
+  } finally {
+    await stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+async function measureModule(uri: string): Promise<void> {
   const client = await MongoClient.connect(uri, { retryWrites: false });
   try {
-    console.log(`bench:ledger — ${OPS} appends per concurrency level, against ${process.env.MONGODB_URI ? 'MONGODB_URI' : 'embedded FerretDB (SQLite)'}`);
-    for (const c of CONCURRENCY) {
+    if (PHASES.has('module')) console.log(`bench:ledger module — ${OPS} appends per concurrency level, against ${process.env.MONGODB_URI ? 'MONGODB_URI' : 'embedded FerretDB (SQLite)'}`);
+    for (const c of PHASES.has('module') ? CONCURRENCY : []) {
       const db = client.db(`bench_c${c}_${Date.now()}`);
       await ensureIndexes(db);
       const scratch = db.collection('scratch');
-      const baseline = await run(c, OPS, (i) => scratch.insertOne({ i, key: `bench.insert.${i}`, value_json: JSON.stringify({ i, payload: 'x'.repeat(64) }), created_at: new Date().toISOString() }));
+      const baseline = await bareInserts(scratch, c);
       const ledger = new Ledger(db);
-      const appends = await run(c, OPS, (i) => ledger.append({ kind: 'truth', key: `bench.append.${i}`, value: { i, payload: 'x'.repeat(64) }, truth_type: 'data', did: 'did:bench:writer' }));
+      const appends = await run(c, OPS, (i) => ledger.append({ kind: 'truth', key: `bench.append.${i}`, value: benchValue(i), truth_type: 'data', did: 'did:bench:writer' }));
       console.log(`concurrency ${String(c).padStart(2)}  bare insertOne: ${fmt(baseline)}`);
       console.log(`                ledger append:  ${fmt(appends)}`);
       console.log(`                ratio (append cost / insert cost): ${(baseline.opsPerSec / appends.opsPerSec).toFixed(2)}x time per op, p50 ${(appends.p50 / baseline.p50).toFixed(2)}x`);
       await db.dropDatabase();
     }
 
-    for (const size of VERIFY_SIZES) {
+    for (const size of PHASES.has('verify') ? VERIFY_SIZES : []) {
       const db = client.db(`bench_verify_${size}_${Date.now()}`);
       await ensureIndexes(db);
       const ledger = new Ledger(db);
@@ -134,6 +168,127 @@ async function measure(uri: string): Promise<void> {
   } finally {
     await client.close();
   }
+}
+
+/** The floor: a document of the size of a ledger entry, inserted with nothing else around it. */
+function bareInserts(scratch: Collection, concurrency: number): Promise<Figures> {
+  return run(concurrency, OPS, async (i) => {
+    await scratch.insertOne({ key: `bench.insert.${i}`, value_json: JSON.stringify(benchValue(i)), leaf_hash: 'x'.repeat(64), root: 'y'.repeat(64), frontier: ['z'.repeat(64)], created_at: new Date().toISOString() });
+  });
+}
+
+async function measureHttp(log: StackLog): Promise<void> {
+  console.log(`bench:ledger http — POST /api/report/truth through the whole stack, ${OPS} writes per measurement, ledger at ${LEDGER_SIZES.join(', ')} entries; starting the stack (npm start)`);
+  const stack = await startBenchStack('ledger', log, { TRUTH_DAILY_QUOTA: '100000000', NODE_REVIEW_REQUIRED: 'false' });
+  const client = await MongoClient.connect(stack.mongoUri, { retryWrites: false });
+  try {
+    const db = client.db(stack.dbName);
+    const dids = await Promise.all(Array.from({ length: DIDS }, (_, i) => registerBenchDid(stack, `did:bench:writer${i}`)));
+    const scratch = db.collection('bench_scratch');
+    const filler = new Ledger(db);
+    let written = 0;
+    const write = async (did: string, key: string, i: number): Promise<number> => {
+      const res = await fetch(`${stack.base}/api/report/truth`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-did': did },
+        body: JSON.stringify({ key, value: benchValue(i), truth_type: 'data' })
+      });
+      await res.arrayBuffer();
+      return res.status;
+    };
+    for (const size of LEDGER_SIZES) {
+      const head = async () => ((await (await fetch(`${stack.base}/api/status`)).json()) as { truth_count: number }).truth_count;
+      const missing = size - (await head());
+      if (missing > 0) {
+        const t0 = Date.now();
+        await run(256, missing, (i) => filler.append({ kind: 'truth', key: `bench.fill.${size}.${i}`, value: benchValue(i), truth_type: 'data', did: 'did:bench:filler' }).then(() => undefined));
+        console.log(`ledger filled to ${await head()} entries (${missing} appends in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+      }
+      for (const c of CONCURRENCY) {
+        const baseline = await bareInserts(scratch, c);
+        console.log(`ledger ${size} entries, concurrency ${String(c).padStart(2)}  bare insertOne:   ${fmt(baseline)}`);
+        for (const writers of [1, DIDS]) {
+          const probe = sampleStatus(stack.base);
+          const http = await run(c, OPS, (i) => write(dids[i % writers]!, `bench.http.${size}.${c}.${writers}.${written + i}`, i));
+          const status = await probe.stop();
+          written += OPS;
+          console.log(
+            `  ${String(writers).padStart(2)} DID${writers > 1 ? 's' : ' '}  POST /api/report/truth: ${fmt(http)}   [${fmtStatuses(http)}]   ` +
+              `throughput ${(http.opsPerSec / baseline.opsPerSec).toFixed(2)}x of bare insert; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms`
+          );
+        }
+      }
+    }
+    await overload(stack, db, dids, write);
+  } finally {
+    await client.close();
+    await stack.stop();
+  }
+}
+
+/** GET /api/status every 100 ms until stopped: its latencies. */
+function sampleStatus(base: string): { stop(): Promise<{ p99: number; max: number }> } {
+  const latencies: number[] = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const t0 = process.hrtime.bigint();
+      await fetch(`${base}/api/status`).then((r) => r.arrayBuffer()).catch(() => undefined);
+      latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      return percentiles(latencies);
+    }
+  };
+}
+
+/** Far more writers than a process admits, for a while; then whether anything keeps landing once they stop. */
+async function overload(stack: BenchStack, db: Db, dids: string[], write: (did: string, key: string, i: number) => Promise<number>): Promise<void> {
+  const entries = () => db.collection('ledger').estimatedDocumentCount();
+  const slots = () => db.collection('quota_uses').estimatedDocumentCount();
+  const [entriesBefore, slotsBefore] = [await entries(), await slots()];
+  const probe = sampleStatus(stack.base);
+  const statuses = new Map<number, number>();
+  const end = Date.now() + OVERLOAD_S * 1000;
+  let n = 0;
+  await Promise.all(
+    Array.from({ length: OVERLOAD_CLIENTS }, async (_, client) => {
+      while (Date.now() < end) {
+        const status = await write(dids[client % dids.length]!, `bench.overload.${n}`, n++).catch(() => 0);
+        statuses.set(status, (statuses.get(status) ?? 0) + 1);
+      }
+    })
+  );
+  const stoppedAt = Date.now();
+  const status = await probe.stop();
+  let last = await entries();
+  let settledAt = stoppedAt;
+  while (Date.now() - settledAt < 3000 && Date.now() - stoppedAt < 120_000) {
+    await new Promise((r) => setTimeout(r, 250));
+    const now = await entries();
+    if (now !== last) {
+      last = now;
+      settledAt = Date.now();
+    }
+  }
+  const summary = [...statuses].sort(([a], [b]) => a - b).map(([s, k]) => `${k}×${s || 'error'}`).join(' ');
+  const acknowledged = statuses.get(200) ?? 0;
+  console.log(`overload: ${OVERLOAD_CLIENTS} clients for ${OVERLOAD_S} s: ${summary}; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms`);
+  console.log(
+    `  after the load stopped, entries kept landing for ${((settledAt - stoppedAt) / 1000).toFixed(1)} s; ` +
+      `${last - entriesBefore} entries for ${acknowledged} acknowledged writes; quota slots spent ${(await slots()) - slotsBefore} (the hub's own events take none)`
+  );
+}
+
+async function registerBenchDid(stack: BenchStack, did: string): Promise<string> {
+  const res = await fetch(`${stack.base}/admin/dids`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${stack.adminToken}` }, body: JSON.stringify({ did }) });
+  if (res.status !== 201 && res.status !== 200) throw new Error(`could not register ${did}: ${res.status} ${await res.text()}`);
+  return did;
 }
 
 main().catch((err) => {

@@ -10,8 +10,8 @@ import path from 'node:path';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
-function bench(env: Record<string, string>, onOutput: (text: string) => void = () => undefined): Promise<{ code: number | null; output: string }> {
-  const child = spawn('npm', ['run', 'bench:heartbeat'], {
+function bench(env: Record<string, string>, onOutput: (text: string) => void = () => undefined, script = 'bench:heartbeat'): Promise<{ code: number | null; output: string }> {
+  const child = spawn('npm', ['run', script], {
     cwd: ROOT,
     env: { ...process.env, MONGODB_URI: '', TEMPORAL_ADDRESS: '', WORKFLOW_BUNDLE_PATH: process.env.ZH_TEST_WORKFLOW_BUNDLE!, ...env },
     stdio: ['ignore', 'pipe', 'pipe']
@@ -79,3 +79,24 @@ it('names the stack log when the stack goes away in the middle of a run', async 
   expect(fs.readFileSync(named![1]!, 'utf8')).toMatch(/\[stack\] SIGINT: stopping everything in order/);
   fs.rmSync(named![1]!);
 }, 180_000);
+
+it('bench:ledger, CI-sized: writes through HTTP beside bare inserts, reads meanwhile, and overload', async () => {
+  // Figures are printed, not asserted: this only proves the bench runs end to end and reports every measurement.
+  const run = await bench(
+    { BENCH_PHASES: 'http', BENCH_LEDGER_SIZES: '100', BENCH_OPS: '40', BENCH_CONCURRENCY: '1,16', BENCH_DIDS: '4', BENCH_OVERLOAD_CLIENTS: '200', BENCH_OVERLOAD_S: '2' },
+    undefined,
+    'bench:ledger'
+  );
+  expect(run.code).toBe(0);
+  expect(run.output).toMatch(/ledger filled to \d+ entries/);
+  expect(run.output.match(/bare insertOne: +\d+ ops\/s/g)).toHaveLength(2);
+  expect(run.output.match(/POST \/api\/report\/truth: +\d+ ops\/s .*x of bare insert; GET \/api\/status meanwhile p99/g)).toHaveLength(4);
+  expect(run.output).toMatch(/overload: 200 clients for 2 s: .*×200/);
+  // Every quota slot spent is an entry (a refused or withdrawn write spends none); every acknowledged write is there.
+  const settled = /(\d+) entries for (\d+) acknowledged writes; quota slots spent (\d+)/.exec(run.output);
+  expect(settled).not.toBeNull();
+  expect(Number(settled![1])).toBeGreaterThanOrEqual(Number(settled![2]));
+  expect(settled![3]).toBe(settled![1]);
+  const named = /the stack's log: (\S+)/.exec(run.output);
+  if (named) fs.rmSync(named[1]!, { force: true });
+}, 240_000);

@@ -1,0 +1,88 @@
+/**
+ * The whole local stack for a bench: `npm start` (scripts/start.ts: FerretDB, the Temporal dev server, the worker,
+ * the API) in a scratch data dir on free ports, its output in the bench's stack log. Benches drive it over HTTP as
+ * clients do and may open the database directly to count what landed.
+ */
+import { ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort, typescriptProcess } from '../stack/process';
+import { StackLog } from './stack-log';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const PORT_NAMES = ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT', 'FERRETDB_PORT', 'TEMPORAL_PORT', 'TEMPORAL_UI_PORT'] as const;
+
+export interface BenchStack {
+  /** The main listener, e.g. http://127.0.0.1:40123 */
+  base: string;
+  ports: Record<(typeof PORT_NAMES)[number], number>;
+  /** The embedded FerretDB, and the database the service uses in it. */
+  mongoUri: string;
+  dbName: string;
+  adminToken: string;
+  dataDir: string;
+  /** Throws when the stack has exited. */
+  alive(): void;
+  stop(): Promise<void>;
+}
+
+export async function startBenchStack(name: string, log: StackLog, env: Record<string, string>): Promise<BenchStack> {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `zhongshu-bench-${name}-`));
+  const ports = {} as BenchStack['ports'];
+  for (const k of PORT_NAMES) ports[k] = await freePort();
+  const adminToken = `adm_bench_${randomBytes(16).toString('hex')}`;
+  const childEnv: NodeJS.ProcessEnv = {
+    ...process.env,
+    ...Object.fromEntries(Object.entries(ports).map(([k, v]) => [k, String(v)])),
+    DATA_DIR: dataDir,
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    ADMIN_TOKEN: adminToken,
+    ...env
+  };
+  delete childEnv.MONGODB_URI;
+  delete childEnv.TEMPORAL_ADDRESS;
+  const launcher = typescriptProcess(path.join(ROOT, 'scripts', 'start.ts'));
+  const child = spawn(launcher.binary, launcher.args, { env: childEnv, stdio: ['ignore', log.fd(), log.fd()] });
+  const stack: BenchStack = {
+    base: `http://127.0.0.1:${ports.PORT}`,
+    ports,
+    mongoUri: `mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`,
+    dbName: childEnv.MONGODB_DB ?? 'zhongshu_hub',
+    adminToken,
+    dataDir,
+    alive: () => {
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the stack exited (${child.signalCode ?? `code ${child.exitCode}`})`);
+    },
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGINT');
+        await new Promise((r) => child.once('exit', r));
+      }
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  };
+  try {
+    await waitHealthy(`${stack.base}/health`, child);
+  } catch (err) {
+    await stack.stop();
+    throw err;
+  }
+  return stack;
+}
+
+async function waitHealthy(url: string, child: ChildProcess): Promise<void> {
+  const deadline = Date.now() + 180_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error('the stack exited during start-up');
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      /* starting */
+    }
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  throw new Error('the stack did not become healthy');
+}
