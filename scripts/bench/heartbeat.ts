@@ -60,7 +60,7 @@ const fmt = (f: Figures) => `${f.perSec.toFixed(0).padStart(6)} req/s   p50 ${f.
 
 async function main(): Promise<void> {
   const log = new StackLog('heartbeat');
-  console.log(`bench:heartbeat — ${NODES} nodes, concurrency ${CONCURRENCY}, ${SECONDS} s per phase, NODE_OFFLINE_AFTER_S=${OFFLINE_AFTER_S}; starting the stack (npm start)`);
+  console.log(`bench:heartbeat — ${NODES} nodes, concurrency ${CONCURRENCY}, ${SECONDS} s per phase, NODE_OFFLINE_AFTER_S=${OFFLINE_AFTER_S}`);
   let stack: BenchStack | null = null;
   let failure: unknown = null;
   try {

@@ -28,8 +28,13 @@ export interface BenchStack {
   stop(): Promise<void>;
 }
 
-export async function startBenchStack(name: string, log: StackLog, env: Record<string, string>): Promise<BenchStack> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `zhongshu-bench-${name}-`));
+/**
+ * Starts the stack in a scratch data dir, removed when it stops; or in `keepDataDir`, which is created if missing,
+ * reused as it is (a bench keeps a large ledger there between runs) and kept.
+ */
+export async function startBenchStack(name: string, log: StackLog, env: Record<string, string>, keepDataDir?: string): Promise<BenchStack> {
+  const dataDir = keepDataDir ? path.resolve(keepDataDir) : fs.mkdtempSync(path.join(os.tmpdir(), `zhongshu-bench-${name}-`));
+  fs.mkdirSync(dataDir, { recursive: true });
   const ports = {} as BenchStack['ports'];
   for (const k of PORT_NAMES) ports[k] = await freePort();
   const adminToken = `adm_bench_${randomBytes(16).toString('hex')}`;
@@ -44,6 +49,7 @@ export async function startBenchStack(name: string, log: StackLog, env: Record<s
   };
   delete childEnv.MONGODB_URI;
   delete childEnv.TEMPORAL_ADDRESS;
+  console.log(`starting the stack (npm start) in ${dataDir}`);
   const launcher = typescriptProcess(path.join(ROOT, 'scripts', 'start.ts'));
   const child = spawn(launcher.binary, launcher.args, { env: childEnv, stdio: ['ignore', log.fd(), log.fd()] });
   const stack: BenchStack = {
@@ -61,7 +67,7 @@ export async function startBenchStack(name: string, log: StackLog, env: Record<s
         child.kill('SIGINT');
         await new Promise((r) => child.once('exit', r));
       }
-      fs.rmSync(dataDir, { recursive: true, force: true });
+      if (!keepDataDir) fs.rmSync(dataDir, { recursive: true, force: true });
     }
   };
   try {

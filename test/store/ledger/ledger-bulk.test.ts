@@ -1,0 +1,40 @@
+/**
+ * The ledger's seeding fast path (Ledger.appendBulk, used by bench:ledger to fill a large ledger) against the
+ * embedded FerretDB: the entries it writes are the entries appends would write (verify recomputes the same root),
+ * and ordinary appends continue after them, from this process and from another.
+ */
+import { Db, MongoClient } from 'mongodb';
+import { Ledger } from '../../../store/ledger/ledger';
+import { verifyLedger } from '../../../store/ledger/ledger-verify';
+import { ensureIndexes } from '../../../store/mongo';
+
+let client: MongoClient;
+let db: Db;
+
+beforeAll(async () => {
+  client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!);
+  db = client.db(`test_ledger_bulk_${Date.now()}`);
+  await ensureIndexes(db);
+});
+afterAll(async () => {
+  await db.dropDatabase();
+  await client.close();
+});
+
+it('writes a valid ledger in chunks, and appends continue after it', async () => {
+  const ledger = new Ledger(db);
+  await ledger.append({ kind: 'truth', key: 'before.bulk', value: { n: 0 } });
+  const size = await ledger.appendBulk(
+    Array.from({ length: 2500 }, (_, i) => ({ kind: 'truth' as const, key: `bulk.${i}`, value: { i }, truth_type: 'data', did: 'did:example:seeder' })),
+    1000
+  );
+  expect(size).toBe(2501);
+  const after = await ledger.append({ kind: 'truth', key: 'after.bulk', value: { n: 1 } });
+  expect(after.entry.seq).toBe(2502);
+  // Another process, which has never seen the tail, appends at the right place too.
+  const other = await new Ledger(db).append({ kind: 'truth', key: 'other.process', value: {} });
+  expect(other.entry.seq).toBe(2503);
+  const report = await verifyLedger(ledger);
+  expect(report).toMatchObject({ consistent: true, first_bad_seq: null });
+  expect(await ledger.head()).toEqual({ size: 2503, root: other.entry.root });
+});
