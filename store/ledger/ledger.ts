@@ -11,10 +11,15 @@
  * appends are group-committed (a batch shares one tail read and one head update), so writers queue instead of
  * colliding.
  *
- * Reads that would need a sorted scan are kept off the hot path (FerretDB's SQLite backend scans a collection for
- * every query but the insert's unique check): each process keeps the tail it last wrote, and a one-document
- * `ledger_head` collection records the newest size and root (updated after each batch, only ever forward). The
- * tail is re-read from the entries themselves only after losing a race to another process.
+ * Reads that would need a scan are kept off the hot path. On FerretDB's SQLite backend every lookup that does not find
+ * its document among the first rows scans the collection (a missing or recent seq costs ~1.4 s at 20,000 entries), so
+ * neither appends nor `head()` look entries up in steady state: each process keeps the tail it last wrote, and the
+ * small `ledger_head` collection holds one record per batch (`_id` = the size, zero-padded; size and root), the
+ * newest being the head. Records are inserted, never updated, so the head only ever moves forward even where a
+ * conditional update is a read-modify-write (FerretDB), and old records are pruned. The tail is re-read from the
+ * entries themselves only after losing a race to another process. A writer that stopped between its inserts and its
+ * head record leaves entries the head does not cover yet (never acknowledged to their callers): the next batch, by
+ * any process, finds them when its insert is refused and publishes them.
  *
  * Idempotency: the unique index on `idem` guarantees one entry per key. Looking a key up by that field would scan
  * the whole ledger on FerretDB, once per keyed append, so each keyed entry also gets a record in
@@ -84,8 +89,13 @@ export function newEventId(): string {
   return `truth-${Date.now().toString(36).padStart(9, '0')}${randomBytes(6).toString('hex')}`;
 }
 
+/** Records kept in ledger_head besides the newest (older ones are pruned every PRUNE_HEADS_EVERY batches). */
+const KEEP_HEAD_RECORDS = 64;
+const PRUNE_HEADS_EVERY = 32;
+
+/** One per batch: `_id` is the size, zero-padded (a record written by earlier versions has `_id` 'head'). */
 interface LedgerHeadDocument {
-  _id: 'head';
+  _id: string;
   size: number;
   root: string;
   updated_at: string;
@@ -109,6 +119,7 @@ export class Ledger {
   private committing = false;
   /** The tail this process last wrote or read; null when it must be re-read. */
   private knownTail: Tail | null = null;
+  private batchesSinceHeadPrune = 0;
 
   constructor(db: Db) {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
@@ -303,7 +314,7 @@ export class Ledger {
 
   /** The real tail: the newest entry, found from the head record forward (the head may lag a crashed writer). */
   private async readTail(): Promise<Tail> {
-    const head = await this.heads.findOne({ _id: 'head' });
+    const head = await this.newestHeadRecord();
     const from = head?.size ?? 0;
     const seq = await this.lastSeqFrom(from);
     const newest = seq > 0 ? await this.entries.findOne({ _id: seq }, { projection: { _id: 1, frontier: 1 } }) : null;
@@ -332,31 +343,34 @@ export class Ledger {
     return entries.filter((e, i): e is LedgerEntryDocument => e !== null && e.idem === idems[i]);
   }
 
-  /** Records the new tail locally and moves the shared head record forward (never back). */
+  /** Records the new tail locally and inserts the shared head record for it (the newest record is the head). */
   private async advanceHead(last: LedgerEntryDocument): Promise<void> {
     this.knownTail = { size: last._id, frontier: last.frontier.map(fromHex) };
-    const head: LedgerHeadDocument = { _id: 'head', size: last._id, root: last.root, updated_at: new Date().toISOString() };
-    const res = await this.heads.updateOne({ _id: 'head', size: { $lt: head.size } }, { $set: head });
-    if (res.matchedCount === 0) {
-      await this.heads.insertOne(head).catch((err) => {
-        if ((err as { code?: number }).code !== 11000) throw err; // a newer head is already there
-      });
+    const head: LedgerHeadDocument = { _id: String(last._id).padStart(16, '0'), size: last._id, root: last.root, updated_at: new Date().toISOString() };
+    await this.heads.insertOne(head).catch((err) => {
+      if ((err as { code?: number }).code !== 11000) throw err; // another writer recorded this size: the same root
+    });
+    if (++this.batchesSinceHeadPrune >= PRUNE_HEADS_EVERY) {
+      this.batchesSinceHeadPrune = 0;
+      // Best effort: stale records only cost a slightly larger collection to read.
+      await this.heads.deleteMany({ size: { $lt: last._id - KEEP_HEAD_RECORDS } }).catch(() => undefined);
     }
+  }
+
+  /** The newest head record: a small collection, so the sort is cheap on every server. */
+  private newestHeadRecord(): Promise<LedgerHeadDocument | null> {
+    return this.heads.find({}).sort({ size: -1 }).limit(1).next();
   }
 
   // ---- reads ----
 
-  /** Size and root of the ledger: the head record (see advanceHead), caught up with any newer entries. */
+  /**
+   * Size and root of the ledger: the newest head record (see advanceHead). One small read, whatever the ledger's
+   * size; entries of a writer that stopped before recording its head are published by the next batch.
+   */
   async head(): Promise<LedgerHead> {
-    const head = await this.heads.findOne({ _id: 'head' });
-    const recorded = head ? { size: head.size, root: head.root } : { size: 0, root: toHex(EMPTY_ROOT) };
-    // The record can trail the entries: a writer stopped between its insert and its head update, or (FerretDB
-    // applies a conditional update as read-modify-write) an older head landed after a newer one. The entries
-    // themselves are the truth; catch up to the newest.
-    const size = await this.lastSeqFrom(recorded.size);
-    if (size === recorded.size) return recorded;
-    const newest = await this.entries.findOne({ _id: size }, { projection: { root: 1 } });
-    return newest ? { size, root: newest.root } : recorded;
+    const head = await this.newestHeadRecord();
+    return head ? { size: head.size, root: head.root } : { size: 0, root: toHex(EMPTY_ROOT) };
   }
 
   get(seq: number): Promise<LedgerEntryDocument | null> {

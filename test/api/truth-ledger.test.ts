@@ -132,14 +132,27 @@ describe('appending', () => {
     expect((await http('GET', `${svc.urls.main}/api/verify`)).body.consistent).toBe(true);
   });
 
-  it('publishes the newest entries when the head record trails them (a writer stopped before its head update)', async () => {
+  it('publishes entries whose head record is missing (a writer stopped before recording it) with the next write', async () => {
     for (let i = 0; i < 3; i++) expect((await write({ key: `sys.trail.${i}`, value: { i } })).status).toBe(200);
     const current = await http('GET', `${svc.urls.main}/api/status`);
     const older = await svc.db.collection('ledger').findOne({ _id: current.body.truth_count - 3 } as object);
-    await svc.db.collection('ledger_head').updateOne({ _id: 'head' } as object, { $set: { size: older!.seq, root: older!.root } });
+    // The last three batches' head records never written: the published head is the older one, a valid prefix.
+    await svc.db.collection('ledger_head').deleteMany({ size: { $gt: older!.seq } });
+    const trailing = await http('GET', `${svc.urls.main}/api/status`);
+    expect(trailing.body).toMatchObject({ truth_count: older!.seq, merkle_root: older!.root });
+    expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, ledger_lines: current.body.truth_count });
+    // Another process (which has not written before, so it reads the tail) appends after the newest entry and
+    // publishes everything.
+    const second = await svc.startSecondApi();
+    try {
+      const next = await write({ key: 'sys.trail.next', value: {} }, {}, second.url);
+      expect(next.body.seq).toBe(current.body.truth_count + 1);
+    } finally {
+      await second.stop();
+    }
     const status = await http('GET', `${svc.urls.main}/api/status`);
-    expect(status.body).toMatchObject({ truth_count: current.body.truth_count, merkle_root: current.body.merkle_root });
-    expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, stored: current.body.merkle_root });
+    expect(status.body.truth_count).toBe(current.body.truth_count + 1);
+    expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, stored: status.body.merkle_root });
   });
 });
 
