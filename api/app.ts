@@ -61,7 +61,7 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName): 
     reply.header('X-Trace', request.id);
   });
   app.register(errorsPlugin);
-  // Overload is refused right after credentials are checked, before the body is read (api/plugins/admission.ts).
+  // Overload is refused first, before credentials or the body cost anything (api/plugins/admission.ts).
   app.register(admissionPlugin, { gates: ctx.admission });
   // Per-route request limits per client address (routes opt in with config.rateLimit: the anonymous routes that
   // create state). A refusal is the one error shape: 429 rate_limited with Retry-After.

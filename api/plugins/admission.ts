@@ -1,9 +1,10 @@
 /**
  * Admission control. A route that declares `config: { admission: '<gate>' }` passes through that gate, one per API
  * process and shared by its listeners: at most the gate's limit of such requests are in flight; one more is answered
- * `503 overloaded` with `Retry-After` at once, right after its credentials are checked and before its body is read, so
- * a refused request costs one credential check, spends no quota and starts no work. Credentials come first so that
- * anonymous or forged callers, answered 401, can never take the places of registered writers.
+ * `503 overloaded` with `Retry-After` at once, in the request's first hook: before its credentials are checked or its
+ * body is read, so a refused request costs no database read, spends no quota and starts no work (a flood of refusals
+ * must not starve the admitted writes). An anonymous or forged caller that is admitted is answered 401 at once and
+ * gives its place back with that answer, so only authenticated writers can hold places.
  *
  * A request holds its place from admission until its response is finished or its connection closes. The work it
  * started is bounded separately (the truth write's deadline withdraws what has not started; see
@@ -58,16 +59,15 @@ export function createAdmissionGates(limits: Record<AdmissionGateName, number>):
 }
 
 function admissionPlugin(app: FastifyInstance, opts: { gates: AdmissionGates }): void {
-  app.addHook('preParsing', async (request, reply, payload) => {
+  app.addHook('onRequest', async (request, reply) => {
     const name = request.routeOptions.config.admission;
-    if (!name) return payload;
+    if (!name) return;
     const gate = opts.gates[name];
     const leave = gate.tryEnter();
     if (!leave) {
       throw new AppError('overloaded', `This process is at its limit of ${gate.limit} concurrent ${name.replace('_', ' ')}s; retry shortly`, { limit: gate.limit }, { 'Retry-After': '1' });
     }
     reply.raw.once('close', leave);
-    return payload;
   });
 }
 

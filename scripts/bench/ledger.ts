@@ -9,7 +9,8 @@
  *            into the stack's database before the writes are measured; with BENCH_DATA_DIR the stack's data dir (and
  *            so the filled ledger) is kept there and reused by the next run. While writes run, GET /api/status is sampled
  *            every 100 ms (its p99 and worst are printed: reads must stay fast under write load). Last, an overload
- *            phase: BENCH_OVERLOAD_CLIENTS clients for BENCH_OVERLOAD_S seconds, then how long writes kept landing
+ *            phase: BENCH_OVERLOAD_CLIENTS clients (each waiting the Retry-After of a 503 before it writes again, as
+ *            nodes do) for BENCH_OVERLOAD_S seconds, then how long writes kept landing
  *            after the load stopped and how many quota slots were spent on refused writes (should be none);
  *   verify   verify time and memory (live heap after collections, and RSS) for BENCH_VERIFY_SIZES entries.
  * BENCH_PHASES picks phases (default module,http,verify); BENCH_OPS is the writes per measurement (default 1000).
@@ -266,6 +267,8 @@ async function overload(stack: BenchStack, db: Db, dids: string[], write: (did: 
       while (Date.now() < end) {
         const status = await write(dids[client % dids.length]!, `bench.overload.${n}`, n++).catch(() => 0);
         statuses.set(status, (statuses.get(status) ?? 0) + 1);
+        // As a node does: a refusal says when to come back (Retry-After: 1).
+        if (status === 503) await new Promise((r) => setTimeout(r, 1000));
       }
     })
   );

@@ -174,7 +174,8 @@ export class Ledger {
    * Returns the ledger's size after the last chunk.
    */
   async appendBulk(inputs: Omit<AppendInput, 'idempotencyKey'>[], chunk = 1000): Promise<number> {
-    let tail = this.knownTail ?? (await this.readTail());
+    // Read, not remembered: others may have appended since this process last wrote.
+    let tail = await this.readTail();
     for (let i = 0; i < inputs.length; i += chunk) {
       const createdAt = new Date();
       const pending = inputs.slice(i, i + chunk).map((input): Pending => {

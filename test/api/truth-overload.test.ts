@@ -37,17 +37,18 @@ describe('admission control', () => {
     expect(await svc.db.collection('ledger').countDocuments({ did })).toBe(written.length);
   });
 
-  it('checks credentials first, then admits, then reads the body', async () => {
+  it('admits first, then checks credentials, then reads the body', async () => {
     const did = await registerDid(svc.urls.main, svc.adminToken, 'did:example:holder');
-    // Four writes whose bodies never arrive hold the four places (a place is taken before the body is read).
+    // Four authenticated writes whose bodies never arrive hold the four places (a place is held until the answer).
     const url = new URL(`${svc.urls.main}/api/report/truth`);
     const holders = await Promise.all(Array.from({ length: 4 }, () => holdPlace(url, did)));
     try {
       // The holders' credential checks take a moment: wait until a write from another DID is refused.
       const probe = await registerDid(svc.urls.main, svc.adminToken, 'did:example:probe');
       await eventually(async () => ((await http('POST', url.href, { headers: { 'x-did': probe }, body: { key: 'order.probe', value: {} } })).status === 503 ? true : undefined), 10000, 'the holders to fill the gate');
+      // Refused before its credentials are even read.
       const forged = await http('POST', url.href, { headers: { 'x-did': 'did:example:nobody' }, body: { key: 'order.forged', value: {} } });
-      expect(forged.status).toBe(401);
+      expect(forged.status).toBe(503);
       const crowded = await http('POST', url.href, { headers: { 'x-did': did }, body: { key: 'order.crowded', value: {} } });
       expect(crowded.status).toBe(503);
       expect(crowded.body.error).toBe('overloaded');
@@ -56,12 +57,13 @@ describe('admission control', () => {
     } finally {
       holders.forEach((socket) => socket.destroy());
     }
-    // Places are given back when their connections close.
+    // Places are given back when their connections close; a forged caller then gets its 401 (and holds no place).
     const after = await eventually(async () => {
       const res = await http('POST', url.href, { headers: { 'x-did': did }, body: { key: 'order.after', value: {} } });
       return res.status === 200 ? res : undefined;
     }, 10000, 'a write to be admitted again');
     expect(after.body.seq).toBeGreaterThan(0);
+    expect((await http('POST', url.href, { headers: { 'x-did': 'did:example:nobody' }, body: { key: 'order.forged', value: {} } })).status).toBe(401);
     expect(await svc.db.collection('ledger').countDocuments({ did })).toBe(1);
   });
 
