@@ -13,7 +13,8 @@
  *            nodes do) for BENCH_OVERLOAD_S seconds, then how long writes kept landing
  *            after the load stopped and how many quota slots were spent on refused writes (should be none);
  *   verify   verify time and memory (live heap after collections, and RSS) for BENCH_VERIFY_SIZES entries.
- * BENCH_PHASES picks phases (default module,http,verify); BENCH_OPS is the writes per measurement (default 1000).
+ * BENCH_PHASES picks phases (default module,http,verify); BENCH_OPS is the writes per measurement (default 1000);
+ * BENCH_API_PROCESSES=2 starts a second API process and alternates the http writes between the two.
  * Prints figures and ratios; asserts nothing. The stack's output goes to a log file (stack-log.ts), named when the
  * bench fails and at its end.
  */
@@ -37,6 +38,8 @@ const LEDGER_SIZES = (process.env.BENCH_LEDGER_SIZES ?? '1000,100000').split(','
 const DIDS = Number(process.env.BENCH_DIDS ?? 16);
 const OVERLOAD_CLIENTS = Number(process.env.BENCH_OVERLOAD_CLIENTS ?? 512);
 const OVERLOAD_S = Number(process.env.BENCH_OVERLOAD_S ?? 10);
+/** 2: a second API process beside the stack's, and the writes alternate between them. */
+const API_PROCESSES = Number(process.env.BENCH_API_PROCESSES ?? 1);
 const PHASES = new Set((process.env.BENCH_PHASES ?? 'module,http,verify').split(','));
 
 // A full garbage collection on demand (for measuring live memory), without having to start node with --expose-gc.
@@ -186,11 +189,14 @@ async function measureHttp(log: StackLog): Promise<void> {
   try {
     const db = client.db(stack.dbName);
     const dids = await Promise.all(Array.from({ length: DIDS }, (_, i) => registerBenchDid(stack, `did:bench:writer${i}`)));
+    const bases = [stack.base];
+    while (bases.length < API_PROCESSES) bases.push(await stack.startApi());
+    if (bases.length > 1) console.log(`writes alternate between ${bases.length} API processes`);
     const scratch = db.collection('bench_scratch');
     const filler = new Ledger(db);
     let written = 0;
     const write = async (did: string, key: string, i: number): Promise<number> => {
-      const res = await fetch(`${stack.base}/api/report/truth`, {
+      const res = await fetch(`${bases[i % bases.length]}/api/report/truth`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-did': did },
         body: JSON.stringify({ key, value: benchValue(i), truth_type: 'data' })

@@ -25,6 +25,8 @@ export interface BenchStack {
   dataDir: string;
   /** Throws when the stack has exited. */
   alive(): void;
+  /** One more API process on free ports, sharing the stack's database, Temporal and data dir; its main listener URL. */
+  startApi(): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -52,6 +54,7 @@ export async function startBenchStack(name: string, log: StackLog, env: Record<s
   console.log(`starting the stack (npm start) in ${dataDir}`);
   const launcher = typescriptProcess(path.join(ROOT, 'scripts', 'start.ts'));
   const child = spawn(launcher.binary, launcher.args, { env: childEnv, stdio: ['ignore', log.fd(), log.fd()] });
+  const extraApis: ChildProcess[] = [];
   const stack: BenchStack = {
     base: `http://127.0.0.1:${ports.PORT}`,
     ports,
@@ -62,7 +65,26 @@ export async function startBenchStack(name: string, log: StackLog, env: Record<s
     alive: () => {
       if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the stack exited (${child.signalCode ?? `code ${child.exitCode}`})`);
     },
+    startApi: async () => {
+      const apiPorts: Record<string, string> = {};
+      for (const k of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT']) apiPorts[k] = String(await freePort());
+      const api = typescriptProcess(path.join(ROOT, 'api', 'server.ts'));
+      const proc = spawn(api.binary, api.args, {
+        env: { ...childEnv, ...apiPorts, MONGODB_URI: `mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`, TEMPORAL_ADDRESS: `127.0.0.1:${ports.TEMPORAL_PORT}` },
+        stdio: ['ignore', log.fd(), log.fd()]
+      });
+      extraApis.push(proc);
+      const url = `http://127.0.0.1:${apiPorts.PORT}`;
+      await waitHealthy(`${url}/health`, proc);
+      return url;
+    },
     stop: async () => {
+      for (const api of extraApis) {
+        if (api.exitCode === null && api.signalCode === null) {
+          api.kill('SIGTERM');
+          await new Promise((r) => api.once('exit', r));
+        }
+      }
       if (child.exitCode === null && child.signalCode === null) {
         child.kill('SIGINT');
         await new Promise((r) => child.once('exit', r));
