@@ -35,7 +35,11 @@ export function rateLimitKey(request: { ip: string }): string {
   return `${groups.slice(0, 4).map((g) => g.toLowerCase().replace(/^0+(?=.)/, '')).join(':')}::/64`;
 }
 
-export function createListenerApp(ctx: ServiceContext, listener: ListenerName): FastifyInstance {
+/**
+ * `responseHeaders` go on every answer of the listener, 404s and errors included (the commercial gateway's X-DID);
+ * they are set in the same first hook as X-Trace, which also runs for unknown paths.
+ */
+export function createListenerApp(ctx: ServiceContext, listener: ListenerName, options: { responseHeaders?: Record<string, string> } = {}): FastifyInstance {
   const app = Fastify({
     loggerInstance: ctx.logger.child({ listener }),
     // The trace id doubles as Fastify's request id, so it is on every log line of the request.
@@ -49,7 +53,10 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName): 
     // reaches its route's schema; anything longer is 414 uri_too_long in the one error shape.
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: MAX_PATH_PARAM_LENGTH },
     // Bad URLs and over-long parameters, before routing; malformed requests and oversized headers, before Fastify.
-    frameworkErrors: frameworkErrorHandler,
+    frameworkErrors: (err, request, reply) => {
+      for (const [name, value] of Object.entries(options.responseHeaders ?? {})) reply.header(name, value);
+      frameworkErrorHandler(err, request, reply);
+    },
     clientErrorHandler,
     forceCloseConnections: 'idle',
     return503OnClosing: true
@@ -57,8 +64,10 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName): 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   documentResponses(app);
+  const responseHeaders = Object.entries(options.responseHeaders ?? {});
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Trace', request.id);
+    for (const [name, value] of responseHeaders) reply.header(name, value);
   });
   app.register(errorsPlugin);
   // Overload is refused first, before credentials or the body cost anything (api/plugins/admission.ts).

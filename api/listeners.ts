@@ -4,7 +4,7 @@
  *   backup (BACKUP_PORT)     the truth write and the short status form
  *   hub (HUB_PORT)           the hub gateway: task submission (POST /a2a/task, GET /a2a/task/:id)
  *   commercial (COMMERCIAL_PORT, base /api/v1)   the commercial gateway
- *   memory (MEMORY_PORT)     the memory gateway the commercial gateway proxies to
+ *   memory (MEMORY_PORT)     the memory gateway the commercial gateway proxies to, bound to MEMORY_HOST (127.0.0.1)
  *   daemon (DAEMON_PORT)     the local daemon, bound to 127.0.0.1 whatever HOST says
  */
 import { FastifyInstance } from 'fastify';
@@ -31,6 +31,12 @@ import { queueStatsRoutes, taskSubmissionRoutes } from './routes/federation/task
 import { joinPageRoutes } from './routes/federation/join';
 import { reviewRoutes } from './routes/federation/review';
 import { directoryTreeRoutes } from './routes/federation/directory-tree';
+import { commercialHealthRoutes, COMMERCIAL_PREFIX, decisionRoutes, memoryProxyRoutes, productRoutes } from './routes/commercial/gateway';
+import { MemoryGatewayClient } from './routes/commercial/memory-client';
+import { memoryGatewayRoutes } from './routes/memory/truth';
+import { MemoryStore } from '../store/memory/memory';
+import { loadProductMatrix } from '../core/commercial/products.node';
+import { memoryGatewayUrl } from '../core/config.node';
 
 export interface Listener {
   name: ListenerName;
@@ -43,7 +49,7 @@ export const DAEMON_HOST = '127.0.0.1';
 
 export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   const { config } = ctx;
-  const make = (name: ListenerName) => createListenerApp(ctx, name);
+  const make = (name: ListenerName, options?: Parameters<typeof createListenerApp>[2]) => createListenerApp(ctx, name, options);
 
   const main = make('main');
   await registerOpenApi(main, config.publicUrl);
@@ -75,11 +81,20 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await hub.register(healthRoutes, { db: ctx.mongo.db, listener: 'hub' });
   await hub.register(taskSubmissionRoutes, { tasks: ctx.tasks, config });
 
-  const commercial = make('commercial');
-  await commercial.register(healthRoutes, { db: ctx.mongo.db, listener: 'commercial', prefix: '/api/v1' });
+  // The commercial gateway proxies memory calls over HTTP to the memory gateway (README "Commercial gateway").
+  // Every answer of the commercial gateway, 404s and errors included, names the hub (SPEC §2.7).
+  const commercial = make('commercial', { responseHeaders: { 'X-DID': config.SERVICE_DID } });
+  const memoryUrl = memoryGatewayUrl(config);
+  const memoryGateway = new MemoryGatewayClient(memoryUrl, config.MEMORY_GATEWAY_TIMEOUT_MS);
+  commercial.addHook('onClose', () => memoryGateway.close());
+  await commercial.register(commercialHealthRoutes, { db: ctx.mongo.db, config, memoryGatewayUrl: memoryUrl, prefix: COMMERCIAL_PREFIX });
+  await commercial.register(decisionRoutes, { ledger: ctx.ledger, quota: ctx.quota, credentials: ctx.credentials, config, prefix: COMMERCIAL_PREFIX });
+  await commercial.register(memoryProxyRoutes, { memoryGateway, prefix: COMMERCIAL_PREFIX });
+  await commercial.register(productRoutes, { products: loadProductMatrix(config.PRODUCTS_FILE), prefix: COMMERCIAL_PREFIX });
 
   const memory = make('memory');
   await memory.register(healthRoutes, { db: ctx.mongo.db, listener: 'memory' });
+  await memory.register(memoryGatewayRoutes, { ledger: ctx.ledger, memory: new MemoryStore(ctx.mongo.db), quota: ctx.quota, config });
 
   const daemon = make('daemon');
   await daemon.register(healthRoutes, { db: ctx.mongo.db, listener: 'daemon' });
@@ -90,7 +105,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
     { name: 'backup', app: backup, host: config.HOST, port: config.BACKUP_PORT },
     { name: 'hub', app: hub, host: config.HOST, port: config.HUB_PORT },
     { name: 'commercial', app: commercial, host: config.HOST, port: config.COMMERCIAL_PORT },
-    { name: 'memory', app: memory, host: config.HOST, port: config.MEMORY_PORT },
+    { name: 'memory', app: memory, host: config.MEMORY_HOST, port: config.MEMORY_PORT },
     { name: 'daemon', app: daemon, host: DAEMON_HOST, port: config.DAEMON_PORT }
   ];
   await Promise.all(listeners.map((l) => l.app.ready()));

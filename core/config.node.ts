@@ -22,6 +22,13 @@ export const configSchema = z.object({
   COMMERCIAL_PORT: port.default(9099),
   MEMORY_PORT: port.default(9120),
   DAEMON_PORT: port.default(9123),
+  /** The memory gateway binds here (loopback by default: the commercial gateway proxies to it). */
+  MEMORY_HOST: z.string().min(1).default('127.0.0.1'),
+  /** Where the commercial gateway proxies memory calls; unset: this process's memory listener (memoryGatewayUrl). */
+  MEMORY_GATEWAY_URL: z.url({ protocol: /^https?$/ }).optional(),
+  MEMORY_GATEWAY_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(5000),
+  /** The commercial gateway's product matrix (JSON); unset: core/commercial/products.default.json. */
+  PRODUCTS_FILE: z.string().min(1).optional(),
   DATA_DIR: z.string().min(1).default('./.data'),
   PUBLIC_URL: z.url().optional(),
   HUB_PUBLIC_URL: z.url().optional(),
@@ -108,6 +115,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 /** Where MongoDB is: MONGODB_URI, or the embedded FerretDB on loopback. */
 export function mongoUri(config: Config): string {
   return config.MONGODB_URI ?? `mongodb://127.0.0.1:${config.FERRETDB_PORT}/`;
+}
+
+/** Where the commercial gateway reaches the memory gateway: MEMORY_GATEWAY_URL, or this process's memory listener. */
+export function memoryGatewayUrl(config: Config): string {
+  if (config.MEMORY_GATEWAY_URL) return config.MEMORY_GATEWAY_URL.replace(/\/+$/, '');
+  const host = config.MEMORY_HOST === '0.0.0.0' || config.MEMORY_HOST === '::' ? '127.0.0.1' : config.MEMORY_HOST;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${config.MEMORY_PORT}`;
 }
 
 /** Where Temporal is: TEMPORAL_ADDRESS, or the embedded dev server on loopback. */

@@ -25,8 +25,11 @@ export interface TestService {
   startWorker(): Promise<void>;
   /** Stops the worker process (SIGTERM, drains); workflows wait in Temporal meanwhile. */
   stopWorker(): Promise<void>;
-  /** A second API process on other ports, sharing this service's database and task queue. */
-  startSecondApi(): Promise<{ url: string; stop(): Promise<void> }>;
+  /**
+   * A second API process on other ports, sharing this service's database and task queue. `fixedPorts` pins some
+   * listeners (e.g. { MEMORY_PORT: '41234' }), so a test can stop one and start it again where clients expect it.
+   */
+  startSecondApi(fixedPorts?: Record<string, string>): Promise<{ url: string; stop(): Promise<void> }>;
   close(): Promise<void>;
 }
 
@@ -113,10 +116,10 @@ export async function startTestService(extra: Record<string, string> = {}, optio
   }
 
   const extraApis: ServerHandle[] = [];
-  const startSecondApi = async () => {
+  const startSecondApi = async (fixedPorts: Record<string, string> = {}) => {
     const ports: Record<string, string> = {};
     const pick = async () => {
-      for (const name of Object.values(LISTENER_PORTS)) ports[name] = String(await freePort());
+      for (const name of Object.values(LISTENER_PORTS)) ports[name] = fixedPorts[name] ?? String(await freePort());
     };
     await pick();
     const handle = await startWithRetry(

@@ -1,0 +1,46 @@
+/**
+ * Truth memory reads over the ledger (core/memory/memory-record.ts): a key's versions are its truth entries in seq
+ * order. Writes go through the ledger's append (store/ledger/ledger.ts); this module only reads, by the ledger's
+ * `key_seq` index.
+ */
+import { Collection, Db } from 'mongodb';
+import type { LedgerEntryDocument } from '../../core/ledger/ledger-entry';
+import { LEDGER_COLLECTION } from '../ledger/ledger';
+
+export interface MemoryVersion {
+  version: number;
+  entry: LedgerEntryDocument;
+}
+
+export class MemoryStore {
+  private readonly entries: Collection<LedgerEntryDocument>;
+
+  constructor(db: Db) {
+    this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
+  }
+
+  /** How many versions the key has, counting only entries up to `throughSeq` when given. */
+  countVersions(key: string, throughSeq?: number): Promise<number> {
+    return this.entries.countDocuments(throughSeq === undefined ? { key, kind: 'truth' } : { key, kind: 'truth', _id: { $lte: throughSeq } });
+  }
+
+  /** The newest version of the key and how many it has, or null when it has none. */
+  async latest(key: string): Promise<{ latest: MemoryVersion; versions: number } | null> {
+    const [entry] = await this.entries.find({ key, kind: 'truth' }).sort({ _id: -1 }).limit(1).toArray();
+    if (!entry) return null;
+    const versions = await this.countVersions(key, entry.seq);
+    return { latest: { version: versions, entry }, versions };
+  }
+
+  /** Versions newest first, at most `limit`, those before seq `before` when given; `versions` counts them all. */
+  async history(key: string, limit: number, before?: number): Promise<{ versions: number; page: MemoryVersion[] }> {
+    const filter = before === undefined ? { key, kind: 'truth' as const } : { key, kind: 'truth' as const, _id: { $lt: before } };
+    const [page, versions, olderThanPage] = await Promise.all([
+      this.entries.find(filter).sort({ _id: -1 }).limit(limit).toArray(),
+      this.countVersions(key),
+      before === undefined ? Promise.resolve(undefined) : this.entries.countDocuments(filter)
+    ]);
+    const newest = olderThanPage ?? versions;
+    return { versions, page: page.map((entry, i) => ({ version: newest - i, entry })) };
+  }
+}
