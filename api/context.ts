@@ -22,6 +22,8 @@ import { EndpointDirectory } from './directory';
 import { HubKeys, loadOrCreateHubKeys } from './keys';
 import { loadAdminTokenHash } from './admin-token';
 import { AdmissionGates, createAdmissionGates } from './plugins/admission';
+import { ChatServices, createChatServices } from './chat';
+import { KeyGroupStore } from '../store/chat/key-groups';
 
 export interface ServiceContext {
   config: Config;
@@ -44,6 +46,9 @@ export interface ServiceContext {
   directory: EndpointDirectory;
   /** Per-process admission control (api/plugins/admission.ts), shared by this process's listeners. */
   admission: AdmissionGates;
+  /** The chat gateway: providers, upstream clients and breakers, plans, limits, usage (api/chat.ts). */
+  chat: ChatServices;
+  keyGroups: KeyGroupStore;
   close(): Promise<void>;
 }
 
@@ -93,6 +98,8 @@ export async function createServiceContext(config: Config, logger = createLogger
       adminTokenHash,
       directory: new EndpointDirectory(),
       admission: createAdmissionGates({ truth_write: config.TRUTH_MAX_IN_FLIGHT }),
+      chat: createChatServices(config, mongo.db, logger),
+      keyGroups: new KeyGroupStore(mongo.db),
       close: async () => {
         await connection.close().catch(() => undefined);
         await mongo.close();

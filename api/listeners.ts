@@ -31,6 +31,8 @@ import { queueStatsRoutes, taskSubmissionRoutes } from './routes/federation/task
 import { joinPageRoutes } from './routes/federation/join';
 import { reviewRoutes } from './routes/federation/review';
 import { directoryTreeRoutes } from './routes/federation/directory-tree';
+import { chatGatewayRoutes } from './routes/chat/gateway';
+import { chatAdminRoutes } from './routes/chat/admin';
 import { commercialHealthRoutes, COMMERCIAL_PREFIX, decisionRoutes, memoryProxyRoutes, productRoutes } from './routes/commercial/gateway';
 import { MemoryGatewayClient } from './routes/commercial/memory-client';
 import { memoryGatewayRoutes } from './routes/memory/truth';
@@ -53,7 +55,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
 
   const main = make('main');
   await registerOpenApi(main, config.publicUrl);
-  await main.register(healthRoutes, { db: ctx.mongo.db, listener: 'main' });
+  await main.register(healthRoutes, { db: ctx.mongo.db, listener: 'main', upstreams: () => ctx.chat.upstreamHealth() });
   await main.register(agentCardRoutes, { config, directory: ctx.directory, keys: ctx.keys });
   await main.register(endpointDirectoryRoutes, { directory: ctx.directory, config });
   await main.register(oauthRoutes, { config, keys: ctx.keys, credentials: ctx.credentials });
@@ -71,6 +73,8 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(joinPageRoutes, { config });
   await main.register(reviewRoutes, { nodes: ctx.nodes, temporal: ctx.temporal });
   await main.register(directoryTreeRoutes, { tree: ctx.tree, nodes: ctx.nodes, temporal: ctx.temporal, config });
+  await main.register(chatGatewayRoutes, { chat: ctx.chat });
+  await main.register(chatAdminRoutes, { chat: ctx.chat, credentials: ctx.credentials, keyGroups: ctx.keyGroups, ledger: ctx.ledger, config });
 
   const backup = make('backup');
   await backup.register(healthRoutes, { db: ctx.mongo.db, listener: 'backup' });

@@ -71,7 +71,23 @@ export const configSchema = z.object({
   NODE_WORKFLOW_HISTORY_LIMIT: z.coerce.number().int().min(20).default(2000),
   HEARTBEAT_HISTORY_INTERVAL_S: positiveSeconds.default(60),
   HEARTBEAT_HISTORY_SIZE: z.coerce.number().int().min(1).max(240).default(60),
-  TREE_PROPOSAL_HISTORY_LIMIT: z.coerce.number().int().min(20).default(2000)
+  TREE_PROPOSAL_HISTORY_LIMIT: z.coerce.number().int().min(20).default(2000),
+
+  /** Chat gateway (README "Chat gateway"): providers from a file and/or inline JSON or YAML; keys only by env name. */
+  CHAT_PROVIDERS_FILE: z.string().min(1).optional(),
+  CHAT_PROVIDERS: z.string().min(1).optional(),
+  /** JSON overriding plan numbers, e.g. {"S1":{"requests_per_minute":5}} (core/chat/plans.ts). */
+  CHAT_PLANS: z.string().min(2).optional(),
+  CHAT_UPSTREAM_RETRIES: z.coerce.number().int().min(0).max(10).default(2),
+  CHAT_RETRY_MAX_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(4000),
+  CHAT_BREAKER_FAILURES: z.coerce.number().int().min(1).max(1000).default(5),
+  CHAT_BREAKER_COOLDOWN_S: z.coerce.number().int().min(1).max(3600).default(30),
+  TRIAL_CHAT_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(5),
+  TRIAL_CHAT_WINDOW_S: positiveSeconds.default(600),
+  TRIAL_TRUST_PROXY: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+  TRIAL_SEMANTIC_THRESHOLD: z.coerce.number().min(0).max(1000).default(2.5),
+  TRIAL_EXTERNAL_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
+  KERNEL_PROMPT_FILE: z.string().min(1).optional()
 });
 
 export type Config = z.infer<typeof configSchema> & {

@@ -85,7 +85,11 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   tasks: [{ key: { state: 1, priority: -1, created_at: 1 }, name: 'claim_order' }],
   peers: [],
   directory_tree_versions: [{ key: { proposal_id: 1 }, name: 'proposal_id' }],
-  tree_proposals: [{ key: { state: 1, created_at: 1 }, name: 'state_created' }]
+  tree_proposals: [{ key: { state: 1, created_at: 1 }, name: 'state_created' }],
+  chat_usage: [{ key: { key_id: 1, day: 1 }, name: 'key_day' }],
+  chat_usage_tallies: [{ key: { key_id: 1, day: 1 }, name: 'key_day' }],
+  chat_limit_slots: [{ key: { expires_at: 1 }, name: 'expires_at' }],
+  chat_key_groups: [{ key: { owner_key_id: 1 }, name: 'owner_key_id' }]
 };
 
 export async function ensureIndexes(db: Db): Promise<void> {

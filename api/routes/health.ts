@@ -11,15 +11,22 @@ export const healthResponse = z.object({
   service: z.string(),
   listener: z.string(),
   version: z.string(),
-  mongo: z.enum(['up', 'down'])
+  mongo: z.enum(['up', 'down']),
+  upstreams: z
+    .array(z.object({ name: z.string(), state: z.enum(['closed', 'open', 'half_open']), consecutive_failures: z.number().int(), retry_after_s: z.number().int() }))
+    .optional()
+    .describe('chat gateway providers (main listener): circuit breaker state as this API process sees it')
 });
 
-export const healthRoutes: FastifyPluginAsyncZod<{ db: Db; listener: ListenerName }> = async (app, { db, listener }) => {
+type UpstreamHealth = () => { name: string; state: 'closed' | 'open' | 'half_open'; consecutive_failures: number; retry_after_s: number }[];
+
+export const healthRoutes: FastifyPluginAsyncZod<{ db: Db; listener: ListenerName; upstreams?: UpstreamHealth }> = async (app, { db, listener, upstreams }) => {
   app.get('/health', { config: { auth: 'none' }, schema: { response: { 200: healthResponse } } }, async () => {
     const mongo = await db
       .command({ ping: 1 }, { timeoutMS: 1000 })
       .then(() => 'up' as const)
       .catch(() => 'down' as const);
-    return { ok: mongo === 'up', status: mongo === 'up' ? ('up' as const) : ('degraded' as const), service: SERVICE_NAME, listener, version: HUB_VERSION, mongo };
+    const breakers = upstreams?.().map(({ name, state, consecutive_failures, retry_after_s }) => ({ name, state, consecutive_failures, retry_after_s }));
+    return { ok: mongo === 'up', status: mongo === 'up' ? ('up' as const) : ('degraded' as const), service: SERVICE_NAME, listener, version: HUB_VERSION, mongo, ...(breakers ? { upstreams: breakers } : {}) };
   });
 };

@@ -42,7 +42,8 @@ const LISTENER_PORTS: Record<ListenerName, string> = {
   daemon: 'DAEMON_PORT'
 };
 
-export async function startTestService(extra: Record<string, string> = {}, options: { worker?: boolean } = {}): Promise<TestService> {
+/** `logFiles`: each process's output also goes to `<DATA_DIR>/<name>.log` (for tests that read what was logged). */
+export async function startTestService(extra: Record<string, string> = {}, options: { worker?: boolean; logFiles?: boolean } = {}): Promise<TestService> {
   const id = randomBytes(5).toString('hex');
   const dataDir = path.join(process.env.ZH_TEST_DATA_DIR!, `svc-${id}`);
   fs.mkdirSync(dataDir, { recursive: true });
@@ -74,7 +75,7 @@ export async function startTestService(extra: Record<string, string> = {}, optio
   await pickPorts();
 
   const spawnPart = (name: string, script: string) =>
-    spawnServer({ name: `${name}-${id}`, ...typescriptProcess(path.join(ROOT, script)), pidFile: path.join(dataDir, 'run', `${name}.pid`), echo: process.env.ZH_TEST_ECHO === '1', env: childEnv });
+    spawnServer({ name: `${name}-${id}`, ...typescriptProcess(path.join(ROOT, script)), pidFile: path.join(dataDir, 'run', `${name}.pid`), echo: process.env.ZH_TEST_ECHO === '1', env: childEnv, ...(options.logFiles ? { logFile: path.join(dataDir, `${name}.log`) } : {}) });
 
   let api: ServerHandle | null = null;
   let worker: ServerHandle | null = null;
@@ -129,7 +130,8 @@ export async function startTestService(extra: Record<string, string> = {}, optio
           ...typescriptProcess(path.join(ROOT, 'api/server.ts')),
           pidFile: path.join(dataDir, 'run', `api2-${ports.PORT}.pid`),
           echo: process.env.ZH_TEST_ECHO === '1',
-          env: { ...childEnv, ...ports }
+          env: { ...childEnv, ...ports },
+          ...(options.logFiles ? { logFile: path.join(dataDir, `api2-${ports.PORT}.log`) } : {})
         }),
       () => `http://127.0.0.1:${ports.PORT}`,
       pick

@@ -9,5 +9,5 @@ export const apiKey: Authenticator = async (request, { credentials }) => {
   if (!token || !match) throw unauthorized('Authorization: Bearer zk_… API key is required');
   const key = await credentials.findApiKey(match[1]!);
   if (!key || key.revoked_at || !digestsEqual(key.secret_hash, hashSecret(token))) throw unauthorized('API key is invalid or revoked');
-  return { model: 'api_key', id: key._id };
+  return { model: 'api_key', id: key._id, plan: key.plan };
 };

@@ -12,6 +12,8 @@ export interface Principal {
   scopes?: string[];
   /** For external_node: the node's state as this process last saw it (core/federation/vocabulary.ts NODE_PERMISSIONS). */
   nodeState?: NodeState;
+  /** For api_key: the key's plan (core/chat/plans.ts). */
+  plan?: string;
 }
 
 /** The dependencies authenticators may use (each uses a few). */

@@ -1,0 +1,357 @@
+/**
+ * The OpenAI-compatible chat gateway (auth `api_key`): GET /v1/models, POST /v1/chat/completions (JSON or SSE),
+ * GET /v1/usage, and the federated nodes' always-streaming POST /v1/chat/stream. A client changes only its base URL:
+ * answers, chunks and errors are in OpenAI's shapes.
+ *
+ * Per request: the key's plan (from its authentication), the model and the plan's permission for it, then the
+ * limits (requests this minute and today, exact across processes; tokens today), then the upstream chain
+ * (core/chat/upstream.node.ts). Streams are forwarded chunk by chunk as they arrive; a client that goes away
+ * aborts the upstream call. Usage is recorded per request, from the upstream's own figures (the gateway always
+ * asks a streaming upstream for them) or counted from the text when it gives none.
+ */
+import { randomBytes } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { APIUserAbortError } from 'openai';
+import type { ChatCompletionChunk } from 'openai/resources/chat/completions';
+import { z } from 'zod';
+import { ChatError, chatErrorFor, modelNotFound, modelNotPermitted } from '../../../core/chat/openai-errors';
+import { mayUse, CatalogModel } from '../../../core/chat/providers';
+import { costOf, estimatePromptTokens, estimateTokens, usageFrom, ChatUsage } from '../../../core/chat/usage';
+import { unauthorized } from '../../../core/errors';
+import { queryInt } from '../../../core/identifiers';
+import type { UpstreamBody } from '../../../core/chat/upstream.node';
+import type { ChatServices } from '../../chat';
+import { chatCompletionBody, ChatCompletionBody, installOpenAiErrorHandler, openAiErrorResponses } from './openai-shape';
+
+const modelObject = z.object({ id: z.string(), object: z.literal('model'), created: z.number().int(), owned_by: z.string() });
+const modelList = z.object({ object: z.literal('list'), data: z.array(modelObject) });
+const completionResponse = z.looseObject({ id: z.string(), object: z.literal('chat.completion'), created: z.number(), model: z.string(), choices: z.array(z.looseObject({})) });
+const dailyUsage = z.object({
+  day: z.string(),
+  requests: z.number().int(),
+  errors: z.number().int(),
+  prompt_tokens: z.number().int(),
+  completion_tokens: z.number().int(),
+  total_tokens: z.number().int(),
+  cost: z.number(),
+  estimated_requests: z.number().int()
+});
+export const usageResponse = z.object({
+  object: z.literal('usage'),
+  key_id: z.string(),
+  plan: z.string(),
+  limits: z.object({ requests_per_minute: z.number().int(), requests_per_day: z.number().int(), tokens_per_day: z.number().int() }),
+  days: z.array(dailyUsage).describe('newest first; days without requests are left out')
+});
+
+const SSE_DESCRIPTION = 'Server-Sent Events: `data: <chat.completion.chunk JSON>` per chunk, a usage chunk when stream_options.include_usage, then `data: [DONE]`';
+
+/** The UTC minute and day windows of `now`, and when each ends. */
+export function windowsOf(now: number): { minute: string; minuteEnd: number; day: string; dayEnd: number } {
+  const iso = new Date(now).toISOString();
+  const minuteEnd = (Math.floor(now / 60_000) + 1) * 60_000;
+  const dayEnd = Date.parse(`${iso.slice(0, 10)}T00:00:00Z`) + 86_400_000;
+  return { minute: iso.slice(0, 16), minuteEnd, day: iso.slice(0, 10), dayEnd };
+}
+
+interface Admitted {
+  keyId: string;
+  day: string;
+}
+
+export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices }> = async (app, { chat }) => {
+  installOpenAiErrorHandler(app);
+  const auth = 'api_key' as const;
+
+  const keyOf = (request: FastifyRequest) => {
+    const p = request.principal;
+    if (!p || p.model !== 'api_key') throw unauthorized('Authorization: Bearer zk_… API key is required');
+    return { keyId: p.id, plan: p.plan ?? 'S1' };
+  };
+
+  const setRateHeaders = (reply: FastifyReply, limit: number, used: number, resetAt: number) => {
+    reply.header('x-ratelimit-limit-requests', String(limit));
+    reply.header('x-ratelimit-remaining-requests', String(Math.max(0, limit - used)));
+    reply.header('x-ratelimit-reset-requests', `${Math.max(1, Math.ceil((resetAt - Date.now()) / 1000))}s`);
+  };
+
+  /** The rate headers from what this process knows, for answers that take no request (models, usage, 404s). */
+  const knownRateHeaders = async (reply: FastifyReply, keyId: string, plan: string) => {
+    const w = windowsOf(Date.now());
+    setRateHeaders(reply, chat.planOf(plan).requests_per_minute, await chat.limits.known(`key:${keyId}:rpm`, w.minute), w.minuteEnd);
+  };
+
+  /** Takes this request's uses of the key's limits, or throws 429 (per minute) or 403 (daily quota). */
+  const admit = async (reply: FastifyReply, keyId: string, plan: string): Promise<Admitted> => {
+    const limits = chat.planOf(plan);
+    const now = Date.now();
+    const w = windowsOf(now);
+    const rpmScope = `key:${keyId}:rpm`;
+    const rpm = await chat.limits.take(rpmScope, w.minute, limits.requests_per_minute, w.minuteEnd + 60_000);
+    setRateHeaders(reply, limits.requests_per_minute, rpm.count, w.minuteEnd);
+    const toMidnight = String(Math.max(1, Math.ceil((w.dayEnd - now) / 1000)));
+    if (!rpm.allowed) {
+      const retry = String(Math.max(1, Math.ceil((w.minuteEnd - now) / 1000)));
+      throw new ChatError(429, 'rate_limit_error', 'rate_limit_exceeded', `Rate limit reached: ${limits.requests_per_minute} requests per minute for plan ${plan}; retry after ${retry} s`, null, {
+        'Retry-After': retry
+      });
+    }
+    const rpd = await chat.limits.take(`key:${keyId}:rpd`, w.day, limits.requests_per_day, w.dayEnd + 3_600_000);
+    if (!rpd.allowed) {
+      await chat.limits.refund(rpmScope, w.minute, rpm.count);
+      throw new ChatError(403, 'insufficient_quota', 'insufficient_quota', `Daily quota used up: ${limits.requests_per_day} requests per day for plan ${plan}`, null, { 'Retry-After': toMidnight });
+    }
+    const tokens = await chat.usage.tokensOn(keyId, w.day);
+    if (tokens >= limits.tokens_per_day) {
+      await Promise.all([chat.limits.refund(rpmScope, w.minute, rpm.count), chat.limits.refund(`key:${keyId}:rpd`, w.day, rpd.count)]);
+      throw new ChatError(403, 'insufficient_quota', 'insufficient_quota', `Daily token quota used up: ${limits.tokens_per_day} tokens per day for plan ${plan}`, null, { 'Retry-After': toMidnight });
+    }
+    return { keyId, day: w.day };
+  };
+
+  const chainFor = (modelId: string, plan: string): CatalogModel[] => {
+    const model = chat.catalog.model(modelId);
+    if (!model) throw modelNotFound(modelId, chat.catalog.models.size > 0);
+    if (!mayUse(model, plan)) throw modelNotPermitted(modelId, plan);
+    // Fallbacks the plan may not use are skipped.
+    return chat.catalog.chain(modelId).filter((m) => mayUse(m, plan));
+  };
+
+  const record = (request: FastifyRequest, a: Admitted, r: { id: string; model: string; provider: string | null; endpoint: string; stream: boolean; usage: ChatUsage | null; price?: CatalogModel['price']; error: string | null }) => {
+    const u = r.usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, estimated: false };
+    chat.usage
+      .record({
+        _id: r.id,
+        key_id: a.keyId,
+        day: a.day,
+        at: new Date(),
+        model: r.model,
+        provider: r.provider,
+        endpoint: r.endpoint,
+        stream: r.stream,
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+        total_tokens: u.total_tokens,
+        cost: r.price ? costOf(u, r.price) : 0,
+        estimated: u.estimated,
+        error: r.error,
+        error_count: r.error ? 1 : 0,
+        estimated_count: u.estimated ? 1 : 0
+      })
+      .catch((err: unknown) => request.log.error({ err, chat_request: r.id }, 'chat usage could not be recorded'));
+  };
+
+  /** The body sent upstream: everything the client sent but the fields the gateway decides. */
+  const upstreamBody = (body: ChatCompletionBody): UpstreamBody => {
+    const { model, stream, stream_options, ...rest } = body;
+    return rest as unknown as UpstreamBody;
+  };
+
+  /** An AbortSignal that fires when the client goes away before the answer is complete. */
+  const clientGone = (reply: FastifyReply): AbortController => {
+    const ac = new AbortController();
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) ac.abort();
+    });
+    return ac;
+  };
+
+  /** Streams one completion to the client as SSE (the upstream has answered 200 when this starts writing). */
+  const streamCompletion = async (request: FastifyRequest, reply: FastifyReply, body: ChatCompletionBody, chain: CatalogModel[], a: Admitted, endpoint: string, includeUsage: boolean) => {
+    const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
+    const ac = clientGone(reply);
+    let upstream;
+    try {
+      upstream = await chat.upstreams.stream(chain, upstreamBody(body), ac.signal);
+    } catch (err) {
+      if (!(err instanceof APIUserAbortError) && !ac.signal.aborted) {
+        record(request, a, { id, model: body.model, provider: null, endpoint, stream: true, usage: null, error: err instanceof ChatError ? (err.code ?? 'error') : 'internal_error' });
+      }
+      throw err;
+    }
+    const { model, provider } = upstream;
+    reply.hijack();
+    const headers: Record<string, string> = {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      'x-accel-buffering': 'no',
+      'x-trace': request.id
+    };
+    for (const [name, value] of Object.entries(reply.getHeaders())) if (name.startsWith('x-ratelimit-') && value !== undefined) headers[name] = String(value);
+    reply.raw.writeHead(200, headers);
+    let content = '';
+    let reported: ChatCompletionChunk['usage'] | null = null;
+    let created = Math.floor(Date.now() / 1000);
+    let error: string | null = null;
+    // The SDK ends an aborted stream's iteration silently (or not at all while a read is pending), so each read
+    // races the client's departure.
+    const aborted = new Promise<'aborted'>((resolve) => {
+      if (ac.signal.aborted) resolve('aborted');
+      ac.signal.addEventListener('abort', () => resolve('aborted'), { once: true });
+    });
+    const iterator = upstream.value[Symbol.asyncIterator]();
+    try {
+      for (;;) {
+        const next = await Promise.race([iterator.next(), aborted]);
+        if (next === 'aborted') {
+          upstream.value.controller.abort();
+          error = 'client_closed';
+          break;
+        }
+        if (next.done) {
+          if (ac.signal.aborted) error = 'client_closed';
+          break;
+        }
+        const chunk = next.value;
+        if (chunk.usage) reported = chunk.usage;
+        if (typeof chunk.created === 'number') created = chunk.created;
+        for (const c of chunk.choices ?? []) if (typeof c.delta?.content === 'string') content += c.delta.content;
+        const usageOnly = (chunk.choices ?? []).length === 0;
+        if (usageOnly && !includeUsage) continue;
+        const out: Record<string, unknown> = { ...chunk, id, model: body.model };
+        if (!includeUsage) delete out.usage;
+        reply.raw.write(`data: ${JSON.stringify(out)}\n\n`);
+      }
+    } catch (err) {
+      if (ac.signal.aborted || err instanceof APIUserAbortError) error = 'client_closed';
+      else {
+        error = 'upstream_stream_failed';
+        request.log.warn({ model: model.id, provider: provider.name, reason: chat.upstreams.redact((err as Error).message ?? '') }, 'upstream stream broke');
+      }
+    }
+    const usage = usageFrom(reported, () => ({ prompt: estimatePromptTokens(body.messages), completion: estimateTokens(content) }));
+    if (!reply.raw.destroyed) {
+      if (error === 'upstream_stream_failed') {
+        reply.raw.write(`data: ${JSON.stringify(chatErrorFor(502, 'The upstream stream broke off; retry later', 'upstream_failed').body())}\n\n`);
+      } else if (!error) {
+        if (includeUsage && !reported) {
+          const { estimated: _estimated, ...figures } = usage;
+          reply.raw.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: body.model, choices: [], usage: figures })}\n\n`);
+        }
+        reply.raw.write('data: [DONE]\n\n');
+      }
+      reply.raw.end();
+    }
+    record(request, a, { id, model: model.id, provider: provider.name, endpoint, stream: true, usage, price: model.price, error });
+  };
+
+  app.get(
+    '/v1/models',
+    { config: { auth }, schema: { response: { 200: modelList.describe('The models this key may use (OpenAI list shape)'), ...openAiErrorResponses([401, 429, 500, 503]) } } },
+    async (request, reply) => {
+      const { keyId, plan } = keyOf(request);
+      await knownRateHeaders(reply, keyId, plan);
+      const data = chat.catalog.modelsFor(plan).map((m) => ({ id: m.id, object: 'model' as const, created: chat.catalog.created, owned_by: m.owned_by }));
+      return { object: 'list' as const, data };
+    }
+  );
+
+  app.post(
+    '/v1/chat/completions',
+    {
+      config: { auth },
+      schema: {
+        body: chatCompletionBody,
+        response: {
+          200: {
+            description: `A chat.completion (stream false), or with stream true ${SSE_DESCRIPTION}`,
+            content: { 'application/json': { schema: completionResponse }, 'text/event-stream': { schema: z.string().describe(SSE_DESCRIPTION) } }
+          },
+          ...openAiErrorResponses([400, 401, 403, 404, 413, 415, 429, 500, 502, 503])
+        }
+      }
+    },
+    async (request, reply) => {
+      const { keyId, plan } = keyOf(request);
+      const body = request.body;
+      let chain: CatalogModel[];
+      try {
+        chain = chainFor(body.model, plan);
+      } catch (err) {
+        await knownRateHeaders(reply, keyId, plan);
+        throw err;
+      }
+      const a = await admit(reply, keyId, plan);
+      if (body.stream) return streamCompletion(request, reply, body, chain, a, '/v1/chat/completions', body.stream_options?.include_usage === true);
+
+      const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
+      const ac = clientGone(reply);
+      let result;
+      try {
+        result = await chat.upstreams.complete(chain, upstreamBody(body), ac.signal);
+      } catch (err) {
+        const code = ac.signal.aborted || err instanceof APIUserAbortError ? 'client_closed' : err instanceof ChatError ? (err.code ?? 'error') : 'internal_error';
+        record(request, a, { id, model: body.model, provider: null, endpoint: '/v1/chat/completions', stream: false, usage: null, error: code });
+        throw err;
+      }
+      const completion = result.value;
+      const usage = usageFrom(completion.usage, () => ({
+        prompt: estimatePromptTokens(body.messages),
+        completion: estimateTokens((completion.choices ?? []).map((c) => c.message?.content ?? '').join(''))
+      }));
+      const { estimated: _estimated, ...figures } = usage;
+      const out = { ...completion, id, model: body.model, usage: completion.usage ?? figures };
+      record(request, a, { id, model: result.model.id, provider: result.provider.name, endpoint: '/v1/chat/completions', stream: false, usage, price: result.model.price, error: null });
+      return reply.type('application/json; charset=utf-8').send(JSON.stringify(out));
+    }
+  );
+
+  app.post(
+    '/v1/chat/stream',
+    {
+      config: { auth, directory: { group: 'federated_compute', summary: 'Streaming chat over the gateway providers (always SSE)' } },
+      schema: {
+        body: chatCompletionBody,
+        response: {
+          200: { description: SSE_DESCRIPTION, content: { 'text/event-stream': { schema: z.string().describe(SSE_DESCRIPTION) } } },
+          ...openAiErrorResponses([400, 401, 403, 404, 413, 415, 429, 500, 502, 503])
+        }
+      }
+    },
+    async (request, reply) => {
+      const { keyId, plan } = keyOf(request);
+      const body = request.body;
+      let chain: CatalogModel[];
+      try {
+        chain = chainFor(body.model, plan);
+      } catch (err) {
+        await knownRateHeaders(reply, keyId, plan);
+        throw err;
+      }
+      const a = await admit(reply, keyId, plan);
+      // Always a stream, and always with the usage chunk unless the client said include_usage: false.
+      return streamCompletion(request, reply, body, chain, a, '/v1/chat/stream', body.stream_options?.include_usage !== false);
+    }
+  );
+
+  app.get(
+    '/v1/usage',
+    {
+      config: { auth },
+      schema: {
+        querystring: z.object({ days: queryInt(1, 90).optional().describe('how many days back, today included (default 7)') }),
+        response: { 200: usageResponse, ...openAiErrorResponses([400, 401, 404, 429, 500, 503]) }
+      }
+    },
+    async (request, reply) => {
+      const { keyId, plan } = keyOf(request);
+      await knownRateHeaders(reply, keyId, plan);
+      return usageFor(chat, keyId, plan, request.query.days ?? 7);
+    }
+  );
+};
+
+/** A key's usage over the last `days` days (today included) and its plan's limits. */
+export async function usageFor(chat: ChatServices, keyId: string, plan: string, days: number): Promise<z.infer<typeof usageResponse>> {
+  const to = new Date().toISOString().slice(0, 10);
+  const from = new Date(Date.parse(`${to}T00:00:00Z`) - (days - 1) * 86_400_000).toISOString().slice(0, 10);
+  const limits = chat.planOf(plan);
+  return {
+    object: 'usage' as const,
+    key_id: keyId,
+    plan,
+    limits: { requests_per_minute: limits.requests_per_minute, requests_per_day: limits.requests_per_day, tokens_per_day: limits.tokens_per_day },
+    days: await chat.usage.daily(keyId, from, to)
+  };
+}

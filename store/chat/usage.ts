@@ -1,0 +1,168 @@
+/**
+ * Usage accounting of the chat gateway: one inserted record per answered request (`chat_usage`: key, day, model,
+ * tokens, cost, error), never updated, so the per-key, per-day sums are exact under any number of API processes
+ * (FerretDB makes `$inc` a read-modify-write, so counters could lose updates).
+ *
+ * For the daily token limit, which is checked before each request, summing records would scan; each process
+ * instead keeps its own running total per key and day in memory and publishes it as one document of its own
+ * (`chat_usage_tallies`, `_id` = `<key>|<day>|<process>`, only ever written by that process), at most every
+ * 500 ms. A key's tokens today = this process's exact total + the other processes' published totals (read at
+ * most once a second per key). The limit can therefore be passed by what is in flight plus about a second of other
+ * processes' use: documented as the token limit's overshoot.
+ */
+import { randomBytes } from 'node:crypto';
+import { Collection, Db } from 'mongodb';
+
+export interface ChatUsageRecord {
+  _id: string;
+  key_id: string;
+  day: string;
+  at: Date;
+  model: string;
+  provider: string | null;
+  endpoint: string;
+  stream: boolean;
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  cost: number;
+  estimated: boolean;
+  /** null for an answered request; else the error code the client got. */
+  error: string | null;
+  /** 1 when `error` is set, else 0; and 1 when `estimated`: summed by the aggregation (no $cond on FerretDB). */
+  error_count: 0 | 1;
+  estimated_count: 0 | 1;
+}
+
+interface TallyDocument {
+  _id: string;
+  key_id: string;
+  day: string;
+  process: string;
+  tokens: number;
+  updated_at: Date;
+}
+
+export interface DailyUsage {
+  day: string;
+  requests: number;
+  errors: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  cost: number;
+  estimated_requests: number;
+}
+
+export class ChatUsageStore {
+  private readonly records: Collection<ChatUsageRecord>;
+  private readonly tallies: Collection<TallyDocument>;
+  private readonly process = randomBytes(6).toString('hex');
+  /** `<key>|<day>` → this process's tokens. */
+  private readonly own = new Map<string, number>();
+  private readonly dirty = new Set<string>();
+  /** `<key>|<day>` → other processes' tokens and when they were read. */
+  private readonly others = new Map<string, { tokens: number; at: number; pending?: Promise<number> }>();
+  private flushTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    db: Db,
+    private readonly onError: (err: unknown) => void = () => undefined
+  ) {
+    this.records = db.collection('chat_usage');
+    this.tallies = db.collection('chat_usage_tallies');
+  }
+
+  /** Records one request's usage (the record is the account; the tally follows within 500 ms). */
+  async record(rec: ChatUsageRecord): Promise<void> {
+    const tallyKey = `${rec.key_id}|${rec.day}`;
+    this.own.set(tallyKey, (this.own.get(tallyKey) ?? 0) + rec.total_tokens);
+    this.dirty.add(tallyKey);
+    this.scheduleFlush();
+    await this.records.insertOne(rec);
+  }
+
+  /** Tokens `keyId` used on `day`, across processes (see the module comment for its bound). */
+  async tokensOn(keyId: string, day: string): Promise<number> {
+    const k = `${keyId}|${day}`;
+    const own = this.own.get(k) ?? 0;
+    let o = this.others.get(k);
+    if (!o || Date.now() - o.at > 1000) {
+      if (!o?.pending) {
+        const pending = this.tallies
+          .find({ key_id: keyId, day }, { projection: { process: 1, tokens: 1 } })
+          .toArray()
+          .then((docs) => docs.filter((d) => d.process !== this.process).reduce((s, d) => s + d.tokens, 0));
+        o = { tokens: o?.tokens ?? 0, at: o?.at ?? 0, pending };
+        this.others.set(k, o);
+        const entry = o;
+        try {
+          entry.tokens = await pending;
+          entry.at = Date.now();
+        } finally {
+          entry.pending = undefined;
+        }
+      } else {
+        await o.pending.catch(() => undefined);
+      }
+    }
+    if (this.others.size > 10_000) this.others.clear();
+    return own + (this.others.get(k)?.tokens ?? 0);
+  }
+
+  /**
+   * Per-day sums for one key over [from, to] (ISO days), newest first. Summed here rather than by `$group`:
+   * FerretDB v1.24 answers `$sum` of a field path with 0.
+   */
+  async daily(keyId: string, from: string, to: string): Promise<DailyUsage[]> {
+    const byDay = new Map<string, DailyUsage>();
+    const cursor = this.records.find(
+      { key_id: keyId, day: { $gte: from, $lte: to } },
+      { projection: { day: 1, prompt_tokens: 1, completion_tokens: 1, total_tokens: 1, cost: 1, error_count: 1, estimated_count: 1 } }
+    );
+    for await (const r of cursor) {
+      let d = byDay.get(r.day);
+      if (!d) {
+        d = { day: r.day, requests: 0, errors: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost: 0, estimated_requests: 0 };
+        byDay.set(r.day, d);
+      }
+      d.requests++;
+      d.errors += r.error_count;
+      d.prompt_tokens += r.prompt_tokens;
+      d.completion_tokens += r.completion_tokens;
+      d.total_tokens += r.total_tokens;
+      d.cost += r.cost;
+      d.estimated_requests += r.estimated_count;
+    }
+    return [...byDay.values()].map((d) => ({ ...d, cost: Math.round(d.cost * 1e9) / 1e9 })).sort((a, b) => b.day.localeCompare(a.day));
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushTimer) return;
+    this.flushTimer = setTimeout(() => {
+      this.flushTimer = null;
+      this.flush().catch(this.onError);
+    }, 500);
+    this.flushTimer.unref();
+  }
+
+  async flush(): Promise<void> {
+    const keys = [...this.dirty];
+    this.dirty.clear();
+    await Promise.all(
+      keys.map(async (k) => {
+        const [key_id = '', day = ''] = k.split('|');
+        const tokens = this.own.get(k) ?? 0;
+        await this.tallies
+          .updateOne({ _id: `${k}|${this.process}` }, { $set: { key_id, day, process: this.process, tokens, updated_at: new Date() } }, { upsert: true })
+          .catch((err) => {
+            this.dirty.add(k);
+            throw err;
+          });
+      })
+    );
+    // Yesterday's and older totals are no longer needed in memory.
+    const today = new Date().toISOString().slice(0, 10);
+    for (const k of this.own.keys()) if (!k.endsWith(`|${today}`) && !this.dirty.has(k)) this.own.delete(k);
+  }
+}
