@@ -24,7 +24,7 @@ import type { CredentialStore } from '../../../store/credentials';
 import type { Ledger } from '../../../store/ledger/ledger';
 import type { QuotaStore } from '../../../store/ledger/quota';
 import { ERROR_BODY } from '../../response-docs';
-import { truthResponse, upsertResponse } from '../memory/truth';
+import { secondsUntilUtcMidnight, truthResponse, upsertResponse } from '../memory/truth';
 import type { MemoryGatewayClient } from './memory-client';
 
 export const COMMERCIAL_VERSION = 'V1.0' as const;
@@ -98,7 +98,7 @@ export const decisionRoutes: FastifyPluginAsyncZod<DecisionDeps> = async (app, {
       const day = new Date().toISOString().slice(0, 10);
       const scope = `truth:${did}`;
       const allowance = await quota.consume(scope, day, config.TRUTH_DAILY_QUOTA);
-      if (!allowance.allowed) throw new AppError('quota_exceeded', `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`, { limit: config.TRUTH_DAILY_QUOTA }, { 'Retry-After': '3600' });
+      if (!allowance.allowed) throw new AppError('quota_exceeded', `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`, { limit: config.TRUTH_DAILY_QUOTA }, { 'Retry-After': String(secondsUntilUtcMidnight()) });
       const key = `commercial.decision.${new Date().toISOString().replace(/[-:.]/g, '')}-${randomBytes(4).toString('hex')}`;
       const appended = await ledger
         .append({ kind: 'truth', key, value: { options, decision, recommended, weights }, truth_type: 'decision', did })

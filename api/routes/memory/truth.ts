@@ -130,7 +130,8 @@ export const memoryGatewayRoutes: FastifyPluginAsyncZod<MemoryDeps> = async (app
   );
 };
 
-function secondsUntilUtcMidnight(): number {
+/** Retry-After of a used-up daily quota (the truth report's rule): seconds until the next UTC day. */
+export function secondsUntilUtcMidnight(): number {
   const now = new Date();
   const midnight = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
   return Math.max(1, Math.ceil((midnight - now.getTime()) / 1000));
