@@ -3,6 +3,7 @@
  * latest version with its seq, leaf hash and version count, the history newest first, the truth report's value
  * rules and X-DID on writes; and the commercial gateway's proxy to it at its default address.
  */
+import fs from 'node:fs';
 import { registerDid } from '../support/credentials';
 import { http, startTestService, TestService } from '../support/service';
 
@@ -11,7 +12,8 @@ const DID = 'did:example:memory-writer';
 const upsert = (body: unknown, headers: Record<string, string> = { 'x-did': DID }) => http('POST', `${svc.urls.memory}/upsert`, { headers, body });
 
 beforeAll(async () => {
-  svc = await startTestService({ TRUTH_MAX_VALUE_BYTES: '2048' }, { worker: false });
+  // HOST=0.0.0.0: the memory gateway must still bind to loopback (MEMORY_HOST's default).
+  svc = await startTestService({ HOST: '0.0.0.0', TRUTH_MAX_VALUE_BYTES: '2048' }, { worker: false });
   await registerDid(svc.urls.main, svc.adminToken, DID);
 });
 afterAll(async () => {
@@ -19,6 +21,13 @@ afterAll(async () => {
 });
 
 describe('memory gateway', () => {
+  it('binds to 127.0.0.1 by default even when HOST says 0.0.0.0', () => {
+    const listening = fs.readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1).filter((l) => / 0A /.test(l)).map((l) => l.trim().split(/\s+/)[1]!);
+    const hex = (port: string) => Number(port).toString(16).toUpperCase().padStart(4, '0');
+    expect(listening.filter((a) => a.endsWith(`:${hex(svc.env.MEMORY_PORT!)}`))).toEqual([`0100007F:${hex(svc.env.MEMORY_PORT!)}`]);
+    expect(listening).toContain(`00000000:${hex(svc.env.COMMERCIAL_PORT!)}`);
+  });
+
   it('upserts append versions; the latest and the history come from the ledger', async () => {
     const first = await upsert({ key: 'crm.customer.42', truth_value: { tier: 'gold' } });
     expect(first.status).toBe(200);
