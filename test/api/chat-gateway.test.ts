@@ -11,6 +11,7 @@ import path from 'node:path';
 import OpenAI from 'openai';
 import { startFakeOpenAi, FakeOpenAi } from '../support/fake-openai';
 import { eventually, http, startTestService, TestService } from '../support/service';
+import { registerDid } from '../support/credentials';
 
 let svc: TestService;
 let primary: FakeOpenAi;
@@ -43,7 +44,8 @@ beforeAll(async () => {
       '  - name: backup',
       `    base_url: ${backup.baseUrl}`,
       '    models:',
-      '      - { id: backup-model, upstream: small }'
+      '      - { id: backup-model, upstream: small }',
+      '      - { id: local-small, upstream: qwen-1.5b, kind: local }'
     ].join('\n')
   );
   svc = await startTestService(
@@ -74,7 +76,7 @@ it('lists the models a key may use, in the OpenAI list shape', async () => {
   const { key } = await issueKey('S1');
   const page = await sdk(key).models.list();
   const ids = page.data.map((m) => m.id).sort();
-  expect(ids).toEqual(['backup-model', 'gpt-test']);
+  expect(ids).toEqual(['backup-model', 'gpt-test', 'local-small']);
   const gpt = page.data.find((m) => m.id === 'gpt-test')!;
   expect(gpt).toMatchObject({ object: 'model', owned_by: 'primary-co' });
   expect(typeof gpt.created).toBe('number');
@@ -297,6 +299,23 @@ it('never writes the provider key to the database, the data dir or the logs', as
   // The logs were captured and do record the chat requests (at debug level), just never the key.
   expect(logs.join('').length).toBeGreaterThan(0);
   expect(logs.join('')).toContain('/v1/chat/completions');
+});
+
+it('chats with a self-hosted model with the kernel prompt first, and refuses a model that is not local', async () => {
+  const did = await registerDid(svc.urls.main, svc.adminToken, 'did:example:local-chat');
+  const res = await http('POST', `${svc.urls.main}/api/local-small/v1/chat`, { headers: { 'x-did': did }, body: { messages: [{ role: 'user', content: '你好' }] } });
+  expect(res.status).toBe(200);
+  expect(res.body).toMatchObject({ object: 'chat.completion', model: 'local-small' });
+  expect(res.body.choices[0].message.content).toBe('echo: 你好');
+  const sent = backup.bodies[0] as { model: string; messages: { role: string; content: string }[] };
+  expect(sent.model).toBe('qwen-1.5b');
+  expect(sent.messages[0]!.role).toBe('system');
+  expect(sent.messages[0]!.content).toMatch(/zhongshu-hub/);
+  expect(sent.messages[1]).toEqual({ role: 'user', content: '你好' });
+  const notLocal = await http('POST', `${svc.urls.main}/api/gpt-test/v1/chat`, { headers: { 'x-did': did }, body: { messages: [{ role: 'user', content: 'x' }] } });
+  expect(notLocal.status).toBe(404);
+  expect(notLocal.body).toMatchObject({ ok: false, error: 'model_not_found' });
+  expect((await http('POST', `${svc.urls.main}/api/local-small/v1/chat`, { body: { messages: [{ role: 'user', content: 'x' }] } })).status).toBe(401);
 });
 
 async function waitAwayFromMinuteEnd(): Promise<void> {
