@@ -82,11 +82,6 @@ export const configSchema = z.object({
   CHAT_RETRY_MAX_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(4000),
   CHAT_BREAKER_FAILURES: z.coerce.number().int().min(1).max(1000).default(5),
   CHAT_BREAKER_COOLDOWN_S: z.coerce.number().int().min(1).max(3600).default(30),
-  TRIAL_CHAT_LIMIT: z.coerce.number().int().min(1).max(1_000_000).default(5),
-  TRIAL_CHAT_WINDOW_S: positiveSeconds.default(600),
-  TRIAL_TRUST_PROXY: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
-  TRIAL_SEMANTIC_THRESHOLD: z.coerce.number().min(0).max(1000).default(2.5),
-  TRIAL_EXTERNAL_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(30_000),
   KERNEL_PROMPT_FILE: z.string().min(1).optional()
 });
 
