@@ -8,10 +8,13 @@ import { DirectoryTreeStore } from '../store/federation/directory-tree';
 import { createLedgerActivities } from './ledger';
 import { createNodeActivities } from './federation/node-lifecycle';
 import { createDirectoryTreeActivities } from './federation/tree-proposal';
+import { createDeployActivities, DeployActivityDeps } from './deploy';
 
 export interface ActivityDeps {
   db: Db;
   ledger: Ledger;
+  /** The deploy capability's files and nginx (commands queue); absent: no deploy activities. */
+  deploy?: DeployActivityDeps;
 }
 
 /** Every activity on the core task queue (MongoDB only). */
@@ -30,5 +33,5 @@ export type Activities = ReturnType<typeof createActivities>;
  * commands (deploys) register theirs under `models` and `commands`; a kind with no activities gets no worker.
  */
 export function createActivitiesByQueue(deps: ActivityDeps): Record<TaskQueueKind, Record<string, (...args: never[]) => Promise<unknown>>> {
-  return { core: createActivities(deps), models: {}, commands: {} };
+  return { core: createActivities(deps), models: {}, commands: { ...(deps.deploy ? createDeployActivities(deps.deploy) : {}) } };
 }

@@ -33,6 +33,7 @@ import { reviewRoutes } from './routes/federation/review';
 import { directoryTreeRoutes } from './routes/federation/directory-tree';
 import { chatGatewayRoutes } from './routes/chat/gateway';
 import { chatAdminRoutes } from './routes/chat/admin';
+import { deployRoutes } from './routes/deploy/dal';
 import { localModelChatRoutes } from './routes/chat/local-model';
 import { commercialHealthRoutes, COMMERCIAL_PREFIX, decisionRoutes, memoryProxyRoutes, productRoutes } from './routes/commercial/gateway';
 import { MemoryGatewayClient } from './routes/commercial/memory-client';
@@ -76,6 +77,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(directoryTreeRoutes, { tree: ctx.tree, nodes: ctx.nodes, temporal: ctx.temporal, config });
   await main.register(chatGatewayRoutes, { chat: ctx.chat });
   await main.register(chatAdminRoutes, { chat: ctx.chat, credentials: ctx.credentials, keyGroups: ctx.keyGroups, ledger: ctx.ledger, config });
+  await main.register(deployRoutes, { temporal: ctx.temporal, config });
   await main.register(localModelChatRoutes, { chat: ctx.chat, config });
 
   const backup = make('backup');

@@ -82,7 +82,13 @@ export const configSchema = z.object({
   CHAT_RETRY_MAX_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(4000),
   CHAT_BREAKER_FAILURES: z.coerce.number().int().min(1).max(1000).default(5),
   CHAT_BREAKER_COOLDOWN_S: z.coerce.number().int().min(1).max(3600).default(30),
-  KERNEL_PROMPT_FILE: z.string().min(1).optional()
+  KERNEL_PROMPT_FILE: z.string().min(1).optional(),
+
+  /** Deployment arbitration (README "Deployment arbitration"): the hub's own nginx and the releases it serves. */
+  DEPLOY_WEB: z.enum(['on', 'off']).default('on'),
+  DEPLOY_WEB_PORT: port.default(8090),
+  NGINX_BIN: z.string().min(1).default('/usr/sbin/nginx'),
+  DEPLOY_KEEP_RELEASES: z.coerce.number().int().min(1).max(100).default(5)
 });
 
 export type Config = z.infer<typeof configSchema> & {
@@ -138,4 +144,10 @@ export function memoryGatewayUrl(config: Config): string {
 /** Where Temporal is: TEMPORAL_ADDRESS, or the embedded dev server on loopback. */
 export function temporalAddress(config: Config): string {
   return config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`;
+}
+
+/** Where the worker's deploy activities find the hub's nginx and the releases (README "Deployment arbitration"). */
+export function deployActivityDeps(config: Config): { dataDir: string; nginxBin: string; webUrl: string } {
+  const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
+  return { dataDir: config.dataDir, nginxBin: config.NGINX_BIN, webUrl: `http://${host.includes(':') ? `[${host}]` : host}:${config.DEPLOY_WEB_PORT}` };
 }

@@ -13,8 +13,10 @@ export const NodeIdAttr = defineSearchAttributeKey('NodeId', SearchAttributeType
 export const BrandAttr = defineSearchAttributeKey('Brand', SearchAttributeType.KEYWORD);
 export const NodeStateAttr = defineSearchAttributeKey('NodeState', SearchAttributeType.KEYWORD);
 export const ProposalStateAttr = defineSearchAttributeKey('ProposalState', SearchAttributeType.KEYWORD);
+export const DeployTargetAttr = defineSearchAttributeKey('DeployTarget', SearchAttributeType.KEYWORD);
+export const DeployStateAttr = defineSearchAttributeKey('DeployState', SearchAttributeType.KEYWORD);
 
-const ALL = [TruthKeyAttr, TruthTypeAttr, ApprovalStateAttr, NodeIdAttr, BrandAttr, NodeStateAttr, ProposalStateAttr];
+const ALL = [TruthKeyAttr, TruthTypeAttr, ApprovalStateAttr, NodeIdAttr, BrandAttr, NodeStateAttr, ProposalStateAttr, DeployTargetAttr, DeployStateAttr];
 
 /** Name → type as the dev server's `--search-attribute Name=Type` flag spells it (every one is a Keyword today). */
 export const SEARCH_ATTRIBUTES: Record<string, 'Keyword'> = Object.fromEntries(ALL.map((key) => [key.name, 'Keyword' as const]));

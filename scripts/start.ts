@@ -16,6 +16,7 @@ import path from 'node:path';
 import { ConfigError, loadConfig } from '../core/config.node';
 import { startFerretDb } from './stack/ferretdb';
 import { startTemporal } from './stack/temporal';
+import { findNginx, NGINX_INSTALL_HINT, startNginx } from './stack/nginx';
 import { killEveryServer, log, spawnServer, stopStale, typescriptProcess } from './stack/process';
 import { SIGNAL_ECHO_MS, Supervised } from './stack/supervisor';
 import { ensureTools, ToolName } from './stack/tools';
@@ -101,6 +102,17 @@ async function main(): Promise<void> {
       env.TEMPORAL_ADDRESS = `127.0.0.1:${config.TEMPORAL_PORT}`;
     } else {
       log(`using TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS}`);
+    }
+
+    // The deploy web server (README "Deployment arbitration"): optional; without it only deploys answer 503.
+    const nginxBin = config.DEPLOY_WEB === 'on' ? findNginx(config.NGINX_BIN) : null;
+    if (config.DEPLOY_WEB === 'off') log('DEPLOY_WEB=off: no deploy web server');
+    else if (!nginxBin) log(`nginx not found at ${config.NGINX_BIN}: deploys will answer 503 until it is installed (${NGINX_INSTALL_HINT})`);
+    else {
+      log(`starting nginx (deploy web) on ${config.HOST}:${config.DEPLOY_WEB_PORT} (prefix ${path.join(config.dataDir, 'deploy', 'nginx')})`);
+      const nginx = new Supervised('nginx', () => startNginx({ dataDir: config.dataDir, binary: nginxBin, host: config.HOST, port: config.DEPLOY_WEB_PORT }), giveUp);
+      parts.push(nginx);
+      await nginx.run();
     }
 
     for (const [name, script] of [

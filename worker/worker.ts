@@ -6,7 +6,7 @@
  */
 import { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import { Config, mongoUri, temporalAddress } from '../core/config.node';
+import { Config, deployActivityDeps, mongoUri, temporalAddress } from '../core/config.node';
 import { connectMongo, ensureIndexes } from '../store/mongo';
 import { Ledger } from '../store/ledger/ledger';
 import { createActivitiesByQueue } from '../activities';
@@ -32,7 +32,7 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
   const mongo = await connectMongo({ uri: mongoUri(config), dbName: config.MONGODB_DB, appName: 'zhongshu-hub-worker' });
   await ensureIndexes(mongo.db);
   const connection = await NativeConnection.connect({ address });
-  const activities = createActivitiesByQueue({ db: mongo.db, ledger: new Ledger(mongo.db) });
+  const activities = createActivitiesByQueue({ db: mongo.db, ledger: new Ledger(mongo.db), deploy: deployActivityDeps(config) });
   const workers: Worker[] = [];
   for (const kind of config.WORKER_TASK_QUEUES) {
     const taskQueue = taskQueueFor(config.TEMPORAL_TASK_QUEUE, kind);

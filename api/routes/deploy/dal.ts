@@ -1,0 +1,178 @@
+/**
+ * Deployment arbitration (SPEC §2.8, §4.8; README "Deployment arbitration").
+ *   GET  /dal/health   (public) ok, service, version "V2.0", port (the deploy web port), 锚定, and the web server's state
+ *   POST /dal/deploy   (X-DID) { action, … }: deploy { target, content | files } and rollback { target } run the
+ *                      deploy/<target> workflow and answer its outcome; an unknown action is 400 listing the actions
+ * Actions that need nginx answer 503 naming the package to install when DEPLOY_WEB=off or nginx is missing.
+ */
+import fs from 'node:fs';
+import type { Client } from '@temporalio/client';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { Config } from '../../../core/config.node';
+import { AppError } from '../../../core/errors';
+import { DEFAULT_FILE, FILE_PATH_PATTERN, MAX_FILE_BYTES, MAX_FILES, MAX_RELEASE_BYTES, TARGET_PATTERN } from '../../../core/deploy/web';
+import { SERVICE_NAME } from '../../../core/version';
+import { runDeploy } from '../../../workflows/deploy/deploy.client';
+
+export const DAL_VERSION = 'V2.0' as const;
+export const DAL_ANCHOR = 'zhongshu-hub deployment arbitration: releases are atomic, every outcome is in the ledger';
+export const DEPLOY_ACTIONS = ['deploy', 'rollback'] as const;
+const INSTALL_HINT = 'apt-get install -y nginx';
+
+const target = z.string().regex(TARGET_PATTERN).describe('one URL path segment: lower-case letters, digits, _ and -; served at /<target>/');
+const fileContent = z.string().max(MAX_FILE_BYTES);
+const deployBody = z
+  .object({
+    action: z.literal('deploy'),
+    target,
+    content: fileContent.optional().describe(`becomes ${DEFAULT_FILE} (and is the only file when files is absent)`),
+    files: z
+      .record(z.string().regex(FILE_PATH_PATTERN).max(800), fileContent)
+      .optional()
+      .describe(`more files: relative path → content (at most ${MAX_FILES}, ${MAX_RELEASE_BYTES} bytes in all)`)
+  })
+  .strict();
+const rollbackBody = z.object({ action: z.literal('rollback'), target }).strict();
+const dalBody = z.discriminatedUnion('action', [deployBody, rollbackBody], { error: () => `action must be one of: ${DEPLOY_ACTIONS.join(', ')}` });
+
+const stepSchema = z.object({ step: z.string(), ok: z.boolean(), error: z.string().optional() });
+const deployAnswer = z.object({
+  ok: z.boolean().describe('true when the release is live; false when a step failed and was compensated'),
+  action: z.enum(DEPLOY_ACTIONS),
+  outcome: z.enum(['deployed', 'compensated']),
+  target: z.string(),
+  release_id: z.string(),
+  previous_release: z.string().nullable(),
+  current_release: z.string().nullable(),
+  failed_step: z.string().nullable(),
+  error: z.string().nullable(),
+  url: z.string().describe('where nginx serves the target'),
+  files: z.array(z.object({ path: z.string(), sha256: z.string() })),
+  pruned: z.array(z.string()),
+  steps: z.array(stepSchema),
+  workflow_id: z.string(),
+  ledger_seq: z.number().int().nullable()
+});
+const failedAnswer = deployAnswer
+  .omit({ ok: true, error: true })
+  .extend({ ok: z.literal(false), error: z.literal('deploy_failed'), message: z.string(), trace_id: z.string(), reason: z.string().describe('why the failed step failed') });
+
+export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Config }> = async (app, { temporal, config }) => {
+  const webHost = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
+  const webUrl = `http://${webHost}:${config.DEPLOY_WEB_PORT}`;
+  /** Why nginx-needing actions cannot run, or null. Checked per request: installing nginx needs no API restart. */
+  const webUnavailable = (): string | null => {
+    if (config.DEPLOY_WEB === 'off') return `DEPLOY_WEB=off: the deploy web server is switched off (set DEPLOY_WEB=on and install nginx: ${INSTALL_HINT})`;
+    try {
+      fs.accessSync(config.NGINX_BIN, fs.constants.X_OK);
+      return null;
+    } catch {
+      return `nginx is not installed (${config.NGINX_BIN} missing): install it with ${INSTALL_HINT}, then restart`;
+    }
+  };
+
+  app.get(
+    '/dal/health',
+    {
+      config: { auth: 'none' },
+      schema: {
+        response: {
+          200: z.object({
+            ok: z.boolean(),
+            service: z.string(),
+            version: z.literal(DAL_VERSION),
+            port: z.number().int().describe('the deploy web server port (DEPLOY_WEB_PORT)'),
+            锚定: z.string(),
+            web: z.enum(['up', 'down', 'off', 'not_installed']).describe('the hub nginx: answering, not answering, DEPLOY_WEB=off, or not installed'),
+            web_detail: z.string().nullable()
+          })
+        }
+      }
+    },
+    async () => {
+      const why = webUnavailable();
+      let web: 'up' | 'down' | 'off' | 'not_installed' = config.DEPLOY_WEB === 'off' ? 'off' : why ? 'not_installed' : 'down';
+      if (!why) {
+        web = await fetch(`${webUrl}/`, { signal: AbortSignal.timeout(1000) }).then(
+          (r) => (r.ok ? 'up' : 'down'),
+          () => 'down'
+        );
+      }
+      return { ok: true, service: `${SERVICE_NAME}-dal`, version: DAL_VERSION, port: config.DEPLOY_WEB_PORT, 锚定: DAL_ANCHOR, web, web_detail: why };
+    }
+  );
+
+  app.post(
+    '/dal/deploy',
+    {
+      config: { auth: 'did' },
+      // SPEC §4.8: Content-Type application/json or 415 (Fastify would parse text/plain and answer 400).
+      preValidation: async (request) => {
+        const type = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+        if (type !== 'application/json') throw new AppError('unsupported_media_type', 'POST /dal/deploy takes Content-Type: application/json');
+      },
+      schema: {
+        body: dalBody,
+        response: { 200: deployAnswer, 409: z.object({ ok: z.literal(false), error: z.string(), message: z.string(), trace_id: z.string() }).passthrough(), 502: failedAnswer }
+      }
+    },
+    async (request, reply) => {
+      const body = request.body;
+      const why = webUnavailable();
+      if (why) throw new AppError('unavailable', why, { install: INSTALL_HINT });
+      let files: { path: string; content: string }[] | undefined;
+      if (body.action === 'deploy') {
+        const map = new Map<string, string>();
+        if (body.content !== undefined) map.set(DEFAULT_FILE, body.content);
+        for (const [p, c] of Object.entries(body.files ?? {})) map.set(p, c);
+        if (map.size === 0) throw new AppError('invalid_request', 'deploy needs content or files', { fields: [{ field: 'body.content', message: 'content or files is required' }] });
+        if (map.size > MAX_FILES) throw new AppError('invalid_request', `at most ${MAX_FILES} files`, { fields: [{ field: 'body.files', message: `at most ${MAX_FILES} files` }] });
+        const paths = [...map.keys()];
+        // A path that is also a directory of another (a and a/b) cannot both be files.
+        const clash = paths.find((p) => paths.some((q) => q.startsWith(`${p}/`)));
+        if (clash) throw new AppError('invalid_request', `${clash} is both a file and a directory`, { fields: [{ field: 'body.files', message: `${clash} is both a file and a directory` }] });
+        const total = [...map.values()].reduce((n, c) => n + Buffer.byteLength(c), 0);
+        if (total > MAX_RELEASE_BYTES) throw new AppError('payload_too_large', `a release holds at most ${MAX_RELEASE_BYTES} bytes (got ${total})`);
+        files = [...map].map(([path, content]) => ({ path, content }));
+      }
+      const result = await runDeploy(temporal, config.TEMPORAL_TASK_QUEUE, {
+        mode: body.action,
+        target: body.target,
+        files,
+        keep: config.DEPLOY_KEEP_RELEASES,
+        hub_did: config.SERVICE_DID,
+        actor: request.principal!.id
+      });
+      const answer = {
+        ok: result.outcome === 'deployed',
+        action: body.action,
+        outcome: result.outcome,
+        target: result.target,
+        release_id: result.release_id,
+        previous_release: result.previous_release,
+        current_release: result.current_release,
+        failed_step: result.failed_step,
+        error: result.error,
+        url: `${webUrl}/${result.target}/`,
+        files: result.files,
+        pruned: result.pruned,
+        steps: result.steps,
+        workflow_id: result.workflow_id,
+        ledger_seq: result.ledger_seq
+      };
+      if (result.outcome === 'deployed') return answer;
+      // The one error shape, with the outcome beside it: which step failed, why, and that it was compensated.
+      const { ok: _ok, error: _error, ...rest } = answer;
+      const reason = result.error ?? 'unknown';
+      return reply.code(502).send({
+        ...rest,
+        ok: false as const,
+        error: 'deploy_failed' as const,
+        reason,
+        message: `deploy_failed: ${result.failed_step} failed (${reason}); compensated, ${result.previous_release ?? 'no release'} is current`,
+        trace_id: String(request.id)
+      });
+    }
+  );
+};

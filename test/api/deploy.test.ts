@@ -1,0 +1,146 @@
+/**
+ * Deployment arbitration over real HTTP with a real nginx: this suite starts its own nginx (Debian's package) on a
+ * free port under its own scratch data dir, and the service (API + worker) with the same DATA_DIR and
+ * DEPLOY_WEB_PORT, so deploys are read back through nginx. Never touches a system nginx.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { findNginx, startNginx } from '../../scripts/stack/nginx';
+import { deployLayout } from '../../core/deploy/web';
+import { http, startTestService, TestService } from '../support/service';
+import { registerDid } from '../support/credentials';
+
+const nginxBin = findNginx(process.env.NGINX_BIN ?? '/usr/sbin/nginx');
+const describeWithNginx = nginxBin ? describe : describe.skip;
+
+describeWithNginx('deployment arbitration (real nginx)', () => {
+  jest.setTimeout(180_000);
+  let svc: TestService;
+  let nginx: Awaited<ReturnType<typeof startNginx>> | null = null;
+  let dataDir: string;
+  let webPort: number;
+  const did = 'did:example:deployer-1';
+  const headers = { 'X-DID': did };
+  const dal = () => `${svc.urls.main}/dal/deploy`;
+  const served = async (p: string) => {
+    const res = await fetch(`http://127.0.0.1:${webPort}${p}`);
+    return { status: res.status, text: await res.text() };
+  };
+
+  beforeAll(async () => {
+    dataDir = path.join(process.env.ZH_TEST_DATA_DIR!, `deploy-${randomBytes(4).toString('hex')}`);
+    fs.mkdirSync(dataDir, { recursive: true });
+    nginx = await startNginx({ dataDir, binary: nginxBin!, host: '127.0.0.1', echo: false });
+    webPort = nginx.port;
+    svc = await startTestService({ DATA_DIR: dataDir, DEPLOY_WEB_PORT: String(webPort), NGINX_BIN: nginxBin!, DEPLOY_KEEP_RELEASES: '3' });
+    await registerDid(svc.urls.main, svc.adminToken, did);
+  });
+  afterAll(async () => {
+    await svc?.close();
+    await nginx?.stop();
+  });
+
+  test('GET /dal/health: ok, service, version V2.0, port, 锚定, and the web server up', async () => {
+    const res = await http('GET', `${svc.urls.main}/dal/health`);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ ok: true, version: 'V2.0', port: webPort, web: 'up' });
+    expect(typeof res.body['锚定']).toBe('string');
+    expect(typeof res.body.service).toBe('string');
+  });
+
+  test('deploy needs a registered X-DID and JSON; an unknown action is 400 listing the actions', async () => {
+    expect((await http('POST', dal(), { body: { action: 'deploy', target: 'site', content: 'x' } })).status).toBe(401);
+    expect((await http('POST', dal(), { body: { action: 'deploy', target: 'site', content: 'x' }, headers: { 'X-DID': 'did:example:nobody' } })).status).toBe(401);
+    expect((await http('POST', dal(), { raw: 'action=deploy', headers: { ...headers, 'content-type': 'text/plain' } })).status).toBe(415);
+    const unknown = await http('POST', dal(), { body: { action: 'launch', target: 'site' }, headers });
+    expect(unknown.status).toBe(400);
+    expect(JSON.stringify(unknown.body)).toContain('deploy, rollback');
+    const escape = await http('POST', dal(), { body: { action: 'deploy', target: 'site', files: { '../../etc/x': 'no' } }, headers });
+    expect(escape.status).toBe(400);
+    const badTarget = await http('POST', dal(), { body: { action: 'deploy', target: '../x', content: 'no' }, headers });
+    expect(badTarget.status).toBe(400);
+  });
+
+  test('two versions are each served by nginx; rollback serves the previous one; the ledger records each outcome', async () => {
+    const v1 = await http('POST', dal(), { body: { action: 'deploy', target: 'site', content: '<h1>version one</h1>', files: { 'css/app.css': 'body{}' } }, headers });
+    expect(v1.status).toBe(200);
+    expect(v1.body).toMatchObject({ ok: true, outcome: 'deployed', target: 'site', previous_release: null, workflow_id: 'deploy/site', failed_step: null });
+    expect((await served('/site/')).text).toBe('<h1>version one</h1>');
+    expect((await served('/site/css/app.css')).text).toBe('body{}');
+
+    const v2 = await http('POST', dal(), { body: { action: 'deploy', target: 'site', content: '<h1>version two</h1>' }, headers });
+    expect(v2.status).toBe(200);
+    expect(v2.body.previous_release).toBe(v1.body.release_id);
+    expect((await served('/site/')).text).toBe('<h1>version two</h1>');
+    expect((await served('/site/css/app.css')).status).toBe(404);
+
+    const back = await http('POST', dal(), { body: { action: 'rollback', target: 'site' }, headers });
+    expect(back.status).toBe(200);
+    expect(back.body).toMatchObject({ ok: true, action: 'rollback', outcome: 'deployed', release_id: v1.body.release_id, previous_release: v2.body.release_id });
+    expect((await served('/site/')).text).toBe('<h1>version one</h1>');
+    // current is a symlink into releases/ (switched by rename, never edited in place)
+    expect(fs.readlinkSync(deployLayout(dataDir).current('site'))).toBe(`releases/${v1.body.release_id}`);
+
+    const ledger = await http('GET', `${svc.urls.main}/api/truth?key=hub.deploy.&limit=50`);
+    expect(ledger.status).toBe(200);
+    const keys = ledger.body.results.map((r: { key: string }) => r.key);
+    expect(keys.filter((k: string) => k === 'hub.deploy.deployed')).toHaveLength(2);
+    expect(keys).toContain('hub.deploy.rolled_back');
+
+    // No release older than v1: 409
+    const none = await http('POST', dal(), { body: { action: 'rollback', target: 'site' }, headers });
+    expect(none.status).toBe(409);
+    expect(none.body.ok).toBe(false);
+  });
+
+  test('a deploy whose health check fails (nginx stopped) is compensated: previous release current, new one marked bad', async () => {
+    const good = await http('POST', dal(), { body: { action: 'deploy', target: 'app', content: 'good' }, headers });
+    expect(good.status).toBe(200);
+    await nginx!.stop();
+    await nginx!.closed;
+    const bad = await http('POST', dal(), { body: { action: 'deploy', target: 'app', content: 'never served' }, headers });
+    expect(bad.status).toBe(502);
+    expect(bad.body).toMatchObject({ ok: false, error: 'deploy_failed', outcome: 'compensated', previous_release: good.body.release_id, current_release: good.body.release_id });
+    expect(['reload', 'health_check']).toContain(bad.body.failed_step);
+    expect(typeof bad.body.reason).toBe('string');
+    expect(typeof bad.body.trace_id).toBe('string');
+    expect(fs.readlinkSync(deployLayout(dataDir).current('app'))).toBe(`releases/${good.body.release_id}`);
+    expect(fs.existsSync(path.join(deployLayout(dataDir).bad('app'), bad.body.release_id))).toBe(true);
+
+    nginx = await startNginx({ dataDir, binary: nginxBin!, host: '127.0.0.1', port: webPort, echo: false });
+    expect((await served('/app/')).text).toBe('good');
+    const ledger = await http('GET', `${svc.urls.main}/api/truth?key=hub.deploy.compensated&limit=10`);
+    expect(ledger.body.results[0].value).toMatchObject({ target: 'app', failed_step: bad.body.failed_step, current_release: good.body.release_id });
+  });
+
+  test('keeps DEPLOY_KEEP_RELEASES releases', async () => {
+    for (let i = 0; i < 5; i++) {
+      const res = await http('POST', dal(), { body: { action: 'deploy', target: 'prune', content: `v${i}` }, headers });
+      expect(res.status).toBe(200);
+    }
+    expect(fs.readdirSync(deployLayout(dataDir).releases('prune')).filter((n) => n.startsWith('r'))).toHaveLength(3);
+    expect((await served('/prune/')).text).toBe('v4');
+  });
+});
+
+describe('deployment arbitration without nginx', () => {
+  jest.setTimeout(120_000);
+  let svc: TestService;
+  beforeAll(async () => {
+    svc = await startTestService({ NGINX_BIN: '/nonexistent/sbin/nginx' }, { worker: false });
+    await registerDid(svc.urls.main, svc.adminToken, 'did:example:deployer-2');
+  });
+  afterAll(async () => {
+    await svc?.close();
+  });
+
+  test('nginx missing: every other route works and deploy answers 503 naming what to install', async () => {
+    const health = await http('GET', `${svc.urls.main}/dal/health`);
+    expect(health.body).toMatchObject({ ok: true, web: 'not_installed' });
+    const res = await http('POST', `${svc.urls.main}/dal/deploy`, { body: { action: 'deploy', target: 'site', content: 'x' }, headers: { 'X-DID': 'did:example:deployer-2' } });
+    expect(res.status).toBe(503);
+    expect(res.body.message).toContain('apt-get install -y nginx');
+    expect((await http('GET', `${svc.urls.main}/api/status`)).status).toBe(200);
+  });
+});
