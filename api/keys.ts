@@ -1,10 +1,12 @@
 /**
- * The hub's Ed25519 signing key: signs OAuth access tokens (JWT, EdDSA) and the ledger's signed tree heads.
- * Created at first start under DATA_DIR/keys with mode 0600; every API process of one deployment must share it.
+ * The hub's Ed25519 signing key: signs the ledger's signed tree heads. OAuth access tokens are signed by keys of
+ * their own (`oauth`, api/oauth-keys.ts), which rotate. Created at first start under DATA_DIR/keys with mode 0600;
+ * every API process of one deployment must share it.
  */
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, KeyObject } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { OAuthKeyRing } from './oauth-keys';
 
 export interface HubKeys {
   privateKey: KeyObject;
@@ -14,6 +16,8 @@ export interface HubKeys {
   /** Raw 32-byte public key, base64. */
   publicKeyBase64: string;
   jwk: Record<string, string>;
+  /** The OAuth signing keys (rotating, apart from this one). */
+  oauth: OAuthKeyRing;
 }
 
 export function loadOrCreateHubKeys(dataDir: string): HubKeys {
@@ -35,5 +39,5 @@ export function loadOrCreateHubKeys(dataDir: string): HubKeys {
   const jwk = publicKey.export({ format: 'jwk' }) as Record<string, string>;
   const raw = Buffer.from(jwk.x!, 'base64url');
   const kid = createHash('sha256').update(raw).digest('hex').slice(0, 16);
-  return { privateKey, publicKey, kid, publicKeyBase64: raw.toString('base64'), jwk: { ...jwk, kid, alg: 'EdDSA', use: 'sig' } };
+  return { privateKey, publicKey, kid, publicKeyBase64: raw.toString('base64'), jwk: { ...jwk, kid, alg: 'EdDSA', use: 'sig' }, oauth: new OAuthKeyRing(dataDir) };
 }

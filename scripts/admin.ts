@@ -9,12 +9,13 @@
  *   api-key-regenerate <key_id>  new secret, same key id
  *   oauth-client [scope,...]     issue an OAuth client (client credentials)
  *   daemon-asset [label]         issue the daemon's two factors (asset id + order root)
+ *   rotate-oauth-key             new OAuth signing key; the old one verifies until its last token expires
  */
 import fs from 'node:fs';
 import { loadConfig } from '../core/config.node';
 import { adminTokenPath } from '../api/admin-token';
 
-const USAGE = fs.readFileSync(__filename, 'utf8').split('\n').slice(1, 12).map((l) => l.replace(/^ \*\s?/, '')).join('\n');
+const USAGE = fs.readFileSync(__filename, 'utf8').split('\n').slice(1, 13).map((l) => l.replace(/^ \*\s?/, '')).join('\n');
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -43,6 +44,8 @@ async function main(): Promise<void> {
       return call(`/admin/api-keys/${args[0] ?? ''}/regenerate`);
     case 'oauth-client':
       return call('/admin/oauth-clients', { scopes: args[0] ? args[0].split(',') : [] });
+    case 'rotate-oauth-key':
+      return call('/admin/oauth-keys/rotate');
     case 'daemon-asset':
       return call('/admin/daemon-assets', args[0] ? { label: args[0] } : {});
     default:

@@ -49,6 +49,18 @@ export interface OAuthRevocationDocument {
   expires_at: string;
 }
 
+/** A DPoP proof seen (RFC 9449 §11.1): _id = SHA-256 of key thumbprint + jti; kept until its iat window ends. */
+export interface DpopJtiDocument {
+  _id: string;
+  expires_at: Date;
+}
+
+/** A server-issued DPoP nonce (RFC 9449 §8), valid until expires_at. */
+export interface DpopNonceDocument {
+  _id: string;
+  expires_at: Date;
+}
+
 export interface DaemonAssetDocument {
   _id: string; // asset id
   order_root_hash: string;
@@ -67,6 +79,8 @@ export class CredentialStore {
   readonly oauthClients: Collection<OAuthClientDocument>;
   readonly oauthRevocations: Collection<OAuthRevocationDocument>;
   readonly daemonAssets: Collection<DaemonAssetDocument>;
+  readonly dpopJtis: Collection<DpopJtiDocument>;
+  readonly dpopNonces: Collection<DpopNonceDocument>;
 
   constructor(db: Db) {
     this.dids = db.collection('dids');
@@ -75,6 +89,60 @@ export class CredentialStore {
     this.oauthClients = db.collection('oauth_clients');
     this.oauthRevocations = db.collection('oauth_revocations');
     this.daemonAssets = db.collection('daemon_assets');
+    this.dpopJtis = db.collection('dpop_jtis');
+    this.dpopNonces = db.collection('dpop_nonces');
+  }
+
+  // ---- DPoP replay store and server nonces: in MongoDB, so every API process sees the same. _id is the unique
+  // key; FerretDB has no TTL indexes, so expired records are pruned here (at most once a minute per process) and
+  // every read compares expires_at, so correctness never waits for a prune ----
+
+  private prunedAt = 0;
+
+  private pruneDpop(): void {
+    const now = Date.now();
+    if (now - this.prunedAt < 60_000) return;
+    this.prunedAt = now;
+    const expired = { expires_at: { $lte: new Date(now) } };
+    // Best effort and off the request path: a failed prune is retried a minute later.
+    void Promise.all([this.dpopJtis.deleteMany(expired), this.dpopNonces.deleteMany(expired)]).catch(() => {
+      this.prunedAt = 0;
+    });
+  }
+
+  /** Records a proof's jti; false when it is already recorded and unexpired (a replay). */
+  async rememberDpopJti(id: string, expiresAt: Date): Promise<boolean> {
+    this.pruneDpop();
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        await this.dpopJtis.insertOne({ _id: id, expires_at: expiresAt });
+        return true;
+      } catch (err) {
+        if ((err as { code?: number }).code !== 11000) throw err;
+        // Taken: a replay, unless the record outlived its window and the TTL monitor has not removed it yet.
+        const removed = await this.dpopJtis.deleteOne({ _id: id, expires_at: { $lte: new Date() } });
+        if (removed.deletedCount === 0) return false;
+      }
+    }
+    return false;
+  }
+
+  async issueDpopNonce(ttlS: number): Promise<string> {
+    const nonce = newSecret('dn_');
+    await this.dpopNonces.insertOne({ _id: nonce, expires_at: new Date(Date.now() + ttlS * 1000) });
+    return nonce;
+  }
+
+  async dpopNonceValid(nonce: string): Promise<boolean> {
+    if (nonce.length > 128) return false;
+    return (await this.dpopNonces.countDocuments({ _id: nonce, expires_at: { $gt: new Date() } }, { limit: 1 })) > 0;
+  }
+
+  /** A single-use nonce (the handshake's): true once, for an unexpired nonce. */
+  async consumeDpopNonce(nonce: string): Promise<boolean> {
+    if (nonce.length > 128) return false;
+    const removed = await this.dpopNonces.deleteOne({ _id: nonce, expires_at: { $gt: new Date() } });
+    return removed.deletedCount === 1;
   }
 
   // ---- DIDs (an identity, not a secret: X-DID alone authenticates a registered, unrevoked DID) ----

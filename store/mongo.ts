@@ -69,6 +69,9 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   api_keys: [{ key: { secret_hash: 1 }, name: 'secret_hash' }],
   oauth_clients: [],
   oauth_revocations: [],
+  // DPoP replay store and nonces (_id is the unique key); expired records are pruned by the store (no TTL indexes).
+  dpop_jtis: [{ key: { expires_at: 1 }, name: 'expires_at' }],
+  dpop_nonces: [{ key: { expires_at: 1 }, name: 'expires_at' }],
   dids: [],
   ledger_head: [],
   ledger_idempotency: [],
@@ -83,6 +86,8 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   node_presence: [],
   node_heartbeat_history: [],
   tasks: [{ key: { state: 1, priority: -1, created_at: 1 }, name: 'claim_order' }],
+  // One record per claim attempt (_id <task id>#<attempt>): the unique _id makes a claim exclusive.
+  task_claims: [],
   peers: [],
   directory_tree_versions: [{ key: { proposal_id: 1 }, name: 'proposal_id' }],
   tree_proposals: [{ key: { state: 1, created_at: 1 }, name: 'state_created' }],

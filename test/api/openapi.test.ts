@@ -76,6 +76,11 @@ test('every operation documents the error responses it can answer, in the one er
       for (const s of statuses.filter((x) => /^[45]/.test(x))) expect({ where, s, required: errorShape(op, s)?.required }).toEqual({ where, s, required: ['error'] });
       continue;
     }
+    if (/^\/v1\/oauth\/(token|introspect|revoke)$/.test(path)) {
+      // The OAuth endpoints answer 400 and 401 in RFC 6749 §5.2's shape, as OAuth clients parse them.
+      for (const s of ['400', '401']) expect({ where, s, required: errorShape(op, s)?.required }).toEqual({ where, s, required: ['error', 'error_description'] });
+      continue;
+    }
     for (const s of statuses.filter((x) => /^[45]/.test(x))) {
       const schema = errorShape(op, s);
       expect({ where, s, required: schema?.required }).toEqual({ where, s, required: expect.arrayContaining(['ok', 'error', 'message', 'trace_id']) });

@@ -16,7 +16,7 @@ import { externalNode } from './external-node';
 import { homologous } from './homologous';
 import { nodeOrHomologous } from './node-or-homologous';
 import { none } from './none';
-import { oauth } from './oauth';
+import { dpop, oauth } from './oauth';
 import { oauthClient } from './oauth-client';
 import type { AuthDeps, Authenticator, Principal } from './principal';
 import { unserved } from './unserved';
@@ -46,7 +46,7 @@ export const AUTHENTICATORS: Record<AuthModel, Authenticator> = {
   daemon,
   node_or_homologous: nodeOrHomologous,
   oauth_client: oauthClient,
-  dpop: unserved('dpop'),
+  dpop,
   group_key: unserved('group_key'),
   partner_federation: unserved('partner_federation')
 };

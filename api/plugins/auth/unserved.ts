@@ -1,6 +1,6 @@
 /**
- * Models `dpop`, `group_key` and `partner_federation`: declared by the endpoint directory (SPEC §5) for the federated
- * compute and partner groups, whose routes and verifiers arrive with the compute issue. Until then no route declares
+ * Models `group_key` and `partner_federation`: declared by the endpoint directory (SPEC §5) for the federated
+ * compute and partner groups, whose routes and verifiers are not built yet (`dpop` is served: oauth.ts). Until then no route declares
  * them, and a request under one of them is refused.
  */
 import { AppError } from '../../../core/errors';
