@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the embedded stack's two servers (Temporal CLI dev server, FerretDB) once and caches them
 # outside the clone, keyed by version. Prints the path of each binary on its last lines.
-# Usage: scripts/install-tools.sh [temporal|ferretdb|all]
+# Usage: scripts/install-tools.sh [temporal|ferretdb|nginx|all] (nginx: the Debian package, when we may install it)
 set -euo pipefail
 
 TEMPORAL_VERSION="v1.5.1"
@@ -68,6 +68,19 @@ build_from_module() {
   rm -rf "$src"
 }
 
+# nginx serves deploy targets (README "Deployment arbitration"); optional, so a machine where we may not install
+# packages only gets the command to run. The Debian package may also start a system nginx: the hub never uses it.
+install_nginx() {
+  if [ -x "${NGINX_BIN:-/usr/sbin/nginx}" ]; then log "nginx: $("${NGINX_BIN:-/usr/sbin/nginx}" -v 2>&1)"; return 0; fi
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    if sudo -n true 2>/dev/null; then sudo="sudo"; else log "nginx is not installed (deploys answer 503 without it); install it with: sudo apt-get install -y nginx"; return 0; fi
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then log "nginx is not installed; install your system's nginx package (deploys answer 503 without it)"; return 0; fi
+  log "nginx: installing the Debian package (apt-get install -y nginx)..."
+  $sudo apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q nginx >/dev/null || { log "nginx: install failed; run: sudo apt-get install -y nginx"; return 0; }
+}
+
 what="${1:-all}"
 case "$what" in
   temporal) build temporal github.com/temporalio/cli/cmd/temporal "$TEMPORAL_VERSION" ;;
@@ -75,6 +88,8 @@ case "$what" in
   all)
     build temporal github.com/temporalio/cli/cmd/temporal "$TEMPORAL_VERSION"
     build ferretdb github.com/FerretDB/FerretDB/cmd/ferretdb "$FERRETDB_VERSION"
+    install_nginx
     ;;
-  *) log "unknown tool '$what' (temporal, ferretdb or all)"; exit 2 ;;
+  nginx) install_nginx ;;
+  *) log "unknown tool '$what' (temporal, ferretdb, nginx or all)"; exit 2 ;;
 esac
