@@ -28,6 +28,7 @@ import { heartbeatRoutes } from './routes/federation/heartbeat';
 import { nodeDirectoryRoutes } from './routes/federation/nodes';
 import { peerRoutes } from './routes/federation/peers';
 import { queueStatsRoutes, taskSubmissionRoutes } from './routes/federation/tasks';
+import { workDistributionRoutes } from './routes/federation/work';
 import { joinPageRoutes } from './routes/federation/join';
 import { reviewRoutes } from './routes/federation/review';
 import { directoryTreeRoutes } from './routes/federation/directory-tree';
@@ -58,7 +59,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   const main = make('main');
   await registerOpenApi(main, config.publicUrl);
   await main.register(healthRoutes, { db: ctx.mongo.db, listener: 'main', upstreams: () => ctx.chat.upstreamHealth() });
-  await main.register(agentCardRoutes, { config, directory: ctx.directory, keys: ctx.keys });
+  await main.register(agentCardRoutes, { config, directory: ctx.directory, keys: ctx.keys, tasks: ctx.tasks });
   await main.register(endpointDirectoryRoutes, { directory: ctx.directory, config });
   await main.register(oauthRoutes, { config, keys: ctx.keys, credentials: ctx.credentials });
   await main.register(adminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, config });
@@ -72,6 +73,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(nodeDirectoryRoutes, { nodes: ctx.nodes, presence: ctx.presence, heartbeatHistory: ctx.heartbeatHistory, config });
   await main.register(peerRoutes, { peers: ctx.peers });
   await main.register(queueStatsRoutes, { tasks: ctx.tasks });
+  await main.register(workDistributionRoutes, { tasks: ctx.tasks, nodes: ctx.nodes, presence: ctx.presence, config });
   await main.register(joinPageRoutes, { config });
   await main.register(reviewRoutes, { nodes: ctx.nodes, temporal: ctx.temporal });
   await main.register(directoryTreeRoutes, { tree: ctx.tree, nodes: ctx.nodes, temporal: ctx.temporal, config });
