@@ -90,7 +90,7 @@ export async function createServiceContext(config: Config, logger = createLogger
         logger
       ),
       nodeCache: new NodeCache(nodes, config.NODE_CACHE_TTL_MS),
-      tasks: new TaskStore(mongo.db),
+      tasks: new TaskStore(mongo.db, { maxAttempts: config.TASK_MAX_ATTEMPTS }),
       peers: new PeerStore(mongo.db),
       tree,
       temporal,

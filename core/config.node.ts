@@ -71,6 +71,9 @@ export const configSchema = z.object({
   NODE_WORKFLOW_HISTORY_LIMIT: z.coerce.number().int().min(20).default(2000),
   HEARTBEAT_HISTORY_INTERVAL_S: positiveSeconds.default(60),
   HEARTBEAT_HISTORY_SIZE: z.coerce.number().int().min(1).max(240).default(60),
+  /** Work distribution (README "Work distribution"): a claim's lease, extended by each progress call, and claims per task. */
+  TASK_LEASE_S: z.coerce.number().int().min(1).max(86_400).default(300),
+  TASK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(3),
   TREE_PROPOSAL_HISTORY_LIMIT: z.coerce.number().int().min(20).default(2000),
 
   /** Chat gateway (README "Chat gateway"): providers from a file and/or inline JSON or YAML; keys only by env name. */

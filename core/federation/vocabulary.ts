@@ -26,7 +26,7 @@ export type NodeState = (typeof NODE_STATES)[number];
 export const NODE_PERMISSIONS: Record<NodeState, { heartbeat: boolean; propose: boolean; claimTasks: boolean }> = {
   pending_review: { heartbeat: true, propose: false, claimTasks: false },
   online: { heartbeat: true, propose: true, claimTasks: true },
-  offline: { heartbeat: true, propose: true, claimTasks: true },
+  offline: { heartbeat: true, propose: true, claimTasks: false },
   rejected: { heartbeat: false, propose: false, claimTasks: false }
 };
 
@@ -160,7 +160,8 @@ export interface HeartbeatSample {
  * Task states: queued → claimed (a worker node holds a lease) → done | failed; a claim whose lease lapses goes back
  * to queued. POST /a2a/task creates queued tasks; worker nodes claim them through /api/task/assign.
  */
-export const TASK_STATES = ['queued', 'claimed', 'done', 'failed'] as const;
+/** canceled: by its submitter (A2A CancelTask); a claimed task's node hears it at its next progress call. */
+export const TASK_STATES = ['queued', 'claimed', 'done', 'failed', 'canceled'] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 
 export const taskBody = z

@@ -1,28 +1,33 @@
-"""Checks a running hub's agent card with the Python A2A SDK (a2a-sdk), as a Python client would use it.
+"""Checks a running hub's agent card and A2A binding with the Python A2A SDK (a2a-sdk), as a Python client would.
 
-    check_agent_card.py <base url>
+    A2A_HEADERS='{"X-External-Node": "...", "X-External-Key": "..."}' check_agent_card.py <base url>
 
 Resolves the card (A2ACardResolver), requires every field the A2A v1.0 schema marks REQUIRED (the SDK's own
-validator: a required list must not be empty), creates a client for the advertised interface (ClientFactory) and
-calls its operations: SendMessage must answer, GetTask and CancelTask must give the protocol's TaskNotFoundError
-(the route answers in the binding's error shape, not a bare 404), ListTasks must answer. Prints one line per check;
-exits non-zero on the first failure. Run by test/api/agent-card-a2a.test.ts when the CI venv exists.
+validator: a required list must not be empty), creates a client for the advertised interface (ClientFactory, with
+the caller's credentials on its httpx client) and runs a task's life: SendMessage queues a task (SUBMITTED; it names
+a capability no node declared, so it stays queued), GetTask and ListTasks find it, CancelTask cancels it, and an
+unknown task gives the protocol's TaskNotFoundError. Prints one line per check; exits non-zero on the first failure.
+Run by test/api/agent-card-a2a.test.ts when the CI venv exists.
 """
 
 import asyncio
+import json
+import os
 import sys
 import uuid
 
 import httpx
 from a2a.client import ClientConfig, ClientFactory
 from a2a.client.card_resolver import A2ACardResolver
-from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, ListTasksRequest, Message, Part, Role, SendMessageRequest
+from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, ListTasksRequest, Message, Part, Role, SendMessageRequest, TaskState
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from a2a.utils.proto_utils import validate_proto_required_fields
+from google.protobuf import struct_pb2
 
 
 async def main(base_url: str) -> None:
-    async with httpx.AsyncClient(timeout=10) as http:
+    headers = json.loads(os.environ.get('A2A_HEADERS', '{}'))
+    async with httpx.AsyncClient(timeout=10, headers=headers) as http:
         for path in ('/.well-known/agent-card.json', '/a2a/.well-known/agent.json'):
             card = await A2ACardResolver(http, base_url, path).get_agent_card()
             try:
@@ -30,27 +35,42 @@ async def main(base_url: str) -> None:
             except InvalidParamsError as e:
                 raise SystemExit(f'fail: card at {path} misses REQUIRED fields: {e.data}') from e
             print(f'ok: card at {path} resolves and has every REQUIRED field ({card.name} {card.version})')
-        if card.capabilities.streaming:
-            raise SystemExit('fail: the card says streaming, which the hub does not serve')
+        if not card.capabilities.streaming:
+            raise SystemExit('fail: the card does not say streaming, which the hub serves')
 
         bindings = [i.protocol_binding for i in card.supported_interfaces]
-        client = ClientFactory(ClientConfig(httpx_client=http, supported_protocol_bindings=bindings)).create(card)
-        request = SendMessageRequest(message=Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text='hello')]))
+        # Not streaming, and polling (returnImmediately): the task waits for a node that never comes (the JavaScript check streams).
+        client = ClientFactory(ClientConfig(httpx_client=http, supported_protocol_bindings=bindings, streaming=False, polling=True)).create(card)
+        metadata = struct_pb2.Struct()
+        metadata.update({'required_capabilities': ['python-check-only']})
+        request = SendMessageRequest(message=Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text='hello')], metadata=metadata))
         replies = [reply async for reply in client.send_message(request)]
-        if len(replies) != 1 or not replies[0].HasField('message') or replies[0].message.role != Role.ROLE_AGENT:
+        if len(replies) != 1 or not replies[0].HasField('task') or replies[0].task.status.state != TaskState.TASK_STATE_SUBMITTED:
             raise SystemExit(f'fail: SendMessage answered {replies}')
-        print('ok: SendMessage answers with an agent message')
+        task_id = replies[0].task.id
+        print('ok: SendMessage queues a task (SUBMITTED)')
 
-        for name, call in (('GetTask', lambda: client.get_task(GetTaskRequest(id='no-such-task'))), ('CancelTask', lambda: client.cancel_task(CancelTaskRequest(id='no-such-task')))):
-            try:
-                await call()
-            except TaskNotFoundError:
-                print(f'ok: {name} answers TaskNotFoundError')
-                continue
-            raise SystemExit(f'fail: {name} of an unknown task did not raise TaskNotFoundError')
+        got = await client.get_task(GetTaskRequest(id=task_id))
+        if got.id != task_id or got.status.state != TaskState.TASK_STATE_SUBMITTED:
+            raise SystemExit(f'fail: GetTask answered {got}')
+        print('ok: GetTask answers the task')
 
         listed = await client.list_tasks(ListTasksRequest())
+        if task_id not in [t.id for t in listed.tasks]:
+            raise SystemExit(f'fail: ListTasks misses {task_id}: {listed}')
         print(f'ok: ListTasks answers ({len(listed.tasks)} tasks)')
+
+        canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
+        if canceled.status.state != TaskState.TASK_STATE_CANCELED:
+            raise SystemExit(f'fail: CancelTask answered {canceled}')
+        print('ok: CancelTask cancels it')
+
+        try:
+            await client.get_task(GetTaskRequest(id='no-such-task'))
+        except TaskNotFoundError:
+            print('ok: GetTask of an unknown task answers TaskNotFoundError')
+        else:
+            raise SystemExit('fail: GetTask of an unknown task did not raise TaskNotFoundError')
 
 
 if __name__ == '__main__':

@@ -1,80 +1,162 @@
 /**
- * The agent card promises only what answers. An A2A client (@a2a-js/sdk) resolves the card from both paths, picks
- * the advertised interface and calls every operation of it: each answers (SendMessage with a message, the task
- * operations with the protocol's typed errors), none is a bare 404. Capabilities the hub does not serve are off, and
- * every URL the card names is served. When the CI venv exists (scripts/ci/python-venv.sh), the Python SDK (a2a-sdk)
- * checks the same card: every REQUIRED field present and its client working against the binding.
+ * The A2A binding end to end. An A2A client (@a2a-js/sdk, unmodified, in a process of its own) resolves the card
+ * from both paths, sends a message (a task no node can take: SUBMITTED, then canceled), streams a second message's
+ * task to its end while a simulated worker node (over HTTP, as a node would) claims it, reports progress and
+ * completes it, then gets, lists and cancels tasks and meets the protocol's typed errors. The card promises only what
+ * answers. When the CI venv exists (scripts/ci/python-venv.sh), the Python SDK (a2a-sdk) runs a task's life too.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { http, startTestService, TestService } from '../support/service';
+import { issueHomologousToken } from '../support/credentials';
+import { heartbeat, nodeHeaders, registerNode, RegisteredNode } from '../support/federation';
+import { eventually, http, startTestService, TestService } from '../support/service';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
 let svc: TestService;
-/** What the JavaScript SDK saw (scripts/ci/check-agent-card.ts, a process of its own: see its header). */
+let token: string;
+let worker: RegisteredNode;
+/** What the JavaScript SDK saw (scripts/ci/check-agent-card.ts). */
 let seen: Record<string, any>;
+/** What the simulated worker did. */
+const done: string[] = [];
+
+function runScript(headers: Record<string, string>): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', pathToFileURL(require.resolve('tsx')).href, path.join(ROOT, 'scripts/ci/check-agent-card.ts'), svc.urls.main], {
+      env: { ...process.env, A2A_HEADERS: JSON.stringify(headers) }
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    const timer = setTimeout(() => child.kill(), 120_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      if (code === 0) resolve(out);
+      else reject(new Error(`check-agent-card.ts failed (${code}): ${err}`));
+    });
+  });
+}
+
+/** A worker node as it would run: heartbeat, claim what matches, report progress, complete with a result. */
+async function workUntil(stop: () => boolean): Promise<void> {
+  while (!stop()) {
+    await heartbeat(svc.urls.main, worker);
+    const claimed = await http('POST', `${svc.urls.main}/api/task/assign`, { headers: nodeHeaders(worker), body: { max_tasks: 5 } });
+    if (claimed.status !== 200) throw new Error(`assign: ${claimed.status} ${claimed.text}`);
+    for (const task of claimed.body.tasks) {
+      const progress = await http('POST', `${svc.urls.main}/api/task/${task.task_id}/progress`, { headers: nodeHeaders(worker), body: { note: 'summarising' } });
+      if (progress.status !== 200 || progress.body.canceled) continue;
+      await new Promise((r) => setTimeout(r, 400));
+      const text = `summary of ${JSON.stringify(task.payload.message.parts[0].text)}`;
+      const complete = await http('POST', `${svc.urls.main}/api/task/${task.task_id}/complete`, { headers: nodeHeaders(worker), body: { result: { text, words: 3 } } });
+      if (complete.status === 200) done.push(task.task_id);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
 
 beforeAll(async () => {
-  svc = await startTestService({}, { worker: false });
-  const run = spawnSync(process.execPath, ['--import', pathToFileURL(require.resolve('tsx')).href, path.join(ROOT, 'scripts/ci/check-agent-card.ts'), svc.urls.main], {
-    encoding: 'utf8',
-    timeout: 60_000
-  });
-  if (run.status !== 0) throw new Error(`check-agent-card.ts failed: ${run.stderr}`);
-  seen = JSON.parse(run.stdout);
-}, 180_000);
+  svc = await startTestService({});
+  token = await issueHomologousToken(svc.urls.main, svc.adminToken, 'a2a-client');
+  worker = await registerNode(svc.urls.main, 'summariser', 'custom', { capabilities: { declared: ['summarize'] } });
+  const approved = await http('POST', `${svc.urls.main}/a2a/review/approve`, { headers: { 'x-zr-token': token }, body: { node_id: worker.node_id, reason: 'test worker' } });
+  if (approved.status !== 200) throw new Error(`approve: ${approved.status} ${approved.text}`);
+  // Approved nodes are online while they heartbeat.
+  await eventually(async () => {
+    await heartbeat(svc.urls.main, worker);
+    const state = (await svc.db.collection('nodes').findOne({ _id: worker.node_id as never }))?.state;
+    return state === 'online' ? true : undefined;
+  }, 30_000, 'the worker node online');
+  let finished = false;
+  const working = workUntil(() => finished);
+  try {
+    seen = JSON.parse(await runScript({ 'x-zr-token': token }));
+  } finally {
+    finished = true;
+    await working;
+  }
+}, 240_000);
 
 afterAll(async () => {
   await svc?.close();
 });
 
-test('both card paths resolve, with the v1.0 card the SDK expects and nothing unserved switched on', () => {
+// The SDK's enums: TaskState SUBMITTED 1, WORKING 2, COMPLETED 3, CANCELED 5.
+test('both card paths resolve, with streaming on, the federation skill and the credentials the binding needs', () => {
   const card = seen.card;
   expect(seen.same_card_at_both_paths).toBe(true);
   expect(card.supportedInterfaces).toEqual([expect.objectContaining({ url: `${svc.urls.main}/a2a`, protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' })]);
-  expect(card.capabilities).toMatchObject({ streaming: false, pushNotifications: false, extendedAgentCard: false });
-  // Contacting the agent needs no credential, so the card requires none.
-  expect(card.securityRequirements).toEqual([]);
-  expect(card.skills.length).toBeGreaterThan(0);
+  expect(card.capabilities).toMatchObject({ streaming: true, pushNotifications: false, extendedAgentCard: false });
+  expect(card.securityRequirements.map((r: { schemes: Record<string, unknown> }) => Object.keys(r.schemes))).toEqual([['external_node'], ['homologous']]);
+  expect(card.skills[0]).toMatchObject({ id: 'federation', tags: expect.arrayContaining(['federation', 'tasks']) });
 });
 
-test('every operation of the advertised interface answers through the SDK client', async () => {
-  // ROLE_AGENT is 2 in the SDK's enum.
-  expect(seen.send_message).toMatchObject({ ok: true, value: { role: 2 } });
-  expect(JSON.stringify(seen.send_message.value)).toContain(`${svc.urls.main}/a2a/endpoints/summary`);
-  // streaming is off, so the SDK falls back to SendMessage: one answer.
-  expect(seen.send_message_stream).toMatchObject({ ok: true });
-  expect(seen.send_message_stream.value).toHaveLength(1);
-  // Typed protocol errors: the route answered in the binding's shape, not a bare 404.
-  expect(seen.get_task).toMatchObject({ ok: false, error: 'TaskNotFoundError' });
-  expect(seen.cancel_task).toMatchObject({ ok: false, error: 'TaskNotFoundError' });
-  expect(seen.list_tasks).toMatchObject({ ok: true, value: { tasks: [], totalSize: 0 } });
-  // The client refuses push configs itself (capabilities.pushNotifications is false) ...
+test('a message becomes a task; a worker node claims, runs and completes it while the client streams', () => {
+  expect(seen.anonymous_send).toMatchObject({ ok: false });
+  expect(seen.send_message).toMatchObject({ ok: true, value: { status: { state: 1 } } });
+  expect(seen.send_message_stream.ok).toBe(true);
+  const events: Array<{ payload: { $case: string; value: any } }> = seen.send_message_stream.value;
+  expect(events[0]!.payload).toMatchObject({ $case: 'task', value: { status: { state: 1 } } });
+  const cases = events.map((e) => `${e.payload.$case}:${e.payload.value.status?.state ?? ''}`);
+  expect(cases).toContain('statusUpdate:2');
+  expect(cases.slice(-2)).toEqual(['artifactUpdate:', 'statusUpdate:3']);
+  const artifact = events[events.length - 2]!.payload.value.artifact;
+  expect(artifact.parts[0].content).toEqual({ $case: 'text', value: expect.stringContaining('summary of') });
+  const streamedId = events[0]!.payload.value.id;
+  expect(done).toContain(streamedId);
+  expect(seen.get_streamed).toMatchObject({ ok: true, value: { id: streamedId, status: { state: 3 }, artifacts: [{ name: 'result' }] } });
+  expect(seen.get_streamed.value.history[0].parts[0].content.value).toContain('please summarise');
+});
+
+test('get, list and cancel through the SDK client, with typed protocol errors', async () => {
+  const heldId = seen.send_message.value.id;
+  expect(seen.get_held).toMatchObject({ ok: true, value: { id: heldId, status: { state: 1 } } });
+  expect(seen.list_tasks).toMatchObject({ ok: true, value: { totalSize: 2 } });
+  expect(seen.list_tasks.value.tasks.map((t: { id: string }) => t.id)).toContain(heldId);
+  expect(seen.cancel_held).toMatchObject({ ok: true, value: { id: heldId, status: { state: 5 } } });
+  expect(seen.cancel_again).toMatchObject({ ok: false, error: 'TaskNotCancelableError' });
+  expect(seen.get_unknown).toMatchObject({ ok: false, error: 'TaskNotFoundError' });
   expect(seen.get_push_config).toMatchObject({ ok: false, error: 'PushNotificationNotSupportedError' });
-  // ... and a client that ignores the card still gets the binding's typed errors, not a 404.
-  const direct = async (method: string, p: string, body?: unknown) => http(method, `${svc.urls.main}/a2a${p}`, body === undefined ? {} : { body });
+  // The queue saw the same: one done, one canceled.
+  const stats = (await http('GET', `${svc.urls.main}/a2a/queue/stats`)).body;
+  expect(stats).toMatchObject({ done: 1, canceled: 1, in_flight: 0 });
+  expect(stats.mean_run_s).toEqual(expect.any(Number));
+});
+
+test('a client that ignores the card still gets the binding typed errors, not a 404', async () => {
+  const auth = { 'x-zr-token': token };
+  const direct = async (method: string, p: string, body?: unknown) => http(method, `${svc.urls.main}/a2a${p}`, { headers: auth, ...(body === undefined ? {} : { body }) });
+  const msg = (extra: Record<string, unknown>) => ({ message: { messageId: `m-${Math.random()}`, role: 'ROLE_USER', parts: [{ text: 'hi' }], ...extra } });
   const reasons = await Promise.all([
-    direct('POST', '/message:stream', { message: { messageId: 'm-3', role: 'ROLE_USER', parts: [{ text: 'hi' }] } }),
-    direct('GET', '/tasks/t-1:subscribe'),
+    direct('POST', '/message:send', msg({ taskId: 'task_000000000000000000000000' })),
+    direct('POST', '/message:send', { message: { messageId: 'm-file', role: 'ROLE_USER', parts: [{ url: 'https://example.org/a.png', mediaType: 'image/png' }] } }),
+    direct('GET', '/tasks/no-such:subscribe'),
     direct('GET', '/tasks/t-1/pushNotificationConfigs'),
     direct('GET', '/extendedAgentCard')
   ]);
   expect(reasons.map((r) => [r.status, r.body.error.details[0].reason])).toEqual([
     [400, 'UNSUPPORTED_OPERATION'],
-    [400, 'UNSUPPORTED_OPERATION'],
+    [415, 'CONTENT_TYPE_NOT_SUPPORTED'],
+    [404, 'TASK_NOT_FOUND'],
     [400, 'PUSH_NOTIFICATION_NOT_SUPPORTED'],
     [400, 'EXTENDED_AGENT_CARD_NOT_CONFIGURED']
   ]);
   const malformed = await direct('POST', '/message:send', { message: { role: 'ROLE_USER' } });
   expect([malformed.status, malformed.body.error.details[0].reason]).toEqual([400, 'INVALID_PARAMS']);
+  const anonymous = await http('GET', `${svc.urls.main}/a2a/tasks`);
+  expect([anonymous.status, anonymous.body.error.status]).toEqual([401, 'UNAUTHENTICATED']);
+  // Another caller sees none of these tasks.
+  const other = await issueHomologousToken(svc.urls.main, svc.adminToken, 'other-client');
+  expect((await http('GET', `${svc.urls.main}/a2a/tasks`, { headers: { 'x-zr-token': other } })).body).toMatchObject({ tasks: [], totalSize: 0 });
 });
 
 test('every URL the card names is served', async () => {
   const card = (await http('GET', `${svc.urls.main}/.well-known/agent-card.json`)).body;
-  const urls = new Set<string>([card.documentationUrl, card.provider.url, ...card.supportedInterfaces.map((i: { url: string }) => `${i.url}/tasks`)]);
+  const urls = new Set<string>([card.documentationUrl, card.provider.url]);
   for (const ext of card.capabilities.extensions) {
     urls.add(ext.uri);
     for (const [name, value] of Object.entries(ext.params ?? {})) if (name.endsWith('_url') || name.endsWith('_uri')) urls.add(value as string);
@@ -84,7 +166,8 @@ test('every URL the card names is served', async () => {
     const res = await fetch(url, { redirect: 'manual' });
     expect({ url, status: res.status < 400 }).toEqual({ url, status: true });
   }
-  // Only schemes some served endpoint accepts (none takes OAuth access tokens yet).
+  // The interface answers (with credentials) rather than 404.
+  expect((await http('GET', `${card.supportedInterfaces[0].url}/tasks`, { headers: { 'x-zr-token': token } })).status).toBe(200);
   expect(Object.keys(card.securitySchemes).sort()).toEqual(['did', 'external_node', 'homologous']);
 });
 
@@ -94,16 +177,19 @@ function pythonVenv(): string | null {
   return fs.existsSync(path.join(dir, '.complete')) ? dir : null;
 }
 
-test('the Python A2A SDK validates the card and its client works against the binding', () => {
+test('the Python A2A SDK validates the card and runs a task through the binding', () => {
   const venv = pythonVenv();
   if (!venv) {
     if (process.env.CI) throw new Error('the CI venv is missing: .ci/run creates it with scripts/ci/python-venv.sh');
     console.warn('skipped: no Python venv (bash scripts/ci/python-venv.sh creates it)');
     return;
   }
-  const run = spawnSync(path.join(venv, 'bin/python'), [path.join(ROOT, 'scripts/ci/check_agent_card.py'), svc.urls.main], { encoding: 'utf8', timeout: 60_000 });
+  const run = spawnSync(path.join(venv, 'bin/python'), [path.join(ROOT, 'scripts/ci/check_agent_card.py'), svc.urls.main], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, A2A_HEADERS: JSON.stringify({ 'X-ZR-Token': token }) }
+  });
   if (run.status !== 0) throw new Error(`check_agent_card.py failed (${run.status}):\n${run.stdout}\n${run.stderr.slice(-3000)}`);
-  expect(run.stdout).toContain('ok: card at /.well-known/agent-card.json resolves and has every REQUIRED field');
-  expect(run.stdout).toContain('ok: GetTask answers TaskNotFoundError');
-  expect(run.stdout).toContain('ok: ListTasks answers');
+  for (const line of ['ok: card at /.well-known/agent-card.json resolves and has every REQUIRED field', 'ok: SendMessage queues a task (SUBMITTED)', 'ok: GetTask answers the task', 'ok: CancelTask cancels it', 'ok: GetTask of an unknown task answers TaskNotFoundError'])
+    expect(run.stdout).toContain(line);
 });

@@ -1,32 +1,50 @@
 /**
- * The A2A v1.0 HTTP+JSON binding at /a2a, as far as the hub serves it today. The agent card must list at least
- * one interface (AgentCard.supported_interfaces is REQUIRED, and an empty list fails the SDKs' validation), and it
- * must not list one that answers 404. So every operation of the binding answers here, honestly:
- *   POST /a2a/message:send        a Message (no task) saying what the hub serves and where: the endpoint directory,
- *                                 the OpenAPI document, registration. A message naming a task gets TaskNotFound.
- *   GET  /a2a/tasks               an empty list: the hub runs no A2A tasks yet
- *   GET  /a2a/tasks/{id}          TaskNotFound; POST /a2a/tasks/{id}:cancel likewise
- *   POST /a2a/message:stream, GET /a2a/tasks/{id}:subscribe    UnsupportedOperation (the card says streaming: false)
+ * The A2A v1.0 HTTP+JSON binding at /a2a, on the federation's task queue (store/federation/tasks.ts). A message an
+ * A2A client sends becomes a task in the queue (the same record POST /a2a/task creates, its payload { message }),
+ * which a worker node claims (POST /api/task/assign), runs and completes; its result becomes the task's artifact.
+ *   POST /a2a/message:send        SendMessage: queues the message as a task and answers { task }: at once with
+ *                                 configuration.returnImmediately, else when the task is final or after
+ *                                 A2A_BLOCKING_WAIT_MS (30 s), whichever is first (a task may wait long for a node;
+ *                                 the client follows it with GetTask or SubscribeToTask).
+ *                                 Routing: message.metadata.required_capabilities (the capabilities a node must have
+ *                                 declared), metadata.task_type (default a2a.message), metadata.priority (0-9).
+ *                                 The task id is derived from the caller and messageId, so a retried send returns
+ *                                 the first task. A message naming a taskId is UnsupportedOperation (tasks take one
+ *                                 message: no input-required turns); file parts are ContentTypeNotSupported.
+ *   POST /a2a/message:stream      SendStreamingMessage: the same, then SSE: { task }, a { statusUpdate } at each state
+ *                                 change, an { artifactUpdate } with the result, until a final state
+ *   GET  /a2a/tasks/{id}          GetTask; GET /a2a/tasks/{id}:subscribe SubscribeToTask (SSE as above, for a task
+ *                                 not yet final)
+ *   GET  /a2a/tasks               ListTasks: the caller's tasks, newest first (contextId, status, pageSize, pageToken)
+ *   POST /a2a/tasks/{id}:cancel   CancelTask: a queued or working task is canceled (its node hears it at its next
+ *                                 progress call); a final one is TaskNotCancelable
  *   /a2a/tasks/{id}/pushNotificationConfigs[/{config}]         PushNotificationNotSupported (pushNotifications: false)
  *   GET  /a2a/extendedAgentCard   ExtendedAgentCardNotConfigured (extendedAgentCard: false)
+ * Queue states map to A2A task states: queued SUBMITTED, claimed WORKING, done COMPLETED, failed FAILED, canceled
+ * CANCELED (input-required never applies). Every task operation needs a node key (X-External-Node + X-External-Key)
+ * or homologous credentials, as the card's securityRequirements say; a caller sees only the tasks it sent.
  * Errors take the binding's shape (google.rpc.Status with an ErrorInfo whose reason the SDKs map to their error
- * classes), not the hub's, so A2A clients see typed errors. Task execution over A2A arrives with its own issue (on
- * the task queue); it replaces these handlers.
+ * classes), not the hub's, so A2A clients see typed errors.
  */
-import { randomUUID } from 'node:crypto';
-import type { FastifyError, FastifyReply } from 'fastify';
+import { createHash } from 'node:crypto';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { FastifyPluginAsyncZod, hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { queryInt } from '../../../core/identifiers';
 import { AppError } from '../../../core/errors';
+import { canonicalJson, JsonValue } from '../../../core/ledger/canonical-json';
 import type { Config } from '../../../core/config.node';
+import type { TaskState } from '../../../core/federation/vocabulary';
+import type { TaskDocument, TaskStore } from '../../../store/federation/tasks';
 
 export const A2A_BASE_PATH = '/a2a';
 
 /** The A2A error reasons this binding answers with, their HTTP status and google.rpc status name. */
 const REASONS = {
-  TASK_NOT_FOUND: { http: 404, status: 'NOT_FOUND', message: 'Task not found: this hub runs no A2A tasks yet' },
-  UNSUPPORTED_OPERATION: { http: 400, status: 'FAILED_PRECONDITION', message: 'Streaming is not supported (the agent card says capabilities.streaming: false)' },
+  TASK_NOT_FOUND: { http: 404, status: 'NOT_FOUND', message: 'Task not found' },
+  TASK_NOT_CANCELABLE: { http: 409, status: 'FAILED_PRECONDITION', message: 'The task is in a final state and cannot be canceled' },
+  UNSUPPORTED_OPERATION: { http: 400, status: 'FAILED_PRECONDITION', message: 'Unsupported operation' },
+  CONTENT_TYPE_NOT_SUPPORTED: { http: 415, status: 'INVALID_ARGUMENT', message: 'Only text and JSON data parts (text/plain, application/json) are accepted' },
   PUSH_NOTIFICATION_NOT_SUPPORTED: { http: 400, status: 'FAILED_PRECONDITION', message: 'Push notifications are not supported (capabilities.pushNotifications: false)' },
   EXTENDED_AGENT_CARD_NOT_CONFIGURED: { http: 400, status: 'FAILED_PRECONDITION', message: 'There is no extended agent card (capabilities.extendedAgentCard: false)' },
   INVALID_PARAMS: { http: 400, status: 'INVALID_ARGUMENT', message: 'Request malformed' }
@@ -52,36 +70,110 @@ function a2aError(reply: FastifyReply, httpStatus: number, message: string, reas
   return reply.code(httpStatus).send({ error: { code: httpStatus, status: statusName ?? STATUS_NAME[httpStatus] ?? (httpStatus >= 500 ? 'INTERNAL' : 'UNKNOWN'), message, details } });
 }
 
-const refuse = (reply: FastifyReply, reason: Reason) => a2aError(reply, REASONS[reason].http, REASONS[reason].message, reason, REASONS[reason].status);
+const refuse = (reply: FastifyReply, reason: Reason, message?: string) => a2aError(reply, REASONS[reason].http, message ?? REASONS[reason].message, reason, REASONS[reason].status);
 
-/** A2A Message (v1.0 JSON form): the fields the hub reads; everything else is allowed and ignored. */
+const ACCEPTED_MEDIA = ['', 'text/plain', 'application/json'];
+
+/** Routing a message to nodes: what they must be able to do, the task type, the priority. */
+const routingMetadata = z.looseObject({
+  required_capabilities: z.array(z.string().min(1).max(80)).max(32).optional(),
+  task_type: z.string().regex(/^[a-z][a-z0-9_.-]{0,63}$/, 'a task type such as inference.chat').optional(),
+  priority: z.number().int().min(0).max(9).optional()
+});
+
+/** A2A Message (v1.0 JSON form): the fields the hub reads; everything else is allowed and kept in the task payload. */
 const messageBody = z.looseObject({
   messageId: z.string().min(1).max(200),
   contextId: z.string().max(200).optional(),
   taskId: z.string().max(200).optional(),
   role: z.enum(['ROLE_USER', 'ROLE_AGENT', 'ROLE_UNSPECIFIED']),
-  parts: z.array(z.looseObject({})).min(1).max(100)
+  parts: z.array(z.looseObject({ mediaType: z.string().max(200).optional() })).min(1).max(100),
+  metadata: routingMetadata.optional()
 });
-const sendMessageRequest = z.looseObject({ tenant: z.string().max(200).optional(), message: messageBody });
+const sendMessageRequest = z.looseObject({
+  tenant: z.string().max(200).optional(),
+  message: messageBody,
+  configuration: z.looseObject({ returnImmediately: z.boolean().optional() }).optional()
+});
 
-const agentMessage = z.object({
-  message: z.object({
-    messageId: z.string(),
+const a2aTask = z
+  .looseObject({
+    id: z.string(),
     contextId: z.string(),
-    role: z.literal('ROLE_AGENT'),
-    parts: z.array(z.union([z.object({ text: z.string() }), z.object({ data: z.record(z.string(), z.string()), mediaType: z.string() })]))
+    status: z.looseObject({ state: z.string(), timestamp: z.string() }),
+    artifacts: z.array(z.looseObject({ artifactId: z.string() })),
+    history: z.array(z.looseObject({})),
+    metadata: z.looseObject({})
   })
-});
-
-const listTasksResponse = z.object({ tasks: z.array(z.never()), nextPageToken: z.string(), pageSize: z.number().int(), totalSize: z.number().int() });
+  .describe('A2A Task');
+const sendMessageResponse = z.object({ task: a2aTask });
+const listTasksResponse = z.object({ tasks: z.array(a2aTask), nextPageToken: z.string(), pageSize: z.number().int(), totalSize: z.number().int() });
+const sseResponse = {
+  200: {
+    description: 'SSE: each data line a StreamResponse ({ task } first, then { statusUpdate } and { artifactUpdate }), until a final state',
+    content: { 'text/event-stream': { schema: z.string().describe('data: <StreamResponse JSON>') } }
+  }
+};
 
 const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((s) => [s, a2aErrorBody]));
 const taskParams = z.object({ task: z.string().min(1).max(200).describe('a task id, optionally with the :cancel or :subscribe suffix') });
 const configParams = z.object({ task: z.string().min(1).max(200), config: z.string().min(1).max(200) });
 
-export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { config }) => {
-  const base = config.publicUrl;
+const A2A_STATE: Record<TaskState, string> = {
+  queued: 'TASK_STATE_SUBMITTED',
+  claimed: 'TASK_STATE_WORKING',
+  done: 'TASK_STATE_COMPLETED',
+  failed: 'TASK_STATE_FAILED',
+  canceled: 'TASK_STATE_CANCELED'
+};
+const FINAL: TaskState[] = ['done', 'failed', 'canceled'];
+const A2A_STATE_FILTER = z.enum(['TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING', 'TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED']);
+const QUEUE_STATE = Object.fromEntries(Object.entries(A2A_STATE).map(([k, v]) => [v, k as TaskState]));
+
+const agentText = (id: string, text: string) => ({ messageId: id, role: 'ROLE_AGENT', parts: [{ text }] });
+
+function resultArtifact(t: TaskDocument) {
+  if (t.state !== 'done' || t.result_json === null) return null;
+  const result: unknown = JSON.parse(t.result_json);
+  const text = result && typeof result === 'object' && 'text' in result && typeof result.text === 'string' ? result.text : null;
+  return {
+    artifactId: `${t._id}-result`,
+    name: 'result',
+    description: `The result node ${t.claimed_by} reported`,
+    parts: [...(text === null ? [] : [{ text }]), { data: result, mediaType: 'application/json' }]
+  };
+}
+
+const messagePayload = z.object({ message: z.record(z.string(), z.unknown()) });
+
+/** A queue record as an A2A Task: state mapped, the node's result as the artifact, the message as history. */
+export function toA2aTask(t: TaskDocument) {
+  const payload = messagePayload.safeParse(JSON.parse(t.payload_json));
+  const message = payload.success ? payload.data.message : null;
+  const note = t.state === 'failed' ? t.error : t.state === 'claimed' ? t.progress : null;
+  const artifact = resultArtifact(t);
+  return {
+    id: t._id,
+    contextId: t.context_id ?? t._id,
+    status: { state: A2A_STATE[t.state], timestamp: t.updated_at, ...(note ? { message: agentText(`${t._id}-status-${t.attempts}`, note) } : {}) },
+    artifacts: artifact ? [artifact] : [],
+    history: message ? [message] : [],
+    metadata: { task_type: t.type, required_capabilities: t.required_capabilities, priority: t.priority, attempts: t.attempts, claimed_by: t.claimed_by }
+  };
+}
+
+const STREAM_POLL_MS = 300;
+const A2A_BLOCKING_WAIT_MS = 30_000;
+const STREAM_MAX_MS = 15 * 60_000;
+const KEEPALIVE_MS = 15_000;
+
+export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: TaskStore }> = async (app, { tasks }) => {
   const none = { auth: 'none' as const };
+  const caller = { auth: 'node_or_homologous' as const };
+  const open = new Set<FastifyReply>();
+  app.addHook('preClose', async () => {
+    for (const reply of open) reply.raw.end();
+  });
 
   // Inside this plugin every failure takes the binding's shape, so the SDKs can read it.
   app.setErrorHandler((err: FastifyError, request, reply) => {
@@ -94,69 +186,188 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config }> = async
     return a2aError(reply, status, err.message);
   });
 
+  /** The caller's task, or null (another caller's task is as good as missing). */
+  const ownTask = async (request: FastifyRequest, id: string) => {
+    const task = /^task_[a-f0-9]{24}$/.test(id) ? await tasks.find(id) : null;
+    return task && task.submitted_by === request.principal!.id ? task : null;
+  };
+
+  /** Queues a message as a task; null (after answering) when the message cannot become one. */
+  const queueMessage = async (request: FastifyRequest, reply: FastifyReply, message: z.infer<typeof messageBody>): Promise<TaskDocument | null> => {
+    if (message.taskId) {
+      refuse(reply, 'UNSUPPORTED_OPERATION', 'A task takes one message: send a new message (without taskId) for new work');
+      return null;
+    }
+    if (message.parts.some((p) => !('text' in p || 'data' in p) || !ACCEPTED_MEDIA.includes(p.mediaType ?? ''))) {
+      refuse(reply, 'CONTENT_TYPE_NOT_SUPPORTED');
+      return null;
+    }
+    const submitter = request.principal!.id;
+    const id = `task_${createHash('sha256').update(`a2a\n${submitter}\n${message.messageId}`).digest('hex').slice(0, 24)}`;
+    const now = new Date().toISOString();
+    const { task } = await tasks.submit({
+      _id: id,
+      type: message.metadata?.task_type ?? 'a2a.message',
+      payload_json: canonicalJson({ message } as JsonValue),
+      required_capabilities: message.metadata?.required_capabilities ?? [],
+      priority: message.metadata?.priority ?? 5,
+      state: 'queued',
+      submitted_by: submitter,
+      created_at: now,
+      updated_at: now,
+      claimed_by: null,
+      lease_expires_at: null,
+      attempts: 0,
+      result_json: null,
+      error: null,
+      context_id: message.contextId ?? null
+    });
+    return task;
+  };
+
+  /** SSE of a task's updates until it reaches a final state, the client leaves or STREAM_MAX_MS passes. */
+  const stream = async (request: FastifyRequest, reply: FastifyReply, first: TaskDocument) => {
+    reply.hijack();
+    reply.raw.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+      'x-trace': request.id,
+      'x-accel-buffering': 'no'
+    });
+    open.add(reply);
+    let closed = false;
+    request.raw.on('close', () => {
+      closed = true;
+    });
+    const send = (event: unknown) => reply.raw.write(`data: ${JSON.stringify(event)}\n\n`);
+    send({ task: toA2aTask(first) });
+    let last = `${first.state}/${first.attempts}/${first.progress ?? ''}`;
+    let current = first;
+    const started = Date.now();
+    let lastWrite = started;
+    while (!closed && !reply.raw.writableEnded && !FINAL.includes(current.state) && Date.now() - started < STREAM_MAX_MS) {
+      await new Promise((r) => setTimeout(r, STREAM_POLL_MS));
+      try {
+        const next = await tasks.find(current._id);
+        if (!next) break;
+        current = next;
+      } catch (err) {
+        request.log.warn({ err }, 'a2a stream poll failed; retrying');
+        continue;
+      }
+      const key = `${current.state}/${current.attempts}/${current.progress ?? ''}`;
+      if (key !== last) {
+        last = key;
+        const a2a = toA2aTask(current);
+        const artifact = a2a.artifacts[0];
+        if (artifact) send({ artifactUpdate: { taskId: a2a.id, contextId: a2a.contextId, artifact, lastChunk: true } });
+        send({ statusUpdate: { taskId: a2a.id, contextId: a2a.contextId, status: a2a.status, ...(FINAL.includes(current.state) ? { final: true } : {}) } });
+        lastWrite = Date.now();
+      } else if (Date.now() - lastWrite > KEEPALIVE_MS) {
+        reply.raw.write(': keep-alive\n\n');
+        lastWrite = Date.now();
+      }
+    }
+    open.delete(reply);
+    if (!reply.raw.writableEnded) reply.raw.end();
+  };
+
   app.post(
     `${A2A_BASE_PATH}/message::send`,
-    { config: none, schema: { summary: 'A2A SendMessage: answers with a Message describing what the hub serves', body: sendMessageRequest, response: { 200: agentMessage, ...errors(400, 404, 413, 415, 500, 503) } } },
+    {
+      config: caller,
+      schema: { summary: 'A2A SendMessage: queues the message as a federation task', body: sendMessageRequest, response: { 200: sendMessageResponse, ...errors(400, 401, 403, 404, 413, 415, 500, 503) } }
+    },
     async (request, reply) => {
-      const { message } = request.body;
-      if (message.taskId) return refuse(reply, 'TASK_NOT_FOUND');
-      const links = {
-        endpoint_summary: `${base}/a2a/endpoints/summary`,
-        endpoint_directory: `${base}/a2a/endpoints`,
-        openapi: `${base}/openapi.json`,
-        register: `${base}/a2a/register`
-      };
-      return {
-        message: {
-          messageId: randomUUID(),
-          contextId: message.contextId ?? randomUUID(),
-          role: 'ROLE_AGENT' as const,
-          parts: [
-            {
-              text:
-                'This hub does not run A2A tasks yet. It serves federation access (node registration, heartbeat, review, the ' +
-                'architecture directory tree), an append-only truth ledger and OAuth client credentials as a REST API: start ' +
-                `with the endpoint summary at ${links.endpoint_summary}, or register a node with POST ${links.register}.`
-            },
-            { data: links, mediaType: 'application/json' }
-          ]
-        }
-      };
+      let task = await queueMessage(request, reply, request.body.message);
+      if (!task) return reply;
+      const until = Date.now() + A2A_BLOCKING_WAIT_MS;
+      let gone = false;
+      request.raw.on('close', () => {
+        gone = true;
+      });
+      while (request.body.configuration?.returnImmediately !== true && !FINAL.includes(task.state) && Date.now() < until && !gone) {
+        await new Promise((r) => setTimeout(r, STREAM_POLL_MS));
+        task = (await tasks.find(task._id)) ?? task;
+      }
+      return { task: toA2aTask(task) };
     }
   );
 
   app.post(
     `${A2A_BASE_PATH}/message::stream`,
-    { config: none, schema: { summary: 'A2A SendStreamingMessage: not supported (capabilities.streaming is false)', body: sendMessageRequest, response: errors(400, 413, 415, 500, 503) } },
-    async (_request, reply) => refuse(reply, 'UNSUPPORTED_OPERATION')
+    {
+      config: caller,
+      schema: { summary: 'A2A SendStreamingMessage: queues the message as a task, then SSE until it is final', body: sendMessageRequest, response: { ...sseResponse, ...errors(400, 401, 403, 413, 415, 500, 503) } }
+    },
+    async (request, reply) => {
+      const task = await queueMessage(request, reply, request.body.message);
+      if (task) await stream(request, reply, task);
+      return reply;
+    }
   );
 
   app.get(
     `${A2A_BASE_PATH}/tasks`,
     {
-      config: none,
+      config: caller,
       schema: {
-        summary: 'A2A ListTasks: always empty (the hub runs no A2A tasks yet)',
-        querystring: z.looseObject({ pageSize: queryInt(1, 100).default(50) }),
-        response: { 200: listTasksResponse, ...errors(400, 500, 503) }
+        summary: "A2A ListTasks: the caller's tasks, newest first",
+        querystring: z.looseObject({
+          pageSize: queryInt(1, 100).default(50),
+          pageToken: z.string().regex(/^\d{1,7}$/, 'the nextPageToken of the previous page').optional(),
+          contextId: z.string().min(1).max(200).optional(),
+          status: A2A_STATE_FILTER.optional()
+        }),
+        response: { 200: listTasksResponse, ...errors(400, 401, 403, 500, 503) }
       }
     },
-    async (request) => ({ tasks: [], nextPageToken: '', pageSize: request.query.pageSize, totalSize: 0 })
+    async (request) => {
+      const { pageSize, pageToken, contextId, status } = request.query;
+      const offset = pageToken ? Number(pageToken) : 0;
+      const page = await tasks.listBySubmitter(request.principal!.id, { state: status ? QUEUE_STATE[status] : undefined, contextId }, { limit: pageSize, offset });
+      const next = offset + page.tasks.length;
+      return { tasks: page.tasks.map(toA2aTask), nextPageToken: next < page.total ? String(next) : '', pageSize, totalSize: page.total };
+    }
   );
 
   // GetTask is /tasks/{id} and SubscribeToTask /tasks/{id}:subscribe: one route, told apart by the suffix.
   app.get(
     `${A2A_BASE_PATH}/tasks/:task`,
-    { config: none, schema: { summary: 'A2A GetTask (TaskNotFound: no A2A tasks yet) and SubscribeToTask (unsupported)', params: taskParams, response: errors(400, 404, 500, 503) } },
-    async (request, reply) => refuse(reply, request.params.task.endsWith(':subscribe') ? 'UNSUPPORTED_OPERATION' : 'TASK_NOT_FOUND')
+    {
+      config: caller,
+      schema: {
+        summary: 'A2A GetTask, and SubscribeToTask (/tasks/{id}:subscribe, SSE until the task is final)',
+        params: taskParams,
+        querystring: z.looseObject({ historyLength: queryInt(0, 100).optional() }),
+        response: { 200: { description: 'GetTask: the A2A Task; SubscribeToTask: an SSE stream (text/event-stream)', content: { 'application/json': { schema: a2aTask }, 'text/event-stream': { schema: z.string() } } }, ...errors(400, 401, 403, 404, 500, 503) }
+      }
+    },
+    async (request, reply) => {
+      const subscribe = request.params.task.endsWith(':subscribe');
+      const task = await ownTask(request, subscribe ? request.params.task.slice(0, -':subscribe'.length) : request.params.task);
+      if (!task) return refuse(reply, 'TASK_NOT_FOUND');
+      if (!subscribe) return reply.type('application/json').send(toA2aTask(task));
+      if (FINAL.includes(task.state)) return refuse(reply, 'UNSUPPORTED_OPERATION', `The task is ${A2A_STATE[task.state]}: a final task has no updates to subscribe to`);
+      await stream(request, reply, task);
+      return reply;
+    }
   );
 
   app.post(
     `${A2A_BASE_PATH}/tasks/:task`,
-    { config: none, schema: { summary: 'A2A CancelTask (/tasks/{id}:cancel): TaskNotFound, no A2A tasks yet', params: taskParams, response: errors(400, 404, 413, 415, 500, 503) } },
+    {
+      config: caller,
+      schema: { summary: 'A2A CancelTask (/tasks/{id}:cancel)', params: taskParams, response: { 200: a2aTask, ...errors(400, 401, 403, 404, 409, 413, 415, 500, 503) } }
+    },
     async (request, reply) => {
       if (!request.params.task.endsWith(':cancel')) return a2aError(reply, 404, `No route POST ${request.url.split('?')[0]}`);
-      return refuse(reply, 'TASK_NOT_FOUND');
+      const task = await ownTask(request, request.params.task.slice(0, -':cancel'.length));
+      if (!task) return refuse(reply, 'TASK_NOT_FOUND');
+      const out = await tasks.cancel(task._id);
+      if (!out.canceled || !out.task) return refuse(reply, 'TASK_NOT_CANCELABLE', `The task is ${A2A_STATE[out.task?.state ?? task.state]}; only a submitted or working task can be canceled`);
+      return toA2aTask(out.task);
     }
   );
 

@@ -1,7 +1,8 @@
 /**
  * The A2A v1.0 agent card, served at the spec's path (/a2a/.well-known/agent.json) and where A2A v1.0 clients
  * look (/.well-known/agent-card.json). It promises only what answers: the one interface is the HTTP+JSON binding
- * this plugin also registers (./a2a-binding.ts), streaming, push notifications and the extended card are off, and
+ * this plugin also registers (./a2a-binding.ts), on the federation task queue, with streaming (SSE) on; push
+ * notifications and the extended card are off, and
  * every URL it names is served (test/api/agent-card-a2a.test.ts checks each with the A2A SDK). Skills are derived
  * from the endpoint groups actually served; the endpoint directory is linked through a capability extension (the
  * card's schema has no free-form fields).
@@ -15,7 +16,8 @@ import type { Config } from '../../../core/config.node';
 import type { EndpointDirectory } from '../../directory';
 import type { HubKeys } from '../../keys';
 
-type CardDeps = { config: Config; directory: EndpointDirectory; keys: HubKeys };
+type CardDeps = { config: Config; directory: EndpointDirectory; keys: HubKeys; tasks: TaskStore };
+import type { TaskStore } from '../../../store/federation/tasks';
 import { A2A_BASE_PATH, a2aBindingRoutes } from './a2a-binding';
 import { noBody } from '../../response-docs';
 
@@ -43,6 +45,23 @@ const cardResponse = z
   })
   .describe('A2A v1.0 agent card');
 
+/** The skill the binding itself serves: a message becomes a task that worker nodes claim (capability `federation`). */
+const TASK_SKILL = {
+  id: 'federation',
+  name: 'Federated task execution',
+  description:
+    'Send a message: it becomes a task in the federation queue, claimed and run by a worker node whose declared capabilities ' +
+    'cover message.metadata.required_capabilities (metadata.task_type and metadata.priority optional); the node result is the ' +
+    "task's artifact. Follow it with message:stream, GetTask or tasks/{id}:subscribe.",
+  tags: ['federation', 'tasks', 'worker-nodes', 'queue'],
+  examples: ['Summarise this document (metadata.required_capabilities: ["summarize"])'],
+  inputModes: ['text/plain', 'application/json'],
+  outputModes: ['application/json', 'text/plain']
+};
+
+/** The binding's credentials: a node's key or the homologous token (any one). */
+const CALLER_SECURITY = [{ schemes: { external_node: { list: [] } } }, { schemes: { homologous: { list: [] } } }];
+
 /** Skills whose every endpoint needs one credential (the others mix public reads with authenticated writes). */
 const SKILL_SECURITY: Partial<Record<EndpointGroup, string>> = { review_admin: 'homologous' };
 
@@ -52,17 +71,18 @@ export function buildAgentCard({ config, directory, keys }: CardDeps) {
   return {
     name: SERVICE_NAME,
     description:
-      'Federation hub for AI agent nodes: self-registration, heartbeat, node review, a shared architecture directory tree, ' +
-      'and an append-only truth ledger under a Merkle root.',
-    // The binding answers every operation (most with a typed A2A error until A2A tasks exist); see a2a-binding.ts.
+      'Federation hub for AI agent nodes: send it a message and the federation runs it as a task on a worker node; it also ' +
+      'serves self-registration, heartbeat, node review, a shared architecture directory tree and an append-only truth ledger ' +
+      'under a Merkle root.',
+    // The binding answers every operation on the task queue (push configs and the extended card with typed errors).
     supportedInterfaces: [{ url: `${base}${A2A_BASE_PATH}`, protocolBinding: 'HTTP+JSON', protocolVersion: A2A_PROTOCOL_VERSION }],
     // The join portal says what the federation is; the bare base URL serves nothing.
     provider: { organization: 'zhongshu-hub federation', url: `${base}/a2a/join/` },
     version: FEDERATION_API_VERSION,
     documentationUrl: `${base}/docs`,
     capabilities: {
-      // No SSE over A2A yet (message:stream and tasks/{id}:subscribe answer UnsupportedOperation).
-      streaming: false,
+      // message:stream and tasks/{id}:subscribe answer SSE of status and artifact updates.
+      streaming: true,
       pushNotifications: false,
       extendedAgentCard: false,
       extensions: [
@@ -87,12 +107,13 @@ export function buildAgentCard({ config, directory, keys }: CardDeps) {
       // No OAuth scheme: no served endpoint accepts access tokens yet (the token endpoint itself takes client
       // credentials), and a scheme's client-credentials flow must name its scopes. It comes with its first route.
     },
-    // Contacting the agent (the binding) needs no credential; the schemes above are those of the REST endpoints the
-    // skills point to, and a skill served only behind one of them says so.
-    securityRequirements: [],
+    // The binding's task operations need a node key or the homologous token (either); the card itself is public.
+    securityRequirements: CALLER_SECURITY,
     defaultInputModes: ['text/plain', 'application/json'],
     defaultOutputModes: ['text/plain', 'application/json'],
-    skills: (Object.keys(ENDPOINT_GROUPS) as EndpointGroup[])
+    skills: [
+      { ...TASK_SKILL, securityRequirements: CALLER_SECURITY },
+      ...(Object.keys(ENDPOINT_GROUPS) as EndpointGroup[])
       .filter((g) => (served.get(g) ?? 0) > 0)
       .map((g) => ({
         id: g,
@@ -100,8 +121,9 @@ export function buildAgentCard({ config, directory, keys }: CardDeps) {
         description: ENDPOINT_GROUPS[g].description,
         tags: SKILLS[g].tags,
         examples: SKILLS[g].examples,
-        ...(SKILL_SECURITY[g] ? { securityRequirements: [{ schemes: { [SKILL_SECURITY[g]!]: { list: [] } } }] } : {})
-      }))
+          ...(SKILL_SECURITY[g] ? { securityRequirements: [{ schemes: { [SKILL_SECURITY[g]!]: { list: [] } } }] } : {})
+        }))
+    ]
   };
 }
 
@@ -125,5 +147,5 @@ export const agentCardRoutes: FastifyPluginAsyncZod<CardDeps> = async (app, deps
   app.get('/a2a/.well-known/agent.json', { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Agent discovery: capability declaration and endpoint directory' } }, schema }, handler);
   app.get('/.well-known/agent-card.json', { config: { auth: 'none' }, schema }, handler);
   // The interface the card advertises, in a context of its own (its errors take the binding's shape).
-  await app.register(a2aBindingRoutes, { config: deps.config });
+  await app.register(a2aBindingRoutes, { config: deps.config, tasks: deps.tasks });
 };

@@ -5,7 +5,7 @@
  *                         Idempotency-Key a retry returns the first task instead of queuing a second one.
  *   GET  /a2a/task/:id    (hub listener, same auth) the task record
  *   GET  /a2a/queue/stats (main listener, public) depth (queued), in flight (claimed), done, failed
- * Worker nodes claim queued tasks through the deployment gateway's /api/task/assign (see store/federation/tasks.ts).
+ * Worker nodes claim queued tasks with POST /api/task/assign (./work.ts); A2A clients send them as messages (../discovery/a2a-binding.ts).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
@@ -18,14 +18,24 @@ import { notFound } from '../../../core/errors';
 import { TASK_STATES, taskBody } from '../../../core/federation/vocabulary';
 import type { TaskDocument, TaskStore } from '../../../store/federation/tasks';
 
-const taskId = z.string().regex(/^task_[a-f0-9]{24}$/, 'a task id such as task_0123456789abcdef01234567');
+export const taskIdSchema = z.string().regex(/^task_[a-f0-9]{24}$/, 'a task id such as task_0123456789abcdef01234567');
 
-const publicTask = (t: TaskDocument) => {
-  const { _id, payload_json, result_json, ...rest } = t;
-  return { task_id: _id, ...rest, payload: new RawJson(payload_json), result: result_json === null ? null : new RawJson(result_json) };
+/** A task as the API shows it: payload and result as canonical JSON, the claim id left out. */
+export const publicTask = (t: TaskDocument) => {
+  const { _id, payload_json, result_json, claim_id: _claim, claimed_at, finished_at, progress, context_id, ...rest } = t;
+  return {
+    task_id: _id,
+    ...rest,
+    claimed_at: claimed_at ?? null,
+    finished_at: finished_at ?? null,
+    progress: progress ?? null,
+    context_id: context_id ?? null,
+    payload: new RawJson(payload_json),
+    result: result_json === null ? null : new RawJson(result_json)
+  };
 };
 
-const taskSchema = z.object({
+export const taskSchema = z.object({
   task_id: z.string(),
   type: z.string(),
   payload: rawJsonSchema('the payload as submitted, in canonical JSON'),
@@ -39,7 +49,11 @@ const taskSchema = z.object({
   lease_expires_at: z.string().nullable(),
   attempts: z.number().int(),
   result: rawJsonSchema('the result the worker reported, in canonical JSON', {}).nullable(),
-  error: z.string().nullable()
+  error: z.string().nullable(),
+  claimed_at: z.string().nullable().describe('when the current (or last) claim began'),
+  finished_at: z.string().nullable(),
+  progress: z.string().nullable().describe("the claiming node's last progress note"),
+  context_id: z.string().nullable().describe('the A2A context, for tasks sent as A2A messages')
 });
 const submitResponse = z.object({
   ok: z.literal(true),
@@ -55,6 +69,9 @@ const statsResponse = z.object({
   in_flight: z.number().int().describe('claimed'),
   done: z.number().int(),
   failed: z.number().int(),
+  canceled: z.number().int(),
+  mean_wait_s: z.number().nullable().describe('mean seconds from submission to (latest) claim, over claimed tasks'),
+  mean_run_s: z.number().nullable().describe('mean seconds from claim to completion, over done tasks'),
   total: z.number().int(),
   open_by_type: z.record(z.string(), z.number().int()).describe('queued and claimed tasks per type'),
   at: z.string()
@@ -95,7 +112,7 @@ export const taskSubmissionRoutes: FastifyPluginAsyncZod<{ tasks: TaskStore; con
 
   app.get(
     '/a2a/task/:task_id',
-    { config: { auth: 'node_or_homologous' }, schema: { params: z.object({ task_id: taskId }), response: { 200: z.object({ ok: z.literal(true), task: taskSchema }) } } },
+    { config: { auth: 'node_or_homologous' }, schema: { params: z.object({ task_id: taskIdSchema }), response: { 200: z.object({ ok: z.literal(true), task: taskSchema }) } } },
     async (request) => {
       const { task_id } = request.params;
       const task = await tasks.find(task_id);
@@ -108,10 +125,10 @@ export const taskSubmissionRoutes: FastifyPluginAsyncZod<{ tasks: TaskStore; con
 export const queueStatsRoutes: FastifyPluginAsyncZod<{ tasks: TaskStore }> = async (app, { tasks }) => {
   app.get(
     '/a2a/queue/stats',
-    { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Task queue statistics: depth, in flight, done, failed' } }, schema: { response: { 200: statsResponse } } },
+    { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Task queue statistics: depth, in flight, done, failed, mean wait and run time' } }, schema: { response: { 200: statsResponse } } },
     async () => {
       const s = await tasks.stats();
-      return { ok: true as const, depth: s.queued, in_flight: s.claimed, done: s.done, failed: s.failed, total: s.total, open_by_type: s.by_type, at: new Date().toISOString() };
+      return { ok: true as const, depth: s.queued, in_flight: s.claimed, done: s.done, failed: s.failed, canceled: s.canceled, mean_wait_s: s.mean_wait_s, mean_run_s: s.mean_run_s, total: s.total, open_by_type: s.by_type, at: new Date().toISOString() };
     }
   );
 };

@@ -1,0 +1,145 @@
+/**
+ * Work distribution: worker nodes pull tasks from the federation's queue (store/federation/tasks.ts).
+ * Internal routes (SPEC §4.8): not in the endpoint directory, so the a2a_standard count stays as the SPEC states it.
+ * Every route authenticates the node with its own key (X-External-Node + X-External-Key from POST /a2a/register):
+ * nodes have no DID of their own, so the SPEC's "X-DID" is served by the node's identity instead.
+ *   POST /api/task/assign                claim up to max_tasks queued tasks whose required capabilities the node
+ *                                        declared, each under a lease of TASK_LEASE_S; only an online node may claim
+ *                                        (pending_review, offline and rejected get 403)
+ *   POST /api/task/:task_id/progress     extend the lease (and record a note); { canceled: true } once the
+ *                                        submitter canceled it, and the node should stop
+ *   POST /api/task/:task_id/complete     the result (any JSON object): the task is done
+ *   POST /api/task/:task_id/fail         the reason: the task failed (no retry; a lapsed lease is what retries)
+ *   GET  /api/nodes                      the online nodes (id, name, brand, capabilities, last seen), for nodes and
+ *                                        arbitrators (node key or homologous credentials)
+ */
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { Config } from '../../../core/config.node';
+import { AppError, conflict, notFound } from '../../../core/errors';
+import { humanText, queryInt } from '../../../core/identifiers';
+import { canonicalJson, JsonValue } from '../../../core/ledger/canonical-json';
+import { BRAND_CODES, NODE_PERMISSIONS } from '../../../core/federation/vocabulary';
+import type { NodeStore } from '../../../store/federation/nodes';
+import type { PresenceStore } from '../../../store/federation/presence';
+import type { ClaimOutcome, TaskStore } from '../../../store/federation/tasks';
+import { publicTask, taskIdSchema, taskSchema } from './tasks';
+
+const taskParams = z.object({ task_id: taskIdSchema });
+const assignBody = z
+  .object({ max_tasks: z.number().int().min(1).max(50).default(1).describe('claim at most this many tasks (1 to 50)') })
+  .strict();
+const assignResponse = z.object({
+  ok: z.literal(true),
+  node_id: z.string(),
+  lease_s: z.number().int(),
+  tasks: z.array(taskSchema).describe('claimed by this node until lease_expires_at; empty when nothing matches')
+});
+const progressBody = z.object({ note: humanText(500).optional().describe('what the node is doing, shown to the submitter') }).strict();
+const progressResponse = z.object({ ok: z.literal(true), canceled: z.boolean().describe('true: the submitter canceled the task; stop working on it'), task: taskSchema });
+const completeBody = z.object({ result: z.record(z.string(), z.unknown()).describe('the result, any JSON object') }).strict();
+const failBody = z.object({ reason: humanText(1000) }).strict();
+const finishResponse = z.object({ ok: z.literal(true), task: taskSchema });
+
+const onlineNode = z.object({
+  node_id: z.string(),
+  name: z.string(),
+  brand: z.object({ code: z.enum(BRAND_CODES), model_base: z.string().nullable() }),
+  capabilities: z.array(z.string()),
+  last_seen_at: z.string().nullable().describe('the last heartbeat within the presence window')
+});
+const nodesResponse = z.object({ ok: z.literal(true), total: z.number().int(), offset: z.number().int(), limit: z.number().int(), nodes: z.array(onlineNode) });
+
+type Deps = { tasks: TaskStore; nodes: NodeStore; presence: PresenceStore; config: Config };
+
+/** A node's call on a task it does not hold, as an error. */
+function refused(outcome: Extract<ClaimOutcome, { ok: false }>, taskId: string): never {
+  if (outcome.reason === 'not_found') throw notFound(`No task ${taskId}`);
+  if (outcome.reason === 'canceled') throw conflict(`Task ${taskId} was canceled by its submitter`, { state: 'canceled' });
+  if (outcome.reason === 'finished') throw conflict(`Task ${taskId} is already ${outcome.task?.state}`, { state: outcome.task?.state });
+  throw conflict(`Task ${taskId} is not claimed by this node (its lease lapsed, or another node holds it)`, { state: outcome.task?.state });
+}
+
+export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, { tasks, nodes, presence, config }) => {
+  const leaseMs = config.TASK_LEASE_S * 1000;
+  const nodeAuth = { auth: 'external_node' as const };
+
+  app.post(
+    '/api/task/assign',
+    {
+      config: nodeAuth,
+      schema: { summary: 'Worker nodes claim queued tasks matching their capabilities, under a lease', body: assignBody, response: { 200: assignResponse } }
+    },
+    async (request) => {
+      const nodeId = request.principal!.id;
+      const node = await nodes.findPublic(nodeId);
+      if (!node) throw notFound(`No node ${nodeId}`);
+      if (!NODE_PERMISSIONS[node.state].claimTasks) throw new AppError('forbidden', `node ${nodeId} is ${node.state}; only an online, reviewed node may claim tasks`);
+      const claimed = await tasks.claim(nodeId, node.capabilities, request.body.max_tasks, leaseMs);
+      return { ok: true as const, node_id: nodeId, lease_s: config.TASK_LEASE_S, tasks: claimed.map(publicTask) };
+    }
+  );
+
+  app.post(
+    '/api/task/:task_id/progress',
+    {
+      config: nodeAuth,
+      schema: { summary: 'A claiming node reports progress and extends its lease', params: taskParams, body: progressBody, response: { 200: progressResponse } }
+    },
+    async (request) => {
+      const { task_id } = request.params;
+      const out = await tasks.progress(task_id, request.principal!.id, request.body.note ?? null, leaseMs);
+      if (out.ok) return { ok: true as const, canceled: false, task: publicTask(out.task) };
+      if (out.reason === 'canceled' && out.task) return { ok: true as const, canceled: true, task: publicTask(out.task) };
+      return refused(out, task_id);
+    }
+  );
+
+  app.post(
+    '/api/task/:task_id/complete',
+    {
+      config: nodeAuth,
+      schema: { summary: 'A claiming node reports its result: the task is done', params: taskParams, body: completeBody, response: { 200: finishResponse } }
+    },
+    async (request) => {
+      const { task_id } = request.params;
+      const out = await tasks.finish(task_id, request.principal!.id, { result_json: canonicalJson(request.body.result as JsonValue) });
+      return out.ok ? { ok: true as const, task: publicTask(out.task) } : refused(out, task_id);
+    }
+  );
+
+  app.post(
+    '/api/task/:task_id/fail',
+    {
+      config: nodeAuth,
+      schema: { summary: 'A claiming node reports failure with a reason', params: taskParams, body: failBody, response: { 200: finishResponse } }
+    },
+    async (request) => {
+      const { task_id } = request.params;
+      const out = await tasks.finish(task_id, request.principal!.id, { error: request.body.reason });
+      return out.ok ? { ok: true as const, task: publicTask(out.task) } : refused(out, task_id);
+    }
+  );
+
+  app.get(
+    '/api/nodes',
+    {
+      config: { auth: 'node_or_homologous' },
+      schema: { summary: 'The online nodes: id, name, brand, capabilities, last seen', querystring: z.object({ limit: queryInt(1, 500).default(100), offset: queryInt(0, 1_000_000).default(0) }), response: { 200: nodesResponse } }
+    },
+    async (request) => {
+      const { limit, offset } = request.query;
+      const [page, snap] = await Promise.all([nodes.list({ state: 'online' }, { limit, offset }), presence.snapshot()]);
+      return {
+        ok: true as const,
+        total: page.total,
+        offset,
+        limit,
+        nodes: page.nodes.map((n) => {
+          const seen = snap.nodes.get(n.node_id);
+          return { node_id: n.node_id, name: n.name, brand: n.brand, capabilities: n.capabilities, last_seen_at: seen ? new Date(seen.seen_at).toISOString() : null };
+        })
+      };
+    }
+  );
+};
