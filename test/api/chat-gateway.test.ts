@@ -318,6 +318,46 @@ it('chats with a self-hosted model with the kernel prompt first, and refuses a m
   expect((await http('POST', `${svc.urls.main}/api/local-small/v1/chat`, { body: { messages: [{ role: 'user', content: 'x' }] } })).status).toBe(401);
 });
 
+it('streams on POST /v1/chat/stream with the usage chunk by default, listed under federated_compute', async () => {
+  const { key } = await issueKey('S1');
+  const res = await fetch(`${svc.urls.main}/v1/chat/stream`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'node says hi' }] })
+  });
+  expect(res.status).toBe(200);
+  expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
+  const events = (await res.text()).split('\n\n').filter(Boolean).map((e) => e.replace(/^data: /, ''));
+  expect(events.at(-1)).toBe('[DONE]');
+  const chunks = events.slice(0, -1).map((e) => JSON.parse(e) as OpenAI.ChatCompletionChunk);
+  expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe('echo: node says hi');
+  expect(chunks.at(-1)!.usage).toEqual({ prompt_tokens: 8, completion_tokens: 4, total_tokens: 12 });
+  const entries = (await http('GET', `${svc.urls.main}/a2a/endpoints`)).body.endpoints as { path: string; group: string; auth: string }[];
+  expect(entries.find((e) => e.path === '/v1/chat/stream')).toMatchObject({ group: 'federated_compute', auth: 'api_key' });
+});
+
+it('changes plans and issues keys into key groups (S4 and above), each key with its own quota', async () => {
+  const owner = await issueKey('S1');
+  expect((await admin('POST', `/admin/api-keys/${owner.id}/groups`, { label: 'team' })).status).toBe(409);
+  const changed = await admin('POST', `/admin/api-keys/${owner.id}/plan`, { plan: 'S4' });
+  expect(changed.body).toMatchObject({ ok: true, plan: 'S4', previous_plan: 'S1' });
+  const group = await admin('POST', `/admin/api-keys/${owner.id}/groups`, { label: 'team' });
+  expect(group.status).toBe(201);
+  const groupId = group.body.group.group_id as string;
+  const member = await admin('POST', `/admin/key-groups/${groupId}/keys`, { label: 'alice', plan: 'S2' });
+  expect(member.status).toBe(201);
+  expect(member.body).toMatchObject({ group_id: groupId, plan: 'S2' });
+  const listed = await admin('GET', `/admin/api-keys/${owner.id}/groups`);
+  expect(listed.body.groups[0].keys).toEqual([expect.objectContaining({ key_id: member.body.key_id, plan: 'S2', revoked: false })]);
+  // The member's quota is its own: S2's 3 per minute here, whatever the owner's S4 allows.
+  await waitAwayFromMinuteEnd();
+  const ask = (k: string) => http('POST', `${svc.urls.main}/v1/chat/completions`, { headers: { authorization: `Bearer ${k}` }, body: { model: 'gpt-test', messages: [{ role: 'user', content: 'g' }] } });
+  const statuses = [];
+  for (let i = 0; i < 4; i++) statuses.push((await ask(member.body.api_key)).status);
+  expect(statuses).toEqual([200, 200, 200, 429]);
+  expect((await ask(owner.key)).status).toBe(200);
+});
+
 async function waitAwayFromMinuteEnd(): Promise<void> {
   const s = new Date().getUTCSeconds();
   if (s >= 50) await new Promise((r) => setTimeout(r, (61 - s) * 1000));
