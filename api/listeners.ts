@@ -17,6 +17,7 @@ import { agentCardRoutes } from './routes/discovery/agent-card';
 import { endpointDirectoryRoutes } from './routes/discovery/endpoints';
 import { adminRoutes } from './routes/admin';
 import { oauthRoutes } from './routes/oauth';
+import { handshakeRoutes } from './routes/compute/handshake';
 import { truthReportRoutes } from './routes/ledger/report';
 import { backupStatusRoutes, truthReadRoutes } from './routes/ledger/read';
 import { subscriptionRoutes } from './routes/ledger/subscription';
@@ -62,6 +63,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(agentCardRoutes, { config, directory: ctx.directory, keys: ctx.keys, tasks: ctx.tasks });
   await main.register(endpointDirectoryRoutes, { directory: ctx.directory, config });
   await main.register(oauthRoutes, { config, keys: ctx.keys, credentials: ctx.credentials });
+  await main.register(handshakeRoutes, { config, keys: ctx.keys, credentials: ctx.credentials });
   await main.register(adminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, config });
   await main.register(truthReportRoutes, { ledger: ctx.ledger, quota: ctx.quota, temporal: ctx.temporal, config });
   await main.register(truthReadRoutes, { ledger: ctx.ledger, config, keys: ctx.keys });

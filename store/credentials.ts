@@ -138,13 +138,6 @@ export class CredentialStore {
     return (await this.dpopNonces.countDocuments({ _id: nonce, expires_at: { $gt: new Date() } }, { limit: 1 })) > 0;
   }
 
-  /** A single-use nonce (the handshake's): true once, for an unexpired nonce. */
-  async consumeDpopNonce(nonce: string): Promise<boolean> {
-    if (nonce.length > 128) return false;
-    const removed = await this.dpopNonces.deleteOne({ _id: nonce, expires_at: { $gt: new Date() } });
-    return removed.deletedCount === 1;
-  }
-
   // ---- DIDs (an identity, not a secret: X-DID alone authenticates a registered, unrevoked DID) ----
 
   /** Registers a DID; registering one that exists is idempotent and returns `created: false`. */

@@ -196,3 +196,18 @@ describe('POST /v1/dpop/verify (RFC 9449 §4.3, proofs from the dpop package)', 
     expect((await verify({ proof: noneSigned, htm: 'POST', htu })).body).toMatchObject({ valid: false, check: 'alg' });
   });
 });
+
+describe('GET /v1/slim/handshake', () => {
+  it("gives the hub's DID, Ed25519 and X25519 public keys, suites, version, and a fresh nonce that DPoP accepts", async () => {
+    const a = await http('GET', `${svc.urls.main}/v1/slim/handshake`);
+    const b = await http('GET', `${svc.urls.main}/v1/slim/handshake`);
+    expect(a.status).toBe(200);
+    expect(a.body).toMatchObject({ ok: true, protocol_version: 1, did: 'did:zhongshu:hub', signing_key: { kty: 'OKP', crv: 'Ed25519' }, key_agreement_key: { kty: 'OKP', crv: 'X25519' } });
+    expect(a.body.signing_key).not.toHaveProperty('d');
+    expect(a.body.key_agreement_key).not.toHaveProperty('d');
+    expect(a.body.nonce).not.toBe(b.body.nonce);
+    const htu = 'https://compute.example/v1/x';
+    const proof = await generateProof(await dpopKeyPair('ES256'), htu, 'POST', a.body.nonce);
+    expect((await http('POST', `${svc.urls.main}/v1/dpop/verify`, { body: { proof, htm: 'POST', htu } })).body).toMatchObject({ valid: true });
+  });
+});
