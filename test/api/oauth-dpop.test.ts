@@ -81,6 +81,10 @@ describe('RFC 6749 §5.2 errors at the token endpoint', () => {
     });
     expect(repeated.status).toBe(400);
     expect(repeated.body.error).toBe('invalid_request');
+    // Statuses outside RFC 6749 §5.2 keep the service's error shape.
+    const media = await http('POST', `${svc.urls.main}/v1/oauth/token`, { headers: { authorization: `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`, 'content-type': 'application/xml' }, raw: '<x/>' });
+    expect(media.status).toBe(415);
+    expect(media.body).toMatchObject({ ok: false, error: 'unsupported_media_type' });
   });
 
   it('refuses a bad DPoP proof with invalid_dpop_proof, and a proof without nonce with use_dpop_nonce and a DPoP-Nonce', async () => {
