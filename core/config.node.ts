@@ -74,6 +74,9 @@ export const configSchema = z.object({
   /** Work distribution (README "Work distribution"): a claim's lease, extended by each progress call, and claims per task. */
   TASK_LEASE_S: z.coerce.number().int().min(1).max(86_400).default(300),
   TASK_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(3),
+  /** A2A binding: how long a blocking SendMessage waits for a final state, and how long one SSE stream stays open. */
+  A2A_SEND_WAIT_S: z.coerce.number().int().min(0).max(300).default(30),
+  A2A_STREAM_MAX_S: z.coerce.number().int().min(1).max(86_400).default(900),
   TREE_PROPOSAL_HISTORY_LIMIT: z.coerce.number().int().min(20).default(2000),
 
   /** Chat gateway (README "Chat gateway"): providers from a file and/or inline JSON or YAML; keys only by env name. */

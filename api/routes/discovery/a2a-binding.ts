@@ -4,7 +4,7 @@
  * which a worker node claims (POST /api/task/assign), runs and completes; its result becomes the task's artifact.
  *   POST /a2a/message:send        SendMessage: queues the message as a task and answers { task }: at once with
  *                                 configuration.returnImmediately, else when the task is final or after
- *                                 A2A_BLOCKING_WAIT_MS (30 s), whichever is first (a task may wait long for a node;
+ *                                 A2A_SEND_WAIT_S (30 s), whichever is first (a task may wait long for a node;
  *                                 the client follows it with GetTask or SubscribeToTask).
  *                                 Routing: message.metadata.required_capabilities (the capabilities a node must have
  *                                 declared), metadata.task_type (default a2a.message), metadata.priority (0-9).
@@ -12,7 +12,8 @@
  *                                 the first task. A message naming a taskId is UnsupportedOperation (tasks take one
  *                                 message: no input-required turns); file parts are ContentTypeNotSupported.
  *   POST /a2a/message:stream      SendStreamingMessage: the same, then SSE: { task }, a { statusUpdate } at each state
- *                                 change, an { artifactUpdate } with the result, until a final state
+ *                                 change, an { artifactUpdate } with the result, until a final state (or
+ *                                 A2A_STREAM_MAX_S, 15 min: the client then subscribes again)
  *   GET  /a2a/tasks/{id}          GetTask; GET /a2a/tasks/{id}:subscribe SubscribeToTask (SSE as above, for a task
  *                                 not yet final)
  *   GET  /a2a/tasks               ListTasks: the caller's tasks, newest first (contextId, status, pageSize, pageToken)
@@ -163,11 +164,11 @@ export function toA2aTask(t: TaskDocument) {
 }
 
 const STREAM_POLL_MS = 300;
-const A2A_BLOCKING_WAIT_MS = 30_000;
-const STREAM_MAX_MS = 15 * 60_000;
 const KEEPALIVE_MS = 15_000;
 
-export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: TaskStore }> = async (app, { tasks }) => {
+export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: TaskStore }> = async (app, { config, tasks }) => {
+  const STREAM_MAX_MS = config.A2A_STREAM_MAX_S * 1000;
+  const A2A_BLOCKING_WAIT_MS = config.A2A_SEND_WAIT_S * 1000;
   const none = { auth: 'none' as const };
   const caller = { auth: 'node_or_homologous' as const };
   const open = new Set<FastifyReply>();
