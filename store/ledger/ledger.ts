@@ -69,8 +69,6 @@ interface Pending {
   valueJson: string;
   resolve: (r: AppendResult) => void;
   reject: (e: unknown) => void;
-  /** This write's own entry, found in the ledger after a refused batch insert. */
-  landed?: LedgerEntryDocument;
 }
 
 /** The `idem` of an entry written with a caller's Idempotency-Key: scoped to the writer's DID. */
@@ -211,53 +209,48 @@ export class Ledger {
   }
 
   /**
-   * Appends a batch in order with one ordered insertMany (one round trip for the whole batch). When the server
-   * refuses an entry (another writer took its seq, or its idempotency key is in the ledger), servers differ in
-   * reporting how many entries landed before it, so the batch's own entries are looked up in the ledger itself:
-   * those that landed are settled, the rest are rebuilt on the real tail.
+   * Appends a batch in order, one insert per entry: a unique-index refusal then says exactly which entry lost
+   * (an ordered insertMany is not reliable about that on every server), and the rest is rebuilt on the real tail.
    */
   private async commit(batch: Pending[]): Promise<void> {
-    let pending = await this.settleKnownIdempotencyKeys(batch, []);
+    let pending = await this.settleKnownIdempotencyKeys(batch, null);
     for (let attempt = 0; pending.length > 0; attempt++) {
       if (attempt >= MAX_RETRIES) throw new Error('ledger append kept losing the race for the next seq');
       const tail = this.knownTail ?? (await this.readTail());
       const docs = this.buildDocs(pending, tail);
+      let inserted = 0;
       try {
-        if (docs.length === 1) await this.entries.insertOne(docs[0]!);
-        else await this.entries.insertMany(docs, { ordered: true });
+        for (; inserted < docs.length; inserted++) await this.entries.insertOne(docs[inserted]!);
+        await this.advanceHead(docs[docs.length - 1]!);
+        await this.recordIdempotencyKeys(docs);
+        pending.forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
+        return;
       } catch (err) {
         this.knownTail = null;
-        if (!isDuplicateKeyError(err)) throw err;
-        // Another writer took a seq, or an entry's idempotency key is in the ledger already: written by another
-        // process, or by this very insert if an earlier answer was lost. Look every entry of the batch up.
-        const rest = await this.settleKnownIdempotencyKeys(pending, pending);
-        const landed = pending.filter((p) => !rest.includes(p) && p.landed).map((p) => p.landed!);
-        if (landed.length > 0) {
-          const newest = landed.reduce((a, b) => (a._id > b._id ? a : b));
-          await this.advanceHead(newest);
-          this.knownTail = null; // the real tail may be further on
-          await this.recordIdempotencyKeys(landed);
+        if (inserted > 0) {
+          await this.advanceHead(docs[inserted - 1]!);
+          await this.recordIdempotencyKeys(docs.slice(0, inserted));
         }
-        pending = rest;
-        continue;
+        pending.slice(0, inserted).forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
+        if ((err as { code?: number }).code !== 11000) throw err;
+        // Another writer took this seq (re-read the tail and go again), or the entry's idempotency key is in the
+        // ledger already: written by another process, or by this insert after all if an earlier answer was lost.
+        // Servers differ in saying which unique index refused it, so look the keys up either way.
+        const rest = pending.slice(inserted);
+        pending = await this.settleKnownIdempotencyKeys(rest, rest[0] ?? null);
       }
-      await this.advanceHead(docs[docs.length - 1]!);
-      await this.recordIdempotencyKeys(docs);
-      pending.forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
-      return;
     }
   }
 
   /**
    * Resolves the writes whose idempotency key is already in the ledger (or repeated in this batch): writes with a
-   * caller's key, plus `alsoCheck` (the entries of an insert that was just refused), whose own entries may be there
-   * (those are marked `landed`). Returns the writes still to append.
+   * caller's key, plus `alsoCheck` (the entry an insert was just refused for), whose own entry may be there.
    */
-  private async settleKnownIdempotencyKeys(batch: Pending[], alsoCheck: Pending[]): Promise<Pending[]> {
-    const keyed = batch.filter((p) => p.idem.startsWith('k:') || alsoCheck.includes(p));
+  private async settleKnownIdempotencyKeys(batch: Pending[], alsoCheck: Pending | null): Promise<Pending[]> {
+    const keyed = batch.filter((p) => p.idem.startsWith('k:') || p === alsoCheck);
     if (keyed.length === 0) return batch;
     // Before an insert: the fast lookup. After a refusal: the ledger itself (the record may be missing).
-    const found = alsoCheck.length > 0 ? await this.entries.find({ idem: { $in: keyed.map((p) => p.idem) } }).toArray() : await this.findByIdems(keyed.map((p) => p.idem));
+    const found = alsoCheck ? await this.entries.find({ idem: { $in: keyed.map((p) => p.idem) } }).toArray() : await this.findByIdems(keyed.map((p) => p.idem));
     const byIdem = new Map(found.map((d) => [d.idem, d]));
     const first = new Map<string, Pending>();
     const rest: Pending[] = [];
@@ -266,8 +259,7 @@ export class Ledger {
       const existing = byIdem.get(p.idem);
       if (existing) {
         // An `e:` key is this very write's own entry (its earlier insert did land): not a duplicate.
-        if (!p.idem.startsWith('k:') || existing.event_id === p.eventId) p.landed = existing;
-        p.resolve({ entry: existing, duplicate: p.idem.startsWith('k:') && existing.event_id !== p.eventId });
+        p.resolve({ entry: existing, duplicate: p.idem.startsWith('k:') });
       } else if (p.idem.startsWith('k:') && first.has(p.idem)) {
         followers.push({ p, leader: first.get(p.idem)! });
       } else {
@@ -425,14 +417,6 @@ export class Ledger {
     if (!hex) throw new Error(`ledger has no subtree at level ${level}, index ${index}`);
     return fromHex(hex);
   }
-}
-
-/** A refusal by a unique index, from insertOne or from an ordered insertMany. */
-function isDuplicateKeyError(err: unknown): boolean {
-  const e = err as { code?: number; writeErrors?: { code?: number }[] | { code?: number } };
-  if (e.code === 11000) return true;
-  const writeErrors = Array.isArray(e.writeErrors) ? e.writeErrors : e.writeErrors ? [e.writeErrors] : [];
-  return writeErrors.length > 0 && writeErrors.every((w) => w.code === 11000);
 }
 
 function escapeRegex(s: string): string {
