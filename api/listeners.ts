@@ -33,16 +33,17 @@ import { workDistributionRoutes } from './routes/federation/work';
 import { joinPageRoutes } from './routes/federation/join';
 import { reviewRoutes } from './routes/federation/review';
 import { directoryTreeRoutes } from './routes/federation/directory-tree';
-import { chatGatewayRoutes } from './routes/chat/gateway';
-import { chatAdminRoutes } from './routes/chat/admin';
-import { deployRoutes } from './routes/deploy/dal';
-import { localModelChatRoutes } from './routes/chat/local-model';
 import { commercialHealthRoutes, COMMERCIAL_PREFIX, decisionRoutes, memoryProxyRoutes, productRoutes } from './routes/commercial/gateway';
 import { MemoryGatewayClient } from './routes/commercial/memory-client';
 import { memoryGatewayRoutes } from './routes/memory/truth';
 import { MemoryStore } from '../store/memory/memory';
 import { loadProductMatrix } from '../core/commercial/products.node';
 import { memoryGatewayUrl } from '../core/config.node';
+import { chatGatewayRoutes } from './routes/chat/gateway';
+import { chatAdminRoutes } from './routes/chat/admin';
+import { localModelChatRoutes } from './routes/chat/local-model';
+import { deployRoutes } from './routes/deploy/dal';
+import { PortPoolStore } from '../store/deploy/ports';
 
 export interface Listener {
   name: ListenerName;
@@ -81,8 +82,8 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(directoryTreeRoutes, { tree: ctx.tree, nodes: ctx.nodes, temporal: ctx.temporal, config });
   await main.register(chatGatewayRoutes, { chat: ctx.chat });
   await main.register(chatAdminRoutes, { chat: ctx.chat, credentials: ctx.credentials, keyGroups: ctx.keyGroups, ledger: ctx.ledger, config });
-  await main.register(deployRoutes, { temporal: ctx.temporal, config });
   await main.register(localModelChatRoutes, { chat: ctx.chat, config });
+  await main.register(deployRoutes, { temporal: ctx.temporal, config, ports: new PortPoolStore(ctx.mongo.db, config.PORT_POOL) });
 
   const backup = make('backup');
   await backup.register(healthRoutes, { db: ctx.mongo.db, listener: 'backup' });

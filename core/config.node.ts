@@ -94,7 +94,16 @@ export const configSchema = z.object({
   DEPLOY_WEB: z.enum(['on', 'off']).default('on'),
   DEPLOY_WEB_PORT: port.default(8090),
   NGINX_BIN: z.string().min(1).default('/usr/sbin/nginx'),
-  DEPLOY_KEEP_RELEASES: z.coerce.number().int().min(1).max(100).default(5)
+  DEPLOY_KEEP_RELEASES: z.coerce.number().int().min(1).max(100).default(5),
+  PORT_POOL: z
+    .string()
+    .regex(/^\d{1,5}-\d{1,5}$/, 'first-last, e.g. 18000-18999')
+    .default('18000-18999')
+    .transform((v) => {
+      const [first, last] = v.split('-').map(Number) as [number, number];
+      return { first, last };
+    })
+    .refine((r) => r.first >= 1 && r.last <= 65535 && r.first <= r.last && r.last - r.first < 10_000, 'PORT_POOL: first <= last, within 1-65535, at most 10,000 ports')
 });
 
 export type Config = z.infer<typeof configSchema> & {

@@ -60,6 +60,7 @@ function assertDriverPatched(): void {
 
 /** Index specs by collection. Created at start; creating an existing index is a no-op. */
 export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string; unique?: boolean }[]> = {
+  deploy_ports: [{ key: { app: 1 }, name: 'app_unique', unique: true }],
   ledger: [
     { key: { idem: 1 }, name: 'idem_unique', unique: true },
     { key: { key: 1, _id: 1 }, name: 'key_seq' },

@@ -143,4 +143,32 @@ describe('deployment arbitration without nginx', () => {
     expect(res.body.message).toContain('apt-get install -y nginx');
     expect((await http('GET', `${svc.urls.main}/api/status`)).status).toBe(200);
   });
+
+  test('port pool: 50 concurrent allocations get 50 distinct ports; idempotent per app; register, release, list', async () => {
+    const headers = { 'X-DID': 'did:example:deployer-2' };
+    const dal = `${svc.urls.main}/dal/deploy`;
+    const apps = Array.from({ length: 50 }, (_, i) => `app-${i}`);
+    const answers = await Promise.all(apps.map((app) => http('POST', dal, { body: { action: 'port_alloc', app }, headers })));
+    expect(answers.map((a) => a.status)).toEqual(apps.map(() => 200));
+    const ports = answers.map((a) => a.body.port as number);
+    expect(new Set(ports).size).toBe(50);
+    for (const p of ports) expect(p >= 18000 && p <= 18999).toBe(true);
+    const again = await http('POST', dal, { body: { action: 'port_alloc', app: 'app-7' }, headers });
+    expect(again.body).toMatchObject({ port: ports[7], existing: true });
+
+    const taken = await http('POST', dal, { body: { action: 'port_register', app: 'outsider', port: ports[3] }, headers });
+    expect(taken.status).toBe(409);
+    const reg = await http('POST', dal, { body: { action: 'port_register', app: 'outsider', port: 20001 }, headers });
+    expect(reg.body).toMatchObject({ ok: true, port: 20001, existing: false });
+
+    const rel = await http('POST', dal, { body: { action: 'port_release', port: ports[3] }, headers });
+    expect(rel.body).toMatchObject({ ok: true, app: 'app-3', port: ports[3] });
+    expect((await http('POST', dal, { body: { action: 'port_release', app: 'app-3' }, headers })).status).toBe(404);
+    expect((await http('POST', dal, { body: { action: 'port_release', app: 'app-4', port: ports[4] }, headers })).status).toBe(400);
+
+    const list = await http('GET', `${svc.urls.main}/dal/ports?limit=1000`, { headers });
+    expect(list.status).toBe(200);
+    expect(list.body).toMatchObject({ total: 50, pool: { first: 18000, last: 18999 } });
+    expect((await http('GET', `${svc.urls.main}/dal/ports`)).status).toBe(401);
+  });
 });

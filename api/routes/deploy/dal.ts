@@ -14,10 +14,12 @@ import { AppError } from '../../../core/errors';
 import { DEFAULT_FILE, FILE_PATH_PATTERN, MAX_FILE_BYTES, MAX_FILES, MAX_RELEASE_BYTES, TARGET_PATTERN } from '../../../core/deploy/web';
 import { SERVICE_NAME } from '../../../core/version';
 import { runDeploy } from '../../../workflows/deploy/deploy.client';
+import { queryInt } from '../../../core/identifiers';
+import type { PortPoolStore } from '../../../store/deploy/ports';
 
 export const DAL_VERSION = 'V2.0' as const;
 export const DAL_ANCHOR = 'zhongshu-hub deployment arbitration: releases are atomic, every outcome is in the ledger';
-export const DEPLOY_ACTIONS = ['deploy', 'rollback'] as const;
+export const DEPLOY_ACTIONS = ['deploy', 'rollback', 'port_alloc', 'port_release', 'port_register'] as const;
 const INSTALL_HINT = 'apt-get install -y nginx';
 
 const target = z.string().regex(TARGET_PATTERN).describe('one URL path segment: lower-case letters, digits, _ and -; served at /<target>/');
@@ -34,7 +36,21 @@ const deployBody = z
   })
   .strict();
 const rollbackBody = z.object({ action: z.literal('rollback'), target }).strict();
-const dalBody = z.discriminatedUnion('action', [deployBody, rollbackBody], { error: () => `action must be one of: ${DEPLOY_ACTIONS.join(', ')}` });
+const app = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/).describe('an application name (letters, digits, . _ -; at most 64)');
+const anyPort = z.number().int().min(1).max(65535);
+const portAllocBody = z.object({ action: z.literal('port_alloc'), app }).strict();
+const portReleaseBody = z.object({ action: z.literal('port_release'), app: app.optional(), port: anyPort.optional() }).strict().describe('exactly one of app and port');
+const portRegisterBody = z.object({ action: z.literal('port_register'), app, port: anyPort }).strict();
+const dalBody = z.discriminatedUnion('action', [deployBody, rollbackBody, portAllocBody, portReleaseBody, portRegisterBody], {
+  error: () => `action must be one of: ${DEPLOY_ACTIONS.join(', ')}`
+});
+const portAnswer = z.object({
+  ok: z.literal(true),
+  action: z.enum(['port_alloc', 'port_release', 'port_register']),
+  app: z.string(),
+  port: z.number().int(),
+  existing: z.boolean().describe('port_alloc/port_register: the app already held this port')
+});
 
 const stepSchema = z.object({ step: z.string(), ok: z.boolean(), error: z.string().optional() });
 const deployAnswer = z.object({
@@ -58,7 +74,7 @@ const failedAnswer = deployAnswer
   .omit({ ok: true, error: true })
   .extend({ ok: z.literal(false), error: z.literal('deploy_failed'), message: z.string(), trace_id: z.string(), reason: z.string().describe('why the failed step failed') });
 
-export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Config }> = async (app, { temporal, config }) => {
+export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Config; ports: PortPoolStore }> = async (app, { temporal, config, ports }) => {
   const webHost = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
   const webUrl = `http://${webHost}:${config.DEPLOY_WEB_PORT}`;
   /** Why nginx-needing actions cannot run, or null. Checked per request: installing nginx needs no API restart. */
@@ -114,11 +130,22 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
       },
       schema: {
         body: dalBody,
-        response: { 200: deployAnswer, 409: z.object({ ok: z.literal(false), error: z.string(), message: z.string(), trace_id: z.string() }).passthrough(), 502: failedAnswer }
+        response: { 200: z.union([deployAnswer, portAnswer]), 404: z.object({ ok: z.literal(false), error: z.string(), message: z.string(), trace_id: z.string() }).passthrough(), 409: z.object({ ok: z.literal(false), error: z.string(), message: z.string(), trace_id: z.string() }).passthrough(), 502: failedAnswer }
       }
     },
     async (request, reply) => {
       const body = request.body;
+      // The port pool needs no web server.
+      if (body.action === 'port_alloc') return { ok: true as const, action: body.action, ...(await ports.allocate(body.app)) };
+      if (body.action === 'port_register') return { ok: true as const, action: body.action, ...(await ports.register(body.app, body.port)) };
+      if (body.action === 'port_release') {
+        if ((body.app === undefined) === (body.port === undefined)) {
+          throw new AppError('invalid_request', 'port_release takes exactly one of app and port', { fields: [{ field: 'body', message: 'exactly one of app and port' }] });
+        }
+        const released = await ports.release(body.app !== undefined ? { app: body.app } : { port: body.port! });
+        if (!released) throw new AppError('not_found', `no port is held by ${body.app !== undefined ? `app ${body.app}` : `port ${body.port}`}`);
+        return { ok: true as const, action: body.action, app: released.app, port: released._id, existing: true };
+      }
       const why = webUnavailable();
       if (why) throw new AppError('unavailable', why, { install: INSTALL_HINT });
       let files: { path: string; content: string }[] | undefined;
@@ -173,6 +200,28 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
         message: `deploy_failed: ${result.failed_step} failed (${reason}); compensated, ${result.previous_release ?? 'no release'} is current`,
         trace_id: String(request.id)
       });
+    }
+  );
+
+  app.get(
+    '/dal/ports',
+    {
+      config: { auth: 'did' },
+      schema: {
+        querystring: z.object({ limit: queryInt(1, 1000).default(200), offset: queryInt(0, 100_000).default(0) }),
+        response: {
+          200: z.object({
+            ok: z.literal(true),
+            pool: z.object({ first: z.number().int(), last: z.number().int() }),
+            total: z.number().int(),
+            ports: z.array(z.object({ port: z.number().int(), app: z.string(), kind: z.enum(['pool', 'registered']), at: z.string() }))
+          })
+        }
+      }
+    },
+    async (request) => {
+      const { total, ports: list } = await ports.list(request.query.limit, request.query.offset);
+      return { ok: true as const, pool: config.PORT_POOL, total, ports: list.map(({ _id, ...rest }) => ({ port: _id, ...rest })) };
     }
   );
 };
