@@ -72,7 +72,8 @@ const deployAnswer = z.object({
 });
 const failedAnswer = deployAnswer
   .omit({ ok: true, error: true })
-  .extend({ ok: z.literal(false), error: z.literal('deploy_failed'), message: z.string(), trace_id: z.string(), reason: z.string().describe('why the failed step failed') });
+  .extend({ ok: z.literal(false), error: z.literal('deploy_failed'), message: z.string(), trace_id: z.string(), reason: z.string().describe('why the failed step failed') })
+  .passthrough();
 
 export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Config; ports: PortPoolStore }> = async (app, { temporal, config, ports }) => {
   const webHost = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
