@@ -20,6 +20,7 @@ import { randomBytes } from 'node:crypto';
 import { Connection } from '@temporalio/client';
 import { startFerretDb } from '../stack/ferretdb';
 import { startTemporal } from '../stack/temporal';
+import { findNginx, NGINX_INSTALL_HINT, startNginx } from '../stack/nginx';
 import { freePort, ServerHandle, typescriptProcess } from '../stack/process';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -55,6 +56,13 @@ expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 414, 415, 422, 428,
 [[operations]]
 include-path-regex = '^/a2a/(extendedAgentCard|tasks/\\{task\\}/pushNotificationConfigs)'
 checks.positive_data_acceptance.enabled = false
+
+# A2A's ContentTypeNotSupported (api/routes/discovery/a2a-binding.ts): a file part, or a part whose mediaType is not
+# text/plain or application/json, is a well-formed A2A message that the hub answers 415 by design (A2A defines the
+# error); every other check runs, and any other refusal of valid data still fails.
+[[operations]]
+include-path-regex = '^/a2a/message:(send|stream)$'
+checks.positive_data_acceptance.expected-statuses = [200, 201, 202, 401, 403, 404, 409, 415, 429]
 
 # The coverage phase of schemathesis 4.32.5 crashes on this body (the six-way union of JSON Patch operations):
 # "SystemError: AST constructor recursion depth mismatch" inside its own generator, reported as a flaky runtime
@@ -129,6 +137,13 @@ async function main(): Promise<number> {
       startTemporal({ dataDir, port: await freePort(), uiPort: await freePort(), namespace: 'default', headless: true, echo: false })
     ]);
     servers.push(ferret, temporal);
+    // Deployment arbitration needs the hub's nginx, as under `npm start` (CI installs Debian's package): a fuzzed deploy
+    // is then really deployed and read back, not refused for want of a web server.
+    const serviceDataDir = path.join(dataDir, 'service');
+    const nginxBin = findNginx(process.env.NGINX_BIN ?? '/usr/sbin/nginx');
+    const nginx = nginxBin ? await startNginx({ dataDir: serviceDataDir, binary: nginxBin, host: '127.0.0.1', echo: false, logFile: LOG_FILE.replace(/\.log$/, '-nginx.log') }) : null;
+    if (nginx) servers.push(nginx);
+    else log(`nginx not found: POST /dal/deploy answers 503 (${NGINX_INSTALL_HINT})`);
     const ports: Record<string, string> = {};
     for (const name of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT']) ports[name] = String(await freePort());
     const base = `http://127.0.0.1:${ports.PORT}`;
@@ -138,7 +153,8 @@ async function main(): Promise<number> {
       ...ports,
       LOG_LEVEL: 'info',
       HOST: '127.0.0.1',
-      DATA_DIR: path.join(dataDir, 'service'),
+      DATA_DIR: serviceDataDir,
+      ...(nginx ? { DEPLOY_WEB_PORT: String(nginx.port), NGINX_BIN: nginxBin! } : { DEPLOY_WEB: 'off' }),
       MONGODB_URI: ferret.uri,
       MONGODB_DB: 'schemathesis',
       TEMPORAL_ADDRESS: temporal.address,

@@ -39,7 +39,12 @@ const rollbackBody = z.object({ action: z.literal('rollback'), target }).strict(
 const app = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/).describe('an application name (letters, digits, . _ -; at most 64)');
 const anyPort = z.number().int().min(1).max(65535);
 const portAllocBody = z.object({ action: z.literal('port_alloc'), app }).strict();
-const portReleaseBody = z.object({ action: z.literal('port_release'), app: app.optional(), port: anyPort.optional() }).strict().describe('exactly one of app and port');
+const portReleaseBody = z
+  .object({ action: z.literal('port_release'), app: app.optional(), port: anyPort.optional() })
+  .strict()
+  .describe('exactly one of app and port')
+  // What the handler enforces, stated in the document too, so a client (and the fuzzer) knows both together are refused.
+  .meta({ oneOf: [{ required: ['app'] }, { required: ['port'] }] });
 const portRegisterBody = z.object({ action: z.literal('port_register'), app, port: anyPort }).strict();
 const dalBody = z.discriminatedUnion('action', [deployBody, rollbackBody, portAllocBody, portReleaseBody, portRegisterBody], {
   error: () => `action must be one of: ${DEPLOY_ACTIONS.join(', ')}`

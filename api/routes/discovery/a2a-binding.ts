@@ -74,6 +74,8 @@ function a2aError(reply: FastifyReply, httpStatus: number, message: string, reas
 const refuse = (reply: FastifyReply, reason: Reason, message?: string) => a2aError(reply, REASONS[reason].http, message ?? REASONS[reason].message, reason, REASONS[reason].status);
 
 const ACCEPTED_MEDIA = ['', 'text/plain', 'application/json'];
+/** A2A's kinds of Part: a part carries one of these members. */
+const PART_KINDS = ['text', 'data', 'file', 'raw', 'url'];
 
 /** Routing a message to nodes: what they must be able to do, the task type, the priority. */
 const routingMetadata = z.looseObject({
@@ -88,7 +90,17 @@ const messageBody = z.looseObject({
   contextId: z.string().max(200).optional(),
   taskId: z.string().max(200).optional(),
   role: z.enum(['ROLE_USER', 'ROLE_AGENT', 'ROLE_UNSPECIFIED']),
-  parts: z.array(z.looseObject({ mediaType: z.string().max(200).optional() })).min(1).max(100),
+  // A2A's Part is one of text, data, file (raw or url): a part with none of them is malformed (400); a file part, or a
+  // media type other than text/plain and application/json, is well formed and answered ContentTypeNotSupported.
+  parts: z
+    .array(
+      z
+        .looseObject({ mediaType: z.string().max(200).optional() })
+        .refine((part) => PART_KINDS.some((member) => member in part), `a part has one of ${PART_KINDS.join(', ')}`)
+        .meta({ anyOf: PART_KINDS.map((member) => ({ required: [member] })) })
+    )
+    .min(1)
+    .max(100),
   metadata: routingMetadata.optional()
 });
 const sendMessageRequest = z.looseObject({
