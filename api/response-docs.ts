@@ -111,6 +111,13 @@ export function errorStatuses(route: { method: string; auth: AuthModel; schema: 
   return statuses.sort((a, b) => a - b);
 }
 
+/**
+ * One Server-Sent Event as a client parses it (the schema of a `text/event-stream` response is that of each event):
+ * `data` carries the JSON text described; `event` and `id` when the stream sets them.
+ */
+export const sseEvent = (data: string) =>
+  z.object({ data: z.string().describe(data), event: z.string().optional(), id: z.string().optional(), retry: z.number().int().optional() }).describe('one server-sent event');
+
 /** A response without a body (OpenAPI: no content); zod's null is a nullable string enum in OpenAPI 3.0. */
 export const noBody = (description: string) => z.null().meta({ type: 'null' }).describe(description);
 

@@ -57,12 +57,13 @@ expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 414, 415, 422, 428,
 include-path-regex = '^/a2a/(extendedAgentCard|tasks/\\{task\\}/pushNotificationConfigs)'
 checks.positive_data_acceptance.enabled = false
 
-# A2A's ContentTypeNotSupported (api/routes/discovery/a2a-binding.ts): a file part, or a part whose mediaType is not
-# text/plain or application/json, is a well-formed A2A message that the hub answers 415 by design (A2A defines the
-# error); every other check runs, and any other refusal of valid data still fails.
+# Two refusals A2A defines for well-formed messages (api/routes/discovery/a2a-binding.ts): a file part, or a part whose
+# mediaType is not text/plain or application/json, is ContentTypeNotSupported (415); a message naming a taskId (a
+# further turn of an existing task: the hub runs one message per task) is UnsupportedOperation (400, A2A's mapping).
+# Every other check runs, and any other refusal of valid data still fails.
 [[operations]]
 include-path-regex = '^/a2a/message:(send|stream)$'
-checks.positive_data_acceptance.expected-statuses = [200, 201, 202, 401, 403, 404, 409, 415, 429]
+checks.positive_data_acceptance.expected-statuses = [200, 201, 202, 400, 401, 403, 404, 409, 415, 429]
 
 # The coverage phase of schemathesis 4.32.5 crashes on this body (the six-way union of JSON Patch operations):
 # "SystemError: AST constructor recursion depth mismatch" inside its own generator, reported as a flaky runtime

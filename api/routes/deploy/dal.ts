@@ -34,7 +34,9 @@ const deployBody = z
       .optional()
       .describe(`more files: relative path → content (at most ${MAX_FILES}, ${MAX_RELEASE_BYTES} bytes in all)`)
   })
-  .strict();
+  .strict()
+  // The handler refuses a deploy with neither (400 naming body.content); the document says so.
+  .meta({ anyOf: [{ required: ['content'] }, { required: ['files'] }] });
 const rollbackBody = z.object({ action: z.literal('rollback'), target }).strict();
 const app = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/).describe('an application name (letters, digits, . _ -; at most 64)');
 const anyPort = z.number().int().min(1).max(65535);

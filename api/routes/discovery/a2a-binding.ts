@@ -31,6 +31,7 @@ import { createHash } from 'node:crypto';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { FastifyPluginAsyncZod, hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { sseEvent } from '../../response-docs';
 import { queryInt } from '../../../core/identifiers';
 import { AppError } from '../../../core/errors';
 import { canonicalJson, JsonValue } from '../../../core/ledger/canonical-json';
@@ -124,7 +125,7 @@ const listTasksResponse = z.object({ tasks: z.array(a2aTask), nextPageToken: z.s
 const sseResponse = {
   200: {
     description: 'SSE: each data line a StreamResponse ({ task } first, then { statusUpdate } and { artifactUpdate }), until a final state',
-    content: { 'text/event-stream': { schema: z.string().describe('data: <StreamResponse JSON>') } }
+    content: { 'text/event-stream': { schema: sseEvent('a StreamResponse as JSON') } }
   }
 };
 
@@ -354,7 +355,7 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
         summary: 'A2A GetTask, and SubscribeToTask (/tasks/{id}:subscribe, SSE until the task is final)',
         params: taskParams,
         querystring: z.looseObject({ historyLength: queryInt(0, 100).optional() }),
-        response: { 200: { description: 'GetTask: the A2A Task; SubscribeToTask: an SSE stream (text/event-stream)', content: { 'application/json': { schema: a2aTask }, 'text/event-stream': { schema: z.string() } } }, ...errors(400, 401, 403, 404, 500, 503) }
+        response: { 200: { description: 'GetTask: the A2A Task; SubscribeToTask: an SSE stream (text/event-stream)', content: { 'application/json': { schema: a2aTask }, 'text/event-stream': { schema: sseEvent('a StreamResponse as JSON') } } }, ...errors(400, 401, 403, 404, 500, 503) }
       }
     },
     async (request, reply) => {

@@ -15,6 +15,7 @@
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { ERROR_BODY } from '../../response-docs';
 import type { Config } from '../../../core/config.node';
 import { AppError, conflict, notFound } from '../../../core/errors';
 import { humanText, queryInt } from '../../../core/identifiers';
@@ -24,6 +25,9 @@ import type { NodeStore } from '../../../store/federation/nodes';
 import type { PresenceStore } from '../../../store/federation/presence';
 import type { ClaimOutcome, TaskStore } from '../../../store/federation/tasks';
 import { publicTask, taskIdSchema, taskSchema } from './tasks';
+
+/** Progress, complete and fail are refused when the caller no longer holds the task's claim. */
+const NOT_HOLDER = ERROR_BODY.describe('This node does not hold the claim (its lease lapsed, or another node holds it), or the task is final');
 
 const taskParams = z.object({ task_id: taskIdSchema });
 const assignBody = z
@@ -84,7 +88,7 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, {
     '/api/task/:task_id/progress',
     {
       config: nodeAuth,
-      schema: { summary: 'A claiming node reports progress and extends its lease', params: taskParams, body: progressBody, response: { 200: progressResponse } }
+      schema: { summary: 'A claiming node reports progress and extends its lease', params: taskParams, body: progressBody, response: { 200: progressResponse, 409: NOT_HOLDER } }
     },
     async (request) => {
       const { task_id } = request.params;
@@ -99,7 +103,7 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, {
     '/api/task/:task_id/complete',
     {
       config: nodeAuth,
-      schema: { summary: 'A claiming node reports its result: the task is done', params: taskParams, body: completeBody, response: { 200: finishResponse } }
+      schema: { summary: 'A claiming node reports its result: the task is done', params: taskParams, body: completeBody, response: { 200: finishResponse, 409: NOT_HOLDER } }
     },
     async (request) => {
       const { task_id } = request.params;
@@ -112,7 +116,7 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, {
     '/api/task/:task_id/fail',
     {
       config: nodeAuth,
-      schema: { summary: 'A claiming node reports failure with a reason', params: taskParams, body: failBody, response: { 200: finishResponse } }
+      schema: { summary: 'A claiming node reports failure with a reason', params: taskParams, body: failBody, response: { 200: finishResponse, 409: NOT_HOLDER } }
     },
     async (request) => {
       const { task_id } = request.params;

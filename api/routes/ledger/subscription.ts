@@ -9,6 +9,7 @@
 import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { sseEvent } from '../../response-docs';
 import { queryInt } from '../../../core/identifiers';
 import { publicEntry, publicEntrySchema } from '../../../core/ledger/ledger-entry';
 import type { Ledger } from '../../../store/ledger/ledger';
@@ -35,7 +36,7 @@ export const subscriptionRoutes: FastifyPluginAsyncZod<{ ledger: Ledger }> = asy
         response: {
           200: {
             description: 'Entries after the cursor: a JSON page, or with Accept: text/event-stream an SSE stream that stays open',
-            content: { 'application/json': { schema: pageResponse }, 'text/event-stream': { schema: z.string().describe('id: <seq>, event: entry, data: <entry JSON>') } }
+            content: { 'application/json': { schema: pageResponse }, 'text/event-stream': { schema: sseEvent('a ledger entry as JSON (event: entry, id: its seq)') } }
           }
         }
       }
