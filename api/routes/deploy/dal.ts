@@ -31,6 +31,8 @@ const deployBody = z
     content: fileContent.optional().describe(`becomes ${DEFAULT_FILE} (and is the only file when files is absent)`),
     files: z
       .record(z.string().regex(FILE_PATH_PATTERN).max(800), fileContent)
+      .refine((files) => Object.keys(files).length > 0, 'files, when given, names at least one file')
+      .meta({ minProperties: 1 })
       .optional()
       .describe(`more files: relative path → content (at most ${MAX_FILES}, ${MAX_RELEASE_BYTES} bytes in all)`)
   })
