@@ -80,6 +80,9 @@ def _swap_if_greater(container, low, high):
         container[low], container[high] = container[high], container[low]
 
 
+_FILE_PATH = re.compile(r'(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}/){0,7}[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}')
+
+
 @schemathesis.hook
 def map_case(context, case):
     path = case.operation.path
@@ -103,4 +106,8 @@ def map_case(context, case):
         reason = body.get('reason', '')
         if isinstance(reason, str) and not reason.strip():
             body['reason'] = 'rejected by the fuzzer'
+    # POST /dal/deploy: the keys of `files` are relative paths (core/deploy/web.ts, FILE_PATH_PATTERN); OpenAPI 3.0
+    # cannot constrain the keys of a map (no propertyNames), so a generated key that is not one becomes a plain name.
+    if path == '/dal/deploy' and body is not None and isinstance(body.get('files'), dict):
+        body['files'] = {(k if isinstance(k, str) and _FILE_PATH.fullmatch(k) else f'file-{i}.txt'): v for i, (k, v) in enumerate(body['files'].items())}
     return case
