@@ -8,6 +8,7 @@ import { DirectoryTreeStore } from '../store/federation/directory-tree';
 import { createLedgerActivities } from './ledger';
 import { createNodeActivities } from './federation/node-lifecycle';
 import { createDirectoryTreeActivities } from './federation/tree-proposal';
+import { createTaskLeaseActivities } from './federation/task-lease';
 import { createDeployActivities, DeployActivityDeps } from './deploy';
 
 export interface ActivityDeps {
@@ -22,7 +23,8 @@ export function createActivities(deps: ActivityDeps) {
   return {
     ...createLedgerActivities(deps.ledger),
     ...createNodeActivities({ ledger: deps.ledger, nodes: new NodeStore(deps.db), presence: new PresenceStore(deps.db) }),
-    ...createDirectoryTreeActivities({ ledger: deps.ledger, tree: new DirectoryTreeStore(deps.db) })
+    ...createDirectoryTreeActivities({ ledger: deps.ledger, tree: new DirectoryTreeStore(deps.db) }),
+    ...createTaskLeaseActivities({ db: deps.db })
   };
 }
 

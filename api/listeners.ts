@@ -76,7 +76,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(nodeDirectoryRoutes, { nodes: ctx.nodes, presence: ctx.presence, heartbeatHistory: ctx.heartbeatHistory, config });
   await main.register(peerRoutes, { peers: ctx.peers });
   await main.register(queueStatsRoutes, { tasks: ctx.tasks });
-  await main.register(workDistributionRoutes, { tasks: ctx.tasks, nodes: ctx.nodes, presence: ctx.presence, config });
+  await main.register(workDistributionRoutes, { tasks: ctx.tasks, nodes: ctx.nodes, presence: ctx.presence, temporal: ctx.temporal, config });
   await main.register(joinPageRoutes, { config });
   await main.register(reviewRoutes, { nodes: ctx.nodes, temporal: ctx.temporal });
   await main.register(directoryTreeRoutes, { tree: ctx.tree, nodes: ctx.nodes, temporal: ctx.temporal, config });

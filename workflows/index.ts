@@ -3,3 +3,4 @@ export { truthApprovalWorkflow } from './ledger/truth-approval';
 export { nodeLifecycleWorkflow } from './federation/node-lifecycle';
 export { treeProposalWorkflow } from './federation/tree-proposal';
 export { deployWorkflow } from './deploy/deploy';
+export { taskLeasesWorkflow } from './federation/task-lease';

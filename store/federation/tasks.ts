@@ -12,10 +12,11 @@
  * findOneAndUpdate on state and the attempt count it read, setting its claim_id, and keeps the task only when the
  * document returned carries that claim_id. No $inc anywhere: every condition is on a field the update itself sets.
  *
- * Lease expiry lives in the database, not in Temporal: a lease is the stored lease_expires_at, and expireLapsed()
- * (run before every claim, read and stats call) returns each lapsed task to the queue, or fails it after
- * TASK_MAX_ATTEMPTS. Nothing is lost when a process or the Temporal server restarts, and Temporal carries no load per
- * task. The cost: a lapsed task is requeued at the next call that looks, not at the instant its lease ends.
+ * A lease is the stored lease_expires_at. sweepLapsed() returns each lapsed task to the queue, or fails it after
+ * TASK_MAX_ATTEMPTS, each change conditional on the lease it read. It runs in two places: the task-leases/<queue>
+ * workflow (workflows/federation/task-lease.ts) wakes at the earliest lease expiry (nextLeaseExpiry()) and sweeps,
+ * so a lapsed task is requeued when its lease ends even if nobody reads; and every claim, read and stats call sweeps
+ * first, so what the API answers never shows a lapsed lease as held, even while the worker or Temporal is down.
  */
 import { randomUUID } from 'node:crypto';
 import { Collection, Db, Filter } from 'mongodb';
@@ -80,26 +81,43 @@ export class TaskStore {
     return this.tasks.findOne({ _id: taskId });
   }
 
-  /**
-   * Returns every claimed task whose lease has lapsed to the queue, or fails it when it has used its attempts.
-   * Each change is conditional on the lease the sweep read, so a progress call that extended it in between wins.
-   */
+  /** Sweeps lapsed leases (see sweepLapsed); the number of tasks changed. */
   async expireLapsed(now = new Date()): Promise<number> {
+    const out = await this.sweepLapsed(now);
+    return out.requeued + out.failed;
+  }
+
+  /**
+   * Returns every claimed task whose lease has lapsed (at most `batch` per call: `more` says a full batch was read)
+   * to the queue, or fails it when it has used its attempts. Each change is conditional on the lease the sweep read,
+   * so a progress call that extended it in between wins.
+   */
+  async sweepLapsed(now = new Date(), batch = 500): Promise<{ requeued: number; failed: number; more: boolean }> {
     const at = now.toISOString();
     const lapsed = await this.tasks
       .find({ state: 'claimed', lease_expires_at: { $lt: at } }, { projection: { _id: 1, attempts: 1, lease_expires_at: 1, claim_id: 1 } })
-      .limit(500)
+      .limit(batch)
       .toArray();
-    let changed = 0;
+    const out = { requeued: 0, failed: 0, more: lapsed.length >= batch };
     for (const t of lapsed) {
       const exhausted = t.attempts >= this.opts.maxAttempts;
       const set: Partial<TaskDocument> = exhausted
         ? { state: 'failed', error: `lease lapsed on attempt ${t.attempts} of ${this.opts.maxAttempts}`, lease_expires_at: null, finished_at: at, updated_at: at }
         : { state: 'queued', claimed_by: null, claim_id: null, lease_expires_at: null, updated_at: at };
       const res = await this.tasks.updateOne({ _id: t._id, state: 'claimed', claim_id: t.claim_id ?? null, lease_expires_at: t.lease_expires_at }, { $set: set });
-      changed += res.modifiedCount;
+      if (res.modifiedCount) out[exhausted ? 'failed' : 'requeued'] += 1;
     }
-    return changed;
+    return out;
+  }
+
+  /** The earliest lease expiry among claimed tasks (ms since the epoch), or null when no task is claimed. */
+  async nextLeaseExpiry(): Promise<number | null> {
+    const [first] = await this.tasks
+      .find({ state: 'claimed', lease_expires_at: { $ne: null } }, { projection: { lease_expires_at: 1 } })
+      .sort({ lease_expires_at: 1 })
+      .limit(1)
+      .toArray();
+    return first?.lease_expires_at ? Date.parse(first.lease_expires_at) : null;
   }
 
   /**

@@ -1,7 +1,8 @@
 /**
  * Work distribution over real HTTP: worker nodes claim queued tasks (POST /api/task/assign) by their declared
  * capabilities; a claim is exclusive across two API processes sharing the database; a lapsed lease returns the task
- * to the queue and the retry is claimed again, until TASK_MAX_ATTEMPTS fails it; progress extends a lease and tells
+ * to the queue and the retry is claimed again, until TASK_MAX_ATTEMPTS fails it (swept by the task-leases workflow
+ * with nobody reading); progress extends a lease and tells
  * the node of a cancel; only online nodes claim (pending_review and offline get 403); GET /api/nodes lists the
  * online nodes.
  */
@@ -119,12 +120,15 @@ test('a lapsed lease returns the task to the queue; the retry is claimed again; 
   expect(retry).toMatchObject({ task_id: id, attempts: 2, claimed_by: beta.node_id });
   // alpha's late result is refused; its progress call says the task is not its own.
   expect((await http('POST', `${svc.urls.main}/api/task/${id}/complete`, { headers: nodeHeaders(alpha), body: { result: {} } })).status).toBe(409);
-  // beta lapses too: that was the last attempt.
+  // beta lapses too: that was the last attempt. Nobody reads the queue meanwhile (the database is watched directly):
+  // the task-leases workflow fails the task when the lease ends.
   const failed = await eventually(async () => {
-    const t = await task(id);
-    return t.state === 'failed' ? t : undefined;
-  }, 20_000, 'the task failed after its attempts');
+    const t = await svc.db.collection('tasks').findOne({ _id: id as never });
+    return t?.state === 'failed' ? t : undefined;
+  }, 20_000, 'the task failed after its attempts, swept by the workflow');
   expect(failed.error).toContain('lease lapsed on attempt 2 of 2');
+  expect(Date.parse(failed.finished_at) - Date.parse(retry.lease_expires_at)).toBeGreaterThanOrEqual(0);
+  expect(await task(id)).toMatchObject({ state: 'failed' });
   const stats = (await http('GET', `${svc.urls.main}/a2a/queue/stats`)).body;
   expect(stats).toMatchObject({ depth: 0, in_flight: 0 });
   expect(stats.mean_wait_s).toEqual(expect.any(Number));

@@ -5,7 +5,8 @@
  * nodes have no DID of their own, so the SPEC's "X-DID" is served by the node's identity instead.
  *   POST /api/task/assign                claim up to max_tasks queued tasks whose required capabilities the node
  *                                        declared, each under a lease of TASK_LEASE_S; only an online node may claim
- *                                        (pending_review, offline and rejected get 403)
+ *                                        (pending_review, offline and rejected get 403); a claim also makes sure
+ *                                        the task-leases sweeper runs (in the background, at most every 10 min)
  *   POST /api/task/:task_id/progress     extend the lease (and record a note); { canceled: true } once the
  *                                        submitter canceled it, and the node should stop
  *   POST /api/task/:task_id/complete     the result (any JSON object): the task is done
@@ -14,6 +15,7 @@
  *                                        arbitrators (node key or homologous credentials)
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Client } from '@temporalio/client';
 import { z } from 'zod';
 import { ERROR_BODY } from '../../response-docs';
 import type { Config } from '../../../core/config.node';
@@ -24,6 +26,7 @@ import { BRAND_CODES, NODE_PERMISSIONS } from '../../../core/federation/vocabula
 import type { NodeStore } from '../../../store/federation/nodes';
 import type { PresenceStore } from '../../../store/federation/presence';
 import type { ClaimOutcome, TaskStore } from '../../../store/federation/tasks';
+import { taskLeaseSweeperKeeper } from '../../../workflows/federation/task-lease.client';
 import { publicTask, taskIdSchema, taskSchema } from './tasks';
 
 /** Progress, complete and fail are refused when the caller no longer holds the task's claim. */
@@ -54,7 +57,7 @@ const onlineNode = z.object({
 });
 const nodesResponse = z.object({ ok: z.literal(true), total: z.number().int(), offset: z.number().int(), limit: z.number().int(), nodes: z.array(onlineNode) });
 
-type Deps = { tasks: TaskStore; nodes: NodeStore; presence: PresenceStore; config: Config };
+type Deps = { tasks: TaskStore; nodes: NodeStore; presence: PresenceStore; temporal: Client; config: Config };
 
 /** A node's call on a task it does not hold, as an error. */
 function refused(outcome: Extract<ClaimOutcome, { ok: false }>, taskId: string): never {
@@ -64,8 +67,11 @@ function refused(outcome: Extract<ClaimOutcome, { ok: false }>, taskId: string):
   throw conflict(`Task ${taskId} is not claimed by this node (its lease lapsed, or another node holds it)`, { state: outcome.task?.state });
 }
 
-export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, { tasks, nodes, presence, config }) => {
+export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, { tasks, nodes, presence, temporal, config }) => {
   const leaseMs = config.TASK_LEASE_S * 1000;
+  const keepSweeper = taskLeaseSweeperKeeper(temporal, config.TEMPORAL_TASK_QUEUE, { lease_s: config.TASK_LEASE_S, max_attempts: config.TASK_MAX_ATTEMPTS }, (err) =>
+    app.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'task-leases sweeper not started yet (lapsed leases are still swept at every read); retrying at the next claim')
+  );
   const nodeAuth = { auth: 'external_node' as const };
 
   app.post(
@@ -80,6 +86,7 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, {
       if (!node) throw notFound(`No node ${nodeId}`);
       if (!NODE_PERMISSIONS[node.state].claimTasks) throw new AppError('forbidden', `node ${nodeId} is ${node.state}; only an online, reviewed node may claim tasks`);
       const claimed = await tasks.claim(nodeId, node.capabilities, request.body.max_tasks, leaseMs);
+      if (claimed.length) keepSweeper();
       return { ok: true as const, node_id: nodeId, lease_s: config.TASK_LEASE_S, tasks: claimed.map(publicTask) };
     }
   );
