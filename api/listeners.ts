@@ -18,8 +18,6 @@ import { endpointDirectoryRoutes } from './routes/discovery/endpoints';
 import { adminRoutes } from './routes/admin';
 import { oauthRoutes } from './routes/oauth';
 import { handshakeRoutes } from './routes/compute/handshake';
-import { groupRoutes } from './routes/compute/group';
-import { SlimGroupStore } from '../store/compute/groups';
 import { gpuRoutes } from './routes/compute/gpu';
 import { webSocketRoutes } from './routes/compute/ws';
 import { GpuStore } from '../store/compute/gpu';
@@ -29,8 +27,6 @@ import { subscriptionRoutes } from './routes/ledger/subscription';
 import { approvalRoutes } from './routes/ledger/approvals';
 import { statusDataRoutes } from './routes/ledger/status-data';
 import { daemonStatusRoutes } from './routes/daemon/status';
-import { daemonDispatchRoutes } from './routes/daemon/dispatch';
-import { daemonAdminRoutes } from './routes/daemon/admin';
 import { registerRoutes } from './routes/federation/register';
 import { heartbeatRoutes } from './routes/federation/heartbeat';
 import { nodeDirectoryRoutes } from './routes/federation/nodes';
@@ -49,9 +45,6 @@ import { memoryGatewayUrl } from '../core/config.node';
 import { chatGatewayRoutes } from './routes/chat/gateway';
 import { chatAdminRoutes } from './routes/chat/admin';
 import { localModelChatRoutes } from './routes/chat/local-model';
-import { trialChatRoutes } from './routes/chat/trial';
-import { knowledgeAdminRoutes } from './routes/chat/knowledge';
-import { KnowledgeStore } from '../store/chat/knowledge';
 import { deployRoutes } from './routes/deploy/dal';
 import { PortPoolStore } from '../store/deploy/ports';
 
@@ -75,11 +68,9 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(endpointDirectoryRoutes, { directory: ctx.directory, config });
   await main.register(oauthRoutes, { config, keys: ctx.keys, credentials: ctx.credentials });
   await main.register(handshakeRoutes, { config, keys: ctx.keys, credentials: ctx.credentials });
-  await main.register(groupRoutes, { config, temporal: ctx.temporal, groups: new SlimGroupStore(ctx.mongo.db), credentials: ctx.credentials });
   await main.register(gpuRoutes, { gpus: new GpuStore(ctx.mongo.db), nodes: ctx.nodes, presence: ctx.presence });
   await main.register(webSocketRoutes, { ledger: ctx.ledger, config, keys: ctx.keys, credentials: ctx.credentials });
   await main.register(adminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, config });
-  await main.register(daemonAdminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, temporal: ctx.temporal, config });
   await main.register(truthReportRoutes, { ledger: ctx.ledger, quota: ctx.quota, temporal: ctx.temporal, config });
   await main.register(truthReadRoutes, { ledger: ctx.ledger, config, keys: ctx.keys });
   await main.register(subscriptionRoutes, { ledger: ctx.ledger });
@@ -97,9 +88,6 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(chatGatewayRoutes, { chat: ctx.chat });
   await main.register(chatAdminRoutes, { chat: ctx.chat, credentials: ctx.credentials, keyGroups: ctx.keyGroups, ledger: ctx.ledger, config });
   await main.register(localModelChatRoutes, { chat: ctx.chat, config });
-  const knowledge = new KnowledgeStore(ctx.mongo.db);
-  await main.register(trialChatRoutes, { chat: ctx.chat, knowledge, config });
-  await main.register(knowledgeAdminRoutes, { knowledge });
   await main.register(deployRoutes, { temporal: ctx.temporal, config, ports: new PortPoolStore(ctx.mongo.db, config.PORT_POOL) });
 
   const backup = make('backup');
@@ -128,8 +116,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
 
   const daemon = make('daemon');
   await daemon.register(healthRoutes, { db: ctx.mongo.db, listener: 'daemon' });
-  await daemon.register(daemonStatusRoutes, { config, temporal: ctx.temporal });
-  await daemon.register(daemonDispatchRoutes, { config, temporal: ctx.temporal, catalog: ctx.chat.catalog });
+  await daemon.register(daemonStatusRoutes, { config });
 
   const listeners: Listener[] = [
     { name: 'main', app: main, host: config.HOST, port: config.PORT },
