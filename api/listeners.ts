@@ -45,6 +45,9 @@ import { memoryGatewayUrl } from '../core/config.node';
 import { chatGatewayRoutes } from './routes/chat/gateway';
 import { chatAdminRoutes } from './routes/chat/admin';
 import { localModelChatRoutes } from './routes/chat/local-model';
+import { trialChatRoutes } from './routes/chat/trial';
+import { knowledgeAdminRoutes } from './routes/chat/knowledge';
+import { KnowledgeStore } from '../store/chat/knowledge';
 import { deployRoutes } from './routes/deploy/dal';
 import { PortPoolStore } from '../store/deploy/ports';
 
@@ -88,6 +91,9 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(chatGatewayRoutes, { chat: ctx.chat });
   await main.register(chatAdminRoutes, { chat: ctx.chat, credentials: ctx.credentials, keyGroups: ctx.keyGroups, ledger: ctx.ledger, config });
   await main.register(localModelChatRoutes, { chat: ctx.chat, config });
+  const knowledge = new KnowledgeStore(ctx.mongo.db);
+  await main.register(trialChatRoutes, { chat: ctx.chat, knowledge, config });
+  await main.register(knowledgeAdminRoutes, { knowledge });
   await main.register(deployRoutes, { temporal: ctx.temporal, config, ports: new PortPoolStore(ctx.mongo.db, config.PORT_POOL) });
 
   const backup = make('backup');

@@ -89,6 +89,12 @@ export const configSchema = z.object({
   CHAT_BREAKER_FAILURES: z.coerce.number().int().min(1).max(1000).default(5),
   CHAT_BREAKER_COOLDOWN_S: z.coerce.number().int().min(1).max(3600).default(30),
   KERNEL_PROMPT_FILE: z.string().min(1).optional(),
+  /** Trial chat (README "Chat gateway"): requests per client address per window, and whose X-Forwarded-For to trust. */
+  TRIAL_RATE_LIMIT: z.coerce.number().int().min(1).max(100_000).default(5),
+  TRIAL_RATE_WINDOW_S: z.coerce.number().int().min(1).max(86_400).default(600),
+  TRIAL_TRUSTED_PROXIES: csv.default([]),
+  TRIAL_SEMANTIC_THRESHOLD: z.coerce.number().min(0).max(1).default(0.6),
+  TRIAL_EXTERNAL_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(15_000),
 
   /** Deployment arbitration (README "Deployment arbitration"): the hub's own nginx and the releases it serves. */
   DEPLOY_WEB: z.enum(['on', 'off']).default('on'),

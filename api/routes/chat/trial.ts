@@ -1,0 +1,161 @@
+/**
+ * Trial chat (SPEC §2.6, §4.8): POST /try/chat (X-DID). Routing, in order:
+ *   1. knowledge-card        a card whose question equals the last user message after normalisation
+ *   2. semantic              the knowledge base's best passages (BM25+ over Chinese bigrams and English words), when
+ *                            the best one's relevance reaches TRIAL_SEMANTIC_THRESHOLD
+ *   3. ark-external          the first configured model of kind `external` (with its fallbacks), within
+ *                            TRIAL_EXTERNAL_TIMEOUT_MS
+ *   4. local-1.5b-fallback   the first configured model of kind `local`, when the external call failed or timed out
+ *   otherwise 503.
+ * Limited to TRIAL_RATE_LIMIT requests per client address per TRIAL_RATE_WINDOW_S, across API processes (the chat
+ * gateway's slot store, fixed windows); X-Forwarded-For is trusted only from TRIAL_TRUSTED_PROXIES.
+ */
+import net from 'node:net';
+import type { FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { composeReply } from '../../../core/chat/knowledge';
+import type { CatalogModel } from '../../../core/chat/providers';
+import type { UpstreamBody } from '../../../core/chat/upstream.node';
+import type { Config } from '../../../core/config.node';
+import { AppError } from '../../../core/errors';
+import type { KnowledgeStore } from '../../../store/chat/knowledge';
+import { rateLimitKey } from '../../app';
+import type { ChatServices } from '../../chat';
+import { ERROR_BODY } from '../../response-docs';
+
+/** The constant anchor string every trial answer carries in its `锚定` member (SPEC §2.6). */
+export const TRIAL_ANCHOR = 'zhongshu-hub trial chat: answers are anchored in the hub knowledge base first';
+
+export const TRIAL_SOURCES = ['knowledge-card', 'semantic', 'ark-external', 'local-1.5b-fallback'] as const;
+
+const message = z.object({
+  role: z.enum(['system', 'user', 'assistant']),
+  content: z.string().max(4000, 'at most 4,000 characters per message')
+});
+const body = z.object({
+  messages: z
+    .array(message)
+    .min(1)
+    .max(50)
+    .refine((m) => m.some((x) => x.role === 'user' && x.content.trim().length > 0), 'needs a user message with text')
+});
+
+const answer = z.object({
+  ok: z.literal(true),
+  reply: z.string(),
+  source: z.enum(TRIAL_SOURCES),
+  elapsed_ms: z.number().int(),
+  锚定: z.string()
+});
+
+/**
+ * The client's address: the peer, or, when the peer is a trusted proxy, the right-most X-Forwarded-For entry that is
+ * not a trusted proxy itself (entries to its left could be written by the client). An entry that is not an IP
+ * address stops the walk at the proxy that sent it.
+ */
+export function clientAddress(request: Pick<FastifyRequest, 'ip' | 'headers'>, trusted: ReadonlySet<string>): string {
+  const plain = (a: string) => (a.startsWith('::ffff:') && net.isIPv4(a.slice(7)) ? a.slice(7) : a);
+  let address = plain(request.ip);
+  if (!trusted.has(address)) return address;
+  const header = request.headers['x-forwarded-for'];
+  const hops = (Array.isArray(header) ? header.join(',') : (header ?? ''))
+    .split(',')
+    .map((h) => h.trim())
+    .filter(Boolean);
+  for (let i = hops.length - 1; i >= 0; i--) {
+    const hop = plain(hops[i]!);
+    if (!net.isIP(hop)) break;
+    address = hop;
+    if (!trusted.has(hop)) break;
+  }
+  return address;
+}
+
+export const trialChatRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; knowledge: KnowledgeStore; config: Config }> = async (app, { chat, knowledge, config }) => {
+  const trusted = new Set(config.TRIAL_TRUSTED_PROXIES);
+  const windowMs = config.TRIAL_RATE_WINDOW_S * 1000;
+  // Indexed at start; a failure here (MongoDB not reachable yet) only means the first request builds it.
+  await knowledge.rebuild().catch((err: unknown) => app.log.warn({ err }, 'trial chat: knowledge index not built at start'));
+
+  const admit = async (request: FastifyRequest) => {
+    const now = Date.now();
+    const windowNo = Math.floor(now / windowMs);
+    const windowEnd = (windowNo + 1) * windowMs;
+    const key = rateLimitKey({ ip: clientAddress(request, trusted) });
+    const take = await chat.limits.take(`trial:${key}`, String(windowNo), config.TRIAL_RATE_LIMIT, windowEnd + 60_000);
+    if (!take.allowed) {
+      const retry = String(Math.max(1, Math.ceil((windowEnd - now) / 1000)));
+      throw new AppError('rate_limited', `Trial chat allows ${config.TRIAL_RATE_LIMIT} requests per ${config.TRIAL_RATE_WINDOW_S} s per address; retry after ${retry} s`, { limit: config.TRIAL_RATE_LIMIT }, { 'Retry-After': retry });
+    }
+  };
+
+  const ask = async (chain: CatalogModel[], messages: z.infer<typeof message>[], timeoutMs: number, clientSignal: AbortSignal): Promise<string> => {
+    const signal = AbortSignal.any([clientSignal, AbortSignal.timeout(timeoutMs)]);
+    const res = await chat.upstreams.complete(chain, { messages } as unknown as UpstreamBody, signal);
+    const text = (res.value.choices ?? []).map((c) => c.message?.content ?? '').join('');
+    if (!text.trim()) throw new Error('empty answer');
+    return text;
+  };
+
+  app.post(
+    '/try/chat',
+    {
+      config: { auth: 'did' },
+      schema: {
+        body,
+        response: {
+          200: answer.describe('The answer and which route gave it'),
+          429: ERROR_BODY.describe(`More than TRIAL_RATE_LIMIT (default 5) requests from this address in TRIAL_RATE_WINDOW_S (default 600 s); Retry-After`),
+          503: ERROR_BODY.describe('Nothing could answer: no card or passage matched and no external or local model answered (or MongoDB is unavailable)')
+        }
+      }
+    },
+    async (request, reply) => {
+      const started = performance.now();
+      await admit(request);
+      const { messages } = request.body;
+      const question = [...messages].reverse().find((m) => m.role === 'user' && m.content.trim())!.content;
+      const done = (text: string, source: (typeof TRIAL_SOURCES)[number]) => ({ ok: true as const, reply: text, source, elapsed_ms: Math.round(performance.now() - started), 锚定: TRIAL_ANCHOR });
+
+      const index = await knowledge.current();
+      const card = index.card(question);
+      if (card) return done(card.answer, 'knowledge-card');
+      const hits = index.retrieve(question);
+      if (hits[0] && hits[0].relevance >= config.TRIAL_SEMANTIC_THRESHOLD) return done(composeReply(hits, config.TRIAL_SEMANTIC_THRESHOLD), 'semantic');
+
+      const ac = new AbortController();
+      reply.raw.on('close', () => {
+        if (!reply.raw.writableFinished) ac.abort();
+      });
+      const failures: string[] = [];
+      const external = chat.catalog.modelsFor(null, 'external')[0];
+      if (external) {
+        try {
+          return done(await ask(chat.catalog.chain(external.id), messages, config.TRIAL_EXTERNAL_TIMEOUT_MS, ac.signal), 'ark-external');
+        } catch (err) {
+          if (ac.signal.aborted) throw err;
+          failures.push(`external model ${external.id}: ${chat.upstreams.redact((err as Error).message ?? 'failed')}`);
+          request.log.warn({ model: external.id, reason: failures.at(-1) }, 'trial chat: external inference failed; trying the local model');
+        }
+      }
+      const local = chat.catalog.modelsFor(null, 'local')[0];
+      if (local) {
+        try {
+          return done(await ask(chat.catalog.chain(local.id), messages, config.TRIAL_EXTERNAL_TIMEOUT_MS, ac.signal), 'local-1.5b-fallback');
+        } catch (err) {
+          if (ac.signal.aborted) throw err;
+          failures.push(`local model ${local.id}: ${chat.upstreams.redact((err as Error).message ?? 'failed')}`);
+        }
+      }
+      throw new AppError(
+        'unavailable',
+        external || local
+          ? `No answer: the knowledge base has none for this question and the models failed (${failures.join('; ')}); retry later`
+          : 'No answer: the knowledge base has none for this question and no external or local model is configured (CHAT_PROVIDERS_FILE, kind external or local)',
+        {},
+        { 'Retry-After': '30' }
+      );
+    }
+  );
+};

@@ -1,0 +1,214 @@
+/**
+ * The trial chat's knowledge base in MongoDB: knowledge cards (`chat_knowledge_cards`, a unique index on the
+ * normalised question) and knowledge-base documents (`chat_knowledge_documents`), plus one change counter
+ * (`chat_knowledge_meta`, `_id: "version"`) that every change increments after writing.
+ *
+ * Each API process keeps its own retrieval index (core/chat/knowledge.ts) and the version it was built from; before
+ * answering it reads the counter (one `_id` lookup) and rebuilds when another process (or itself) changed anything.
+ * The counter is read before the data, so an index is never newer than the version it claims: a change racing a
+ * rebuild only causes one more rebuild.
+ */
+import { randomBytes } from 'node:crypto';
+import { Collection, Db } from 'mongodb';
+import { KnowledgeCard, KnowledgeDocument, KnowledgeIndex, normaliseQuestion } from '../../core/chat/knowledge';
+
+export interface CardDocument {
+  _id: string;
+  question: string;
+  normalized: string;
+  answer: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface DocumentDocument {
+  _id: string;
+  title: string;
+  text: string;
+  created_at: string;
+  updated_at: string;
+}
+
+interface MetaDocument {
+  _id: 'version';
+  version: number;
+}
+
+export class DuplicateQuestionError extends Error {
+  constructor(readonly question: string) {
+    super(`A knowledge card already has this question (after normalisation): ${question}`);
+  }
+}
+
+export class KnowledgeStore {
+  private readonly cards: Collection<CardDocument>;
+  private readonly documents: Collection<DocumentDocument>;
+  private readonly meta: Collection<MetaDocument>;
+  private index: KnowledgeIndex | null = null;
+  private rebuilding: Promise<KnowledgeIndex> | null = null;
+  private indexesReady: Promise<void> | null = null;
+
+  constructor(db: Db) {
+    this.cards = db.collection('chat_knowledge_cards');
+    this.documents = db.collection('chat_knowledge_documents');
+    this.meta = db.collection('chat_knowledge_meta');
+  }
+
+  private ensureIndexes(): Promise<void> {
+    this.indexesReady ??= this.cards
+      .createIndex({ normalized: 1 }, { unique: true, name: 'normalized_question' })
+      .then(() => undefined)
+      .catch((err: unknown) => {
+        this.indexesReady = null;
+        throw err;
+      });
+    return this.indexesReady;
+  }
+
+  /** The index for the current version of the knowledge base (rebuilt here when any process changed it). */
+  async current(): Promise<KnowledgeIndex> {
+    const version = await this.version();
+    if (this.index && this.index.version === version) return this.index;
+    return this.rebuild();
+  }
+
+  /** Builds the index from MongoDB (one rebuild at a time per process). */
+  rebuild(): Promise<KnowledgeIndex> {
+    this.rebuilding ??= (async () => {
+      try {
+        const version = await this.version();
+        const [cards, documents] = await Promise.all([this.cards.find({}).toArray(), this.documents.find({}).toArray()]);
+        const index = new KnowledgeIndex(
+          cards.map((c): KnowledgeCard => ({ id: c._id, question: c.question, answer: c.answer })),
+          documents.map((d): KnowledgeDocument => ({ id: d._id, title: d.title, text: d.text })),
+          version
+        );
+        if (!this.index || this.index.version <= version) this.index = index;
+        return index;
+      } finally {
+        this.rebuilding = null;
+      }
+    })();
+    return this.rebuilding;
+  }
+
+  async version(): Promise<number> {
+    return (await this.meta.findOne({ _id: 'version' }))?.version ?? 0;
+  }
+
+  private async changed(): Promise<number> {
+    const doc = await this.meta.findOneAndUpdate({ _id: 'version' }, { $inc: { version: 1 } }, { upsert: true, returnDocument: 'after' });
+    return doc?.version ?? 0;
+  }
+
+  // Cards
+
+  async listCards(offset: number, limit: number): Promise<{ total: number; items: CardDocument[] }> {
+    const [total, items] = await Promise.all([this.cards.countDocuments({}), this.cards.find({}).sort({ _id: 1 }).skip(offset).limit(limit).toArray()]);
+    return { total, items };
+  }
+
+  getCard(id: string): Promise<CardDocument | null> {
+    return this.cards.findOne({ _id: id });
+  }
+
+  async createCard(question: string, answer: string): Promise<CardDocument> {
+    await this.ensureIndexes();
+    const now = new Date().toISOString();
+    const doc: CardDocument = { _id: `kc_${randomBytes(8).toString('hex')}`, question, normalized: normaliseQuestion(question), answer, created_at: now, updated_at: now };
+    try {
+      await this.cards.insertOne(doc);
+    } catch (err) {
+      if ((err as { code?: number }).code === 11000) throw new DuplicateQuestionError(question);
+      throw err;
+    }
+    await this.changed();
+    return doc;
+  }
+
+  async updateCard(id: string, question: string, answer: string): Promise<CardDocument | null> {
+    await this.ensureIndexes();
+    let doc: CardDocument | null;
+    try {
+      doc = await this.cards.findOneAndUpdate(
+        { _id: id },
+        { $set: { question, normalized: normaliseQuestion(question), answer, updated_at: new Date().toISOString() } },
+        { returnDocument: 'after' }
+      );
+    } catch (err) {
+      if ((err as { code?: number }).code === 11000) throw new DuplicateQuestionError(question);
+      throw err;
+    }
+    if (doc) await this.changed();
+    return doc;
+  }
+
+  async deleteCard(id: string): Promise<boolean> {
+    const res = await this.cards.deleteOne({ _id: id });
+    if (res.deletedCount > 0) await this.changed();
+    return res.deletedCount > 0;
+  }
+
+  // Documents
+
+  async listDocuments(offset: number, limit: number): Promise<{ total: number; items: DocumentDocument[] }> {
+    const [total, items] = await Promise.all([this.documents.countDocuments({}), this.documents.find({}).sort({ _id: 1 }).skip(offset).limit(limit).toArray()]);
+    return { total, items };
+  }
+
+  getDocument(id: string): Promise<DocumentDocument | null> {
+    return this.documents.findOne({ _id: id });
+  }
+
+  async createDocument(title: string, text: string): Promise<DocumentDocument> {
+    const now = new Date().toISOString();
+    const doc: DocumentDocument = { _id: `kd_${randomBytes(8).toString('hex')}`, title, text, created_at: now, updated_at: now };
+    await this.documents.insertOne(doc);
+    await this.changed();
+    return doc;
+  }
+
+  async updateDocument(id: string, title: string, text: string): Promise<DocumentDocument | null> {
+    const doc = await this.documents.findOneAndUpdate({ _id: id }, { $set: { title, text, updated_at: new Date().toISOString() } }, { returnDocument: 'after' });
+    if (doc) await this.changed();
+    return doc;
+  }
+
+  async deleteDocument(id: string): Promise<boolean> {
+    const res = await this.documents.deleteOne({ _id: id });
+    if (res.deletedCount > 0) await this.changed();
+    return res.deletedCount > 0;
+  }
+
+  /**
+   * Bulk import: a card whose normalised question exists already gets the new question and answer (so importing
+   * the same file twice changes nothing); documents are added, or replace the document with the same title.
+   * One change of the counter for the whole import.
+   */
+  async importAll(cards: { question: string; answer: string }[], documents: { title: string; text: string }[]): Promise<{ cards_created: number; cards_updated: number; documents_created: number; documents_updated: number }> {
+    await this.ensureIndexes();
+    const now = new Date().toISOString();
+    const result = { cards_created: 0, cards_updated: 0, documents_created: 0, documents_updated: 0 };
+    for (const card of cards) {
+      const normalized = normaliseQuestion(card.question);
+      const res = await this.cards.updateOne(
+        { normalized },
+        { $set: { question: card.question, answer: card.answer, updated_at: now }, $setOnInsert: { _id: `kc_${randomBytes(8).toString('hex')}`, normalized, created_at: now } },
+        { upsert: true }
+      );
+      if (res.upsertedCount > 0) result.cards_created++;
+      else result.cards_updated++;
+    }
+    for (const doc of documents) {
+      const res = await this.documents.updateOne(
+        { title: doc.title },
+        { $set: { text: doc.text, updated_at: now }, $setOnInsert: { _id: `kd_${randomBytes(8).toString('hex')}`, title: doc.title, created_at: now } },
+        { upsert: true }
+      );
+      if (res.upsertedCount > 0) result.documents_created++;
+      else result.documents_updated++;
+    }
+    if (cards.length + documents.length > 0) await this.changed();
+    return result;
+  }
+}
