@@ -36,6 +36,10 @@ export const configSchema = z.object({
   MONGODB_URI: z.string().regex(/^mongodb(\+srv)?:\/\//, 'must start with mongodb:// or mongodb+srv://').optional(),
   MONGODB_DB: z.string().regex(/^[A-Za-z0-9_-]{1,60}$/, 'letters, digits, _ and - only').default('zhongshu_hub'),
   FERRETDB_PORT: port.default(27018),
+  /** FerretDB's storage (README "Storage backends"): SQLite files under DATA_DIR, or a PostgreSQL child server. */
+  FERRETDB_BACKEND: z.enum(['sqlite', 'postgresql']).default('sqlite'),
+  /** The embedded PostgreSQL's port (loopback) with FERRETDB_BACKEND=postgresql. */
+  POSTGRES_PORT: port.default(5433),
 
   TEMPORAL_ADDRESS: z.string().regex(/^[^\s:]+:\d+$/, 'must be host:port').optional(),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
@@ -50,6 +54,14 @@ export const configSchema = z.object({
   SERVICE_DID: z.string().regex(/^did:[a-z0-9]+:.+$/, 'must be a DID such as did:zhongshu:hub').default('did:zhongshu:hub'),
   OAUTH_TOKEN_TTL_S: positiveSeconds.default(3600),
   DAEMON_PROTOCOL_VERSION: z.coerce.number().int().positive().default(1),
+  /** Local daemon (README "Local daemon"): models it may call (unset: the configured models marked free_tier), DAG
+   * tasks run at once, the circuit breaker, the per-call timeout, and whether prompts/outputs enter the audit file. */
+  DAEMON_MODEL_WHITELIST: csv.optional(),
+  DAEMON_MAX_PARALLEL: z.coerce.number().int().min(1).max(64).default(4),
+  DAEMON_BREAKER_THRESHOLD: z.coerce.number().int().min(1).max(1000).default(3),
+  DAEMON_BREAKER_COOLDOWN_S: z.coerce.number().int().min(1).max(86_400).default(30),
+  DAEMON_CALL_TIMEOUT_S: z.coerce.number().int().min(1).max(600).default(60),
+  DAEMON_AUDIT_CLEARTEXT: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
 
   TRUTH_DAILY_QUOTA: z.coerce.number().int().positive().default(2000),
   TRUTH_MAX_VALUE_BYTES: z.coerce.number().int().positive().default(64 * 1024),
@@ -95,6 +107,8 @@ export const configSchema = z.object({
   TRIAL_TRUSTED_PROXIES: csv.default([]),
   TRIAL_SEMANTIC_THRESHOLD: z.coerce.number().min(0).max(1).default(0.6),
   TRIAL_EXTERNAL_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(15_000),
+  /** The plan (models, limits) of OAuth clients on POST /v1/chat/stream. */
+  CHAT_OAUTH_PLAN: z.string().regex(/^[A-Za-z0-9_-]{1,20}$/, 'a plan name such as S1').default('S1'),
 
   /** Deployment arbitration (README "Deployment arbitration"): the hub's own nginx and the releases it serves. */
   DEPLOY_WEB: z.enum(['on', 'off']).default('on'),

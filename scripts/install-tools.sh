@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the embedded stack's two servers (Temporal CLI dev server, FerretDB) once and caches them
 # outside the clone, keyed by version. Prints the path of each binary on its last lines.
-# Usage: scripts/install-tools.sh [temporal|ferretdb|nginx|all] (nginx: the Debian package, when we may install it)
+# Usage: scripts/install-tools.sh [temporal|ferretdb|nginx|postgresql|all] (nginx, postgresql: the Debian packages, when
+# we may install them; `all` is temporal, ferretdb and nginx)
 set -euo pipefail
 
 TEMPORAL_VERSION="v1.5.1"
@@ -81,6 +82,20 @@ install_nginx() {
   $sudo apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q nginx >/dev/null || { log "nginx: install failed; run: sudo apt-get install -y nginx"; return 0; }
 }
 
+# PostgreSQL for FerretDB's postgresql backend (FERRETDB_BACKEND=postgresql, README "Storage backends"): optional,
+# not part of `all`; bench:ledger measures it beside SQLite when it is installed. Debian's package also creates and
+# may start a system cluster: the hub never uses it (scripts/stack/postgres.ts runs its own under DATA_DIR).
+install_postgresql() {
+  if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then log "postgresql: $(ls -d /usr/lib/postgresql/*/bin/postgres | tail -1)"; return 0; fi
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    if sudo -n true 2>/dev/null; then sudo="sudo"; else log "postgresql is not installed; install it with: sudo apt-get install -y postgresql"; return 0; fi
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then log "postgresql is not installed; install your system's postgresql package"; return 0; fi
+  log "postgresql: installing the Debian package (apt-get install -y postgresql)..."
+  $sudo apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q postgresql >/dev/null || { log "postgresql: install failed; run: sudo apt-get install -y postgresql"; return 0; }
+}
+
 what="${1:-all}"
 case "$what" in
   temporal) build temporal github.com/temporalio/cli/cmd/temporal "$TEMPORAL_VERSION" ;;
@@ -91,5 +106,6 @@ case "$what" in
     install_nginx
     ;;
   nginx) install_nginx ;;
-  *) log "unknown tool '$what' (temporal, ferretdb, nginx or all)"; exit 2 ;;
+  postgresql) install_postgresql ;;
+  *) log "unknown tool '$what' (temporal, ferretdb, nginx, postgresql or all)"; exit 2 ;;
 esac

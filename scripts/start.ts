@@ -15,6 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '../core/config.node';
 import { startFerretDb } from './stack/ferretdb';
+import { POSTGRES_ROLE, startPostgres } from './stack/postgres';
 import { startTemporal } from './stack/temporal';
 import { findNginx, NGINX_INSTALL_HINT, startNginx } from './stack/nginx';
 import { killEveryServer, log, spawnServer, stopStale, typescriptProcess } from './stack/process';
@@ -82,8 +83,18 @@ async function main(): Promise<void> {
     void ensureTools(tools).catch(() => undefined);
 
     if (!config.MONGODB_URI) {
-      log(`starting FerretDB on 127.0.0.1:${config.FERRETDB_PORT} (data in ${path.join(config.dataDir, 'ferretdb')})`);
-      const ferret = new Supervised('ferretdb', () => startFerretDb({ dataDir: config.dataDir, port: config.FERRETDB_PORT }), giveUp);
+      // FERRETDB_BACKEND=postgresql: FerretDB stores in a PostgreSQL child server (README "Storage backends").
+      let postgresqlUrl: string | undefined;
+      if (config.FERRETDB_BACKEND === 'postgresql') {
+        log(`starting PostgreSQL on 127.0.0.1:${config.POSTGRES_PORT} (data in ${path.join(config.dataDir, 'postgres')})`);
+        const postgres = new Supervised('postgres', () => startPostgres({ dataDir: config.dataDir, port: config.POSTGRES_PORT }), giveUp);
+        parts.push(postgres);
+        await postgres.run();
+        postgresqlUrl = `postgres://${POSTGRES_ROLE}@127.0.0.1:${config.POSTGRES_PORT}/postgres`;
+      }
+      const where = postgresqlUrl ? `on PostgreSQL ${config.POSTGRES_PORT}` : `data in ${path.join(config.dataDir, 'ferretdb')}`;
+      log(`starting FerretDB on 127.0.0.1:${config.FERRETDB_PORT} (${where})`);
+      const ferret = new Supervised('ferretdb', () => startFerretDb({ dataDir: config.dataDir, port: config.FERRETDB_PORT, postgresqlUrl }), giveUp);
       parts.push(ferret);
       await ferret.run();
       env.MONGODB_URI = `mongodb://127.0.0.1:${config.FERRETDB_PORT}/`;

@@ -15,6 +15,9 @@
  *   verify   verify time and memory (live heap after collections, and RSS) for BENCH_VERIFY_SIZES entries.
  * BENCH_PHASES picks phases (default module,http,verify); BENCH_OPS is the writes per measurement (default 1000);
  * BENCH_API_PROCESSES=2 starts a second API process and alternates the http writes between the two.
+ * BENCH_BACKENDS (default `sqlite,postgresql` when PostgreSQL is installed, else `sqlite`) runs the http phase once
+ * per embedded FerretDB backend (FERRETDB_BACKEND), each on a stack of its own, and ends with a table comparing them
+ * (README "Storage backends"); with BENCH_DATA_DIR each backend keeps its data in a subdirectory named after it.
  * Prints figures and ratios; asserts nothing. The stack's output goes to a log file (stack-log.ts), named when the
  * bench fails and at its end.
  */
@@ -28,6 +31,7 @@ import { Ledger } from '../../store/ledger/ledger';
 import { verifyLedger } from '../../store/ledger/ledger-verify';
 import { ensureIndexes } from '../../store/mongo';
 import { startFerretDb } from '../stack/ferretdb';
+import { findPostgres } from '../stack/postgres';
 import { StackLog } from './stack-log';
 import { BenchStack, startBenchStack } from './stack';
 
@@ -41,6 +45,21 @@ const OVERLOAD_S = Number(process.env.BENCH_OVERLOAD_S ?? 10);
 /** 2: a second API process beside the stack's, and the writes alternate between them. */
 const API_PROCESSES = Number(process.env.BENCH_API_PROCESSES ?? 1);
 const PHASES = new Set((process.env.BENCH_PHASES ?? 'module,http,verify').split(','));
+type Backend = 'sqlite' | 'postgresql';
+const BACKENDS = (process.env.BENCH_BACKENDS ?? (findPostgres() ? 'sqlite,postgresql' : 'sqlite')).split(',').map((b): Backend => {
+  if (b !== 'sqlite' && b !== 'postgresql') throw new Error(`BENCH_BACKENDS: unknown backend ${b} (sqlite, postgresql)`);
+  return b;
+});
+
+/** One line of the closing comparison: an http measurement on one backend. */
+interface HttpRow {
+  backend: Backend;
+  size: number;
+  concurrency: number;
+  writers: number;
+  http: Figures;
+  baseline: Figures;
+}
 
 // A full garbage collection on demand (for measuring live memory), without having to start node with --expose-gc.
 v8.setFlagsFromString('--expose-gc');
@@ -90,7 +109,12 @@ async function main(): Promise<void> {
   let failure: unknown = null;
   try {
     if (PHASES.has('module') || PHASES.has('verify')) await withModuleDatabase(log, measureModule);
-    if (PHASES.has('http')) await measureHttp(log);
+    if (PHASES.has('http')) {
+      if (!process.env.BENCH_BACKENDS && !findPostgres()) console.log('PostgreSQL is not installed: the http phase runs on SQLite only (scripts/install-tools.sh postgresql adds the other column)');
+      const rows: HttpRow[] = [];
+      for (const backend of BACKENDS) rows.push(...(await measureHttp(log, backend)));
+      if (BACKENDS.length > 1) compareBackends(rows);
+    }
   } catch (err) {
     failure = err;
   }
@@ -182,9 +206,11 @@ function bareInserts(scratch: Collection, concurrency: number): Promise<Figures>
   });
 }
 
-async function measureHttp(log: StackLog): Promise<void> {
-  console.log(`bench:ledger http — POST /api/report/truth through the whole stack, ${OPS} writes per measurement, ledger at ${LEDGER_SIZES.join(', ')} entries`);
-  const stack = await startBenchStack('ledger', log, { TRUTH_DAILY_QUOTA: '100000000', NODE_REVIEW_REQUIRED: 'false' }, process.env.BENCH_DATA_DIR || undefined);
+async function measureHttp(log: StackLog, backend: Backend): Promise<HttpRow[]> {
+  console.log(`bench:ledger http — POST /api/report/truth through the whole stack on FerretDB/${backend}, ${OPS} writes per measurement, ledger at ${LEDGER_SIZES.join(', ')} entries`);
+  const keep = process.env.BENCH_DATA_DIR ? path.join(process.env.BENCH_DATA_DIR, backend) : undefined;
+  const stack = await startBenchStack(`ledger-${backend}`, log, { TRUTH_DAILY_QUOTA: '100000000', NODE_REVIEW_REQUIRED: 'false', FERRETDB_BACKEND: backend }, keep);
+  const rows: HttpRow[] = [];
   const client = await MongoClient.connect(stack.mongoUri, { retryWrites: false });
   try {
     const db = client.db(stack.dbName);
@@ -224,6 +250,7 @@ async function measureHttp(log: StackLog): Promise<void> {
           const http = await run(c, OPS, (i) => write(dids[i % writers]!, `bench.http.${size}.${c}.${writers}.${written + i}`, i));
           const status = await probe.stop();
           written += OPS;
+          rows.push({ backend, size, concurrency: c, writers, http, baseline });
           console.log(
             `  ${String(writers).padStart(2)} DID${writers > 1 ? 's' : ' '}  POST /api/report/truth: ${fmt(http)}   [${fmtStatuses(http)}]   ` +
               `throughput ${(http.opsPerSec / baseline.opsPerSec).toFixed(2)}x of bare insert; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms`
@@ -235,6 +262,23 @@ async function measureHttp(log: StackLog): Promise<void> {
   } finally {
     await client.close();
     await stack.stop();
+  }
+  return rows;
+}
+
+/** The same measurements side by side: writes/s and p99 per backend, and the ratio to the first backend. */
+function compareBackends(rows: HttpRow[]): void {
+  const [first, ...others] = BACKENDS;
+  console.log(`\nbackends compared (POST /api/report/truth; each backend's own bare insertOne in brackets):`);
+  const keyOf = (r: HttpRow) => `${r.size}/${r.concurrency}/${r.writers}`;
+  for (const row of rows.filter((r) => r.backend === first)) {
+    const cells = [row, ...others.map((b) => rows.find((r) => r.backend === b && keyOf(r) === keyOf(row)))].map((r) =>
+      r ? `${r.backend} ${r.http.opsPerSec.toFixed(0).padStart(5)}/s p99 ${r.http.p99.toFixed(0).padStart(5)} ms [${r.baseline.opsPerSec.toFixed(0)}/s]` : 'n/a'
+    );
+    const ratios = others
+      .map((backend) => rows.find((r) => r.backend === backend && keyOf(r) === keyOf(row)))
+      .map((r) => (r ? `${r.backend}/${first} ${(r.http.opsPerSec / row.http.opsPerSec).toFixed(2)}x` : ''));
+    console.log(`  ledger ${String(row.size).padStart(7)}  c=${String(row.concurrency).padStart(2)}  ${String(row.writers).padStart(2)} DID${row.writers > 1 ? 's' : ' '}  ${cells.join('   ')}   ${ratios.join(' ')}`);
   }
 }
 

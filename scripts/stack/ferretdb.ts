@@ -1,5 +1,6 @@
 /**
- * Starts FerretDB (MongoDB wire protocol on SQLite) on loopback, with its data under `dataDir`.
+ * Starts FerretDB (the MongoDB wire protocol) on loopback, on SQLite with its data under `dataDir`, or on a
+ * PostgreSQL server given by `postgresqlUrl` (FERRETDB_BACKEND=postgresql, scripts/stack/postgres.ts).
  * It binds one port (its debug listener is switched off: its default, 127.0.0.1:8088, would collide between two
  * instances). A start whose port turns out to be taken is tried again, with a new port where the caller left the
  * choice to us, up to START_ATTEMPTS times.
@@ -17,6 +18,8 @@ export async function startFerretDb(opts: {
   echo?: boolean;
   /** Also append the server's output to this file. */
   logFile?: string;
+  /** FerretDB's PostgreSQL backend on this server (postgres://…) instead of SQLite. */
+  postgresqlUrl?: string;
 }): Promise<ServerHandle & { uri: string; port: number }> {
   const binary = await ensureTool('ferretdb');
   const dir = path.join(opts.dataDir, 'ferretdb');
@@ -32,8 +35,7 @@ export async function startFerretDb(opts: {
       echo: opts.echo ?? true,
       logFile: opts.logFile,
       args: [
-        '--handler=sqlite',
-        `--sqlite-url=file:${dir}/`,
+        ...(opts.postgresqlUrl ? ['--handler=postgresql', `--postgresql-url=${opts.postgresqlUrl}`] : ['--handler=sqlite', `--sqlite-url=file:${dir}/`]),
         `--listen-addr=127.0.0.1:${port}`,
         `--state-dir=${dir}`,
         '--telemetry=disable',

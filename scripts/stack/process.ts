@@ -101,9 +101,11 @@ export function spawnServer(opts: {
   /** Also append the server's output, each line prefixed with its name, to this file. */
   logFile?: string;
   env?: NodeJS.ProcessEnv;
+  /** Run as this user (a server that refuses to run as root, started by a root launcher). */
+  user?: { uid: number; gid: number };
 }): ServerHandle {
   // Own process group: a terminal's Ctrl-C reaches only the launcher, which stops the children in order.
-  const child = spawn(opts.binary, opts.args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: opts.env ?? process.env });
+  const child = spawn(opts.binary, opts.args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: opts.env ?? process.env, ...(opts.user ?? {}) });
   fs.mkdirSync(path.dirname(opts.pidFile), { recursive: true });
   if (child.pid) fs.writeFileSync(opts.pidFile, String(child.pid));
   running.add(child);

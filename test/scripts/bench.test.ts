@@ -7,6 +7,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { findPostgres } from '../../scripts/stack/postgres';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
@@ -80,23 +81,29 @@ it('names the stack log when the stack goes away in the middle of a run', async 
   fs.rmSync(named![1]!);
 }, 180_000);
 
-it('bench:ledger, CI-sized: writes through HTTP beside bare inserts, reads meanwhile, and overload', async () => {
-  // Figures are printed, not asserted: this only proves the bench runs end to end and reports every measurement.
+it('bench:ledger, CI-sized: writes through HTTP beside bare inserts, reads meanwhile, and overload, on SQLite and (when installed) PostgreSQL', async () => {
+  // Figures are printed, not asserted: this only proves the bench runs end to end and reports every measurement,
+  // once per embedded FerretDB backend (CI installs PostgreSQL; a machine without it runs SQLite only).
+  const backends = findPostgres() ? ['sqlite', 'postgresql'] : ['sqlite'];
   const run = await bench(
-    { BENCH_PHASES: 'http', BENCH_LEDGER_SIZES: '100', BENCH_OPS: '40', BENCH_CONCURRENCY: '1,16', BENCH_DIDS: '4', BENCH_OVERLOAD_CLIENTS: '200', BENCH_OVERLOAD_S: '2' },
+    { BENCH_PHASES: 'http', BENCH_LEDGER_SIZES: '100', BENCH_OPS: '40', BENCH_CONCURRENCY: '1,16', BENCH_DIDS: '4', BENCH_OVERLOAD_CLIENTS: '200', BENCH_OVERLOAD_S: '2', BENCH_BACKENDS: backends.join(',') },
     undefined,
     'bench:ledger'
   );
   expect(run.code).toBe(0);
-  expect(run.output).toMatch(/ledger filled to \d+ entries/);
-  expect(run.output.match(/bare insertOne: +\d+ ops\/s/g)).toHaveLength(2);
-  expect(run.output.match(/POST \/api\/report\/truth: +\d+ ops\/s .*x of bare insert; GET \/api\/status meanwhile p99/g)).toHaveLength(4);
-  expect(run.output).toMatch(/overload: 200 clients for 2 s: .*×200/);
+  for (const backend of backends) expect(run.output).toContain(`through the whole stack on FerretDB/${backend}`);
+  expect(run.output.match(/ledger filled to \d+ entries/g)).toHaveLength(backends.length);
+  expect(run.output.match(/bare insertOne: +\d+ ops\/s/g)).toHaveLength(2 * backends.length);
+  expect(run.output.match(/POST \/api\/report\/truth: +\d+ ops\/s .*x of bare insert; GET \/api\/status meanwhile p99/g)).toHaveLength(4 * backends.length);
+  expect(run.output.match(/overload: 200 clients for 2 s: .*×200/g)).toHaveLength(backends.length);
   // Every quota slot spent is an entry (a refused or withdrawn write spends none); every acknowledged write is there.
-  const settled = /(\d+) entries for (\d+) acknowledged writes; quota slots spent (\d+)/.exec(run.output);
-  expect(settled).not.toBeNull();
-  expect(Number(settled![1])).toBeGreaterThanOrEqual(Number(settled![2]));
-  expect(settled![3]).toBe(settled![1]);
+  const settled = [...run.output.matchAll(/(\d+) entries for (\d+) acknowledged writes; quota slots spent (\d+)/g)];
+  expect(settled).toHaveLength(backends.length);
+  for (const [, entries, acknowledged, slots] of settled) {
+    expect(Number(entries)).toBeGreaterThanOrEqual(Number(acknowledged));
+    expect(slots).toBe(entries);
+  }
+  if (backends.length > 1) expect(run.output).toMatch(/backends compared[\s\S]*postgresql\/sqlite \d+\.\d+x/);
   const named = /the stack's log: (\S+)/.exec(run.output);
   if (named) fs.rmSync(named[1]!, { force: true });
-}, 240_000);
+}, 420_000);

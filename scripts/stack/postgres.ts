@@ -1,0 +1,125 @@
+/**
+ * PostgreSQL for FerretDB's `postgresql` backend (FERRETDB_BACKEND=postgresql; README "Storage backends"): Debian's
+ * `postgresql` package, run as a child server with its cluster under `DATA_DIR/postgres`, listening on loopback TCP
+ * only (no Unix socket), trust authentication for the one local role `ferret`. Never a system cluster: the cluster
+ * is created here by `initdb` on first start and started with `postgres -D` directly (no pg_ctlcluster).
+ *
+ * PostgreSQL refuses to run as root: when the launcher is root, the cluster directory belongs to the `postgres`
+ * system user (created by the Debian package) and the server and initdb run as that user.
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort, isBindFailure, log, ServerHandle, spawnServer, stopStale, waitForPort } from './process';
+import { START_ATTEMPTS } from './temporal';
+
+export const POSTGRES_INSTALL_HINT = 'apt-get install -y postgresql (or: bash scripts/install-tools.sh postgresql)';
+/** The role FerretDB connects as; the database is `postgres`, created by initdb. */
+export const POSTGRES_ROLE = 'ferret';
+
+/** The directory of the newest installed PostgreSQL's binaries (`PG_BIN_DIR` overrides), or null. */
+export function findPostgres(): string | null {
+  const explicit = process.env.PG_BIN_DIR;
+  if (explicit) return fs.existsSync(path.join(explicit, 'postgres')) ? explicit : null;
+  const root = '/usr/lib/postgresql';
+  if (!fs.existsSync(root)) return null;
+  const versions = fs
+    .readdirSync(root)
+    .filter((v) => fs.existsSync(path.join(root, v, 'bin', 'postgres')))
+    .sort((a, b) => Number(b) - Number(a));
+  const newest = versions[0];
+  return newest ? path.join(root, newest, 'bin') : null;
+}
+
+/** The uid and gid to run PostgreSQL as: ours, or the `postgres` user's when we are root. */
+function runAs(): { uid: number; gid: number } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const info = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
+  const group = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
+  if (info.status !== 0 || group.status !== 0) throw new Error('running as root, PostgreSQL needs the `postgres` system user (the Debian package creates it)');
+  return { uid: Number(info.stdout.trim()), gid: Number(group.stdout.trim()) };
+}
+
+function initCluster(binDir: string, dir: string, user: { uid: number; gid: number } | undefined): void {
+  if (fs.existsSync(path.join(dir, 'PG_VERSION'))) return;
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  // The postgres user must be able to reach its cluster: DATA_DIR gets the search bit for others (not the read bit:
+  // its listing stays private), e.g. a data dir made by mkdtemp (mode 0700).
+  const dataDir = path.dirname(dir);
+  const mode = fs.statSync(dataDir).mode;
+  if (user && (mode & 0o001) === 0) {
+    fs.chmodSync(dataDir, (mode & 0o7777) | 0o001);
+    log(`postgres: ${dataDir} made searchable (o+x) for the postgres user`);
+  }
+  if (user) fs.chownSync(dir, user.uid, user.gid);
+  log(`postgres: creating the cluster in ${dir} (first start only)`);
+  const result = spawnSync(
+    path.join(binDir, 'initdb'),
+    ['-D', dir, '-U', POSTGRES_ROLE, '--auth=trust', '--encoding=UTF8', '--locale=C', '--no-instructions'],
+    { encoding: 'utf8', ...(user ?? {}), cwd: os.tmpdir() }
+  );
+  if (result.status !== 0) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    const hint = user ? ' (as root, every directory above DATA_DIR must be searchable by the postgres user)' : '';
+    throw new Error(`initdb failed${hint}: ${(result.stderr || result.stdout || String(result.error)).trim()}`);
+  }
+}
+
+export async function startPostgres(opts: {
+  dataDir: string;
+  /** 0 or absent: a free port. */
+  port?: number;
+  echo?: boolean;
+  logFile?: string;
+}): Promise<ServerHandle & { url: string; port: number }> {
+  const binDir = findPostgres();
+  if (!binDir) throw new Error(`FERRETDB_BACKEND=postgresql needs PostgreSQL: ${POSTGRES_INSTALL_HINT}`);
+  const dir = path.join(opts.dataDir, 'postgres');
+  const user = runAs();
+  initCluster(binDir, dir, user);
+  const binary = path.join(binDir, 'postgres');
+  const pidFile = path.join(opts.dataDir, 'run', 'postgres.pid');
+  await stopStale(pidFile, binary);
+  // A server killed outright leaves postmaster.pid; postgres itself checks whether that pid still runs.
+  for (let attempt = 1; ; attempt++) {
+    const port = opts.port || (await freePort());
+    const handle = spawnServer({
+      name: 'postgres',
+      binary,
+      pidFile,
+      echo: opts.echo ?? true,
+      logFile: opts.logFile,
+      user,
+      args: [
+        '-D',
+        dir,
+        '-p',
+        String(port),
+        '-c',
+        'listen_addresses=127.0.0.1',
+        '-c',
+        'unix_socket_directories=',
+        '-c',
+        'log_min_messages=warning',
+        '-c',
+        'log_checkpoints=off',
+        // FerretDB opens a pool of connections per client connection burst; the default 100 is enough for one
+        // hub, raised for benches that run several API processes.
+        '-c',
+        'max_connections=200'
+      ]
+    });
+    try {
+      await waitForPort('127.0.0.1', port, 60_000, handle.child);
+      return { ...handle, url: `postgres://${POSTGRES_ROLE}@127.0.0.1:${port}/postgres`, port };
+    } catch (err) {
+      await handle.stop();
+      await handle.closed;
+      if (!isBindFailure(handle.output()) || attempt >= START_ATTEMPTS) {
+        throw new Error(`PostgreSQL did not start: ${err instanceof Error ? err.message : String(err)}\n${handle.output(30)}`);
+      }
+      log(`postgres: port ${port} was taken; starting it again (attempt ${attempt + 1} of ${START_ATTEMPTS})`);
+    }
+  }
+}
