@@ -10,6 +10,7 @@ import { createNodeActivities } from './federation/node-lifecycle';
 import { createDirectoryTreeActivities } from './federation/tree-proposal';
 import { createTaskLeaseActivities } from './federation/task-lease';
 import { createDeployActivities, DeployActivityDeps } from './deploy';
+import { createComputeActivities } from './compute';
 
 export interface ActivityDeps {
   db: Db;
@@ -24,7 +25,8 @@ export function createActivities(deps: ActivityDeps) {
     ...createLedgerActivities(deps.ledger),
     ...createNodeActivities({ ledger: deps.ledger, nodes: new NodeStore(deps.db), presence: new PresenceStore(deps.db) }),
     ...createDirectoryTreeActivities({ ledger: deps.ledger, tree: new DirectoryTreeStore(deps.db) }),
-    ...createTaskLeaseActivities({ db: deps.db })
+    ...createTaskLeaseActivities({ db: deps.db }),
+    ...createComputeActivities({ ledger: deps.ledger })
   };
 }
 

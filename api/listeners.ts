@@ -18,6 +18,8 @@ import { endpointDirectoryRoutes } from './routes/discovery/endpoints';
 import { adminRoutes } from './routes/admin';
 import { oauthRoutes } from './routes/oauth';
 import { handshakeRoutes } from './routes/compute/handshake';
+import { groupRoutes } from './routes/compute/group';
+import { SlimGroupStore } from '../store/compute/groups';
 import { gpuRoutes } from './routes/compute/gpu';
 import { webSocketRoutes } from './routes/compute/ws';
 import { GpuStore } from '../store/compute/gpu';
@@ -71,6 +73,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(endpointDirectoryRoutes, { directory: ctx.directory, config });
   await main.register(oauthRoutes, { config, keys: ctx.keys, credentials: ctx.credentials });
   await main.register(handshakeRoutes, { config, keys: ctx.keys, credentials: ctx.credentials });
+  await main.register(groupRoutes, { config, temporal: ctx.temporal, groups: new SlimGroupStore(ctx.mongo.db), credentials: ctx.credentials });
   await main.register(gpuRoutes, { gpus: new GpuStore(ctx.mongo.db), nodes: ctx.nodes, presence: ctx.presence });
   await main.register(webSocketRoutes, { ledger: ctx.ledger, config, keys: ctx.keys, credentials: ctx.credentials });
   await main.register(adminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, config });

@@ -47,7 +47,9 @@ export function securitySchemes(publicUrl: string): Record<string, Record<string
     daemon_asset: header('X-Asset-Id', 'Daemon asset id (POST /admin/daemon-assets; sent together with X-Order-Root)'),
     daemon_order_root: header('X-Order-Root', 'Daemon order root or<version>_<secret>'),
     dpop_token: { type: 'http', scheme: 'DPoP', description: 'OAuth access token bound to a DPoP proof (RFC 9449)' },
-    dpop_proof: header('DPoP', 'DPoP proof JWT (RFC 9449)')
+    dpop_proof: header('DPoP', 'DPoP proof JWT (RFC 9449)'),
+    slim_group: header('X-Slim-Group', 'SLIM group id (sent together with X-Slim-Group-Key)'),
+    slim_group_key: header('X-Slim-Group-Key', 'The group\'s current epoch key, unwrapped by the member (32 bytes, base64url)')
   };
 }
 
@@ -71,7 +73,7 @@ export const SECURITY: Record<AuthModel, SecurityRequirement[] | null> = {
   node_or_homologous: [NODE, ...HOMOLOGOUS],
   oauth_client: [{ oauth_client: [] }],
   dpop: [{ dpop_token: [], dpop_proof: [] }],
-  group_key: null,
+  group_key: [{ slim_group: [], slim_group_key: [] }],
   partner_federation: null
 };
 

@@ -4,3 +4,4 @@ export { nodeLifecycleWorkflow } from './federation/node-lifecycle';
 export { treeProposalWorkflow } from './federation/tree-proposal';
 export { deployWorkflow } from './deploy/deploy';
 export { taskLeasesWorkflow } from './federation/task-lease';
+export { groupConsensusWorkflow } from './compute/group-consensus';

@@ -13,6 +13,7 @@ import { apiKey } from './api-key';
 import { daemon } from './daemon';
 import { did } from './did';
 import { externalNode } from './external-node';
+import { groupKey } from './group-key';
 import { homologous } from './homologous';
 import { nodeOrHomologous } from './node-or-homologous';
 import { none } from './none';
@@ -47,7 +48,7 @@ export const AUTHENTICATORS: Record<AuthModel, Authenticator> = {
   node_or_homologous: nodeOrHomologous,
   oauth_client: oauthClient,
   dpop,
-  group_key: unserved('group_key'),
+  group_key: groupKey,
   partner_federation: unserved('partner_federation')
 };
 
