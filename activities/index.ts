@@ -10,6 +10,7 @@ import { createNodeActivities } from './federation/node-lifecycle';
 import { createDirectoryTreeActivities } from './federation/tree-proposal';
 import { createTaskLeaseActivities } from './federation/task-lease';
 import { createDeployActivities, DeployActivityDeps } from './deploy';
+import { createDaemonCoreActivities, createDaemonModelActivities, DaemonActivityDeps } from './daemon';
 import { createComputeActivities } from './compute';
 
 export interface ActivityDeps {
@@ -17,6 +18,8 @@ export interface ActivityDeps {
   ledger: Ledger;
   /** The deploy capability's files and nginx (commands queue); absent: no deploy activities. */
   deploy?: DeployActivityDeps;
+  /** The local daemon's identity checks and audit chain (core) and model calls (models); absent: none. */
+  daemon?: DaemonActivityDeps;
 }
 
 /** Every activity on the core task queue (MongoDB only). */
@@ -37,5 +40,9 @@ export type Activities = ReturnType<typeof createActivities>;
  * commands (deploys) register theirs under `models` and `commands`; a kind with no activities gets no worker.
  */
 export function createActivitiesByQueue(deps: ActivityDeps): Record<TaskQueueKind, Record<string, (...args: never[]) => Promise<unknown>>> {
-  return { core: createActivities(deps), models: {}, commands: { ...(deps.deploy ? createDeployActivities(deps.deploy) : {}) } };
+  const daemon = deps.daemon;
+  return {
+    core: { ...createActivities(deps), ...(daemon ? createDaemonCoreActivities({ db: deps.db, ledger: deps.ledger, daemon }) : {}) },
+    models: { ...(daemon ? createDaemonModelActivities(daemon) : {}) },
+    commands: { ...(deps.deploy ? createDeployActivities(deps.deploy) : {}) } };
 }

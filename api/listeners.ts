@@ -23,12 +23,17 @@ import { SlimGroupStore } from '../store/compute/groups';
 import { gpuRoutes } from './routes/compute/gpu';
 import { webSocketRoutes } from './routes/compute/ws';
 import { GpuStore } from '../store/compute/gpu';
+import { kunlunRoutes } from './routes/partner/kunlun';
+import { partnerAdminRoutes } from './routes/admin/partners';
+import { partnerStore } from './plugins/auth/partner';
 import { truthReportRoutes } from './routes/ledger/report';
 import { backupStatusRoutes, truthReadRoutes } from './routes/ledger/read';
 import { subscriptionRoutes } from './routes/ledger/subscription';
 import { approvalRoutes } from './routes/ledger/approvals';
 import { statusDataRoutes } from './routes/ledger/status-data';
 import { daemonStatusRoutes } from './routes/daemon/status';
+import { daemonDispatchRoutes } from './routes/daemon/dispatch';
+import { daemonAdminRoutes } from './routes/daemon/admin';
 import { registerRoutes } from './routes/federation/register';
 import { heartbeatRoutes } from './routes/federation/heartbeat';
 import { nodeDirectoryRoutes } from './routes/federation/nodes';
@@ -69,14 +74,17 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   const main = make('main');
   await registerOpenApi(main, config.publicUrl);
   await main.register(healthRoutes, { db: ctx.mongo.db, listener: 'main', upstreams: () => ctx.chat.upstreamHealth() });
-  await main.register(agentCardRoutes, { config, directory: ctx.directory, keys: ctx.keys, tasks: ctx.tasks });
+  await main.register(agentCardRoutes, { config, directory: ctx.directory, keys: ctx.keys, tasks: ctx.tasks, nodes: ctx.nodes });
   await main.register(endpointDirectoryRoutes, { directory: ctx.directory, config });
   await main.register(oauthRoutes, { config, keys: ctx.keys, credentials: ctx.credentials });
   await main.register(handshakeRoutes, { config, keys: ctx.keys, credentials: ctx.credentials });
   await main.register(groupRoutes, { config, temporal: ctx.temporal, groups: new SlimGroupStore(ctx.mongo.db), credentials: ctx.credentials });
   await main.register(gpuRoutes, { gpus: new GpuStore(ctx.mongo.db), nodes: ctx.nodes, presence: ctx.presence });
   await main.register(webSocketRoutes, { ledger: ctx.ledger, config, keys: ctx.keys, credentials: ctx.credentials });
+  await main.register(kunlunRoutes, { config, keys: ctx.keys, ledger: ctx.ledger, partners: partnerStore(ctx.mongo.db) });
+  await main.register(partnerAdminRoutes, { partners: partnerStore(ctx.mongo.db), ledger: ctx.ledger, config });
   await main.register(adminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, config });
+  await main.register(daemonAdminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, temporal: ctx.temporal, config });
   await main.register(truthReportRoutes, { ledger: ctx.ledger, quota: ctx.quota, temporal: ctx.temporal, config });
   await main.register(truthReadRoutes, { ledger: ctx.ledger, config, keys: ctx.keys });
   await main.register(subscriptionRoutes, { ledger: ctx.ledger });
@@ -91,7 +99,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(joinPageRoutes, { config });
   await main.register(reviewRoutes, { nodes: ctx.nodes, temporal: ctx.temporal });
   await main.register(directoryTreeRoutes, { tree: ctx.tree, nodes: ctx.nodes, temporal: ctx.temporal, config });
-  await main.register(chatGatewayRoutes, { chat: ctx.chat });
+  await main.register(chatGatewayRoutes, { chat: ctx.chat, oauthPlan: config.CHAT_OAUTH_PLAN });
   await main.register(chatAdminRoutes, { chat: ctx.chat, credentials: ctx.credentials, keyGroups: ctx.keyGroups, ledger: ctx.ledger, config });
   await main.register(localModelChatRoutes, { chat: ctx.chat, config });
   const knowledge = new KnowledgeStore(ctx.mongo.db);
@@ -125,7 +133,8 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
 
   const daemon = make('daemon');
   await daemon.register(healthRoutes, { db: ctx.mongo.db, listener: 'daemon' });
-  await daemon.register(daemonStatusRoutes, { config });
+  await daemon.register(daemonStatusRoutes, { config, temporal: ctx.temporal });
+  await daemon.register(daemonDispatchRoutes, { config, temporal: ctx.temporal, catalog: ctx.chat.catalog });
 
   const listeners: Listener[] = [
     { name: 'main', app: main, host: config.HOST, port: config.PORT },

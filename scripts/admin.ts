@@ -9,13 +9,16 @@
  *   api-key-regenerate <key_id>  new secret, same key id
  *   oauth-client [scope,...]     issue an OAuth client (client credentials)
  *   daemon-asset [label]         issue the daemon's two factors (asset id + order root)
+ *   daemon-asset-revoke <id>     revoke a daemon asset
+ *   daemon-release <asset_id>    release an isolated daemon asset
+ *   daemon-breaker-reset         close the daemon's circuit breaker
  *   rotate-oauth-key             new OAuth signing key; the old one verifies until its last token expires
  */
 import fs from 'node:fs';
 import { loadConfig } from '../core/config.node';
 import { adminTokenPath } from '../api/admin-token';
 
-const USAGE = fs.readFileSync(__filename, 'utf8').split('\n').slice(1, 13).map((l) => l.replace(/^ \*\s?/, '')).join('\n');
+const USAGE = fs.readFileSync(__filename, 'utf8').split('\n').slice(1, 16).map((l) => l.replace(/^ \*\s?/, '')).join('\n');
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -48,6 +51,12 @@ async function main(): Promise<void> {
       return call('/admin/oauth-keys/rotate');
     case 'daemon-asset':
       return call('/admin/daemon-assets', args[0] ? { label: args[0] } : {});
+    case 'daemon-asset-revoke':
+      return call(`/admin/daemon-assets/${encodeURIComponent(args[0] ?? '')}/revoke`);
+    case 'daemon-release':
+      return call(`/admin/daemon-assets/${encodeURIComponent(args[0] ?? '')}/release`);
+    case 'daemon-breaker-reset':
+      return call('/admin/daemon/breaker/reset');
     default:
       process.stderr.write(`${USAGE}\n`);
       process.exitCode = 2;

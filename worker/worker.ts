@@ -10,6 +10,7 @@ import { Config, deployActivityDeps, mongoUri, temporalAddress } from '../core/c
 import { connectMongo, ensureIndexes } from '../store/mongo';
 import { Ledger } from '../store/ledger/ledger';
 import { createActivitiesByQueue } from '../activities';
+import { daemonActivityDeps } from '../activities/daemon';
 import { taskQueueFor } from '../workflows/task-queues';
 import { ensureSearchAttributes } from './search-attributes';
 
@@ -32,7 +33,7 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
   const mongo = await connectMongo({ uri: mongoUri(config), dbName: config.MONGODB_DB, appName: 'zhongshu-hub-worker' });
   await ensureIndexes(mongo.db);
   const connection = await NativeConnection.connect({ address });
-  const activities = createActivitiesByQueue({ db: mongo.db, ledger: new Ledger(mongo.db), deploy: deployActivityDeps(config) });
+  const activities = createActivitiesByQueue({ db: mongo.db, ledger: new Ledger(mongo.db), deploy: deployActivityDeps(config), daemon: daemonActivityDeps(config) });
   const workers: Worker[] = [];
   for (const kind of config.WORKER_TASK_QUEUES) {
     const taskQueue = taskQueueFor(config.TEMPORAL_TASK_QUEUE, kind);

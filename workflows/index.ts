@@ -3,5 +3,8 @@ export { truthApprovalWorkflow } from './ledger/truth-approval';
 export { nodeLifecycleWorkflow } from './federation/node-lifecycle';
 export { treeProposalWorkflow } from './federation/tree-proposal';
 export { deployWorkflow } from './deploy/deploy';
+export { deployConfigWorkflow } from './deploy/config';
 export { taskLeasesWorkflow } from './federation/task-lease';
 export { groupConsensusWorkflow } from './compute/group-consensus';
+export { daemonDagWorkflow } from './daemon/dag';
+export { daemonBreakerWorkflow } from './daemon/breaker';
