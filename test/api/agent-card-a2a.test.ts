@@ -86,13 +86,15 @@ afterAll(async () => {
 });
 
 // The SDK's enums: TaskState SUBMITTED 1, WORKING 2, COMPLETED 3, CANCELED 5.
-test('both card paths resolve, with streaming on, the federation skill and the credentials the binding needs', () => {
+test('both card paths resolve, with streaming on, the federation skill, a skill per online capability and the credentials the binding needs', () => {
   const card = seen.card;
   expect(seen.same_card_at_both_paths).toBe(true);
   expect(card.supportedInterfaces).toEqual([expect.objectContaining({ url: `${svc.urls.main}/a2a`, protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' })]);
   expect(card.capabilities).toMatchObject({ streaming: true, pushNotifications: false, extendedAgentCard: false });
   expect(card.securityRequirements.map((r: { schemes: Record<string, unknown> }) => Object.keys(r.schemes))).toEqual([['external_node'], ['homologous']]);
   expect(card.skills[0]).toMatchObject({ id: 'federation', tags: expect.arrayContaining(['federation', 'tasks']) });
+  // A skill per capability the online worker nodes declare (the simulated worker declares summarize).
+  expect(card.skills[1]).toMatchObject({ id: 'capability:summarize', tags: ['federation', 'tasks', 'summarize'], examples: ['metadata.required_capabilities: ["summarize"]'] });
 });
 
 test('a message becomes a task; a worker node claims, runs and completes it while the client streams', () => {

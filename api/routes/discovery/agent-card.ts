@@ -3,9 +3,11 @@
  * look (/.well-known/agent-card.json). It promises only what answers: the one interface is the HTTP+JSON binding
  * this plugin also registers (./a2a-binding.ts), on the federation task queue, with streaming (SSE) on; push
  * notifications and the extended card are off, and
- * every URL it names is served (test/api/agent-card-a2a.test.ts checks each with the A2A SDK). Skills are derived
- * from the endpoint groups actually served; the endpoint directory is linked through a capability extension (the
- * card's schema has no free-form fields).
+ * every URL it names is served (test/api/agent-card-a2a.test.ts checks each with the A2A SDK). Skills: the task
+ * queue's own (`federation`), one per capability that online worker nodes declare (`capability:<name>`: a message
+ * naming it in metadata.required_capabilities is claimed by such a node; at most MAX_CAPABILITY_SKILLS, the most
+ * widely declared first, read from the node store at most every CARD_TTL_MS), and one per endpoint group actually
+ * served; the endpoint directory is linked through a capability extension (the card's schema has no free-form fields).
  */
 import { createHash } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
@@ -16,8 +18,9 @@ import type { Config } from '../../../core/config.node';
 import type { EndpointDirectory } from '../../directory';
 import type { HubKeys } from '../../keys';
 
-type CardDeps = { config: Config; directory: EndpointDirectory; keys: HubKeys; tasks: TaskStore };
+type CardDeps = { config: Config; directory: EndpointDirectory; keys: HubKeys; tasks: TaskStore; nodes: NodeStore };
 import type { TaskStore } from '../../../store/federation/tasks';
+import type { NodeStore } from '../../../store/federation/nodes';
 import { A2A_BASE_PATH, a2aBindingRoutes } from './a2a-binding';
 import { noBody } from '../../response-docs';
 
@@ -62,10 +65,44 @@ const TASK_SKILL = {
 /** The binding's credentials: a node's key or the homologous token (any one). */
 const CALLER_SECURITY = [{ schemes: { external_node: { list: [] } } }, { schemes: { homologous: { list: [] } } }];
 
+/** At most this many capability skills on the card, read from at most NODE_SCAN_LIMIT online nodes. */
+export const MAX_CAPABILITY_SKILLS = 32;
+const NODE_SCAN_LIMIT = 1000;
+/** The card (with its capability skills) is rebuilt at most this often; clients may cache it as long. */
+export const CARD_TTL_MS = 30_000;
+
+/** The capabilities online nodes declare, the most widely declared first (then by name), at most MAX_CAPABILITY_SKILLS. */
+export async function onlineCapabilities(nodes: NodeStore): Promise<string[]> {
+  const counts = new Map<string, number>();
+  for (let offset = 0; offset < NODE_SCAN_LIMIT; offset += 500) {
+    const page = await nodes.list({ state: 'online' }, { limit: 500, offset });
+    for (const n of page.nodes) for (const cap of new Set(n.capabilities)) counts.set(cap, (counts.get(cap) ?? 0) + 1);
+    if (offset + page.nodes.length >= page.total || page.nodes.length === 0) break;
+  }
+  return [...counts.entries()]
+    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+    .slice(0, MAX_CAPABILITY_SKILLS)
+    .map(([cap]) => cap);
+}
+
+/** A skill per capability online worker nodes declare: what a message must name to be run by one of them. */
+function capabilitySkill(cap: string) {
+  return {
+    id: `capability:${cap}`,
+    name: `Tasks needing ${cap}`,
+    description: `Send a message whose metadata.required_capabilities names ${JSON.stringify(cap)}: an online worker node declaring that capability claims the task and its result becomes the task's artifact.`,
+    tags: ['federation', 'tasks', cap],
+    examples: [`metadata.required_capabilities: [${JSON.stringify(cap)}]`],
+    inputModes: TASK_SKILL.inputModes,
+    outputModes: TASK_SKILL.outputModes,
+    securityRequirements: CALLER_SECURITY
+  };
+}
+
 /** Skills whose every endpoint needs one credential (the others mix public reads with authenticated writes). */
 const SKILL_SECURITY: Partial<Record<EndpointGroup, string>> = { review_admin: 'homologous' };
 
-export function buildAgentCard({ config, directory, keys }: CardDeps) {
+export function buildAgentCard({ config, directory, keys }: Omit<CardDeps, 'nodes' | 'tasks'>, capabilities: string[] = []) {
   const base = config.publicUrl;
   const served = directory.countByGroup();
   return {
@@ -113,6 +150,7 @@ export function buildAgentCard({ config, directory, keys }: CardDeps) {
     defaultOutputModes: ['text/plain', 'application/json'],
     skills: [
       { ...TASK_SKILL, securityRequirements: CALLER_SECURITY },
+      ...capabilities.map(capabilitySkill),
       ...(Object.keys(ENDPOINT_GROUPS) as EndpointGroup[])
       .filter((g) => (served.get(g) ?? 0) > 0)
       .map((g) => ({
@@ -128,18 +166,28 @@ export function buildAgentCard({ config, directory, keys }: CardDeps) {
 }
 
 export const agentCardRoutes: FastifyPluginAsyncZod<CardDeps> = async (app, deps) => {
-  let cached: { body: string; etag: string } | null = null;
-  const card = () => {
-    // Routes are all registered before the first request, so the card is computed once per process.
-    if (!cached) {
-      const text = JSON.stringify(buildAgentCard(deps));
-      cached = { body: text, etag: `"${createHash('sha256').update(text).digest('base64url').slice(0, 27)}"` };
-    }
-    return cached;
+  // Rebuilt at most every CARD_TTL_MS (the capability skills change as nodes come and go), by one request at a time;
+  // if the node store cannot be read, the last card is served.
+  let cached: { body: string; etag: string; at: number } | null = null;
+  let building: Promise<{ body: string; etag: string; at: number }> | null = null;
+  const build = async () => {
+    const capabilities = await onlineCapabilities(deps.nodes).catch((err: unknown) => {
+      if (!cached) throw err;
+      app.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'agent card: online capabilities not read; serving the last card');
+      return null;
+    });
+    if (capabilities === null) return { ...cached!, at: Date.now() };
+    const text = JSON.stringify(buildAgentCard(deps, capabilities));
+    return { body: text, etag: `"${createHash('sha256').update(text).digest('base64url').slice(0, 27)}"`, at: Date.now() };
+  };
+  const card = async () => {
+    if (cached && Date.now() - cached.at < CARD_TTL_MS) return cached;
+    building ??= build().finally(() => (building = null));
+    return (cached = await building);
   };
   const handler = async (request: import('fastify').FastifyRequest, reply: import('fastify').FastifyReply) => {
-    const { body, etag } = card();
-    reply.header('Cache-Control', 'public, max-age=300').header('ETag', etag);
+    const { body, etag } = await card();
+    reply.header('Cache-Control', `public, max-age=${CARD_TTL_MS / 1000}`).header('ETag', etag);
     if (request.headers['if-none-match'] === etag) return reply.code(304).send();
     return reply.type('application/json').send(body);
   };
