@@ -31,6 +31,18 @@ export function deployLayout(dataDir: string) {
     nginxConf: `${nginx}/nginx.conf`,
     nginxPid: `${nginx}/nginx.pid`,
     nginxErrorLog: `${nginx}/logs/error.log`,
+    /** The hub's `listen` line, included by every fragment server block (written with nginx.conf). */
+    listenConf: `${nginx}/listen.conf`,
+    /** Rendered fragments: <target>.location.conf (in the hub's server) and <target>.server.conf (in http). */
+    confD: `${nginx}/conf.d`,
+    fragmentLocations: (t: string) => `${nginx}/conf.d/${t}.location.conf`,
+    fragmentServers: (t: string) => `${nginx}/conf.d/${t}.server.conf`,
+    /** The config generation nginx answers at CONFIG_GENERATION_PATH (no target name starts with _). */
+    configGeneration: `${nginx}/conf.d/_generation.location.conf`,
+    /** A target's stored fragment, as submitted (the `config` action). */
+    fragmentSource: (t: string) => `${root}/targets/${t}/nginx.fragment.conf`,
+    /** Copies of the files a config change replaces, kept until it is reloaded or restored. */
+    configBackup: (op: string) => `${nginx}/backup-${op}`,
     targets: `${root}/targets`,
     target: (t: string) => `${root}/targets/${t}`,
     releases: (t: string) => `${root}/targets/${t}/releases`,
@@ -39,6 +51,13 @@ export function deployLayout(dataDir: string) {
     /** Releases marked bad: one empty file per release id, outside the served tree. */
     bad: (t: string) => `${root}/targets/${t}/bad`
   };
+}
+
+/** Where the hub's nginx answers the id of the config change it runs with: a reload is confirmed by reading it. */
+export const CONFIG_GENERATION_PATH = '/_hub/config-generation';
+
+export function renderGenerationLocation(operationId: string): string {
+  return `location = ${CONFIG_GENERATION_PATH} { default_type text/plain; return 200 "${operationId.replace(/[^A-Za-z0-9_-]/g, '')}"; }\n`;
 }
 
 /** The `nginx -p/-c/-e` flags every nginx command of the hub uses, so none touches a system nginx. */
@@ -52,9 +71,13 @@ export function nginxFlags(dataDir: string): string[] {
  * (the symlink is resolved per request, so switching `current` is seen at once); every pid, log and temp path is
  * inside the prefix. `runAsRoot`: workers must read a 0700 data dir, so a root launcher keeps them as root.
  */
+export function nginxListen(host: string, port: number): string {
+  return host === '0.0.0.0' || host === '::' ? `${port}` : `${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
 export function renderNginxConf(opts: { dataDir: string; host: string; port: number; runAsRoot: boolean }): string {
   const l = deployLayout(opts.dataDir);
-  const listen = opts.host === '0.0.0.0' || opts.host === '::' ? `${opts.port}` : `${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${opts.port}`;
+  const listen = nginxListen(opts.host, opts.port);
   return [
     '# Written by zhongshu-hub at every start (core/deploy/web.ts); edits are lost.',
     ...(opts.runAsRoot ? ['user root;'] : []),
@@ -72,9 +95,13 @@ export function renderNginxConf(opts: { dataDir: string; host: string; port: num
     '  types { text/html html htm; text/css css; application/javascript js; application/json json; text/plain txt; image/svg+xml svg; image/png png; }',
     '  default_type application/octet-stream;',
     '  server_tokens off;',
+    // Each target's stored config fragment (core/deploy/fragment.ts): its server blocks here, its locations below.
+    `  include ${l.confD}/*.server.conf;`,
     '  server {',
-    `    listen ${listen};`,
+    // default_server: a fragment's server block (included above, so earlier) must never become the default host.
+    `    listen ${listen} default_server;`,
     '    location = / { return 200 "zhongshu-hub deploy web\\n"; }',
+    `    include ${l.confD}/*.location.conf;`,
     `    location ~ "^/([a-z0-9][a-z0-9_-]{0,62})/(.*)$" { alias ${l.targets}/$1/current/$2; index index.html; }`,
     '  }',
     '}',

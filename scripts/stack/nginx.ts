@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { deployLayout, nginxFlags, renderNginxConf } from '../../core/deploy/web';
+import { deployLayout, nginxFlags, nginxListen, renderNginxConf } from '../../core/deploy/web';
 import { freePort, isBindFailure, log, ServerHandle, spawnServer, stopStale, waitForPort } from './process';
 
 export const NGINX_INSTALL_HINT = 'apt-get install -y nginx (Debian/Ubuntu; nginx-light also works)';
@@ -23,7 +23,9 @@ export function findNginx(configured: string): string | null {
 
 export function writeNginxConf(opts: { dataDir: string; host: string; port: number }): void {
   const l = deployLayout(opts.dataDir);
-  for (const dir of [l.nginxPrefix, path.join(l.nginxPrefix, 'logs'), path.join(l.nginxPrefix, 'temp'), l.targets]) fs.mkdirSync(dir, { recursive: true });
+  for (const dir of [l.nginxPrefix, path.join(l.nginxPrefix, 'logs'), path.join(l.nginxPrefix, 'temp'), l.confD, l.targets]) fs.mkdirSync(dir, { recursive: true });
+  // The listen line every stored fragment's server block includes (the fragments in conf.d are kept across starts).
+  fs.writeFileSync(l.listenConf, `listen ${nginxListen(opts.host, opts.port)};\n`);
   fs.writeFileSync(l.nginxConf, renderNginxConf({ ...opts, runAsRoot: process.getuid?.() === 0 }));
 }
 

@@ -4,6 +4,7 @@
  * DEPLOY_WEB_PORT, so deploys are read back through nginx. Never touches a system nginx.
  */
 import fs from 'node:fs';
+import nodeHttp from 'node:http';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { findNginx, startNginx } from '../../scripts/stack/nginx';
@@ -112,6 +113,72 @@ describeWithNginx('deployment arbitration (real nginx)', () => {
     expect((await served('/app/')).text).toBe('good');
     const ledger = await http('GET', `${svc.urls.main}/api/truth?key=hub.deploy.compensated&limit=10`);
     expect(ledger.body.results[0].value).toMatchObject({ target: 'app', failed_step: bad.body.failed_step, current_release: good.body.release_id });
+  });
+
+  test('config: a fragment is merged under nginx -t and reloaded; a failing one is restored (nginx keeps serving); confinement is 400', async () => {
+    const cfg = (fragment: string, target = 'cfg') => http('POST', dal(), { body: { action: 'config', target, fragment }, headers });
+    expect((await http('POST', dal(), { body: { action: 'deploy', target: 'cfg', content: 'cfg home' }, headers })).status).toBe(200);
+    const good = await cfg('location = /cfg/hello {\n  default_type text/plain;\n  return 200 "hello from a fragment";\n}\nlocation ^~ /cfg/static/ { alias @current/; add_header X-Frag yes; }\n');
+    expect(good.status).toBe(200);
+    expect(good.body).toMatchObject({ ok: true, action: 'config', outcome: 'configured', target: 'cfg', workflow_id: 'deploy-config', removed: false });
+    expect((await served('/cfg/hello')).text).toBe('hello from a fragment');
+    const aliased = await fetch(`http://127.0.0.1:${webPort}/cfg/static/index.html`);
+    expect(aliased.headers.get('x-frag')).toBe('yes');
+    expect(await aliased.text()).toBe('cfg home');
+    const stored = fs.readFileSync(deployLayout(dataDir).fragmentSource('cfg'), 'utf8');
+
+    // Passes the confinement rules, fails nginx -t: 400 with nginx's text; the previous files are back, nginx serves on.
+    const broken = await cfg('location = /cfg/hello { retrun 200 "typo"; }');
+    expect(broken.status).toBe(400);
+    expect(broken.body).toMatchObject({ ok: false, error: 'invalid_request', outcome: 'rejected', restored: true });
+    expect(broken.body.nginx_error).toContain('unknown directive "retrun"');
+    expect(broken.body.nginx_error).not.toContain(dataDir);
+    expect(fs.readFileSync(deployLayout(dataDir).fragmentSource('cfg'), 'utf8')).toBe(stored);
+    expect((await served('/cfg/hello')).text).toBe('hello from a fragment');
+    expect((await served('/cfg/')).text).toBe('cfg home');
+
+    // Confinement: refused before nginx sees it.
+    for (const fragment of [
+      'location /cfg/ { include /etc/nginx/mime.types; }',
+      'load_module /tmp/evil.so;',
+      'location /other/ { return 200 "not mine"; }',
+      'location ~ ^/cfg/|^/other/ { return 200; }',
+      'server { listen 9999; server_name evil.example; }',
+      'server { server_name _; return 200; }',
+      'location /cfg/x/ { root /etc; }',
+      'location /cfg/x/ { alias @current/../../other/current/; }',
+      'location /cfg/x/ { access_log /tmp/x.log; }',
+      'location /cfg/x/ { proxy_pass http://127.0.0.1:22; }',
+      'location /cfg/x/ { fastcgi_pass 127.0.0.1:9000; }',
+      'http { }'
+    ]) {
+      const res = await cfg(fragment);
+      expect([fragment, res.status]).toEqual([fragment, 400]);
+      expect(res.body.error).toBe('invalid_request');
+    }
+    expect((await served('/cfg/hello')).text).toBe('hello from a fragment');
+
+    // A server block of its own (the hub adds its listen), then removal with an empty fragment.
+    const vhost = await cfg('server {\n  server_name cfg.example;\n  location / { default_type text/plain; return 200 "vhost cfg"; }\n}\n');
+    expect(vhost.status).toBe(200);
+    const byHost = await new Promise<string>((resolve, reject) => {
+      nodeHttp.get({ host: '127.0.0.1', port: webPort, path: '/', headers: { Host: 'cfg.example' } }, (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve(text));
+      }).on('error', reject);
+    });
+    expect(byHost).toBe('vhost cfg');
+    expect((await served('/cfg/hello')).status).toBe(404);
+    const removed = await cfg('');
+    expect(removed.body).toMatchObject({ ok: true, removed: true });
+    expect(fs.existsSync(deployLayout(dataDir).fragmentSource('cfg'))).toBe(false);
+    expect((await served('/cfg/')).text).toBe('cfg home');
+
+    const ledger = await http('GET', `${svc.urls.main}/api/truth?key=hub.deploy.config_&limit=50`);
+    const keys = ledger.body.results.map((r: { key: string }) => r.key);
+    expect(keys).toContain('hub.deploy.config_configured');
+    expect(keys).toContain('hub.deploy.config_rejected');
   });
 
   test('keeps DEPLOY_KEEP_RELEASES releases', async () => {

@@ -14,12 +14,14 @@ import { AppError } from '../../../core/errors';
 import { DEFAULT_FILE, FILE_PATH_PATTERN, MAX_FILE_BYTES, MAX_FILES, MAX_RELEASE_BYTES, TARGET_PATTERN } from '../../../core/deploy/web';
 import { SERVICE_NAME } from '../../../core/version';
 import { runDeploy } from '../../../workflows/deploy/deploy.client';
+import { runDeployConfig } from '../../../workflows/deploy/config.client';
+import { FragmentError, MAX_FRAGMENT_BYTES, parseFragment } from '../../../core/deploy/fragment';
 import { queryInt } from '../../../core/identifiers';
 import type { PortPoolStore } from '../../../store/deploy/ports';
 
 export const DAL_VERSION = 'V2.0' as const;
 export const DAL_ANCHOR = 'zhongshu-hub deployment arbitration: releases are atomic, every outcome is in the ledger';
-export const DEPLOY_ACTIONS = ['deploy', 'rollback', 'port_alloc', 'port_release', 'port_register'] as const;
+export const DEPLOY_ACTIONS = ['deploy', 'rollback', 'config', 'port_alloc', 'port_release', 'port_register'] as const;
 const INSTALL_HINT = 'apt-get install -y nginx';
 
 const target = z.string().regex(TARGET_PATTERN).describe('one URL path segment: lower-case letters, digits, _ and -; served at /<target>/');
@@ -40,6 +42,19 @@ const deployBody = z
   // The handler refuses a deploy with neither (400 naming body.content); the document says so.
   .meta({ anyOf: [{ required: ['content'] }, { required: ['files'] }] });
 const rollbackBody = z.object({ action: z.literal('rollback'), target }).strict();
+const configBody = z
+  .object({
+    action: z.literal('config'),
+    target,
+    fragment: z
+      .string()
+      .max(MAX_FRAGMENT_BYTES)
+      .describe(
+        'nginx location and/or server blocks for this target (README "Deployment arbitration": locations under /<target>/, server blocks with a server_name and no listen, ' +
+          'root/alias only @current[/path], proxy_pass only to a pool port; no include, load_module, listen, logs or files elsewhere); empty removes the fragment'
+      )
+  })
+  .strict();
 const app = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/).describe('an application name (letters, digits, . _ -; at most 64)');
 const anyPort = z.number().int().min(1).max(65535);
 const portAllocBody = z.object({ action: z.literal('port_alloc'), app }).strict();
@@ -50,7 +65,7 @@ const portReleaseBody = z
   // What the handler enforces, stated in the document too, so a client (and the fuzzer) knows both together are refused.
   .meta({ oneOf: [{ required: ['app'] }, { required: ['port'] }] });
 const portRegisterBody = z.object({ action: z.literal('port_register'), app, port: anyPort }).strict();
-const dalBody = z.discriminatedUnion('action', [deployBody, rollbackBody, portAllocBody, portReleaseBody, portRegisterBody], {
+const dalBody = z.discriminatedUnion('action', [deployBody, rollbackBody, configBody, portAllocBody, portReleaseBody, portRegisterBody], {
   error: () => `action must be one of: ${DEPLOY_ACTIONS.join(', ')}`
 });
 const portAnswer = z.object({
@@ -61,6 +76,19 @@ const portAnswer = z.object({
   existing: z.boolean().describe('port_alloc/port_register: the app already held this port')
 });
 
+const configAnswer = z.object({
+  ok: z.literal(true),
+  action: z.literal('config'),
+  outcome: z.literal('configured'),
+  target: z.string(),
+  removed: z.boolean().describe('the fragment was empty: the target has no fragment now'),
+  steps: z.array(z.object({ step: z.string(), ok: z.boolean(), error: z.string().optional() })),
+  workflow_id: z.string(),
+  ledger_seq: z.number().int().nullable()
+});
+const configFailed = z
+  .object({ ok: z.literal(false), error: z.literal('config_failed'), message: z.string(), trace_id: z.string(), outcome: z.literal('compensated'), failed_step: z.string(), nginx_error: z.string().nullable() })
+  .passthrough();
 const stepSchema = z.object({ step: z.string(), ok: z.boolean(), error: z.string().optional() });
 const deployAnswer = z.object({
   ok: z.boolean().describe('true when the release is live; false when a step failed and was compensated'),
@@ -140,7 +168,7 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
       },
       schema: {
         body: dalBody,
-        response: { 200: z.union([deployAnswer, portAnswer]), 404: z.object({ ok: z.literal(false), error: z.string(), message: z.string(), trace_id: z.string() }).passthrough(), 409: z.object({ ok: z.literal(false), error: z.string(), message: z.string(), trace_id: z.string() }).passthrough(), 502: failedAnswer }
+        response: { 200: z.union([deployAnswer, configAnswer, portAnswer]), 404: z.object({ ok: z.literal(false), error: z.string(), message: z.string(), trace_id: z.string() }).passthrough(), 409: z.object({ ok: z.literal(false), error: z.string(), message: z.string(), trace_id: z.string() }).passthrough(), 502: z.union([failedAnswer, configFailed]) }
       }
     },
     async (request, reply) => {
@@ -158,6 +186,43 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
       }
       const why = webUnavailable();
       if (why) throw new AppError('unavailable', why, { install: INSTALL_HINT });
+      if (body.action === 'config') {
+        try {
+          parseFragment(body.fragment, { target: body.target, poolFirst: config.PORT_POOL.first, poolLast: config.PORT_POOL.last });
+        } catch (err) {
+          if (!(err instanceof FragmentError)) throw err;
+          throw new AppError('invalid_request', `fragment refused: ${err.message}`, { fields: [{ field: 'body.fragment', message: err.message }] });
+        }
+        const result = await runDeployConfig(temporal, config.TEMPORAL_TASK_QUEUE, {
+          target: body.target,
+          fragment: body.fragment,
+          pool: config.PORT_POOL,
+          hub_did: config.SERVICE_DID,
+          actor: request.principal!.id
+        });
+        const common = { target: result.target, removed: result.removed, steps: result.steps, workflow_id: result.workflow_id, ledger_seq: result.ledger_seq };
+        if (result.outcome === 'configured') return { ok: true as const, action: 'config' as const, outcome: 'configured' as const, ...common };
+        if (result.outcome === 'rejected') {
+          // nginx -t refused the merged config: the previous files are back and nginx serves as before.
+          throw new AppError('invalid_request', `nginx -t refused the merged config; the previous configuration was restored: ${result.nginx_error ?? ''}`, {
+            fields: [{ field: 'body.fragment', message: result.nginx_error ?? 'nginx -t failed' }],
+            nginx_error: result.nginx_error,
+            outcome: 'rejected',
+            restored: true,
+            ...common
+          });
+        }
+        return reply.code(502).send({
+          ok: false as const,
+          error: 'config_failed' as const,
+          outcome: 'compensated' as const,
+          failed_step: result.failed_step ?? 'unknown',
+          nginx_error: result.nginx_error,
+          message: `config_failed: ${result.failed_step} failed (${result.nginx_error ?? 'unknown'}); the previous configuration was restored`,
+          trace_id: String(request.id),
+          ...common
+        });
+      }
       let files: { path: string; content: string }[] | undefined;
       if (body.action === 'deploy') {
         const map = new Map<string, string>();
