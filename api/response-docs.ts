@@ -48,6 +48,8 @@ export function securitySchemes(publicUrl: string): Record<string, Record<string
     daemon_order_root: header('X-Order-Root', 'Daemon order root or<version>_<secret>'),
     dpop_token: { type: 'http', scheme: 'DPoP', description: 'OAuth access token bound to a DPoP proof (RFC 9449)' },
     dpop_proof: header('DPoP', 'DPoP proof JWT (RFC 9449)'),
+    partner_signature_input: header('Signature-Input', 'RFC 9421 signature parameters: ("@method" "@path" "content-digest");created;keyid="<partner id>";alg="ed25519" (sent with Signature and Content-Digest)'),
+    partner_signature: header('Signature', 'RFC 9421 Ed25519 signature by the partner key registered at POST /admin/partners'),
     slim_group: header('X-Slim-Group', 'SLIM group id (sent together with X-Slim-Group-Key)'),
     slim_group_key: header('X-Slim-Group-Key', 'The group\'s current epoch key, unwrapped by the member (32 bytes, base64url)')
   };
@@ -74,7 +76,7 @@ export const SECURITY: Record<AuthModel, SecurityRequirement[] | null> = {
   oauth_client: [{ oauth_client: [] }],
   dpop: [{ dpop_token: [], dpop_proof: [] }],
   group_key: [{ slim_group: [], slim_group_key: [] }],
-  partner_federation: null
+  partner_federation: [{ partner_signature_input: [], partner_signature: [] }]
 };
 
 /** Models whose check answers 401 on a missing or wrong credential (the daemon's two-factor check answers 403). */

@@ -19,6 +19,7 @@ import { nodeOrHomologous } from './node-or-homologous';
 import { none } from './none';
 import { dpop, oauth } from './oauth';
 import { oauthClient } from './oauth-client';
+import { partner } from './partner';
 import type { AuthDeps, Authenticator, Principal } from './principal';
 import { unserved } from './unserved';
 
@@ -49,7 +50,7 @@ export const AUTHENTICATORS: Record<AuthModel, Authenticator> = {
   oauth_client: oauthClient,
   dpop,
   group_key: groupKey,
-  partner_federation: unserved('partner_federation')
+  partner_federation: partner
 };
 
 /** Routes that belong to the docs plugins (they are public and declare nothing). */
