@@ -145,7 +145,9 @@ export function documentRoute(route: RouteShape): void {
       if (!(String(status) in response)) response[String(status)] = errorResponse(status);
     }
   }
-  route.schema = { ...schema, security, response };
+  // A route accepting further models (config.authAlso) lists their alternatives too.
+  const also = ((route.config as { authAlso?: AuthModel[] }).authAlso ?? []).flatMap((m) => SECURITY[m] ?? []);
+  route.schema = { ...schema, security: [...security, ...also], response };
 }
 
 /** Installs the hook on one listener's app; before the docs plugin registers, so it sees the filled-in schemas. */

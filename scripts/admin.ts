@@ -13,12 +13,20 @@
  *   daemon-release <asset_id>    release an isolated daemon asset
  *   daemon-breaker-reset         close the daemon's circuit breaker
  *   rotate-oauth-key             new OAuth signing key; the old one verifies until its last token expires
+ *   api-key-plan <key_id> <plan> change a chat key's plan (S1-S5)
+ *   api-key-usage <key_id> [days]  a chat key's usage per day
+ *   key-group <key_id> [label]   create a key group under a key of plan S4 or S5
+ *   key-groups <key_id>          a key's groups and their keys
+ *   key-group-key <group_id> [label] [plan]  issue a key into a group (its own quota)
+ *   knowledge                    the trial chat knowledge base: counts and version
+ *   knowledge-import <file>      import knowledge cards and documents from a .json or .md file
  */
 import fs from 'node:fs';
 import { loadConfig } from '../core/config.node';
 import { adminTokenPath } from '../api/admin-token';
 
-const USAGE = fs.readFileSync(__filename, 'utf8').split('\n').slice(1, 16).map((l) => l.replace(/^ \*\s?/, '')).join('\n');
+const header = fs.readFileSync(__filename, 'utf8').split('\n');
+const USAGE = header.slice(1, header.indexOf(' */')).map((l) => l.replace(/^ \*\s?/, '')).join('\n');
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -30,6 +38,11 @@ async function main(): Promise<void> {
     const res = await fetch(`${base}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
     const text = await res.text();
     process.stdout.write(`${text}\n`);
+    if (!res.ok) process.exitCode = 1;
+  };
+  const get = async (path: string) => {
+    const res = await fetch(`${base}${path}`, { headers: { authorization: `Bearer ${token}` } });
+    process.stdout.write(`${await res.text()}\n`);
     if (!res.ok) process.exitCode = 1;
   };
   switch (command) {
@@ -57,6 +70,24 @@ async function main(): Promise<void> {
       return call(`/admin/daemon-assets/${encodeURIComponent(args[0] ?? '')}/release`);
     case 'daemon-breaker-reset':
       return call('/admin/daemon/breaker/reset');
+    case 'api-key-plan':
+      return call(`/admin/api-keys/${args[0] ?? ''}/plan`, { plan: args[1] });
+    case 'api-key-usage':
+      return get(`/admin/api-keys/${args[0] ?? ''}/usage${args[1] ? `?days=${encodeURIComponent(args[1])}` : ''}`);
+    case 'key-group':
+      return call(`/admin/api-keys/${args[0] ?? ''}/groups`, args[1] ? { label: args[1] } : {});
+    case 'key-groups':
+      return get(`/admin/api-keys/${args[0] ?? ''}/groups`);
+    case 'key-group-key':
+      return call(`/admin/key-groups/${encodeURIComponent(args[0] ?? '')}/keys`, { ...(args[1] ? { label: args[1] } : {}), ...(args[2] ? { plan: args[2] } : {}) });
+    case 'knowledge':
+      return get('/admin/knowledge');
+    case 'knowledge-import': {
+      if (!args[0]) throw new Error('knowledge-import <file.json|file.md>');
+      const text = fs.readFileSync(args[0], 'utf8');
+      // .md / .markdown: the Markdown format (README "Trial chat"); anything else: JSON { cards, documents }.
+      return /\.(md|markdown)$/i.test(args[0]) ? call('/admin/knowledge/import/markdown', { markdown: text }) : call('/admin/knowledge/import', JSON.parse(text) as Record<string, unknown>);
+    }
     default:
       process.stderr.write(`${USAGE}\n`);
       process.exitCode = 2;

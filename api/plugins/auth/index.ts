@@ -29,6 +29,8 @@ export { verifyAccessToken } from './oauth';
 declare module 'fastify' {
   interface FastifyContextConfig {
     auth?: AuthModel;
+    /** Further models the route also accepts: tried in order when `auth`'s check answers 401 (e.g. api_key, then oauth). */
+    authAlso?: AuthModel[];
     directory?: DirectoryDeclaration;
   }
   interface FastifyRequest {
@@ -72,7 +74,24 @@ function authPlugin(app: FastifyInstance, opts: { deps: AuthDeps }): void {
   const authenticate = async (request: FastifyRequest) => {
     const model = request.routeOptions.config.auth;
     if (!model) return;
-    request.principal = await AUTHENTICATORS[model](request, opts.deps);
+    const also = request.routeOptions.config.authAlso ?? [];
+    if (also.length === 0) {
+      request.principal = await AUTHENTICATORS[model](request, opts.deps);
+      return;
+    }
+    // Each model in turn; a 401 moves on to the next, anything else (a 403, a 503) is the answer. All refused:
+    // the declared model's refusal.
+    let refusal: unknown = null;
+    for (const candidate of [model, ...also]) {
+      try {
+        request.principal = await AUTHENTICATORS[candidate](request, opts.deps);
+        return;
+      } catch (err) {
+        if ((err as { status?: number }).status !== 401) throw err;
+        refusal ??= err;
+      }
+    }
+    throw refusal;
   };
   app.addHook('onRequest', async (request) => {
     if (request.routeOptions.config.auth !== 'oauth_client') await authenticate(request);

@@ -45,6 +45,9 @@ export const usageResponse = z.object({
   days: z.array(dailyUsage).describe('newest first; days without requests are left out')
 });
 
+/** The scope an OAuth access token needs on POST /v1/chat/stream. */
+export const OAUTH_CHAT_SCOPE = 'chat';
+
 const SSE_DESCRIPTION = 'Server-Sent Events: `data: <chat.completion.chunk JSON>` per chunk, a usage chunk when stream_options.include_usage, then `data: [DONE]`';
 
 /** The UTC minute and day windows of `now`, and when each ends. */
@@ -60,12 +63,20 @@ interface Admitted {
   day: string;
 }
 
-export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices }> = async (app, { chat }) => {
+/**
+ * `oauthPlan`: the plan whose models and limits an OAuth client gets on POST /v1/chat/stream (CHAT_OAUTH_PLAN); its
+ * limits and usage are counted per client id, as `oauth:<client_id>`.
+ */
+export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oauthPlan?: string }> = async (app, { chat, oauthPlan = 'S1' }) => {
   installOpenAiErrorHandler(app);
   const auth = 'api_key' as const;
 
   const keyOf = (request: FastifyRequest) => {
     const p = request.principal;
+    if (p?.model === 'oauth' && request.routeOptions.config.authAlso?.includes('oauth')) {
+      if (!p.scopes?.includes(OAUTH_CHAT_SCOPE)) throw new ChatError(403, 'permission_error', 'insufficient_scope', `This access token lacks the scope '${OAUTH_CHAT_SCOPE}' (grant it to the OAuth client)`);
+      return { keyId: `oauth:${p.id}`, plan: oauthPlan };
+    }
     if (!p || p.model !== 'api_key') throw unauthorized('Authorization: Bearer zk_… API key is required');
     return { keyId: p.id, plan: p.plan ?? 'S1' };
   };
@@ -300,7 +311,8 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices }> = 
   app.post(
     '/v1/chat/stream',
     {
-      config: { auth, directory: { group: 'federated_compute', summary: 'Streaming chat over the gateway providers (always SSE)' } },
+      // Federated nodes may also use an OAuth access token (POST /v1/oauth/token) in place of an API key.
+      config: { auth, authAlso: ['oauth'], directory: { group: 'federated_compute', summary: 'Streaming chat over the gateway providers (always SSE)' } },
       schema: {
         body: chatCompletionBody,
         response: {
