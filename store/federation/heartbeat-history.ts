@@ -31,6 +31,11 @@ export class HeartbeatHistoryStore {
     this.history = db.collection('node_heartbeat_history');
   }
 
+  /** The length of one interval (one sample per node per interval). */
+  get intervalMs(): number {
+    return this.options.intervalMs;
+  }
+
   /** The span of history kept. */
   get windowMs(): number {
     return this.options.size * this.options.intervalMs;

@@ -1,19 +1,23 @@
 /**
- * The API process's side of node presence: heartbeats are gathered in memory and written as this process's
- * presence document by a group commit (one write carries every heartbeat that arrived while the previous write
- * was in flight, and at most one write per PRESENCE_FLUSH_MS; a write also waits twice as long as the previous one
- * took after it, up to 200 ms, so presence takes at most a third of the database's time until a write takes
- * 100 ms, about 5,000 nodes per process on FerretDB). `record` resolves once the write holding the
- * heartbeat is stored, so an acknowledged heartbeat is durable. Entries older than the retention are dropped.
+ * The API process's side of node presence: heartbeats are gathered in memory per presence shard and written as this
+ * process's last-seen document of that shard (store/federation/presence.ts) by a group commit per shard: one write
+ * carries every heartbeat of the shard that arrived while the previous write was waiting or in flight, at most one
+ * write per shard per PRESENCE_FLUSH_MS, and at most PRESENCE_WRITES_IN_FLIGHT shard writes of this process at
+ * once (when the database is slow, heartbeats queue behind those and the batches grow, instead of the writes
+ * piling up). A write carries the last-seen times of about n / PRESENCE_SHARDS nodes (some 35 bytes each).
+ * `record` resolves once the write holding the heartbeat is stored, so an acknowledged heartbeat is durable.
+ * The samples go to the shard's samples document at most every PRESENCE_SAMPLES_MS: with the last-seen write when
+ * due then, otherwise later, off the heartbeat's path.
+ * Entries older than the retention are dropped.
  *
  * The bounded history per node is down-sampled: at most one sample per node per HEARTBEAT_HISTORY_INTERVAL_S goes
- * to the heartbeat history (one insert of every due sample, after the presence commit); old samples are pruned
- * every quarter of the kept window.
+ * to the heartbeat history (one insert of every due sample, at most once a second or a quarter interval); old samples are pruned every
+ * quarter of the kept window.
  */
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { HeartbeatSample } from '../../core/federation/vocabulary';
-import { PresenceEntry, PresenceStore } from './presence';
+import { PresenceEntry, PresenceStore, presenceShardOf, PRESENCE_SHARDS } from './presence';
 import { HeartbeatHistoryStore } from './heartbeat-history';
 
 interface Waiter {
@@ -23,91 +27,183 @@ interface Waiter {
 
 export interface PresenceRecorderOptions {
   retentionMs: number;
-  /** Least time between two writes of the document: heartbeats arriving meanwhile share the next write. */
+  /** Least time between two writes of one shard's document: heartbeats arriving meanwhile share the next write. */
   flushIntervalMs: number;
+  /** Most shard writes of this process in flight at once (default PRESENCE_WRITES_IN_FLIGHT). */
+  writesInFlight?: number;
+  /** Least time between two writes of one shard's samples document (default PRESENCE_SAMPLES_MS). */
+  samplesIntervalMs?: number;
+}
+
+/** Default least time between two writes of one shard's samples (the directory's and dashboard's staleness). */
+export const PRESENCE_SAMPLES_MS = 5000;
+
+/** Default bound on one API process's concurrent shard writes. */
+export const PRESENCE_WRITES_IN_FLIGHT = 4;
+
+interface Shard {
+  /** Latest heartbeat of each node of the shard heard by this process (with its sample). */
+  entries: Map<string, PresenceEntry>;
+  samplesDirty: boolean;
+  samplesScheduled: boolean;
+  lastSamplesWrite: number;
+  perSecond: Map<number, number>;
+  waiting: Waiter[];
+  /** A write of this shard is queued or running (it takes every waiter present when it starts). */
+  scheduled: boolean;
+  lastWrite: number;
 }
 
 export class PresenceRecorder {
   readonly instanceId = `api-${randomBytes(6).toString('hex')}`;
-  private readonly entries = new Map<string, PresenceEntry>();
-  private readonly perSecond = new Map<number, number>();
+  private readonly shards: Shard[] = Array.from({ length: PRESENCE_SHARDS }, () => ({ entries: new Map(), samplesDirty: false, samplesScheduled: false, lastSamplesWrite: 0, perSecond: new Map(), waiting: [], scheduled: false, lastWrite: 0 }));
   /** Per node, the last history interval this process wrote a sample for. */
   private readonly historyInterval = new Map<string, number>();
-  private waiting: Waiter[] = [];
-  private flushing = false;
+  private inFlight = 0;
+  private readonly slotWaiters: (() => void)[] = [];
   private historyRunning = false;
+  private lastHistory = 0;
   private lastPrune = 0;
   private lastHistoryPrune = Date.now();
-  private lastWrite = 0;
-  private lastWriteEnd = 0;
-  private lastWriteMs = 0;
+  private readonly maxInFlight: number;
+  private readonly samplesIntervalMs: number;
 
   constructor(
     private readonly store: PresenceStore,
     private readonly history: HeartbeatHistoryStore,
     private readonly options: PresenceRecorderOptions,
     private readonly logger: Logger
-  ) {}
+  ) {
+    this.maxInFlight = Math.max(1, options.writesInFlight ?? PRESENCE_WRITES_IN_FLIGHT);
+    this.samplesIntervalMs = options.samplesIntervalMs ?? PRESENCE_SAMPLES_MS;
+  }
 
   /** Records a heartbeat; resolves when it is stored. */
   record(nodeId: string, sample: HeartbeatSample, seenAt: number): Promise<void> {
-    this.entries.set(nodeId, { node_id: nodeId, seen_at: seenAt, sample });
+    const index = presenceShardOf(nodeId);
+    const shard = this.shards[index]!;
+    shard.entries.set(nodeId, { node_id: nodeId, seen_at: seenAt, sample });
+    shard.samplesDirty = true;
     const second = Math.floor(seenAt / 1000);
-    this.perSecond.set(second, (this.perSecond.get(second) ?? 0) + 1);
+    shard.perSecond.set(second, (shard.perSecond.get(second) ?? 0) + 1);
     return new Promise<void>((resolve, reject) => {
-      this.waiting.push({ resolve, reject });
-      if (!this.flushing) void this.flush();
+      shard.waiting.push({ resolve, reject });
+      if (!shard.scheduled) {
+        shard.scheduled = true;
+        void this.flush(index);
+      }
     });
   }
 
-  private async flush(): Promise<void> {
-    this.flushing = true;
+  private async acquire(): Promise<void> {
+    if (this.inFlight < this.maxInFlight) {
+      this.inFlight++;
+      return;
+    }
+    await new Promise<void>((resolve) => this.slotWaiters.push(resolve));
+  }
+
+  private release(): void {
+    const next = this.slotWaiters.shift();
+    if (next) next();
+    else this.inFlight--;
+  }
+
+  /** Writes one shard until no heartbeat of it waits; one such loop per shard at a time. */
+  private async flush(index: number): Promise<void> {
+    const shard = this.shards[index]!;
     try {
-      while (this.waiting.length > 0) {
-        const wait = Math.max(this.lastWrite + this.options.flushIntervalMs, this.lastWriteEnd + Math.min(2 * this.lastWriteMs, 200)) - Date.now();
+      while (shard.waiting.length > 0) {
+        const wait = shard.lastWrite + this.options.flushIntervalMs - Date.now();
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-        this.lastWrite = Date.now();
-        const batch = this.waiting;
-        this.waiting = [];
+        await this.acquire();
         const now = Date.now();
-        for (const [id, e] of this.entries) if (now - e.seen_at > this.options.retentionMs) this.entries.delete(id);
-        for (const s of this.perSecond.keys()) if (s < Math.floor(now / 1000) - 60) this.perSecond.delete(s);
+        shard.lastWrite = now;
+        const batch = shard.waiting;
+        shard.waiting = [];
         try {
-          await this.store.write(
-            this.instanceId,
-            [...this.entries.values()],
-            [...this.perSecond].map(([second, count]) => ({ second, count }))
-          );
+          for (const [id, e] of shard.entries) if (now - e.seen_at > this.options.retentionMs) shard.entries.delete(id);
+          for (const s of shard.perSecond.keys()) if (s < Math.floor(now / 1000) - 60) shard.perSecond.delete(s);
+          const seen = new Map<string, number>();
+          for (const [id, e] of shard.entries) seen.set(id, e.seen_at);
+          const perSecond = [...shard.perSecond].map(([second, count]) => ({ second, count }));
+          // Samples due (none written for PRESENCE_SAMPLES_MS) go with this write, so a small fleet's directory
+          // shows each heartbeat's sample once it is acknowledged; a large one's are written every interval.
+          const samplesDue = !shard.samplesScheduled && now - shard.lastSamplesWrite >= this.samplesIntervalMs;
+          if (samplesDue) {
+            shard.lastSamplesWrite = now;
+            shard.samplesDirty = false;
+          }
+          await Promise.all([
+            this.store.writeSeen(index, this.instanceId, seen, perSecond),
+            samplesDue ? this.store.writeSamples(index, this.instanceId, [...shard.entries.values()]) : undefined
+          ]);
           for (const w of batch) w.resolve();
         } catch (err) {
+          shard.samplesDirty = true;
           for (const w of batch) w.reject(err as Error);
+        } finally {
+          this.release();
         }
-        this.lastWriteEnd = Date.now();
-        this.lastWriteMs = this.lastWriteEnd - this.lastWrite;
-        if (!this.historyRunning) {
-          this.historyRunning = true;
-          void this.writeHistory(now).finally(() => (this.historyRunning = false));
-        }
-        if (now - this.lastPrune > 60_000) {
-          this.lastPrune = now;
-          await this.store.prune(new Date(now - this.options.retentionMs)).catch((err) => this.logger.warn({ err }, 'presence prune failed'));
+        this.housekeeping(now);
+        if (shard.samplesDirty && !shard.samplesScheduled) {
+          shard.samplesScheduled = true;
+          void this.flushSamples(index);
         }
       }
     } finally {
-      this.flushing = false;
+      shard.scheduled = false;
+    }
+  }
+
+  /** Writes a shard's samples once its interval allows; off the heartbeat's path (failures are only logged). */
+  private async flushSamples(index: number): Promise<void> {
+    const shard = this.shards[index]!;
+    try {
+      const wait = shard.lastSamplesWrite + this.samplesIntervalMs - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      await this.acquire();
+      shard.lastSamplesWrite = Date.now();
+      shard.samplesDirty = false;
+      try {
+        await this.store.writeSamples(index, this.instanceId, [...shard.entries.values()]);
+      } finally {
+        this.release();
+      }
+    } catch (err) {
+      shard.samplesDirty = true;
+      this.logger.warn({ err, shard: index }, 'presence samples write failed');
+    } finally {
+      shard.samplesScheduled = false;
+    }
+  }
+
+  private housekeeping(now: number): void {
+    if (!this.historyRunning && now - this.lastHistory >= Math.min(1000, this.history.intervalMs / 4)) {
+      this.historyRunning = true;
+      this.lastHistory = now;
+      void this.writeHistory(now).finally(() => (this.historyRunning = false));
+    }
+    if (now - this.lastPrune > 60_000) {
+      this.lastPrune = now;
+      void this.store.prune(new Date(now - this.options.retentionMs)).catch((err) => this.logger.warn({ err }, 'presence prune failed'));
     }
   }
 
   /** Writes a history sample for nodes heard from in an interval that has none from this process yet. */
   private async writeHistory(now: number): Promise<void> {
     const due: PresenceEntry[] = [];
-    for (const [nodeId, entry] of this.entries) {
-      const interval = this.history.interval(entry.seen_at);
-      if (interval <= (this.historyInterval.get(nodeId) ?? -1)) continue;
-      this.historyInterval.set(nodeId, interval);
-      due.push(entry);
+    const live = new Set<string>();
+    for (const shard of this.shards) {
+      for (const [nodeId, entry] of shard.entries) {
+        live.add(nodeId);
+        const interval = this.history.interval(entry.seen_at);
+        if (interval <= (this.historyInterval.get(nodeId) ?? -1)) continue;
+        this.historyInterval.set(nodeId, interval);
+        due.push(entry);
+      }
     }
-    for (const id of this.historyInterval.keys()) if (!this.entries.has(id)) this.historyInterval.delete(id);
+    for (const id of this.historyInterval.keys()) if (!live.has(id)) this.historyInterval.delete(id);
     await this.history.append(due).catch((err) => this.logger.warn({ err, samples: due.length }, 'heartbeat history write failed'));
     if (now - this.lastHistoryPrune > this.history.windowMs / 4) {
       this.lastHistoryPrune = now;

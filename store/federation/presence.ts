@@ -1,15 +1,24 @@
 /**
  * Node presence: when each node was last heard from, and its latest heartbeat sample.
  *
- * Each API process owns one document (its instance id) holding every node it heard from recently, rewritten as a
- * whole by that process's group commit. A heartbeat is acknowledged only once the document holding it is written,
- * so the cost per heartbeat is a share of one write, whatever the number of nodes (FerretDB rewrites documents
- * by scanning, so per-node updates would not sustain the heartbeat rate). Readers (the node workflow's offline
- * check, the directory, the dashboard) merge the few documents and take the newest time per node.
+ * Sharded by node id: PRESENCE_SHARDS shards, a node always in the same one (FNV-1a of its id). Each shard is two
+ * collections, and in each every API process owns one document (its instance id), rewritten as a whole by that
+ * process's group commit for the shard:
+ * - `node_presence_<ss>`: when each node of the shard was last heard from by that process (`{node_id: ms}` as
+ *   JSON text, about 35 bytes a node). This is what a heartbeat waits for (an acknowledged heartbeat is durable)
+ *   and what an offline check reads: one shard, a few small documents, whatever the size of the fleet;
+ * - `node_presence_samples_<ss>`: the latest sample of each of those nodes, rewritten at most every
+ *   PRESENCE_SAMPLES_MS per shard and process, off the heartbeat's path (the directory and the dashboard show
+ *   samples at most that old).
+ * One collection per shard, not one document per shard in a shared collection: FerretDB's SQLite backend applies
+ * an update by scanning its collection (measured: 430 ms for an update by _id among 10,000 documents, 4 ms among
+ * a few), so a shard's rewrite must only scan that shard's few documents. On FerretDB an operation costs about
+ * 3-4 ms whatever its size up to some 20 KB, so fewer, larger writes are cheaper than many small ones: 16 shards
+ * and a least time between two writes of one shard (PRESENCE_FLUSH_MS) bound the writes of a process to
+ * 16 / PRESENCE_FLUSH_MS, each carrying every heartbeat of its shard that arrived meanwhile.
  *
- * The entries are stored as one JSON text, not as an array of subdocuments: FerretDB converts every field of
- * every subdocument on each write and read (about 80 µs per entry, so ~46 ms to write 500 nodes), while one
- * string costs a copy (~11 ms for the same 500 nodes, measured with bench:heartbeat's stack).
+ * The entries are stored as JSON text, not as subdocuments: FerretDB converts every field of every subdocument on
+ * each write and read (about 80 µs per entry), while one string costs a copy.
  */
 import { Collection, Db } from 'mongodb';
 import type { HeartbeatSample } from '../../core/federation/vocabulary';
@@ -27,47 +36,135 @@ export interface HeartbeatsPerSecond {
   count: number;
 }
 
-interface PresenceDocument {
+/** What one read of a node's shard found, and when the read started (the time the judgement applies to). */
+export interface PresenceCheck {
+  seen_at: number | null;
+  checked_at: number;
+}
+
+interface SeenDocument {
   _id: string; // API instance id
   updated_at: Date;
-  /** JSON text of PresenceEntry[]. */
-  nodes_json: string;
-  /** JSON text of HeartbeatsPerSecond[] over the last minute. */
+  /** JSON text of { [node_id]: seen_at ms } (this shard's nodes heard by this process). */
+  seen_json: string;
+  /** JSON text of HeartbeatsPerSecond[] over the last minute (this shard's heartbeats at this process). */
   per_second_json: string;
 }
 
+interface SamplesDocument {
+  _id: string; // API instance id
+  updated_at: Date;
+  /** JSON text of PresenceEntry[] (the latest sample of each node of this shard heard by this process). */
+  entries_json: string;
+}
+
+/** Number of presence shards. Fixed: every API process and worker must agree on a node's shard. */
+export const PRESENCE_SHARDS = 16;
+
+/** The shard of a node (FNV-1a 32-bit of its id). */
+export function presenceShardOf(nodeId: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < nodeId.length; i++) {
+    h ^= nodeId.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h % PRESENCE_SHARDS;
+}
+
+const pad = (shard: number) => String(shard).padStart(2, '0');
+
+/** FerretDB's upsert is not atomic: the first writes into a new collection can collide; the retry finds it. */
+async function retryingFirstWrite(write: () => Promise<unknown>): Promise<void> {
+  try {
+    await write();
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (code !== 11000 && code !== 48) throw err;
+    await write();
+  }
+}
+
 export class PresenceStore {
-  private readonly presence: Collection<PresenceDocument>;
+  private readonly seen: Collection<SeenDocument>[];
+  private readonly samples: Collection<SamplesDocument>[];
   constructor(db: Db) {
-    this.presence = db.collection('node_presence');
+    this.seen = Array.from({ length: PRESENCE_SHARDS }, (_, s) => db.collection<SeenDocument>(`node_presence_${pad(s)}`));
+    this.samples = Array.from({ length: PRESENCE_SHARDS }, (_, s) => db.collection<SamplesDocument>(`node_presence_samples_${pad(s)}`));
   }
 
+  /** Writes this process's last-seen document of one shard (every node must belong to that shard). */
+  async writeSeen(shard: number, instanceId: string, seen: Map<string, number>, perSecond: HeartbeatsPerSecond[]): Promise<void> {
+    const doc = { updated_at: new Date(), seen_json: JSON.stringify(Object.fromEntries(seen)), per_second_json: JSON.stringify(perSecond) };
+    await retryingFirstWrite(() => this.seen[shard]!.replaceOne({ _id: instanceId }, doc, { upsert: true }));
+  }
+
+  /** Writes this process's samples document of one shard. */
+  async writeSamples(shard: number, instanceId: string, entries: PresenceEntry[]): Promise<void> {
+    const doc = { updated_at: new Date(), entries_json: JSON.stringify(entries) };
+    await retryingFirstWrite(() => this.samples[shard]!.replaceOne({ _id: instanceId }, doc, { upsert: true }));
+  }
+
+  /** Writes a process's presence for any nodes, split by shard (tests and tools; the API uses PresenceRecorder). */
   async write(instanceId: string, nodes: PresenceEntry[], perSecond: HeartbeatsPerSecond[]): Promise<void> {
-    await this.presence.replaceOne(
-      { _id: instanceId },
-      { updated_at: new Date(), nodes_json: JSON.stringify(nodes), per_second_json: JSON.stringify(perSecond) },
-      { upsert: true }
+    const byShard = new Map<number, PresenceEntry[]>();
+    for (const e of nodes) {
+      const s = presenceShardOf(e.node_id);
+      byShard.set(s, [...(byShard.get(s) ?? []), e]);
+    }
+    await Promise.all(
+      [...byShard].map(async ([s, entries]) => {
+        await this.writeSeen(s, instanceId, new Map(entries.map((e) => [e.node_id, e.seen_at])), s === presenceShardOf(nodes[0]!.node_id) ? perSecond : []);
+        await this.writeSamples(s, instanceId, entries);
+      })
     );
   }
 
-  /** Newest entry per node across every API process's document. */
-  async snapshot(): Promise<{ nodes: Map<string, PresenceEntry>; heartbeatsLastMinute: number }> {
-    const docs = await this.presence.find({}).toArray();
-    const nodes = new Map<string, PresenceEntry>();
-    const sinceSecond = Math.floor(Date.now() / 1000) - 60;
+  /** The newest heartbeat of one node across every API process: reads the node's shard only. */
+  async check(nodeId: string): Promise<PresenceCheck> {
+    const checked_at = Date.now();
+    const seen = await this.readSeen(presenceShardOf(nodeId));
+    return { seen_at: seen.nodes.get(nodeId) ?? null, checked_at };
+  }
+
+  /** Newest heartbeat time per node of one shard, across every API process's document, and its recent rate. */
+  async readSeen(shard: number, sinceSecond = Math.floor(Date.now() / 1000) - 60): Promise<{ nodes: Map<string, number>; heartbeatsLastMinute: number }> {
+    const docs = await this.seen[shard]!.find({}).toArray();
+    const nodes = new Map<string, number>();
     let heartbeatsLastMinute = 0;
     for (const doc of docs) {
-      for (const entry of JSON.parse(doc.nodes_json ?? '[]') as PresenceEntry[]) {
-        const known = nodes.get(entry.node_id);
-        if (!known || known.seen_at < entry.seen_at) nodes.set(entry.node_id, entry);
-      }
+      for (const [id, at] of Object.entries(JSON.parse(doc.seen_json ?? '{}') as Record<string, number>)) if ((nodes.get(id) ?? -1) < at) nodes.set(id, at);
       for (const s of JSON.parse(doc.per_second_json ?? '[]') as HeartbeatsPerSecond[]) if (s.second > sinceSecond) heartbeatsLastMinute += s.count;
     }
     return { nodes, heartbeatsLastMinute };
   }
 
-  /** Drops documents of API processes that stopped writing long ago. */
+  /** Newest entry per node across every shard (the directory and the dashboard: a read of every shard). */
+  async snapshot(): Promise<{ nodes: Map<string, PresenceEntry>; heartbeatsLastMinute: number }> {
+    const sinceSecond = Math.floor(Date.now() / 1000) - 60;
+    const parts = await Promise.all(
+      this.seen.map(async (_, s) => {
+        const [seen, samples] = await Promise.all([this.readSeen(s, sinceSecond), this.samples[s]!.find({}).toArray()]);
+        return { seen, samples };
+      })
+    );
+    const nodes = new Map<string, PresenceEntry>();
+    let heartbeatsLastMinute = 0;
+    for (const { seen, samples } of parts) {
+      heartbeatsLastMinute += seen.heartbeatsLastMinute;
+      const latest = new Map<string, PresenceEntry>();
+      for (const doc of samples)
+        for (const e of JSON.parse(doc.entries_json ?? '[]') as PresenceEntry[]) if ((latest.get(e.node_id)?.seen_at ?? -1) < e.seen_at) latest.set(e.node_id, e);
+      for (const [id, at] of seen.nodes) {
+        // A sample is written after its heartbeat (at most PRESENCE_SAMPLES_MS later): until then the newest known.
+        const sample = latest.get(id)?.sample ?? { at: new Date(at).toISOString(), resources: {}, performance: {} };
+        nodes.set(id, { node_id: id, seen_at: at, sample });
+      }
+    }
+    return { nodes, heartbeatsLastMinute };
+  }
+
+  /** Drops documents of API processes that stopped writing long ago (a scan of each shard's few documents). */
   async prune(olderThan: Date): Promise<void> {
-    await this.presence.deleteMany({ updated_at: { $lt: olderThan } });
+    await Promise.all([...this.seen, ...this.samples].map((c: Collection<SeenDocument> | Collection<SamplesDocument>) => c.deleteMany({ updated_at: { $lt: olderThan } })));
   }
 }
