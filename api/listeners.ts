@@ -57,6 +57,7 @@ import { knowledgeAdminRoutes } from './routes/chat/knowledge';
 import { KnowledgeStore } from '../store/chat/knowledge';
 import { deployRoutes } from './routes/deploy/dal';
 import { PortPoolStore } from '../store/deploy/ports';
+import { DidRegistryStore } from '../store/deploy/registry';
 
 export interface Listener {
   name: ListenerName;
@@ -105,7 +106,14 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   const knowledge = new KnowledgeStore(ctx.mongo.db);
   await main.register(trialChatRoutes, { chat: ctx.chat, knowledge, config });
   await main.register(knowledgeAdminRoutes, { knowledge });
-  await main.register(deployRoutes, { temporal: ctx.temporal, config, ports: new PortPoolStore(ctx.mongo.db, config.PORT_POOL) });
+  await main.register(deployRoutes, {
+    temporal: ctx.temporal,
+    config,
+    ports: new PortPoolStore(ctx.mongo.db, config.PORT_POOL),
+    registry: new DidRegistryStore(ctx.mongo.db),
+    ledger: ctx.ledger,
+    adminTokenHash: ctx.adminTokenHash
+  });
 
   const backup = make('backup');
   await backup.register(healthRoutes, { db: ctx.mongo.db, listener: 'backup' });

@@ -117,6 +117,8 @@ export const configSchema = z.object({
   DEPLOY_WEB_PORT: port.default(8090),
   NGINX_BIN: z.string().min(1).default('/usr/sbin/nginx'),
   DEPLOY_KEEP_RELEASES: z.coerce.number().int().min(1).max(100).default(5),
+  /** The autonomy level (0-5) at or above which a registered DID is an arbitrator (did_register, did_revoke). */
+  DEPLOY_ARBITRATOR_LEVEL: z.coerce.number().int().min(0).max(5).default(4),
   PORT_POOL: z
     .string()
     .regex(/^\d{1,5}-\d{1,5}$/, 'first-last, e.g. 18000-18999')

@@ -12,6 +12,16 @@ import { deployLayout } from '../../core/deploy/web';
 import { http, startTestService, TestService } from '../support/service';
 import { registerDid } from '../support/credentials';
 
+/** Registers a DID (POST /admin/dids) and gives it registry fields through did_register with the admin token. */
+async function registerWithChannels(mainUrl: string, adminToken: string, did: string, fields: { autonomy_level: number; channels: string[] }): Promise<void> {
+  await registerDid(mainUrl, adminToken, did);
+  const res = await http('POST', `${mainUrl}/dal/deploy`, {
+    body: { action: 'did_register', did, node_id: `node-${did.split(':').at(-1)}`, ...fields },
+    headers: { 'X-DID': did, authorization: `Bearer ${adminToken}` }
+  });
+  if (res.status !== 200) throw new Error(`did_register ${did}: ${res.status} ${res.text}`);
+}
+
 const nginxBin = findNginx(process.env.NGINX_BIN ?? '/usr/sbin/nginx');
 const describeWithNginx = nginxBin ? describe : describe.skip;
 
@@ -35,7 +45,7 @@ describeWithNginx('deployment arbitration (real nginx)', () => {
     nginx = await startNginx({ dataDir, binary: nginxBin!, host: '127.0.0.1', echo: false });
     webPort = nginx.port;
     svc = await startTestService({ DATA_DIR: dataDir, DEPLOY_WEB_PORT: String(webPort), NGINX_BIN: nginxBin!, DEPLOY_KEEP_RELEASES: '3' });
-    await registerDid(svc.urls.main, svc.adminToken, did);
+    await registerWithChannels(svc.urls.main, svc.adminToken, did, { autonomy_level: 1, channels: ['deploy'] });
   });
   afterAll(async () => {
     await svc?.close();
@@ -196,7 +206,7 @@ describe('deployment arbitration without nginx', () => {
   let svc: TestService;
   beforeAll(async () => {
     svc = await startTestService({ NGINX_BIN: '/nonexistent/sbin/nginx' }, { worker: false });
-    await registerDid(svc.urls.main, svc.adminToken, 'did:example:deployer-2');
+    await registerWithChannels(svc.urls.main, svc.adminToken, 'did:example:deployer-2', { autonomy_level: 1, channels: ['deploy'] });
   });
   afterAll(async () => {
     await svc?.close();
@@ -237,5 +247,58 @@ describe('deployment arbitration without nginx', () => {
     expect(list.status).toBe(200);
     expect(list.body).toMatchObject({ total: 50, pool: { first: 18000, last: 18999 } });
     expect((await http('GET', `${svc.urls.main}/dal/ports`)).status).toBe(401);
+  });
+
+  test('the registry: deploy channel, arbitrator level, admin token; a revoked DID is refused at once by every API process', async () => {
+    const dal = `${svc.urls.main}/dal/deploy`;
+    const admin = { authorization: `Bearer ${svc.adminToken}` };
+    // Registered by POST /admin/dids only: authenticated, but no channel and level 0.
+    await registerDid(svc.urls.main, svc.adminToken, 'did:example:plain');
+    const plain = { 'X-DID': 'did:example:plain' };
+    const refused = await http('POST', dal, { body: { action: 'port_alloc', app: 'plain-app' }, headers: plain });
+    expect(refused.status).toBe(403);
+    expect(refused.body.message).toContain('deploy');
+    expect((await http('GET', `${svc.urls.main}/dal/ports`, { headers: plain })).status).toBe(403);
+    // The admin token beside X-DID allows it.
+    expect((await http('POST', dal, { body: { action: 'port_alloc', app: 'plain-app' }, headers: { ...plain, ...admin } })).status).toBe(200);
+    // A wrong admin token is no admin token.
+    expect((await http('POST', dal, { body: { action: 'port_alloc', app: 'plain-app' }, headers: { ...plain, authorization: 'Bearer wrong-token-wrong-token-wrong' } })).status).toBe(403);
+
+    // Registry actions need an arbitrator: the deployer (level 1) is not one.
+    const deployer = { 'X-DID': 'did:example:deployer-2' };
+    const entry = { action: 'did_register', did: 'did:example:node-a', node_id: 'node-a', public_key: 'z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK', autonomy_level: 2, channels: ['deploy', 'truth'] };
+    expect((await http('POST', dal, { body: entry, headers: deployer })).status).toBe(403);
+    await registerWithChannels(svc.urls.main, svc.adminToken, 'did:example:arbiter', { autonomy_level: 4, channels: [] });
+    const arbiter = { 'X-DID': 'did:example:arbiter' };
+    const reg = await http('POST', dal, { body: entry, headers: arbiter });
+    expect(reg.status).toBe(200);
+    expect(reg.body).toMatchObject({ ok: true, action: 'did_register', did: 'did:example:node-a', node_id: 'node-a', autonomy_level: 2, channels: ['deploy', 'truth'], created: true, revoked: false });
+    // Above its own level: refused; the same record POST /admin/dids reads.
+    expect((await http('POST', dal, { body: { ...entry, did: 'did:example:node-b', autonomy_level: 5 }, headers: arbiter })).status).toBe(403);
+    expect((await http('POST', `${svc.urls.main}/admin/dids`, { body: { did: 'did:example:node-a' }, headers: admin })).body).toMatchObject({ created: false });
+    expect((await http('POST', dal, { body: { ...entry, channels: ['deploy', 'deploy'] }, headers: arbiter })).status).toBe(400);
+
+    // node-a may deploy (port pool), on this API process and on a second one.
+    const second = await svc.startSecondApi();
+    try {
+      const nodeA = { 'X-DID': 'did:example:node-a' };
+      expect((await http('POST', dal, { body: { action: 'port_alloc', app: 'node-a-app' }, headers: nodeA })).status).toBe(200);
+      expect((await http('GET', `${second.url}/dal/ports`, { headers: nodeA })).status).toBe(200);
+      const rev = await http('POST', dal, { body: { action: 'did_revoke', did: 'did:example:node-a' }, headers: arbiter });
+      expect(rev.body).toMatchObject({ ok: true, action: 'did_revoke', revoked: true });
+      // Refused at once, on every X-DID route, by both processes (the X-DID check reads the registry every time).
+      expect((await http('POST', dal, { body: { action: 'port_alloc', app: 'node-a-app' }, headers: nodeA })).status).toBe(401);
+      expect((await http('GET', `${second.url}/dal/ports`, { headers: nodeA })).status).toBe(401);
+      expect((await http('POST', `${second.url}/api/report/truth`, { body: { key: 'node.a.x', value: { a: 1 } }, headers: nodeA })).status).toBe(401);
+      // Revoked twice: 404; registered again: 409 (a revoked DID stays revoked).
+      expect((await http('POST', dal, { body: { action: 'did_revoke', did: 'did:example:node-a' }, headers: arbiter })).status).toBe(404);
+      expect((await http('POST', dal, { body: entry, headers: arbiter })).status).toBe(409);
+    } finally {
+      await second.stop();
+    }
+    const ledger = await http('GET', `${svc.urls.main}/api/truth?key=hub.deploy.did_&limit=50`);
+    const keys = ledger.body.results.map((r: { key: string }) => r.key);
+    expect(keys).toContain('hub.deploy.did_registered');
+    expect(keys).toContain('hub.deploy.did_revoked');
   });
 });

@@ -18,10 +18,18 @@ import { runDeployConfig } from '../../../workflows/deploy/config.client';
 import { FragmentError, MAX_FRAGMENT_BYTES, parseFragment } from '../../../core/deploy/fragment';
 import { queryInt } from '../../../core/identifiers';
 import type { PortPoolStore } from '../../../store/deploy/ports';
+import type { DidRegistryStore, RegistryEntry } from '../../../store/deploy/registry';
+import type { Ledger } from '../../../store/ledger/ledger';
+import { didSchema, usedDidSchema } from '../../../core/identifiers';
+import { digestsEqual, hashSecret } from '../../../core/credentials.node';
+import type { FastifyRequest } from 'fastify';
 
 export const DAL_VERSION = 'V2.0' as const;
 export const DAL_ANCHOR = 'zhongshu-hub deployment arbitration: releases are atomic, every outcome is in the ledger';
-export const DEPLOY_ACTIONS = ['deploy', 'rollback', 'config', 'port_alloc', 'port_release', 'port_register'] as const;
+export const DEPLOY_ACTIONS = ['deploy', 'rollback', 'config', 'port_alloc', 'port_release', 'port_register', 'did_register', 'did_revoke'] as const;
+/** The registry channel that allows deploy, rollback, config and the port pool. */
+export const DEPLOY_CHANNEL = 'deploy';
+export const MAX_AUTONOMY_LEVEL = 5;
 const INSTALL_HINT = 'apt-get install -y nginx';
 
 const target = z.string().regex(TARGET_PATTERN).describe('one URL path segment: lower-case letters, digits, _ and -; served at /<target>/');
@@ -65,7 +73,23 @@ const portReleaseBody = z
   // What the handler enforces, stated in the document too, so a client (and the fuzzer) knows both together are refused.
   .meta({ oneOf: [{ required: ['app'] }, { required: ['port'] }] });
 const portRegisterBody = z.object({ action: z.literal('port_register'), app, port: anyPort }).strict();
-const dalBody = z.discriminatedUnion('action', [deployBody, rollbackBody, configBody, portAllocBody, portReleaseBody, portRegisterBody], {
+const didRegisterBody = z
+  .object({
+    action: z.literal('did_register'),
+    did: didSchema,
+    node_id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/).describe('the node this DID belongs to (letters, digits, . _ : -; at most 128)'),
+    public_key: z.string().min(1).max(4096).regex(/^[\x20-\x7e\n\r]+$/, 'printable ASCII (PEM, multibase, base64url)').optional().describe("the node's public key, as text"),
+    autonomy_level: z.number().int().min(0).max(MAX_AUTONOMY_LEVEL).describe(`0-${MAX_AUTONOMY_LEVEL}; at or above DEPLOY_ARBITRATOR_LEVEL the DID is an arbitrator (may use did_register and did_revoke)`),
+    channels: z
+      .array(z.string().regex(/^[a-z][a-z0-9_.-]{0,31}$/))
+      .max(16)
+      .refine((c) => new Set(c).size === c.length, 'channels are distinct')
+      .meta({ uniqueItems: true })
+      .describe(`capability channels; "${DEPLOY_CHANNEL}" allows deploy, rollback, config and the port pool`)
+  })
+  .strict();
+const didRevokeBody = z.object({ action: z.literal('did_revoke'), did: usedDidSchema }).strict();
+const dalBody = z.discriminatedUnion('action', [deployBody, rollbackBody, configBody, portAllocBody, portReleaseBody, portRegisterBody, didRegisterBody, didRevokeBody], {
   error: () => `action must be one of: ${DEPLOY_ACTIONS.join(', ')}`
 });
 const portAnswer = z.object({
@@ -76,6 +100,17 @@ const portAnswer = z.object({
   existing: z.boolean().describe('port_alloc/port_register: the app already held this port')
 });
 
+const registryAnswer = z.object({
+  ok: z.literal(true),
+  action: z.enum(['did_register', 'did_revoke']),
+  did: z.string(),
+  node_id: z.string().nullable(),
+  autonomy_level: z.number().int(),
+  channels: z.array(z.string()),
+  created: z.boolean().describe('did_register: the DID was not registered before'),
+  revoked: z.boolean(),
+  ledger_seq: z.number().int()
+});
 const configAnswer = z.object({
   ok: z.literal(true),
   action: z.literal('config'),
@@ -112,7 +147,33 @@ const failedAnswer = deployAnswer
   .extend({ ok: z.literal(false), error: z.literal('deploy_failed'), message: z.string(), trace_id: z.string(), reason: z.string().describe('why the failed step failed') })
   .passthrough();
 
-export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Config; ports: PortPoolStore }> = async (app, { temporal, config, ports }) => {
+const errorShape = z.object({ ok: z.literal(false), error: z.string(), message: z.string(), trace_id: z.string() }).passthrough();
+
+export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Config; ports: PortPoolStore; registry: DidRegistryStore; ledger: Ledger; adminTokenHash: string }> = async (
+  app,
+  { temporal, config, ports, registry, ledger, adminTokenHash }
+) => {
+  /**
+   * Who may do what (README "Deployment arbitration"): X-DID authenticates (auth model did); the registry entry then
+   * decides. The administrator token (Authorization: Bearer, beside X-DID) allows everything.
+   */
+  const isAdmin = (request: FastifyRequest): boolean => {
+    const m = /^Bearer\s+(\S+)$/i.exec(String(request.headers.authorization ?? ''));
+    return m !== null && digestsEqual(adminTokenHash, hashSecret(m[1]!));
+  };
+  const allow = async (request: FastifyRequest, need: 'deploy' | 'arbitrator'): Promise<{ admin: boolean; entry: RegistryEntry | null }> => {
+    const admin = isAdmin(request);
+    const entry = await registry.get(request.principal!.id);
+    if (admin) return { admin, entry };
+    if (need === 'deploy' && !(entry?.channels ?? []).includes(DEPLOY_CHANNEL)) {
+      throw new AppError('forbidden', `${request.principal!.id} has no "${DEPLOY_CHANNEL}" channel in the registry (did_register by an arbitrator, or the admin token)`);
+    }
+    if (need === 'arbitrator' && (entry?.autonomy_level ?? 0) < config.DEPLOY_ARBITRATOR_LEVEL) {
+      throw new AppError('forbidden', `registry actions need an arbitrator: autonomy level ${config.DEPLOY_ARBITRATOR_LEVEL} or above (or the admin token); ${request.principal!.id} has ${entry?.autonomy_level ?? 0}`);
+    }
+    return { admin, entry };
+  };
+
   const webHost = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
   const webUrl = `http://${webHost}:${config.DEPLOY_WEB_PORT}`;
   /** Why nginx-needing actions cannot run, or null. Checked per request: installing nginx needs no API restart. */
@@ -168,11 +229,35 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
       },
       schema: {
         body: dalBody,
-        response: { 200: z.union([deployAnswer, configAnswer, portAnswer]), 404: z.object({ ok: z.literal(false), error: z.string(), message: z.string(), trace_id: z.string() }).passthrough(), 409: z.object({ ok: z.literal(false), error: z.string(), message: z.string(), trace_id: z.string() }).passthrough(), 502: z.union([failedAnswer, configFailed]) }
+        response: { 200: z.union([deployAnswer, configAnswer, portAnswer, registryAnswer]), 403: errorShape.describe('The DID lacks the deploy channel (or, for did_register/did_revoke, the arbitrator level)'), 404: errorShape, 409: errorShape, 502: z.union([failedAnswer, configFailed]) }
       }
     },
     async (request, reply) => {
       const body = request.body;
+      if (body.action === 'did_register' || body.action === 'did_revoke') {
+        const who = await allow(request, 'arbitrator');
+        const by = who.admin ? 'admin' : request.principal!.id;
+        if (body.action === 'did_register') {
+          // An arbitrator cannot make a DID more autonomous than itself.
+          if (!who.admin && body.autonomy_level > (who.entry?.autonomy_level ?? 0)) {
+            throw new AppError('forbidden', `an arbitrator of level ${who.entry?.autonomy_level ?? 0} cannot grant level ${body.autonomy_level}`);
+          }
+          const { entry, created } = await registry.register({ did: body.did, node_id: body.node_id, public_key: body.public_key ?? null, autonomy_level: body.autonomy_level, channels: body.channels, by });
+          const { entry: recorded } = await ledger.append({
+            kind: 'event',
+            key: 'hub.deploy.did_registered',
+            value: { did: body.did, node_id: body.node_id, public_key: body.public_key ?? null, autonomy_level: body.autonomy_level, channels: body.channels, created, by },
+            did: config.SERVICE_DID,
+            truth_type: 'config'
+          });
+          return { ok: true as const, action: body.action, did: body.did, node_id: entry.node_id ?? null, autonomy_level: entry.autonomy_level ?? 0, channels: entry.channels ?? [], created, revoked: false, ledger_seq: recorded.seq };
+        }
+        const entry = await registry.get(body.did);
+        if (!entry || entry.revoked_at !== null || !(await registry.revoke(body.did, by))) throw new AppError('not_found', `no active DID ${body.did}`);
+        const { entry: recorded } = await ledger.append({ kind: 'event', key: 'hub.deploy.did_revoked', value: { did: body.did, node_id: entry.node_id ?? null, by }, did: config.SERVICE_DID, truth_type: 'config' });
+        return { ok: true as const, action: body.action, did: body.did, node_id: entry.node_id ?? null, autonomy_level: entry.autonomy_level ?? 0, channels: entry.channels ?? [], created: false, revoked: true, ledger_seq: recorded.seq };
+      }
+      await allow(request, 'deploy');
       // The port pool needs no web server.
       if (body.action === 'port_alloc') return { ok: true as const, action: body.action, ...(await ports.allocate(body.app)) };
       if (body.action === 'port_register') return { ok: true as const, action: body.action, ...(await ports.register(body.app, body.port)) };
@@ -285,6 +370,7 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
       schema: {
         querystring: z.object({ limit: queryInt(1, 1000).default(200), offset: queryInt(0, 100_000).default(0) }),
         response: {
+          403: errorShape.describe('The DID lacks the deploy channel'),
           200: z.object({
             ok: z.literal(true),
             pool: z.object({ first: z.number().int(), last: z.number().int() }),
@@ -295,6 +381,7 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
       }
     },
     async (request) => {
+      await allow(request, 'deploy');
       const { total, ports: list } = await ports.list(request.query.limit, request.query.offset);
       return { ok: true as const, pool: config.PORT_POOL, total, ports: list.map(({ _id, ...rest }) => ({ port: _id, ...rest })) };
     }

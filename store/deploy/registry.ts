@@ -1,0 +1,62 @@
+/**
+ * The DID registry behind X-DID auth, as deployment arbitration manages it (did_register / did_revoke): the same
+ * `dids` records POST /admin/dids writes (store/credentials.ts, _id = the DID, revoked_at), with the registry's
+ * fields beside them: node_id, public_key, autonomy_level and capability channels. A record written by
+ * POST /admin/dids has none of these (no channels, level 0) until did_register completes it. The X-DID check reads
+ * the record on every request, so a revocation is refused at once by every API process (no cache).
+ */
+import { Collection, Db } from 'mongodb';
+import { AppError } from '../../core/errors';
+
+export interface RegistryEntry {
+  _id: string;
+  label: string | null;
+  created_at: string;
+  revoked_at: string | null;
+  node_id?: string | null;
+  public_key?: string | null;
+  autonomy_level?: number;
+  channels?: string[];
+  registry_updated_at?: string;
+  registered_by?: string;
+}
+
+const isDuplicate = (err: unknown) => (err as { code?: number }).code === 11000;
+
+export class DidRegistryStore {
+  private readonly dids: Collection<RegistryEntry>;
+  constructor(db: Db) {
+    this.dids = db.collection<RegistryEntry>('dids');
+  }
+
+  async get(did: string): Promise<RegistryEntry | null> {
+    return this.dids.findOne({ _id: did });
+  }
+
+  /** Registers a DID, or updates an active one's registry fields; 409 when the DID was revoked. */
+  async register(entry: { did: string; node_id: string; public_key: string | null; autonomy_level: number; channels: string[]; by: string }): Promise<{ entry: RegistryEntry; created: boolean }> {
+    const at = new Date().toISOString();
+    try {
+      const res = await this.dids.updateOne(
+        { _id: entry.did, revoked_at: null },
+        {
+          $setOnInsert: { label: entry.node_id, created_at: at },
+          $set: { node_id: entry.node_id, public_key: entry.public_key, autonomy_level: entry.autonomy_level, channels: entry.channels, registry_updated_at: at, registered_by: entry.by }
+        },
+        { upsert: true }
+      );
+      const stored = (await this.dids.findOne({ _id: entry.did }))!;
+      return { entry: stored, created: res.upsertedCount === 1 };
+    } catch (err) {
+      // The filter missed an existing (revoked) record, so the upsert's insert collided with its _id.
+      if (isDuplicate(err)) throw new AppError('conflict', `DID ${entry.did} was revoked; register a new one`);
+      throw err;
+    }
+  }
+
+  /** Revokes an active DID; false when there is none. */
+  async revoke(did: string, by: string): Promise<boolean> {
+    const res = await this.dids.updateOne({ _id: did, revoked_at: null }, { $set: { revoked_at: new Date().toISOString(), registered_by: by } });
+    return res.modifiedCount === 1;
+  }
+}
