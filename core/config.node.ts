@@ -109,8 +109,6 @@ export const configSchema = z.object({
   TRIAL_EXTERNAL_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(15_000),
   /** The plan (models, limits) of OAuth clients on POST /v1/chat/stream. */
   CHAT_OAUTH_PLAN: z.string().regex(/^[A-Za-z0-9_-]{1,20}$/, 'a plan name such as S1').default('S1'),
-  /** The plan (models, limits) of OAuth clients on POST /v1/chat/stream. */
-  CHAT_OAUTH_PLAN: z.string().regex(/^[A-Za-z0-9_-]{1,20}$/, 'a plan name such as S1').default('S1'),
 
   /** Deployment arbitration (README "Deployment arbitration"): the hub's own nginx and the releases it serves. */
   DEPLOY_WEB: z.enum(['on', 'off']).default('on'),
