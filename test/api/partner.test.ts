@@ -3,10 +3,12 @@
  * signs requests with HTTP Message Signatures (RFC 9421) and Content-Digest (RFC 9530), written here from the RFCs
  * with node:crypto only (the README's worked example does the same steps); the hub's signed answers are verified
  * with the handshake's signing key. Valid, bad signature, stale, replayed (also on a second API process), tampered
- * body, unknown and revoked partner; the secure channel's envelope (X25519 + HKDF-SHA-256 + AES-256-GCM to the
+ * body, unknown and revoked partner; a standard RFC 9421 library (http-message-signatures, unmodified) signing
+ * requests and verifying the hub's answers; the secure channel's envelope (X25519 + HKDF-SHA-256 + AES-256-GCM to the
  * handshake's key-agreement key) round trip, and a tampered ciphertext refused.
  */
 import { createCipheriv, createDecipheriv, createHash, createPrivateKey, createPublicKey, diffieHellman, generateKeyPairSync, hkdfSync, KeyObject, randomBytes, sign, verify } from 'node:crypto';
+import { createSigner, createVerifier, httpbis } from 'http-message-signatures';
 import { http, startTestService, TestService } from '../support/service';
 
 jest.setTimeout(120_000);
@@ -106,6 +108,33 @@ describe('POST /v1/federated/kunlun', () => {
     expect(listed.status).toBe(200);
     expect(listed.body.entries.length).toBeGreaterThan(0);
     expect(listed.body.entries.some((e: { key: string }) => e.key === 'hub.admin.partner_registered')).toBe(true);
+  });
+
+  it('accepts requests signed by a standard RFC 9421 library, whose verifier accepts the hub answers', async () => {
+    const body = JSON.stringify({ op: 'echo', message: 'from http-message-signatures' });
+    const request = {
+      method: 'POST',
+      url: kunlun(),
+      headers: { 'content-type': 'application/json', 'content-digest': `sha-256=:${sha256b64(body)}:` } as Record<string, string>
+    };
+    const signed = await httpbis.signMessage(
+      {
+        key: createSigner(alice.privateKey, 'ed25519', alice.id),
+        fields: ['@method', '@authority', '@path', 'content-type', 'content-digest'],
+        params: ['keyid', 'alg', 'created', 'expires', 'nonce'],
+        paramValues: { nonce: randomBytes(8).toString('hex') }
+      },
+      request
+    );
+    const res = await send(kunlun(), signed.headers as Record<string, string>, body);
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ ok: true, op: 'echo', message: 'from http-message-signatures' });
+
+    const response = { status: res.status, headers: Object.fromEntries(res.headers.entries()) };
+    const keyLookup = async () => ({ id: 'hub', algs: ['ed25519'], verify: createVerifier(hubSigningKey, 'ed25519') });
+    await expect(httpbis.verifyMessage({ keyLookup, requiredFields: ['@status', 'content-digest'], requiredParams: ['created', 'keyid'] }, response)).resolves.toBe(true);
+    const forgedStatus = { ...response, status: 201 };
+    await expect(httpbis.verifyMessage({ keyLookup }, forgedStatus)).resolves.toBe(false);
   });
 
   it('refuses a request without a signature, and signs the refusal', async () => {

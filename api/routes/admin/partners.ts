@@ -14,6 +14,8 @@ import type { PartnerDocument, PartnerStore } from '../../../store/partner/partn
 import { ERROR_BODY } from '../../response-docs';
 
 export const PARTNER_ID = /^[a-z0-9][a-z0-9._-]{1,63}$/;
+/** 32 bytes in base64url without padding: 43 characters, the last carrying 4 bits (its 2 low bits zero). */
+const RAW_KEY = /^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
 const partnerIdSchema = z.string().regex(PARTNER_ID, 'lower-case letters, digits, ".", "_" or "-", 2 to 64');
 
 const partnerView = z.object({ partner_id: z.string(), name: z.string(), public_key: z.string(), public_jwk: z.record(z.string(), z.string()), created_at: z.string(), revoked_at: z.string().nullable() });
@@ -46,7 +48,7 @@ export const partnerAdminRoutes: FastifyPluginAsyncZod<{ partners: PartnerStore;
             partner_id: partnerIdSchema.describe('the keyid the partner puts in its signatures'),
             name: humanText(200),
             public_key: z
-              .union([z.string().max(64).regex(/^[A-Za-z0-9_-]{43}$/, 'the 32-byte Ed25519 public key, base64url'), z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string().regex(/^[A-Za-z0-9_-]{43}$/) })])
+              .union([z.string().regex(RAW_KEY, 'the 32-byte Ed25519 public key, base64url without padding'), z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string().regex(RAW_KEY, 'the 32-byte Ed25519 public key, base64url without padding') })])
               .describe('Ed25519 public key: base64url of the 32 raw bytes, or a public JWK (kty OKP, crv Ed25519)')
           })
           .strict(),
