@@ -13,6 +13,8 @@ export function createLogger(config: Pick<Config, 'LOG_LEVEL'>, name: string): L
         'req.headers["x-zr-token"]',
         'req.headers["x-capture-token"]',
         'req.headers["x-order-root"]',
+        'req.headers["x-slim-group-key"]',
+        '*.epoch_key',
         '*.api_key',
         '*.client_secret',
         '*.token',

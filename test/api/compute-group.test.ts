@@ -239,8 +239,8 @@ describe('group consensus (workflow group-consensus/<id>)', () => {
     expect(JSON.parse(record!.value_json as string)).toMatchObject({ consensus_id: id, outcome: 'expired' });
   });
 
-  it('refuses a quorum above the member count, and another group\'s consensus is not found', async () => {
-    expect((await consensus({ action: 'propose', proposal: 'x', quorum: 4, deadline_s: 60 })).status).toBe(400);
+  it('refuses a quorum above the member count (409), and another group\'s consensus is not found', async () => {
+    expect((await consensus({ action: 'propose', proposal: 'x', quorum: 4, deadline_s: 60 })).status).toBe(409);
     expect((await consensus({ action: 'status', consensus_id: 'gc_0000000000000000' })).status).toBe(404);
   });
 

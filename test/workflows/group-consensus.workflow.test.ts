@@ -1,14 +1,14 @@
 /**
  * groupConsensusWorkflow on its own, with @temporalio/testing on the dev server binary and the real activities
  * (Ed25519 check, ledger append on FerretDB): quorum reached, a forged ballot refused by the update, quorum made
- * unreachable by rejections, and the deadline passing. With RECORD_HISTORIES=1 it saves the replay histories.
+ * unreachable by rejections, the deadline passing, and ballots by signal (a forged one listed as refused). With RECORD_HISTORIES=1 it saves the replay histories.
  */
 import { generateKeyPairSync, KeyObject, sign } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { ballotMessage, BallotChoice } from '../../core/compute/consensus';
 import { groupConsensusWorkflow } from '../../workflows/compute/group-consensus';
-import { Ballot, castBallotUpdate, FORGED_BALLOT, GroupConsensusInput } from '../../workflows/compute/group-consensus.contract';
+import { Ballot, ballotSignal, castBallotUpdate, FORGED_BALLOT, GroupConsensusInput } from '../../workflows/compute/group-consensus.contract';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 
 jest.setTimeout(120_000);
@@ -84,4 +84,21 @@ test('expired at the deadline when quorum is missed', async () => {
   const record = await wf.db.collection('ledger').findOne({ key: 'hub.slim.consensus.expired' });
   expect(JSON.parse(record!.value_json as string)).toMatchObject({ consensus_id: id, outcome: 'expired', quorum: 3 });
   await wf.saveHistory(`group-consensus/${id}`, 'group-consensus-expired');
+});
+
+test('ballots by signal: a forged one and a second vote are listed as refused, the valid ones reach quorum', async () => {
+  const id = 'gc_00000000000000d4';
+  const handle = await start(id, 2, 600);
+  await handle.signal(ballotSignal, ballot(id, 2, 'approve', 1));
+  await handle.signal(ballotSignal, ballot(id, 0, 'approve'));
+  await handle.signal(ballotSignal, ballot(id, 0, 'reject'));
+  await handle.signal(ballotSignal, ballot(id, 1, 'approve'));
+  const result = await handle.result();
+  expect(result).toMatchObject({ state: 'accepted', approvals: 2 });
+  expect(result.ballots.map((b) => b.member_id).sort()).toEqual([keys[0]!.id, keys[1]!.id].sort());
+  const refused = Object.fromEntries(result.refused.map((r) => [r.member_id, r.reason]));
+  expect(Object.keys(refused).sort()).toEqual([keys[0]!.id, keys[2]!.id].sort());
+  expect(refused[keys[2]!.id]).toContain('does not verify');
+  expect(refused[keys[0]!.id]).toContain('already voted');
+  await wf.saveHistory(`group-consensus/${id}`, 'group-consensus-signals');
 });

@@ -5,11 +5,12 @@
  * Ballots arrive with the update `castBallot` (POST /v1/slim/group/consensus sends it; from the CLI:
  *   temporal workflow update execute --workflow-id group-consensus/<id> --name castBallot \
  *     --input '{"member_id":"client_…","choice":"approve","signature":"<Ed25519, base64url>"}'
- * ). Every ballot's signature is checked by an activity against the member's Ed25519 key of the proposal's epoch
+ * ), or with the signal `ballot` (same input, fire-and-forget: a refused or forged ballot is then only listed in
+ * the status's `refused`). Every ballot's signature is checked by an activity against the member's Ed25519 key of the proposal's epoch
  * (core/compute/consensus.ts ballotMessage); a forged one fails the update with ApplicationFailure ForgedBallot.
  *   temporal workflow query --workflow-id group-consensus/<id> --type consensusStatus
  */
-import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { FlowTaskQueues } from '../task-queues';
 import type { BallotChoice, ConsensusOutcome } from '../../core/compute/consensus';
 
@@ -59,7 +60,10 @@ export interface ConsensusStatus {
   decided_at: string | null;
   /** The ledger seq of the recorded outcome. */
   outcome_seq: number | null;
+  /** Ballots sent by signal that were refused (the update's refusals go back to its caller); the first 50. */
+  refused: { member_id: string; reason: string }[];
 }
 
+export const ballotSignal = defineSignal<[Ballot]>('ballot');
 export const castBallotUpdate = defineUpdate<ConsensusStatus, [Ballot]>('castBallot');
 export const consensusStatusQuery = defineQuery<ConsensusStatus>('consensusStatus');

@@ -124,7 +124,8 @@ const consensusAnswer = z.object({
     created_at: z.string(),
     deadline_at: z.string(),
     decided_at: z.string().nullable(),
-    outcome_seq: z.number().int().nullable().describe('the ledger seq of the recorded outcome')
+    outcome_seq: z.number().int().nullable().describe('the ledger seq of the recorded outcome'),
+    refused: z.array(z.object({ member_id: z.string(), reason: z.string() })).describe('ballots sent by signal (not through this route) that were refused')
   })
 });
 
@@ -238,7 +239,11 @@ export const groupRoutes: FastifyPluginAsyncZod<{ config: Config; temporal: Clie
       config: declare('group_key'),
       schema: {
         body: decryptBody,
-        response: { 200: decryptAnswer, 403: ERROR_BODY.describe('The message is for another group, or epoch_key is not that epoch\'s key') }
+        response: {
+          200: decryptAnswer,
+          400: ERROR_BODY.describe('Also: the message does not authenticate (tampered, or sealed under another key), is of an epoch not reached yet, or of an earlier epoch without epoch_key'),
+          403: ERROR_BODY.describe('The message is for another group, or epoch_key is not that epoch\'s key')
+        }
       }
     },
     async (request) => {
@@ -274,7 +279,7 @@ export const groupRoutes: FastifyPluginAsyncZod<{ config: Config; temporal: Clie
         response: {
           200: consensusAnswer,
           403: ERROR_BODY.describe('The ballot\'s signature does not verify, or its member_id is not a member of the proposal\'s epoch'),
-          409: ERROR_BODY.describe('The consensus is closed, or the member has already voted')
+          409: ERROR_BODY.describe('The consensus is closed, the member has already voted, or (propose) the quorum exceeds the epoch\'s members')
         }
       }
     },
@@ -285,7 +290,8 @@ export const groupRoutes: FastifyPluginAsyncZod<{ config: Config; temporal: Clie
         const epochDoc = await groups.epoch(group_id, epoch);
         if (!epochDoc) throw notFound(`No epoch ${epoch} of ${group_id}`);
         if (body.quorum > epochDoc.members.length) {
-          throw new AppError('invalid_request', `quorum ${body.quorum} exceeds the ${epochDoc.members.length} members of epoch ${epoch}`, { fields: [{ field: 'quorum', message: `at most ${epochDoc.members.length}` }] });
+          // The quorum is well formed; it conflicts with the group's current membership (409, like any state conflict).
+          throw new AppError('conflict', `quorum ${body.quorum} exceeds the ${epochDoc.members.length} members of epoch ${epoch}`, { quorum: body.quorum, members: epochDoc.members.length });
         }
         const id = `gc_${randomBytes(8).toString('hex')}`;
         const input: GroupConsensusInput = {
