@@ -184,6 +184,26 @@ describe('group key agreement, encryption, a new epoch', () => {
   });
 });
 
+describe('concurrent membership changes', () => {
+  it('never make the same epoch twice: each change gets its own epoch or 409', async () => {
+    const [alice, bob] = members as [Member, Member];
+    const created = await secret(alice, { action: 'create', members: [memberEntry(alice)] });
+    const groupId = created.body.group_id;
+    const answers = await Promise.all(Array.from({ length: 6 }, () => secret(alice, { action: 'rekey', group_id: groupId, members: [memberEntry(alice), memberEntry(bob)] })));
+    const statuses = answers.map((a) => a.status);
+    expect(statuses.every((s) => s === 200 || s === 409)).toBe(true);
+    const epochs = answers.filter((a) => a.status === 200).map((a) => a.body.epoch);
+    expect(new Set(epochs).size).toBe(epochs.length);
+    const now = await secret(bob, { action: 'get', group_id: groupId });
+    expect(now.body.current_epoch).toBe(1 + epochs.length);
+    // Every epoch a change reported is the one stored, wrapped to the members it named.
+    for (const a of answers.filter((x) => x.status === 200)) {
+      const stored = await secret(bob, { action: 'get', group_id: groupId, epoch: a.body.epoch });
+      expect(stored.body.commitment).toBe(a.body.commitment);
+    }
+  });
+});
+
 describe('group consensus (workflow group-consensus/<id>)', () => {
   let groupId: string;
   let key: Buffer;
