@@ -42,6 +42,15 @@ afterAll(async () => {
   await svc?.close();
 });
 
+it('lists the GPU and WebSocket routes in the directory under federated_compute', async () => {
+  const entries = (await http('GET', `${svc.urls.main}/a2a/endpoints`)).body.endpoints as { path: string; group: string; auth: string }[];
+  const ours = Object.fromEntries(entries.filter((e) => ['/v1/gpu/register', '/v1/gpu/nodes', '/v1/ws/info'].includes(e.path)).map((e) => [e.path, e]));
+  expect(ours['/v1/gpu/register']).toMatchObject({ group: 'federated_compute', auth: 'external_node' });
+  expect(ours['/v1/gpu/nodes']).toMatchObject({ group: 'federated_compute', auth: 'none' });
+  expect(ours['/v1/ws/info']).toMatchObject({ group: 'federated_compute', auth: 'none' });
+  expect(entries.some((e) => e.path === '/v1/ws')).toBe(false);
+});
+
 describe('GPU registry', () => {
   let node: RegisteredNode;
   beforeAll(async () => {

@@ -78,6 +78,15 @@ afterAll(async () => {
   await svc?.close();
 });
 
+it('lists both partner channels in the directory under kunlun_federation, auth partner_federation, not public read', async () => {
+  const entries = (await http('GET', `${svc.urls.main}/a2a/endpoints`)).body.endpoints as { path: string; group: string; auth: string }[];
+  const channels = entries.filter((e) => e.group === 'kunlun_federation');
+  expect(channels.map((e) => e.path).sort()).toEqual(['/v1/federated/kunlun', '/v1/kunlun/secure']);
+  expect(channels.every((e) => e.auth === 'partner_federation')).toBe(true);
+  const summary = (await http('GET', `${svc.urls.main}/a2a/endpoints/summary`)).body;
+  expect(summary.endpoint_groups.kunlun_federation).toMatchObject({ count: 2, public_read: false });
+});
+
 describe('partner registration (admin)', () => {
   it('registers with a raw key (201), again with the same key (200), refuses another key (409) and non-admins (401)', async () => {
     const first = await http('POST', `${svc.urls.main}/admin/partners`, { headers: admin(), body: { partner_id: alice.id, name: 'Alice Federation', public_key: alice.publicRaw } });

@@ -32,8 +32,10 @@ export const NODE_STATE_KEY = 'hub.node.state_changed';
 const POLL_MS = 500;
 const PING_MS = 15_000;
 const BATCH = 200;
+/** Sockets one API process serves at once (each follows the ledger on its own); more are closed with 1013. */
+export const WS_MAX_SOCKETS = 1000;
 /** Close codes the socket uses (4000-4999 are the application's, RFC 6455 §7.4.2). */
-export const WS_CLOSE = { bad_message: 4400, unauthorized: 4401, going_away: 1001 } as const;
+export const WS_CLOSE = { bad_message: 4400, unauthorized: 4401, going_away: 1001, try_again_later: 1013 } as const;
 
 const STREAMS = ['ledger', 'nodes'] as const;
 type Stream = (typeof STREAMS)[number];
@@ -105,6 +107,10 @@ export const webSocketRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; config: Co
   );
 
   app.get(WS_PATH, { websocket: true, config: { auth: 'none' }, schema: { hide: true } }, (socket, request) => {
+    if (open.size >= WS_MAX_SOCKETS) {
+      socket.close(WS_CLOSE.try_again_later, 'too many connections; retry later');
+      return;
+    }
     open.add(socket);
     let closed = false;
     let subscribed = false;
