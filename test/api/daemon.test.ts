@@ -121,12 +121,14 @@ test('missing, forged, wrong-version and revoked factors: 403, no model call, th
     expect([name, upstream.calls]).toEqual([name, 0]);
     if (name !== 'revoked') {
       expect(again.body.message).toContain('isolated');
-      expect((await admin(`/admin/daemon-assets/${a.asset_id}/release`)).status).toBe(200);
+      expect((await admin(`/admin/daemon-assets/${a.asset_id}/release`)).body).toMatchObject({ ok: true, released: true });
+      expect((await admin(`/admin/daemon-assets/${a.asset_id}/release`)).body).toMatchObject({ ok: true, released: false });
       const released = await dispatch(factors(a), one);
       expect([name, released.status, released.body.status]).toEqual([name, 200, 'DONE']);
       upstream.reset();
     }
   }
+  expect((await admin('/admin/daemon-assets/asset_unknown0000/release')).status).toBe(404);
   // No asset id at all: 403 as well.
   expect((await dispatch({}, one)).status).toBe(403);
   expect(upstream.calls).toBe(0);

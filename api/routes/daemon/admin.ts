@@ -27,25 +27,51 @@ export const daemonAdminRoutes: FastifyPluginAsyncZod<{ credentials: CredentialS
     return head;
   };
 
+  const known = async (assetId: string) => {
+    if (!(await assets.find(assetId))) throw notFound(`No daemon asset ${assetId}`);
+  };
+
   app.post(
     '/admin/daemon-assets/:asset_id/release',
-    { config: admin, schema: { params: assetParams, response: { 200: z.object({ ok: z.literal(true), asset_id: z.string(), released: z.literal(true), audit_root: z.string() }).describe('Released: the asset may dispatch again') } } },
+    {
+      config: admin,
+      schema: {
+        params: assetParams,
+        response: {
+          200: z
+            .object({ ok: z.literal(true), asset_id: z.string(), released: z.boolean().describe('false: it was not isolated'), audit_root: z.string().nullable() })
+            .describe('The asset may dispatch again (unless revoked)')
+        }
+      }
+    },
     async (request) => {
       const { asset_id } = request.params;
-      if (!(await assets.release(asset_id))) throw notFound(`No isolated daemon asset ${asset_id}`);
+      await known(asset_id);
+      if (!(await assets.release(asset_id))) return { ok: true as const, asset_id, released: false, audit_root: null };
       const head = await record('released', { asset_id });
-      return { ok: true as const, asset_id, released: true as const, audit_root: head.hash };
+      return { ok: true as const, asset_id, released: true, audit_root: head.hash };
     }
   );
 
   app.post(
     '/admin/daemon-assets/:asset_id/revoke',
-    { config: admin, schema: { params: assetParams, response: { 200: z.object({ ok: z.literal(true), asset_id: z.string(), revoked: z.literal(true), audit_root: z.string() }).describe('Revoked for good') } } },
+    {
+      config: admin,
+      schema: {
+        params: assetParams,
+        response: {
+          200: z
+            .object({ ok: z.literal(true), asset_id: z.string(), revoked: z.literal(true), already_revoked: z.boolean(), audit_root: z.string().nullable() })
+            .describe('Revoked for good')
+        }
+      }
+    },
     async (request) => {
       const { asset_id } = request.params;
-      if (!(await assets.revoke(asset_id))) throw notFound(`No active daemon asset ${asset_id}`);
+      await known(asset_id);
+      if (!(await assets.revoke(asset_id))) return { ok: true as const, asset_id, revoked: true as const, already_revoked: true, audit_root: null };
       const head = await record('revoked', { asset_id });
-      return { ok: true as const, asset_id, revoked: true as const, audit_root: head.hash };
+      return { ok: true as const, asset_id, revoked: true as const, already_revoked: false, audit_root: head.hash };
     }
   );
 
