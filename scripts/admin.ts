@@ -13,6 +13,8 @@
  *   daemon-release <asset_id>    release an isolated daemon asset
  *   daemon-breaker-reset         close the daemon's circuit breaker
  *   rotate-oauth-key             new OAuth signing key; the old one verifies until its last token expires
+ *   partner <id> <key> [name]    register a partner: its Ed25519 public key, base64url (the partner channels)
+ *   partner-revoke <id>          revoke a partner
  *   api-key-plan <key_id> <plan> change a chat key's plan (S1-S5)
  *   api-key-usage <key_id> [days]  a chat key's usage per day
  *   key-group <key_id> [label]   create a key group under a key of plan S4 or S5
@@ -60,6 +62,10 @@ async function main(): Promise<void> {
       return call(`/admin/api-keys/${args[0] ?? ''}/regenerate`);
     case 'oauth-client':
       return call('/admin/oauth-clients', { scopes: args[0] ? args[0].split(',') : [] });
+    case 'partner':
+      return call('/admin/partners', { partner_id: args[0], public_key: args[1], name: args[2] ?? args[0] });
+    case 'partner-revoke':
+      return call(`/admin/partners/${encodeURIComponent(args[0] ?? '')}/revoke`);
     case 'rotate-oauth-key':
       return call('/admin/oauth-keys/rotate');
     case 'daemon-asset':

@@ -8,6 +8,8 @@
  * handshake's key-agreement key) round trip, and a tampered ciphertext refused.
  */
 import { createCipheriv, createDecipheriv, createHash, createPrivateKey, createPublicKey, diffieHellman, generateKeyPairSync, hkdfSync, KeyObject, randomBytes, sign, verify } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
 import { createSigner, createVerifier, httpbis } from 'http-message-signatures';
 import { http, startTestService, TestService } from '../support/service';
 
@@ -100,6 +102,14 @@ describe('partner registration (admin)', () => {
     expect((await http('POST', `${svc.urls.main}/admin/partners`, { headers: admin(), body: { partner_id: 'zed', name: 'x', public_key: 'not-a-key' } })).status).toBe(400);
     const list = await http('GET', `${svc.urls.main}/admin/partners`, { headers: admin() });
     expect(list.body.partners.map((p: { partner_id: string }) => p.partner_id)).toContain(alice.id);
+  });
+
+  it('registers and revokes from the admin CLI (npm run admin -- partner / partner-revoke)', async () => {
+    const carol = newPartner('carol-federation');
+    const cli = (...args: string[]) =>
+      JSON.parse(execFileSync(process.execPath, ['--import', 'tsx', path.join(__dirname, '../../scripts/admin.ts'), ...args], { env: { ...process.env, ...svc.env, ADMIN_URL: svc.urls.main }, encoding: 'utf8' }));
+    expect(cli('partner', carol.id, carol.publicRaw, 'Carol')).toMatchObject({ ok: true, created: true, partner: { partner_id: carol.id, name: 'Carol' } });
+    expect(cli('partner-revoke', carol.id)).toEqual({ ok: true, partner_id: carol.id, revoked: true });
   });
 });
 
