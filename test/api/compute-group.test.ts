@@ -141,6 +141,13 @@ describe('group key agreement, encryption, a new epoch', () => {
     const local = sealLocally(keys[2]!, groupId, 1, 'sealed by carol');
     const fromCarol = await http('POST', url('/v1/slim/message/decrypt'), { headers: asGroup(groupId, keys[0]!), body: { message: local } });
     expect(fromCarol.body.plaintext).toBe('sealed by carol');
+    // The longest plaintext (64 KiB as UTF-8) comes back through decrypt.
+    const longest = '中'.repeat(21_845);
+    const big = await http('POST', url('/v1/slim/message/encrypt'), { headers: asGroup(groupId, keys[0]!), body: { plaintext: longest } });
+    expect(big.status).toBe(200);
+    const bigBack = await http('POST', url('/v1/slim/message/decrypt'), { headers: asGroup(groupId, keys[1]!), body: { message: big.body.message } });
+    expect(bigBack.body.plaintext).toBe(longest);
+    expect((await http('POST', url('/v1/slim/message/encrypt'), { headers: asGroup(groupId, keys[0]!), body: { plaintext: longest + 'x' } })).status).toBe(400);
     // Two encryptions of the same text never share salt, nonce or ciphertext.
     const again = await http('POST', url('/v1/slim/message/encrypt'), { headers: asGroup(groupId, keys[0]!), body: { plaintext: '你好, group' } });
     expect(again.body.message.iv).not.toBe(enc.body.message.iv);

@@ -26,7 +26,10 @@ import { groupOfPrincipal, presentedGroupKey } from '../../plugins/auth/group-ke
 import { ERROR_BODY } from '../../response-docs';
 
 export const MAX_GROUP_MEMBERS = 64;
-const MAX_PLAINTEXT = 65_536;
+/** UTF-16 code units: at most 3 UTF-8 bytes each, so a plaintext is at most 64 KiB and its sealed form fits decrypt's limit. */
+const MAX_PLAINTEXT = 21_845;
+/** base64url of 64 KiB + the 16-byte tag. */
+const MAX_CIPHERTEXT = Math.ceil(((65_536 + 16) * 4) / 3);
 
 const groupId = z.string().regex(/^sg_[a-f0-9]{16}$/, 'a group id such as sg_0123456789abcdef');
 const consensusId = z.string().regex(/^gc_[a-f0-9]{16}$/, 'a consensus id such as gc_0123456789abcdef');
@@ -74,10 +77,10 @@ const epochView = z.object({
 });
 
 const sealed = z
-  .object({ v: z.literal(1), group_id: groupId, epoch: z.number().int().min(1).max(1_000_000), salt: b64url(22), iv: b64url(16), ciphertext: b64url(90_000) })
+  .object({ v: z.literal(1), group_id: groupId, epoch: z.number().int().min(1).max(1_000_000), salt: b64url(22), iv: b64url(16), ciphertext: b64url(MAX_CIPHERTEXT) })
   .strict()
   .describe('a sealed message (zh-slim/v1)');
-const encryptBody = z.object({ plaintext: z.string().max(MAX_PLAINTEXT), associated_data: z.string().max(1024).optional() }).strict();
+const encryptBody = z.object({ plaintext: z.string().max(MAX_PLAINTEXT).describe(`text, at most ${MAX_PLAINTEXT} UTF-16 code units (64 KiB as UTF-8)`), associated_data: z.string().max(1024).optional() }).strict();
 const decryptBody = z
   .object({ message: sealed, associated_data: z.string().max(1024).optional(), epoch_key: raw32.optional().describe('the key of the message\'s epoch, when it is an earlier one') })
   .strict();
