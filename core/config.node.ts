@@ -107,6 +107,9 @@ export const configSchema = z.object({
   TRIAL_TRUSTED_PROXIES: csv.default([]),
   TRIAL_SEMANTIC_THRESHOLD: z.coerce.number().min(0).max(1).default(0.6),
   TRIAL_EXTERNAL_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(15_000),
+  /** A model of the chat providers that serves /embeddings: vector similarity beside BM25 (unset: BM25 only). */
+  TRIAL_EMBEDDINGS_MODEL: z.string().min(1).optional(),
+  TRIAL_VECTOR_THRESHOLD: z.coerce.number().min(-1).max(1).default(0.8),
   /** The plan (models, limits) of OAuth clients on POST /v1/chat/stream. */
   CHAT_OAUTH_PLAN: z.string().regex(/^[A-Za-z0-9_-]{1,20}$/, 'a plan name such as S1').default('S1'),
 

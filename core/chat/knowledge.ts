@@ -12,6 +12,8 @@
  * Score: BM25+ ranks the passages; the best one answers when its relevance (the IDF-weighted share of the
  * question's distinct tokens that the passage contains, 0-1) reaches the threshold. Raw BM25 scores grow with
  * the question's length and the corpus, so they cannot carry a fixed threshold; the weighted share can.
+ * With an embeddings model configured, passage vectors are attached to the index and the nearest passage by
+ * cosine similarity answers too when it reaches its own threshold.
  */
 import MiniSearch from 'minisearch';
 
@@ -114,8 +116,29 @@ export function splitPassages(text: string, max = 600): string[] {
   return out;
 }
 
+export interface VectorHit {
+  passage: Passage;
+  /** Cosine similarity of the question's embedding and the passage's, -1 to 1. */
+  cosine: number;
+}
+
+export function cosine(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (let i = 0; i < Math.min(a.length, b.length); i++) {
+    dot += a[i]! * b[i]!;
+    na += a[i]! * a[i]!;
+    nb += b[i]! * b[i]!;
+  }
+  return na > 0 && nb > 0 ? dot / Math.sqrt(na * nb) : 0;
+}
+
 export class KnowledgeIndex {
   private readonly cards = new Map<string, KnowledgeCard>();
+  private readonly passageList: Passage[];
+  /** Passage embeddings, when an embeddings model is configured (attached after the build). */
+  private vectors: Map<string, Float32Array> | null = null;
   private readonly search: MiniSearch<Passage>;
   private readonly tokenSets = new Map<string, Set<string>>();
   private readonly documentFrequency = new Map<string, number>();
@@ -147,6 +170,30 @@ export class KnowledgeIndex {
       for (const t of set) this.documentFrequency.set(t, (this.documentFrequency.get(t) ?? 0) + 1);
     }
     this.passages = passages.length;
+    this.passageList = passages;
+  }
+
+  /** Every passage (what an embeddings model embeds: title and text). */
+  allPassages(): readonly Passage[] {
+    return this.passageList;
+  }
+
+  attachVectors(vectors: Map<string, Float32Array>): void {
+    this.vectors = vectors;
+  }
+
+  get hasVectors(): boolean {
+    return this.vectors !== null && this.vectors.size > 0;
+  }
+
+  /** The passages nearest to a question's embedding, best first. */
+  nearest(query: ArrayLike<number>, limit = 3): VectorHit[] {
+    if (!this.vectors) return [];
+    return this.passageList
+      .filter((p) => this.vectors!.has(p.id))
+      .map((passage) => ({ passage, cosine: cosine(query, this.vectors!.get(passage.id)!) }))
+      .sort((a, b) => b.cosine - a.cosine)
+      .slice(0, limit);
   }
 
   get cardCount(): number {

@@ -47,6 +47,10 @@ export class KnowledgeStore {
   private index: KnowledgeIndex | null = null;
   private rebuilding: Promise<KnowledgeIndex> | null = null;
   private indexesReady: Promise<void> | null = null;
+  private embedder: ((texts: string[]) => Promise<number[][]>) | null = null;
+  private onEmbedError: (err: unknown) => void = () => undefined;
+  /** Embeddings by passage text, so a rebuild embeds only passages that changed. */
+  private readonly embedded = new Map<string, Float32Array>();
 
   constructor(db: Db) {
     this.cards = db.collection('chat_knowledge_cards');
@@ -63,6 +67,15 @@ export class KnowledgeStore {
         throw err;
       });
     return this.indexesReady;
+  }
+
+  /**
+   * An embeddings model for the passages (the trial chat sets it when TRIAL_EMBEDDINGS_MODEL names one): every
+   * rebuild attaches vectors; when embedding fails the index answers by BM25 alone (the error is reported).
+   */
+  useEmbedder(embed: (texts: string[]) => Promise<number[][]>, onError: (err: unknown) => void): void {
+    this.embedder = embed;
+    this.onEmbedError = onError;
   }
 
   /** The index for the current version of the knowledge base (rebuilt here when any process changed it). */
@@ -83,6 +96,7 @@ export class KnowledgeStore {
           documents.map((d): KnowledgeDocument => ({ id: d._id, title: d.title, text: d.text })),
           version
         );
+        if (this.embedder) await this.attachVectors(index, this.embedder);
         if (!this.index || this.index.version <= version) this.index = index;
         return index;
       } finally {
@@ -90,6 +104,25 @@ export class KnowledgeStore {
       }
     })();
     return this.rebuilding;
+  }
+
+  private async attachVectors(index: KnowledgeIndex, embed: (texts: string[]) => Promise<number[][]>): Promise<void> {
+    const textOf = (p: { title: string; text: string }) => `${p.title}\n${p.text}`;
+    const missing = [...new Set(index.allPassages().map(textOf).filter((t) => !this.embedded.has(t)))];
+    try {
+      for (let i = 0; i < missing.length; i += 64) {
+        const batch = missing.slice(i, i + 64);
+        const vectors = await embed(batch);
+        if (vectors.length !== batch.length) throw new Error(`the embeddings model answered ${vectors.length} vectors for ${batch.length} texts`);
+        batch.forEach((t, n) => this.embedded.set(t, Float32Array.from(vectors[n]!)));
+      }
+    } catch (err) {
+      this.onEmbedError(err);
+      return;
+    }
+    const live = new Set(index.allPassages().map(textOf));
+    for (const t of this.embedded.keys()) if (!live.has(t)) this.embedded.delete(t);
+    index.attachVectors(new Map(index.allPassages().map((p) => [p.id, this.embedded.get(textOf(p))!])));
   }
 
   async version(): Promise<number> {

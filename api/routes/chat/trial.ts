@@ -2,7 +2,8 @@
  * Trial chat (SPEC §2.6, §4.8): POST /try/chat (X-DID). Routing, in order:
  *   1. knowledge-card        a card whose question equals the last user message after normalisation
  *   2. semantic              the knowledge base's best passages (BM25+ over Chinese bigrams and English words), when
- *                            the best one's relevance reaches TRIAL_SEMANTIC_THRESHOLD
+ *                            the best one's relevance reaches TRIAL_SEMANTIC_THRESHOLD; else, with an embeddings
+ *                            model (TRIAL_EMBEDDINGS_MODEL), the nearest passage by cosine >= TRIAL_VECTOR_THRESHOLD
  *   3. ark-external          the first configured model of kind `external` (with its fallbacks), within
  *                            TRIAL_EXTERNAL_TIMEOUT_MS
  *   4. local-1.5b-fallback   the first configured model of kind `local`, when the external call failed or timed out
@@ -75,6 +76,25 @@ export function clientAddress(request: Pick<FastifyRequest, 'ip' | 'headers'>, t
 export const trialChatRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; knowledge: KnowledgeStore; config: Config }> = async (app, { chat, knowledge, config }) => {
   const trusted = new Set(config.TRIAL_TRUSTED_PROXIES);
   const windowMs = config.TRIAL_RATE_WINDOW_S * 1000;
+  // Vector similarity, when an embeddings model is configured: passages are embedded at each rebuild, the question
+  // per request; the nearest passage answers when its cosine reaches TRIAL_VECTOR_THRESHOLD.
+  const embeddingsModel = config.TRIAL_EMBEDDINGS_MODEL ? chat.catalog.model(config.TRIAL_EMBEDDINGS_MODEL) : undefined;
+  if (config.TRIAL_EMBEDDINGS_MODEL && !embeddingsModel) throw new Error(`TRIAL_EMBEDDINGS_MODEL=${config.TRIAL_EMBEDDINGS_MODEL} is not a model of CHAT_PROVIDERS_FILE / CHAT_PROVIDERS`);
+  const embed = embeddingsModel
+    ? async (texts: string[], signal?: AbortSignal): Promise<number[][]> => {
+        const provider = chat.catalog.provider(embeddingsModel.provider);
+        // Floats, not the SDK's default base64: local servers (llama.cpp, Ollama) answer floats only.
+        const res = await chat.upstreams.client(provider).embeddings.create({ model: embeddingsModel.upstream, input: texts, encoding_format: 'float' }, { signal, timeout: provider.timeout_ms });
+        return [...res.data].sort((a, b) => a.index - b.index).map((d) => d.embedding);
+      }
+    : null;
+  if (embed) {
+    knowledge.useEmbedder(
+      (texts) => embed(texts),
+      (err) => app.log.warn({ model: embeddingsModel!.id, reason: chat.upstreams.redact((err as Error).message ?? '') }, 'trial chat: passages could not be embedded; retrieval is BM25 only until the next change')
+    );
+  }
+
   // Indexed at start; a failure here (MongoDB not reachable yet) only means the first request builds it.
   await knowledge.rebuild().catch((err: unknown) => app.log.warn({ err }, 'trial chat: knowledge index not built at start'));
 
@@ -123,6 +143,17 @@ export const trialChatRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; knowle
       if (card) return done(card.answer, 'knowledge-card');
       const hits = index.retrieve(question);
       if (hits[0] && hits[0].relevance >= config.TRIAL_SEMANTIC_THRESHOLD) return done(composeReply(hits, config.TRIAL_SEMANTIC_THRESHOLD), 'semantic');
+      if (embed && index.hasVectors) {
+        try {
+          const [vector] = await embed([question], AbortSignal.timeout(config.TRIAL_EXTERNAL_TIMEOUT_MS));
+          const near = vector ? index.nearest(vector) : [];
+          if (near[0] && near[0].cosine >= config.TRIAL_VECTOR_THRESHOLD) {
+            return done(near.filter((h, i) => i === 0 || h.cosine >= config.TRIAL_VECTOR_THRESHOLD).map((h) => h.passage.text).join('\n\n'), 'semantic');
+          }
+        } catch (err) {
+          request.log.warn({ model: embeddingsModel!.id, reason: chat.upstreams.redact((err as Error).message ?? '') }, 'trial chat: the question could not be embedded');
+        }
+      }
 
       const ac = new AbortController();
       reply.raw.on('close', () => {
