@@ -9,6 +9,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { ApplicationFailure } from '@temporalio/common';
+import type { Db } from 'mongodb';
+import { WorkOrderStore } from '../store/deploy/work-orders';
 import { CONFIG_GENERATION_PATH, deployLayout, nginxFlags, RELEASE_PATTERN, renderGenerationLocation } from '../core/deploy/web';
 import nodeHttp from 'node:http';
 import { FragmentError, parseFragment, renderFragment } from '../core/deploy/fragment';
@@ -325,3 +327,15 @@ export function createDeployActivities(deps: DeployActivityDeps) {
 }
 
 export type DeployActivities = ReturnType<typeof createDeployActivities>;
+
+/** The work-order activity (core queue, MongoDB only): an approved order into its node's instruction queue. */
+export function createWorkOrderActivities(deps: { db: Db }) {
+  const orders = new WorkOrderStore(deps.db);
+  return {
+    async queueWorkOrder(input: { instruction_id: string; node_id: string; key: string; value_json: string; approval_id: string; pushed_by: string }): Promise<{ created_at: string }> {
+      const { instruction_id, ...rest } = input;
+      const order = await orders.insert({ _id: instruction_id, ...rest });
+      return { created_at: order.created_at };
+    }
+  };
+}

@@ -9,7 +9,7 @@ import { createLedgerActivities } from './ledger';
 import { createNodeActivities } from './federation/node-lifecycle';
 import { createDirectoryTreeActivities } from './federation/tree-proposal';
 import { createTaskLeaseActivities } from './federation/task-lease';
-import { createDeployActivities, DeployActivityDeps } from './deploy';
+import { createDeployActivities, createWorkOrderActivities, DeployActivityDeps } from './deploy';
 import { createDaemonCoreActivities, createDaemonModelActivities, DaemonActivityDeps } from './daemon';
 import { createComputeActivities } from './compute';
 
@@ -29,7 +29,8 @@ export function createActivities(deps: ActivityDeps) {
     ...createNodeActivities({ ledger: deps.ledger, nodes: new NodeStore(deps.db), presence: new PresenceStore(deps.db) }),
     ...createDirectoryTreeActivities({ ledger: deps.ledger, tree: new DirectoryTreeStore(deps.db) }),
     ...createTaskLeaseActivities({ db: deps.db }),
-    ...createComputeActivities({ ledger: deps.ledger })
+    ...createComputeActivities({ ledger: deps.ledger }),
+    ...createWorkOrderActivities({ db: deps.db })
   };
 }
 

@@ -58,6 +58,7 @@ import { KnowledgeStore } from '../store/chat/knowledge';
 import { deployRoutes } from './routes/deploy/dal';
 import { PortPoolStore } from '../store/deploy/ports';
 import { DidRegistryStore } from '../store/deploy/registry';
+import { WorkOrderStore } from '../store/deploy/work-orders';
 
 export interface Listener {
   name: ListenerName;
@@ -112,7 +113,8 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
     ports: new PortPoolStore(ctx.mongo.db, config.PORT_POOL),
     registry: new DidRegistryStore(ctx.mongo.db),
     ledger: ctx.ledger,
-    adminTokenHash: ctx.adminTokenHash
+    adminTokenHash: ctx.adminTokenHash,
+    orders: new WorkOrderStore(ctx.mongo.db)
   });
 
   const backup = make('backup');

@@ -4,6 +4,7 @@ export { nodeLifecycleWorkflow } from './federation/node-lifecycle';
 export { treeProposalWorkflow } from './federation/tree-proposal';
 export { deployWorkflow } from './deploy/deploy';
 export { deployConfigWorkflow } from './deploy/config';
+export { workOrderWorkflow } from './deploy/work-order';
 export { taskLeasesWorkflow } from './federation/task-lease';
 export { groupConsensusWorkflow } from './compute/group-consensus';
 export { daemonDagWorkflow } from './daemon/dag';

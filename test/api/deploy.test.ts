@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { findNginx, startNginx } from '../../scripts/stack/nginx';
 import { deployLayout } from '../../core/deploy/web';
 import { http, startTestService, TestService } from '../support/service';
-import { registerDid } from '../support/credentials';
+import { issueHomologousToken, registerDid } from '../support/credentials';
 
 /** Registers a DID (POST /admin/dids) and gives it registry fields through did_register with the admin token. */
 async function registerWithChannels(mainUrl: string, adminToken: string, did: string, fields: { autonomy_level: number; channels: string[] }): Promise<void> {
@@ -300,5 +300,61 @@ describe('deployment arbitration without nginx', () => {
     const keys = ledger.body.results.map((r: { key: string }) => r.key);
     expect(keys).toContain('hub.deploy.did_registered');
     expect(keys).toContain('hub.deploy.did_revoked');
+  });
+
+  test('work orders: inbox_push is held for the high-risk approval and reaches the node queue only once approved; inbox_ack by that node', async () => {
+    await svc.startWorker();
+    const dal = `${svc.urls.main}/dal/deploy`;
+    const deployer = { 'X-DID': 'did:example:deployer-2' };
+    await registerWithChannels(svc.urls.main, svc.adminToken, 'did:example:w1', { autonomy_level: 1, channels: [] });
+    const node = { 'X-DID': 'did:example:w1' };
+    const queue = async (all = false) => (await http('GET', `${svc.urls.main}/api/instructions/node-w1${all ? '?include_acked=true' : ''}`, { headers: node })).body;
+    const approver = { 'x-zr-token': await issueHomologousToken(svc.urls.main, svc.adminToken) };
+    const order = { action: 'inbox_push', key: 'KERNEL.EVOLUTION.DIRECTIVE.restart', value: { directive_action: 'restart', target: 'site' }, node_id: 'node-w1' };
+
+    expect((await http('POST', dal, { body: { ...order, key: 'mysys.not.a.seed' }, headers: deployer })).status).toBe(400);
+    expect((await http('POST', dal, { body: { ...order, value: { target: 'site' } }, headers: deployer })).status).toBe(400);
+    expect((await http('POST', dal, { body: order, headers: node })).status).toBe(403); // no deploy channel
+
+    const pushed = await http('POST', dal, { body: order, headers: deployer });
+    expect(pushed.status).toBe(202);
+    expect(pushed.body).toMatchObject({ ok: true, pending: true, node_id: 'node-w1', workflow_id: `work-order/${pushed.body.instruction_id}` });
+    // Held: nothing in the queue, nothing to acknowledge; the approval is listed like any held write.
+    expect((await queue()).count).toBe(0);
+    expect((await http('POST', dal, { body: { action: 'inbox_ack', id: pushed.body.instruction_id }, headers: node })).status).toBe(404);
+    const held = await http('GET', `${svc.urls.main}/api/truth/approvals/${pushed.body.approval_id}`, { headers: approver });
+    expect(held.status).toBe(200);
+    expect(JSON.stringify(held.body)).toContain('KERNEL.EVOLUTION.DIRECTIVE.restart');
+
+    const approved = await http('POST', `${svc.urls.main}/api/truth/approvals/${pushed.body.approval_id}/approve`, { headers: approver, body: { reason: 'planned restart' } });
+    expect(approved.status).toBe(200);
+    const outcome = await svc.temporal.workflow.getHandle(pushed.body.workflow_id).result();
+    expect(outcome).toMatchObject({ state: 'approved', instruction_id: pushed.body.instruction_id });
+    expect(typeof outcome.truth_seq).toBe('number');
+    const queued = await queue();
+    expect(queued.count).toBe(1);
+    expect(queued.instructions[0]).toMatchObject({ instruction_id: pushed.body.instruction_id, key: order.key, value: order.value, acked_at: null });
+
+    // Only that node acknowledges it (or the admin token); once.
+    expect((await http('POST', dal, { body: { action: 'inbox_ack', id: pushed.body.instruction_id }, headers: deployer })).status).toBe(403);
+    const ack = await http('POST', dal, { body: { action: 'inbox_ack', id: pushed.body.instruction_id }, headers: node });
+    expect(ack.status).toBe(200);
+    expect(ack.body).toMatchObject({ ok: true, instruction_id: pushed.body.instruction_id, node_id: 'node-w1', already_acked: false });
+    expect((await http('POST', dal, { body: { action: 'inbox_ack', id: pushed.body.instruction_id }, headers: node })).body).toMatchObject({ already_acked: true, ledger_seq: null });
+    expect((await queue()).count).toBe(0);
+    expect((await queue(true)).count).toBe(1);
+
+    // A rejected order never reaches the queue.
+    const second = await http('POST', dal, { body: { ...order, value: { directive_action: 'wipe' } }, headers: deployer });
+    expect(second.status).toBe(202);
+    expect((await http('POST', `${svc.urls.main}/api/truth/approvals/${second.body.approval_id}/reject`, { headers: approver, body: { reason: 'no' } })).status).toBe(200);
+    expect(await svc.temporal.workflow.getHandle(second.body.workflow_id).result()).toMatchObject({ state: 'rejected', truth_seq: null });
+    expect((await queue(true)).count).toBe(1);
+
+    const ledger = await http('GET', `${svc.urls.main}/api/truth?key=hub.deploy.inbox_&limit=50`);
+    const keys = ledger.body.results.map((r: { key: string }) => r.key);
+    expect(keys).toEqual(expect.arrayContaining(['hub.deploy.inbox_pushed', 'hub.deploy.inbox_acked', 'hub.deploy.inbox_refused']));
+    const truth = await http('GET', `${svc.urls.main}/api/truth?key=KERNEL.EVOLUTION.DIRECTIVE.restart&limit=10`);
+    expect(truth.body.results).toHaveLength(1);
   });
 });

@@ -23,10 +23,15 @@ import type { Ledger } from '../../../store/ledger/ledger';
 import { didSchema, usedDidSchema } from '../../../core/identifiers';
 import { digestsEqual, hashSecret } from '../../../core/credentials.node';
 import type { FastifyRequest } from 'fastify';
+import { randomBytes } from 'node:crypto';
+import { canonicalJson } from '../../../core/ledger/canonical-json';
+import { SEED_KEY_PREFIX } from '../../../core/ledger/truth-record';
+import type { WorkOrderStore } from '../../../store/deploy/work-orders';
+import { startWorkOrder } from '../../../workflows/deploy/work-order.client';
 
 export const DAL_VERSION = 'V2.0' as const;
 export const DAL_ANCHOR = 'zhongshu-hub deployment arbitration: releases are atomic, every outcome is in the ledger';
-export const DEPLOY_ACTIONS = ['deploy', 'rollback', 'config', 'port_alloc', 'port_release', 'port_register', 'did_register', 'did_revoke'] as const;
+export const DEPLOY_ACTIONS = ['deploy', 'rollback', 'config', 'port_alloc', 'port_release', 'port_register', 'did_register', 'did_revoke', 'inbox_push', 'inbox_ack'] as const;
 /** The registry channel that allows deploy, rollback, config and the port pool. */
 export const DEPLOY_CHANNEL = 'deploy';
 export const MAX_AUTONOMY_LEVEL = 5;
@@ -88,8 +93,22 @@ const didRegisterBody = z
       .describe(`capability channels; "${DEPLOY_CHANNEL}" allows deploy, rollback, config and the port pool`)
   })
   .strict();
+const nodeId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/);
+const inboxPushBody = z
+  .object({
+    action: z.literal('inbox_push'),
+    key: z
+      .string()
+      .max(256)
+      .regex(/^KERNEL\.EVOLUTION\.DIRECTIVE\.[A-Za-z0-9_:+-]+(\.[A-Za-z0-9_:+-]+)*$/)
+      .describe(`an execution-seed key: ${SEED_KEY_PREFIX}<name>`),
+    value: z.object({ directive_action: z.string().min(1).max(200) }).passthrough().describe('the work order: directive_action and any other members'),
+    node_id: nodeId.describe('the node whose queue (GET /api/instructions/<node_id>) receives the order once approved')
+  })
+  .strict();
+const inboxAckBody = z.object({ action: z.literal('inbox_ack'), id: z.string().regex(/^wo_[0-9a-f]{24}$/).describe('the instruction_id') }).strict();
 const didRevokeBody = z.object({ action: z.literal('did_revoke'), did: usedDidSchema }).strict();
-const dalBody = z.discriminatedUnion('action', [deployBody, rollbackBody, configBody, portAllocBody, portReleaseBody, portRegisterBody, didRegisterBody, didRevokeBody], {
+const dalBody = z.discriminatedUnion('action', [deployBody, rollbackBody, configBody, portAllocBody, portReleaseBody, portRegisterBody, didRegisterBody, didRevokeBody, inboxPushBody, inboxAckBody], {
   error: () => `action must be one of: ${DEPLOY_ACTIONS.join(', ')}`
 });
 const portAnswer = z.object({
@@ -110,6 +129,27 @@ const registryAnswer = z.object({
   created: z.boolean().describe('did_register: the DID was not registered before'),
   revoked: z.boolean(),
   ledger_seq: z.number().int()
+});
+const inboxPushAnswer = z.object({
+  ok: z.literal(true),
+  action: z.literal('inbox_push'),
+  pending: z.literal(true),
+  instruction_id: z.string(),
+  approval_id: z.string(),
+  node_id: z.string(),
+  workflow_id: z.string(),
+  approval_workflow_id: z.string(),
+  status_url: z.string().describe('the approval: GET it; approvers decide it there like any held write'),
+  message: z.string()
+});
+const inboxAckAnswer = z.object({
+  ok: z.literal(true),
+  action: z.literal('inbox_ack'),
+  instruction_id: z.string(),
+  node_id: z.string(),
+  acked_at: z.string(),
+  already_acked: z.boolean(),
+  ledger_seq: z.number().int().nullable()
 });
 const configAnswer = z.object({
   ok: z.literal(true),
@@ -149,9 +189,9 @@ const failedAnswer = deployAnswer
 
 const errorShape = z.object({ ok: z.literal(false), error: z.string(), message: z.string(), trace_id: z.string() }).passthrough();
 
-export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Config; ports: PortPoolStore; registry: DidRegistryStore; ledger: Ledger; adminTokenHash: string }> = async (
+export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Config; ports: PortPoolStore; registry: DidRegistryStore; ledger: Ledger; adminTokenHash: string; orders: WorkOrderStore }> = async (
   app,
-  { temporal, config, ports, registry, ledger, adminTokenHash }
+  { temporal, config, ports, registry, ledger, adminTokenHash, orders }
 ) => {
   /**
    * Who may do what (README "Deployment arbitration"): X-DID authenticates (auth model did); the registry entry then
@@ -229,7 +269,7 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
       },
       schema: {
         body: dalBody,
-        response: { 200: z.union([deployAnswer, configAnswer, portAnswer, registryAnswer]), 403: errorShape.describe('The DID lacks the deploy channel (or, for did_register/did_revoke, the arbitrator level)'), 404: errorShape, 409: errorShape, 502: z.union([failedAnswer, configFailed]) }
+        response: { 200: z.union([deployAnswer, configAnswer, portAnswer, registryAnswer, inboxAckAnswer]), 202: inboxPushAnswer.describe('inbox_push: the order is held for approval'), 403: errorShape.describe('The DID lacks the deploy channel (or, for did_register/did_revoke, the arbitrator level)'), 404: errorShape, 409: errorShape, 502: z.union([failedAnswer, configFailed]) }
       }
     },
     async (request, reply) => {
@@ -257,7 +297,62 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
         const { entry: recorded } = await ledger.append({ kind: 'event', key: 'hub.deploy.did_revoked', value: { did: body.did, node_id: entry.node_id ?? null, by }, did: config.SERVICE_DID, truth_type: 'config' });
         return { ok: true as const, action: body.action, did: body.did, node_id: entry.node_id ?? null, autonomy_level: entry.autonomy_level ?? 0, channels: entry.channels ?? [], created: false, revoked: true, ledger_seq: recorded.seq };
       }
+      if (body.action === 'inbox_ack') {
+        // Only the node the order is for (its DID's registry node_id), or the admin token.
+        const order = await orders.get(body.id);
+        if (!order) throw new AppError('not_found', `no work order ${body.id} in any queue (not approved yet, or unknown)`);
+        const admin = isAdmin(request);
+        const entry = await registry.get(request.principal!.id);
+        if (!admin && entry?.node_id !== order.node_id) throw new AppError('forbidden', `work order ${body.id} is for node ${order.node_id}; ${request.principal!.id} is not that node's DID`);
+        const { order: after, acked } = await orders.ack(body.id, request.principal!.id);
+        let seq: number | null = null;
+        if (acked) {
+          const { entry: recorded } = await ledger.append({
+            kind: 'event',
+            key: 'hub.deploy.inbox_acked',
+            value: { instruction_id: body.id, node_id: order.node_id, key: order.key, by: request.principal!.id, acked_at: after!.acked_at },
+            did: config.SERVICE_DID,
+            truth_type: null
+          });
+          seq = recorded.seq;
+        }
+        return { ok: true as const, action: body.action, instruction_id: body.id, node_id: order.node_id, acked_at: after!.acked_at!, already_acked: !acked, ledger_seq: seq };
+      }
       await allow(request, 'deploy');
+      if (body.action === 'inbox_push') {
+        const valueJson = canonicalJson(body.value);
+        if (Buffer.byteLength(valueJson) > config.TRUTH_MAX_VALUE_BYTES) throw new AppError('payload_too_large', `value is ${Buffer.byteLength(valueJson)} bytes as canonical JSON; the limit is ${config.TRUTH_MAX_VALUE_BYTES}`);
+        const hex = randomBytes(12).toString('hex');
+        const instructionId = `wo_${hex}`;
+        const approvalId = `apr_${randomBytes(12).toString('hex')}`;
+        const started = await startWorkOrder(temporal, config.TEMPORAL_TASK_QUEUE, {
+          version: 1,
+          instruction_id: instructionId,
+          node_id: body.node_id,
+          approval: {
+            version: 1,
+            approval_id: approvalId,
+            truth: { key: body.key, value_json: valueJson, truth_type: null, did: request.principal!.id, idempotency_key: `work-order:${instructionId}` },
+            held_because: `key prefix ${SEED_KEY_PREFIX} (work order for node ${body.node_id})`,
+            requested_at: new Date().toISOString(),
+            timeout_seconds: config.TRUTH_APPROVAL_TIMEOUT_S,
+            hub_did: config.SERVICE_DID
+          },
+          hub_did: config.SERVICE_DID,
+          actor: request.principal!.id
+        });
+        return reply.code(202).send({
+          ok: true as const,
+          action: body.action,
+          pending: true as const,
+          instruction_id: instructionId,
+          approval_id: approvalId,
+          node_id: body.node_id,
+          ...started,
+          status_url: `${config.publicUrl}/api/truth/approvals/${approvalId}`,
+          message: `held for approval (${approvalId}); once approved it is queued at GET /api/instructions/${body.node_id}`
+        });
+      }
       // The port pool needs no web server.
       if (body.action === 'port_alloc') return { ok: true as const, action: body.action, ...(await ports.allocate(body.app)) };
       if (body.action === 'port_register') return { ok: true as const, action: body.action, ...(await ports.register(body.app, body.port)) };
