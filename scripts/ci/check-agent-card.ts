@@ -4,11 +4,12 @@
  *   A2A_HEADERS='{"x-external-node":"…","x-external-key":"…"}' node --import tsx scripts/ci/check-agent-card.ts <base url>
  * The SDK is used as shipped; the caller's credentials go on its fetch. One task is streamed to its end (a worker
  * node, simulated by the test meanwhile, claims tasks needing `summarize` and completes them); one names a capability
- * no node declared, so it stays SUBMITTED until it is canceled.
+ * no node declared, so it stays SUBMITTED until it is canceled. The card's JSON-RPC interface runs the same life
+ * (`jsonrpc` in the report) through the SDK's JSON-RPC transport.
  * A separate process because the SDK's CommonJS build requires jose, which is ESM only: Node loads it, jest's module
  * runtime does not.
  */
-import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, RestTransportFactory } from '@a2a-js/sdk/client';
+import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory } from '@a2a-js/sdk/client';
 import { Role } from '@a2a-js/sdk';
 
 const base = process.argv[2];
@@ -16,17 +17,47 @@ if (!base) throw new Error('usage: check-agent-card.ts <base url>');
 const headers: Record<string, string> = JSON.parse(process.env.A2A_HEADERS ?? '{}');
 
 /** The SDK error's class name (a typed protocol error), or the message of anything else. */
-async function outcome(call: () => Promise<unknown> | unknown): Promise<{ ok: true; value: unknown } | { ok: false; error: string; message: string }> {
+async function outcome(call: () => Promise<unknown> | unknown): Promise<{ ok: true; value: unknown } | { ok: false; error: string; message: string; transport?: string; code?: number }> {
   try {
     return { ok: true, value: await call() };
   } catch (err) {
-    return { ok: false, error: (err as Error).name, message: (err as Error).message };
+    // The JSON-RPC transport's errors also say so, with the JSON-RPC error code.
+    const { transport, envelopeCode } = err as { transport?: string; envelopeCode?: number };
+    return { ok: false, error: (err as Error).name, message: (err as Error).message, ...(transport ? { transport, code: envelopeCode } : {}) };
   }
 }
 
 const text = (value: string) => ({ content: { $case: 'text' as const, value } });
 
 const withCredentials: typeof fetch = (input, init) => fetch(input, { ...init, headers: { ...Object.fromEntries(new Headers(init?.headers).entries()), ...headers } });
+
+/** The same operations through the card's JSON-RPC interface (the SDK's JSON-RPC transport only). */
+async function overJsonRpc(): Promise<Record<string, unknown>> {
+  const only = (fetchImpl: typeof fetch) => ClientFactoryOptions.createFrom(ClientFactoryOptions.default, { transports: [new JsonRpcTransportFactory({ fetchImpl })], preferredTransports: ['JSONRPC'] });
+  const client = await new ClientFactory(only(withCredentials)).createFromUrl(base!);
+  const polling = await new ClientFactory({ ...only(withCredentials), clientConfig: { polling: true } }).createFromUrl(base!);
+  const message = (id: string, capabilities: string[]) => ({
+    message: { messageId: id, role: Role.ROLE_USER, parts: [text(`please summarise (${id})`)], metadata: { required_capabilities: capabilities } }
+  });
+  const sent = await outcome(() => polling.sendMessage(message(`rpc-held-${Date.now()}`, ['nobody-declares-this']) as never));
+  const streamed = await outcome(async () => {
+    const events = [];
+    for await (const event of client.sendMessageStream(message(`rpc-streamed-${Date.now()}`, ['summarize']) as never)) events.push(event);
+    return events;
+  });
+  const heldId = sent.ok ? (sent.value as { id: string }).id : 'none';
+  return {
+    send_message: sent,
+    send_message_stream: streamed,
+    get_held: await outcome(() => client.getTask({ id: heldId } as never)),
+    list_tasks: await outcome(() => client.listTasks({ pageSize: 10 } as never)),
+    cancel_held: await outcome(() => client.cancelTask({ id: heldId } as never)),
+    cancel_again: await outcome(() => client.cancelTask({ id: heldId } as never)),
+    get_unknown: await outcome(() => client.getTask({ id: 'no-such-task' } as never)),
+    unsupported: await outcome(() => client.sendMessage({ message: { ...message(`rpc-turn-${Date.now()}`, []).message, taskId: heldId } } as never)),
+    get_push_config: await outcome(() => client.getTaskPushNotificationConfig({ taskId: 't', id: 'c' } as never))
+  };
+}
 
 async function main(): Promise<void> {
   const resolver = new DefaultAgentCardResolver();
@@ -62,7 +93,8 @@ async function main(): Promise<void> {
     cancel_held: await outcome(() => client.cancelTask({ id: heldId } as never)),
     cancel_again: await outcome(() => client.cancelTask({ id: heldId } as never)),
     get_unknown: await outcome(() => client.getTask({ id: 'no-such-task' } as never)),
-    get_push_config: await outcome(() => client.getTaskPushNotificationConfig({ taskId: 't', id: 'c' } as never))
+    get_push_config: await outcome(() => client.getTaskPushNotificationConfig({ taskId: 't', id: 'c' } as never)),
+    jsonrpc: await overJsonRpc()
   };
   process.stdout.write(JSON.stringify(report, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v instanceof Uint8Array ? Buffer.from(v).toString('base64') : v)));
 }

@@ -3,8 +3,8 @@
     A2A_HEADERS='{"X-External-Node": "...", "X-External-Key": "..."}' check_agent_card.py <base url>
 
 Resolves the card (A2ACardResolver), requires every field the A2A v1.0 schema marks REQUIRED (the SDK's own
-validator: a required list must not be empty), creates a client for the advertised interface (ClientFactory, with
-the caller's credentials on its httpx client) and runs a task's life: SendMessage queues a task (SUBMITTED; it names
+validator: a required list must not be empty), creates a client for each advertised interface, HTTP+JSON then JSON-RPC (ClientFactory
+restricted to that binding, with the caller's credentials on its httpx client) and runs a task's life on each: SendMessage queues a task (SUBMITTED; it names
 a capability no node declared, so it stays queued), GetTask and ListTasks find it, CancelTask cancels it, and an
 unknown task gives the protocol's TaskNotFoundError. Prints one line per check; exits non-zero on the first failure.
 Run by test/api/agent-card-a2a.test.ts when the CI venv exists.
@@ -39,39 +39,46 @@ async def main(base_url: str) -> None:
             raise SystemExit('fail: the card does not say streaming, which the hub serves')
 
         bindings = [i.protocol_binding for i in card.supported_interfaces]
-        # Not streaming, and polling (returnImmediately): the task waits for a node that never comes (the JavaScript check streams).
-        client = ClientFactory(ClientConfig(httpx_client=http, supported_protocol_bindings=bindings, streaming=False, polling=True)).create(card)
-        metadata = struct_pb2.Struct()
-        metadata.update({'required_capabilities': ['python-check-only']})
-        request = SendMessageRequest(message=Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text='hello')], metadata=metadata))
-        replies = [reply async for reply in client.send_message(request)]
-        if len(replies) != 1 or not replies[0].HasField('task') or replies[0].task.status.state != TaskState.TASK_STATE_SUBMITTED:
-            raise SystemExit(f'fail: SendMessage answered {replies}')
-        task_id = replies[0].task.id
-        print('ok: SendMessage queues a task (SUBMITTED)')
+        if bindings != ['HTTP+JSON', 'JSONRPC']:
+            raise SystemExit(f'fail: the card advertises {bindings}, expected HTTP+JSON and JSONRPC')
+        for binding in bindings:
+            await task_life(card, http, binding)
 
-        got = await client.get_task(GetTaskRequest(id=task_id))
-        if got.id != task_id or got.status.state != TaskState.TASK_STATE_SUBMITTED:
-            raise SystemExit(f'fail: GetTask answered {got}')
-        print('ok: GetTask answers the task')
 
-        listed = await client.list_tasks(ListTasksRequest())
-        if task_id not in [t.id for t in listed.tasks]:
-            raise SystemExit(f'fail: ListTasks misses {task_id}: {listed}')
-        print(f'ok: ListTasks answers ({len(listed.tasks)} tasks)')
+async def task_life(card, http: httpx.AsyncClient, binding: str) -> None:
+    """A task's life through one of the card's interfaces (the client is restricted to that binding)."""
+    # Not streaming, and polling (returnImmediately): the task waits for a node that never comes (the JavaScript check streams).
+    client = ClientFactory(ClientConfig(httpx_client=http, supported_protocol_bindings=[binding], streaming=False, polling=True)).create(card)
+    metadata = struct_pb2.Struct()
+    metadata.update({'required_capabilities': ['python-check-only']})
+    request = SendMessageRequest(message=Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text='hello')], metadata=metadata))
+    replies = [reply async for reply in client.send_message(request)]
+    if len(replies) != 1 or not replies[0].HasField('task') or replies[0].task.status.state != TaskState.TASK_STATE_SUBMITTED:
+        raise SystemExit(f'fail: SendMessage [{binding}] answered {replies}')
+    task_id = replies[0].task.id
+    print(f'ok: SendMessage queues a task (SUBMITTED) [{binding}]')
 
-        canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
-        if canceled.status.state != TaskState.TASK_STATE_CANCELED:
-            raise SystemExit(f'fail: CancelTask answered {canceled}')
-        print('ok: CancelTask cancels it')
+    got = await client.get_task(GetTaskRequest(id=task_id))
+    if got.id != task_id or got.status.state != TaskState.TASK_STATE_SUBMITTED:
+        raise SystemExit(f'fail: GetTask [{binding}] answered {got}')
+    print(f'ok: GetTask answers the task [{binding}]')
 
-        try:
-            await client.get_task(GetTaskRequest(id='no-such-task'))
-        except TaskNotFoundError:
-            print('ok: GetTask of an unknown task answers TaskNotFoundError')
-        else:
-            raise SystemExit('fail: GetTask of an unknown task did not raise TaskNotFoundError')
+    listed = await client.list_tasks(ListTasksRequest())
+    if task_id not in [t.id for t in listed.tasks]:
+        raise SystemExit(f'fail: ListTasks [{binding}] misses {task_id}: {listed}')
+    print(f'ok: ListTasks answers ({len(listed.tasks)} tasks) [{binding}]')
 
+    canceled = await client.cancel_task(CancelTaskRequest(id=task_id))
+    if canceled.status.state != TaskState.TASK_STATE_CANCELED:
+        raise SystemExit(f'fail: CancelTask [{binding}] answered {canceled}')
+    print(f'ok: CancelTask cancels it [{binding}]')
+
+    try:
+        await client.get_task(GetTaskRequest(id='no-such-task'))
+    except TaskNotFoundError:
+        print(f'ok: GetTask of an unknown task answers TaskNotFoundError [{binding}]')
+    else:
+        raise SystemExit(f'fail: GetTask [{binding}] of an unknown task did not raise TaskNotFoundError')
 
 if __name__ == '__main__':
     asyncio.run(main(sys.argv[1]))

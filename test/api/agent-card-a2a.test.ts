@@ -89,7 +89,10 @@ afterAll(async () => {
 test('both card paths resolve, with streaming on, the federation skill, a skill per online capability and the credentials the binding needs', () => {
   const card = seen.card;
   expect(seen.same_card_at_both_paths).toBe(true);
-  expect(card.supportedInterfaces).toEqual([expect.objectContaining({ url: `${svc.urls.main}/a2a`, protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' })]);
+  expect(card.supportedInterfaces).toEqual([
+    expect.objectContaining({ url: `${svc.urls.main}/a2a`, protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' }),
+    expect.objectContaining({ url: `${svc.urls.main}/a2a/jsonrpc`, protocolBinding: 'JSONRPC', protocolVersion: '1.0' })
+  ]);
   expect(card.capabilities).toMatchObject({ streaming: true, pushNotifications: false, extendedAgentCard: false });
   expect(card.securityRequirements.map((r: { schemes: Record<string, unknown> }) => Object.keys(r.schemes))).toEqual([['external_node'], ['homologous']]);
   expect(card.skills[0]).toMatchObject({ id: 'federation', tags: expect.arrayContaining(['federation', 'tasks']) });
@@ -123,10 +126,41 @@ test('get, list and cancel through the SDK client, with typed protocol errors', 
   expect(seen.cancel_again).toMatchObject({ ok: false, error: 'TaskNotCancelableError' });
   expect(seen.get_unknown).toMatchObject({ ok: false, error: 'TaskNotFoundError' });
   expect(seen.get_push_config).toMatchObject({ ok: false, error: 'PushNotificationNotSupportedError' });
-  // The queue saw the same: one done, one canceled.
+  // The queue saw the same (and the JSON-RPC run below): two done, two canceled.
   const stats = (await http('GET', `${svc.urls.main}/a2a/queue/stats`)).body;
-  expect(stats).toMatchObject({ done: 1, canceled: 1, in_flight: 0 });
+  expect(stats).toMatchObject({ done: 2, canceled: 2, in_flight: 0 });
   expect(stats.mean_run_s).toEqual(expect.any(Number));
+});
+
+test('the same life over the JSON-RPC interface, with the SDK JSON-RPC transport and typed errors', () => {
+  const rpc = seen.jsonrpc;
+  expect(rpc.send_message).toMatchObject({ ok: true, value: { status: { state: 1 } } });
+  const events: Array<{ payload: { $case: string; value: any } }> = rpc.send_message_stream.value;
+  expect(rpc.send_message_stream.ok).toBe(true);
+  expect(events[0]!.payload).toMatchObject({ $case: 'task', value: { status: { state: 1 } } });
+  const cases = events.map((e) => `${e.payload.$case}:${e.payload.value.status?.state ?? ''}`);
+  expect(cases.slice(-2)).toEqual(['artifactUpdate:', 'statusUpdate:3']);
+  expect(done).toContain(events[0]!.payload.value.id);
+  const heldId = rpc.send_message.value.id;
+  expect(rpc.get_held).toMatchObject({ ok: true, value: { id: heldId, status: { state: 1 } } });
+  expect(rpc.list_tasks.value.tasks.map((t: { id: string }) => t.id)).toContain(heldId);
+  expect(rpc.cancel_held).toMatchObject({ ok: true, value: { id: heldId, status: { state: 5 } } });
+  expect(rpc.cancel_again).toMatchObject({ ok: false, error: 'TaskNotCancelableError', transport: 'jsonrpc', code: -32002 });
+  expect(rpc.get_unknown).toMatchObject({ ok: false, error: 'TaskNotFoundError', transport: 'jsonrpc', code: -32001 });
+  expect(rpc.unsupported).toMatchObject({ ok: false, error: 'UnsupportedOperationError', transport: 'jsonrpc', code: -32004 });
+  // The SDK refuses this one itself: the card says pushNotifications false.
+  expect(rpc.get_push_config).toMatchObject({ ok: false, error: 'PushNotificationNotSupportedError' });
+});
+
+test('JSON-RPC: an unknown method, malformed params and a malformed envelope', async () => {
+  const rpc = (body: unknown) => http('POST', `${svc.urls.main}/a2a/jsonrpc`, { headers: { 'x-zr-token': token }, body });
+  const unknown = await rpc({ jsonrpc: '2.0', id: 7, method: 'NoSuchMethod' });
+  expect([unknown.status, unknown.body]).toEqual([200, { jsonrpc: '2.0', id: 7, error: { code: -32601, message: 'Method not found: NoSuchMethod' } }]);
+  const badParams = await rpc({ jsonrpc: '2.0', id: 'a', method: 'GetTask', params: { id: 5 } });
+  expect([badParams.status, badParams.body.id, badParams.body.error.code]).toEqual([200, 'a', -32602]);
+  const envelope = await rpc({ jsonrpc: '1.0', id: 1, method: 'GetTask' });
+  expect([envelope.status, envelope.body.error.details[0].reason]).toEqual([400, 'INVALID_PARAMS']);
+  expect((await http('POST', `${svc.urls.main}/a2a/jsonrpc`, { body: { jsonrpc: '2.0', id: 1, method: 'ListTasks' } })).status).toBe(401);
 });
 
 test('a client that ignores the card still gets the binding typed errors, not a 404', async () => {
@@ -179,7 +213,7 @@ function pythonVenv(): string | null {
   return fs.existsSync(path.join(dir, '.complete')) ? dir : null;
 }
 
-test('the Python A2A SDK validates the card and runs a task through the binding', () => {
+test('the Python A2A SDK validates the card and runs a task through both bindings', () => {
   const venv = pythonVenv();
   if (!venv) {
     if (process.env.CI) throw new Error('the CI venv is missing: .ci/run creates it with scripts/ci/python-venv.sh');
@@ -192,6 +226,8 @@ test('the Python A2A SDK validates the card and runs a task through the binding'
     env: { ...process.env, A2A_HEADERS: JSON.stringify({ 'X-ZR-Token': token }) }
   });
   if (run.status !== 0) throw new Error(`check_agent_card.py failed (${run.status}):\n${run.stdout}\n${run.stderr.slice(-3000)}`);
-  for (const line of ['ok: card at /.well-known/agent-card.json resolves and has every REQUIRED field', 'ok: SendMessage queues a task (SUBMITTED)', 'ok: GetTask answers the task', 'ok: CancelTask cancels it', 'ok: GetTask of an unknown task answers TaskNotFoundError'])
-    expect(run.stdout).toContain(line);
+  expect(run.stdout).toContain('ok: card at /.well-known/agent-card.json resolves and has every REQUIRED field');
+  for (const binding of ['HTTP+JSON', 'JSONRPC'])
+    for (const line of ['ok: SendMessage queues a task (SUBMITTED)', 'ok: GetTask answers the task', 'ok: CancelTask cancels it', 'ok: GetTask of an unknown task answers TaskNotFoundError'])
+      expect(run.stdout).toContain(`${line} [${binding}]`);
 });

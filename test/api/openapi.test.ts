@@ -73,7 +73,7 @@ test('every operation documents the error responses it can answer, in the one er
     if (secured && !twoFactorDaemon) expect({ where, has401: '401' in op.responses }).toEqual({ where, has401: true });
     if (op.requestBody || op.parameters?.length) expect({ where, has400: '400' in op.responses }).toEqual({ where, has400: true });
     if (op.requestBody) for (const s of ['413', '415']) expect({ where, s, documented: s in op.responses }).toEqual({ where, s, documented: true });
-    if (path.startsWith('/a2a/') && /^\/a2a\/(message:|tasks|extendedAgentCard)/.test(path)) continue; // the A2A binding's own error shape
+    if (path.startsWith('/a2a/') && /^\/a2a\/(message:|tasks|extendedAgentCard|jsonrpc)/.test(path)) continue; // the A2A binding's own error shape
     if (/^\/v1\/(models|usage|chat\/)/.test(path)) {
       // The OpenAI-compatible chat gateway answers OpenAI's error body, so OpenAI SDKs raise their own classes.
       for (const s of statuses.filter((x) => /^[45]/.test(x))) expect({ where, s, required: errorShape(op, s)?.required }).toEqual({ where, s, required: ['error'] });

@@ -21,6 +21,11 @@
  *                                 progress call); a final one is TaskNotCancelable
  *   /a2a/tasks/{id}/pushNotificationConfigs[/{config}]         PushNotificationNotSupported (pushNotifications: false)
  *   GET  /a2a/extendedAgentCard   ExtendedAgentCardNotConfigured (extendedAgentCard: false)
+ *   POST /a2a/jsonrpc             The JSON-RPC 2.0 binding of the same operations (methods SendMessage,
+ *                                 SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask; params and
+ *                                 results as above; the streaming methods answer SSE whose data lines are JSON-RPC
+ *                                 responses). A2A errors are JSON-RPC errors (-32001 TaskNotFound … -32007) with
+ *                                 HTTP 200; an envelope that is not JSON-RPC 2.0 is a 400 in the binding's shape.
  * Queue states map to A2A task states: queued SUBMITTED, claimed WORKING, done COMPLETED, failed FAILED, canceled
  * CANCELED (input-required never applies). Every task operation needs a node key (X-External-Node + X-External-Key)
  * or homologous credentials, as the card's securityRequirements say; a caller sees only the tasks it sent.
@@ -71,6 +76,9 @@ function a2aError(reply: FastifyReply, httpStatus: number, message: string, reas
   const details = reason ? [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason, domain: 'a2a-protocol.org' }] : [];
   return reply.code(httpStatus).send({ error: { code: httpStatus, status: statusName ?? STATUS_NAME[httpStatus] ?? (httpStatus >= 500 ? 'INTERNAL' : 'UNKNOWN'), message, details } });
 }
+
+/** An operation's outcome: its value, or the A2A error it ends in. */
+type Outcome<T> = ({ ok: true } & T) | { ok: false; reason: Reason; message?: string };
 
 const refuse = (reply: FastifyReply, reason: Reason, message?: string) => a2aError(reply, REASONS[reason].http, message ?? REASONS[reason].message, reason, REASONS[reason].status);
 
@@ -176,6 +184,45 @@ export function toA2aTask(t: TaskDocument) {
   };
 }
 
+/** JSON-RPC binding: the A2A error codes (and JSON-RPC's own for malformed params and unknown methods). */
+const JSONRPC_CODE: Record<Reason, number> = {
+  TASK_NOT_FOUND: -32001,
+  TASK_NOT_CANCELABLE: -32002,
+  PUSH_NOTIFICATION_NOT_SUPPORTED: -32003,
+  UNSUPPORTED_OPERATION: -32004,
+  CONTENT_TYPE_NOT_SUPPORTED: -32005,
+  EXTENDED_AGENT_CARD_NOT_CONFIGURED: -32007,
+  INVALID_PARAMS: -32602
+};
+const METHOD_NOT_FOUND = -32601;
+const rpcId = z.union([z.string().max(200), z.number(), z.null()]);
+const rpcRequest = z
+  .looseObject({
+    jsonrpc: z.literal('2.0'),
+    id: rpcId.optional(),
+    method: z.string().min(1).max(100).describe('SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask or SubscribeToTask'),
+    params: z.looseObject({}).optional().describe('the operation request as in the HTTP+JSON binding (for GetTask, CancelTask and SubscribeToTask: { id })')
+  })
+  .describe('A JSON-RPC 2.0 request');
+const rpcResponse = z
+  .looseObject({
+    jsonrpc: z.literal('2.0'),
+    id: rpcId,
+    result: z.unknown().optional(),
+    error: z.looseObject({ code: z.number().int(), message: z.string() }).optional()
+  })
+  .describe('A JSON-RPC 2.0 response: result, or an error whose code names the A2A error');
+const rpcParams = {
+  taskId: z.looseObject({ id: z.string().min(1).max(200), historyLength: z.number().int().min(0).optional() }),
+  list: z.looseObject({
+    pageSize: z.number().int().min(1).max(100).optional(),
+    pageToken: z.string().regex(/^\d{0,7}$/, 'the nextPageToken of the previous page').optional(),
+    contextId: z.string().min(1).max(200).optional(),
+    // The SDKs send their enum's unset value (TASK_STATE_UNSPECIFIED, or UNRECOGNIZED from @a2a-js/sdk) for no filter.
+    status: z.union([A2A_STATE_FILTER, z.enum(['TASK_STATE_UNSPECIFIED', 'UNRECOGNIZED'])]).optional()
+  })
+};
+
 const STREAM_POLL_MS = 300;
 const KEEPALIVE_MS = 15_000;
 
@@ -208,14 +255,16 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
 
   /** Queues a message as a task; null (after answering) when the message cannot become one. */
   const queueMessage = async (request: FastifyRequest, reply: FastifyReply, message: z.infer<typeof messageBody>): Promise<TaskDocument | null> => {
-    if (message.taskId) {
-      refuse(reply, 'UNSUPPORTED_OPERATION', 'A task takes one message: send a new message (without taskId) for new work');
-      return null;
-    }
-    if (message.parts.some((p) => !('text' in p || 'data' in p) || !ACCEPTED_MEDIA.includes(p.mediaType ?? ''))) {
-      refuse(reply, 'CONTENT_TYPE_NOT_SUPPORTED');
-      return null;
-    }
+    const out = await queue(request, message);
+    if (out.ok) return out.task;
+    refuse(reply, out.reason, out.message);
+    return null;
+  };
+
+  /** Queues a message as a task, or says why it cannot become one. */
+  const queue = async (request: FastifyRequest, message: z.infer<typeof messageBody>): Promise<Outcome<{ task: TaskDocument }>> => {
+    if (message.taskId) return { ok: false, reason: 'UNSUPPORTED_OPERATION', message: 'A task takes one message: send a new message (without taskId) for new work' };
+    if (message.parts.some((p) => !('text' in p || 'data' in p) || !ACCEPTED_MEDIA.includes(p.mediaType ?? ''))) return { ok: false, reason: 'CONTENT_TYPE_NOT_SUPPORTED' };
     const submitter = request.principal!.id;
     const id = `task_${createHash('sha256').update(`a2a\n${submitter}\n${message.messageId}`).digest('hex').slice(0, 24)}`;
     const now = new Date().toISOString();
@@ -236,11 +285,11 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
       error: null,
       context_id: message.contextId ?? null
     });
-    return task;
+    return { ok: true, task };
   };
 
   /** SSE of a task's updates until it reaches a final state, the client leaves or STREAM_MAX_MS passes. */
-  const stream = async (request: FastifyRequest, reply: FastifyReply, first: TaskDocument) => {
+  const stream = async (request: FastifyRequest, reply: FastifyReply, first: TaskDocument, wrap: (event: unknown) => unknown = (event) => event) => {
     reply.hijack();
     reply.raw.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
@@ -254,7 +303,7 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
     request.raw.on('close', () => {
       closed = true;
     });
-    const send = (event: unknown) => reply.raw.write(`data: ${JSON.stringify(event)}\n\n`);
+    const send = (event: unknown) => reply.raw.write(`data: ${JSON.stringify(wrap(event))}\n\n`);
     send({ task: toA2aTask(first) });
     let last = `${first.state}/${first.attempts}/${first.progress ?? ''}`;
     let current = first;
@@ -382,6 +431,99 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
       const out = await tasks.cancel(task._id);
       if (!out.canceled || !out.task) return refuse(reply, 'TASK_NOT_CANCELABLE', `The task is ${A2A_STATE[out.task?.state ?? task.state]}; only a submitted or working task can be canceled`);
       return toA2aTask(out.task);
+    }
+  );
+
+  // The JSON-RPC binding: the same operations, one URL, A2A errors as JSON-RPC errors (HTTP 200).
+  app.post(
+    `${A2A_BASE_PATH}/jsonrpc`,
+    {
+      config: caller,
+      schema: {
+        summary: 'A2A JSON-RPC binding: SendMessage, SendStreamingMessage (SSE), GetTask, ListTasks, CancelTask, SubscribeToTask (SSE)',
+        body: rpcRequest,
+        response: {
+          200: {
+            description: 'A JSON-RPC response; for SendStreamingMessage and SubscribeToTask an SSE stream whose data lines are JSON-RPC responses carrying StreamResponses',
+            content: { 'application/json': { schema: rpcResponse }, 'text/event-stream': { schema: sseEvent('a JSON-RPC response carrying a StreamResponse') } }
+          },
+          ...errors(400, 401, 403, 413, 415, 500, 503)
+        }
+      }
+    },
+    async (request, reply) => {
+      const { method, params = {} } = request.body;
+      const id = request.body.id ?? null;
+      const send = (body: z.infer<typeof rpcResponse>) => reply.type('application/json').send(body);
+      const result = (value: unknown) => send({ jsonrpc: '2.0', id, result: value });
+      const fail = (reason: Reason, message?: string) =>
+        send({ jsonrpc: '2.0', id, error: { code: JSONRPC_CODE[reason], message: message ?? REASONS[reason].message, data: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason, domain: 'a2a-protocol.org' }] } });
+      const parse = <T extends z.ZodType>(schema: T): z.infer<T> | null => {
+        const parsed = schema.safeParse(params);
+        return parsed.success ? parsed.data : null;
+      };
+      const malformed = () => fail('INVALID_PARAMS', `Invalid params for ${method}`);
+      const wrap = (event: unknown) => ({ jsonrpc: '2.0', id, result: event });
+
+      switch (method) {
+        case 'SendMessage':
+        case 'SendStreamingMessage': {
+          const body = parse(sendMessageRequest);
+          if (!body) return malformed();
+          const out = await queue(request, body.message);
+          if (!out.ok) return fail(out.reason, out.message);
+          if (method === 'SendStreamingMessage') {
+            await stream(request, reply, out.task, wrap);
+            return reply;
+          }
+          let task = out.task;
+          const until = Date.now() + A2A_BLOCKING_WAIT_MS;
+          let gone = false;
+          request.raw.on('close', () => {
+            gone = true;
+          });
+          while (body.configuration?.returnImmediately !== true && !FINAL.includes(task.state) && Date.now() < until && !gone) {
+            await new Promise((r) => setTimeout(r, STREAM_POLL_MS));
+            task = (await tasks.find(task._id)) ?? task;
+          }
+          return result({ task: toA2aTask(task) });
+        }
+        case 'GetTask':
+        case 'CancelTask':
+        case 'SubscribeToTask': {
+          const body = parse(rpcParams.taskId);
+          if (!body) return malformed();
+          const task = await ownTask(request, body.id);
+          if (!task) return fail('TASK_NOT_FOUND');
+          if (method === 'GetTask') return result(toA2aTask(task));
+          if (method === 'SubscribeToTask') {
+            if (FINAL.includes(task.state)) return fail('UNSUPPORTED_OPERATION', `The task is ${A2A_STATE[task.state]}: a final task has no updates to subscribe to`);
+            await stream(request, reply, task, wrap);
+            return reply;
+          }
+          const out = await tasks.cancel(task._id);
+          if (!out.canceled || !out.task) return fail('TASK_NOT_CANCELABLE', `The task is ${A2A_STATE[out.task?.state ?? task.state]}; only a submitted or working task can be canceled`);
+          return result(toA2aTask(out.task));
+        }
+        case 'ListTasks': {
+          const body = parse(rpcParams.list);
+          if (!body) return malformed();
+          const pageSize = body.pageSize ?? 50;
+          const offset = body.pageToken ? Number(body.pageToken) : 0;
+          const page = await tasks.listBySubmitter(request.principal!.id, { state: body.status ? QUEUE_STATE[body.status] : undefined, contextId: body.contextId }, { limit: pageSize, offset });
+          const next = offset + page.tasks.length;
+          return result({ tasks: page.tasks.map(toA2aTask), nextPageToken: next < page.total ? String(next) : '', pageSize, totalSize: page.total });
+        }
+        case 'CreateTaskPushNotificationConfig':
+        case 'GetTaskPushNotificationConfig':
+        case 'ListTaskPushNotificationConfigs':
+        case 'DeleteTaskPushNotificationConfig':
+          return fail('PUSH_NOTIFICATION_NOT_SUPPORTED');
+        case 'GetExtendedAgentCard':
+          return fail('EXTENDED_AGENT_CARD_NOT_CONFIGURED');
+        default:
+          return send({ jsonrpc: '2.0', id, error: { code: METHOD_NOT_FOUND, message: `Method not found: ${method}` } });
+      }
     }
   );
 

@@ -1,7 +1,7 @@
 /**
  * The A2A v1.0 agent card, served at the spec's path (/a2a/.well-known/agent.json) and where A2A v1.0 clients
- * look (/.well-known/agent-card.json). It promises only what answers: the one interface is the HTTP+JSON binding
- * this plugin also registers (./a2a-binding.ts), on the federation task queue, with streaming (SSE) on; push
+ * look (/.well-known/agent-card.json). It promises only what answers: the interfaces are the HTTP+JSON and JSON-RPC
+ * bindings this plugin also registers (./a2a-binding.ts), on the federation task queue, with streaming (SSE) on; push
  * notifications and the extended card are off, and
  * every URL it names is served (test/api/agent-card-a2a.test.ts checks each with the A2A SDK). Skills: the task
  * queue's own (`federation`), one per capability that online worker nodes declare (`capability:<name>`: a message
@@ -112,7 +112,11 @@ export function buildAgentCard({ config, directory, keys }: Omit<CardDeps, 'node
       'serves self-registration, heartbeat, node review, a shared architecture directory tree and an append-only truth ledger ' +
       'under a Merkle root.',
     // The binding answers every operation on the task queue (push configs and the extended card with typed errors).
-    supportedInterfaces: [{ url: `${base}${A2A_BASE_PATH}`, protocolBinding: 'HTTP+JSON', protocolVersion: A2A_PROTOCOL_VERSION }],
+    // HTTP+JSON preferred; the same operations over JSON-RPC 2.0 at /a2a/jsonrpc.
+    supportedInterfaces: [
+      { url: `${base}${A2A_BASE_PATH}`, protocolBinding: 'HTTP+JSON', protocolVersion: A2A_PROTOCOL_VERSION },
+      { url: `${base}${A2A_BASE_PATH}/jsonrpc`, protocolBinding: 'JSONRPC', protocolVersion: A2A_PROTOCOL_VERSION }
+    ],
     // The join portal says what the federation is; the bare base URL serves nothing.
     provider: { organization: 'zhongshu-hub federation', url: `${base}/a2a/join/` },
     version: FEDERATION_API_VERSION,
