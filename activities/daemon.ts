@@ -127,7 +127,7 @@ export function createDaemonModelActivities(daemon: DaemonActivityDeps) {
         const output = res.value.choices[0]?.message?.content ?? '';
         const u = usageFrom(res.value.usage, () => ({ prompt: estimatePromptTokens(input.messages), completion: estimateTokens(output) }));
         const usage = { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.total_tokens };
-        if (daemon.cleartext) await chain.append({ event: 'executed', stage: 'cleartext', dag_id: input.dag_id, task_id: input.task_id, prompt: JSON.stringify(input.messages), output });
+        if (daemon.cleartext) await chain.append({ event: 'cleartext', dag_id: input.dag_id, task_id: input.task_id, prompt: JSON.stringify(input.messages), output });
         return { output, output_sha256: sha256Hex(output), usage, cost: costOf(usage, model.price), upstream_model: model.upstream };
       } catch (err) {
         const why = signal.aborted ? `the model call took longer than ${input.timeout_s} s` : upstreams.redact((err as Error).message ?? String(err));

@@ -26,7 +26,8 @@ export type AuditEvent =
   | 'executed'
   | 'failed'
   | 'skipped'
-  | 'breaker';
+  | 'breaker'
+  | 'cleartext';
 
 /** What a caller records; seq, at, prev_hash and hash are added by the chain. Values are flat scalars. */
 export interface AuditRecord {
@@ -118,6 +119,47 @@ export class AuditChain {
     }
   }
 
+  /**
+   * A holder that died (its pid is gone) leaves its lock behind: once older than any append takes, it is moved
+   * aside under a private name and removed. If what was moved is not the lock judged dead (another process took
+   * over meanwhile), it is linked back in place.
+   */
+  private takeOverDeadLock(): void {
+    const read = (p: string) => {
+      try {
+        return { pid: Number(fs.readFileSync(p, 'utf8')), mtime: fs.statSync(p).mtimeMs };
+      } catch {
+        return null;
+      }
+    };
+    const alive = (pid: number) => {
+      if (!Number.isInteger(pid) || pid <= 0) return false;
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch (err) {
+        return (err as NodeJS.ErrnoException).code === 'EPERM';
+      }
+    };
+    const holder = read(this.lockFile);
+    if (!holder || Date.now() - holder.mtime <= LOCK_STALE_MS || alive(holder.pid)) return;
+    const grave = `${this.lockFile}.dead-${process.pid}-${Date.now()}`;
+    try {
+      fs.renameSync(this.lockFile, grave);
+    } catch {
+      return;
+    }
+    const moved = read(grave);
+    if (!moved || moved.pid !== holder.pid || moved.mtime !== holder.mtime) {
+      try {
+        fs.linkSync(grave, this.lockFile);
+      } catch {
+        /* a newer lock exists already */
+      }
+    }
+    fs.rmSync(grave, { force: true });
+  }
+
   private async locked<T>(fn: () => T): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       let fd: number;
@@ -125,12 +167,7 @@ export class AuditChain {
         fd = fs.openSync(this.lockFile, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o600);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-        // A holder that died leaves its lock behind: taken over once it is older than any append can take.
-        try {
-          if (Date.now() - fs.statSync(this.lockFile).mtimeMs > LOCK_STALE_MS) fs.rmSync(this.lockFile, { force: true });
-        } catch {
-          /* released meanwhile */
-        }
+        this.takeOverDeadLock();
         if (attempt > 3000) throw new AuditChainError(`${this.lockFile}: could not take the lock`);
         await sleep(2 + Math.floor(Math.random() * 5));
         continue;
