@@ -32,6 +32,8 @@ export const NODE_STATE_KEY = 'hub.node.state_changed';
 const POLL_MS = 500;
 const PING_MS = 15_000;
 const BATCH = 200;
+/** Bytes queued to one socket beyond which the hub stops reading the ledger for it until they drain. */
+const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
 /** Sockets one API process serves at once (each follows the ledger on its own); more are closed with 1013. */
 export const WS_MAX_SOCKETS = 1000;
 /** Close codes the socket uses (4000-4999 are the application's, RFC 6455 §7.4.2). */
@@ -177,7 +179,8 @@ export const webSocketRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; config: Co
             cursor = doc.seq;
             emit(streams, doc);
           }
-          if (batch.length === BATCH) continue;
+          // A slow reader: let its buffer drain before reading more (catching up a long ledger stays bounded).
+          if (batch.length === BATCH && socket.bufferedAmount < MAX_BUFFERED_BYTES) continue;
         } catch (err) {
           request.log.warn({ err }, 'websocket ledger poll failed; retrying');
         }
