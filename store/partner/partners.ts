@@ -62,8 +62,22 @@ export class PartnerStore {
     return res.modifiedCount === 1;
   }
 
+  private ttlIndex: Promise<void> | null = null;
+
+  /**
+   * A TTL index on expires_at, so real MongoDB removes expired records by itself; FerretDB may refuse or ignore it,
+   * which is harmless (prune() below bounds the collection, and every check compares expires_at anyway).
+   */
+  private ensureTtlIndex(): void {
+    this.ttlIndex ??= this.replays
+      .createIndex({ expires_at: 1 }, { name: 'expires_at_ttl', expireAfterSeconds: 0 })
+      .then(() => undefined)
+      .catch(() => undefined);
+  }
+
   /** Records a signature; false when it was already recorded and has not expired (a replay). */
   async rememberSignature(digest: string, partnerId: string, expiresAt: Date): Promise<boolean> {
+    this.ensureTtlIndex();
     this.prune();
     for (let attempt = 0; attempt < 2; attempt++) {
       try {

@@ -199,6 +199,10 @@ describe('POST /v1/federated/kunlun', () => {
     expect(replay.status).toBe(401);
     expect(replay.body.message).toMatch(/replayed/);
 
+    // The replay store: one record per accepted signature, expiring when the signature would be stale anyway.
+    const record = await svc.db.collection('partner_replays').findOne({ partner_id: alice.id });
+    expect(record?.expires_at).toBeInstanceOf(Date);
+
     const second = await svc.startSecondApi();
     try {
       const elsewhere = await send(`${second.url}/v1/federated/kunlun`, headers, body);
