@@ -111,14 +111,14 @@ async function api(method: string, url: string, body: unknown, headers: Record<s
 }
 
 /** A SLIM group whose one member is the fuzzer's OAuth client, so the group_key routes are fuzzed past authentication. */
-async function slimGroupCredential(base: string, clientId: string, clientSecret: string): Promise<{ group: string; key: string }> {
+async function slimGroupCredential(base: string, clientId: string, clientSecret: string): Promise<{ group: string; key: string; token: string; member: unknown }> {
   const token = (await api('POST', `${base}/v1/oauth/token`, { grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret })).access_token as string;
   const x = generateKeyPairSync('x25519');
   const jwk = (k: ReturnType<typeof generateKeyPairSync>['publicKey']) => k.export({ format: 'jwk' });
   const member = { member_id: clientId, x25519: jwk(x.publicKey), ed25519: jwk(generateKeyPairSync('ed25519').publicKey) };
   const group = await api('POST', `${base}/v1/slim/group/secret`, { action: 'create', name: 'schemathesis', members: [member] }, { authorization: `Bearer ${token}` });
   const key = unwrapEpochKey(group.group_id, group.epoch, clientId, x.privateKey, group.ephemeral_public, group.wraps[0]);
-  return { group: group.group_id, key: key.toString('base64url') };
+  return { group: group.group_id, key: key.toString('base64url'), token, member };
 }
 
 async function waitFor(what: string, check: () => Promise<boolean>, child: ChildProcess, timeoutMs = 120_000): Promise<void> {
@@ -249,7 +249,7 @@ async function main(): Promise<number> {
     ];
     log(`schemathesis ${args.join(' ')}`);
     // In the scratch dir: schemathesis keeps its example database (.schemathesis/) where it runs.
-    const run = spawn(path.join(venv, 'bin/schemathesis'), args, { cwd: dataDir, stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, ZH_SCHEMATHESIS_DID: did } });
+    const run = spawn(path.join(venv, 'bin/schemathesis'), args, { cwd: dataDir, stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, ZH_SCHEMATHESIS_DID: did, ZH_SCHEMATHESIS_OAUTH_TOKEN: slim.token, ZH_SCHEMATHESIS_SLIM_MEMBER: JSON.stringify(slim.member) } });
     const deadline = setTimeout(() => {
       log(`no end after ${RUN_DEADLINE_MS / 60_000} min: stopping schemathesis`);
       run.kill('SIGTERM');

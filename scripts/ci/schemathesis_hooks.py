@@ -4,6 +4,7 @@ cannot state, so every check stays on for those operations. Each rule below says
 Schemathesis re-validates a case after these hooks, so a case that becomes schema-valid is judged as positive.
 """
 
+import json
 import os
 import re
 
@@ -83,6 +84,22 @@ def _swap_if_greater(container, low, high):
 _FILE_PATH = re.compile(r'(?:[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}/){0,7}[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}')
 
 
+_RAW32 = re.compile(r'[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]')
+
+
+def _documented_jwk(jwk, crv):
+    """A public OKP JWK as /v1/slim/group/secret documents it (api/routes/compute/group.ts okpJwk)."""
+    limits = {'kid': 200, 'alg': 20, 'use': 10}
+    return (isinstance(jwk, dict) and jwk.get('kty') == 'OKP' and jwk.get('crv') == crv and isinstance(jwk.get('x'), str)
+            and _RAW32.fullmatch(jwk['x']) is not None
+            and all(k in ('kty', 'crv', 'x') or (k in limits and isinstance(v, str) and len(v) <= limits[k]) for k, v in jwk.items()))
+
+
+def _documented_member(m):
+    return (isinstance(m, dict) and set(m) == {'member_id', 'x25519', 'ed25519'} and isinstance(m['member_id'], str)
+            and re.fullmatch(r'client_[a-f0-9]{16}', m['member_id']) is not None
+            and _documented_jwk(m['x25519'], 'X25519') and _documented_jwk(m['ed25519'], 'Ed25519'))
+
 @schemathesis.hook
 def map_case(context, case):
     path = case.operation.path
@@ -110,4 +127,14 @@ def map_case(context, case):
     # cannot constrain the keys of a map (no propertyNames), so a generated key that is not one becomes a plain name.
     if path == '/dal/deploy' and body is not None and isinstance(body.get('files'), dict):
         body['files'] = {(k if isinstance(k, str) and _FILE_PATH.fullmatch(k) else f'file-{i}.txt'): v for i, (k, v) in enumerate(body['files'].items())}
+    # POST /v1/slim/group/secret (auth oauth, which the config cannot fill in for an oauth2 scheme): the fuzzer's access
+    # token; and a group's members must be registered OAuth clients with usable keys, listed once (state and rules the
+    # document cannot state), so a member list valid as documented becomes the fuzzer's own client with real public
+    # keys (an invalid list is meant to be refused, and is left alone).
+    if path == '/v1/slim/group/secret':
+        if case.headers is None:
+            case.headers = {}
+        case.headers.setdefault('Authorization', 'Bearer ' + os.environ['ZH_SCHEMATHESIS_OAUTH_TOKEN'])
+        if body is not None and isinstance(body.get('members'), list) and 0 < len(body['members']) <= 64 and all(_documented_member(m) for m in body['members']):
+            body['members'] = [json.loads(os.environ['ZH_SCHEMATHESIS_SLIM_MEMBER'])]
     return case
