@@ -40,13 +40,15 @@ const BIDI = /[\u202a-\u202e\u2066-\u2069]/;
 
 export function humanText(max: number, options: { multiline?: boolean; min?: number } = {}) {
   const control = options.multiline ? CONTROL : CONTROL_OR_NEWLINE;
+  // The length and character rules read the text as sent (as the documented pattern and maxLength do), then it is
+  // trimmed: a line feed, tab or vertical tab at either end of a one-line text is refused, never trimmed away.
   return z
     .string()
-    .trim()
-    .min(options.min ?? 1)
     .max(max)
     .refine((s) => !control.test(s), options.multiline ? 'must not contain control characters other than line feeds and tabs' : 'must not contain control characters')
     .refine((s) => !BIDI.test(s), 'must not contain bidirectional embedding, override or isolate characters (U+202A-U+202E, U+2066-U+2069)')
+    .trim()
+    .min(options.min ?? 1)
     .meta({ pattern: humanTextPattern(options.multiline ?? false, (options.min ?? 1) > 0) });
 }
 
