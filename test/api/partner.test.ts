@@ -87,6 +87,14 @@ it('lists both partner channels in the directory under kunlun_federation, auth p
   expect(channels.every((e) => e.auth === 'partner_federation')).toBe(true);
   const summary = (await http('GET', `${svc.urls.main}/a2a/endpoints/summary`)).body;
   expect(summary.endpoint_groups.kunlun_federation).toMatchObject({ count: 2, public_read: false });
+
+  // The OpenAPI document names the signature headers as the channels' security, and their refusals.
+  const doc = (await http('GET', `${svc.urls.main}/openapi.json`)).body;
+  expect(Object.keys(doc.components.securitySchemes)).toEqual(expect.arrayContaining(['partner_signature_input', 'partner_signature']));
+  for (const p of ['/v1/federated/kunlun', '/v1/kunlun/secure']) {
+    expect(doc.paths[p].post.security).toEqual([{ partner_signature_input: [], partner_signature: [] }]);
+    expect(Object.keys(doc.paths[p].post.responses)).toEqual(expect.arrayContaining(['200', '400', '401']));
+  }
 });
 
 describe('partner registration (admin)', () => {
