@@ -9,7 +9,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { findNginx, startNginx } from '../../scripts/stack/nginx';
 import { deployLayout } from '../../core/deploy/web';
-import { http, startTestService, TestService } from '../support/service';
+import { eventually, http, startTestService, TestService } from '../support/service';
 import { issueHomologousToken, registerDid } from '../support/credentials';
 
 /** Registers a DID (POST /admin/dids) and gives it registry fields through did_register with the admin token. */
@@ -20,6 +20,20 @@ async function registerWithChannels(mainUrl: string, adminToken: string, did: st
     headers: { 'X-DID': did, authorization: `Bearer ${adminToken}` }
   });
   if (res.status !== 200) throw new Error(`did_register ${did}: ${res.status} ${res.text}`);
+}
+
+/** The pid of this suite's worker process: the one running worker/main.ts for our own task queue. */
+function workerPidOf(taskQueue: string): number {
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (!fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('worker/main.ts')) continue;
+      if (fs.readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0').includes(`TEMPORAL_TASK_QUEUE=${taskQueue}`)) return Number(entry);
+    } catch {
+      // gone meanwhile, or not ours to read
+    }
+  }
+  throw new Error(`no worker process for ${taskQueue}`);
 }
 
 const nginxBin = findNginx(process.env.NGINX_BIN ?? '/usr/sbin/nginx');
@@ -189,6 +203,55 @@ describeWithNginx('deployment arbitration (real nginx)', () => {
     const keys = ledger.body.results.map((r: { key: string }) => r.key);
     expect(keys).toContain('hub.deploy.config_configured');
     expect(keys).toContain('hub.deploy.config_rejected');
+  });
+
+  test('two concurrent deploys of one target are serialised: the second is 409 with Retry-After while the first runs', async () => {
+    // No worker: the first run cannot finish, so the second request surely meets it (no timing involved).
+    await svc.stopWorker();
+    const first = http('POST', dal(), { body: { action: 'deploy', target: 'race', content: 'first' }, headers });
+    const handle = svc.temporal.workflow.getHandle('deploy/race');
+    await eventually(async () => ((await handle.describe().catch(() => null))?.status.name === 'RUNNING' ? true : undefined), 30_000, 'deploy/race running');
+    const second = await http('POST', dal(), { body: { action: 'deploy', target: 'race', content: 'second' }, headers });
+    expect(second.status).toBe(409);
+    expect(second.body).toMatchObject({ ok: false, error: 'conflict', workflow_id: 'deploy/race' });
+    expect(second.headers.get('retry-after')).toBeTruthy();
+    await svc.startWorker();
+    const done = await first;
+    expect(done.status).toBe(200);
+    expect((await served('/race/')).text).toBe('first');
+    // Once the first has finished, the next deploy of the target runs.
+    expect((await http('POST', dal(), { body: { action: 'deploy', target: 'race', content: 'second' }, headers })).status).toBe(200);
+    expect((await served('/race/')).text).toBe('second');
+  });
+
+  test('a worker killed (SIGKILL) in the middle of a deploy: the run finishes on the next worker', async () => {
+    expect((await http('POST', dal(), { body: { action: 'deploy', target: 'crash', content: 'before' }, headers })).status).toBe(200);
+    // nginx paused: the health check's request hangs, so the run is surely inside that step when the worker dies.
+    process.kill(-nginx!.child.pid!, 'SIGSTOP');
+    const pending = http('POST', dal(), { body: { action: 'deploy', target: 'crash', content: 'after the crash' }, headers });
+    try {
+      const handle = svc.temporal.workflow.getHandle('deploy/crash');
+      await eventually(
+        async () => {
+          const d = await handle.describe().catch(() => null);
+          const acts = (d?.raw.pendingActivities ?? []) as { activityType?: { name?: string | null } | null }[];
+          return acts.some((a) => a.activityType?.name === 'checkServed') ? true : undefined;
+        },
+        60_000,
+        'deploy/crash in its health check'
+      );
+      process.kill(-workerPidOf(svc.env.TEMPORAL_TASK_QUEUE!), 'SIGKILL');
+    } finally {
+      process.kill(-nginx!.child.pid!, 'SIGCONT');
+    }
+    await svc.stopWorker();
+    await svc.startWorker();
+    // The step the dead worker held times out (its start-to-close) and runs again on the new worker.
+    const res = await pending;
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ ok: true, outcome: 'deployed', failed_step: null });
+    expect((await served('/crash/')).text).toBe('after the crash');
+    expect(fs.readlinkSync(deployLayout(dataDir).current('crash'))).toBe(`releases/${res.body.release_id}`);
   });
 
   test('keeps DEPLOY_KEEP_RELEASES releases', async () => {
