@@ -116,10 +116,14 @@ describe('group key agreement, encryption, a new epoch', () => {
     expect(JSON.stringify(stored)).not.toContain(keys[0]!.toString('base64url'));
   });
 
-  it('refuses private keys, unregistered members, duplicates and a changer who is not the owner', async () => {
+  it('refuses private keys, a low-order X25519 point, unregistered members, duplicates and a changer who is not the owner', async () => {
     const [alice, bob] = members as [Member, Member];
     const withD = { ...memberEntry(alice), x25519: alice.x.privateKey.export({ format: 'jwk' }) };
     expect((await secret(alice, { action: 'create', members: [withD] })).status).toBe(400);
+    const lowOrder = { ...memberEntry(alice), x25519: { kty: 'OKP', crv: 'X25519', x: Buffer.alloc(32).toString('base64url') } };
+    const weak = await secret(alice, { action: 'create', members: [lowOrder] });
+    expect(weak.status).toBe(400);
+    expect(weak.body.fields[0].message).toContain('not a usable X25519 public key');
     const stranger = { ...memberEntry(alice), member_id: 'client_0000000000000000' };
     const unknown = await secret(alice, { action: 'create', members: [stranger] });
     expect(unknown.status).toBe(400);
