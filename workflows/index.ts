@@ -1,6 +1,7 @@
 /** Every workflow the worker runs; the worker bundles this file (and only what it imports). */
 export { truthApprovalWorkflow } from './ledger/truth-approval';
 export { nodeLifecycleWorkflow } from './federation/node-lifecycle';
+export { nodeSweeperWorkflow } from './federation/node-lifecycle-sweeper';
 export { treeProposalWorkflow } from './federation/tree-proposal';
 export { deployWorkflow } from './deploy/deploy';
 export { deployConfigWorkflow } from './deploy/config';

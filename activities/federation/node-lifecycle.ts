@@ -1,13 +1,18 @@
 /**
  * Activities of the node/<node_id> workflow: read when the node was last heard from (presence), and record a state
- * change (a ledger event, then the node document's state). The ledger append carries an idempotency key made of the
+ * change (a ledger event, then the node document's state); and the presence sweep of node-sweeper/<group>. The ledger append carries an idempotency key made of the
  * node id and the transition number, so a retried activity never records a change twice.
  */
 import type { NodeState } from '../../core/federation/vocabulary';
 import { Ledger } from '../../store/ledger/ledger';
 import { NodeStore } from '../../store/federation/nodes';
-import { PresenceEntry, PresenceStore } from '../../store/federation/presence';
-import { PRESENCE_SNAPSHOT_MAX_AGE_MS } from '../../workflows/federation/node-lifecycle.contract';
+import { Context } from '@temporalio/activity';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { PresenceCheck, PresenceStore, presenceShardOf, PRESENCE_SHARDS } from '../../store/federation/presence';
+import { heartbeatSignal, nodeWorkflowId, presenceLapsedSignal, PRESENCE_GRACE_MS, PRESENCE_SNAPSHOT_MAX_AGE_MS } from '../../workflows/federation/node-lifecycle.contract';
+
+/** Most signals one sweep has in flight at once. */
+const SWEEP_SIGNALS_IN_FLIGHT = 16;
 
 export interface NodeStateChange {
   node_id: string;
@@ -26,22 +31,112 @@ export interface NodeStateChange {
 }
 
 export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; presence: PresenceStore }) {
-  // Many node workflows check presence around their deadlines; those share one read of the presence documents,
-  // at most PRESENCE_SNAPSHOT_MAX_AGE_MS old (PRESENCE_GRACE_MS in the workflow allows for it). A caller that
-  // must see a heartbeat acknowledged a moment ago (a review decision, the re-check) asks for max_age_ms 0.
-  let shared: { at: number; read: Promise<Map<string, PresenceEntry>> } | null = null;
-  const snapshot = (maxAgeMs: number) => {
-    if (!shared || Date.now() - shared.at > maxAgeMs) {
-      const read = deps.presence.snapshot().then((s) => s.nodes);
-      shared = { at: Date.now(), read };
-      read.catch(() => (shared = null));
-    }
-    return shared.read;
+  // Many node workflows check presence around their deadlines; those of one presence shard share one read of that
+  // shard (its few documents, one per API process), at most PRESENCE_SNAPSHOT_MAX_AGE_MS old (PRESENCE_GRACE_MS in
+  // the workflow allows for it). A caller that must see a heartbeat acknowledged a moment ago (a review decision,
+  // the re-check) asks for max_age_ms 0. A check never reads the other shards.
+  const shared = new Map<number, { at: number; read: Promise<Map<string, number>> }>();
+  const shardRead = (shard: number, maxAgeMs: number) => {
+    const hit = shared.get(shard);
+    if (hit && Date.now() - hit.at <= maxAgeMs) return hit.read;
+    const read = deps.presence.readSeen(shard).then((s) => s.nodes);
+    const entry = { at: Date.now(), read };
+    shared.set(shard, entry);
+    read.catch(() => shared.get(shard) === entry && shared.delete(shard));
+    return read;
+  };
+  // A check after a sweeper's report must see presence at least as new as the sweeper's read: it shares a read of
+  // the shard only if that read started no sooner than the report's read (so many checks of one shard, e.g. after
+  // a mass silence, share one read), and the judgement applies to the time that read started.
+  const checks = new Map<number, { startedAt: number; read: Promise<Map<string, number>> }>();
+  const checkRead = (shard: number, notBefore: number) => {
+    const hit = checks.get(shard);
+    if (hit && hit.startedAt >= notBefore && Date.now() - hit.startedAt <= PRESENCE_SNAPSHOT_MAX_AGE_MS) return hit;
+    const startedAt = Date.now();
+    const entry = { startedAt, read: deps.presence.readSeen(shard).then((r) => r.nodes) };
+    checks.set(shard, entry);
+    entry.read.catch(() => checks.get(shard) === entry && checks.delete(shard));
+    return entry;
   };
   return {
+    /** The node's newest heartbeat in presence, from a read of its shard started no sooner than not_before_ms. */
+    async checkNodePresence(input: { node_id: string; not_before_ms: number }): Promise<PresenceCheck> {
+      const { startedAt, read } = checkRead(presenceShardOf(input.node_id), Number(input.not_before_ms) || 0);
+      return { seen_at: (await read).get(input.node_id) ?? null, checked_at: startedAt };
+    },
+
+    /**
+     * The presence sweep of one group of shards (node-sweeper/<group>), for run_ms: every tick, reads the group's
+     * shards; a node whose newest heartbeat is NODE_OFFLINE_AFTER_S + PRESENCE_GRACE_MS old (or that the node
+     * documents say is online with no presence at all when the sweep starts) is reported to its workflow once per
+     * heartbeat time (`presenceLapsed`); a node reported so that beats again gets `heartbeat` (covers API processes
+     * whose cache still said online). Signals of one tick go out together, at most SWEEP_SIGNALS_IN_FLIGHT at once.
+     */
+    async sweepPresence(input: { group: number; groups: number; offline_after_s: number; tick_ms: number; run_ms: number }): Promise<{ lapses: number; wakes: number }> {
+      const ctx = Context.current();
+      const client = ctx.client;
+      const shards = Array.from({ length: PRESENCE_SHARDS }, (_, s) => s).filter((s) => s % input.groups === input.group);
+      const mine = new Set(shards);
+      const lapseAfterMs = input.offline_after_s * 1000 + PRESENCE_GRACE_MS;
+      /** Nodes this sweep watches: newest heartbeat seen (null: online in the node documents, none in presence). */
+      const watched = new Map<string, number | null>();
+      /** Nodes reported lapsed, with the heartbeat time reported. */
+      const reported = new Map<string, number | null>();
+      const online = await deps.nodes.nodes.find({ state: 'online' }, { projection: { _id: 1 } }).toArray();
+      for (const n of online) if (mine.has(presenceShardOf(n._id))) watched.set(n._id, null);
+      let lapses = 0;
+      let wakes = 0;
+      const send = async (jobs: { nodeId: string; run: () => Promise<void>; done: () => void }[]) => {
+        let next = 0;
+        await Promise.all(
+          Array.from({ length: Math.min(SWEEP_SIGNALS_IN_FLIGHT, jobs.length) }, async () => {
+            while (next < jobs.length) {
+              const job = jobs[next++]!;
+              try {
+                await job.run();
+                job.done();
+              } catch (err) {
+                // A closed workflow (a rejected node) needs no report; anything else is tried again next tick.
+                if (err instanceof WorkflowNotFoundError) job.done();
+                else ctx.log.warn('presence sweep: signal failed, retried next tick', { nodeId: job.nodeId, error: String(err) });
+              }
+            }
+          })
+        );
+      };
+      const end = Date.now() + input.run_ms;
+      while (Date.now() < end) {
+        const sweptAt = Date.now();
+        for (const shard of shards) {
+          for (const [id, at] of (await deps.presence.readSeen(shard)).nodes) {
+            const known = watched.get(id);
+            if (known === undefined || known === null || at > known) watched.set(id, at);
+          }
+        }
+        const jobs: { nodeId: string; run: () => Promise<void>; done: () => void }[] = [];
+        for (const [id, at] of watched) {
+          const was = reported.get(id);
+          const handle = () => client.workflow.getHandle(nodeWorkflowId(id));
+          if (at === null || sweptAt - at >= lapseAfterMs) {
+            if (was === undefined || was !== at) {
+              jobs.push({ nodeId: id, run: () => handle().signal(presenceLapsedSignal, { seen_at_ms: at, swept_at_ms: sweptAt }), done: () => (reported.set(id, at), lapses++) });
+            }
+          } else if (was !== undefined && at !== null) {
+            jobs.push({ nodeId: id, run: () => handle().signal(heartbeatSignal, { seen_at_ms: at }), done: () => (reported.delete(id), wakes++) });
+          }
+        }
+        await send(jobs);
+        ctx.heartbeat({ lapses, wakes, watched: watched.size });
+        const rest = input.tick_ms - (Date.now() - sweptAt);
+        if (rest > 0) await ctx.sleep(rest);
+      }
+      return { lapses, wakes };
+    },
+
     /** Milliseconds since the epoch of the newest heartbeat any API process recorded for the node, or null. */
     async readNodeLastSeen(input: { node_id: string; max_age_ms: number }): Promise<number | null> {
-      return (await snapshot(Math.min(input.max_age_ms, PRESENCE_SNAPSHOT_MAX_AGE_MS))).get(input.node_id)?.seen_at ?? null;
+      const maxAge = Math.min(input.max_age_ms, PRESENCE_SNAPSHOT_MAX_AGE_MS);
+      return (await shardRead(presenceShardOf(input.node_id), maxAge)).get(input.node_id) ?? null;
     },
 
     async recordNodeStateChange(change: NodeStateChange): Promise<{ seq: number }> {

@@ -13,6 +13,7 @@ import { heartbeatSignal, NodeLifecycleInput, nodeStatusQuery, reviewUpdate } fr
 import { treeProposalWorkflow } from '../../workflows/federation/tree-proposal';
 import { decideUpdate, TreeProposalInput } from '../../workflows/federation/tree-proposal.contract';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
+import { nodeSweeperWorkflow } from '../../workflows/federation/node-lifecycle-sweeper';
 
 let wf: WorkflowTestEnv;
 let env: TestWorkflowEnvironment;
@@ -56,12 +57,19 @@ describe('nodeLifecycleWorkflow', () => {
     expect(approved).toMatchObject({ state: 'offline', review: { decision: 'approved', reviewer: 'alice' } });
     await expect(handle.executeUpdate(reviewUpdate, { args: [{ decision: 'approve', reviewer: 'bob', reason: 'again' }] })).rejects.toBeInstanceOf(WorkflowUpdateFailedError);
 
+    // The presence sweeper of every shard (one group here) reports the silence; the workflow decides.
+    const sweeper = await env.client.workflow.start(nodeSweeperWorkflow, {
+      workflowId: 'node-sweeper/0',
+      taskQueue: wf.taskQueue,
+      args: [{ version: 1, group: 0, groups: 1, offline_after_s: 2, tick_ms: 200, run_ms: 60_000 }]
+    });
     const seen = Date.now();
     await new PresenceStore(db).write('test-api', [{ node_id: id, seen_at: seen, sample: { at: new Date(seen).toISOString(), resources: {}, performance: {} } }], []);
     await handle.signal(heartbeatSignal, { seen_at_ms: seen });
     await waitFor(async () => (await handle.query(nodeStatusQuery)).state === 'online');
     await waitFor(async () => (await handle.query(nodeStatusQuery)).state === 'offline', 10000);
     expect(Date.now() - seen).toBeGreaterThanOrEqual(2000);
+    await sweeper.terminate('test done');
 
     const final = await handle.executeUpdate(reviewUpdate, { args: [{ decision: 'reject', reviewer: 'carol', reason: 'gone' }] });
     expect(final.state).toBe('rejected');

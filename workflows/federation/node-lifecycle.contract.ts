@@ -68,8 +68,21 @@ export type NodeLifecycleMemo = {
   registered_at: string;
 };
 
-/** Sent by the API when a heartbeat arrives for a node it believes is not online. */
+/** Sent by the API when a heartbeat arrives for a node it believes is not online (and by the sweeper, see below). */
 export const heartbeatSignal = defineSignal<[{ seen_at_ms: number }]>('heartbeat');
+/**
+ * Sent by the presence sweeper (node-sweeper/<group>) when the node's presence shows no heartbeat for
+ * NODE_OFFLINE_AFTER_S + PRESENCE_GRACE_MS: the workflow then reads the node's presence shard itself (a read
+ * started no sooner than `swept_at_ms`) and goes offline only if that read still shows the silence. A late signal
+ * can therefore never make a node offline that beat in time.
+ */
+export interface PresenceLapse {
+  /** The newest heartbeat the sweeper saw (null: none in presence). */
+  seen_at_ms: number | null;
+  /** When the sweeper's read of the shard started. */
+  swept_at_ms: number;
+}
+export const presenceLapsedSignal = defineSignal<[PresenceLapse]>('presenceLapsed');
 export const reviewUpdate = defineUpdate<NodeStatus, [ReviewRequest]>('review');
 export const nodeStatusQuery = defineQuery<NodeStatus>('nodeStatus');
 

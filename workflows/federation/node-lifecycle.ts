@@ -2,17 +2,20 @@
  * node/<node_id>: the lifecycle of one federation node (states and transitions in core/federation/vocabulary.ts and README).
  *
  * Heartbeats do not go through this workflow: the API records them in presence (store/federation/presence.ts)
- * and signals here only when it believes the node is not online. An online node sleeps on a durable timer until
- * its last heartbeat + NODE_OFFLINE_AFTER_S; when the timer fires it reads presence once and either sleeps again
- * until the new deadline or goes offline. So a node that keeps heartbeating costs one timer and one activity per
- * offline period, not one event per heartbeat. The history is kept bounded by continue-as-new.
+ * and signals here only when it believes the node is not online. An online node waits, with no timer, for the
+ * presence sweeper (node-sweeper/<group>) to report its presence lapsed; it then reads its presence shard itself
+ * and goes offline only if that read still shows NODE_OFFLINE_AFTER_S of silence (+ PRESENCE_GRACE_MS for a
+ * heartbeat being written at that instant), so a late workflow task never makes a node offline that beat in time.
+ * A node that keeps heartbeating costs Temporal nothing. Runs recorded before the sweeper (no patch marker
+ * `node-presence-sweeper`) slept on a durable timer until the last heartbeat + NODE_OFFLINE_AFTER_S instead.
+ * The history is kept bounded by continue-as-new.
  * Reviews arrive as an update (the reviewer gets the resulting state, or a clear refusal).
  * Every state change is recorded by an activity: a ledger event, then the node document.
  */
 import { condition, continueAsNew, log, patched, proxyActivities, proxyLocalActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../../activities';
 import type { NodeState } from '../../core/federation/vocabulary';
-import { heartbeatSignal, NodeLifecycleInput, NodeStatus, nodeStatusQuery, PRESENCE_GRACE_MS, PRESENCE_SNAPSHOT_MAX_AGE_MS, ReviewRequest, reviewUpdate } from './node-lifecycle.contract';
+import { heartbeatSignal, NodeLifecycleInput, NodeStatus, nodeStatusQuery, PresenceLapse, presenceLapsedSignal, PRESENCE_GRACE_MS, PRESENCE_SNAPSHOT_MAX_AGE_MS, ReviewRequest, reviewUpdate } from './node-lifecycle.contract';
 import { NodeStateAttr } from '../../core/search-attributes';
 
 // Runs needing the state change recorded before it (below: LOCAL_STATE_CHANGE) as a regular activity.
@@ -34,10 +37,12 @@ const { recordNodeStateChange: recordNodeStateChangeLocally } = proxyLocalActivi
 const LOCAL_STATE_CHANGE = 'node-state-change-local-activity';
 // The presence check runs on every offline deadline of every node: as a local activity it costs the server one
 // marker instead of an activity task round trip.
-const { readNodeLastSeen } = proxyLocalActivities<Activities>({
+const { readNodeLastSeen, checkNodePresence } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '10 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' }
 });
+/** Patch marker: runs recorded before it slept on a durable timer per offline deadline instead of the sweeper. */
+const PRESENCE_SWEEPER = 'node-presence-sweeper';
 
 /** Workflow time (deterministic: the time of the current workflow task). */
 const now = (): number => Date.now();
@@ -58,11 +63,16 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
   let signalledSeen: number | null = null;
   let pendingReview: ReviewRequest | null = null;
   let rechecked = false;
+  let lapse: PresenceLapse | null = null;
 
   setHandler(nodeStatusQuery, () => status);
   setHandler(heartbeatSignal, (hb) => {
     const at = Number(hb?.seen_at_ms);
     if (Number.isFinite(at) && at > (signalledSeen ?? 0)) signalledSeen = at;
+  });
+  setHandler(presenceLapsedSignal, (l) => {
+    const swept = Number(l?.swept_at_ms);
+    if (Number.isFinite(swept) && swept > (lapse?.swept_at_ms ?? -1)) lapse = { seen_at_ms: Number.isFinite(Number(l?.seen_at_ms)) ? Number(l.seen_at_ms) : null, swept_at_ms: swept };
   });
   setHandler(
     reviewUpdate,
@@ -98,6 +108,7 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
     status.state_since = at;
     if (decision) status.review = { ...decision, at };
     if (to === 'offline') rechecked = false;
+    if (to === 'online') lapse = null;
     upsertSearchAttributes([{ key: NodeStateAttr, value: to }]);
     log.info('node state changed', { nodeId: input.node_id, from, to, reason });
   };
@@ -134,6 +145,25 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
 
     if (status.state === 'pending_review') {
       await condition(() => pendingReview !== null);
+      continue;
+    }
+
+    if (status.state === 'online' && patched(PRESENCE_SWEEPER)) {
+      // No timer: the sweeper reports a lapse; the decision is this workflow's, from a fresh read of presence.
+      // (Signals alone, e.g. many wake-ups, also grow the history: past the limit, loop to continue as new.)
+      await condition(() => pendingReview !== null || lapse !== null || workflowInfo().historyLength >= input.history_limit);
+      if (pendingReview || lapse === null) continue;
+      const reported: PresenceLapse = lapse;
+      lapse = null;
+      const check = await checkNodePresence({ node_id: input.node_id, not_before_ms: reported.swept_at_ms });
+      seen(check.seen_at);
+      seen(signalledSeen);
+      // Judged on presence alone (what the sweeper watches), so a node kept online here is reported again once
+      // its newer heartbeat lapses; without a presence entry, on the newest heartbeat this run knows.
+      const silentSince = check.seen_at ?? lastSeen ?? Date.parse(status.state_since);
+      if (check.checked_at - silentSince >= offlineAfterMs + PRESENCE_GRACE_MS) {
+        await transition('online', 'offline', `no heartbeat for ${input.offline_after_s} s`, 'hub');
+      }
       continue;
     }
 

@@ -3,7 +3,8 @@
  * a rejected node). The sample is recorded in presence (durably, before the answer); if this process believes the
  * node is offline it signals node/<node_id>, which brings it back online. Pending nodes may heartbeat (reviewers
  * see them alive) and stay pending_review. A heartbeat with no body counts; figures the hub does not know are kept in
- * the sample's `extra` (bounded) or ignored, never refused.
+ * the sample's `extra` (bounded) or ignored, never refused. The process makes sure the presence sweepers
+ * (node-sweeper/<group>) run at its first heartbeat and then at most once a minute, off the heartbeat's path.
  */
 import type { Client } from '@temporalio/client';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
@@ -11,6 +12,7 @@ import { z } from 'zod';
 import type { Config } from '../../../core/config.node';
 import { HeartbeatBody, heartbeatBody, NODE_STATES } from '../../../core/federation/vocabulary';
 import { wakeNode } from '../../../workflows/federation/node-lifecycle.client';
+import { ensureNodeSweepers } from '../../../workflows/federation/node-lifecycle-sweeper.client';
 import type { NodeCache } from '../../../store/federation/node-cache';
 import type { PresenceRecorder } from '../../../store/federation/presence-recorder';
 
@@ -29,6 +31,15 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: Presence
   app,
   { presenceRecorder, nodeCache, temporal, config }
 ) => {
+  let sweepersEnsuredAt = 0;
+  const ensureSweepers = (now: number) => {
+    if (now - sweepersEnsuredAt < 60_000) return;
+    sweepersEnsuredAt = now;
+    ensureNodeSweepers(temporal, config.TEMPORAL_TASK_QUEUE, config.NODE_OFFLINE_AFTER_S).catch((err) => {
+      sweepersEnsuredAt = Date.now() - 55_000;
+      app.log.warn({ err }, 'could not start the presence sweepers; trying again in 5 s');
+    });
+  };
   app.post(
     '/a2a/heartbeat',
     {
@@ -41,6 +52,7 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: Presence
       const nodeId = request.principal!.id;
       const state = request.principal!.nodeState!;
       const seenAt = Date.now();
+      ensureSweepers(seenAt);
       const hasExtra = Object.keys(body.extra).length > 0;
       await presenceRecorder.record(
         nodeId,

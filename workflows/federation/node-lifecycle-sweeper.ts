@@ -1,0 +1,21 @@
+/**
+ * node-sweeper/<group>: runs the presence sweep of one group of presence shards (activities/federation/
+ * node-lifecycle.ts, sweepPresence) as one long activity after another; Temporal restarts it on another worker
+ * when the one running it stops heartbeating. Continues as new every NODE_SWEEPER_RUNS_PER_HISTORY activities.
+ */
+import { continueAsNew, proxyActivities } from '@temporalio/workflow';
+import type { Activities } from '../../activities';
+import { NodeSweeperInput, NODE_SWEEPER_RUNS_PER_HISTORY } from './node-lifecycle-sweeper.contract';
+
+const { sweepPresence } = proxyActivities<Activities>({
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '10 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '10 seconds' }
+});
+
+export async function nodeSweeperWorkflow(input: NodeSweeperInput): Promise<void> {
+  for (let i = 0; i < NODE_SWEEPER_RUNS_PER_HISTORY; i++) {
+    await sweepPresence({ group: input.group, groups: input.groups, offline_after_s: input.offline_after_s, tick_ms: input.tick_ms, run_ms: input.run_ms });
+  }
+  return continueAsNew<typeof nodeSweeperWorkflow>({ ...input, runs: (input.runs ?? 0) + 1 });
+}
