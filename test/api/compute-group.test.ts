@@ -275,12 +275,16 @@ describe('group consensus (workflow group-consensus/<id>)', () => {
     expect((await consensus({ action: 'status', consensus_id: 'gc_0000000000000000' })).status).toBe(404);
   });
 
-  it('lists the routes in the directory under federated_compute with their auth models', async () => {
+  it('lists the routes in the directory under federated_compute with their auth models; the group counts nine', async () => {
     const res = await http('GET', url('/a2a/endpoints'));
     const entries = res.body.endpoints as { path: string; group: string; auth: string }[];
     expect(entries.find((e) => e.path === '/v1/slim/group/secret')).toMatchObject({ group: 'federated_compute', auth: 'oauth' });
     expect(entries.find((e) => e.path === '/v1/slim/group/consensus')).toMatchObject({ group: 'federated_compute', auth: 'group_key' });
     expect(entries.find((e) => e.path === '/v1/slim/message/encrypt')).toMatchObject({ group: 'federated_compute', auth: 'group_key' });
     expect(entries.find((e) => e.path === '/v1/slim/message/decrypt')).toBeUndefined();
+    // With these three, the federated_compute group is complete (SPEC §4.5: nine), and group_key protects real routes.
+    const summary = await http('GET', url('/a2a/endpoints/summary'));
+    expect(summary.body.endpoint_groups.federated_compute.count).toBe(9);
+    expect(res.body.auth_models.find((m: { name: string }) => m.name === 'group_key').endpoints).toBe(2);
   });
 });
