@@ -80,6 +80,8 @@ test('a single task runs through the model: DONE with the output hash, usage, co
   expect(t.usage).toEqual({ prompt_tokens: expect.any(Number), completion_tokens: expect.any(Number), total_tokens: expect.any(Number) });
   expect(t.cost).toEqual(expect.any(Number));
   expect(t.audit_root).toMatch(/^[0-9a-f]{64}$/);
+  // A single task's result is also at the top level.
+  expect(res.body).toMatchObject({ task_id: t.task_id, output_sha256: t.output_sha256, usage: t.usage, cost: t.cost, audit_root: t.audit_root });
   expect(upstream.calls).toBe(1);
   expect(upstream.authorizations[0]).toBe(`Bearer ${PROVIDER_KEY}`);
 

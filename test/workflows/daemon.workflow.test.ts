@@ -203,3 +203,23 @@ test('a reset signal closes an open breaker', async () => {
   for (let i = 0; i < 100 && (await breaker.query(breakerStateQuery)).state !== 'closed'; i++) await new Promise((r) => setTimeout(r, 50));
   expect((await breaker.query(breakerStateQuery)).state).toBe('closed');
 });
+
+test('the breaker continues as new when its history grows, keeping its state and the paused tasks', async () => {
+  const id = `${daemonBreakerWorkflowId(QUEUE)}-can`;
+  const handle = await wf.env.client.workflow.start(daemonBreakerWorkflow, { workflowId: id, taskQueue: QUEUE, args: [{ version: 1, threshold: 1, cooldown_ms: 3_600_000, history_limit: 40 }] });
+  const firstRun = handle.firstExecutionRunId;
+  await handle.signal('daemonBreakerReport', { workflow_id: 'daemon-dag/none', task_id: 'f', ok: false });
+  // Admissions while open wait; their answers go to DAGs that do not exist (ignored).
+  for (let i = 0; i < 12; i++) await handle.signal('daemonBreakerAdmit', { workflow_id: 'daemon-dag/none', task_id: `w${i}` });
+  let described = await handle.describe();
+  for (let i = 0; i < 200 && described.runId === firstRun; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    described = await handle.describe();
+  }
+  expect(described.runId).not.toBe(firstRun);
+  const view = await wf.env.client.workflow.getHandle(id).query(breakerStateQuery);
+  expect(view.state).toBe('open');
+  expect(view.waiting.map((w) => w.task_id)).toEqual(Array.from({ length: 12 }, (_, i) => `w${i}`));
+  await wf.saveHistory(id, 'daemon-breaker-continued-as-new', firstRun);
+  await wf.env.client.workflow.getHandle(id).terminate();
+});

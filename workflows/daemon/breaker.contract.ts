@@ -37,6 +37,8 @@ export interface BreakerInput {
   version: 1;
   threshold: number;
   cooldown_ms: number;
+  /** Continue as new past this many history events (default 2000). */
+  history_limit?: number;
   /** Carried over by continue-as-new. */
   carried?: BreakerSnapshot;
 }

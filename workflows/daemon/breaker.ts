@@ -119,7 +119,7 @@ export async function daemonBreakerWorkflow(input: BreakerInput): Promise<void> 
     } else {
       await moveTo('closed', `reset by ${m.actor}`);
     }
-    if (inbox.length === 0 && (workflowInfo().historyLength > HISTORY_LIMIT || workflowInfo().continueAsNewSuggested)) {
+    if (inbox.length === 0 && (workflowInfo().historyLength > (input.history_limit ?? HISTORY_LIMIT) || workflowInfo().continueAsNewSuggested)) {
       return continueAsNew<typeof daemonBreakerWorkflow>({ ...input, carried: s });
     }
   }

@@ -53,7 +53,13 @@ const dagSchema = z.object({
   submitted_at: z.string(),
   finished_at: z.string().nullable(),
   ledger_seq: z.number().int().nullable().describe('the ledger entry hub.daemon.dag_finished mirroring the audit root'),
-  status_url: z.string()
+  status_url: z.string(),
+  // A single-task dispatch also answers its task's result at the top level (SPEC §2.9).
+  task_id: z.string().optional().describe('single task only: as in tasks[0]'),
+  output: z.string().nullable().optional().describe('single task only'),
+  output_sha256: z.string().nullable().optional().describe('single task only: SHA-256 of the produced text'),
+  usage: usage.nullable().optional().describe('single task only'),
+  cost: z.number().nullable().optional().describe('single task only')
 });
 const acceptedSchema = z.object({
   ok: z.literal(true),
@@ -125,7 +131,9 @@ export const daemonDispatchRoutes: FastifyPluginAsyncZod<{ config: Config; tempo
       if (!body.wait) return accepted('queued');
       const outcome = await waitDag(temporal, dagId, DISPATCH_WAIT_MS);
       if (!outcome) return accepted('running');
-      return reply.code(200).send(withUrl(outcome));
+      const single = 'tasks' in body ? null : outcome.tasks[0]!;
+      const top = single ? { task_id: single.task_id, output: single.output, output_sha256: single.output_sha256, usage: single.usage, cost: single.cost } : {};
+      return reply.code(200).send({ ...withUrl(outcome), ...top });
     }
   );
 
