@@ -21,7 +21,6 @@ import { dpop, oauth } from './oauth';
 import { oauthClient } from './oauth-client';
 import { partner } from './partner';
 import type { AuthDeps, Authenticator, Principal } from './principal';
-import { unserved } from './unserved';
 
 export type { AuthDeps, Principal } from './principal';
 export { verifyAccessToken } from './oauth';
