@@ -207,6 +207,9 @@ async function main(): Promise<number> {
     // One credential of every kind, issued as a new user would.
     const admin = { authorization: `Bearer ${adminToken}` };
     const did = (await api('POST', `${base}/admin/dids`, { did: 'did:example:schemathesis' }, admin)).did as string;
+    // Deployment arbitration: the DID gets the deploy channel and the top autonomy level, so every action is fuzzed past
+    // its permission check (README "Deployment arbitration": who may do what).
+    await api('POST', `${base}/dal/deploy`, { action: 'did_register', did, node_id: 'schemathesis', autonomy_level: 5, channels: ['deploy'] }, { ...admin, 'x-did': did });
     const zrToken = (await api('POST', `${base}/admin/homologous-tokens`, { label: 'schemathesis' }, admin)).token as string;
     const captureToken = (await api('POST', `${base}/admin/homologous-tokens`, { label: 'schemathesis capture', did }, admin)).token as string;
     const apiKey = (await api('POST', `${base}/admin/api-keys`, { label: 'schemathesis' }, admin)).api_key as string;

@@ -127,6 +127,12 @@ def map_case(context, case):
     # cannot constrain the keys of a map (no propertyNames), so a generated key that is not one becomes a plain name.
     if path == '/dal/deploy' and body is not None and isinstance(body.get('files'), dict):
         body['files'] = {(k if isinstance(k, str) and _FILE_PATH.fullmatch(k) else f'file-{i}.txt'): v for i, (k, v) in enumerate(body['files'].items())}
+    # POST /dal/deploy config: a fragment's nginx grammar and confinement rules (core/deploy/fragment.ts) are beyond
+    # a JSON schema; a generated fragment within its documented length becomes a well-formed one for its target (an
+    # empty one stays: it removes; an over-long one stays: it is meant to be refused).
+    if path == '/dal/deploy' and body is not None and body.get('action') == 'config' and isinstance(body.get('fragment'), str) and isinstance(body.get('target'), str):
+        if 0 < len(body['fragment']) <= 16384:
+            body['fragment'] = f'location = /{body["target"]}/fuzz {{ return 200 "fuzz"; }}'
     # POST /v1/slim/group/secret (auth oauth, which the config cannot fill in for an oauth2 scheme): the fuzzer's access
     # token; and a group's members must be registered OAuth clients with usable keys, listed once (state and rules the
     # document cannot state), so a member list valid as documented becomes the fuzzer's own client with real public
