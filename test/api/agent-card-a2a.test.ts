@@ -94,7 +94,7 @@ test('both card paths resolve, with streaming on, the federation skill, a skill 
     expect.objectContaining({ url: `${svc.urls.main}/a2a/jsonrpc`, protocolBinding: 'JSONRPC', protocolVersion: '1.0' })
   ]);
   expect(card.capabilities).toMatchObject({ streaming: true, pushNotifications: false, extendedAgentCard: false });
-  expect(card.securityRequirements.map((r: { schemes: Record<string, unknown> }) => Object.keys(r.schemes))).toEqual([['external_node'], ['homologous']]);
+  expect(card.securityRequirements.map((r: { schemes: Record<string, unknown> }) => Object.keys(r.schemes))).toEqual([['external_node'], ['homologous'], ['oauth']]);
   expect(card.skills[0]).toMatchObject({ id: 'federation', tags: expect.arrayContaining(['federation', 'tasks']) });
   // A skill per capability the online worker nodes declare (the simulated worker declares summarize).
   expect(card.skills[1]).toMatchObject({ id: 'capability:summarize', tags: ['federation', 'tasks', 'summarize'], examples: ['metadata.required_capabilities: ["summarize"]'] });
@@ -204,7 +204,38 @@ test('every URL the card names is served', async () => {
   }
   // The interface answers (with credentials) rather than 404.
   expect((await http('GET', `${card.supportedInterfaces[0].url}/tasks`, { headers: { 'x-zr-token': token } })).status).toBe(200);
-  expect(Object.keys(card.securitySchemes).sort()).toEqual(['did', 'external_node', 'homologous']);
+  expect(Object.keys(card.securitySchemes).sort()).toEqual(['did', 'external_node', 'homologous', 'oauth']);
+  const oauth = card.securitySchemes.oauth.oauth2SecurityScheme;
+  expect(oauth).toMatchObject({ flows: { clientCredentials: { tokenUrl: `${svc.urls.main}/v1/oauth/token`, scopes: { a2a: expect.any(String) } } } });
+  for (const url of [oauth.flows.clientCredentials.tokenUrl, oauth.oauth2MetadataUrl]) expect({ url, served: (await fetch(url)).status !== 404 }).toEqual({ url, served: true });
+});
+
+/** An OAuth client's access token (client credentials) with these scopes. */
+async function oauthToken(label: string, scopes: string[]): Promise<string> {
+  const client = await http('POST', `${svc.urls.main}/admin/oauth-clients`, { headers: { authorization: `Bearer ${svc.adminToken}` }, body: { label, scopes } });
+  expect(client.status).toBe(201);
+  const token = await http('POST', `${svc.urls.main}/v1/oauth/token`, { body: { grant_type: 'client_credentials', client_id: client.body.client_id, client_secret: client.body.client_secret } });
+  expect(token.status).toBe(200);
+  return token.body.access_token as string;
+}
+
+test('an OAuth client (client credentials, scope a2a) uses both bindings; a token without the scope is refused', async () => {
+  const bearer = { authorization: `Bearer ${await oauthToken('a2a client', ['a2a'])}` };
+  const sent = await http('POST', `${svc.urls.main}/a2a/message:send`, {
+    headers: bearer,
+    body: { message: { messageId: 'oauth-1', role: 'ROLE_USER', parts: [{ text: 'hi' }], metadata: { required_capabilities: ['nobody-declares-this'] } }, configuration: { returnImmediately: true } }
+  });
+  expect([sent.status, sent.body.task.status.state]).toEqual([200, 'TASK_STATE_SUBMITTED']);
+  const id = sent.body.task.id;
+  const viaRpc = await http('POST', `${svc.urls.main}/a2a/jsonrpc`, { headers: bearer, body: { jsonrpc: '2.0', id: 1, method: 'ListTasks', params: {} } });
+  expect(viaRpc.body.result.tasks.map((t: { id: string }) => t.id)).toEqual([id]); // only its own
+  expect((await http('GET', `${svc.urls.main}/a2a/tasks/${id}`, { headers: { 'x-zr-token': token } })).status).toBe(404); // not the homologous caller's
+  expect((await http('POST', `${svc.urls.main}/a2a/jsonrpc`, { headers: bearer, body: { jsonrpc: '2.0', id: 2, method: 'CancelTask', params: { id } } })).body.result.status.state).toBe('TASK_STATE_CANCELED');
+  const narrow = { authorization: `Bearer ${await oauthToken('compute only', ['compute'])}` };
+  const refused = await http('GET', `${svc.urls.main}/a2a/tasks`, { headers: narrow });
+  expect([refused.status, refused.body.error.status]).toEqual([403, 'PERMISSION_DENIED']);
+  expect(refused.body.error.message).toContain("scope 'a2a'");
+  expect((await http('POST', `${svc.urls.main}/a2a/jsonrpc`, { headers: narrow, body: { jsonrpc: '2.0', id: 3, method: 'ListTasks' } })).status).toBe(403);
 });
 
 /** The CI venv (scripts/ci/python-venv.sh --path), or null when it has not been created on this machine. */
@@ -213,7 +244,7 @@ function pythonVenv(): string | null {
   return fs.existsSync(path.join(dir, '.complete')) ? dir : null;
 }
 
-test('the Python A2A SDK validates the card and runs a task through both bindings', () => {
+test('the Python A2A SDK validates the card and runs a task through both bindings', async () => {
   const venv = pythonVenv();
   if (!venv) {
     if (process.env.CI) throw new Error('the CI venv is missing: .ci/run creates it with scripts/ci/python-venv.sh');
@@ -226,6 +257,15 @@ test('the Python A2A SDK validates the card and runs a task through both binding
     env: { ...process.env, A2A_HEADERS: JSON.stringify({ 'X-ZR-Token': token }) }
   });
   if (run.status !== 0) throw new Error(`check_agent_card.py failed (${run.status}):\n${run.stdout}\n${run.stderr.slice(-3000)}`);
+  // The same with an OAuth access token (the card's oauth scheme) as the client's credentials.
+  const bearer = await oauthToken('python a2a client', ['a2a']);
+  const viaOauth = spawnSync(path.join(venv, 'bin/python'), [path.join(ROOT, 'scripts/ci/check_agent_card.py'), svc.urls.main], {
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, A2A_HEADERS: JSON.stringify({ Authorization: `Bearer ${bearer}` }) }
+  });
+  if (viaOauth.status !== 0) throw new Error(`check_agent_card.py with an OAuth token failed (${viaOauth.status}):\n${viaOauth.stdout}\n${viaOauth.stderr.slice(-3000)}`);
+  expect(viaOauth.stdout).toContain('ok: CancelTask cancels it [JSONRPC]');
   expect(run.stdout).toContain('ok: card at /.well-known/agent-card.json resolves and has every REQUIRED field');
   for (const binding of ['HTTP+JSON', 'JSONRPC'])
     for (const line of ['ok: SendMessage queues a task (SUBMITTED)', 'ok: GetTask answers the task', 'ok: CancelTask cancels it', 'ok: GetTask of an unknown task answers TaskNotFoundError'])

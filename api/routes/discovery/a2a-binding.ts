@@ -27,8 +27,9 @@
  *                                 responses). A2A errors are JSON-RPC errors (-32001 TaskNotFound … -32007) with
  *                                 HTTP 200; an envelope that is not JSON-RPC 2.0 is a 400 in the binding's shape.
  * Queue states map to A2A task states: queued SUBMITTED, claimed WORKING, done COMPLETED, failed FAILED, canceled
- * CANCELED (input-required never applies). Every task operation needs a node key (X-External-Node + X-External-Key)
- * or homologous credentials, as the card's securityRequirements say; a caller sees only the tasks it sent.
+ * CANCELED (input-required never applies). Every task operation needs a node key (X-External-Node + X-External-Key),
+ * homologous credentials, or an OAuth access token (client credentials) with the scope `a2a`, as the card's
+ * securityRequirements say; a caller sees only the tasks it sent (an OAuth client's are `oauth:<client_id>`'s).
  * Errors take the binding's shape (google.rpc.Status with an ErrorInfo whose reason the SDKs map to their error
  * classes), not the hub's, so A2A clients see typed errors.
  */
@@ -223,6 +224,12 @@ const rpcParams = {
   })
 };
 
+/** The scope an OAuth access token needs on the binding's task operations. */
+export const A2A_OAUTH_SCOPE = 'a2a';
+
+/** Who sent a task: the node or homologous principal, or `oauth:<client_id>` for an OAuth client. */
+const submitterOf = (request: FastifyRequest): string => (request.principal!.model === 'oauth' ? `oauth:${request.principal!.id}` : request.principal!.id);
+
 const STREAM_POLL_MS = 300;
 const KEEPALIVE_MS = 15_000;
 
@@ -230,7 +237,7 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
   const STREAM_MAX_MS = config.A2A_STREAM_MAX_S * 1000;
   const A2A_BLOCKING_WAIT_MS = config.A2A_SEND_WAIT_S * 1000;
   const none = { auth: 'none' as const };
-  const caller = { auth: 'node_or_homologous' as const };
+  const caller = { auth: 'node_or_homologous' as const, authAlso: ['oauth' as const] };
   const open = new Set<FastifyReply>();
   app.addHook('preClose', async () => {
     for (const reply of open) reply.raw.end();
@@ -247,10 +254,16 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
     return a2aError(reply, status, err.message);
   });
 
+  // An OAuth access token must carry the scope a2a (403 otherwise).
+  app.addHook('preHandler', async (request) => {
+    const p = request.principal;
+    if (p?.model === 'oauth' && !p.scopes?.includes(A2A_OAUTH_SCOPE)) throw new AppError('forbidden', `This access token lacks the scope '${A2A_OAUTH_SCOPE}' (grant it to the OAuth client)`);
+  });
+
   /** The caller's task, or null (another caller's task is as good as missing). */
   const ownTask = async (request: FastifyRequest, id: string) => {
     const task = /^task_[a-f0-9]{24}$/.test(id) ? await tasks.find(id) : null;
-    return task && task.submitted_by === request.principal!.id ? task : null;
+    return task && task.submitted_by === submitterOf(request) ? task : null;
   };
 
   /** Queues a message as a task; null (after answering) when the message cannot become one. */
@@ -265,7 +278,7 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
   const queue = async (request: FastifyRequest, message: z.infer<typeof messageBody>): Promise<Outcome<{ task: TaskDocument }>> => {
     if (message.taskId) return { ok: false, reason: 'UNSUPPORTED_OPERATION', message: 'A task takes one message: send a new message (without taskId) for new work' };
     if (message.parts.some((p) => !('text' in p || 'data' in p) || !ACCEPTED_MEDIA.includes(p.mediaType ?? ''))) return { ok: false, reason: 'CONTENT_TYPE_NOT_SUPPORTED' };
-    const submitter = request.principal!.id;
+    const submitter = submitterOf(request);
     const id = `task_${createHash('sha256').update(`a2a\n${submitter}\n${message.messageId}`).digest('hex').slice(0, 24)}`;
     const now = new Date().toISOString();
     const { task } = await tasks.submit({
@@ -389,7 +402,7 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
     async (request) => {
       const { pageSize, pageToken, contextId, status } = request.query;
       const offset = pageToken ? Number(pageToken) : 0;
-      const page = await tasks.listBySubmitter(request.principal!.id, { state: status ? QUEUE_STATE[status] : undefined, contextId }, { limit: pageSize, offset });
+      const page = await tasks.listBySubmitter(submitterOf(request), { state: status ? QUEUE_STATE[status] : undefined, contextId }, { limit: pageSize, offset });
       const next = offset + page.tasks.length;
       return { tasks: page.tasks.map(toA2aTask), nextPageToken: next < page.total ? String(next) : '', pageSize, totalSize: page.total };
     }
@@ -510,7 +523,7 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
           if (!body) return malformed();
           const pageSize = body.pageSize ?? 50;
           const offset = body.pageToken ? Number(body.pageToken) : 0;
-          const page = await tasks.listBySubmitter(request.principal!.id, { state: body.status ? QUEUE_STATE[body.status] : undefined, contextId: body.contextId }, { limit: pageSize, offset });
+          const page = await tasks.listBySubmitter(submitterOf(request), { state: body.status ? QUEUE_STATE[body.status] : undefined, contextId: body.contextId }, { limit: pageSize, offset });
           const next = offset + page.tasks.length;
           return result({ tasks: page.tasks.map(toA2aTask), nextPageToken: next < page.total ? String(next) : '', pageSize, totalSize: page.total });
         }

@@ -21,7 +21,7 @@ import type { HubKeys } from '../../keys';
 type CardDeps = { config: Config; directory: EndpointDirectory; keys: HubKeys; tasks: TaskStore; nodes: NodeStore };
 import type { TaskStore } from '../../../store/federation/tasks';
 import type { NodeStore } from '../../../store/federation/nodes';
-import { A2A_BASE_PATH, a2aBindingRoutes } from './a2a-binding';
+import { A2A_BASE_PATH, A2A_OAUTH_SCOPE, a2aBindingRoutes } from './a2a-binding';
 import { noBody } from '../../response-docs';
 
 const SKILLS: Record<EndpointGroup, { name: string; tags: string[]; examples: string[] }> = {
@@ -62,8 +62,8 @@ const TASK_SKILL = {
   outputModes: ['application/json', 'text/plain']
 };
 
-/** The binding's credentials: a node's key or the homologous token (any one). */
-const CALLER_SECURITY = [{ schemes: { external_node: { list: [] } } }, { schemes: { homologous: { list: [] } } }];
+/** The binding's credentials: a node's key, the homologous token or an OAuth access token with the scope a2a (any one). */
+const CALLER_SECURITY = [{ schemes: { external_node: { list: [] } } }, { schemes: { homologous: { list: [] } } }, { schemes: { oauth: { list: [A2A_OAUTH_SCOPE] } } }];
 
 /** At most this many capability skills on the card, read from at most NODE_SCAN_LIMIT online nodes. */
 export const MAX_CAPABILITY_SKILLS = 32;
@@ -144,11 +144,17 @@ export function buildAgentCard({ config, directory, keys }: Omit<CardDeps, 'node
     securitySchemes: {
       external_node: { apiKeySecurityScheme: { location: 'header', name: 'X-External-Key', description: 'Node API key from POST /a2a/register, sent with X-External-Node' } },
       homologous: { apiKeySecurityScheme: { location: 'header', name: 'X-ZR-Token', description: 'Homologous token (or X-DID + X-Capture-Token)' } },
-      did: { apiKeySecurityScheme: { location: 'header', name: 'X-DID', description: 'A registered node DID' } }
-      // No OAuth scheme: no served endpoint accepts access tokens yet (the token endpoint itself takes client
-      // credentials), and a scheme's client-credentials flow must name its scopes. It comes with its first route.
+      did: { apiKeySecurityScheme: { location: 'header', name: 'X-DID', description: 'A registered node DID' } },
+      // The hub's own authorization server (client credentials); the binding takes its access tokens with scope a2a.
+      oauth: {
+        oauth2SecurityScheme: {
+          description: 'OAuth 2.0 client credentials from the hub (Authorization: Bearer <access token>); the token needs the scope a2a',
+          flows: { clientCredentials: { tokenUrl: `${base}/v1/oauth/token`, scopes: { [A2A_OAUTH_SCOPE]: 'Send messages and follow, list and cancel the tasks they become' } } },
+          oauth2MetadataUrl: `${base}/.well-known/oauth-authorization-server`
+        }
+      }
     },
-    // The binding's task operations need a node key or the homologous token (either); the card itself is public.
+    // The binding's task operations need a node key, the homologous token or an OAuth token (any one); the card is public.
     securityRequirements: CALLER_SECURITY,
     defaultInputModes: ['text/plain', 'application/json'],
     defaultOutputModes: ['text/plain', 'application/json'],
