@@ -34,6 +34,8 @@ interface MetaDocument {
   version: number;
 }
 
+const isDuplicateKey = (err: unknown) => (err as { code?: number }).code === 11000 || /E11000|duplicate key/i.test((err as Error).message ?? '');
+
 export class DuplicateQuestionError extends Error {
   constructor(readonly question: string) {
     super(`A knowledge card already has this question (after normalisation): ${question}`);
@@ -152,7 +154,7 @@ export class KnowledgeStore {
     try {
       await this.cards.insertOne(doc);
     } catch (err) {
-      if ((err as { code?: number }).code === 11000) throw new DuplicateQuestionError(question);
+      if (isDuplicateKey(err)) throw new DuplicateQuestionError(question);
       throw err;
     }
     await this.changed();
@@ -161,6 +163,8 @@ export class KnowledgeStore {
 
   async updateCard(id: string, question: string, answer: string): Promise<CardDocument | null> {
     await this.ensureIndexes();
+    // Checked first as well: FerretDB reports a unique-index clash in findAndModify without code 11000.
+    if (await this.cards.findOne({ normalized: normaliseQuestion(question), _id: { $ne: id } }, { projection: { _id: 1 } })) throw new DuplicateQuestionError(question);
     let doc: CardDocument | null;
     try {
       doc = await this.cards.findOneAndUpdate(
@@ -169,7 +173,7 @@ export class KnowledgeStore {
         { returnDocument: 'after' }
       );
     } catch (err) {
-      if ((err as { code?: number }).code === 11000) throw new DuplicateQuestionError(question);
+      if (isDuplicateKey(err)) throw new DuplicateQuestionError(question);
       throw err;
     }
     if (doc) await this.changed();

@@ -144,11 +144,13 @@ describe('routing', () => {
     expect(res.headers.get('retry-after')).toBeTruthy();
   });
 
-  it('refuses callers without a registered X-DID, and bodies without a user message', async () => {
+  it('refuses callers without a registered X-DID and bodies without messages; without a user message the last message is the question', async () => {
     const anonymous = await http('POST', `${svc.urls.main}/try/chat`, { body: { messages: [{ role: 'user', content: 'hi' }] } });
     expect(anonymous.status).toBe(401);
-    const bad = await http('POST', `${svc.urls.main}/try/chat`, { headers: { 'x-did': DID }, body: { messages: [{ role: 'assistant', content: 'hi' }] } });
+    const bad = await http('POST', `${svc.urls.main}/try/chat`, { headers: { 'x-did': DID, 'x-forwarded-for': freshAddress() }, body: { messages: [] } });
     expect(bad.status).toBe(400);
+    const noUser = await http('POST', `${svc.urls.main}/try/chat`, { headers: { 'x-did': DID, 'x-forwarded-for': freshAddress() }, body: { messages: [{ role: 'system', content: 'what is the zhongshu hub' }] } });
+    expect(noUser.body.source).toBe('knowledge-card');
   });
 });
 
@@ -160,6 +162,12 @@ describe('knowledge administration', () => {
     expect((await ask('where is the ledger kept')).body).toMatchObject({ source: 'knowledge-card', reply: 'In MongoDB.' });
     expect((await admin('POST', '/admin/knowledge/cards', { question: 'WHERE is the ledger kept?!', answer: 'x' })).status).toBe(409);
     expect((await admin('PUT', `/admin/knowledge/cards/${id}`, { question: 'Where is the ledger kept?', answer: 'In MongoDB or FerretDB.' })).status).toBe(200);
+    // Renaming another card to this question is a conflict too.
+    const other = await admin('POST', '/admin/knowledge/cards', { question: '0'.repeat(1000), answer: 'zeros' });
+    expect(other.status).toBe(201);
+    const clash = await admin('PUT', `/admin/knowledge/cards/${other.body.card.card_id}`, { question: 'where IS the ledger kept', answer: 'x' });
+    expect(clash.status).toBe(409);
+    expect((await admin('PUT', `/admin/knowledge/cards/${other.body.card.card_id}`, { question: '0'.repeat(1000), answer: '0'.repeat(20000) })).status).toBe(200);
     expect((await ask('Where is the ledger kept?')).body.reply).toBe('In MongoDB or FerretDB.');
     expect((await admin('DELETE', `/admin/knowledge/cards/${id}`)).status).toBe(200);
     expect((await admin('GET', `/admin/knowledge/cards/${id}`)).status).toBe(404);

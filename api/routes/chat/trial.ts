@@ -35,11 +35,7 @@ const message = z.object({
   content: z.string().max(4000, 'at most 4,000 characters per message')
 });
 const body = z.object({
-  messages: z
-    .array(message)
-    .min(1)
-    .max(50)
-    .refine((m) => m.some((x) => x.role === 'user' && x.content.trim().length > 0), 'needs a user message with text')
+  messages: z.array(message).min(1).max(50).describe('the question is the last user message with text (else the last message)')
 });
 
 const answer = z.object({
@@ -135,7 +131,7 @@ export const trialChatRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; knowle
       const started = performance.now();
       await admit(request);
       const { messages } = request.body;
-      const question = [...messages].reverse().find((m) => m.role === 'user' && m.content.trim())!.content;
+      const question = ([...messages].reverse().find((m) => m.role === 'user' && m.content.trim()) ?? messages[messages.length - 1]!).content;
       const done = (text: string, source: (typeof TRIAL_SOURCES)[number]) => ({ ok: true as const, reply: text, source, elapsed_ms: Math.round(performance.now() - started), 锚定: TRIAL_ANCHOR });
 
       const index = await knowledge.current();
