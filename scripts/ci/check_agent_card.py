@@ -4,7 +4,8 @@
 
 Resolves the card (A2ACardResolver), requires every field the A2A v1.0 schema marks REQUIRED (the SDK's own
 validator: a required list must not be empty), creates a client for each advertised interface, HTTP+JSON then JSON-RPC (ClientFactory
-restricted to that binding, with the caller's credentials on its httpx client) and runs a task's life on each: SendMessage queues a task (SUBMITTED; it names
+restricted to that binding, with the caller's credentials on its httpx client) and runs a task's life on each
+(then streams a second task, SendStreamingMessage, until a cancel makes it final): SendMessage queues a task (SUBMITTED; it names
 a capability no node declared, so it stays queued), GetTask and ListTasks find it, CancelTask cancels it, and an
 unknown task gives the protocol's TaskNotFoundError. Prints one line per check; exits non-zero on the first failure.
 Run by test/api/agent-card-a2a.test.ts when the CI venv exists.
@@ -72,6 +73,20 @@ async def task_life(card, http: httpx.AsyncClient, binding: str) -> None:
     if canceled.status.state != TaskState.TASK_STATE_CANCELED:
         raise SystemExit(f'fail: CancelTask [{binding}] answered {canceled}')
     print(f'ok: CancelTask cancels it [{binding}]')
+
+    # Streaming: the stream follows the task until it is final; a cancel from the other client ends it.
+    streaming = ClientFactory(ClientConfig(httpx_client=http, supported_protocol_bindings=[binding], streaming=True)).create(card)
+    request = SendMessageRequest(message=Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text='stream me')], metadata=metadata))
+    states = []
+    async for event in streaming.send_message(request):
+        if event.HasField('task'):
+            states.append(event.task.status.state)
+            await client.cancel_task(CancelTaskRequest(id=event.task.id))
+        elif event.HasField('status_update'):
+            states.append(event.status_update.status.state)
+    if states[:1] != [TaskState.TASK_STATE_SUBMITTED] or states[-1:] != [TaskState.TASK_STATE_CANCELED]:
+        raise SystemExit(f'fail: SendStreamingMessage [{binding}] saw states {states}')
+    print(f'ok: SendStreamingMessage streams the task until it is final (CANCELED) [{binding}]')
 
     try:
         await client.get_task(GetTaskRequest(id='no-such-task'))

@@ -268,6 +268,6 @@ test('the Python A2A SDK validates the card and runs a task through both binding
   expect(viaOauth.stdout).toContain('ok: CancelTask cancels it [JSONRPC]');
   expect(run.stdout).toContain('ok: card at /.well-known/agent-card.json resolves and has every REQUIRED field');
   for (const binding of ['HTTP+JSON', 'JSONRPC'])
-    for (const line of ['ok: SendMessage queues a task (SUBMITTED)', 'ok: GetTask answers the task', 'ok: CancelTask cancels it', 'ok: GetTask of an unknown task answers TaskNotFoundError'])
+    for (const line of ['ok: SendMessage queues a task (SUBMITTED)', 'ok: GetTask answers the task', 'ok: CancelTask cancels it', 'ok: SendStreamingMessage streams the task until it is final (CANCELED)', 'ok: GetTask of an unknown task answers TaskNotFoundError'])
       expect(run.stdout).toContain(`${line} [${binding}]`);
 });
