@@ -92,5 +92,6 @@ describeWithNginx('deployConfigWorkflow', () => {
       ['restore', true]
     ]);
     expect(source()).toBe(GOOD);
+    await wf.saveHistory('deploy-config', 'deploy-config-compensated');
   });
 });

@@ -65,10 +65,14 @@ export async function deployConfigWorkflow(input: DeployConfigInput): Promise<De
       nginxError = message(err);
       outcome = 'compensated';
       steps.push({ step: 'reload', ok: false, error: nginxError });
-      await commands.restoreConfig({ target: input.target, operation_id: input.operation_id }).then(
-        () => steps.push({ step: 'restore', ok: true }),
-        (e: unknown) => steps.push({ step: 'restore', ok: false, error: message(e) })
-      );
+      // The previous files back, and nginx told to load them again: an unconfirmed reload may still have happened.
+      await commands
+        .restoreConfig({ target: input.target, operation_id: input.operation_id })
+        .then(() => commands.reloadWeb().catch(() => undefined))
+        .then(
+          () => steps.push({ step: 'restore', ok: true }),
+          (e: unknown) => steps.push({ step: 'restore', ok: false, error: message(e) })
+        );
     }
   }
 
