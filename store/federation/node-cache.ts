@@ -36,9 +36,16 @@ export class NodeCache {
     return entry;
   }
 
-  /** Remembers a state this process caused (e.g. it woke an offline node), until the entry expires. */
+  /**
+   * Remembers a state this process caused (e.g. it woke an offline node) for a full NODE_CACHE_TTL_MS: the node
+   * document says so only once the workflow has recorded the change, and reloading it meanwhile would make every
+   * heartbeat of a waking node signal its workflow again (a mass online would multiply its workflow tasks).
+   */
   note(nodeId: string, state: NodeState): void {
     const hit = this.entries.get(nodeId);
-    if (hit) hit.state = state;
+    if (hit) {
+      hit.state = state;
+      hit.loaded_at = Date.now();
+    }
   }
 }

@@ -1,7 +1,7 @@
 /**
  * POST /a2a/heartbeat (external_node: X-External-Node + X-External-Key; 401 if either is missing or wrong, 403 for
  * a rejected node). The sample is recorded in presence (durably, before the answer); if this process believes the
- * node is offline it signals node/<node_id>, which brings it back online. Pending nodes may heartbeat (reviewers
+ * node is offline it signals node/<node_id> (once per node per NODE_OFFLINE_AFTER_S), which brings it back online. Pending nodes may heartbeat (reviewers
  * see them alive) and stay pending_review. A heartbeat with no body counts; figures the hub does not know are kept in
  * the sample's `extra` (bounded) or ignored, never refused. The process makes sure the presence sweepers
  * (node-sweeper/<group>) run at its first heartbeat and then at most once a minute, off the heartbeat's path.
@@ -31,6 +31,17 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: Presence
   app,
   { presenceRecorder, nodeCache, temporal, config }
 ) => {
+  const offlineAfterMs = config.NODE_OFFLINE_AFTER_S * 1000;
+  const wokenAt = new Map<string, number>();
+  const rememberWake = (nodeId: string, at: number) => {
+    wokenAt.delete(nodeId);
+    wokenAt.set(nodeId, at);
+    // Oldest first (insertion order): drop the wakes older than a window.
+    for (const [id, t] of wokenAt) {
+      if (at - t < offlineAfterMs && wokenAt.size <= 200_000) break;
+      wokenAt.delete(id);
+    }
+  };
   let sweepersEnsuredAt = 0;
   const ensureSweepers = (now: number) => {
     if (now - sweepersEnsuredAt < 60_000) return;
@@ -61,7 +72,14 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: Presence
       );
       let woke = false;
       if (state === 'offline') {
-        await wakeNode(temporal, nodeId, seenAt);
+        // One wake per node per window: until the workflow records the change, the node document (and so this
+        // process's cache once it reloads) still says offline, and signalling again at every heartbeat would
+        // multiply the workflow tasks of a mass online (a hub restart). A node can only go offline again after
+        // a whole window of silence, so a second wake within the window is never needed.
+        if (seenAt - (wokenAt.get(nodeId) ?? -Infinity) >= offlineAfterMs) {
+          await wakeNode(temporal, nodeId, seenAt);
+          rememberWake(nodeId, seenAt);
+        }
         nodeCache.note(nodeId, 'online');
         woke = true;
       }

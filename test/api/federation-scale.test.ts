@@ -1,0 +1,94 @@
+/**
+ * Federation liveness at small scale over real HTTP, through two API processes (presence is exact across them):
+ * a mass online (every node's first heartbeat at once) settles within 2 × NODE_OFFLINE_AFTER_S with no false
+ * transition; a mass silence (a third of the nodes at once) settles within the same bound while the others keep
+ * beating, and none of those goes offline; a worker outage longer than the window makes no beating node offline
+ * once the worker is back (the offline decision reads presence when it is made). The only time bounds are the
+ * protocol's own windows.
+ */
+import { registerNode, heartbeat, RegisteredNode } from '../support/federation';
+import { eventually, startTestService, TestService } from '../support/service';
+
+const OFFLINE_AFTER_S = 10;
+const NODES = 45;
+let svc: TestService;
+let second: { url: string; stop(): Promise<void> };
+
+beforeAll(async () => {
+  svc = await startTestService({ NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S), NODE_REVIEW_REQUIRED: 'false', NODE_CACHE_TTL_MS: '2000' });
+  second = await svc.startSecondApi();
+}, 120_000);
+afterAll(async () => {
+  await second?.stop();
+  await svc?.close();
+});
+
+const stateOf = async (ids: string[]) => {
+  const docs = await svc.db.collection('nodes').find({ _id: { $in: ids as never[] } }, { projection: { state: 1 } }).toArray();
+  return new Map(docs.map((d) => [String(d._id), d.state as string]));
+};
+const offlineTransitions = async (ids: Set<string>, since: string) =>
+  (await svc.db.collection('ledger').find({ key: 'hub.node.state_changed' }).toArray())
+    .map((e) => JSON.parse(e.value_json as string) as { node_id: string; from: string; to: string; at: string })
+    .filter((v) => ids.has(v.node_id) && v.from === 'online' && v.to === 'offline' && v.at >= since);
+
+it('mass online and mass silence settle within 2 × NODE_OFFLINE_AFTER_S, with no false offline; a worker outage makes no beating node offline', async () => {
+  const nodes: RegisteredNode[] = [];
+  for (let i = 0; i < NODES; i++) nodes.push(await registerNode(svc.urls.main, `scale-${i}`));
+  const ids = nodes.map((n) => n.node_id);
+  const silent = new Set(ids.slice(0, NODES / 3));
+  const beating = new Set(ids.slice(NODES / 3));
+  let stopSilent = false;
+  let running = true;
+  // Every node beats every second, alternately through the two API processes.
+  let turn = 0;
+  const loops = nodes.map(async (node) => {
+    while (running && !(stopSilent && silent.has(node.node_id))) {
+      const res = await heartbeat(turn++ % 2 ? second.url : svc.urls.main, node);
+      expect(res.status).toBe(200);
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+  });
+  try {
+    const start = new Date().toISOString();
+    const t0 = Date.now();
+    await eventually(async () => ([...(await stateOf(ids)).values()].every((s) => s === 'online') ? true : undefined), 2 * OFFLINE_AFTER_S * 1000, 'mass online settled');
+    const settled = Date.now() - t0;
+    expect(settled).toBeLessThanOrEqual(2 * OFFLINE_AFTER_S * 1000);
+    expect(await offlineTransitions(new Set(ids), start)).toEqual([]);
+
+    // Mass silence.
+    const silenceFrom = new Date().toISOString();
+    stopSilent = true;
+    await eventually(
+      async () => {
+        const states = await stateOf(ids);
+        return [...silent].every((id) => states.get(id) === 'offline') ? true : undefined;
+      },
+      2 * OFFLINE_AFTER_S * 1000 + 1000,
+      'mass silence settled'
+    );
+    const states = await stateOf(ids);
+    expect([...beating].filter((id) => states.get(id) !== 'online')).toEqual([]);
+    expect(await offlineTransitions(beating, silenceFrom)).toEqual([]);
+    const offline = await offlineTransitions(silent, silenceFrom);
+    expect(offline.map((o) => o.node_id).sort()).toEqual([...silent].sort());
+
+    // A worker outage longer than the window: presence keeps recording the beating nodes; when the worker is back,
+    // the sweep finds them fresh and no state change is made for them.
+    const outageFrom = new Date().toISOString();
+    await svc.stopWorker();
+    try {
+      await new Promise((r) => setTimeout(r, (OFFLINE_AFTER_S + 2) * 1000));
+    } finally {
+      await svc.startWorker();
+    }
+    await new Promise((r) => setTimeout(r, (OFFLINE_AFTER_S + 2) * 1000));
+    expect(await offlineTransitions(beating, outageFrom)).toEqual([]);
+    const after = await stateOf(ids);
+    expect([...beating].filter((id) => after.get(id) !== 'online')).toEqual([]);
+  } finally {
+    running = false;
+    await Promise.all(loops);
+  }
+}, 300_000);
