@@ -296,3 +296,19 @@ test('the provider key appears nowhere: not in DATA_DIR (audit file, logs), the 
   // The key is built at run time, so not even this file holds it.
   expect(grep.stdout.trim()).toBe('');
 });
+
+test('a torn audit chain stops admissions (500, no call) but refusals stay 403; /status reports it; cutting the tail resumes', async () => {
+  const a = await issueAsset();
+  const file = path.join(svc.env.DATA_DIR!, 'daemon_audit.jsonl');
+  const intact = fs.readFileSync(file, 'utf8');
+  fs.appendFileSync(file, '{"at":"2026-11-21T00:00:00.000Z","ev');
+  expect((await dispatch({ 'x-asset-id': a.asset_id, 'x-order-root': 'or1_forged' }, one)).status).toBe(403);
+  const b = await issueAsset();
+  const res = await dispatch(factors(b), one);
+  expect(res.status).toBe(500);
+  expect(upstream.calls).toBe(0);
+  const status = await http('GET', `${svc.urls.daemon}/status`, { headers: factors(b) });
+  expect(status.body.audit.error).toContain('torn');
+  fs.writeFileSync(file, intact);
+  expect((await dispatch(factors(b), one)).status).toBe(200);
+});

@@ -17,7 +17,12 @@ export const daemon: Authenticator = async (request, { credentials, config }) =>
   const chain = auditChainFor(config.dataDir);
   // Unknown asset ids are recorded by digest only: they are whatever a caller sent.
   const who = verdict.asset_id ? { asset_id: verdict.asset_id } : { asset_id: null, presented_asset_sha256: assetId ? sha256Hex(assetId) : null };
-  await chain.append({ event: 'rejected', stage: 'admission', route: `${request.method} ${request.routeOptions.url ?? request.url}`, reason: verdict.reason, ...who });
-  if (verdict.isolated_now && verdict.asset_id) await chain.append({ event: 'isolated', asset_id: verdict.asset_id, reason: verdict.reason });
+  try {
+    await chain.append({ event: 'rejected', stage: 'admission', route: `${request.method} ${request.routeOptions.url ?? request.url}`, reason: verdict.reason, ...who });
+    if (verdict.isolated_now && verdict.asset_id) await chain.append({ event: 'isolated', asset_id: verdict.asset_id, reason: verdict.reason });
+  } catch (err) {
+    // A chain that cannot be written (torn last line, disk) must not turn a refusal into anything but a refusal.
+    request.log.error({ err }, 'daemon audit chain: could not record a rejected request');
+  }
   throw new AppError('identity_check_failed', `Identity check failed: ${verdict.reason}`);
 };
