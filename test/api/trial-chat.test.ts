@@ -186,6 +186,13 @@ describe('knowledge administration', () => {
     expect((await ask('Where is the ledger kept?')).body.source).not.toBe('knowledge-card');
   });
 
+  it('imports what it can from Markdown and lists the entries it skipped', async () => {
+    const res = await admin('POST', '/admin/knowledge/import/markdown', { markdown: `## Q: ${'x'.repeat(1001)}\nanswer\n\n## Q: Is this card imported?\nYes.\n` });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ cards_created: 1, skipped: [{ kind: 'card', reason: expect.stringMatching(/question/) }] });
+    expect((await ask('is this card imported')).body).toMatchObject({ source: 'knowledge-card', reply: 'Yes.' });
+  });
+
   it('manages documents and imports JSON; a second API process answers from the change at once and shares the per-address limit', async () => {
     const second = await svc.startSecondApi();
     try {

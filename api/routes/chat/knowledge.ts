@@ -192,18 +192,34 @@ export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeS
             'Each "## " heading starts an entry: "## Q: <question>" (or Question:, 问：, 问题：) is a knowledge card whose body is the answer; any other "## " heading (or a "# " heading with text before the first "## ") is a document titled by it. Empty entries are skipped.'
           )
         }),
-        response: { 200: importResult, 400: ERROR_BODY.describe(`An entry is longer than allowed (question ${QUESTION_MAX}, answer ${ANSWER_MAX}, title ${TITLE_MAX}, text ${TEXT_MAX} characters) or there are too many (2,000 cards, 500 documents)`) }
+        response: {
+          200: importResult
+            .extend({
+              skipped: z
+                .array(z.object({ kind: z.enum(['card', 'document']), heading: z.string(), reason: z.string() }))
+                .describe(`entries not imported: longer than allowed (question ${QUESTION_MAX}, answer ${ANSWER_MAX}, title ${TITLE_MAX}, text ${TEXT_MAX} characters) or past 2,000 cards / 500 documents`)
+            })
+            .describe('Imported; entries that could not be are listed in skipped')
+        }
       }
     },
     async (request) => {
       const parsed = parseKnowledgeMarkdown(request.body.markdown);
-      const checked = z.object({ cards: z.array(cardBody).max(2000), documents: z.array(documentBody).max(500) }).safeParse(parsed);
-      if (!checked.success) {
-        const issue = checked.error.issues[0]!;
-        throw new AppError('invalid_request', `markdown: entry ${issue.path.join('.')}: ${issue.message}`);
-      }
-      const result = await knowledge.importAll(checked.data.cards, checked.data.documents);
-      return { ok: true as const, ...result, version: await knowledge.version() };
+      const skipped: { kind: 'card' | 'document'; heading: string; reason: string }[] = [];
+      const accept = <T>(kind: 'card' | 'document', items: T[], schema: z.ZodType<T>, max: number, heading: (item: T) => string): T[] => {
+        const out: T[] = [];
+        for (const item of items) {
+          const checked = schema.safeParse(item);
+          const reason = !checked.success ? checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') : out.length >= max ? `more than ${max} ${kind}s` : null;
+          if (reason) skipped.push({ kind, heading: heading(item).slice(0, 200), reason });
+          else out.push(checked.data!);
+        }
+        return out;
+      };
+      const cards = accept('card', parsed.cards, cardBody, 2000, (c) => c.question);
+      const documents = accept('document', parsed.documents, documentBody, 500, (d) => d.title);
+      const result = await knowledge.importAll(cards, documents);
+      return { ok: true as const, ...result, version: await knowledge.version(), skipped };
     }
   );
 };
