@@ -167,6 +167,32 @@ describe('WebSocket', () => {
     resumed.close();
   });
 
+  it('delivers every entry exactly once and in order to several sockets sharing the tail, joined at different seqs', async () => {
+    const head = (await http('GET', `${svc.urls.main}/api/sub-l0?after=0&limit=500`)).body.next_cursor as number;
+    const live = connect(wsUrl);
+    await live.subscribe({ streams: ['ledger'], after: head });
+    const fromStart = connect(wsUrl);
+    await fromStart.subscribe({ streams: ['ledger'], after: 0 });
+    const written: number[] = [];
+    for (let i = 0; i < 4; i++) written.push(await reportTruth(`ws.test.shared.${i}`));
+    const late = connect(wsUrl);
+    await late.subscribe({ streams: ['ledger'], after: written[1]! });
+    const last = written[written.length - 1]!;
+    written.push(await reportTruth('ws.test.shared.after-late'));
+    const newest = written[written.length - 1]!;
+    for (const client of [live, fromStart, late]) {
+      await eventually(async () => (client.messages.some((m) => m.seq === newest) ? true : undefined), 10000, 'newest entry');
+      const seqs = client.messages.filter((m) => m.type === 'entry').map((m) => m.seq as number);
+      // Contiguous from where it joined: no gap, no repeat.
+      const first = seqs[0]!;
+      expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => first + i));
+      expect(seqs).toContain(last);
+      client.close();
+    }
+    expect(fromStart.messages.find((m) => m.type === 'entry')!.seq).toBe(1);
+    expect(late.messages.find((m) => m.type === 'entry')!.seq).toBe(written[1]! + 1);
+  });
+
   it('refuses the nodes stream without a token (or with a forged one) and closes with 4401', async () => {
     const anonymous = connect(wsUrl);
     await anonymous.subscribe({ streams: ['nodes'] });

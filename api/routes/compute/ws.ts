@@ -9,10 +9,11 @@
  * authenticated subscribers only: an OAuth access token as `Authorization: Bearer` on the upgrade request or as
  * `access_token` in the subscribe message). Both streams follow the ledger, the one source the SSE subscription
  * follows (store/ledger Ledger.after), so every event carries its ledger seq and a reconnecting client resumes with
- * `after` = the last seq it saw; appends made by any API process are delivered.
+ * `after` = the last seq it saw; appends made by any API process are delivered. A socket catches up on its own,
+ * then follows one shared tail of the ledger per process (LedgerTail).
  */
 import websocket from '@fastify/websocket';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { WebSocket } from 'ws';
 import { z } from 'zod';
@@ -34,7 +35,7 @@ const PING_MS = 15_000;
 const BATCH = 200;
 /** Bytes queued to one socket beyond which the hub stops reading the ledger for it until they drain. */
 const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
-/** Sockets one API process serves at once (each follows the ledger on its own); more are closed with 1013. */
+/** Sockets one API process serves at once; more are closed with 1013. */
 export const WS_MAX_SOCKETS = 1000;
 /** Close codes the socket uses (4000-4999 are the application's, RFC 6455 §7.4.2). */
 export const WS_CLOSE = { bad_message: 4400, unauthorized: 4401, going_away: 1001, try_again_later: 1013 } as const;
@@ -66,6 +67,67 @@ const infoResponse = z.object({
 
 const wsUrl = (publicUrl: string) => publicUrl.replace(/^http/, 'ws') + WS_PATH;
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A socket that has read the ledger up to `cursor` and takes what follows from the shared tail. */
+interface LiveReader {
+  cursor: number;
+  deliver(doc: LedgerEntryDocument): void;
+}
+
+/**
+ * One reader of the ledger per API process for every socket that has caught up: it polls what follows the newest
+ * seq it delivered (every POLL_MS, only while some socket follows it) and hands each entry to every live socket, so
+ * the database sees one poll per process, not one per socket. A socket joins only when it has read at least as far
+ * as the tail (no gap); each socket skips what it already has (no repeat). A socket behind it catches up on its own.
+ */
+class LedgerTail {
+  cursor: number | null = null;
+  private readonly live = new Set<LiveReader>();
+  private running = false;
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly log: FastifyBaseLogger
+  ) {}
+
+  /** Adds a reader that has read up to its cursor; false when the tail is already past it (catch up first). */
+  join(reader: LiveReader): boolean {
+    if (this.cursor !== null && this.cursor > reader.cursor) return false;
+    if (this.cursor === null) this.cursor = reader.cursor;
+    this.live.add(reader);
+    void this.run();
+    return true;
+  }
+
+  leave(reader: LiveReader): void {
+    this.live.delete(reader);
+  }
+
+  private async run(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    try {
+      while (this.live.size > 0) {
+        try {
+          const batch = await this.ledger.after(this.cursor!, BATCH);
+          for (const doc of batch) {
+            this.cursor = doc.seq;
+            for (const reader of [...this.live]) reader.deliver(doc);
+          }
+          if (batch.length === BATCH) continue;
+        } catch (err) {
+          this.log.warn({ err }, 'websocket ledger tail read failed; retrying');
+        }
+        await sleep(POLL_MS);
+      }
+    } finally {
+      this.running = false;
+      // Nobody follows: the next reader to join sets where reading resumes.
+      if (this.live.size === 0) this.cursor = null;
+    }
+  }
+}
+
 function bearerOf(request: FastifyRequest): string | undefined {
   const value = request.headers.authorization;
   const match = typeof value === 'string' ? /^Bearer\s+(\S+)$/i.exec(value) : null;
@@ -77,6 +139,7 @@ export const webSocketRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; config: Co
   await app.register(websocket, { options: { maxPayload: 16 * 1024 } });
 
   const open = new Set<WebSocket>();
+  const tail = new LedgerTail(ledger, app.log);
   app.addHook('preClose', async () => {
     for (const socket of open) socket.close(WS_CLOSE.going_away, 'server stopping');
   });
@@ -168,23 +231,46 @@ export const webSocketRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; config: Co
     };
 
     const follow = async (streams: Set<Stream>, after: number) => {
-      // Only node state changes wanted: let the database pick them out.
-      const filter: { keyPrefix?: string } = streams.has('ledger') ? {} : { keyPrefix: NODE_STATE_KEY };
-      let cursor = after;
+      let leftTail: () => void = () => undefined;
+      const reader: LiveReader = {
+        cursor: after,
+        deliver: (doc) => {
+          if (closed || doc.seq <= reader.cursor) return;
+          reader.cursor = doc.seq;
+          emit(streams, doc);
+          // A slow reader leaves the shared tail and catches up on its own once its buffer has drained.
+          if (socket.bufferedAmount >= MAX_BUFFERED_BYTES) {
+            tail.leave(reader);
+            leftTail();
+          }
+        }
+      };
+      socket.on('close', () => {
+        tail.leave(reader);
+        leftTail();
+      });
       while (!closed) {
+        if (socket.bufferedAmount >= MAX_BUFFERED_BYTES) {
+          await sleep(POLL_MS);
+          continue;
+        }
+        // Catching up on its own: everything after the cursor, in batches.
         try {
-          const batch = await ledger.after(cursor, BATCH, filter);
+          const batch = await ledger.after(reader.cursor, BATCH);
           for (const doc of batch) {
             if (closed) return;
-            cursor = doc.seq;
+            reader.cursor = doc.seq;
             emit(streams, doc);
           }
-          // A slow reader: let its buffer drain before reading more (catching up a long ledger stays bounded).
-          if (batch.length === BATCH && socket.bufferedAmount < MAX_BUFFERED_BYTES) continue;
+          if (batch.length === BATCH) continue;
         } catch (err) {
-          request.log.warn({ err }, 'websocket ledger poll failed; retrying');
+          request.log.warn({ err }, 'websocket ledger read failed; retrying');
+          await sleep(POLL_MS);
+          continue;
         }
-        await new Promise((r) => setTimeout(r, POLL_MS));
+        // Caught up: follow the shared tail, unless it is already past this cursor (then read again on its own).
+        if (closed || !tail.join(reader)) continue;
+        await new Promise<void>((resolve) => (leftTail = resolve));
       }
     };
   });
