@@ -227,7 +227,7 @@ describe('review and lifecycle', () => {
     } finally {
       await svc.startWorker();
     }
-    await eventually(async () => ((await nodeState(node.node_id)) === 'offline' ? true : undefined), 15000, 'offline after the worker came back');
+    await eventually(async () => ((await nodeState(node.node_id)) === 'offline' ? true : undefined), 30000, 'offline after the worker came back');
   });
 });
 

@@ -9,7 +9,7 @@ import { NodeSweeperInput, NODE_SWEEPER_RUNS_PER_HISTORY } from './node-lifecycl
 
 const { sweepPresence } = proxyActivities<Activities>({
   startToCloseTimeout: '30 minutes',
-  heartbeatTimeout: '10 seconds',
+  heartbeatTimeout: '5 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '10 seconds' }
 });
 
