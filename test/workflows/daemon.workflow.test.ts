@@ -223,3 +223,23 @@ test('the breaker continues as new when its history grows, keeping its state and
   await wf.saveHistory(id, 'daemon-breaker-continued-as-new', firstRun);
   await wf.env.client.workflow.getHandle(id).terminate();
 });
+
+test('independent tasks run at most max_parallel at a time', async () => {
+  upstream.behaviour.delayMs = 300;
+  const res = await run(
+    input(
+      'wf-parallel',
+      { wait: true, tasks: ['p1', 'p2', 'p3', 'p4'].map((id) => ({ id, model: 'free-model', prompt: id, depends_on: [] })) },
+      asset.orderRoot,
+      2
+    )
+  );
+  expect(res.status).toBe('DONE');
+  // At every task's start, fewer than two others are running.
+  for (const t of res.tasks) {
+    const overlapping = res.tasks.filter((o) => o.id !== t.id && o.started_at! <= t.started_at! && o.finished_at! > t.started_at!);
+    expect([t.id, overlapping.length <= 1]).toEqual([t.id, true]);
+  }
+  // And two did run at once.
+  expect(res.tasks.some((t) => res.tasks.some((o) => o.id !== t.id && o.started_at! <= t.started_at! && o.finished_at! > t.started_at!))).toBe(true);
+});

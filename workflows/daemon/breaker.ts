@@ -4,7 +4,7 @@
  * workflow as signals. Each state change sets the BreakerState search attribute and appends a `breaker` line to the
  * audit chain. Continues as new when the history grows, carrying its state (waiting tasks included).
  */
-import { condition, continueAsNew, getExternalWorkflowHandle, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { condition, continueAsNew, getExternalWorkflowHandle, proxyActivities, setDefaultSignalHandler, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { DaemonCoreActivities } from '../../activities/daemon';
 import { BreakerStateAttr } from '../../core/search-attributes';
 import {
@@ -34,9 +34,13 @@ const HISTORY_LIMIT = 2000;
 export async function daemonBreakerWorkflow(input: BreakerInput): Promise<void> {
   const s: BreakerSnapshot = input.carried ?? { state: 'closed', consecutive_failures: 0, opened_at: null, probe: null, waiting: [], changes: 0 };
   const inbox: Message[] = [];
-  setHandler(breakerAdmitSignal, (who) => void inbox.push({ kind: 'admit', who }));
-  setHandler(breakerReportSignal, (report) => void inbox.push({ kind: 'report', report }));
-  setHandler(breakerResetSignal, (r) => void inbox.push({ kind: 'reset', actor: r?.actor ?? 'operator' }));
+  // One handler for the three signals: signals buffered before the first task are then taken in the order they
+  // were sent (a handler per signal would drain its own kind first, e.g. admissions before a failure report).
+  setDefaultSignalHandler((name, ...args) => {
+    if (name === breakerAdmitSignal.name) inbox.push({ kind: 'admit', who: args[0] as BreakerRequester });
+    else if (name === breakerReportSignal.name) inbox.push({ kind: 'report', report: args[0] as BreakerReport });
+    else if (name === breakerResetSignal.name) inbox.push({ kind: 'reset', actor: (args[0] as { actor?: string } | undefined)?.actor ?? 'operator' });
+  });
   setHandler(
     breakerStateQuery,
     (): BreakerView => ({
