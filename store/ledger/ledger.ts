@@ -235,9 +235,15 @@ export class Ledger {
         if ((err as { code?: number }).code !== 11000) throw err;
         // Another writer took this seq (re-read the tail and go again), or the entry's idempotency key is in the
         // ledger already: written by another process, or by this insert after all if an earlier answer was lost.
-        // Servers differ in saying which unique index refused it, so look the keys up either way.
+        // Servers differ in saying which unique index refused it. The entry now at the seq tells the common case
+        // by its _id alone: another writer's entry there, and no write with a caller's key in the rest (only those
+        // can already be in the ledger under another seq), means nothing to look up: the ledger-wide lookup by
+        // key is a scan on FerretDB/SQLite, and two API processes lose this race often.
         const rest = pending.slice(inserted);
-        pending = await this.settleKnownIdempotencyKeys(rest, rest[0] ?? null);
+        const refused = docs[inserted]!;
+        const occupant = await this.entries.findOne({ _id: refused._id }, { projection: { idem: 1 } });
+        const lostTheSeq = occupant !== null && occupant.idem !== refused.idem;
+        pending = lostTheSeq && !rest.some((p) => p.idem.startsWith('k:')) ? rest : await this.settleKnownIdempotencyKeys(rest, rest[0] ?? null);
       }
     }
   }
