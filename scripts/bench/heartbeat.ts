@@ -26,6 +26,7 @@ import { Client, Connection } from '@temporalio/client';
 import { MongoClient } from 'mongodb';
 import { StackLog } from './stack-log';
 import { BenchStack, startBenchStack } from './stack';
+import { nodeSweeperWorkflowId, NODE_SWEEPER_GROUPS } from '../../workflows/federation/node-lifecycle-sweeper.contract';
 
 const SIZES = (process.env.BENCH_NODES ?? '500').split(',').map((s) => Number(s.trim())).filter((n) => n > 0);
 const BEAT_S = Number(process.env.BENCH_BEAT_S ?? 15);
@@ -167,7 +168,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
       let nodesTotal = 0;
       for (const id of sampleIds) nodesTotal += (await temporal.workflow.getHandle(`node/${id}`).describe()).historyLength;
       let sweepers = 0;
-      for (let g = 0; g < 4; g++) sweepers += await temporal.workflow.getHandle(`node-sweeper/${g}`).describe().then((d) => d.historyLength, () => 0);
+      for (let g = 0; g < NODE_SWEEPER_GROUPS; g++) sweepers += await temporal.workflow.getHandle(nodeSweeperWorkflowId(process.env.TEMPORAL_TASK_QUEUE ?? 'zhongshu-hub', g)).describe().then((d) => d.historyLength, () => 0);
       return { nodesTotal, sweepers };
     };
     const pids = stackPids(stack.dataDir);

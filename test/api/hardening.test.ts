@@ -370,7 +370,12 @@ describe('heartbeats are liveness first', () => {
     });
     expect(res.status).toBe(200);
     expect(res.body.ignored_fields).toEqual(['nested']);
-    const latest = (await http('GET', `${svc.urls.main}/a2a/nodes/${node.node_id}`)).body.node.latest;
+    // A node's figures reach the directory with its shard's next samples write (at most PRESENCE_SAMPLES_MS, 5 s,
+    // after the earlier beats' samples: README "Heartbeat").
+    const latest = await eventually(async () => {
+      const shown = (await http('GET', `${svc.urls.main}/a2a/nodes/${node.node_id}`)).body.node.latest;
+      return shown?.resources?.cpu_percent === 5 ? shown : undefined;
+    }, 15000, 'the heartbeat figures in the directory');
     expect(latest).toMatchObject({
       resources: { cpu_percent: 5 },
       performance: { latency_ms: 9 },

@@ -13,7 +13,7 @@ export async function ensureNodeSweepers(client: Client, coreQueue: string, offl
       const input: NodeSweeperInput = { version: 1, group, groups: NODE_SWEEPER_GROUPS, offline_after_s: offlineAfterS, tick_ms: NODE_SWEEPER_TICK_MS, run_ms: NODE_SWEEPER_RUN_MS };
       try {
         await client.workflow.start<typeof nodeSweeperWorkflow>('nodeSweeperWorkflow', {
-          workflowId: nodeSweeperWorkflowId(group),
+          workflowId: nodeSweeperWorkflowId(coreQueue, group),
           taskQueue: taskQueueFor(coreQueue, NODE_SWEEPER_TASK_QUEUES.workflow),
           args: [input],
           workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE

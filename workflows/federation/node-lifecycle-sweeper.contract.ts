@@ -5,14 +5,16 @@
  * shows no heartbeat for NODE_OFFLINE_AFTER_S (+ PRESENCE_GRACE_MS), and `heartbeat` to a node reported lapsed that
  * beats again. A node that keeps beating costs Temporal nothing. Temporal keeps one attempt of each group's
  * activity running across workers (heartbeat timeout, retries), so several workers never sweep a group twice.
- *   temporal workflow describe --workflow-id node-sweeper/0
+ *   temporal workflow describe --workflow-id node-sweeper/zhongshu-hub/0
  *   temporal workflow list --query 'WorkflowType = "nodeSweeperWorkflow"'
  */
 import type { FlowTaskQueues } from '../task-queues';
 
 /** Sweeper workflows; group g sweeps the presence shards s with s % NODE_SWEEPER_GROUPS = g. */
 export const NODE_SWEEPER_GROUPS = 4;
-export const nodeSweeperWorkflowId = (group: number): string => `node-sweeper/${group}`;
+/** One set of sweepers per hub: the core task queue names the hub, as for task-leases/<queue> (hubs, or test
+ * services, that share a Temporal namespace each sweep their own presence). */
+export const nodeSweeperWorkflowId = (coreQueue: string, group: number): string => `node-sweeper/${coreQueue}/${group}`;
 export const NODE_SWEEPER_TASK_QUEUES: FlowTaskQueues = { workflow: 'core', activities: ['core'] };
 
 export interface NodeSweeperInput {
