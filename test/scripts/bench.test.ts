@@ -25,7 +25,7 @@ function bench(env: Record<string, string>, onOutput: (text: string) => void = (
 
 it('names the stack log at the end of a run', async () => {
   const run = await bench({ BENCH_NODES: '4', BENCH_SECONDS: '1', BENCH_STOP: '1', BENCH_OFFLINE_AFTER_S: '3' });
-  expect(run.output).toMatch(/offline detected for 1\/1 stopped nodes/);
+  expect(run.output).toMatch(/mass silence: 1 nodes stopped at once; 1 offline within/);
   const named = /the stack's log: (\S+)/.exec(run.output);
   expect(named).not.toBeNull();
   expect(run.code).toBe(0);
