@@ -35,13 +35,21 @@ lambda_sources._lambda_description = _describe_lambda_or_unknown
 # task payloads, extra members): integers a double cannot carry exactly (I-JSON, RFC 7493 §2.2; number_out_of_range),
 # whether written as integers or as floats whose value is one (3.6e16 would be served back as 36000000000000000),
 # up to 1e21, from where they are written with an exponent; and prototype poisoning (a `__proto__` member, a `constructor` member holding `prototype`). JSON Schema can bound a
-# declared member, not every member inside an arbitrary value.
+# declared member, not every member inside an arbitrary value. Likewise Unicode noncharacters in any string or member
+# name (I-JSON, RFC 7493 §2.1; `noncharacter`): an ECMA-262 pattern cannot exclude the astral ones (U+1FFFE …), so
+# each one generated is replaced by a letter.
 MAX_SAFE_INTEGER = 2**53 - 1
+
+
+def _no_noncharacters(text):
+    return ''.join('a' if 0xFDD0 <= ord(c) <= 0xFDEF or (ord(c) & 0xFFFE) == 0xFFFE else c for c in text)
 
 
 def _i_json(value):
     if isinstance(value, bool):
         return value
+    if isinstance(value, str):
+        return _no_noncharacters(value)
     if isinstance(value, int) and abs(value) > MAX_SAFE_INTEGER:
         return MAX_SAFE_INTEGER if value > 0 else -MAX_SAFE_INTEGER
     if isinstance(value, float) and value.is_integer() and MAX_SAFE_INTEGER < abs(value) < 1e21:
@@ -49,7 +57,7 @@ def _i_json(value):
     if isinstance(value, list):
         return [_i_json(v) for v in value]
     if isinstance(value, dict):
-        kept = {k: _i_json(v) for k, v in value.items() if k != '__proto__'}
+        kept = {_no_noncharacters(k): _i_json(v) for k, v in value.items() if k != '__proto__'}
         if isinstance(kept.get('constructor'), dict):
             kept['constructor'].pop('prototype', None)
         return kept
