@@ -129,6 +129,19 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
     return chat.catalog.chain(modelId).filter((m) => mayUse(m, plan));
   };
 
+  /** The model's chain for the caller's plan, then the caller's limits (rate headers are set on a refusal too). */
+  const admitChain = async (request: FastifyRequest, reply: FastifyReply, modelId: string): Promise<{ chain: CatalogModel[]; a: Admitted }> => {
+    const { keyId, plan } = keyOf(request);
+    let chain: CatalogModel[];
+    try {
+      chain = chainFor(modelId, plan);
+    } catch (err) {
+      await knownRateHeaders(reply, keyId, plan);
+      throw err;
+    }
+    return { chain, a: await admit(reply, keyId, plan) };
+  };
+
   const record = (request: FastifyRequest, a: Admitted, r: { id: string; model: string; provider: string | null; endpoint: string; stream: boolean; usage: ChatUsage | null; price?: CatalogModel['price']; error: string | null }) => {
     const u = r.usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, estimated: false };
     chat.usage
@@ -274,16 +287,8 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
       }
     },
     async (request, reply) => {
-      const { keyId, plan } = keyOf(request);
       const body = request.body;
-      let chain: CatalogModel[];
-      try {
-        chain = chainFor(body.model, plan);
-      } catch (err) {
-        await knownRateHeaders(reply, keyId, plan);
-        throw err;
-      }
-      const a = await admit(reply, keyId, plan);
+      const { chain, a } = await admitChain(request, reply, body.model);
       if (body.stream) return streamCompletion(request, reply, body, chain, a, '/v1/chat/completions', body.stream_options?.include_usage === true);
 
       const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
@@ -322,16 +327,8 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
       }
     },
     async (request, reply) => {
-      const { keyId, plan } = keyOf(request);
       const body = request.body;
-      let chain: CatalogModel[];
-      try {
-        chain = chainFor(body.model, plan);
-      } catch (err) {
-        await knownRateHeaders(reply, keyId, plan);
-        throw err;
-      }
-      const a = await admit(reply, keyId, plan);
+      const { chain, a } = await admitChain(request, reply, body.model);
       // Always a stream, and always with the usage chunk unless the client said include_usage: false.
       return streamCompletion(request, reply, body, chain, a, '/v1/chat/stream', body.stream_options?.include_usage !== false);
     }
