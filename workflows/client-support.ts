@@ -3,7 +3,7 @@
  * transient frontend failures; "already started" is left to the caller, since for most flows it means done) and
  * sending an update with a bounded wait. Client side only: never imported by workflow code.
  */
-import { Client, WorkflowExecutionAlreadyStartedError, WorkflowHandle, WorkflowStartOptions } from '@temporalio/client';
+import { Client, WorkflowExecutionAlreadyStartedError, WorkflowHandle, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowStartOptions } from '@temporalio/client';
 import type { UpdateDefinition, Workflow } from '@temporalio/common';
 import { AppError } from '../core/errors';
 
@@ -53,4 +53,35 @@ export async function within<T>(ms: number, promise: Promise<T>): Promise<T | nu
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * Starts a workflow whose id is a lock (one run at a time under that id; a new run once the last has closed): a
+ * request while a run is open is 409 `conflict` with `conflictMessage` and `Retry-After: retryAfterS`.
+ */
+export async function startLocked<T extends Workflow>(
+  client: Client,
+  workflowType: string,
+  options: Omit<WorkflowStartOptions<T>, 'workflowIdReusePolicy' | 'workflowIdConflictPolicy'>,
+  conflict: { message: string; retryAfterS: number }
+): Promise<void> {
+  try {
+    await startWorkflowWithRetry<T>(client, workflowType, {
+      ...options,
+      workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
+      workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL
+    } as WorkflowStartOptions<T>);
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) {
+      throw new AppError('conflict', conflict.message, { workflow_id: options.workflowId }, { 'Retry-After': String(conflict.retryAfterS) });
+    }
+    throw err;
+  }
+}
+
+/** A run's result, or 504 `timeout` once `ms` have passed (the run goes on; the operator finds it in the UI). */
+export async function resultWithin<T extends Workflow>(client: Client, workflowId: string, ms: number): Promise<Awaited<ReturnType<T>>> {
+  const result = await within(ms, client.workflow.getHandle<T>(workflowId).result());
+  if (result === null) throw new AppError('timeout', `${workflowId} has not finished within ${ms / 1000} s; it goes on (see the Temporal UI)`, { workflow_id: workflowId });
+  return result as Awaited<ReturnType<T>>;
 }

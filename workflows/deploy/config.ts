@@ -4,29 +4,15 @@
  * test fails, so nginx, not yet reloaded, keeps serving the old config), then `nginx -s reload`; a failed reload
  * restores the previous files too (compensation). The outcome is one ledger record `hub.deploy.config_<outcome>`.
  */
-import { proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import type { Activities } from '../../activities';
-import type { DeployActivities } from '../../activities/deploy';
+import { upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { DeployStateAttr } from '../../core/search-attributes';
-import { taskQueueFor } from '../task-queues';
+import { appendLedgerEntry, commandsProxy, stepError } from './saga-support';
 import type { ConfigStep, DeployConfigInput, DeployConfigResult } from './config.contract';
 
-const { appendLedgerEntry } = proxyActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' }
-});
-
-const message = (err: unknown): string => {
-  const e = err as { cause?: { message?: string }; message?: string };
-  return (e.cause?.message ?? e.message ?? String(err)).slice(0, 2000);
-};
+const message = (err: unknown): string => stepError(err, 2000);
 
 export async function deployConfigWorkflow(input: DeployConfigInput): Promise<DeployConfigResult> {
-  const commands = proxyActivities<DeployActivities>({
-    taskQueue: taskQueueFor(workflowInfo().taskQueue, 'commands'),
-    startToCloseTimeout: '30 seconds',
-    retry: { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', maximumAttempts: 3, nonRetryableErrorTypes: ['InvalidFragment'] }
-  });
+  const commands = commandsProxy(['InvalidFragment']);
   const steps: DeployConfigResult['steps'] = [];
   let failedStep: ConfigStep | null = null;
   let nginxError: string | null = null;

@@ -5,13 +5,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
-import { Client, WorkflowExecutionAlreadyStartedError, WorkflowFailedError, WorkflowIdConflictPolicy, WorkflowIdReusePolicy } from '@temporalio/client';
+import { Client, WorkflowFailedError } from '@temporalio/client';
 import { AppError } from '../../core/errors';
 import { releaseId } from '../../core/deploy/web';
 import { DeployStateAttr, DeployTargetAttr } from '../../core/search-attributes';
 import type { ReleaseFile } from '../../activities/deploy';
 import { taskQueueFor } from '../task-queues';
-import { startWorkflowWithRetry, within } from '../client-support';
+import { resultWithin, startLocked } from '../client-support';
 import type { deployWorkflow } from './deploy';
 import { DEPLOY_TASK_QUEUES, DeployInput, DeployResult, deployWorkflowId, NO_ROLLBACK_TARGET } from './deploy.contract';
 
@@ -25,29 +25,23 @@ export async function runDeploy(
 ): Promise<DeployResult & { workflow_id: string }> {
   const workflowId = deployWorkflowId(request.target);
   const input: DeployInput = { version: 1, ...request, operation_id: releaseId(new Date(), randomBytes(4).toString('hex')) };
-  try {
-    await startWorkflowWithRetry<typeof deployWorkflow>(client, 'deployWorkflow', {
+  await startLocked<typeof deployWorkflow>(
+    client,
+    'deployWorkflow',
+    {
       workflowId,
       taskQueue: taskQueueFor(coreQueue, DEPLOY_TASK_QUEUES.workflow),
       args: [input],
-      workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
-      workflowIdConflictPolicy: WorkflowIdConflictPolicy.FAIL,
       typedSearchAttributes: [
         { key: DeployTargetAttr, value: request.target },
         { key: DeployStateAttr, value: 'running' }
       ],
       memo: { mode: request.mode, actor: request.actor, operation_id: input.operation_id }
-    });
-  } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) {
-      throw new AppError('conflict', `a deploy of ${request.target} is in progress (${workflowId}); retry when it has finished`, { workflow_id: workflowId }, { 'Retry-After': '5' });
-    }
-    throw err;
-  }
-  const handle = client.workflow.getHandle<typeof deployWorkflow>(workflowId);
+    },
+    { message: `a deploy of ${request.target} is in progress (${workflowId}); retry when it has finished`, retryAfterS: 5 }
+  );
   try {
-    const result = await within(RESULT_WAIT_MS, handle.result());
-    if (result === null) throw new AppError('timeout', `${workflowId} has not finished within ${RESULT_WAIT_MS / 1000} s; it goes on (see the Temporal UI)`, { workflow_id: workflowId });
+    const result = await resultWithin<typeof deployWorkflow>(client, workflowId, RESULT_WAIT_MS);
     return { ...result, workflow_id: workflowId };
   } catch (err) {
     if (err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure && err.cause.type === NO_ROLLBACK_TARGET) {

@@ -5,30 +5,16 @@
  * and reloads; a failed deploy's release is marked bad. The outcome (with every step) is one ledger record
  * `hub.deploy.<outcome>`. Domain errors (no release to roll back to) fail the run with a non-retryable failure.
  */
-import { ApplicationFailure, proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import type { Activities } from '../../activities';
-import type { DeployActivities, FileDigest } from '../../activities/deploy';
+import { ApplicationFailure, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import type { FileDigest } from '../../activities/deploy';
 import { DeployStateAttr } from '../../core/search-attributes';
-import { taskQueueFor } from '../task-queues';
+import { appendLedgerEntry, commandsProxy, stepError } from './saga-support';
 import { DeployInput, DeployResult, DeployStep, NO_ROLLBACK_TARGET, StepRecord } from './deploy.contract';
 
-const { appendLedgerEntry } = proxyActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute' }
-});
-
-const message = (err: unknown): string => {
-  const e = err as { cause?: { message?: string }; message?: string };
-  return (e.cause?.message ?? e.message ?? String(err)).slice(0, 1000);
-};
+const message = (err: unknown): string => stepError(err, 1000);
 
 export async function deployWorkflow(input: DeployInput): Promise<DeployResult> {
-  // The commands queue derives from this run's own queue, so the proxies are made per run (workflows/task-queues.ts).
-  const commands = proxyActivities<DeployActivities>({
-    taskQueue: taskQueueFor(workflowInfo().taskQueue, 'commands'),
-    startToCloseTimeout: '30 seconds',
-    retry: { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', maximumAttempts: 3 }
-  });
+  const commands = commandsProxy();
   const steps: StepRecord[] = [];
   const previous = await commands.readCurrentRelease({ target: input.target });
 
