@@ -22,6 +22,9 @@ import { randomUUID } from 'node:crypto';
 import { Collection, Db, Filter } from 'mongodb';
 import type { TaskState } from '../../core/federation/vocabulary';
 
+/** What a submitter decides about a new task; everything else starts at its queued value. */
+export type NewTask = Pick<TaskDocument, '_id' | 'type' | 'payload_json' | 'required_capabilities' | 'priority' | 'submitted_by' | 'context_id'>;
+
 export interface TaskDocument {
   _id: string; // task id
   type: string;
@@ -63,8 +66,23 @@ export class TaskStore {
     this.claims = db.collection('task_claims');
   }
 
-  /** Inserts a queued task; with a duplicate id (an idempotent retry) returns the stored one instead. */
-  async submit(doc: TaskDocument): Promise<{ task: TaskDocument; duplicate: boolean }> {
+  /**
+   * Inserts a new task, queued and unclaimed (the store fills the lifecycle fields); with a duplicate id (an
+   * idempotent retry) returns the stored one instead.
+   */
+  async submit(task: NewTask): Promise<{ task: TaskDocument; duplicate: boolean }> {
+    const now = new Date().toISOString();
+    const doc: TaskDocument = {
+      ...task,
+      state: 'queued',
+      created_at: now,
+      updated_at: now,
+      claimed_by: null,
+      lease_expires_at: null,
+      attempts: 0,
+      result_json: null,
+      error: null
+    };
     try {
       await this.tasks.insertOne(doc);
       return { task: doc, duplicate: false };

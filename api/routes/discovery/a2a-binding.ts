@@ -37,6 +37,7 @@ import { createHash } from 'node:crypto';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { FastifyPluginAsyncZod, hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { eventStreams } from '../../event-stream';
 import { sseEvent } from '../../response-docs';
 import { queryInt } from '../../../core/identifiers';
 import { AppError } from '../../../core/errors';
@@ -231,17 +232,13 @@ export const A2A_OAUTH_SCOPE = 'a2a';
 const submitterOf = (request: FastifyRequest): string => (request.principal!.model === 'oauth' ? `oauth:${request.principal!.id}` : request.principal!.id);
 
 const STREAM_POLL_MS = 300;
-const KEEPALIVE_MS = 15_000;
 
 export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: TaskStore }> = async (app, { config, tasks }) => {
   const STREAM_MAX_MS = config.A2A_STREAM_MAX_S * 1000;
   const A2A_BLOCKING_WAIT_MS = config.A2A_SEND_WAIT_S * 1000;
   const none = { auth: 'none' as const };
   const caller = { auth: 'node_or_homologous' as const, authAlso: ['oauth' as const] };
-  const open = new Set<FastifyReply>();
-  app.addHook('preClose', async () => {
-    for (const reply of open) reply.raw.end();
-  });
+  const streams = eventStreams(app);
 
   // Inside this plugin every failure takes the binding's shape, so the SDKs can read it.
   app.setErrorHandler((err: FastifyError, request, reply) => {
@@ -280,22 +277,13 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
     if (message.parts.some((p) => !('text' in p || 'data' in p) || !ACCEPTED_MEDIA.includes(p.mediaType ?? ''))) return { ok: false, reason: 'CONTENT_TYPE_NOT_SUPPORTED' };
     const submitter = submitterOf(request);
     const id = `task_${createHash('sha256').update(`a2a\n${submitter}\n${message.messageId}`).digest('hex').slice(0, 24)}`;
-    const now = new Date().toISOString();
     const { task } = await tasks.submit({
       _id: id,
       type: message.metadata?.task_type ?? 'a2a.message',
       payload_json: canonicalJson({ message } as JsonValue),
       required_capabilities: message.metadata?.required_capabilities ?? [],
       priority: message.metadata?.priority ?? 5,
-      state: 'queued',
       submitted_by: submitter,
-      created_at: now,
-      updated_at: now,
-      claimed_by: null,
-      lease_expires_at: null,
-      attempts: 0,
-      result_json: null,
-      error: null,
       context_id: message.contextId ?? null
     });
     return { ok: true, task };
@@ -303,26 +291,13 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
 
   /** SSE of a task's updates until it reaches a final state, the client leaves or STREAM_MAX_MS passes. */
   const stream = async (request: FastifyRequest, reply: FastifyReply, first: TaskDocument, wrap: (event: unknown) => unknown = (event) => event) => {
-    reply.hijack();
-    reply.raw.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache, no-transform',
-      connection: 'keep-alive',
-      'x-trace': request.id,
-      'x-accel-buffering': 'no'
-    });
-    open.add(reply);
-    let closed = false;
-    request.raw.on('close', () => {
-      closed = true;
-    });
-    const send = (event: unknown) => reply.raw.write(`data: ${JSON.stringify(wrap(event))}\n\n`);
+    const sse = streams.open(request, reply);
+    const send = (event: unknown) => sse.write(`data: ${JSON.stringify(wrap(event))}\n\n`);
     send({ task: toA2aTask(first) });
     let last = `${first.state}/${first.attempts}/${first.progress ?? ''}`;
     let current = first;
     const started = Date.now();
-    let lastWrite = started;
-    while (!closed && !reply.raw.writableEnded && !FINAL.includes(current.state) && Date.now() - started < STREAM_MAX_MS) {
+    while (sse.isOpen() && !FINAL.includes(current.state) && Date.now() - started < STREAM_MAX_MS) {
       await new Promise((r) => setTimeout(r, STREAM_POLL_MS));
       try {
         const next = await tasks.find(current._id);
@@ -339,14 +314,11 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
         const artifact = a2a.artifacts[0];
         if (artifact) send({ artifactUpdate: { taskId: a2a.id, contextId: a2a.contextId, artifact, lastChunk: true } });
         send({ statusUpdate: { taskId: a2a.id, contextId: a2a.contextId, status: a2a.status, ...(FINAL.includes(current.state) ? { final: true } : {}) } });
-        lastWrite = Date.now();
-      } else if (Date.now() - lastWrite > KEEPALIVE_MS) {
-        reply.raw.write(': keep-alive\n\n');
-        lastWrite = Date.now();
+      } else {
+        sse.keepAlive();
       }
     }
-    open.delete(reply);
-    if (!reply.raw.writableEnded) reply.raw.end();
+    sse.end();
   };
 
   app.post(

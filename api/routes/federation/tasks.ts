@@ -89,22 +89,13 @@ export const taskSubmissionRoutes: FastifyPluginAsyncZod<{ tasks: TaskStore; con
       const submitter = request.principal!.id;
       const idem = request.headers['idempotency-key'];
       const id = idem ? `task_${createHash('sha256').update(`${submitter}\n${idem}`).digest('hex').slice(0, 24)}` : `task_${randomBytes(12).toString('hex')}`;
-      const now = new Date().toISOString();
       const { task, duplicate } = await tasks.submit({
         _id: id,
         type: body.type,
         payload_json: canonicalJson(body.payload as JsonValue),
         required_capabilities: body.required_capabilities,
         priority: body.priority,
-        state: 'queued',
-        submitted_by: submitter,
-        created_at: now,
-        updated_at: now,
-        claimed_by: null,
-        lease_expires_at: null,
-        attempts: 0,
-        result_json: null,
-        error: null
+        submitted_by: submitter
       });
       return { ok: true as const, task_id: task._id, state: task.state, duplicate, task: publicTask(task), status_url: `${config.hubPublicUrl}/a2a/task/${task._id}` };
     }

@@ -6,9 +6,9 @@
  * New entries are found by polling the ledger (every SUBSCRIPTION_POLL_MS), so appends made by any API process
  * are delivered.
  */
-import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { eventStreams } from '../../event-stream';
 import { sseEvent } from '../../response-docs';
 import { queryInt } from '../../../core/identifiers';
 import { publicEntry, publicEntrySchema } from '../../../core/ledger/ledger-entry';
@@ -16,16 +16,12 @@ import type { Ledger } from '../../../store/ledger/ledger';
 import { stringifyJson } from '../../plugins/json-body';
 
 const POLL_MS = 500;
-const KEEPALIVE_MS = 15_000;
 
 const pageResponse = z.object({ ok: z.literal(true), after: z.number().int(), next_cursor: z.number().int(), entries: z.array(publicEntrySchema) });
 
 export const subscriptionRoutes: FastifyPluginAsyncZod<{ ledger: Ledger }> = async (app, { ledger }) => {
-  const open = new Set<FastifyReply>();
-  // Streams never finish by themselves: end them when the server closes so shutdown can drain.
-  app.addHook('preClose', async () => {
-    for (const reply of open) reply.raw.end();
-  });
+  // Streams never finish by themselves: the server's close ends them.
+  const streams = eventStreams(app);
 
   app.get(
     '/api/sub-l0',
@@ -50,43 +46,24 @@ export const subscriptionRoutes: FastifyPluginAsyncZod<{ ledger: Ledger }> = asy
         return { ok: true as const, after, next_cursor: entries.length ? entries[entries.length - 1]!.seq : after, entries };
       }
 
-      reply.hijack();
-      reply.raw.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache, no-transform',
-        connection: 'keep-alive',
-        'x-trace': request.id,
-        'x-accel-buffering': 'no'
-      });
-      reply.raw.write(`retry: 2000\n\n`);
-      open.add(reply);
+      const sse = streams.open(request, reply);
+      sse.write(`retry: 2000\n\n`);
       let cursor = after;
-      let closed = false;
-      let lastWrite = Date.now();
-      request.raw.on('close', () => {
-        closed = true;
-        open.delete(reply);
-      });
-      while (!closed && !reply.raw.writableEnded) {
+      while (sse.isOpen()) {
         try {
           const batch = await ledger.after(cursor, 200);
           for (const doc of batch) {
-            reply.raw.write(`id: ${doc.seq}\nevent: entry\ndata: ${stringifyJson(publicEntry(doc))}\n\n`);
+            sse.write(`id: ${doc.seq}\nevent: entry\ndata: ${stringifyJson(publicEntry(doc))}\n\n`);
             cursor = doc.seq;
-            lastWrite = Date.now();
           }
           if (batch.length === 200) continue;
         } catch (err) {
           request.log.warn({ err }, 'sub-l0 poll failed; retrying');
         }
-        if (Date.now() - lastWrite > KEEPALIVE_MS) {
-          reply.raw.write(`: keep-alive\n\n`);
-          lastWrite = Date.now();
-        }
+        sse.keepAlive();
         await new Promise((r) => setTimeout(r, POLL_MS));
       }
-      open.delete(reply);
-      if (!reply.raw.writableEnded) reply.raw.end();
+      sse.end();
     }
   );
 };
