@@ -4,6 +4,8 @@
  */
 import { http, startTestService, TestService } from '../support/service';
 
+// Four registrations, each starting a node workflow: on a loaded 2-core machine that has taken over a minute.
+jest.setTimeout(180_000);
 let svc: TestService;
 
 beforeAll(async () => {

@@ -62,19 +62,24 @@ const state = async (id: string) => (await tasks.findOne({ _id: id }))?.state;
 test('requeues a lapsed lease, fails one on its last attempt, leaves an extended one, and sweeps a claim made while idle', async () => {
   await claimed('t-requeue', 1, 1500);
   await claimed('t-exhausted', 2, 1500);
-  await claimed('t-extended', 1, 1500);
+  // t-extended's holder extends it well before it would lapse (its first lease leaves slack for a loaded machine);
+  // the sweeper must go by the lease as stored when it looks, never by what it read earlier.
+  await claimed('t-extended', 1, 8000);
   const handle = await wf.env.client.workflow.start(taskLeasesWorkflow, { workflowId: 'task-leases/wf-a', taskQueue: wf.taskQueue, args: [input()] });
   await waitFor(async () => (await handle.query(taskLeasesStatusQuery)).sweeps >= 1);
-  const extendedTo = new Date(Date.now() + 6000).toISOString();
+  const extendedTo = new Date(Date.now() + 14_000).toISOString();
+  const firstEnd = Date.now() + 8000;
   await tasks.updateOne({ _id: 't-extended' }, { $set: { lease_expires_at: extendedTo } });
 
   await waitFor(async () => (await state('t-requeue')) === 'queued' && (await state('t-exhausted')) === 'failed');
   expect(await tasks.findOne({ _id: 't-requeue' })).toMatchObject({ state: 'queued', claimed_by: null, claim_id: null, lease_expires_at: null, attempts: 1 });
   expect(await tasks.findOne({ _id: 't-exhausted' })).toMatchObject({ state: 'failed', error: 'lease lapsed on attempt 2 of 2' });
+  // Past the end of its first lease, the extended one is still held.
+  await new Promise((r) => setTimeout(r, Math.max(0, firstEnd + 1000 - Date.now())));
   expect(await tasks.findOne({ _id: 't-extended' })).toMatchObject({ state: 'claimed', lease_expires_at: extendedTo });
 
   // The extended lease lapses later, and is swept then.
-  await waitFor(async () => (await state('t-extended')) === 'queued');
+  await waitFor(async () => (await state('t-extended')) === 'queued', 40_000);
   // Nothing is claimed now: the sweeper sleeps its idle interval (lease_s). A claim made meanwhile ends after it wakes.
   await waitFor(async () => (await handle.query(taskLeasesStatusQuery)).next_wake_at !== null);
   await claimed('t-idle', 1, 2000);
