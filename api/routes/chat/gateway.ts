@@ -22,6 +22,8 @@ import { unauthorized } from '../../../core/errors';
 import { queryInt } from '../../../core/identifiers';
 import type { UpstreamBody } from '../../../core/chat/upstream.node';
 import type { ChatServices } from '../../chat';
+import { confirmApiKey } from '../../plugins/auth/api-key';
+import type { LimitTake } from '../../../store/chat/limits';
 import { chatCompletionBody, ChatCompletionBody, installOpenAiErrorHandler, openAiErrorResponses } from './openai-shape';
 
 const modelObject = z.object({ id: z.string(), object: z.literal('model'), created: z.number().int(), owned_by: z.string() });
@@ -63,6 +65,19 @@ interface Admitted {
   day: string;
 }
 
+/** What one request took of its key's limits (null: that store call failed). */
+interface Claims {
+  keyId: string;
+  plan: string;
+  now: number;
+  w: ReturnType<typeof windowsOf>;
+  rpmScope: string;
+  rpdScope: string;
+  rpm: LimitTake | null;
+  rpd: LimitTake | null;
+  tokens: number;
+}
+
 /**
  * `oauthPlan`: the plan whose models and limits an OAuth client gets on POST /v1/chat/stream (CHAT_OAUTH_PLAN); its
  * limits and usage are counted per client id, as `oauth:<client_id>`.
@@ -93,32 +108,73 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
     setRateHeaders(reply, chat.planOf(plan).requests_per_minute, await chat.limits.known(`key:${keyId}:rpm`, w.minute), w.minuteEnd);
   };
 
-  /** Takes this request's uses of the key's limits, or throws 429 (per minute) or 403 (daily quota). */
-  const admit = async (reply: FastifyReply, keyId: string, plan: string): Promise<Admitted> => {
+  /**
+   * Takes this request's uses of the key's limits all at once (the per-minute slot, the per-day slot, and today's
+   * tokens read): three independent store calls in parallel rather than one after the other. When one of them
+   * fails, the slots the others took are given back before the error goes on (no quota is lost).
+   */
+  const claim = async (keyId: string, plan: string): Promise<Claims> => {
     const limits = chat.planOf(plan);
     const now = Date.now();
     const w = windowsOf(now);
     const rpmScope = `key:${keyId}:rpm`;
-    const rpm = await chat.limits.take(rpmScope, w.minute, limits.requests_per_minute, w.minuteEnd + 60_000);
+    const rpdScope = `key:${keyId}:rpd`;
+    const [rpm, rpd, tokens] = await Promise.allSettled([
+      chat.limits.take(rpmScope, w.minute, limits.requests_per_minute, w.minuteEnd + 60_000),
+      chat.limits.take(rpdScope, w.day, limits.requests_per_day, w.dayEnd + 3_600_000),
+      chat.usage.tokensOn(keyId, w.day)
+    ]);
+    const claims: Claims = {
+      keyId,
+      plan,
+      now,
+      w,
+      rpmScope,
+      rpdScope,
+      rpm: rpm.status === 'fulfilled' ? rpm.value : null,
+      rpd: rpd.status === 'fulfilled' ? rpd.value : null,
+      tokens: tokens.status === 'fulfilled' ? tokens.value : 0
+    };
+    const failed = [rpm, rpd, tokens].find((r) => r.status === 'rejected');
+    if (failed) {
+      await release(claims);
+      throw failed.reason;
+    }
+    return claims;
+  };
+
+  /** Gives back the slots a claim took (for a request refused or not made after all). */
+  const release = async (c: Claims, what: { rpm: boolean; rpd: boolean } = { rpm: true, rpd: true }): Promise<void> => {
+    await Promise.all([
+      what.rpm && c.rpm?.allowed ? chat.limits.refund(c.rpmScope, c.w.minute, c.rpm.count) : undefined,
+      what.rpd && c.rpd?.allowed ? chat.limits.refund(c.rpdScope, c.w.day, c.rpd.count) : undefined
+    ]);
+  };
+
+  /** Admits a claimed request, or gives back what it took and throws 429 (per minute) or 403 (daily quota). */
+  const decide = async (reply: FastifyReply, c: Claims): Promise<Admitted> => {
+    const limits = chat.planOf(c.plan);
+    const { w, now, plan } = c;
+    const rpm = c.rpm!;
+    const rpd = c.rpd!;
     setRateHeaders(reply, limits.requests_per_minute, rpm.count, w.minuteEnd);
     const toMidnight = String(Math.max(1, Math.ceil((w.dayEnd - now) / 1000)));
     if (!rpm.allowed) {
+      await release(c);
       const retry = String(Math.max(1, Math.ceil((w.minuteEnd - now) / 1000)));
       throw new ChatError(429, 'rate_limit_error', 'rate_limit_exceeded', `Rate limit reached: ${limits.requests_per_minute} requests per minute for plan ${plan}; retry after ${retry} s`, null, {
         'Retry-After': retry
       });
     }
-    const rpd = await chat.limits.take(`key:${keyId}:rpd`, w.day, limits.requests_per_day, w.dayEnd + 3_600_000);
     if (!rpd.allowed) {
-      await chat.limits.refund(rpmScope, w.minute, rpm.count);
+      await release(c);
       throw new ChatError(403, 'insufficient_quota', 'insufficient_quota', `Daily quota used up: ${limits.requests_per_day} requests per day for plan ${plan}`, null, { 'Retry-After': toMidnight });
     }
-    const tokens = await chat.usage.tokensOn(keyId, w.day);
-    if (tokens >= limits.tokens_per_day) {
-      await Promise.all([chat.limits.refund(rpmScope, w.minute, rpm.count), chat.limits.refund(`key:${keyId}:rpd`, w.day, rpd.count)]);
+    if (c.tokens >= limits.tokens_per_day) {
+      await release(c);
       throw new ChatError(403, 'insufficient_quota', 'insufficient_quota', `Daily token quota used up: ${limits.tokens_per_day} tokens per day for plan ${plan}`, null, { 'Retry-After': toMidnight });
     }
-    return { keyId, day: w.day };
+    return { keyId: c.keyId, day: w.day };
   };
 
   const chainFor = (modelId: string, plan: string): CatalogModel[] => {
@@ -129,17 +185,59 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
     return chat.catalog.chain(modelId).filter((m) => mayUse(m, plan));
   };
 
-  /** The model's chain for the caller's plan, then the caller's limits (rate headers are set on a refusal too). */
-  const admitChain = async (request: FastifyRequest, reply: FastifyReply, modelId: string): Promise<{ chain: CatalogModel[]; a: Admitted }> => {
-    const { keyId, plan } = keyOf(request);
-    let chain: CatalogModel[];
+  /** The model's chain for a plan; on a refusal the rate headers are set from what this process knows. */
+  const chainOrRefuse = async (reply: FastifyReply, modelId: string, keyId: string, plan: string): Promise<CatalogModel[]> => {
     try {
-      chain = chainFor(modelId, plan);
+      return chainFor(modelId, plan);
     } catch (err) {
       await knownRateHeaders(reply, keyId, plan);
       throw err;
     }
-    return { chain, a: await admit(reply, keyId, plan) };
+  };
+
+  /**
+   * The model's chain for the caller's plan, then the caller's limits (rate headers are set on a refusal too).
+   *
+   * An API key the auth hook answered from its per-process cache (api/plugins/auth/api-key.ts: the same secret
+   * digest as this process last verified) is still being read from the store: the claims start with the cached
+   * plan in parallel with that read, and nothing goes upstream before the read confirms the key. A revoked key or
+   * a new secret: the claims are given back and the answer is 401. A plan changed meanwhile: the claims are given
+   * back and taken again under the real plan (whose models are checked again).
+   */
+  const admitChain = async (request: FastifyRequest, reply: FastifyReply, modelId: string): Promise<{ chain: CatalogModel[]; a: Admitted }> => {
+    const { keyId, plan } = keyOf(request);
+    const confirmation = confirmApiKey(request);
+    if (!confirmation) {
+      const chain = await chainOrRefuse(reply, modelId, keyId, plan);
+      return { chain, a: await decide(reply, await claim(keyId, plan)) };
+    }
+    let chain: CatalogModel[];
+    try {
+      chain = chainFor(modelId, plan);
+    } catch (err) {
+      // Refused under the cached plan: the store's verdict decides (a revoked key is 401, a new plan may allow it).
+      const real = await confirmation;
+      request.principal = real;
+      const realPlan = real.plan ?? 'S1';
+      if (realPlan === plan) {
+        await knownRateHeaders(reply, keyId, plan);
+        throw err;
+      }
+      const realChain = await chainOrRefuse(reply, modelId, keyId, realPlan);
+      return { chain: realChain, a: await decide(reply, await claim(keyId, realPlan)) };
+    }
+    const [claimed, confirmed] = await Promise.allSettled([claim(keyId, plan), confirmation]);
+    if (confirmed.status === 'rejected') {
+      if (claimed.status === 'fulfilled') await release(claimed.value);
+      throw confirmed.reason;
+    }
+    request.principal = confirmed.value;
+    if (claimed.status === 'rejected') throw claimed.reason;
+    const realPlan = confirmed.value.plan ?? 'S1';
+    if (realPlan === plan) return { chain, a: await decide(reply, claimed.value) };
+    await release(claimed.value);
+    const realChain = await chainOrRefuse(reply, modelId, keyId, realPlan);
+    return { chain: realChain, a: await decide(reply, await claim(keyId, realPlan)) };
   };
 
   const record = (request: FastifyRequest, a: Admitted, r: { id: string; model: string; provider: string | null; endpoint: string; stream: boolean; usage: ChatUsage | null; price?: CatalogModel['price']; error: string | null }) => {
@@ -274,7 +372,7 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
   app.post(
     '/v1/chat/completions',
     {
-      config: { auth },
+      config: { auth, apiKeyConfirmLater: true },
       schema: {
         body: chatCompletionBody,
         response: {
@@ -317,7 +415,7 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
     '/v1/chat/stream',
     {
       // Federated nodes may also use an OAuth access token (POST /v1/oauth/token) in place of an API key.
-      config: { auth, authAlso: ['oauth'], directory: { group: 'federated_compute', summary: 'Streaming chat over the gateway providers (always SSE)' } },
+      config: { auth, authAlso: ['oauth'], apiKeyConfirmLater: true, directory: { group: 'federated_compute', summary: 'Streaming chat over the gateway providers (always SSE)' } },
       schema: {
         body: chatCompletionBody,
         response: {

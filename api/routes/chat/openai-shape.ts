@@ -7,6 +7,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { z } from 'zod';
 import { AppError } from '../../../core/errors';
 import { ChatError, chatErrorFor, fromAppError, invalidRequest } from '../../../core/chat/openai-errors';
+import { confirmApiKey } from '../../plugins/auth/api-key';
 import { isMongoUnavailable, isTemporalUnavailable } from '../../plugins/errors';
 
 export const OPENAI_ERROR = z
@@ -40,7 +41,18 @@ export function sendOpenAiError(reply: FastifyReply, err: ChatError): FastifyRep
 
 /** The error handler of the OpenAI-compatible routes (installed in their plugin: it covers their auth hook too). */
 export function installOpenAiErrorHandler(app: FastifyInstance): void {
-  app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+  app.setErrorHandler(async (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    let err = error;
+    // A key answered from the auth cache whose store read is still running: a revoked key or a changed secret
+    // answers 401, whatever else went wrong (a bad body, an unknown model), as when it is verified first.
+    const confirmation = confirmApiKey(request);
+    if (confirmation) {
+      try {
+        await confirmation;
+      } catch (refusal) {
+        err = refusal as FastifyError;
+      }
+    }
     if (err instanceof ChatError) {
       if (err.status >= 500) request.log.warn({ code: err.code, message: err.message }, 'chat request failed');
       return sendOpenAiError(reply, err);
