@@ -1,12 +1,13 @@
 /**
  * POST /v1/chat/stream takes an OAuth access token from the hub's own token endpoint as well as an API key (auth
  * `oauth` or `api_key`): the stream, the scope it needs, refusals in OpenAI's error body, per-client limits (the
- * CHAT_OAUTH_PLAN's numbers), and the OpenAPI document listing both credentials. /v1/chat/completions stays
- * API-key only.
+ * CHAT_OAUTH_PLAN's numbers), the client's own usage on GET /v1/usage (token from openid-client) and the admin's
+ * view of it, and the OpenAPI document listing both credentials. /v1/chat/completions stays API-key only.
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import * as oidc from 'openid-client';
 import { startFakeOpenAi, FakeOpenAi } from '../support/fake-openai';
 import { http, startTestService, TestService } from '../support/service';
 
@@ -106,4 +107,33 @@ it('still takes API keys, and the OpenAPI document lists both credentials for th
   const doc = await http('GET', `${svc.urls.main}/openapi.json`);
   expect(doc.body.paths['/v1/chat/stream'].post.security).toEqual([{ api_key: [] }, { oauth: [] }]);
   expect(doc.body.paths['/v1/chat/completions'].post.security).toEqual([{ api_key: [] }]);
+});
+
+it('reads an OAuth client’s own usage on GET /v1/usage (token from openid-client), and the admin reads it too', async () => {
+  const client = await admin('POST', '/admin/oauth-clients', { label: 'usage reader', scopes: ['chat'] });
+  expect(client.status).toBe(201);
+  const config = await oidc.discovery(new URL(svc.env.PUBLIC_URL!), client.body.client_id, client.body.client_secret, undefined, { execute: [oidc.allowInsecureRequests] });
+  const token = (await oidc.clientCredentialsGrant(config, { scope: 'chat' })).access_token;
+  for (let i = 0; i < 2; i++) expect((await stream(`Bearer ${token}`, `count me ${i}`)).status).toBe(200);
+  const usage = await http('GET', `${svc.urls.main}/v1/usage?days=1`, { headers: { authorization: `Bearer ${token}` } });
+  expect(usage.status).toBe(200);
+  expect(usage.body).toMatchObject({ object: 'usage', key_id: `oauth:${client.body.client_id}`, plan: 'S2', limits: { requests_per_minute: 3 } });
+  expect(usage.body.days).toHaveLength(1);
+  expect(usage.body.days[0]).toMatchObject({ requests: 2, errors: 0 });
+  expect(usage.body.days[0].total_tokens).toBeGreaterThan(0);
+  expect(usage.headers.get('x-ratelimit-limit-requests')).toBe('3');
+  // The same through openid-client's protected resource request.
+  const viaSdk = await oidc.fetchProtectedResource(config, token, new URL(`${svc.urls.main}/v1/usage`), 'GET');
+  expect(viaSdk.status).toBe(200);
+  expect(((await viaSdk.json()) as { key_id: string }).key_id).toBe(`oauth:${client.body.client_id}`);
+  // A token without the chat scope reads nothing.
+  const other = await tokenFor(['compute']);
+  expect((await http('GET', `${svc.urls.main}/v1/usage`, { headers: { authorization: `Bearer ${other.token}` } })).status).toBe(403);
+  // The administrator's view of the same client, and 404 for a client never issued.
+  const adminView = await admin('GET', `/admin/oauth-clients/${client.body.client_id}/chat-usage?days=1`);
+  expect(adminView.status).toBe(200);
+  expect(adminView.body.usage).toEqual(usage.body);
+  expect((await admin('GET', '/admin/oauth-clients/client_0123456789abcdef/chat-usage')).status).toBe(404);
+  const doc = await http('GET', `${svc.urls.main}/openapi.json`);
+  expect(doc.body.paths['/v1/usage'].get.security).toEqual([{ api_key: [] }, { oauth: [] }]);
 });

@@ -1,6 +1,7 @@
 /**
- * Chat gateway administration (Bearer ADMIN_TOKEN, the one error shape of /admin): a key's usage, plan changes and
- * key groups. Issue, revoke and regenerate are in api/routes/admin/. Every change is recorded in the ledger.
+ * Chat gateway administration (Bearer ADMIN_TOKEN, the one error shape of /admin): a key's usage, an OAuth client's
+ * usage on POST /v1/chat/stream, plan changes and key groups. Issue, revoke and regenerate are in api/routes/admin/.
+ * Every change is recorded in the ledger.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -42,6 +43,25 @@ export const chatAdminRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; creden
     async (request) => {
       const key = await keyOrThrow(request.params.key_id);
       return { ok: true as const, usage: await usageFor(chat, key._id, key.plan, request.query.days ?? 7) };
+    }
+  );
+
+  app.get(
+    '/admin/oauth-clients/:client_id/chat-usage',
+    {
+      config: admin,
+      schema: {
+        params: z.object({ client_id: z.string().regex(/^client_[a-f0-9]{16}$/, 'an OAuth client id client_…') }),
+        querystring: z.object({ days: queryInt(1, 90).optional() }),
+        response: { 200: z.object({ ok: z.literal(true), usage: usageResponse.describe('key_id is oauth:<client_id>; plan and limits are CHAT_OAUTH_PLAN') }) }
+      }
+    },
+    async (request) => {
+      const clientId = request.params.client_id;
+      const usage = await usageFor(chat, `oauth:${clientId}`, config.CHAT_OAUTH_PLAN, request.query.days ?? 7);
+      // A revoked client's usage is still shown; a client id never issued (and never counted) is not found.
+      if (usage.days.length === 0 && !(await credentials.findOAuthClient(clientId))) throw notFound(`No OAuth client ${clientId} (or it is revoked and used nothing in these days)`);
+      return { ok: true as const, usage };
     }
   );
 

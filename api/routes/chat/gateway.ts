@@ -435,7 +435,8 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
   app.get(
     '/v1/usage',
     {
-      config: { auth },
+      // OAuth clients with the scope `chat` read what they used on POST /v1/chat/stream (as oauth:<client_id>).
+      config: { auth, authAlso: ['oauth'] },
       schema: {
         querystring: z.object({ days: queryInt(1, 90).optional().describe('how many days back, today included (default 7)') }),
         response: { 200: usageResponse, ...openAiErrorResponses([400, 401, 404, 429, 500, 503]) }
