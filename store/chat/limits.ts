@@ -12,6 +12,7 @@
  */
 import { Collection, Db } from 'mongodb';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
+import { InsertBatcher } from './insert-batch';
 
 interface LimitSlot {
   _id: string;
@@ -35,6 +36,8 @@ export interface LimitTake {
 
 export class ChatLimitStore {
   private readonly slots: Collection<LimitSlot>;
+  /** Slot inserts of concurrent requests share a command (store/chat/insert-batch.ts). */
+  private readonly inserts: InsertBatcher<LimitSlot>;
   private readonly counters = new Map<string, Promise<CounterState>>();
   private lastSweep = 0;
 
@@ -44,6 +47,7 @@ export class ChatLimitStore {
     private readonly now: () => number = Date.now
   ) {
     this.slots = db.collection('chat_limit_slots');
+    this.inserts = new InsertBatcher(this.slots);
   }
 
   async take(scope: string, window: string, limit: number, expiresAt: number): Promise<LimitTake> {
@@ -57,7 +61,7 @@ export class ChatLimitStore {
         return { allowed: false, count: limit + 1 };
       }
       try {
-        await this.slots.insertOne({ _id: `${counter}|${n}`, scope, window, n, expires_at: new Date(expiresAt) });
+        await this.inserts.insert({ _id: `${counter}|${n}`, scope, window, n, expires_at: new Date(expiresAt) });
         return { allowed: true, count: n };
       } catch (err) {
         if ((err as { code?: number }).code !== 11000) {

@@ -12,6 +12,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Collection, Db } from 'mongodb';
+import { InsertBatcher } from './insert-batch';
 
 export interface ChatUsageRecord {
   _id: string;
@@ -56,6 +57,8 @@ export interface DailyUsage {
 
 export class ChatUsageStore {
   private readonly records: Collection<ChatUsageRecord>;
+  /** Records of concurrent requests share an insert command (store/chat/insert-batch.ts). */
+  private readonly inserts: InsertBatcher<ChatUsageRecord>;
   private readonly tallies: Collection<TallyDocument>;
   private readonly process = randomBytes(6).toString('hex');
   /** `<key>|<day>` → this process's tokens. */
@@ -70,6 +73,7 @@ export class ChatUsageStore {
     private readonly onError: (err: unknown) => void = () => undefined
   ) {
     this.records = db.collection('chat_usage');
+    this.inserts = new InsertBatcher(this.records);
     this.tallies = db.collection('chat_usage_tallies');
   }
 
@@ -79,7 +83,7 @@ export class ChatUsageStore {
     this.own.set(tallyKey, (this.own.get(tallyKey) ?? 0) + rec.total_tokens);
     this.dirty.add(tallyKey);
     this.scheduleFlush();
-    await this.records.insertOne(rec);
+    await this.inserts.insert(rec);
   }
 
   /** Tokens `keyId` used on `day`, across processes (see the module comment for its bound). */
