@@ -10,7 +10,8 @@
  * each at concurrency 1 and 8, non-streaming (whole answer) and streaming (time to first token: the first chunk
  * carrying content): p50, p99, requests/s, then each proxy's added p50 over direct and the ratios (targets: our
  * added p50 at most one fifth of LiteLLM's, and at least 5x its requests/s at concurrency 8).
- * BENCH_SECONDS (default 8) per cell. Prints figures; asserts nothing. Timings on a shared machine are noisy.
+ * BENCH_SECONDS (default 8) per cell; FERRETDB_BACKEND (sqlite, the default, or postgresql) picks the stack's embedded
+ * FerretDB storage. Prints figures; asserts nothing. Timings on a shared machine are noisy.
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -21,6 +22,7 @@ import { StackLog } from './stack-log';
 import { BenchStack, startBenchStack } from './stack';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
+const BACKEND = process.env.FERRETDB_BACKEND === 'postgresql' ? 'postgresql' : 'sqlite';
 const CONCURRENCIES = [1, 8];
 const MODES = ['json', 'ttft'] as const;
 type Mode = (typeof MODES)[number];
@@ -195,6 +197,7 @@ const row = (name: string, f: Figures) =>
 async function main(): Promise<void> {
   const log = new StackLog('gateway');
   console.log(`bench:gateway — ${SECONDS} s per cell, concurrency ${CONCURRENCIES.join(' and ')}, non-streaming and time to first token`);
+  console.log(`the stack's embedded FerretDB on ${BACKEND} (FERRETDB_BACKEND)`);
   console.log(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (other work on the machine makes these figures noisy)`);
   let stack: BenchStack | null = null;
   let upstream: ChildProcess | null = null;
@@ -210,7 +213,8 @@ async function main(): Promise<void> {
         BENCH_UPSTREAM_KEY: 'sk-bench-upstream',
         // Limits stay on (every request takes its per-minute and per-day slots) but high enough not to refuse.
         CHAT_PLANS: JSON.stringify({ S5: { requests_per_minute: 1_000_000, requests_per_day: 100_000_000, tokens_per_day: 1e12 } }),
-        DEPLOY_WEB: 'off'
+        DEPLOY_WEB: 'off',
+        FERRETDB_BACKEND: BACKEND
       }),
       startLiteLlm(up.baseUrl, log)
     ]);
