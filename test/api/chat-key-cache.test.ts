@@ -3,7 +3,8 @@
  * api/routes/chat/gateway.ts): a key whose secret digest an API process has verified before starts its limit claims
  * in parallel with its store read. These tests hold the guarantees that must survive it, across two API processes:
  * a revocation refuses the very next request on both (401, nothing sent upstream, every slot given back), a wrong
- * secret claims nothing, a plan change counts at once (models and limits), and the daily cap stays exact.
+ * secret claims nothing, a plan change counts at once (models and limits), and the per-minute and daily caps stay
+ * exact.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -37,7 +38,7 @@ beforeAll(async () => {
     {
       CHAT_PROVIDERS_FILE: file,
       CHAT_UPSTREAM_RETRIES: '0',
-      CHAT_PLANS: JSON.stringify({ S1: { requests_per_minute: 1000, requests_per_day: 100000 }, S3: { requests_per_minute: 1000, requests_per_day: 10 }, S5: { requests_per_minute: 500 } })
+      CHAT_PLANS: JSON.stringify({ S1: { requests_per_minute: 1000, requests_per_day: 100000 }, S3: { requests_per_minute: 1000, requests_per_day: 10 }, S4: { requests_per_minute: 5 }, S5: { requests_per_minute: 500 } })
     },
     { worker: false }
   );
@@ -126,4 +127,21 @@ it('keeps the daily cap exact across two processes for a key both hold verified'
   expect(refused[0]!.body.error).toMatchObject({ code: 'insufficient_quota' });
   expect(upstream.calls).toBe(10);
   expect(await slots(id)).toEqual({ rpm: 10, rpd: 10 });
+});
+
+it('keeps the per-minute cap exact across two processes for a key both hold verified (429 beyond it, nothing leaked)', async () => {
+  const { key, id } = await issueKey('S4'); // 5 per minute
+  const s = new Date().getUTCSeconds();
+  if (s >= 45) await new Promise((r) => setTimeout(r, (61 - s) * 1000));
+  const urls = [svc.urls.main, second.url];
+  for (const url of urls) expect((await complete(url, key)).status).toBe(200);
+  const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => complete(urls[i % 2]!, key, 'gpt-test', { messages: [{ role: 'user', content: `m${i}` }] })));
+  expect(answers.filter((a) => a.status === 200)).toHaveLength(3);
+  const limited = answers.filter((a) => a.status === 429);
+  expect(limited).toHaveLength(9);
+  expect(limited[0]!.body.error).toMatchObject({ code: 'rate_limit_exceeded' });
+  expect(limited[0]!.headers.get('x-ratelimit-remaining-requests')).toBe('0');
+  expect(upstream.calls).toBe(5);
+  // The refused requests gave their daily slots back.
+  expect(await slots(id)).toEqual({ rpm: 5, rpd: 5 });
 });
