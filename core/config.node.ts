@@ -110,6 +110,8 @@ export const configSchema = z.object({
   /** A model of the chat providers that serves /embeddings: vector similarity beside BM25 (unset: BM25 only). */
   TRIAL_EMBEDDINGS_MODEL: z.string().min(1).optional(),
   TRIAL_VECTOR_THRESHOLD: z.coerce.number().min(-1).max(1).default(0.8),
+  /** `local`: a semantic answer is written by the first local model from the passages (else, or when it fails: the passages). */
+  TRIAL_SEMANTIC_COMPOSE: z.enum(['passages', 'local']).default('passages'),
   /** The plan (models, limits) of OAuth clients on POST /v1/chat/stream. */
   CHAT_OAUTH_PLAN: z.string().regex(/^[A-Za-z0-9_-]{1,20}$/, 'a plan name such as S1').default('S1'),
 

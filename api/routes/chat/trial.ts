@@ -4,6 +4,8 @@
  *   2. semantic              the knowledge base's best passages (BM25+ over Chinese bigrams and English words), when
  *                            the best one's relevance reaches TRIAL_SEMANTIC_THRESHOLD; else, with an embeddings
  *                            model (TRIAL_EMBEDDINGS_MODEL), the nearest passage by cosine >= TRIAL_VECTOR_THRESHOLD
+ *                            (TRIAL_SEMANTIC_COMPOSE=local: the first `local` model answers from those passages;
+ *                            the passages themselves when it fails or times out)
  *   3. ark-external          the first configured model of kind `external` (with its fallbacks), within
  *                            TRIAL_EXTERNAL_TIMEOUT_MS
  *   4. local-1.5b-fallback   the first configured model of kind `local`, when the external call failed or timed out
@@ -29,6 +31,9 @@ import { ERROR_BODY } from '../../response-docs';
 export const TRIAL_ANCHOR = 'zhongshu-hub trial chat: answers are anchored in the hub knowledge base first';
 
 export const TRIAL_SOURCES = ['knowledge-card', 'semantic', 'ark-external', 'local-1.5b-fallback'] as const;
+
+/** The system message in front of the passages when the local model composes a semantic answer. */
+const COMPOSE_PROMPT = 'Answer the question from these passages of the hub knowledge base only, in the language of the question; if they do not answer it, say so.';
 
 const message = z.object({
   role: z.enum(['system', 'user', 'assistant']),
@@ -134,27 +139,41 @@ export const trialChatRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; knowle
       const question = ([...messages].reverse().find((m) => m.role === 'user' && m.content.trim()) ?? messages[messages.length - 1]!).content;
       const done = (text: string, source: (typeof TRIAL_SOURCES)[number]) => ({ ok: true as const, reply: text, source, elapsed_ms: Math.round(performance.now() - started), 锚定: TRIAL_ANCHOR });
 
+      const ac = new AbortController();
+      reply.raw.on('close', () => {
+        if (!reply.raw.writableFinished) ac.abort();
+      });
+      /** A semantic answer: the passages, or (TRIAL_SEMANTIC_COMPOSE=local) the local model's answer from them. */
+      const semantic = async (passages: string) => {
+        const local = config.TRIAL_SEMANTIC_COMPOSE === 'local' ? chat.catalog.modelsFor(null, 'local')[0] : undefined;
+        if (!local) return done(passages, 'semantic');
+        try {
+          const grounded = [{ role: 'system' as const, content: `${COMPOSE_PROMPT}\n\n${passages}` }, ...messages];
+          return done(await ask(chat.catalog.chain(local.id), grounded, config.TRIAL_EXTERNAL_TIMEOUT_MS, ac.signal), 'semantic');
+        } catch (err) {
+          if (ac.signal.aborted) throw err;
+          request.log.warn({ model: local.id, reason: chat.upstreams.redact((err as Error).message ?? 'failed') }, 'trial chat: the local model could not compose the answer; answering with the passages');
+          return done(passages, 'semantic');
+        }
+      };
+
       const index = await knowledge.current();
       const card = index.card(question);
       if (card) return done(card.answer, 'knowledge-card');
       const hits = index.retrieve(question);
-      if (hits[0] && hits[0].relevance >= config.TRIAL_SEMANTIC_THRESHOLD) return done(composeReply(hits, config.TRIAL_SEMANTIC_THRESHOLD), 'semantic');
+      if (hits[0] && hits[0].relevance >= config.TRIAL_SEMANTIC_THRESHOLD) return semantic(composeReply(hits, config.TRIAL_SEMANTIC_THRESHOLD));
       if (embed && index.hasVectors) {
         try {
           const [vector] = await embed([question], AbortSignal.timeout(config.TRIAL_EXTERNAL_TIMEOUT_MS));
           const near = vector ? index.nearest(vector) : [];
           if (near[0] && near[0].cosine >= config.TRIAL_VECTOR_THRESHOLD) {
-            return done(near.filter((h, i) => i === 0 || h.cosine >= config.TRIAL_VECTOR_THRESHOLD).map((h) => h.passage.text).join('\n\n'), 'semantic');
+            return semantic(near.filter((h, i) => i === 0 || h.cosine >= config.TRIAL_VECTOR_THRESHOLD).map((h) => h.passage.text).join('\n\n'));
           }
         } catch (err) {
           request.log.warn({ model: embeddingsModel!.id, reason: chat.upstreams.redact((err as Error).message ?? '') }, 'trial chat: the question could not be embedded');
         }
       }
 
-      const ac = new AbortController();
-      reply.raw.on('close', () => {
-        if (!reply.raw.writableFinished) ac.abort();
-      });
       const failures: string[] = [];
       const external = chat.catalog.modelsFor(null, 'external')[0];
       if (external) {
