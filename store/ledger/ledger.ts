@@ -28,7 +28,7 @@
  * and the key is then looked up in the ledger itself.
  */
 import { randomBytes } from 'node:crypto';
-import { Collection, Db } from 'mongodb';
+import { Collection, Db, MongoBulkWriteError } from 'mongodb';
 import { canonicalJson, JsonValue } from '../../core/ledger/canonical-json';
 import { appendToFrontier, fromHex, Hash, leafHash, rootFromFrontier, toHex, EMPTY_ROOT } from '../../core/ledger/merkle.node';
 import { LedgerEntryDocument, LedgerEntryKind, ledgerLeafBytes } from '../../core/ledger/ledger-entry';
@@ -38,6 +38,15 @@ export const LEDGER_COLLECTION = 'ledger';
 export const LEDGER_HEAD_COLLECTION = 'ledger_head';
 export const LEDGER_IDEMPOTENCY_COLLECTION = 'ledger_idempotency';
 const MAX_BATCH = 256;
+/**
+ * Entries per ordered insertMany: at most FerretDB's insertion batch size (100, its `--test-batch-size` default).
+ * FerretDB v1.24 splits a larger insert into batches of that size and, when a document of one batch is refused, stops
+ * only that batch and still inserts the next one: an ordered insertMany of 256 entries refused at entry 10 still
+ * inserted entries 101-200, built on a tail that was not the real one (a ledger verify rejected after a two-process
+ * burst; pinned by test/store/ledger/ledger-insert-chunks.test.ts). Within one batch
+ * it stops at the first refusal, as MongoDB does for the whole call.
+ */
+export const INSERT_CHUNK = 100;
 const MAX_RETRIES = 1000;
 
 export interface AppendInput {
@@ -98,6 +107,8 @@ interface LedgerHeadDocument {
   _id: string;
   size: number;
   root: string;
+  /** The Merkle frontier after entry `size` (records of earlier versions have none): the tail without reading it. */
+  frontier?: string[];
   updated_at: string;
 }
 
@@ -184,13 +195,16 @@ export class Ledger {
       });
       const docs = this.buildDocs(pending, tail);
       try {
-        await this.entries.insertMany(docs, { ordered: true });
+        // Ordered and at most INSERT_CHUNK at a time, so a concurrent writer can only make it stop, never leave
+        // entries built on a stale tail behind the refused one.
+        for (let at = 0; at < docs.length; at += INSERT_CHUNK) await this.entries.insertMany(docs.slice(at, at + INSERT_CHUNK), { ordered: true });
       } catch (err) {
         this.knownTail = null;
         throw err;
       }
       await this.advanceHead(docs[docs.length - 1]!);
       tail = this.knownTail!;
+      // (appendBulk writes no idempotency records: its inputs carry no keys)
     }
     return tail.size;
   }
@@ -209,41 +223,48 @@ export class Ledger {
   }
 
   /**
-   * Appends a batch in order, one insert per entry: a unique-index refusal then says exactly which entry lost
-   * (an ordered insertMany is not reliable about that on every server), and the rest is rebuilt on the real tail.
+   * Appends a batch in order: ordered insertMany calls of at most INSERT_CHUNK entries each, stopping at the first
+   * refusal. A unique-index refusal says exactly which entry lost (the first write error's index; everything before
+   * it landed, nothing after it did), and the rest is rebuilt on the real tail.
    */
   private async commit(batch: Pending[]): Promise<void> {
     let pending = await this.settleKnownIdempotencyKeys(batch, null);
+    // Where the next attempt starts: the tail this process wrote last, else the newest head record (see tailAfter).
+    let tail: Tail | null = this.knownTail ?? (await this.headRecordTail(0));
     for (let attempt = 0; pending.length > 0; attempt++) {
       if (attempt >= MAX_RETRIES) throw new Error('ledger append kept losing the race for the next seq');
-      const tail = this.knownTail ?? (await this.readTail());
+      tail ??= await this.readTail();
       const docs = this.buildDocs(pending, tail);
       let inserted = 0;
       try {
-        for (; inserted < docs.length; inserted++) await this.entries.insertOne(docs[inserted]!);
-        await this.advanceHead(docs[docs.length - 1]!);
-        await this.recordIdempotencyKeys(docs);
+        while (inserted < docs.length) {
+          const chunk = docs.slice(inserted, inserted + INSERT_CHUNK);
+          try {
+            await this.entries.insertMany(chunk, { ordered: true });
+          } catch (err) {
+            inserted += landedBeforeRefusal(err);
+            throw err;
+          }
+          inserted += chunk.length;
+        }
+        await this.publish(docs);
         pending.forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
         return;
       } catch (err) {
+        if (inserted > 0) await this.publish(docs.slice(0, inserted));
         this.knownTail = null;
-        if (inserted > 0) {
-          await this.advanceHead(docs[inserted - 1]!);
-          await this.recordIdempotencyKeys(docs.slice(0, inserted));
-        }
         pending.slice(0, inserted).forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
         if ((err as { code?: number }).code !== 11000) throw err;
-        // Another writer took this seq (re-read the tail and go again), or the entry's idempotency key is in the
-        // ledger already: written by another process, or by this insert after all if an earlier answer was lost.
-        // Servers differ in saying which unique index refused it. The entry now at the seq tells the common case
-        // by its _id alone: another writer's entry there, and no write with a caller's key in the rest (only those
-        // can already be in the ledger under another seq), means nothing to look up: the ledger-wide lookup by
-        // key is a scan on FerretDB/SQLite, and two API processes lose this race often.
+        // Refused: another writer took this seq, or (only for a write with a caller's key) the key is in the ledger
+        // already, written by another process. An entry without a caller's key has a fresh random idem, so its
+        // refusal can only be the seq: no lookup then. With caller's keys, the keys are looked up (servers differ in
+        // saying which unique index refused).
         const rest = pending.slice(inserted);
-        const refused = docs[inserted]!;
-        const occupant = await this.entries.findOne({ _id: refused._id }, { projection: { idem: 1 } });
-        const lostTheSeq = occupant !== null && occupant.idem !== refused.idem;
-        pending = lostTheSeq && !rest.some((p) => p.idem.startsWith('k:')) ? rest : await this.settleKnownIdempotencyKeys(rest, rest[0] ?? null);
+        const refusedSeq = docs[inserted]!._id;
+        pending = rest.some((p) => p.idem.startsWith('k:')) ? await this.settleKnownIdempotencyKeys(rest, rest[0] ?? null) : rest;
+        // The other writer has usually published its head by now: start from that record if it covers the refused
+        // seq (no entry read; on FerretDB/SQLite reading a recent entry scans the ledger), else from the entries.
+        tail = await this.headRecordTail(refusedSeq);
       }
     }
   }
@@ -324,15 +345,32 @@ export class Ledger {
     const head = await this.newestHeadRecord();
     const from = head?.size ?? 0;
     const seq = await this.lastSeqFrom(from);
+    // The head is the tail (the usual case): its record has the frontier, no entry needs reading.
+    if (head?.frontier && seq === from) return { size: from, frontier: head.frontier.map(fromHex) };
     const newest = seq > 0 ? await this.entries.findOne({ _id: seq }, { projection: { _id: 1, frontier: 1 } }) : null;
     // No entry at the head's size: entries were removed behind the ledger's back; take what is really there.
     const last = newest ?? (from > 0 ? await this.entries.find({}, { projection: { _id: 1, frontier: 1 } }).sort({ _id: -1 }).limit(1).next() : null);
     return last ? { size: last._id, frontier: last.frontier.map(fromHex) } : { size: 0, frontier: [] };
   }
 
+  /**
+   * The tail as the newest head record states it, when that record has its frontier and covers `atLeast` (null
+   * otherwise). Not proof that nothing follows (a writer may have stopped before its head record): an insert on it
+   * that is refused moves on to a newer record or to readTail.
+   */
+  private async headRecordTail(atLeast: number): Promise<Tail | null> {
+    const head = await this.newestHeadRecord();
+    return head?.frontier && head.size >= atLeast ? { size: head.size, frontier: head.frontier.map(fromHex) } : null;
+  }
+
   /** The newest seq from `from` (0 or a seq that exists) on, by `_id` lookups (usually one: from + 1 is missing). */
   private lastSeqFrom(from: number): Promise<number> {
     return lastOfRun(from, async (seq) => (await this.entries.findOne({ _id: seq }, { projection: { _id: 1 } })) !== null);
+  }
+
+  /** After entries landed: the head record and the idempotency records, written at once (neither needs the other). */
+  private async publish(docs: LedgerEntryDocument[]): Promise<void> {
+    await Promise.all([this.advanceHead(docs[docs.length - 1]!), this.recordIdempotencyKeys(docs)]);
   }
 
   /** Records where the entries written with a caller's key are, for the lookup by _id (see the module comment). */
@@ -353,7 +391,7 @@ export class Ledger {
   /** Records the new tail locally and inserts the shared head record for it (the newest record is the head). */
   private async advanceHead(last: LedgerEntryDocument): Promise<void> {
     this.knownTail = { size: last._id, frontier: last.frontier.map(fromHex) };
-    const head: LedgerHeadDocument = { _id: String(last._id).padStart(16, '0'), size: last._id, root: last.root, updated_at: new Date().toISOString() };
+    const head: LedgerHeadDocument = { _id: String(last._id).padStart(16, '0'), size: last._id, root: last.root, frontier: last.frontier, updated_at: new Date().toISOString() };
     await this.heads.insertOne(head).catch((err) => {
       if ((err as { code?: number }).code !== 11000) throw err; // another writer recorded this size: the same root
     });
@@ -423,6 +461,14 @@ export class Ledger {
     if (!hex) throw new Error(`ledger has no subtree at level ${level}, index ${index}`);
     return fromHex(hex);
   }
+}
+
+/** How many entries of a refused ordered insertMany landed: the index of its first write error (0 when unknown). */
+function landedBeforeRefusal(err: unknown): number {
+  if (!(err instanceof MongoBulkWriteError)) return 0;
+  const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+  const indexes = errors.map((e) => e.index).filter((i) => Number.isInteger(i));
+  return indexes.length > 0 ? Math.min(...indexes) : 0;
 }
 
 function escapeRegex(s: string): string {
