@@ -10,14 +10,20 @@
  * Slots are taken in order and only given back by a refund, so the taken ones are (nearly) always 1..k. Inside one
  * process callers never race: each caller reserves its slot from the process's counter before it inserts (64
  * concurrent writes of one DID are 64 inserts of 64 different slots, not 64 tries of the same slot with one winner
- * and a gallop of lookups for each loser). Refused inserts happen only between processes: then the loser gallops
+ * and a gallop of lookups for each loser). Refused inserts happen only between processes: then the loser tries the
+ * next few slots by inserting them (two processes writing for one DID are usually a slot or two apart; a lookup is
+ * a scan of quota_uses on FerretDB/SQLite, a refused insert is not), and after INSERT_PROBES refusals gallops
  * forward with `_id` lookups (1, 2, 4, … slots ahead, then a binary search) past the slots the other process took.
  * Refused attempts take no slot. A refund (a write that was abandoned before it started, see
  * api/routes/ledger/report.ts) deletes its slot, and this process hands that slot out again first; a process that
  * starts afresh finds such a hole with its first gallop. The first use of a day in a process deletes the slots of
  * days before yesterday in the background.
+ *
+ * Slot inserts are group-committed per process: the slots reserved while one insert is under way (any scope) go
+ * together in the next unordered insertMany (at most SLOT_CHUNK), whose write errors say which were refused, so 64
+ * concurrent writes cost a couple of inserts instead of 64 (each its own transaction on FerretDB).
  */
-import { Collection, Db } from 'mongodb';
+import { Collection, Db, MongoBulkWriteError } from 'mongodb';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 
 interface QuotaUse {
@@ -26,6 +32,16 @@ interface QuotaUse {
   day: string;
   n: number;
   at: Date;
+}
+
+const SLOT_CHUNK = 100;
+/** Slots a caller tries by inserting them, after a refusal, before looking the run up (see consume). */
+const INSERT_PROBES = 4;
+
+interface SlotInsert {
+  doc: QuotaUse;
+  resolve: () => void;
+  reject: (err: unknown) => void;
 }
 
 /** What this process knows of one counter (`<scope>|<day>`). */
@@ -41,6 +57,8 @@ export class QuotaStore {
   /** Today's counters; a promise so that concurrent first uses of a counter share one gallop. */
   private readonly counters = new Map<string, Promise<CounterState>>();
   private countersDay = '';
+  private slotQueue: SlotInsert[] = [];
+  private insertingSlots = false;
 
   constructor(
     db: Db,
@@ -58,6 +76,7 @@ export class QuotaStore {
     }
     const counter = `${scope}|${day}`;
     const state = await this.counterState(counter, limit);
+    let refusals = 0;
     for (;;) {
       // Reserved synchronously: no other caller in this process will try this slot.
       const n = state.refunded.length > 0 ? state.refunded.shift()! : state.next++;
@@ -66,7 +85,7 @@ export class QuotaStore {
         return { allowed: false, count: limit + 1 };
       }
       try {
-        await this.uses.insertOne({ _id: `${counter}|${n}`, scope, day, n, at: new Date() });
+        await this.insertSlot({ _id: `${counter}|${n}`, scope, day, n, at: new Date() });
         return { allowed: true, count: n };
       } catch (err) {
         if ((err as { code?: number }).code !== 11000) {
@@ -74,9 +93,48 @@ export class QuotaStore {
           giveBack(state, n);
           throw err;
         }
-        // Another process took n: move past the run it has taken (callers here may have reserved further already).
-        state.next = Math.max(state.next, await this.firstFree(counter, n, limit));
+        // Another process took n. Usually it is only a slot or two ahead (two processes writing for one DID take
+        // turns): try the next slots by inserting them, a refused insert being cheap; past INSERT_PROBES refusals,
+        // move past the run it has taken by lookups (callers here may have reserved further already).
+        if (++refusals > INSERT_PROBES) state.next = Math.max(state.next, await this.firstFree(counter, n, limit));
       }
+    }
+  }
+
+  /** Inserts a slot document with the others reserved meanwhile; rejects as insertOne would (code 11000: taken). */
+  private insertSlot(doc: QuotaUse): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.slotQueue.push({ doc, resolve, reject });
+      void this.drainSlots();
+    });
+  }
+
+  private async drainSlots(): Promise<void> {
+    if (this.insertingSlots) return;
+    this.insertingSlots = true;
+    try {
+      while (this.slotQueue.length > 0) await this.insertSlots(this.slotQueue.splice(0, SLOT_CHUNK));
+    } finally {
+      this.insertingSlots = false;
+    }
+  }
+
+  private async insertSlots(batch: SlotInsert[]): Promise<void> {
+    try {
+      if (batch.length === 1) await this.uses.insertOne(batch[0]!.doc);
+      else await this.uses.insertMany(batch.map((s) => s.doc), { ordered: false });
+      batch.forEach((s) => s.resolve());
+    } catch (err) {
+      if (!(err instanceof MongoBulkWriteError)) {
+        batch.forEach((s) => s.reject(err)); // not known which landed: none is counted as ours
+        return;
+      }
+      const refused = new Map((Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors]).map((e) => [e.index, e]));
+      batch.forEach((s, i) => {
+        const e = refused.get(i);
+        if (e) s.reject(Object.assign(new Error(e.errmsg ?? 'slot insert refused'), { code: e.code }));
+        else s.resolve();
+      });
     }
   }
 
