@@ -14,7 +14,9 @@
  *            after the load stopped and how many quota slots were spent on refused writes (should be none);
  *   verify   verify time and memory (live heap after collections, and RSS) for BENCH_VERIFY_SIZES entries.
  * BENCH_PHASES picks phases (default module,http,verify); BENCH_OPS is the writes per measurement (default 1000);
- * BENCH_API_PROCESSES=2 starts a second API process and alternates the http writes between the two.
+ * BENCH_API_PROCESSES (default 1; `1,2` for both) lists how many API processes the http writes alternate between:
+ * with 2 a second API process is started beside the stack's, and every measurement is taken once per count, the
+ * line for 2 giving its throughput and p99 against 1 (the worker runs beside them as always).
  * BENCH_BACKENDS (default `sqlite,postgresql` when PostgreSQL is installed, else `sqlite`) runs the http phase once
  * per embedded FerretDB backend (FERRETDB_BACKEND), each on a stack of its own, and ends with a table comparing them
  * (README "Storage backends"); with BENCH_DATA_DIR each backend keeps its data in a subdirectory named after it.
@@ -42,8 +44,8 @@ const LEDGER_SIZES = (process.env.BENCH_LEDGER_SIZES ?? '1000,100000').split(','
 const DIDS = Number(process.env.BENCH_DIDS ?? 16);
 const OVERLOAD_CLIENTS = Number(process.env.BENCH_OVERLOAD_CLIENTS ?? 512);
 const OVERLOAD_S = Number(process.env.BENCH_OVERLOAD_S ?? 10);
-/** 2: a second API process beside the stack's, and the writes alternate between them. */
-const API_PROCESSES = Number(process.env.BENCH_API_PROCESSES ?? 1);
+/** API process counts to measure with (2: a second API process beside the stack's, the writes alternating). */
+const API_PROCESSES = (process.env.BENCH_API_PROCESSES ?? '1').split(',').map(Number);
 const PHASES = new Set((process.env.BENCH_PHASES ?? 'module,http,verify').split(','));
 type Backend = 'sqlite' | 'postgresql';
 const BACKENDS = (process.env.BENCH_BACKENDS ?? (findPostgres() ? 'sqlite,postgresql' : 'sqlite')).split(',').map((b): Backend => {
@@ -57,6 +59,7 @@ interface HttpRow {
   size: number;
   concurrency: number;
   writers: number;
+  processes: number;
   http: Figures;
   baseline: Figures;
 }
@@ -216,13 +219,14 @@ async function measureHttp(log: StackLog, backend: Backend): Promise<HttpRow[]> 
     const db = client.db(stack.dbName);
     const dids = await Promise.all(Array.from({ length: DIDS }, (_, i) => registerBenchDid(stack, `did:bench:writer${i}`)));
     const bases = [stack.base];
-    while (bases.length < API_PROCESSES) bases.push(await stack.startApi());
-    if (bases.length > 1) console.log(`writes alternate between ${bases.length} API processes`);
+    while (bases.length < Math.max(...API_PROCESSES)) bases.push(await stack.startApi());
+    if (bases.length > 1) console.log(`writes alternate between ${API_PROCESSES.join(' and then ')} API process(es)`);
     const scratch = db.collection('bench_scratch');
     const filler = new Ledger(db);
     let written = 0;
+    let processes = API_PROCESSES[0]!;
     const write = async (did: string, key: string, i: number): Promise<number> => {
-      const res = await fetch(`${bases[i % bases.length]}/api/report/truth`, {
+      const res = await fetch(`${bases[i % processes]}/api/report/truth`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-did': did },
         body: JSON.stringify({ key, value: benchValue(i), truth_type: 'data' })
@@ -246,16 +250,31 @@ async function measureHttp(log: StackLog, backend: Backend): Promise<HttpRow[]> 
         const baseline = await bareInserts(scratch, c);
         console.log(`ledger ${size} entries, concurrency ${String(c).padStart(2)}  bare insertOne:   ${fmt(baseline)}`);
         for (const writers of [1, DIDS]) {
-          const probe = sampleStatus(stack.base);
-          const http = await run(c, OPS, (i) => write(dids[i % writers]!, `bench.http.${size}.${c}.${writers}.${written + i}`, i));
-          const status = await probe.stop();
-          written += OPS;
-          rows.push({ backend, size, concurrency: c, writers, http, baseline });
-          console.log(
-            `  ${String(writers).padStart(2)} DID${writers > 1 ? 's' : ' '}  POST /api/report/truth: ${fmt(http)}   [${fmtStatuses(http)}]   ` +
-              `throughput ${(http.opsPerSec / baseline.opsPerSec).toFixed(2)}x of bare insert; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms`
-          );
+          for (const p of API_PROCESSES) {
+            processes = p;
+            const probe = sampleStatus(stack.base);
+            const http = await run(c, OPS, (i) => write(dids[i % writers]!, `bench.http.${size}.${c}.${writers}.${p}.${written + i}`, i));
+            const status = await probe.stop();
+            written += OPS;
+            rows.push({ backend, size, concurrency: c, writers, processes: p, http, baseline });
+            const single = rows.find((r) => r.backend === backend && r.size === size && r.concurrency === c && r.writers === writers && r.processes === 1);
+            const vsSingle = p > 1 && single ? `; vs 1 process: throughput ${(http.opsPerSec / single.http.opsPerSec).toFixed(2)}x, p99 ${(http.p99 / single.http.p99).toFixed(2)}x` : '';
+            console.log(
+              `  ${String(writers).padStart(2)} DID${writers > 1 ? 's' : ' '}${API_PROCESSES.length > 1 ? ` ${p} API` : ''}  POST /api/report/truth: ${fmt(http)}   [${fmtStatuses(http)}]   ` +
+                `throughput ${(http.opsPerSec / baseline.opsPerSec).toFixed(2)}x of bare insert; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms${vsSingle}`
+            );
+          }
         }
+      }
+    }
+    processes = API_PROCESSES[0]!;
+    if (LEDGER_SIZES.length > 1) {
+      // Does a write cost more as the ledger grows? p99 and throughput at the largest size over the smallest.
+      const [small, large] = [Math.min(...LEDGER_SIZES), Math.max(...LEDGER_SIZES)];
+      console.log(`ledger ${large} entries against ${small} (flat is 1.00x):`);
+      for (const row of rows.filter((r) => r.size === large)) {
+        const base = rows.find((r) => r.size === small && r.concurrency === row.concurrency && r.writers === row.writers && r.processes === row.processes);
+        if (base) console.log(`  c=${String(row.concurrency).padStart(2)} ${String(row.writers).padStart(2)} DID${row.writers > 1 ? 's' : ' '} ${row.processes} API: p99 ${(row.http.p99 / base.http.p99).toFixed(2)}x, throughput ${(row.http.opsPerSec / base.http.opsPerSec).toFixed(2)}x`);
       }
     }
     await overload(stack, db, dids, write);
@@ -270,7 +289,7 @@ async function measureHttp(log: StackLog, backend: Backend): Promise<HttpRow[]> 
 function compareBackends(rows: HttpRow[]): void {
   const [first, ...others] = BACKENDS;
   console.log(`\nbackends compared (POST /api/report/truth; each backend's own bare insertOne in brackets):`);
-  const keyOf = (r: HttpRow) => `${r.size}/${r.concurrency}/${r.writers}`;
+  const keyOf = (r: HttpRow) => `${r.size}/${r.concurrency}/${r.writers}/${r.processes}`;
   for (const row of rows.filter((r) => r.backend === first)) {
     const cells = [row, ...others.map((b) => rows.find((r) => r.backend === b && keyOf(r) === keyOf(row)))].map((r) =>
       r ? `${r.backend} ${r.http.opsPerSec.toFixed(0).padStart(5)}/s p99 ${r.http.p99.toFixed(0).padStart(5)} ms [${r.baseline.opsPerSec.toFixed(0)}/s]` : 'n/a'
@@ -278,7 +297,7 @@ function compareBackends(rows: HttpRow[]): void {
     const ratios = others
       .map((backend) => rows.find((r) => r.backend === backend && keyOf(r) === keyOf(row)))
       .map((r) => (r ? `${r.backend}/${first} ${(r.http.opsPerSec / row.http.opsPerSec).toFixed(2)}x` : ''));
-    console.log(`  ledger ${String(row.size).padStart(7)}  c=${String(row.concurrency).padStart(2)}  ${String(row.writers).padStart(2)} DID${row.writers > 1 ? 's' : ' '}  ${cells.join('   ')}   ${ratios.join(' ')}`);
+    console.log(`  ledger ${String(row.size).padStart(7)}  c=${String(row.concurrency).padStart(2)}  ${String(row.writers).padStart(2)} DID${row.writers > 1 ? 's' : ' '} ${row.processes} API  ${cells.join('   ')}   ${ratios.join(' ')}`);
   }
 }
 
