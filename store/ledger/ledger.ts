@@ -262,9 +262,14 @@ export class Ledger {
         const rest = pending.slice(inserted);
         const refusedSeq = docs[inserted]!._id;
         pending = rest.some((p) => p.idem.startsWith('k:')) ? await this.settleKnownIdempotencyKeys(rest, rest[0] ?? null) : rest;
-        // The other writer has usually published its head by now: start from that record if it covers the refused
-        // seq (no entry read; on FerretDB/SQLite reading a recent entry scans the ledger), else from the entries.
+        // The other writer publishes its head record right after its entries: start from that record once it covers
+        // the refused seq (no entry read; on FerretDB/SQLite reading a recent entry scans the ledger). Only a writer
+        // that stopped before its head record makes this wait (60 ms) and then read the tail from the entries.
         tail = await this.headRecordTail(refusedSeq);
+        for (let wait = 10; !tail && wait <= 30; wait += 10) {
+          await new Promise((resolve) => setTimeout(resolve, wait));
+          tail = await this.headRecordTail(refusedSeq);
+        }
       }
     }
   }
