@@ -69,6 +69,8 @@ export async function createServiceContext(config: Config, logger = createLogger
     const heartbeatHistory = new HeartbeatHistoryStore(mongo.db, { intervalMs: config.HEARTBEAT_HISTORY_INTERVAL_S * 1000, size: config.HEARTBEAT_HISTORY_SIZE });
     const tree = new DirectoryTreeStore(mongo.db);
     await tree.ensureInitialVersion();
+    const nodeCache = new NodeCache(nodes, config.NODE_CACHE_TTL_MS, (err) => logger.warn({ err }, 'node change log read failed; node cache entries are read again after NODE_CACHE_TTL_MS'));
+    nodeCache.start();
     return {
       config,
       logger,
@@ -89,7 +91,7 @@ export async function createServiceContext(config: Config, logger = createLogger
         },
         logger
       ),
-      nodeCache: new NodeCache(nodes, config.NODE_CACHE_TTL_MS),
+      nodeCache,
       tasks: new TaskStore(mongo.db, { maxAttempts: config.TASK_MAX_ATTEMPTS }),
       peers: new PeerStore(mongo.db),
       tree,
@@ -101,6 +103,7 @@ export async function createServiceContext(config: Config, logger = createLogger
       chat: createChatServices(config, mongo.db, logger),
       keyGroups: new KeyGroupStore(mongo.db),
       close: async () => {
+        nodeCache.stop();
         await connection.close().catch(() => undefined);
         await mongo.close();
       }

@@ -20,6 +20,7 @@
  * figure noisy: run it when the machine is otherwise idle and say so beside the figures.
  * The stack's output goes to a log file (stack-log.ts), named when the bench fails and at its end.
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -76,10 +77,57 @@ function stackPids(dataDir: string): Record<string, number> {
   return out;
 }
 
+/**
+ * Database work as PostgreSQL counts it (FerretDB's PostgreSQL backend only; null on SQLite): committed transactions
+ * (FerretDB runs each command in one or more) and, per table (FerretDB names a collection's table
+ * `<collection>_<hash>`), reads (sequential + index scans) and rows written.
+ */
+interface DbWork {
+  xacts: number;
+  tables: Map<string, { reads: number; writes: number }>;
+}
+function dbWork(port: number | undefined): DbWork | null {
+  if (process.env.FERRETDB_BACKEND !== 'postgresql' || !port) return null;
+  const psql = (sql: string) => execFileSync('psql', ['-h', '127.0.0.1', '-p', String(port), '-U', 'ferret', '-d', 'postgres', '-Atc', sql], { encoding: 'utf8' });
+  try {
+    const xacts = Number(psql(`select xact_commit from pg_stat_database where datname = 'postgres'`).trim());
+    const tables = new Map<string, { reads: number; writes: number }>();
+    for (const line of psql(`select relname, coalesce(seq_scan,0) + coalesce(idx_scan,0), n_tup_ins + n_tup_upd + n_tup_del from pg_stat_user_tables`).trim().split('\n')) {
+      const [name, reads, writes] = line.split('|');
+      if (!name) continue;
+      const collection = name.replace(/_[0-9a-f]{8}$/, '').replace(/^node_presence(_samples)?_\d\d$/, 'node_presence$1_<ss>');
+      const t = tables.get(collection) ?? { reads: 0, writes: 0 };
+      t.reads += Number(reads);
+      t.writes += Number(writes);
+      tables.set(collection, t);
+    }
+    return { xacts, tables };
+  } catch {
+    return null;
+  }
+}
+
+/** PostgreSQL transactions per heartbeat, and the collections read or written most, between two dbWork readings. */
+function describeDbWork(before: DbWork | null, after: DbWork | null, heartbeats: number, elapsed: number): { perHb: number | null; line: string } {
+  if (!before || !after) return { perHb: null, line: 'database statements: not counted (FERRETDB_BACKEND=postgresql counts them)' };
+  const xacts = after.xacts - before.xacts;
+  const rows = [...after.tables].map(([name, a]) => {
+    const b = before.tables.get(name) ?? { reads: 0, writes: 0 };
+    return { name, reads: a.reads - b.reads, writes: a.writes - b.writes };
+  });
+  const top = rows.filter((r) => r.reads + r.writes > 0).sort((x, y) => y.reads + y.writes - (x.reads + x.writes)).slice(0, 6);
+  const perHb = xacts / Math.max(1, heartbeats);
+  return {
+    perHb,
+    line: `database work (PostgreSQL behind FerretDB): ${(xacts / elapsed).toFixed(0)} transactions/s, ${perHb.toFixed(2)} per heartbeat; per collection, table scans / rows written per heartbeat: ${top.map((r) => `${r.name} ${(r.reads / Math.max(1, heartbeats)).toFixed(2)}/${(r.writes / Math.max(1, heartbeats)).toFixed(2)}`).join(', ')}`
+  };
+}
+
 interface SizeFigures {
   nodes: number;
   hbPerSec: number;
   cpuMsPerHb: number;
+  dbPerHb: number | null;
 }
 
 async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures> {
@@ -175,6 +223,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     const pids = stackPids(stack.dataDir);
     const cpu0 = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));
     const h0 = await historyOf();
+    const db0 = dbWork(stack.ports.POSTGRES_PORT);
     const since = new Date().toISOString();
     recording = { lat: [], errors: 0 };
     const m0 = Date.now();
@@ -183,6 +232,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     recording = null;
     const elapsed = (Date.now() - m0) / 1000;
     const cpu1 = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));
+    const db1 = dbWork(stack.ports.POSTGRES_PORT);
     const h1 = await historyOf();
     stack.alive();
     const hbPerSec = rec.lat.length / elapsed;
@@ -199,6 +249,8 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     }
     const cpuMsPerHb = ((cpuTotal * elapsed) / Math.max(1, rec.lat.length)) * 1000;
     console.log(`CPU (% of one core): ${parts.join(', ')}; all ${(cpuTotal * 100).toFixed(0)}% → ${cpuMsPerHb.toFixed(2)} ms of CPU per heartbeat`);
+    const work = describeDbWork(db0, db1, rec.lat.length, elapsed);
+    console.log(work.line);
     const falseDuring = await falseOfflines(db, since, stopped);
     console.log(`false offline transitions during the window: ${falseDuring}`);
 
@@ -221,7 +273,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
       `mass silence: ${silent.length} nodes stopped at once; ${delays.length} offline within ${((Date.now() - stopAt) / 1000).toFixed(0)} s; delay after the last heartbeat p50 ${pct(delays, 50).toFixed(2)} s, max ${pct(delays, 100).toFixed(2)} s (target ≤ ${OFFLINE_AFTER_S + 2} s, settle ≤ ${2 * OFFLINE_AFTER_S} s)`
     );
     console.log(`false offline transitions while they settled: ${await falseOfflines(db, silentSince, stopped)}`);
-    return { nodes: nodes.length, hbPerSec, cpuMsPerHb };
+    return { nodes: nodes.length, hbPerSec, cpuMsPerHb, dbPerHb: work.perHb };
   } finally {
     running.on = false;
     await Promise.race([Promise.all(loops), new Promise((r) => setTimeout(r, (BEAT_S + 5) * 1000))]);
@@ -251,6 +303,8 @@ async function main(): Promise<void> {
     const first = figures[0]!;
     const last = figures[figures.length - 1]!;
     console.log(`\ncost per heartbeat (CPU of FerretDB, Temporal, API and worker ÷ heartbeats), ${last.nodes} vs ${first.nodes} nodes: ${(last.cpuMsPerHb / first.cpuMsPerHb).toFixed(2)}x (${first.cpuMsPerHb.toFixed(2)} → ${last.cpuMsPerHb.toFixed(2)} ms; flat is 1.00x)`);
+    if (first.dbPerHb !== null && last.dbPerHb !== null)
+      console.log(`database transactions per heartbeat, ${last.nodes} vs ${first.nodes} nodes: ${(last.dbPerHb / first.dbPerHb).toFixed(2)}x (${first.dbPerHb.toFixed(2)} → ${last.dbPerHb.toFixed(2)})`);
   }
   log.reportSuccess();
 }

@@ -1,11 +1,24 @@
 /**
- * A short-lived, per-process cache of what heartbeat authentication needs about a node (key digest, state, brand),
- * so the heartbeat path does not read the node document on every call. Entries live NODE_CACHE_TTL_MS; a key
- * change or a rejection is therefore seen within that time. The node workflow re-checks presence once after a
+ * What external_node authentication needs about a node (key digest, state, brand), held per API process so that a
+ * heartbeat costs no database round trip of its own.
+ *
+ * A node is read from its document once (its first request to this process) and then kept, up to date: every
+ * change to a node document after registration (a state change, review decision or removal; NodeStore.setState,
+ * NodeStore.delete) also inserts a small record into `node_changes` (store/federation/nodes.ts), and each process
+ * reads the records newer than its last read every NODE_CHANGES_POLL_MS (a read of a collection holding only the
+ * last NODE_CHANGES_KEEP_MS of changes, whatever the fleet size). So a rejected or removed node is refused by every
+ * API process within NODE_CHANGES_POLL_MS plus one read (about 1 s), and a state change is seen as soon.
+ * Records are applied per node in the order of their time, and never over a newer state this process caused itself
+ * (note()).
+ *
+ * When the change log cannot be read (the database is unreachable, or this process paused for longer than the
+ * records are kept), the cache falls back to what it did before the log existed: an entry older than
+ * NODE_CACHE_TTL_MS is read again from the node document. NODE_CACHE_TTL_MS below NODE_CHANGES_POLL_MS (tests) also
+ * means reading again after the TTL. The node workflow re-checks presence once after NODE_CACHE_TTL_MS + 1 s after a
  * node goes offline, which covers heartbeats answered from a cache that still said "online".
  */
 import type { NodeState } from '../../core/federation/vocabulary';
-import { NodeStore } from './nodes';
+import { NodeStore, NODE_CHANGES_KEEP_MS } from './nodes';
 
 export interface CachedNode {
   node_id: string;
@@ -13,39 +26,144 @@ export interface CachedNode {
   state: NodeState;
   brand: string;
   loaded_at: number;
+  /** Time (ms) of the newest change applied to this entry: its document's state_changed_at, a record or a note. */
+  state_at: number;
+}
+
+/** How often each API process reads the change log. */
+export const NODE_CHANGES_POLL_MS = 1000;
+/** Records written this long before the previous read are read again (clocks of API and worker hosts differ). */
+const CLOCK_MARGIN_MS = 5000;
+
+export interface NodeCacheStats {
+  /** Reads of a node document (first sight, or a fallback reload). */
+  loads: number;
+  /** Answers from the cache. */
+  hits: number;
+  /** Change records applied. */
+  changes: number;
 }
 
 export class NodeCache {
   private readonly entries = new Map<string, CachedNode>();
+  /** When the change log was last read completely (ms), or 0: entries loaded before it are exact. */
+  private logReadAt = 0;
+  /** Start (ms) of the last successful read; the next one asks for records newer than this minus the margin. */
+  private logCursor = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private polling = false;
+  readonly stats: NodeCacheStats = { loads: 0, hits: 0, changes: 0 };
+
   constructor(
     private readonly nodes: NodeStore,
-    private readonly ttlMs: number
+    private readonly ttlMs: number,
+    private readonly onPollError: (err: unknown) => void = () => undefined
   ) {}
+
+  /** Starts following the change log (the API does; without it the cache is a plain NODE_CACHE_TTL_MS cache). */
+  start(): void {
+    if (this.timer || this.ttlMs < NODE_CHANGES_POLL_MS) return;
+    this.timer = setInterval(() => void this.poll(), NODE_CHANGES_POLL_MS);
+    this.timer.unref();
+    void this.poll();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** Whether an entry can be trusted without reading its document again. */
+  private fresh(entry: CachedNode, now: number): boolean {
+    if (now - entry.loaded_at < this.ttlMs) return true;
+    // Exact while the log is followed: read within two polls, and the entry was loaded before that read began.
+    return this.logReadAt > 0 && now - this.logReadAt < 2 * NODE_CHANGES_POLL_MS + CLOCK_MARGIN_MS && entry.loaded_at <= this.logReadAt;
+  }
 
   async get(nodeId: string): Promise<CachedNode | null> {
     const hit = this.entries.get(nodeId);
-    if (hit && Date.now() - hit.loaded_at < this.ttlMs) return hit;
+    const now = Date.now();
+    if (hit && this.fresh(hit, now)) {
+      this.stats.hits++;
+      return hit;
+    }
+    this.stats.loads++;
     const doc = await this.nodes.findNode(nodeId);
     if (!doc) {
       this.entries.delete(nodeId);
       return null;
     }
-    const entry: CachedNode = { node_id: doc._id, api_key_hash: doc.api_key_hash, state: doc.state, brand: doc.brand.code, loaded_at: Date.now() };
+    const entry: CachedNode = {
+      node_id: doc._id,
+      api_key_hash: doc.api_key_hash,
+      state: doc.state,
+      brand: doc.brand.code,
+      loaded_at: now,
+      state_at: Date.parse(doc.state_changed_at) || 0
+    };
+    // A note or record applied while the document was read is newer than what the read saw.
+    const meanwhile = this.entries.get(nodeId);
+    if (meanwhile && meanwhile.state_at > entry.state_at) {
+      entry.state = meanwhile.state;
+      entry.state_at = meanwhile.state_at;
+    }
+    this.entries.delete(nodeId);
     this.entries.set(nodeId, entry);
-    if (this.entries.size > 100_000) this.entries.delete(this.entries.keys().next().value!);
+    if (this.entries.size > 200_000) this.entries.delete(this.entries.keys().next().value!);
     return entry;
   }
 
   /**
-   * Remembers a state this process caused (e.g. it woke an offline node) for a full NODE_CACHE_TTL_MS: the node
-   * document says so only once the workflow has recorded the change, and reloading it meanwhile would make every
-   * heartbeat of a waking node signal its workflow again (a mass online would multiply its workflow tasks).
+   * Remembers a state this process caused (e.g. it woke an offline node): the node document says so only once the
+   * workflow has recorded the change, and reading it (or an older record) meanwhile would make every heartbeat of a
+   * waking node signal its workflow again (a mass online would multiply its workflow tasks).
    */
   note(nodeId: string, state: NodeState): void {
     const hit = this.entries.get(nodeId);
     if (hit) {
       hit.state = state;
+      hit.state_at = Date.now();
       hit.loaded_at = Date.now();
+    }
+  }
+
+  /** Reads the change log once and applies what it holds; on failure the TTL fallback applies until a read works. */
+  async poll(): Promise<void> {
+    if (this.polling) return;
+    this.polling = true;
+    const startedAt = Date.now();
+    try {
+      // A gap longer than the log keeps (a paused process) may have lost records: start over from the documents.
+      if (this.logCursor > 0 && startedAt - this.logCursor > NODE_CHANGES_KEEP_MS - 2 * CLOCK_MARGIN_MS) {
+        this.entries.clear();
+        this.logCursor = 0;
+        this.logReadAt = 0;
+      }
+      const since = this.logCursor > 0 ? this.logCursor - CLOCK_MARGIN_MS : startedAt - NODE_CHANGES_KEEP_MS;
+      const records = await this.nodes.changesSince(new Date(since));
+      records.sort((a, b) => a.state_at.getTime() - b.state_at.getTime() || a.written_at.getTime() - b.written_at.getTime());
+      for (const r of records) {
+        const entry = this.entries.get(r.node_id);
+        if (!entry) continue;
+        if (r.state === null) {
+          this.entries.delete(r.node_id);
+          this.stats.changes++;
+          continue;
+        }
+        const at = r.state_at.getTime();
+        if (at >= entry.state_at) {
+          entry.state = r.state;
+          entry.state_at = at;
+          this.stats.changes++;
+        }
+      }
+      // Entries loaded before this read began have now seen every change written before it began.
+      this.logCursor = startedAt;
+      this.logReadAt = startedAt;
+    } catch (err) {
+      this.onPollError(err);
+    } finally {
+      this.polling = false;
     }
   }
 }

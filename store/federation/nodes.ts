@@ -37,6 +37,23 @@ export function publicNode({ _id, ...rest }: Omit<NodeDocument, 'api_key_hash'>)
   return { node_id: _id, ...rest };
 }
 
+/**
+ * One change to a node document after registration, as every API process's node cache follows it
+ * (store/federation/node-cache.ts): the new state, or null when the node was removed. Kept NODE_CHANGES_KEEP_MS.
+ */
+export interface NodeChangeDocument {
+  _id: string;
+  node_id: string;
+  state: NodeState | null;
+  /** When the change happened (the node document's state_changed_at). */
+  state_at: Date;
+  /** When this record was written: what readers select on. */
+  written_at: Date;
+}
+
+/** How long change records are kept; a reader that has not read for longer starts over from the documents. */
+export const NODE_CHANGES_KEEP_MS = 120_000;
+
 interface CounterDocument {
   _id: string;
   value: number;
@@ -61,6 +78,8 @@ export const MAX_SEQUENCE_ATTEMPTS = 100;
 export class NodeStore {
   readonly nodes: Collection<NodeDocument>;
   private readonly counters: Collection<CounterDocument>;
+  readonly changes: Collection<NodeChangeDocument>;
+  private lastChangesPrune = 0;
   /** Registrations of this process waiting for a number; claimed together, one round at a time. */
   private readonly waiting: SequenceClaim[] = [];
   private claiming = false;
@@ -70,6 +89,26 @@ export class NodeStore {
   constructor(db: Db) {
     this.nodes = db.collection('nodes');
     this.counters = db.collection('counters');
+    this.changes = db.collection('node_changes');
+  }
+
+  /**
+   * Records a change for the node caches of every API process. The collection holds only the last
+   * NODE_CHANGES_KEEP_MS of changes (pruned here at most every 10 s), so reading it stays cheap on FerretDB/SQLite,
+   * where every read scans its collection.
+   */
+  private async recordChange(nodeId: string, state: NodeState | null, stateAt: string): Promise<void> {
+    const now = new Date();
+    await this.changes.insertOne({ _id: `${nodeId}:${now.getTime()}:${Math.random().toString(36).slice(2, 10)}`, node_id: nodeId, state, state_at: new Date(Date.parse(stateAt) || now.getTime()), written_at: now });
+    if (now.getTime() - this.lastChangesPrune > 10_000) {
+      this.lastChangesPrune = now.getTime();
+      await this.changes.deleteMany({ written_at: { $lt: new Date(now.getTime() - NODE_CHANGES_KEEP_MS) } }).catch(() => undefined);
+    }
+  }
+
+  /** Change records written since `since` (see NodeCache). */
+  changesSince(since: Date): Promise<NodeChangeDocument[]> {
+    return this.changes.find({ written_at: { $gt: since } }).toArray();
   }
 
   /**
@@ -146,6 +185,7 @@ export class NodeStore {
 
   async delete(nodeId: string): Promise<void> {
     await this.nodes.deleteOne({ _id: nodeId });
+    await this.recordChange(nodeId, null, new Date().toISOString());
   }
 
   findNode(nodeId: string): Promise<NodeDocument | null> {
@@ -185,5 +225,6 @@ export class NodeStore {
     const set: Partial<NodeDocument> = { state, state_changed_at: at };
     if (review) set.review = review;
     await this.nodes.updateOne({ _id: nodeId }, { $set: set });
+    await this.recordChange(nodeId, state, at);
   }
 }

@@ -1,0 +1,93 @@
+/**
+ * The node cache (store/federation/node-cache.ts) against the embedded FerretDB: after a node's first read a
+ * heartbeat's authentication costs no database read, and a change written by another process (the node workflow's
+ * state change, a review's rejection, a removal) reaches two independent caches, standing for two API processes,
+ * within one read of the change log, far inside NODE_CACHE_TTL_MS.
+ */
+import { Db, MongoClient } from 'mongodb';
+import { NodeCache } from '../../../store/federation/node-cache';
+import { NodeDocument, NodeStore } from '../../../store/federation/nodes';
+import { ensureIndexes } from '../../../store/mongo';
+
+let client: MongoClient;
+let db: Db;
+
+beforeAll(async () => {
+  client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!);
+  db = client.db(`test_node_cache_${Date.now()}`);
+  await ensureIndexes(db);
+});
+afterAll(async () => {
+  await db.dropDatabase();
+  await client.close();
+});
+
+const node = (id: string, seq: number): NodeDocument => ({
+  _id: id,
+  seq,
+  name: id,
+  brand: { code: 'custom', model_base: null },
+  instance: { os: null, cpu: null, memory_gb: null, gpu: null },
+  capabilities: [],
+  api_key_hash: 'digest',
+  state: 'online',
+  created_at: new Date().toISOString(),
+  state_changed_at: new Date().toISOString(),
+  review: null
+});
+
+it('serves repeated reads from memory and follows changes written elsewhere within one log read', async () => {
+  const writer = new NodeStore(db); // the worker's store
+  await writer.nodes.insertMany([node('ext-custom-000001', 1), node('ext-custom-000002', 2), node('ext-custom-000003', 3)]);
+  // An hour of TTL: only the change log can make these caches see a change in time.
+  const a = new NodeCache(new NodeStore(db), 3_600_000);
+  const b = new NodeCache(new NodeStore(db), 3_600_000);
+  await a.poll();
+  await b.poll();
+  for (const cache of [a, b]) for (const id of ['ext-custom-000001', 'ext-custom-000002', 'ext-custom-000003']) expect((await cache.get(id))!.state).toBe('online');
+  await a.poll();
+  await b.poll();
+  for (let i = 0; i < 50; i++) await a.get('ext-custom-000001');
+  expect(a.stats.loads).toBe(3);
+  expect(a.stats.hits).toBe(50);
+
+  const later = new Date(Date.now() + 1).toISOString();
+  await writer.setState('ext-custom-000001', 'offline', later, undefined);
+  await writer.setState('ext-custom-000002', 'rejected', later, { decision: 'rejected', reviewer: 'admin', reason: 'test', at: later });
+  await writer.delete('ext-custom-000003');
+  await a.poll();
+  await b.poll();
+  for (const cache of [a, b]) {
+    expect((await cache.get('ext-custom-000001'))!.state).toBe('offline');
+    expect((await cache.get('ext-custom-000002'))!.state).toBe('rejected');
+    expect(await cache.get('ext-custom-000003')).toBeNull();
+  }
+  // Only the removed node was read again (and found missing); the others were updated from the log.
+  expect(a.stats.loads).toBe(4);
+});
+
+it('keeps a state this process caused over an older record, and a newer record over it', async () => {
+  const writer = new NodeStore(db);
+  await writer.nodes.insertOne({ ...node('ext-custom-000010', 10), state: 'offline', state_changed_at: new Date(Date.now() - 60_000).toISOString() });
+  const cache = new NodeCache(new NodeStore(db), 3_600_000);
+  await cache.poll();
+  expect((await cache.get('ext-custom-000010'))!.state).toBe('offline');
+  const before = new Date(Date.now() - 1000).toISOString();
+  cache.note('ext-custom-000010', 'online'); // this process woke it
+  await writer.setState('ext-custom-000010', 'offline', before, undefined); // an older change, recorded late
+  await cache.poll();
+  expect((await cache.get('ext-custom-000010'))!.state).toBe('online');
+  await writer.setState('ext-custom-000010', 'offline', new Date(Date.now() + 1).toISOString(), undefined);
+  await cache.poll();
+  expect((await cache.get('ext-custom-000010'))!.state).toBe('offline');
+});
+
+it('reads documents again after NODE_CACHE_TTL_MS when the change log is not followed', async () => {
+  const writer = new NodeStore(db);
+  await writer.nodes.insertOne(node('ext-custom-000020', 20));
+  const cache = new NodeCache(new NodeStore(db), 50);
+  expect((await cache.get('ext-custom-000020'))!.state).toBe('online');
+  await writer.nodes.updateOne({ _id: 'ext-custom-000020' }, { $set: { state: 'rejected' } });
+  await new Promise((r) => setTimeout(r, 80));
+  expect((await cache.get('ext-custom-000020'))!.state).toBe('rejected');
+});
