@@ -91,3 +91,23 @@ it('reads documents again after NODE_CACHE_TTL_MS when the change log is not fol
   await new Promise((r) => setTimeout(r, 80));
   expect((await cache.get('ext-custom-000020'))!.state).toBe('rejected');
 });
+
+it('group-commits concurrent state changes: each lands, in arrival order per node, with its change record', async () => {
+  const writer = new NodeStore(db);
+  const ids = Array.from({ length: 120 }, (_, i) => `ext-custom-${String(100 + i).padStart(6, '0')}`);
+  await writer.nodes.insertMany(ids.map((id, i) => ({ ...node(id, 100 + i), state: 'offline' as const })));
+  const cache = new NodeCache(new NodeStore(db), 3_600_000);
+  await cache.poll();
+  await Promise.all(ids.map((id) => cache.get(id)));
+  const t = Date.now() + 1;
+  await Promise.all([
+    ...ids.map((id) => writer.setState(id, 'online', new Date(t).toISOString(), undefined)),
+    writer.setState(ids[0]!, 'offline', new Date(t + 1).toISOString(), undefined)
+  ]);
+  const docs = new Map((await writer.nodes.find({ _id: { $in: ids } }).toArray()).map((d) => [d._id, d.state]));
+  expect(docs.get(ids[0]!)).toBe('offline');
+  expect(ids.slice(1).filter((id) => docs.get(id) !== 'online')).toEqual([]);
+  await cache.poll();
+  expect((await cache.get(ids[0]!))!.state).toBe('offline');
+  expect((await Promise.all(ids.slice(1).map((id) => cache.get(id)))).filter((n) => n!.state !== 'online')).toEqual([]);
+}, 60_000);
