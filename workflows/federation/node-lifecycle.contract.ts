@@ -89,7 +89,7 @@ export const nodeStatusQuery = defineQuery<NodeStatus>('nodeStatus');
 /**
  * Extra time past the offline deadline before judging, so a heartbeat received just before the deadline is seen:
  * it covers the worker's shared presence snapshot (at most PRESENCE_SNAPSHOT_MAX_AGE_MS old) and the presence write
- * holding the heartbeat (with the default PRESENCE_FLUSH_MS of 25 ms, the group commit's wait of at most 200 ms and
+ * holding the heartbeat (with the default PRESENCE_FLUSH_MS of 100 ms, the group commit's wait of at most 200 ms and
  * the write itself). A heartbeat written later still is caught by the re-check after going offline. Kept small:
  * a silent node must be offline within NODE_OFFLINE_AFTER_S + 2 s.
  */
