@@ -1,11 +1,24 @@
-/** API process entry: every listener; SIGINT/SIGTERM stop accepting, drain requests, close connections, exit. */
-import { ConfigError, loadConfig } from '../core/config.node';
+/**
+ * API process entry: every listener; SIGINT/SIGTERM stop accepting, drain requests, close connections, exit.
+ *
+ * With API_PROCESSES=N (N > 1) this process is a cluster primary: it does the work that is done once (the hub's
+ * signing keys, the administrator token, the indexes, the directory tree's first version) before forking, so no two
+ * processes race for it, then runs N API processes (Node's cluster module: they share every listener's port, the
+ * primary hands out connections). A worker that dies is restarted after 0.5, 1, 2, 4, 8 s (at most 10 s); after
+ * 5 restarts within 120 s the primary exits with an error (the launcher's supervisor then restarts the whole API).
+ * A signal to the primary is passed to every worker, which drains; the primary exits when they all have.
+ */
+import cluster, { Worker } from 'node:cluster';
+import type { Logger } from 'pino';
+import { Config, ConfigError, loadConfig, mongoUri } from '../core/config.node';
 import { createLogger } from '../core/logger.node';
+import { connectMongo, ensureIndexes } from '../store/mongo';
+import { DirectoryTreeStore } from '../store/federation/directory-tree';
+import { loadAdminTokenHash } from './admin-token';
+import { loadOrCreateHubKeys } from './keys';
 import { startApi } from './service';
 
-async function main(): Promise<void> {
-  const config = loadConfig();
-  const logger = createLogger(config, 'zhongshu-hub');
+async function serve(config: Config, logger: Logger): Promise<void> {
   const api = await startApi(config, logger);
   for (const l of api.listeners) logger.info({ listener: l.name, url: api.urls[l.name], bind: `${l.host}:${l.port}` }, 'listening');
   let stopping = false;
@@ -24,6 +37,77 @@ async function main(): Promise<void> {
   };
   process.once('SIGINT', () => void stop('SIGINT'));
   process.once('SIGTERM', () => void stop('SIGTERM'));
+}
+
+/** Restart delays of a dead API process (as scripts/stack/supervisor.ts does for the stack's processes). */
+const RESTART_DELAYS_MS = [500, 1000, 2000, 4000, 8000];
+const MAX_RESTARTS = 5;
+const RESTART_WINDOW_MS = 120_000;
+
+async function runPrimary(config: Config, logger: Logger, processes: number): Promise<void> {
+  // First-start work, once, before any API process exists.
+  loadOrCreateHubKeys(config.dataDir);
+  loadAdminTokenHash(config.dataDir, config.ADMIN_TOKEN, (msg) => logger.warn(msg));
+  const mongo = await connectMongo({ uri: mongoUri(config), dbName: config.MONGODB_DB });
+  try {
+    await ensureIndexes(mongo.db);
+    await new DirectoryTreeStore(mongo.db).ensureInitialVersion();
+  } finally {
+    await mongo.close();
+  }
+  let stopping = false;
+  const restarts: number[] = [];
+  const slots = new Map<Worker, number>();
+  const fork = (slot: number) => {
+    const worker = cluster.fork({ API_PROCESS_INDEX: String(slot) });
+    slots.set(worker, slot);
+  };
+  cluster.on('exit', (worker, code, signal) => {
+    const slot = slots.get(worker) ?? 0;
+    slots.delete(worker);
+    if (stopping) {
+      if (slots.size === 0) {
+        logger.info('every API process stopped');
+        process.exit(0);
+      }
+      return;
+    }
+    const now = Date.now();
+    while (restarts.length > 0 && now - restarts[0]! > RESTART_WINDOW_MS) restarts.shift();
+    if (restarts.length >= MAX_RESTARTS) {
+      logger.error({ slot, code, signal }, `API process ${slot} died ${MAX_RESTARTS + 1} times within ${RESTART_WINDOW_MS / 1000} s; stopping`);
+      for (const w of slots.keys()) w.process.kill('SIGTERM');
+      process.exit(1);
+    }
+    const delay = RESTART_DELAYS_MS[Math.min(restarts.length, RESTART_DELAYS_MS.length - 1)]!;
+    restarts.push(now);
+    logger.warn({ slot, pid: worker.process.pid, code, signal }, `API process ${slot} died (${signal ? `killed by ${signal}` : `exit code ${code}`}); restarting it in ${delay / 1000} s`);
+    setTimeout(() => {
+      if (!stopping) fork(slot);
+    }, delay);
+  });
+  for (let i = 0; i < processes; i++) fork(i);
+  logger.info({ processes }, `running ${processes} API processes`);
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'stopping the API processes');
+    if (slots.size === 0) process.exit(0);
+    for (const w of slots.keys()) w.process.kill(signal);
+    setTimeout(() => {
+      logger.error('API processes took longer than 20 s to stop; exiting');
+      process.exit(1);
+    }, 20_000).unref();
+  };
+  process.once('SIGINT', () => stop('SIGINT'));
+  process.once('SIGTERM', () => stop('SIGTERM'));
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger(config, 'zhongshu-hub');
+  if (config.API_PROCESSES > 1 && cluster.isPrimary) await runPrimary(config, logger, config.API_PROCESSES);
+  else await serve(config, cluster.isPrimary ? logger : logger.child({ api_process: Number(process.env.API_PROCESS_INDEX ?? 0) }));
 }
 
 main().catch((err) => {

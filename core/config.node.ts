@@ -80,6 +80,7 @@ export const configSchema = z.object({
   NODE_REVIEW_REQUIRED: z.enum(['true', 'false']).default('true').transform((v) => v === 'true'),
   NODE_CACHE_TTL_MS: z.coerce.number().int().min(0).default(5000),
   PRESENCE_FLUSH_MS: z.coerce.number().int().min(0).max(500).default(100),
+  API_PROCESSES: z.coerce.number().int().min(1).max(64).default(1),
   NODE_WORKFLOW_HISTORY_LIMIT: z.coerce.number().int().min(20).default(2000),
   HEARTBEAT_HISTORY_INTERVAL_S: positiveSeconds.default(60),
   HEARTBEAT_HISTORY_SIZE: z.coerce.number().int().min(1).max(240).default(60),

@@ -1,0 +1,98 @@
+/**
+ * API_PROCESSES=2 under the launcher: two API processes (Node's cluster module) serve the same ports; heartbeats
+ * spread over new connections reach both, each recording presence under its own instance (two documents in the
+ * node's shard), and the node is online for both; one killed with SIGKILL is restarted by the API's primary (with
+ * the reason in the log) while the other keeps serving.
+ */
+import http from 'node:http';
+import fs from 'node:fs';
+import { MongoClient } from 'mongodb';
+import { registerNode, RegisteredNode } from '../support/federation';
+import { eventually } from '../support/service';
+import { presenceShardOf } from '../../store/federation/presence';
+import { alive, killLeftovers, launch, recordedPids } from './launcher';
+
+const seen = new Set<number>();
+afterEach(() => killLeftovers(seen));
+
+/** A request on a connection of its own (the cluster's primary hands each new connection to the next process). */
+function freshRequest(method: string, url: string, headers: Record<string, string>, body?: unknown): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, agent: false, headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    req.setTimeout(10_000, () => req.destroy(new Error(`no answer to ${method} ${url} within 10 s`)));
+    req.end(body === undefined ? undefined : JSON.stringify(body));
+  });
+}
+
+/** The API processes the primary runs: its children running api/server.ts (not, e.g., tsx's esbuild service). */
+function apiProcesses(primary: number): number[] {
+  return fs
+    .readdirSync('/proc')
+    .filter((e) => /^\d+$/.test(e))
+    .filter((e) => {
+      try {
+        return (
+          Number(fs.readFileSync(`/proc/${e}/stat`, 'utf8').replace(/^.*\) /, '').split(' ')[1]) === primary &&
+          fs.readFileSync(`/proc/${e}/cmdline`, 'utf8').includes('api/server.ts')
+        );
+      } catch {
+        return false;
+      }
+    })
+    .map(Number)
+    .filter(alive);
+}
+
+const beat = (base: string, node: RegisteredNode) => freshRequest('POST', `${base}/a2a/heartbeat`, { 'x-external-node': node.node_id, 'x-external-key': node.api_key }, {});
+
+it('runs two API processes on the same ports; both record presence; a killed one is restarted', async () => {
+  const stack = await launch('node', { API_PROCESSES: '2', NODE_REVIEW_REQUIRED: 'false', NODE_OFFLINE_AFTER_S: '20' });
+  await stack.ready;
+  const pids = recordedPids(stack.dataDir);
+  Object.values(pids).forEach((p) => seen.add(p));
+  const workers = await eventually(async () => {
+    const found = apiProcesses(pids.api!);
+    return found.length === 2 ? found : undefined;
+  }, 30_000, 'two API processes');
+  workers.forEach((p) => seen.add(p));
+
+  const node = await registerNode(stack.base, 'two-processes');
+  const mongo = await MongoClient.connect(`mongodb://127.0.0.1:${stack.env.FERRETDB_PORT}/`);
+  try {
+    const db = mongo.db(stack.env.MONGODB_DB ?? 'zhongshu_hub');
+    const shard = db.collection(`node_presence_${String(presenceShardOf(node.node_id)).padStart(2, '0')}`);
+    const recordedBy = async () => (await shard.find({}).toArray()).filter((d) => node.node_id in (JSON.parse(String(d.seen_json)) as Record<string, number>)).length;
+    // New connections alternate between the processes; each heartbeat is recorded by the one that took it.
+    await eventually(async () => {
+      expect(await beat(stack.base, node)).toBe(200);
+      return (await recordedBy()) >= 2 ? true : undefined;
+    }, 30_000, 'presence recorded by both API processes');
+    await eventually(async () => {
+      const res = await fetch(`${stack.base}/a2a/nodes/${node.node_id}`);
+      return ((await res.json()) as { node?: { state?: string } }).node?.state === 'online' ? true : undefined;
+    }, 30_000, 'the node online');
+
+    // One process killed: the other keeps answering, the primary restarts it.
+    process.kill(workers[0]!, 'SIGKILL');
+    for (let i = 0; i < 10; i++) expect(await beat(stack.base, node)).toBe(200);
+    await eventually(async () => (/API process \d died \(killed by SIGKILL\); restarting it in [\d.]+ s/.test(stack.output()) ? true : undefined), 30_000, 'the restart in the log');
+    const after = await eventually(async () => {
+      const found = apiProcesses(pids.api!);
+      return found.length === 2 && !found.includes(workers[0]!) ? found : undefined;
+    }, 60_000, 'the killed API process to be replaced');
+    after.forEach((p) => seen.add(p));
+    // The replacement serves too: kill the survivor, and requests are answered by the new one.
+    process.kill(workers[1]!, 'SIGKILL');
+    await eventually(async () => ((await beat(stack.base, node).catch(() => 0)) === 200 ? true : undefined), 30_000, 'heartbeats answered by the replacement');
+    expect(recordedPids(stack.dataDir).api).toBe(pids.api);
+  } finally {
+    await mongo.close();
+  }
+  stack.child.kill('SIGINT');
+  const [code] = await stack.exited;
+  expect(code).toBe(0);
+}, 300_000);
