@@ -91,7 +91,8 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(truthReadRoutes, { ledger: ctx.ledger, config, keys: ctx.keys });
   await main.register(subscriptionRoutes, { ledger: ctx.ledger });
   await main.register(approvalRoutes, { temporal: ctx.temporal, config });
-  await main.register(statusDataRoutes, { db: ctx.mongo.db, ledger: ctx.ledger, nodes: ctx.nodes, presence: ctx.presence, config });
+  const workOrders = new WorkOrderStore(ctx.mongo.db);
+  await main.register(statusDataRoutes, { db: ctx.mongo.db, ledger: ctx.ledger, nodes: ctx.nodes, presence: ctx.presence, workOrders, config });
   await main.register(registerRoutes, { nodes: ctx.nodes, temporal: ctx.temporal, directory: ctx.directory, config });
   await main.register(heartbeatRoutes, { presenceRecorder: ctx.presenceRecorder, nodeCache: ctx.nodeCache, temporal: ctx.temporal, config });
   await main.register(nodeDirectoryRoutes, { nodes: ctx.nodes, presence: ctx.presence, heartbeatHistory: ctx.heartbeatHistory, config });
@@ -114,7 +115,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
     registry: new DidRegistryStore(ctx.mongo.db),
     ledger: ctx.ledger,
     adminTokenHash: ctx.adminTokenHash,
-    orders: new WorkOrderStore(ctx.mongo.db)
+    orders: workOrders
   });
 
   const backup = make('backup');

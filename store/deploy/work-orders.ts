@@ -1,6 +1,6 @@
 /**
  * Work orders (inbox_push / inbox_ack of deployment arbitration): the `instructions` records GET
- * /api/instructions/<node_id> serves (api/routes/ledger/status-data.ts, InstructionDocument), one per approved
+ * /api/instructions/<node_id> serves (api/routes/ledger/status-data.ts, through forNode), one per approved
  * order, `_id` = the instruction id. Written only once the order's truth approval is approved (by the
  * work-order/<id> workflow's activity, idempotently), acknowledged once by the node it is for.
  */
@@ -33,6 +33,12 @@ export class WorkOrderStore {
       if ((err as { code?: number }).code !== 11000) throw err;
     }
     return (await this.orders.findOne({ _id: order._id }))!;
+  }
+
+  /** A node's orders, oldest first (at most `limit`); acknowledged ones only when asked for. */
+  forNode(nodeId: string, includeAcked: boolean, limit: number): Promise<WorkOrderDocument[]> {
+    const filter = includeAcked ? { node_id: nodeId } : { node_id: nodeId, acked_at: null };
+    return this.orders.find(filter).sort({ created_at: 1 }).limit(limit).toArray();
   }
 
   async get(id: string): Promise<WorkOrderDocument | null> {

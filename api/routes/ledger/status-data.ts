@@ -17,15 +17,7 @@ import { NODE_STATES } from '../../../core/federation/vocabulary';
 import type { Ledger } from '../../../store/ledger/ledger';
 import type { NodeStore } from '../../../store/federation/nodes';
 import type { PresenceStore } from '../../../store/federation/presence';
-
-export interface InstructionDocument {
-  _id: string;
-  node_id: string;
-  key: string;
-  value_json: string;
-  created_at: string;
-  acked_at: string | null;
-}
+import type { WorkOrderStore } from '../../../store/deploy/work-orders';
 
 const hex = z.string().regex(/^[0-9a-f]{64}$/);
 const metricsResponse = z.object({
@@ -65,8 +57,8 @@ const instructionsResponse = z.object({
   instructions: z.array(z.object({ instruction_id: z.string(), key: z.string(), value: rawJsonSchema('the work order'), created_at: z.string(), acked_at: z.string().nullable() }))
 });
 
-export const statusDataRoutes: FastifyPluginAsyncZod<{ db: Db; ledger: Ledger; nodes: NodeStore; presence: PresenceStore; config: Config }> = async (app, deps) => {
-  const { db, config } = deps;
+export const statusDataRoutes: FastifyPluginAsyncZod<{ db: Db; ledger: Ledger; nodes: NodeStore; presence: PresenceStore; workOrders: WorkOrderStore; config: Config }> = async (app, deps) => {
+  const { db, config, workOrders } = deps;
   const ledger = db.collection('ledger');
   const started = Date.now();
 
@@ -128,8 +120,7 @@ export const statusDataRoutes: FastifyPluginAsyncZod<{ db: Db; ledger: Ledger; n
     async (request) => {
       const { node_id } = request.params;
       const { include_acked } = request.query;
-      const filter = include_acked ? { node_id } : { node_id, acked_at: null };
-      const rows = await db.collection<InstructionDocument>('instructions').find(filter).sort({ created_at: 1 }).limit(200).toArray();
+      const rows = await workOrders.forNode(node_id, include_acked, 200);
       return {
         ok: true as const,
         node_id,
