@@ -76,10 +76,11 @@ it('runs two API processes on the same ports; both record presence; a killed one
       return ((await res.json()) as { node?: { state?: string } }).node?.state === 'online' ? true : undefined;
     }, 30_000, 'the node online');
 
-    // One process killed: the other keeps answering, the primary restarts it.
+    // One process killed: once the primary has seen it die (a connection handed to it before that is lost, as with
+    // any crash), the other answers every request, and the primary restarts the dead one.
     process.kill(workers[0]!, 'SIGKILL');
+    await eventually(async () => (/API process \d+ died \(killed by SIGKILL\); restarting it in [\d.]+ s/.test(stack.output()) ? true : undefined), 30_000, 'the restart in the log');
     for (let i = 0; i < 10; i++) expect(await beat(stack.base, node)).toBe(200);
-    await eventually(async () => (/API process \d died \(killed by SIGKILL\); restarting it in [\d.]+ s/.test(stack.output()) ? true : undefined), 30_000, 'the restart in the log');
     const after = await eventually(async () => {
       const found = apiProcesses(pids.api!);
       return found.length === 2 && !found.includes(workers[0]!) ? found : undefined;
