@@ -9,7 +9,6 @@ import { AppError } from '../core/errors';
 import { validatorCompiler, ZodTypeProvider } from 'fastify-type-provider-zod';
 import { MAX_PATH_PARAM_LENGTH } from '../core/identifiers';
 import type { ServiceContext } from './context';
-import { rateLimitStore } from './rate-limit-store';
 import type { ListenerName } from './directory';
 import errorsPlugin, { clientErrorHandler, frameworkErrorHandler } from './plugins/errors';
 import authPlugin from './plugins/auth';
@@ -74,12 +73,10 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName, o
   // Overload is refused first, before credentials or the body cost anything (api/plugins/admission.ts).
   app.register(admissionPlugin, { gates: ctx.admission });
   // Per-route request limits per client address (routes opt in with config.rateLimit: the anonymous routes that
-  // create state), counted in MongoDB so they hold across API processes (api/rate-limit-store.ts). A refusal is the
-  // one error shape: 429 rate_limited with Retry-After.
+  // create state). A refusal is the one error shape: 429 rate_limited with Retry-After.
   app.register(rateLimit, {
     global: false,
     keyGenerator: rateLimitKey,
-    store: rateLimitStore(ctx.rateLimits),
     errorResponseBuilder: (_request, limit) =>
       new AppError('rate_limited', `Too many requests from this address: at most ${limit.max} per ${limit.ttl / 1000} s; retry after ${limit.after}`, { limit: limit.max }, {
         'Retry-After': String(Math.max(1, Math.ceil(limit.ttl / 1000)))

@@ -10,14 +10,14 @@ import { PlanLimits, PlanName, planTable, plansOverrideSchema, isPlanName } from
 import { ProviderCatalog } from '../core/chat/providers';
 import { loadProviderCatalog } from '../core/chat/providers.node';
 import { ChatUpstreams } from '../core/chat/upstream.node';
-import { WindowLimitStore } from '../store/window-limits';
+import { ChatLimitStore } from '../store/chat/limits';
 import { ChatUsageStore } from '../store/chat/usage';
 
 export interface ChatServices {
   catalog: ProviderCatalog;
   upstreams: ChatUpstreams;
   plans: Record<PlanName, PlanLimits>;
-  limits: WindowLimitStore;
+  limits: ChatLimitStore;
   usage: ChatUsageStore;
   /** The limits of a key's plan (an unknown plan name, from before plans were checked, counts as S1). */
   planOf(plan: string): PlanLimits;
@@ -53,7 +53,7 @@ export function createChatServices(config: Config, db: Db, logger: Logger): Chat
     catalog,
     upstreams,
     plans,
-    limits: new WindowLimitStore(db, 'chat_limit_slots', (err) => logger.warn({ err }, 'chat limit prune failed')),
+    limits: new ChatLimitStore(db, (err) => logger.warn({ err }, 'chat limit prune failed')),
     usage: new ChatUsageStore(db, (err) => logger.warn({ err }, 'chat usage tally flush failed')),
     planOf: (plan) => plans[isPlanName(plan) ? plan : 'S1'],
     upstreamHealth: () => upstreams.breakers.snapshot([...catalog.providers.keys()])

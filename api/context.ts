@@ -24,7 +24,6 @@ import { loadAdminTokenHash } from './admin-token';
 import { AdmissionGates, createAdmissionGates } from './plugins/admission';
 import { ChatServices, createChatServices } from './chat';
 import { KeyGroupStore } from '../store/chat/key-groups';
-import { WindowLimitStore } from '../store/window-limits';
 
 export interface ServiceContext {
   config: Config;
@@ -50,8 +49,6 @@ export interface ServiceContext {
   /** The chat gateway: providers, upstream clients and breakers, plans, limits, usage (api/chat.ts). */
   chat: ChatServices;
   keyGroups: KeyGroupStore;
-  /** Per-address limits of anonymous routes (config.rateLimit), counted across API processes (api/rate-limit-store.ts). */
-  rateLimits: WindowLimitStore;
   close(): Promise<void>;
 }
 
@@ -105,7 +102,6 @@ export async function createServiceContext(config: Config, logger = createLogger
       admission: createAdmissionGates({ truth_write: config.TRUTH_MAX_IN_FLIGHT }),
       chat: createChatServices(config, mongo.db, logger),
       keyGroups: new KeyGroupStore(mongo.db),
-      rateLimits: new WindowLimitStore(mongo.db, 'rate_limit_slots', (err) => logger.warn({ err }, 'rate limit prune failed')),
       close: async () => {
         nodeCache.stop();
         await connection.close().catch(() => undefined);

@@ -12,7 +12,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Collection, Db } from 'mongodb';
-import { InsertBatcher } from '../insert-batch';
+import { InsertBatcher } from './insert-batch';
 
 export interface ChatUsageRecord {
   _id: string;

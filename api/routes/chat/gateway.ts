@@ -23,7 +23,7 @@ import { queryInt } from '../../../core/identifiers';
 import type { UpstreamBody } from '../../../core/chat/upstream.node';
 import type { ChatServices } from '../../chat';
 import { confirmApiKey } from '../../plugins/auth/api-key';
-import type { LimitTake } from '../../../store/window-limits';
+import type { LimitTake } from '../../../store/chat/limits';
 import { chatCompletionBody, ChatCompletionBody, installOpenAiErrorHandler, openAiErrorResponses } from './openai-shape';
 
 const modelObject = z.object({ id: z.string(), object: z.literal('model'), created: z.number().int(), owned_by: z.string() });

@@ -1,7 +1,6 @@
 /**
- * Use limits over fixed time windows, exact across every API process sharing one MongoDB: the chat gateway's per-key
- * requests per minute and per day (`chat_limit_slots`), the trial chat's per-address limit, and the per-address
- * limits of anonymous routes through @fastify/rate-limit (`rate_limit_slots`, api/rate-limit-store.ts).
+ * Per-key request limits of the chat gateway (requests per minute, requests per day), exact across every API
+ * process sharing one MongoDB.
  *
  * A limit of L uses in a window (a calendar minute or a UTC day) is L numbered slots; one use inserts
  * `_id` = `<scope>|<window>|<n>` and the unique `_id` decides between racing processes (the loser moves past the
@@ -12,7 +11,7 @@
  * Same design as store/ledger/quota.ts, over windows of any length, with expiry instead of day pruning.
  */
 import { Collection, Db } from 'mongodb';
-import { lastOfRun } from '../core/ledger/contiguous-run';
+import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { InsertBatcher } from './insert-batch';
 
 interface LimitSlot {
@@ -35,7 +34,7 @@ export interface LimitTake {
   count: number;
 }
 
-export class WindowLimitStore {
+export class ChatLimitStore {
   private readonly slots: Collection<LimitSlot>;
   /** Slot inserts of concurrent requests share a command (store/chat/insert-batch.ts). */
   private readonly inserts: InsertBatcher<LimitSlot>;
@@ -44,11 +43,10 @@ export class WindowLimitStore {
 
   constructor(
     db: Db,
-    collection: string,
     private readonly onPruneError: (err: unknown) => void = () => undefined,
     private readonly now: () => number = Date.now
   ) {
-    this.slots = db.collection(collection);
+    this.slots = db.collection('chat_limit_slots');
     this.inserts = new InsertBatcher(this.slots);
   }
 

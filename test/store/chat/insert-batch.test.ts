@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Db, MongoClient } from 'mongodb';
-import { InsertBatcher } from '../../store/insert-batch';
+import { InsertBatcher } from '../../../store/chat/insert-batch';
 
 let client: MongoClient;
 let db: Db;
