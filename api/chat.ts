@@ -23,6 +23,8 @@ export interface ChatServices {
   planOf(plan: string): PlanLimits;
   /** Circuit breaker state per provider, for /health. */
   upstreamHealth(): { name: string; state: 'closed' | 'open' | 'half_open'; consecutive_failures: number; retry_after_s: number }[];
+  /** When the process stops: gives back the limit slots it leased and writes its token tallies. */
+  close(): Promise<void>;
 }
 
 export function createChatServices(config: Config, db: Db, logger: Logger): ChatServices {
@@ -49,13 +51,18 @@ export function createChatServices(config: Config, db: Db, logger: Logger): Chat
   });
   if (catalog.models.size === 0) logger.info('chat gateway: no provider configured (CHAT_PROVIDERS_FILE / CHAT_PROVIDERS); /v1/models is empty');
   else logger.info({ providers: [...catalog.providers.keys()], models: catalog.models.size }, 'chat gateway providers loaded');
+  const limits = new ChatLimitStore(db, (err) => logger.warn({ err }, 'chat limit prune failed'));
+  const usage = new ChatUsageStore(db, (err) => logger.warn({ err }, 'chat usage tally flush failed'));
   return {
     catalog,
     upstreams,
     plans,
-    limits: new ChatLimitStore(db, (err) => logger.warn({ err }, 'chat limit prune failed')),
-    usage: new ChatUsageStore(db, (err) => logger.warn({ err }, 'chat usage tally flush failed')),
+    limits,
+    usage,
     planOf: (plan) => plans[isPlanName(plan) ? plan : 'S1'],
-    upstreamHealth: () => upstreams.breakers.snapshot([...catalog.providers.keys()])
+    upstreamHealth: () => upstreams.breakers.snapshot([...catalog.providers.keys()]),
+    close: async () => {
+      await Promise.all([limits.close(), usage.flush()]);
+    }
   };
 }

@@ -71,6 +71,7 @@ export async function createServiceContext(config: Config, logger = createLogger
     await tree.ensureInitialVersion();
     const nodeCache = new NodeCache(nodes, config.NODE_CACHE_TTL_MS, (err) => logger.warn({ err }, 'node change log read failed; node cache entries are read again after NODE_CACHE_TTL_MS'));
     nodeCache.start();
+    const chat = createChatServices(config, mongo.db, logger);
     return {
       config,
       logger,
@@ -100,10 +101,11 @@ export async function createServiceContext(config: Config, logger = createLogger
       adminTokenHash,
       directory: new EndpointDirectory(),
       admission: createAdmissionGates({ truth_write: config.TRUTH_MAX_IN_FLIGHT }),
-      chat: createChatServices(config, mongo.db, logger),
+      chat,
       keyGroups: new KeyGroupStore(mongo.db),
       close: async () => {
         nodeCache.stop();
+        await chat.close().catch((err: unknown) => logger.warn({ err }, 'chat limit leases or usage tallies could not be given back'));
         await connection.close().catch(() => undefined);
         await mongo.close();
       }

@@ -80,7 +80,7 @@ export class InsertBatcher<T extends Document> {
 }
 
 /** The per-document errors of an unordered insertMany (index → error), or null when the whole command failed. */
-function writeErrorsOf(err: unknown): Map<number, { index: number; code?: number; errmsg?: string }> | null {
+export function writeErrorsOf(err: unknown): Map<number, { index: number; code?: number; errmsg?: string }> | null {
   const raw = (err as { writeErrors?: unknown }).writeErrors;
   if (!raw) return null;
   const list = (Array.isArray(raw) ? raw : [raw]) as { index: number; code?: number; errmsg?: string; err?: { index: number; code?: number; errmsg?: string } }[];

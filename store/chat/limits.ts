@@ -9,10 +9,19 @@
  * at most 2 × the per-minute cap can pass (the end of one minute and the start of the next), the documented
  * overshoot. Inside a process callers reserve slots from the process's counter, so they never race each other.
  * Same design as store/ledger/quota.ts, over windows of any length, with expiry instead of day pruning.
+ *
+ * Leases: a counter in steady use (at least LEASE_MIN_RATE takes a second in this process) does not insert a slot
+ * per request. The process inserts a block of the next slots ahead, in the background, and hands them out from
+ * memory; a request then waits for no database round trip for its limits. Leased slots are real slots, so the
+ * total across processes still never exceeds L. The price is a bounded under-admission: slots one process holds
+ * unused are not available to another. It is bounded three ways: a block is at most LEASE_MAX slots and at most an
+ * eighth of what is left of the window (so near the cap nothing is leased and admission is exact slot by slot);
+ * a counter idle for LEASE_IDLE_MS gives its unused slots back; and `close()` gives every unused slot back when the
+ * process stops (a crashed process's slots expire with their window).
  */
 import { Collection, Db } from 'mongodb';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
-import { InsertBatcher } from './insert-batch';
+import { InsertBatcher, writeErrorsOf } from './insert-batch';
 
 interface LimitSlot {
   _id: string;
@@ -23,9 +32,23 @@ interface LimitSlot {
 }
 
 interface CounterState {
+  scope: string;
+  window: string;
+  limit: number;
+  /** The next slot number this process has not tried. */
   next: number;
+  /** Slots below `next` known free (given back), tried again before `next`. */
   refunded: number[];
+  /** Slots this process inserted ahead and holds unused (ascending). */
+  leased: number[];
+  /** The lease insert in flight, if any (never rejects). */
+  leasing: Promise<void> | null;
   expiresAt: number;
+  /** Takes in the current and the previous second (the demand a lease is sized by). */
+  takes: number;
+  takesBefore: number;
+  second: number;
+  lastTakeAt: number;
 }
 
 export interface LimitTake {
@@ -34,12 +57,21 @@ export interface LimitTake {
   count: number;
 }
 
+/** A counter leases only at this many takes per second or more. */
+export const LEASE_MIN_RATE = 20;
+/** Most slots leased in one block. */
+export const LEASE_MAX = 64;
+/** A counter with no take for this long gives its unused leased slots back. */
+export const LEASE_IDLE_MS = 1000;
+
 export class ChatLimitStore {
   private readonly slots: Collection<LimitSlot>;
   /** Slot inserts of concurrent requests share a command (store/chat/insert-batch.ts). */
   private readonly inserts: InsertBatcher<LimitSlot>;
   private readonly counters = new Map<string, Promise<CounterState>>();
   private lastSweep = 0;
+  private idleTimer: NodeJS.Timeout | null = null;
+  private closed = false;
 
   constructor(
     db: Db,
@@ -53,7 +85,18 @@ export class ChatLimitStore {
   async take(scope: string, window: string, limit: number, expiresAt: number): Promise<LimitTake> {
     this.sweep();
     const counter = `${scope}|${window}`;
-    const state = await this.counterState(counter, limit, expiresAt);
+    const state = await this.counterState(counter, scope, window, limit, expiresAt);
+    this.noteTake(state);
+    // Slots already numbered for this process come first: a caller never skips past a lease still being inserted.
+    for (;;) {
+      const leased = state.leased.shift();
+      if (leased !== undefined) {
+        this.lease(state);
+        return { allowed: true, count: leased };
+      }
+      if (!state.leasing) break;
+      await state.leasing;
+    }
     for (;;) {
       const n = state.refunded.length > 0 ? state.refunded.shift()! : state.next++;
       if (n > limit) {
@@ -61,7 +104,8 @@ export class ChatLimitStore {
         return { allowed: false, count: limit + 1 };
       }
       try {
-        await this.inserts.insert({ _id: `${counter}|${n}`, scope, window, n, expires_at: new Date(expiresAt) });
+        await this.inserts.insert(this.slot(state, n));
+        this.lease(state);
         return { allowed: true, count: n };
       } catch (err) {
         if ((err as { code?: number }).code !== 11000) {
@@ -76,21 +120,145 @@ export class ChatLimitStore {
   /** Gives back a slot for a use that did not happen (refused by a later limit). */
   async refund(scope: string, window: string, n: number): Promise<void> {
     const counter = `${scope}|${window}`;
-    await this.slots.deleteOne({ _id: `${counter}|${n}` });
     const state = this.counters.get(counter);
-    if (state) giveBack(await state, n);
+    const s = state ? await state : null;
+    // While the counter is in steady use the slot stays this process's, ready for the next request.
+    if (s && this.leaseSize(s) > 0 && !s.leased.includes(n)) {
+      s.leased.push(n);
+      s.leased.sort((a, b) => a - b);
+      return;
+    }
+    await this.slots.deleteOne({ _id: `${counter}|${n}` });
+    if (s) giveBack(s, n);
   }
 
   /** What this process last knew of a window's uses (for the x-ratelimit headers of answers that took none). */
   async known(scope: string, window: string): Promise<number> {
     const state = this.counters.get(`${scope}|${window}`);
-    return state ? (await state).next - 1 : 0;
+    if (!state) return 0;
+    const s = await state;
+    return s.next - 1 - s.leased.length;
   }
 
-  private counterState(counter: string, limit: number, expiresAt: number): Promise<CounterState> {
+  /** Gives back every leased slot this process holds unused (when the process stops). */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.idleTimer) clearInterval(this.idleTimer);
+    this.idleTimer = null;
+    for (const p of this.counters.values()) await (await p.catch(() => null))?.leasing;
+    await this.giveBackLeases(() => true);
+  }
+
+  private slot(state: CounterState, n: number): LimitSlot {
+    return { _id: `${state.scope}|${state.window}|${n}`, scope: state.scope, window: state.window, n, expires_at: new Date(state.expiresAt) };
+  }
+
+  private noteTake(state: CounterState): void {
+    const now = this.now();
+    const second = Math.floor(now / 1000);
+    if (second !== state.second) {
+      state.takesBefore = second === state.second + 1 ? state.takes : 0;
+      state.takes = 0;
+      state.second = second;
+    }
+    state.takes++;
+    state.lastTakeAt = now;
+  }
+
+  /** How many slots a counter should hold ahead now: 0 below the demand threshold or near the cap. */
+  private leaseSize(state: CounterState): number {
+    const rate = Math.max(state.takes, state.takesBefore);
+    if (rate < LEASE_MIN_RATE || this.closed) return 0;
+    const left = state.limit - state.next + 1 + state.refunded.length;
+    // About 100 ms of demand, so a block lasts several database round trips.
+    const size = Math.min(LEASE_MAX, Math.ceil(rate / 10), Math.floor(left / 8));
+    return size >= 2 ? size : 0;
+  }
+
+  /** Tops the counter's lease up in the background when it has run below half its size. */
+  private lease(state: CounterState): void {
+    if (state.leasing) return;
+    const size = this.leaseSize(state);
+    if (size === 0 || state.leased.length * 2 > size) return;
+    const wanted: number[] = [];
+    while (wanted.length < size - state.leased.length) {
+      const n = state.refunded.length > 0 ? state.refunded.shift()! : state.next++;
+      if (n > state.limit) {
+        state.next = state.limit + 1;
+        break;
+      }
+      wanted.push(n);
+    }
+    if (wanted.length === 0) return;
+    this.startIdleTimer();
+    state.leasing = this.slots
+      .insertMany(
+        wanted.map((n) => this.slot(state, n)),
+        { ordered: false }
+      )
+      .then(
+        () => wanted,
+        (err: unknown) => {
+          const failed = writeErrorsOf(err);
+          if (!failed) {
+            for (const n of wanted) giveBack(state, n);
+            return [];
+          }
+          // Slots another process took are skipped; any other refusal is given back to be tried again.
+          const got = wanted.filter((_, i) => !failed.has(i));
+          wanted.forEach((n, i) => {
+            if (failed.get(i) && failed.get(i)!.code !== 11000) giveBack(state, n);
+          });
+          // (A slot another process took past this block is met, and passed, by the next insert of a take.)
+          return got;
+        }
+      )
+      .then((got) => {
+        state.leased.push(...got);
+        state.leased.sort((a, b) => a - b);
+      })
+      .finally(() => {
+        state.leasing = null;
+      });
+  }
+
+  private startIdleTimer(): void {
+    if (this.idleTimer) return;
+    this.idleTimer = setInterval(() => {
+      const idleSince = this.now() - LEASE_IDLE_MS;
+      void this.giveBackLeases((s) => s.lastTakeAt <= idleSince).catch(this.onPruneError);
+    }, LEASE_IDLE_MS);
+    this.idleTimer.unref();
+  }
+
+  /** Deletes the unused leased slots of the counters `which` picks, and lets them be taken again. */
+  private async giveBackLeases(which: (s: CounterState) => boolean): Promise<void> {
+    const ids: string[] = [];
+    const given: [CounterState, number[]][] = [];
+    for (const p of this.counters.values()) {
+      const s = await p.catch(() => null);
+      if (!s || s.leased.length === 0 || !which(s)) continue;
+      const ns = s.leased.splice(0);
+      given.push([s, ns]);
+      for (const n of ns) ids.push(`${s.scope}|${s.window}|${n}`);
+    }
+    if (ids.length === 0) return;
+    try {
+      await this.slots.deleteMany({ _id: { $in: ids } });
+    } catch (err) {
+      // Not deleted: still this process's, handed out again.
+      for (const [s, ns] of given) s.leased.push(...ns), s.leased.sort((a, b) => a - b);
+      throw err;
+    }
+    for (const [s, ns] of given) for (const n of ns) giveBack(s, n);
+  }
+
+  private counterState(counter: string, scope: string, window: string, limit: number, expiresAt: number): Promise<CounterState> {
     let state = this.counters.get(counter);
     if (!state) {
-      state = this.firstFree(counter, 0, limit).then((next) => ({ next, refunded: [], expiresAt }));
+      state = this.firstFree(counter, 0, limit).then(
+        (next): CounterState => ({ scope, window, limit, next, refunded: [], leased: [], leasing: null, expiresAt, takes: 0, takesBefore: 0, second: 0, lastTakeAt: 0 })
+      );
       this.counters.set(counter, state);
       state.catch(() => this.counters.delete(counter));
     }

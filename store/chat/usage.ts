@@ -6,9 +6,9 @@
  * For the daily token limit, which is checked before each request, summing records would scan; each process
  * instead keeps its own running total per key and day in memory and publishes it as one document of its own
  * (`chat_usage_tallies`, `_id` = `<key>|<day>|<process>`, only ever written by that process), at most every
- * 500 ms. A key's tokens today = this process's exact total + the other processes' published totals (read at
- * most once a second per key). The limit can therefore be passed by what is in flight plus about a second of other
- * processes' use: documented as the token limit's overshoot.
+ * 500 ms. A key's tokens today = this process's exact total + the other processes' published totals (read again
+ * in the background when the last reading is over a second old). The limit can therefore be passed by what is in
+ * flight plus about two seconds of other processes' use: documented as the token limit's overshoot.
  */
 import { randomBytes } from 'node:crypto';
 import { Collection, Db } from 'mongodb';
@@ -65,7 +65,7 @@ export class ChatUsageStore {
   private readonly own = new Map<string, number>();
   private readonly dirty = new Set<string>();
   /** `<key>|<day>` → other processes' tokens and when they were read. */
-  private readonly others = new Map<string, { tokens: number; at: number; pending?: Promise<number> }>();
+  private readonly others = new Map<string, { tokens: number; at: number; pending?: Promise<void> }>();
   private flushTimer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -86,32 +86,39 @@ export class ChatUsageStore {
     await this.inserts.insert(rec);
   }
 
-  /** Tokens `keyId` used on `day`, across processes (see the module comment for its bound). */
+  /**
+   * Tokens `keyId` used on `day`, across processes (see the module comment for its bound). The first call for a
+   * key and day waits for the other processes' tallies; later calls answer from the last reading and, when it is
+   * over a second old, read again in the background (a request never waits for that round trip).
+   */
   async tokensOn(keyId: string, day: string): Promise<number> {
     const k = `${keyId}|${day}`;
-    const own = this.own.get(k) ?? 0;
     let o = this.others.get(k);
-    if (!o || Date.now() - o.at > 1000) {
-      if (!o?.pending) {
-        const pending = this.tallies
-          .find({ key_id: keyId, day }, { projection: { process: 1, tokens: 1 } })
-          .toArray()
-          .then((docs) => docs.filter((d) => d.process !== this.process).reduce((s, d) => s + d.tokens, 0));
-        o = { tokens: o?.tokens ?? 0, at: o?.at ?? 0, pending };
-        this.others.set(k, o);
-        const entry = o;
-        try {
-          entry.tokens = await pending;
-          entry.at = Date.now();
-        } finally {
-          entry.pending = undefined;
-        }
-      } else {
-        await o.pending.catch(() => undefined);
-      }
+    if (!o) {
+      o = { tokens: 0, at: 0 };
+      this.others.set(k, o);
+      if (this.others.size > 10_000) this.others.clear();
     }
-    if (this.others.size > 10_000) this.others.clear();
-    return own + (this.others.get(k)?.tokens ?? 0);
+    if (!o.pending && Date.now() - o.at > 1000) {
+      o.pending = this.readOthers(keyId, day, o);
+      // A failed background reading keeps the last one (and is tried again at the next call); the first is awaited.
+      o.pending.catch((err: unknown) => (o.at === 0 ? undefined : this.onError(err)));
+    }
+    if (o.at === 0) await o.pending;
+    return (this.own.get(k) ?? 0) + o.tokens;
+  }
+
+  private readOthers(keyId: string, day: string, into: { tokens: number; at: number; pending?: Promise<void> }): Promise<void> {
+    return this.tallies
+      .find({ key_id: keyId, day }, { projection: { process: 1, tokens: 1 } })
+      .toArray()
+      .then((docs) => {
+        into.tokens = docs.filter((d) => d.process !== this.process).reduce((s, d) => s + d.tokens, 0);
+        into.at = Date.now();
+      })
+      .finally(() => {
+        into.pending = undefined;
+      });
   }
 
   /**
