@@ -6,9 +6,11 @@
  * overlap that read with their own work: when the presented secret's digest equals the one this process last
  * verified for the key, the authenticator answers at once with the plan it last saw, and the read goes on in the
  * background; the route must then await `confirmApiKey(request)` (the store's verdict: the key, unrevoked, with
- * that same digest, and its plan now) before it calls anything on the key's behalf, and undo what it did when the
- * verdict is a refusal. A secret whose digest is not the cached one is always verified before the route runs, so a
- * wrong secret never starts anything in a key's name.
+ * that same digest, and its plan now) before anything reaches the client, and undo what it started when the
+ * verdict is a refusal (the chat gateway aborts the upstream call it started and gives its limit slots back).
+ * A refusal also makes this process forget the key, so only requests already in flight are started this way. A
+ * secret whose digest is not the cached one is always verified before the route runs, so a wrong secret never
+ * starts anything in a key's name.
  */
 import type { FastifyRequest } from 'fastify';
 import { API_KEY_PATTERN, digestsEqual, hashSecret } from '../../../core/credentials.node';

@@ -23,6 +23,7 @@ import { queryInt } from '../../../core/identifiers';
 import type { UpstreamBody } from '../../../core/chat/upstream.node';
 import type { ChatServices } from '../../chat';
 import { confirmApiKey } from '../../plugins/auth/api-key';
+import type { Principal } from '../../plugins/auth/principal';
 import type { LimitTake } from '../../../store/chat/limits';
 import { chatCompletionBody, ChatCompletionBody, installOpenAiErrorHandler, openAiErrorResponses } from './openai-shape';
 
@@ -64,6 +65,23 @@ interface Admitted {
   keyId: string;
   day: string;
 }
+
+/**
+ * An admitted request: its model chain and limits taken; when the key was answered from the process's cache, the
+ * claims made under the cached plan and the store's verdict still to come (see `startUpstream`).
+ */
+interface Admission {
+  chain: CatalogModel[];
+  a: Admitted;
+  unconfirmed: { claims: Claims; plan: string; verdict: Promise<Principal> } | null;
+}
+
+/** Errors that refused a request before its upstream call counted (no usage is recorded for them). */
+const refusedBeforeUpstream = new WeakSet<object>();
+const refusal = (err: unknown): unknown => {
+  if (err && typeof err === 'object') refusedBeforeUpstream.add(err);
+  return err;
+};
 
 /** What one request took of its key's limits (null: that store call failed). */
 interface Claims {
@@ -199,45 +217,93 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
    * The model's chain for the caller's plan, then the caller's limits (rate headers are set on a refusal too).
    *
    * An API key the auth hook answered from its per-process cache (api/plugins/auth/api-key.ts: the same secret
-   * digest as this process last verified) is still being read from the store: the claims start with the cached
-   * plan in parallel with that read, and nothing goes upstream before the read confirms the key. A revoked key or
-   * a new secret: the claims are given back and the answer is 401. A plan changed meanwhile: the claims are given
-   * back and taken again under the real plan (whose models are checked again).
+   * digest as this process last verified) is still being read from the store: the claims are taken under the
+   * cached plan meanwhile, and the admission carries the store's verdict, which `startUpstream` awaits before
+   * anything reaches the client. A request refused here (429, 403) waits for the verdict first: a revoked key is
+   * told 401, and a plan changed meanwhile is admitted again under the real plan (whose models are checked again).
    */
-  const admitChain = async (request: FastifyRequest, reply: FastifyReply, modelId: string): Promise<{ chain: CatalogModel[]; a: Admitted }> => {
+  const admitChain = async (request: FastifyRequest, reply: FastifyReply, modelId: string): Promise<Admission> => {
     const { keyId, plan } = keyOf(request);
     const confirmation = confirmApiKey(request);
-    if (!confirmation) {
-      const chain = await chainOrRefuse(reply, modelId, keyId, plan);
-      return { chain, a: await decide(reply, await claim(keyId, plan)) };
-    }
+    const admitUnder = async (p: string): Promise<Admission> => {
+      const chain = await chainOrRefuse(reply, modelId, keyId, p);
+      return { chain, a: await decide(reply, await claim(keyId, p)), unconfirmed: null };
+    };
+    if (!confirmation) return admitUnder(plan);
+    /** On a refusal under the cached plan: the store's verdict decides (401, the same refusal, or the real plan). */
+    const reconsider = async (err: unknown): Promise<Admission> => {
+      const real = await confirmation;
+      request.principal = real;
+      const realPlan = real.plan ?? 'S1';
+      if (realPlan === plan) throw err;
+      return admitUnder(realPlan);
+    };
     let chain: CatalogModel[];
     try {
       chain = chainFor(modelId, plan);
     } catch (err) {
-      // Refused under the cached plan: the store's verdict decides (a revoked key is 401, a new plan may allow it).
-      const real = await confirmation;
+      return reconsider(err).catch(async (e: unknown) => {
+        if (e === err) await knownRateHeaders(reply, keyId, plan);
+        throw e;
+      });
+    }
+    let claims: Claims;
+    try {
+      claims = await claim(keyId, plan);
+    } catch (err) {
+      await confirmation; // a revoked key is told so rather than a store failure
+      throw err;
+    }
+    try {
+      return { chain, a: await decide(reply, claims), unconfirmed: { claims, plan, verdict: confirmation } };
+    } catch (err) {
+      return reconsider(err);
+    }
+  };
+
+  /**
+   * Calls the upstream for an admitted request. For a request admitted on its key's cached verification the call
+   * starts at once, beside the store read that confirms the key (the read is the one database round trip left on
+   * a request's path; overlapping it with the upstream's time to answer takes it off the latency). Nothing reaches
+   * the client before the verdict: a revoked key or a new secret aborts the upstream call, gives the claims back
+   * and answers 401; a plan changed meanwhile aborts it and admits the request again under the real plan. So a
+   * key revoked while a process holds it verified can start at most the requests in flight at that moment on
+   * that process (aborted, never answered, never recorded); every later request verifies before it claims.
+   */
+  const startUpstream = async <T>(request: FastifyRequest, reply: FastifyReply, modelId: string, adm: Admission, signal: AbortSignal, call: (chain: CatalogModel[], signal: AbortSignal) => Promise<T>): Promise<T> => {
+    if (!adm.unconfirmed) return call(adm.chain, signal);
+    const { claims, plan, verdict } = adm.unconfirmed;
+    const attempt = new AbortController();
+    const follow = () => attempt.abort();
+    signal.addEventListener('abort', follow, { once: true });
+    const started = call(adm.chain, attempt.signal);
+    started.catch(() => undefined); // awaited below unless the verdict refuses
+    try {
+      let real: Principal;
+      try {
+        real = await verdict;
+      } catch (err) {
+        attempt.abort();
+        await release(claims);
+        throw refusal(err);
+      }
       request.principal = real;
       const realPlan = real.plan ?? 'S1';
-      if (realPlan === plan) {
-        await knownRateHeaders(reply, keyId, plan);
-        throw err;
+      if (realPlan === plan) return await started;
+      attempt.abort();
+      await release(claims);
+      let again: Admission;
+      try {
+        const chain = await chainOrRefuse(reply, modelId, claims.keyId, realPlan);
+        again = { chain, a: await decide(reply, await claim(claims.keyId, realPlan)), unconfirmed: null };
+      } catch (err) {
+        throw refusal(err);
       }
-      const realChain = await chainOrRefuse(reply, modelId, keyId, realPlan);
-      return { chain: realChain, a: await decide(reply, await claim(keyId, realPlan)) };
+      adm.a = again.a;
+      return await call(again.chain, signal);
+    } finally {
+      signal.removeEventListener('abort', follow);
     }
-    const [claimed, confirmed] = await Promise.allSettled([claim(keyId, plan), confirmation]);
-    if (confirmed.status === 'rejected') {
-      if (claimed.status === 'fulfilled') await release(claimed.value);
-      throw confirmed.reason;
-    }
-    request.principal = confirmed.value;
-    if (claimed.status === 'rejected') throw claimed.reason;
-    const realPlan = confirmed.value.plan ?? 'S1';
-    if (realPlan === plan) return { chain, a: await decide(reply, claimed.value) };
-    await release(claimed.value);
-    const realChain = await chainOrRefuse(reply, modelId, keyId, realPlan);
-    return { chain: realChain, a: await decide(reply, await claim(keyId, realPlan)) };
   };
 
   const record = (request: FastifyRequest, a: Admitted, r: { id: string; model: string; provider: string | null; endpoint: string; stream: boolean; usage: ChatUsage | null; price?: CatalogModel['price']; error: string | null }) => {
@@ -280,18 +346,19 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
   };
 
   /** Streams one completion to the client as SSE (the upstream has answered 200 when this starts writing). */
-  const streamCompletion = async (request: FastifyRequest, reply: FastifyReply, body: ChatCompletionBody, chain: CatalogModel[], a: Admitted, endpoint: string, includeUsage: boolean) => {
+  const streamCompletion = async (request: FastifyRequest, reply: FastifyReply, body: ChatCompletionBody, adm: Admission, endpoint: string, includeUsage: boolean) => {
     const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
     const ac = clientGone(reply);
     let upstream;
     try {
-      upstream = await chat.upstreams.stream(chain, upstreamBody(body), ac.signal);
+      upstream = await startUpstream(request, reply, body.model, adm, ac.signal, (chain, signal) => chat.upstreams.stream(chain, upstreamBody(body), signal));
     } catch (err) {
-      if (!(err instanceof APIUserAbortError) && !ac.signal.aborted) {
-        record(request, a, { id, model: body.model, provider: null, endpoint, stream: true, usage: null, error: err instanceof ChatError ? (err.code ?? 'error') : 'internal_error' });
+      if (!(err instanceof APIUserAbortError) && !ac.signal.aborted && !refusedBeforeUpstream.has(err as object)) {
+        record(request, adm.a, { id, model: body.model, provider: null, endpoint, stream: true, usage: null, error: err instanceof ChatError ? (err.code ?? 'error') : 'internal_error' });
       }
       throw err;
     }
+    const a = adm.a;
     const { model, provider } = upstream;
     reply.hijack();
     const headers: Record<string, string> = {
@@ -386,17 +453,18 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
     },
     async (request, reply) => {
       const body = request.body;
-      const { chain, a } = await admitChain(request, reply, body.model);
-      if (body.stream) return streamCompletion(request, reply, body, chain, a, '/v1/chat/completions', body.stream_options?.include_usage === true);
+      const adm = await admitChain(request, reply, body.model);
+      if (body.stream) return streamCompletion(request, reply, body, adm, '/v1/chat/completions', body.stream_options?.include_usage === true);
 
       const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
       const ac = clientGone(reply);
       let result;
       try {
-        result = await chat.upstreams.complete(chain, upstreamBody(body), ac.signal);
+        result = await startUpstream(request, reply, body.model, adm, ac.signal, (chain, signal) => chat.upstreams.complete(chain, upstreamBody(body), signal));
       } catch (err) {
+        if (refusedBeforeUpstream.has(err as object)) throw err;
         const code = ac.signal.aborted || err instanceof APIUserAbortError ? 'client_closed' : err instanceof ChatError ? (err.code ?? 'error') : 'internal_error';
-        record(request, a, { id, model: body.model, provider: null, endpoint: '/v1/chat/completions', stream: false, usage: null, error: code });
+        record(request, adm.a, { id, model: body.model, provider: null, endpoint: '/v1/chat/completions', stream: false, usage: null, error: code });
         throw err;
       }
       const completion = result.value;
@@ -406,7 +474,7 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
       }));
       const { estimated: _estimated, ...figures } = usage;
       const out = { ...completion, id, model: body.model, usage: completion.usage ?? figures };
-      record(request, a, { id, model: result.model.id, provider: result.provider.name, endpoint: '/v1/chat/completions', stream: false, usage, price: result.model.price, error: null });
+      record(request, adm.a, { id, model: result.model.id, provider: result.provider.name, endpoint: '/v1/chat/completions', stream: false, usage, price: result.model.price, error: null });
       return reply.type('application/json; charset=utf-8').send(JSON.stringify(out));
     }
   );
@@ -426,9 +494,9 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
     },
     async (request, reply) => {
       const body = request.body;
-      const { chain, a } = await admitChain(request, reply, body.model);
+      const adm = await admitChain(request, reply, body.model);
       // Always a stream, and always with the usage chunk unless the client said include_usage: false.
-      return streamCompletion(request, reply, body, chain, a, '/v1/chat/stream', body.stream_options?.include_usage !== false);
+      return streamCompletion(request, reply, body, adm, '/v1/chat/stream', body.stream_options?.include_usage !== false);
     }
   );
 
