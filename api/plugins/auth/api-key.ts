@@ -15,6 +15,8 @@
 import type { FastifyRequest } from 'fastify';
 import { API_KEY_PATTERN, digestsEqual, hashSecret } from '../../../core/credentials.node';
 import { unauthorized } from '../../../core/errors';
+import type { ApiKeyDocument } from '../../../store/credentials';
+import { FreshReads } from './fresh-reads';
 import { Authenticator, bearer, Principal } from './principal';
 
 declare module 'fastify' {
@@ -23,6 +25,8 @@ declare module 'fastify' {
     apiKeyConfirmLater?: boolean;
   }
 }
+
+const keyReads = new WeakMap<object, FreshReads<ApiKeyDocument | null>>();
 
 /** Per process: key id → the secret digest and plan of its last successful verification. */
 const verified = new Map<string, { secretHash: string; plan: string }>();
@@ -36,7 +40,12 @@ export const apiKey: Authenticator = async (request, { credentials }) => {
   if (!token || !match) throw unauthorized('Authorization: Bearer zk_… API key is required');
   const keyId = match[1]!;
   const presented = hashSecret(token);
-  const lookup = credentials.findApiKey(keyId).then((key): Principal => {
+  let reads = keyReads.get(credentials);
+  if (!reads) {
+    reads = new FreshReads((id) => credentials.findApiKey(id));
+    keyReads.set(credentials, reads);
+  }
+  const lookup = reads.get(keyId).then((key): Principal => {
     if (!key || key.revoked_at || !digestsEqual(key.secret_hash, presented)) {
       verified.delete(keyId);
       throw unauthorized('API key is invalid or revoked');
