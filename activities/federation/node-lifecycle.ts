@@ -1,18 +1,25 @@
 /**
  * Activities of the node/<node_id> workflow: read when the node was last heard from (presence), and record a state
- * change (a ledger event, then the node document's state); and the presence sweep of node-sweeper/<group>. The ledger append carries an idempotency key made of the
+ * change of registration or review (a ledger event, then the node document's state); and the presence sweep of
+ * node-sweeper/<group>, which decides and records every online ⇄ offline transition itself. The ledger append carries an idempotency key made of the
  * node id and the transition number, so a retried activity never records a change twice.
  */
 import type { NodeState } from '../../core/federation/vocabulary';
 import { Ledger } from '../../store/ledger/ledger';
-import { NodeStore } from '../../store/federation/nodes';
+import { LivenessTransition, NodeStore } from '../../store/federation/nodes';
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { PresenceCheck, PresenceStore, presenceShardOf, PRESENCE_SHARDS } from '../../store/federation/presence';
-import { heartbeatSignal, nodeWorkflowId, presenceLapsedSignal, PRESENCE_GRACE_MS, PRESENCE_SNAPSHOT_MAX_AGE_MS } from '../../workflows/federation/node-lifecycle.contract';
+import { LivenessMirror, livenessChangedSignal, nodeWorkflowId, PRESENCE_GRACE_MS, PRESENCE_SNAPSHOT_MAX_AGE_MS } from '../../workflows/federation/node-lifecycle.contract';
 
-/** Most signals one sweep has in flight at once. */
+/** Most mirror signals one sweep has in flight at once. */
 const SWEEP_SIGNALS_IN_FLIGHT = 16;
+/** Most ledger appends one sweep has in flight at once (the ledger group-commits them). */
+const LEDGER_APPENDS_IN_FLIGHT = 256;
+/** node_changes records written this long before the previous read are read again (clocks of hosts differ). */
+const CHANGES_CLOCK_MARGIN_MS = 5000;
+/** A retried sweep appends again the ledger events of the transitions this recent (a crash between the writes). */
+const LIVENESS_RECOVERY_MS = 120_000;
 
 export interface NodeStateChange {
   node_id: string;
@@ -30,7 +37,7 @@ export interface NodeStateChange {
   review?: { decision: 'approved' | 'rejected'; reviewer: string; reason: string };
 }
 
-export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; presence: PresenceStore }) {
+export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; presence: PresenceStore; hubDid?: string }) {
   // Many node workflows check presence around their deadlines; those of one presence shard share one read of that
   // shard (its few documents, one per API process), at most PRESENCE_SNAPSHOT_MAX_AGE_MS old (PRESENCE_GRACE_MS in
   // the workflow allows for it). A caller that must see a heartbeat acknowledged a moment ago (a review decision,
@@ -66,71 +73,176 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
     },
 
     /**
-     * The presence sweep of one group of shards (node-sweeper/<group>), for run_ms: every tick, reads the group's
-     * shards; a node whose newest heartbeat is NODE_OFFLINE_AFTER_S + PRESENCE_GRACE_MS old (or that the node
-     * documents say is online with no presence at all when the sweep starts) is reported to its workflow once per
-     * heartbeat time (`presenceLapsed`); a node reported so that beats again gets `heartbeat` (covers API processes
-     * whose cache still said online). Signals of one tick go out together, at most SWEEP_SIGNALS_IN_FLIGHT at once.
+     * The presence sweep of one group of shards (node-sweeper/<group>), for run_ms: the sweeper decides and records
+     * every online ⇄ offline transition of the approved nodes of its shards. It keeps each node's liveness view
+     * (state, liveness_seq, state_changed_at: read once, then kept by its own writes and the node_changes log,
+     * which carries registrations, review decisions and removals) and every tick reads its shards' presence once:
+     * - an online node whose newest heartbeat (or, without one, its last state change) is NODE_OFFLINE_AFTER_S +
+     *   PRESENCE_GRACE_MS older than the start of that read goes offline (judged at the time of the read, so a
+     *   late tick never makes a node offline that beat in time: it reads presence again first);
+     * - an offline node with a heartbeat newer than its last state change, within the window, goes online.
+     * The tick's transitions are written together (NodeStore.applyLiveness: conditional bulk updates by _id, so a
+     * review or rejection written meanwhile wins), then their ledger events are appended (group-committed, off
+     * the tick, idempotent by `node-liveness:<node>:<seq>`) and each node's workflow gets `livenessChanged`, a
+     * mirror sent at most SWEEP_SIGNALS_IN_FLIGHT at a time, coalesced per node. No workflow task is on the way
+     * of a transition. The run ends once run_ms passed and its ledger events and mirrors are out. A retried attempt
+     * (the previous one's worker died) appends again the events of the transitions of the last
+     * LIVENESS_RECOVERY_MS and mirrors them again (both idempotent).
      */
-    async sweepPresence(input: { group: number; groups: number; offline_after_s: number; tick_ms: number; run_ms: number }): Promise<{ lapses: number; wakes: number }> {
+    async sweepPresence(input: { group: number; groups: number; offline_after_s: number; tick_ms: number; run_ms: number; hub_did?: string }): Promise<{ offline: number; online: number; mirrored: number }> {
       const ctx = Context.current();
       const client = ctx.client;
+      const hubDid = input.hub_did ?? deps.hubDid ?? 'did:zhongshu:hub';
       const shards = Array.from({ length: PRESENCE_SHARDS }, (_, s) => s).filter((s) => s % input.groups === input.group);
       const mine = new Set(shards);
-      const lapseAfterMs = input.offline_after_s * 1000 + PRESENCE_GRACE_MS;
-      /** Nodes this sweep watches: newest heartbeat seen (null: online in the node documents, none in presence). */
-      const watched = new Map<string, number | null>();
-      /** Nodes reported lapsed, with the heartbeat time reported. */
-      const reported = new Map<string, number | null>();
-      const online = await deps.nodes.nodes.find({ state: 'online' }, { projection: { _id: 1 } }).toArray();
-      for (const n of online) if (mine.has(presenceShardOf(n._id))) watched.set(n._id, null);
-      let lapses = 0;
-      let wakes = 0;
-      const send = async (jobs: { nodeId: string; run: () => Promise<void>; done: () => void }[]) => {
-        let next = 0;
-        await Promise.all(
-          Array.from({ length: Math.min(SWEEP_SIGNALS_IN_FLIGHT, jobs.length) }, async () => {
-            while (next < jobs.length) {
-              const job = jobs[next++]!;
-              try {
-                await job.run();
-                job.done();
-              } catch (err) {
-                // A closed workflow (a rejected node) needs no report; anything else is tried again next tick.
-                if (err instanceof WorkflowNotFoundError) job.done();
-                else ctx.log.warn('presence sweep: signal failed, retried next tick', { nodeId: job.nodeId, error: String(err) });
-              }
-            }
-          })
-        );
+      const ours = (id: string) => mine.has(presenceShardOf(id));
+      const offlineAfterMs = input.offline_after_s * 1000;
+      const lapseAfterMs = offlineAfterMs + PRESENCE_GRACE_MS;
+      const reasons = { offline: `no heartbeat for ${input.offline_after_s} s`, online: 'heartbeat received' };
+      let cursor = Date.now();
+      const view = await deps.nodes.loadLiveness(ours);
+      let offline = 0;
+      let online = 0;
+      let mirrored = 0;
+      /** Ledger events of applied transitions not yet appended; mirrors not yet sent (newest per node). */
+      const events: LivenessTransition[] = [];
+      const mirrors = new Map<string, LivenessMirror>();
+      /** Transitions whose write failed: settled (were they applied?) at the next tick. */
+      let uncertain: LivenessTransition[] = [];
+      const applied = (t: LivenessTransition) => {
+        view.set(t.node_id, { state: t.to, seq: t.seq, state_at: Date.parse(t.at) });
+        events.push(t);
+        mirrors.set(t.node_id, { to: t.to, at: t.at, seq: t.seq, reason: t.reason });
+        if (t.to === 'offline') offline++;
+        else online++;
       };
+      if (ctx.info.attempt > 1) {
+        for (const [id, v] of view) {
+          if (v.seq > 0 && (v.state === 'online' || v.state === 'offline') && Date.now() - v.state_at < LIVENESS_RECOVERY_MS) {
+            const t: LivenessTransition = { node_id: id, from: v.state === 'online' ? 'offline' : 'online', to: v.state, at: new Date(v.state_at).toISOString(), reason: reasons[v.state], seq: v.seq };
+            events.push(t);
+            mirrors.set(id, { to: t.to, at: t.at, seq: t.seq, reason: t.reason });
+          }
+        }
+      }
+
+      // Ledger events: appended off the tick (the ledger group-commits them), retried until they are in.
+      let appending: Promise<void> | null = null;
+      const appendEvents = () => {
+        if (appending || events.length === 0) return;
+        const batch = events.splice(0, LEDGER_APPENDS_IN_FLIGHT);
+        let failed = false;
+        appending = Promise.all(
+          batch.map((t) =>
+            deps.ledger
+              .append({
+                kind: 'event',
+                key: 'hub.node.state_changed',
+                value: { node_id: t.node_id, from: t.from, to: t.to, at: t.at, reason: t.reason, actor: 'hub', liveness_seq: t.seq },
+                truth_type: 'data',
+                did: hubDid,
+                idempotencyKey: `node-liveness:${t.node_id}:${t.seq}`
+              })
+              .then(
+                () => undefined,
+                (err: unknown) => {
+                  failed = true;
+                  events.push(t);
+                  ctx.log.warn('presence sweep: ledger append failed, retried', { nodeId: t.node_id, error: String(err) });
+                }
+              )
+          )
+        ).then(() => {
+          appending = null;
+          // After a failure the next tick tries again (no retry loop while the database is away).
+          if (!failed) appendEvents();
+        });
+      };
+      // Mirrors: at most SWEEP_SIGNALS_IN_FLIGHT signals at once, the newest transition per node.
+      let sending = 0;
+      const sendMirrors = () => {
+        while (sending < SWEEP_SIGNALS_IN_FLIGHT && mirrors.size > 0) {
+          const [id, m] = mirrors.entries().next().value!;
+          mirrors.delete(id);
+          sending++;
+          void client.workflow
+            .getHandle(nodeWorkflowId(id))
+            .signal(livenessChangedSignal, m)
+            .then(
+              () => {
+                mirrored++;
+                sending--;
+                sendMirrors();
+              },
+              (err: unknown) => {
+                // A closed workflow (a rejected node) needs no mirror; anything else is sent again at the next
+                // tick (unless a newer one is queued).
+                sending--;
+                if (!(err instanceof WorkflowNotFoundError) && !mirrors.has(id)) mirrors.set(id, m);
+              }
+            );
+        }
+      };
+
       const end = Date.now() + input.run_ms;
-      while (Date.now() < end) {
+      while (Date.now() < end || events.length > 0 || appending || mirrors.size > 0 || sending > 0 || uncertain.length > 0) {
         const sweptAt = Date.now();
-        for (const shard of shards) {
-          for (const [id, at] of (await deps.presence.readSeen(shard)).nodes) {
-            const known = watched.get(id);
-            if (known === undefined || known === null || at > known) watched.set(id, at);
+        // What changed in the node documents since the last read (registrations, reviews, removals, others' writes).
+        const records = await deps.nodes.changesSince(new Date(cursor - CHANGES_CLOCK_MARGIN_MS));
+        cursor = sweptAt;
+        records.sort((a, b) => a.state_at.getTime() - b.state_at.getTime() || a.written_at.getTime() - b.written_at.getTime());
+        for (const r of records) {
+          if (!ours(r.node_id)) continue;
+          if (r.state === null) {
+            view.delete(r.node_id);
+            continue;
           }
-        }
-        const jobs: { nodeId: string; run: () => Promise<void>; done: () => void }[] = [];
-        for (const [id, at] of watched) {
-          const was = reported.get(id);
-          const handle = () => client.workflow.getHandle(nodeWorkflowId(id));
-          if (at === null || sweptAt - at >= lapseAfterMs) {
-            if (was === undefined || was !== at) {
-              jobs.push({ nodeId: id, run: () => handle().signal(presenceLapsedSignal, { seen_at_ms: at, swept_at_ms: sweptAt }), done: () => (reported.set(id, at), lapses++) });
+          const v = view.get(r.node_id);
+          const at = r.state_at.getTime();
+          if (!v) view.set(r.node_id, { state: r.state, seq: r.liveness_seq ?? 0, state_at: at });
+          else {
+            if (r.liveness_seq !== undefined && r.liveness_seq > v.seq) v.seq = r.liveness_seq;
+            if (at >= v.state_at) {
+              v.state = r.state;
+              v.state_at = at;
             }
-          } else if (was !== undefined && at !== null) {
-            jobs.push({ nodeId: id, run: () => handle().signal(heartbeatSignal, { seen_at_ms: at }), done: () => (reported.delete(id), wakes++) });
           }
         }
-        await send(jobs);
-        ctx.heartbeat({ lapses, wakes, watched: watched.size });
+        if (uncertain.length > 0) {
+          const settled = await deps.nodes.settleLiveness(uncertain);
+          await deps.nodes.recordLivenessChanges(settled.applied);
+          for (const t of settled.applied) applied(t);
+          for (const [id, v] of settled.refused) (v ? view.set(id, v) : view.delete(id));
+          uncertain = [];
+        }
+
+        // One read of the group's shards; every judgement applies to the time this read started.
+        const readAt = Date.now();
+        const seen = new Map<string, number>();
+        for (const shard of shards) for (const [id, at] of (await deps.presence.readSeen(shard)).nodes) seen.set(id, at);
+        const at = new Date(readAt).toISOString();
+        const proposals: LivenessTransition[] = [];
+        for (const [id, v] of view) {
+          const last = seen.get(id);
+          if (v.state === 'online') {
+            if (readAt - Math.max(last ?? 0, v.state_at) >= lapseAfterMs) proposals.push({ node_id: id, from: 'online', to: 'offline', at, reason: reasons.offline, seq: v.seq + 1 });
+          } else if (v.state === 'offline') {
+            if (last !== undefined && last > v.state_at && readAt - last < offlineAfterMs) proposals.push({ node_id: id, from: 'offline', to: 'online', at, reason: reasons.online, seq: v.seq + 1 });
+          }
+        }
+        if (proposals.length > 0) {
+          const result = await deps.nodes.applyLiveness(proposals);
+          for (const t of result.applied) applied(t);
+          for (const [id, v] of result.refused) (v ? view.set(id, v) : view.delete(id));
+          uncertain = result.failed;
+        }
+        appendEvents();
+        sendMirrors();
+        ctx.heartbeat({ offline, online, mirrored, watched: view.size, events: events.length, mirrors: mirrors.size });
         const rest = input.tick_ms - (Date.now() - sweptAt);
         if (rest > 0) await ctx.sleep(rest);
       }
-      return { lapses, wakes };
+      return { offline, online, mirrored };
     },
 
     /** Milliseconds since the epoch of the newest heartbeat any API process recorded for the node, or null. */

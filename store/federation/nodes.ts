@@ -26,7 +26,39 @@ export interface NodeDocument {
   created_at: string;
   state_changed_at: string;
   review: { decision: 'approved' | 'rejected'; reviewer: string; reason: string; at: string } | null;
+  /**
+   * Liveness transitions (online ⇄ offline) recorded by the presence sweeper (applyLiveness), absent before the
+   * first: each one's ledger event is idempotent by node and this number.
+   */
+  liveness_seq?: number;
 }
+
+/**
+ * One online ⇄ offline transition decided by the presence sweeper from its read of presence
+ * (activities/federation/node-lifecycle.ts): applied only if the node is still `from` with liveness_seq `seq - 1`.
+ */
+export interface LivenessTransition {
+  node_id: string;
+  from: 'online' | 'offline';
+  to: 'online' | 'offline';
+  /** ISO time of the change (the start of the presence read that decided it). */
+  at: string;
+  reason: string;
+  /** The node's liveness_seq after this transition (1 for its first). */
+  seq: number;
+}
+
+/** What the presence sweeper keeps of a node (its liveness view, see loadLiveness). */
+export interface LivenessView {
+  state: NodeState;
+  seq: number;
+  /** ms of state_changed_at. */
+  state_at: number;
+}
+
+/** Most liveness updates of one bulkWrite (see MAX_STATE_BATCH) and such writes in flight at once. */
+const LIVENESS_BATCH = 32;
+const LIVENESS_WRITES_IN_FLIGHT = 4;
 
 /** The public view of a node: never the key hash. */
 export type PublicNode = Omit<NodeDocument, '_id' | 'api_key_hash'> & { node_id: string };
@@ -49,6 +81,8 @@ export interface NodeChangeDocument {
   state_at: Date;
   /** When this record was written: what readers select on. */
   written_at: Date;
+  /** The node's liveness_seq after a liveness transition (absent on other changes). */
+  liveness_seq?: number;
 }
 
 /** How long change records are kept; a reader that has not read for longer starts over from the documents. */
@@ -247,6 +281,86 @@ export class NodeStore {
       this.stateQueue.push({ nodeId, set, resolve, reject });
       void this.writeStates();
     });
+  }
+
+  /** Every node's liveness view (state, liveness_seq, state_changed_at) for which `keep` holds (the sweeper's shards). */
+  async loadLiveness(keep: (nodeId: string) => boolean): Promise<Map<string, LivenessView>> {
+    const docs = await this.nodes.find({}, { projection: { _id: 1, state: 1, liveness_seq: 1, state_changed_at: 1 } }).toArray();
+    const out = new Map<string, LivenessView>();
+    for (const d of docs) if (keep(d._id)) out.set(d._id, { state: d.state, seq: d.liveness_seq ?? 0, state_at: Date.parse(d.state_changed_at) || 0 });
+    return out;
+  }
+
+  /**
+   * Applies liveness transitions, conditionally: each is one update by _id that matches only while the node is
+   * still `from` with liveness_seq `seq - 1` (so a review decision, a rejection, a removal or another sweeper's
+   * transition written first wins), LIVENESS_BATCH of them per bulkWrite, LIVENESS_WRITES_IN_FLIGHT bulkWrites at
+   * once; when a bulkWrite matched fewer than it carried, one read of its nodes tells which were applied. The
+   * applied ones get their node_changes records (one insert per batch) and are returned; the caller appends their
+   * ledger events (idempotent by node and seq). A node's document is written this way or by its workflow
+   * (registration, review), never by the heartbeat path.
+   */
+  async applyLiveness(transitions: LivenessTransition[]): Promise<{ applied: LivenessTransition[]; refused: Map<string, LivenessView | null>; failed: LivenessTransition[] }> {
+    const applied: LivenessTransition[] = [];
+    const refused = new Map<string, LivenessView | null>();
+    const failed: LivenessTransition[] = [];
+    const batches: LivenessTransition[][] = [];
+    for (let i = 0; i < transitions.length; i += LIVENESS_BATCH) batches.push(transitions.slice(i, i + LIVENESS_BATCH));
+    let next = 0;
+    const writeBatch = async (batch: LivenessTransition[]) => {
+      const result = await this.nodes.bulkWrite(
+        batch.map((t) => ({
+          updateOne: {
+            filter: { _id: t.node_id, state: t.from, liveness_seq: t.seq > 1 ? t.seq - 1 : { $exists: false } },
+            update: { $set: { state: t.to, state_changed_at: t.at, liveness_seq: t.seq } }
+          }
+        })),
+        { ordered: true }
+      );
+      let won = batch;
+      if (result.matchedCount < batch.length) {
+        const settled = await this.settleLiveness(batch);
+        won = settled.applied;
+        for (const [id, view] of settled.refused) refused.set(id, view);
+      }
+      await this.recordLivenessChanges(won);
+      applied.push(...won);
+    };
+    await Promise.all(
+      Array.from({ length: Math.min(LIVENESS_WRITES_IN_FLIGHT, batches.length) }, async () => {
+        while (next < batches.length) {
+          const batch = batches[next++]!;
+          // The outcome of a batch whose write failed is unknown: the caller settles it later (settleLiveness).
+          await writeBatch(batch).catch(() => failed.push(...batch));
+        }
+      })
+    );
+    this.pruneChanges();
+    return { applied, refused, failed };
+  }
+
+  /** Which of these transitions are in the node documents (one read); the others' current views (null: removed). */
+  async settleLiveness(batch: LivenessTransition[]): Promise<{ applied: LivenessTransition[]; refused: Map<string, LivenessView | null> }> {
+    const docs = await this.nodes.find({ _id: { $in: batch.map((t) => t.node_id) } }, { projection: { _id: 1, state: 1, liveness_seq: 1, state_changed_at: 1 } }).toArray();
+    const byId = new Map(docs.map((d) => [d._id, d]));
+    const applied: LivenessTransition[] = [];
+    const refused = new Map<string, LivenessView | null>();
+    for (const t of batch) {
+      const d = byId.get(t.node_id);
+      if (d && d.state === t.to && d.liveness_seq === t.seq && d.state_changed_at === t.at) applied.push(t);
+      else refused.set(t.node_id, d ? { state: d.state, seq: d.liveness_seq ?? 0, state_at: Date.parse(d.state_changed_at) || 0 } : null);
+    }
+    return { applied, refused };
+  }
+
+  /** The node_changes records of applied liveness transitions (one insert), for every API process's node cache. */
+  async recordLivenessChanges(applied: LivenessTransition[]): Promise<void> {
+    if (applied.length === 0) return;
+    const now = new Date();
+    await this.changes.insertMany(
+      applied.map((t, i) => ({ _id: `${t.node_id}:${now.getTime()}:l${i}:${Math.random().toString(36).slice(2, 10)}`, node_id: t.node_id, state: t.to, state_at: new Date(Date.parse(t.at)), written_at: now, liveness_seq: t.seq })),
+      { ordered: false }
+    );
   }
 
   private async writeStates(): Promise<void> {

@@ -220,12 +220,26 @@ describe('review and lifecycle', () => {
     const node = await registerNode(svc.urls.main, 'timer-node');
     await heartbeat(svc.urls.main, node);
     await approve(node.node_id);
-    await svc.stopWorker();
+    // The node beats through the worker's stop and restart, then falls silent: only the restarted worker's sweep
+    // can make it offline.
+    let beating = true;
+    const loop = (async () => {
+      while (beating) {
+        expect((await heartbeat(svc.urls.main, node)).status).toBe(200);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    })();
     try {
-      await new Promise((r) => setTimeout(r, (OFFLINE_AFTER_S + 2) * 1000));
-      expect(await nodeState(node.node_id)).toBe('online'); // nothing can change while no worker runs
+      await svc.stopWorker();
+      try {
+        await new Promise((r) => setTimeout(r, (OFFLINE_AFTER_S + 2) * 1000));
+      } finally {
+        await svc.startWorker();
+      }
+      expect(await nodeState(node.node_id)).toBe('online');
     } finally {
-      await svc.startWorker();
+      beating = false;
+      await loop;
     }
     await eventually(async () => ((await nodeState(node.node_id)) === 'offline' ? true : undefined), 30000, 'offline after the worker came back');
   });

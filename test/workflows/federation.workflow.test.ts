@@ -9,7 +9,7 @@ import { PresenceStore } from '../../store/federation/presence';
 import { DirectoryTreeStore } from '../../store/federation/directory-tree';
 import { canonicalJson } from '../../core/ledger/canonical-json';
 import { nodeLifecycleWorkflow } from '../../workflows/federation/node-lifecycle';
-import { heartbeatSignal, NodeLifecycleInput, nodeStatusQuery, reviewUpdate } from '../../workflows/federation/node-lifecycle.contract';
+import { livenessChangedSignal, NodeLifecycleInput, nodeStatusQuery, reviewUpdate } from '../../workflows/federation/node-lifecycle.contract';
 import { treeProposalWorkflow } from '../../workflows/federation/tree-proposal';
 import { decideUpdate, TreeProposalInput } from '../../workflows/federation/tree-proposal.contract';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
@@ -49,23 +49,36 @@ describe('nodeLifecycleWorkflow', () => {
     hub_did: 'did:zhongshu:hub'
   });
 
-  it('approve without heartbeat → offline; heartbeat → online; silence → offline; reject ends it', async () => {
+  it('approve without heartbeat → offline; heartbeat → online; silence → offline (the sweeper, mirrored); reject ends it', async () => {
     const id = 'ext-custom-900001';
+    await db.collection('nodes').insertOne({
+      _id: id as never,
+      seq: 900001,
+      name: id,
+      brand: { code: 'custom', model_base: null },
+      instance: { os: null, cpu: null, memory_gb: null, gpu: null },
+      capabilities: [],
+      api_key_hash: 'x',
+      state: 'pending_review',
+      created_at: new Date().toISOString(),
+      state_changed_at: new Date().toISOString(),
+      review: null
+    });
     const handle = await env.client.workflow.start(nodeLifecycleWorkflow, { workflowId: `node/${id}`, taskQueue: wf.taskQueue, args: [input(id)] });
     expect((await handle.query(nodeStatusQuery)).state).toBe('pending_review');
     const approved = await handle.executeUpdate(reviewUpdate, { args: [{ decision: 'approve', reviewer: 'alice', reason: 'ok' }] });
     expect(approved).toMatchObject({ state: 'offline', review: { decision: 'approved', reviewer: 'alice' } });
     await expect(handle.executeUpdate(reviewUpdate, { args: [{ decision: 'approve', reviewer: 'bob', reason: 'again' }] })).rejects.toBeInstanceOf(WorkflowUpdateFailedError);
 
-    // The presence sweeper of every shard (one group here) reports the silence; the workflow decides.
+    // The presence sweeper of every shard (one group here) decides and records online and offline; the workflow
+    // mirrors them.
     const sweeper = await env.client.workflow.start(nodeSweeperWorkflow, {
       workflowId: 'node-sweeper/0',
       taskQueue: wf.taskQueue,
-      args: [{ version: 1, group: 0, groups: 1, offline_after_s: 2, tick_ms: 200, run_ms: 60_000 }]
+      args: [{ version: 1, group: 0, groups: 1, offline_after_s: 2, tick_ms: 200, run_ms: 60_000, hub_did: 'did:zhongshu:hub' }]
     });
     const seen = Date.now();
     await new PresenceStore(db).write('test-api', [{ node_id: id, seen_at: seen, sample: { at: new Date(seen).toISOString(), resources: {}, performance: {} } }], []);
-    await handle.signal(heartbeatSignal, { seen_at_ms: seen });
     await waitFor(async () => (await handle.query(nodeStatusQuery)).state === 'online');
     await waitFor(async () => (await handle.query(nodeStatusQuery)).state === 'offline', 10000);
     expect(Date.now() - seen).toBeGreaterThanOrEqual(2000);
@@ -73,26 +86,29 @@ describe('nodeLifecycleWorkflow', () => {
 
     const final = await handle.executeUpdate(reviewUpdate, { args: [{ decision: 'reject', reviewer: 'carol', reason: 'gone' }] });
     expect(final.state).toBe('rejected');
-    expect(await handle.result()).toMatchObject({ state: 'rejected', transitions: 5 });
+    // The workflow's own transitions (registration and the two reviews); liveness is the sweeper's.
+    expect(await handle.result()).toMatchObject({ state: 'rejected', transitions: 3 });
     const changes = (await db.collection('ledger').find({ key: 'hub.node.state_changed' }).sort({ _id: 1 }).toArray()).map((e) => JSON.parse(e.value_json as string));
     expect(changes.filter((c) => c.node_id === id).map((c) => `${c.from}->${c.to}`)).toEqual(['null->pending_review', 'pending_review->offline', 'offline->online', 'online->offline', 'offline->rejected']);
-    await wf.saveHistory(handle.workflowId, 'node-lifecycle-full');
+    await wf.saveHistory(handle.workflowId, 'node-lifecycle-full-liveness');
   });
 
   it('continues as new with its state once the history limit is reached', async () => {
     const id = 'ext-custom-900002';
     const handle = await env.client.workflow.start(nodeLifecycleWorkflow, { workflowId: `node/${id}`, taskQueue: wf.taskQueue, args: [{ ...input(id), history_limit: 20 }] });
     await handle.executeUpdate(reviewUpdate, { args: [{ decision: 'approve', reviewer: 'alice', reason: 'ok' }] });
-    for (let i = 0; i < 4; i++) {
-      await handle.signal(heartbeatSignal, { seen_at_ms: Date.now() });
+    // Mirrored liveness transitions (as the sweeper sends them) grow the history past the limit.
+    for (let i = 1; i <= 6; i++) {
+      await handle.signal(livenessChangedSignal, { to: i % 2 ? 'online' : 'offline', at: new Date().toISOString(), seq: i, reason: 'test' });
       await new Promise((r) => setTimeout(r, 300));
     }
     await waitFor(async () => (await handle.query(nodeStatusQuery)).runs >= 1);
     const status = await handle.query(nodeStatusQuery);
     expect(status.review).toMatchObject({ decision: 'approved' });
+    expect(status.state).toBe('offline');
     await handle.executeUpdate(reviewUpdate, { args: [{ decision: 'reject', reviewer: 'alice', reason: 'done' }] });
     await handle.result();
-    await wf.saveHistory(handle.workflowId, 'node-lifecycle-continued-as-new', handle.firstExecutionRunId);
+    await wf.saveHistory(handle.workflowId, 'node-lifecycle-continued-as-new-liveness', handle.firstExecutionRunId);
   });
 });
 

@@ -1,14 +1,16 @@
 /**
  * The presence sweeper (node-sweeper/<group>) with node/<id> workflows, on @temporalio/testing with the real
- * activities on FerretDB: a silent node is reported and goes offline, a beating one is never reported, a stale
- * report (the node beat after the sweeper's read) changes nothing, and a reported node that beats again is woken.
- * With RECORD_HISTORIES=1 it saves the sweeper's history and the node's for the replay test.
+ * activities on FerretDB: the sweeper decides and records every online ⇄ offline transition of approved nodes
+ * (node document, node_changes record, ledger event) from its read of presence, and the node workflows only
+ * mirror them (query state). A beating node is never made offline, silent ones are, a silent node that beats again
+ * comes back, and a rejection written by the workflow wins over the sweeper (no transition of a rejected node).
+ * With RECORD_HISTORIES=1 it saves the sweeper's history and a mirrored node's for the replay test.
  */
 import { Db } from 'mongodb';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { PresenceStore } from '../../store/federation/presence';
 import { nodeLifecycleWorkflow } from '../../workflows/federation/node-lifecycle';
-import { heartbeatSignal, NodeLifecycleInput, nodeStatusQuery, presenceLapsedSignal } from '../../workflows/federation/node-lifecycle.contract';
+import { NodeLifecycleInput, nodeStatusQuery, reviewUpdate } from '../../workflows/federation/node-lifecycle.contract';
 import { nodeSweeperWorkflow } from '../../workflows/federation/node-lifecycle-sweeper';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 
@@ -46,52 +48,92 @@ const input = (id: string): NodeLifecycleInput => ({
   hub_did: 'did:zhongshu:hub'
 });
 
+/** A node document as registration writes it (the workflow then records its first state). */
+const nodeDocument = (id: string, seq: number) => ({
+  _id: id,
+  seq,
+  name: id,
+  brand: { code: 'custom', model_base: null },
+  instance: { os: null, cpu: null, memory_gb: null, gpu: null },
+  capabilities: [],
+  api_key_hash: 'x',
+  state: 'offline',
+  created_at: new Date().toISOString(),
+  state_changed_at: new Date().toISOString(),
+  review: null
+});
+
 const beat = (presence: PresenceStore, ids: string[], at = Date.now()) =>
   presence.write(`test-api-${at}`, ids.map((node_id) => ({ node_id, seen_at: at, sample: { at: new Date(at).toISOString(), resources: {}, performance: {} } })), []);
 
-it('reports silent nodes once, never beating ones; the node workflow decides from its own read; a reported node that beats again is woken', async () => {
+it('the sweeper records online and offline from presence, the workflows mirror it; beating nodes stay online; a rejection wins', async () => {
   const presence = new PresenceStore(db);
   const ids = ['ext-custom-800001', 'ext-custom-800002', 'ext-custom-800003'];
+  await db.collection('nodes').insertMany(ids.map((id, i) => nodeDocument(id, 800001 + i)) as never[]);
   const nodes = await Promise.all(ids.map((id) => env.client.workflow.start(nodeLifecycleWorkflow, { workflowId: `node/${id}`, taskQueue: wf.taskQueue, args: [input(id)] })));
-  const lastBeat = Date.now();
-  await beat(presence, ids, lastBeat);
-  for (const [i, n] of nodes.entries()) await n.signal(heartbeatSignal, { seen_at_ms: Date.now() - i });
-  for (const n of nodes) await waitFor(async () => (await n.query(nodeStatusQuery)).state === 'online');
+  const docState = async (id: string) => (await db.collection('nodes').findOne({ _id: id as never }))?.state;
+  for (const id of ids) await waitFor(async () => (await db.collection('node_changes').countDocuments({ node_id: id })) > 0);
 
   const sweeper = await env.client.workflow.start(nodeSweeperWorkflow, {
     workflowId: 'node-sweeper/0',
     taskQueue: wf.taskQueue,
-    args: [{ version: 1, group: 0, groups: 1, offline_after_s: OFFLINE_AFTER_S, tick_ms: 200, run_ms: 60_000 }]
+    args: [{ version: 1, group: 0, groups: 1, offline_after_s: OFFLINE_AFTER_S, tick_ms: 200, run_ms: 60_000, hub_did: 'did:zhongshu:hub' }]
   });
+  await beat(presence, ids);
+  for (const [i, n] of nodes.entries()) {
+    await waitFor(async () => (await docState(ids[i]!)) === 'online');
+    await waitFor(async () => (await n.query(nodeStatusQuery)).state === 'online');
+  }
 
-  // Node 0 keeps beating, node 1 and 2 fall silent. A stale report for node 0 (a read before its last beat) is
-  // refused by its workflow: it re-reads presence itself.
+  // Node 0 keeps beating, nodes 1 and 2 fall silent.
+  const lastBeat = Date.now();
+  await beat(presence, ids.slice(1), lastBeat);
   const silentFrom = Date.now();
+  let beating = true;
+  const beatingIds = [ids[0]!];
   const keepBeating = (async () => {
-    while (Date.now() - silentFrom < 7000) {
-      await beat(presence, [ids[0]!]);
+    while (beating) {
+      await beat(presence, beatingIds);
       await new Promise((r) => setTimeout(r, 300));
     }
   })();
-  await nodes[0]!.signal(presenceLapsedSignal, { seen_at_ms: silentFrom - 10_000, swept_at_ms: silentFrom - 9_000 });
-  for (const n of nodes.slice(1)) await waitFor(async () => (await n.query(nodeStatusQuery)).state === 'offline');
-  await keepBeating;
+  for (const [i, n] of nodes.entries()) {
+    if (i === 0) continue;
+    await waitFor(async () => (await docState(ids[i]!)) === 'offline');
+    await waitFor(async () => (await n.query(nodeStatusQuery)).state === 'offline');
+  }
+  expect(Date.now() - silentFrom).toBeGreaterThan(OFFLINE_AFTER_S * 1000);
+  expect(await docState(ids[0]!)).toBe('online');
   expect((await nodes[0]!.query(nodeStatusQuery)).state).toBe('online');
-  expect((await nodes[0]!.query(nodeStatusQuery)).transitions).toBe(2);
 
-  // Node 1 beats again; no API process signals it (as when its cache still said online): the sweeper wakes it.
-  await beat(presence, [ids[1]!]);
+  // Node 1 beats again (and keeps beating): the sweeper brings it back (no API process signals anything).
+  beatingIds.push(ids[1]!);
+  await waitFor(async () => (await docState(ids[1]!)) === 'online');
   await waitFor(async () => (await nodes[1]!.query(nodeStatusQuery)).state === 'online');
 
+  // Node 2 is rejected while offline; its heartbeats then change nothing.
+  await nodes[2]!.executeUpdate(reviewUpdate, { args: [{ decision: 'reject', reviewer: 'carol', reason: 'gone' }] });
+  await beat(presence, [ids[2]!]);
+  await new Promise((r) => setTimeout(r, 1500));
+  expect(await docState(ids[2]!)).toBe('rejected');
+
+  beating = false;
+  await keepBeating;
   const changes = (await db.collection('ledger').find({ key: 'hub.node.state_changed' }).sort({ _id: 1 }).toArray()).map((e) => JSON.parse(e.value_json as string));
   const of = (id: string) => changes.filter((c) => c.node_id === id).map((c) => `${c.from}->${c.to}`);
   expect(of(ids[0]!)).toEqual(['null->offline', 'offline->online']);
   expect(of(ids[1]!)).toEqual(['null->offline', 'offline->online', 'online->offline', 'offline->online']);
-  expect(of(ids[2]!)).toEqual(['null->offline', 'offline->online', 'online->offline']);
+  expect(of(ids[2]!)).toEqual(['null->offline', 'offline->online', 'online->offline', 'offline->rejected']);
+  // Liveness events carry the node's liveness_seq (1, 2, 3: the idempotency of a retried sweep).
+  expect(changes.filter((c) => c.node_id === ids[1]).map((c) => c.liveness_seq ?? null)).toEqual([null, 1, 2, 3]);
   // Each silent node went offline no sooner than its window after its last heartbeat.
   for (const c of changes.filter((c) => c.to === 'offline' && c.from === 'online')) expect(Date.parse(c.at) - lastBeat).toBeGreaterThanOrEqual(OFFLINE_AFTER_S * 1000);
+  // Node documents and the node_changes log (the API caches follow it) agree.
+  const doc1 = await db.collection('nodes').findOne({ _id: ids[1] as never });
+  expect(doc1).toMatchObject({ state: 'online', liveness_seq: 3 });
+  expect(await db.collection('node_changes').countDocuments({ node_id: ids[1], liveness_seq: { $exists: true } })).toBe(3);
 
   await sweeper.terminate('test done');
-  await wf.saveHistory(sweeper.workflowId, 'node-sweeper');
-  await wf.saveHistory(nodes[1]!.workflowId, 'node-lifecycle-swept');
-}, 60_000);
+  await wf.saveHistory(sweeper.workflowId, 'node-sweeper-liveness');
+  await wf.saveHistory(nodes[1]!.workflowId, 'node-lifecycle-liveness-mirrored');
+}, 90_000);

@@ -27,6 +27,8 @@ export interface NodeSweeperInput {
   tick_ms: number;
   /** One activity attempt sweeps this long, then returns (the workflow starts the next). */
   run_ms: number;
+  /** The hub's DID, signing the liveness transitions' ledger events (SERVICE_DID; absent in older runs). */
+  hub_did?: string;
   /** How many times the workflow continued as new. */
   runs?: number;
 }

@@ -43,6 +43,8 @@ export interface NodeCarriedState {
   transitions: number;
   runs: number;
   review: NodeStatus['review'];
+  /** The newest liveness transition mirrored (livenessChanged); absent in runs before it. */
+  liveness_seq?: number;
 }
 
 export interface ReviewRequest {
@@ -83,6 +85,21 @@ export interface PresenceLapse {
   swept_at_ms: number;
 }
 export const presenceLapsedSignal = defineSignal<[PresenceLapse]>('presenceLapsed');
+/**
+ * Sent by the presence sweeper after it recorded an online ⇄ offline transition of the node (node document and
+ * ledger event, see activities/federation/node-lifecycle.ts): the workflow mirrors it in its status, its query and
+ * the NodeState search attribute, with no activity. A mirror only: a backlog of these delays the Temporal view,
+ * never the API, the node document or the ledger. Older `seq`s than the newest applied are ignored.
+ */
+export interface LivenessMirror {
+  to: 'online' | 'offline';
+  /** ISO time of the transition. */
+  at: string;
+  /** The node's liveness_seq after it. */
+  seq: number;
+  reason: string;
+}
+export const livenessChangedSignal = defineSignal<[LivenessMirror]>('livenessChanged');
 export const reviewUpdate = defineUpdate<NodeStatus, [ReviewRequest]>('review');
 export const nodeStatusQuery = defineQuery<NodeStatus>('nodeStatus');
 

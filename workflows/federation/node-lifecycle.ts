@@ -1,6 +1,12 @@
 /**
  * node/<node_id>: the lifecycle of one federation node (states and transitions in core/federation/vocabulary.ts and README).
  *
+ * Since the `node-liveness-outside` patch, this workflow no longer decides online ⇄ offline: the presence sweeper
+ * (node-sweeper/<group>) decides and records those transitions itself, in batches (node documents and ledger
+ * events), and sends `livenessChanged` here; the workflow mirrors it (status, query, NodeState search attribute)
+ * with no activity and keeps owning registration, review and continue-as-new. Liveness therefore never waits for
+ * workflow tasks. What follows describes runs recorded before that patch, which still replay:
+ *
  * Heartbeats do not go through this workflow: the API records them in presence (store/federation/presence.ts)
  * and signals here only when it believes the node is not online. An online node waits, with no timer, for the
  * presence sweeper (node-sweeper/<group>) to report its presence lapsed; it then reads its presence shard itself
@@ -15,7 +21,7 @@
 import { condition, continueAsNew, log, patched, proxyActivities, proxyLocalActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../../activities';
 import type { NodeState } from '../../core/federation/vocabulary';
-import { heartbeatSignal, NodeLifecycleInput, NodeStatus, nodeStatusQuery, PresenceLapse, presenceLapsedSignal, PRESENCE_GRACE_MS, PRESENCE_SNAPSHOT_MAX_AGE_MS, ReviewRequest, reviewUpdate } from './node-lifecycle.contract';
+import { heartbeatSignal, LivenessMirror, livenessChangedSignal, NodeLifecycleInput, NodeStatus, nodeStatusQuery, PresenceLapse, presenceLapsedSignal, PRESENCE_GRACE_MS, PRESENCE_SNAPSHOT_MAX_AGE_MS, ReviewRequest, reviewUpdate } from './node-lifecycle.contract';
 import { NodeStateAttr } from '../../core/search-attributes';
 
 // Runs needing the state change recorded before it (below: LOCAL_STATE_CHANGE) as a regular activity.
@@ -43,6 +49,8 @@ const { readNodeLastSeen, checkNodePresence } = proxyLocalActivities<Activities>
 });
 /** Patch marker: runs recorded before it slept on a durable timer per offline deadline instead of the sweeper. */
 const PRESENCE_SWEEPER = 'node-presence-sweeper';
+/** Patch marker: from it on, an approved node's online ⇄ offline transitions are the sweeper's, mirrored here. */
+const LIVENESS_OUTSIDE = 'node-liveness-outside';
 
 /** Workflow time (deterministic: the time of the current workflow task). */
 const now = (): number => Date.now();
@@ -64,6 +72,8 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
   let pendingReview: ReviewRequest | null = null;
   let rechecked = false;
   let lapse: PresenceLapse | null = null;
+  let livenessSeq = carried?.liveness_seq ?? 0;
+  let mirror: LivenessMirror | null = null;
 
   setHandler(nodeStatusQuery, () => status);
   setHandler(heartbeatSignal, (hb) => {
@@ -73,6 +83,10 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
   setHandler(presenceLapsedSignal, (l) => {
     const swept = Number(l?.swept_at_ms);
     if (Number.isFinite(swept) && swept > (lapse?.swept_at_ms ?? -1)) lapse = { seen_at_ms: Number.isFinite(Number(l?.seen_at_ms)) ? Number(l.seen_at_ms) : null, swept_at_ms: swept };
+  });
+  setHandler(livenessChangedSignal, (m) => {
+    const seq = Number(m?.seq);
+    if (Number.isFinite(seq) && seq > Math.max(livenessSeq, mirror?.seq ?? 0) && (m.to === 'online' || m.to === 'offline')) mirror = { to: m.to, at: String(m.at), seq, reason: String(m.reason ?? '') };
   });
   setHandler(
     reviewUpdate,
@@ -134,11 +148,26 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
       pendingReview = null;
       continue;
     }
+    if (mirror !== null) {
+      // A liveness transition the sweeper recorded: mirrored only (no activity, no ledger event of ours).
+      const m: LivenessMirror = mirror;
+      mirror = null;
+      if (m.seq > livenessSeq && (status.state === 'online' || status.state === 'offline')) {
+        livenessSeq = m.seq;
+        if (m.to !== status.state) {
+          status.state = m.to;
+          status.state_since = m.at;
+          upsertSearchAttributes([{ key: NodeStateAttr, value: m.to }]);
+        }
+        if (m.to === 'online') seen(Date.parse(m.at));
+      }
+      continue;
+    }
     if (status.state === 'rejected') return status;
     if (workflowInfo().historyLength >= input.history_limit) {
       const next: NodeLifecycleInput = {
         ...input,
-        carried: { state: status.state, state_since: status.state_since, last_seen_ms: lastSeen, transitions: status.transitions, runs: status.runs + 1, review: status.review }
+        carried: { state: status.state, state_since: status.state_since, last_seen_ms: lastSeen, transitions: status.transitions, runs: status.runs + 1, review: status.review, ...(livenessSeq > 0 ? { liveness_seq: livenessSeq } : {}) }
       };
       return continueAsNew<typeof nodeLifecycleWorkflow>(next);
     }
@@ -148,11 +177,17 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
       continue;
     }
 
+    if ((status.state === 'online' || status.state === 'offline') && patched(LIVENESS_OUTSIDE)) {
+      // The sweeper decides and records liveness; this run waits for a review, a mirror, or its history limit.
+      await condition(() => pendingReview !== null || mirror !== null || workflowInfo().historyLength >= input.history_limit);
+      continue;
+    }
+
     if (status.state === 'online' && patched(PRESENCE_SWEEPER)) {
       // No timer: the sweeper reports a lapse; the decision is this workflow's, from a fresh read of presence.
       // (Signals alone, e.g. many wake-ups, also grow the history: past the limit, loop to continue as new.)
-      await condition(() => pendingReview !== null || lapse !== null || workflowInfo().historyLength >= input.history_limit);
-      if (pendingReview || lapse === null) continue;
+      await condition(() => pendingReview !== null || lapse !== null || mirror !== null || workflowInfo().historyLength >= input.history_limit);
+      if (pendingReview || mirror || lapse === null) continue;
       const reported: PresenceLapse = lapse;
       lapse = null;
       const check = await checkNodePresence({ node_id: input.node_id, not_before_ms: reported.swept_at_ms });
@@ -170,7 +205,7 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
     if (status.state === 'online') {
       // Sleep until the offline deadline of the last heartbeat known here (a durable timer).
       const deadline = (lastSeen ?? Date.parse(status.state_since)) + offlineAfterMs + PRESENCE_GRACE_MS;
-      if (await condition(() => pendingReview !== null, Math.max(1, deadline - now()))) continue;
+      if (await condition(() => pendingReview !== null || mirror !== null, Math.max(1, deadline - now()))) continue;
       seen(await readNodeLastSeen({ node_id: input.node_id, max_age_ms: PRESENCE_SNAPSHOT_MAX_AGE_MS }));
       seen(signalledSeen);
       const silentSince = lastSeen ?? Date.parse(status.state_since);
@@ -181,9 +216,9 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
     // offline: a heartbeat signal brings the node back; one presence re-check covers API processes whose cached
     // view of the node was stale when it went offline.
     const heartbeatSince = () => signalledSeen !== null && signalledSeen > (lastSeen ?? 0);
-    const wake = () => pendingReview !== null || heartbeatSince();
+    const wake = () => pendingReview !== null || mirror !== null || heartbeatSince();
     const woke = rechecked ? (await condition(wake), true) : await condition(wake, input.offline_recheck_ms);
-    if (pendingReview) continue;
+    if (pendingReview || mirror) continue;
     if (!woke) {
       rechecked = true;
       const fresh = await readNodeLastSeen({ node_id: input.node_id, max_age_ms: 0 });

@@ -1,8 +1,9 @@
 /**
  * POST /a2a/heartbeat (external_node: X-External-Node + X-External-Key; 401 if either is missing or wrong, 403 for
- * a rejected node). The sample is recorded in presence (durably, before the answer); if this process believes the
- * node is offline it signals node/<node_id> (once per node per NODE_OFFLINE_AFTER_S), which brings it back online. Pending nodes may heartbeat (reviewers
- * see them alive) and stay pending_review. A heartbeat with no body counts; figures the hub does not know are kept in
+ * a rejected node). The sample is recorded in presence (durably, before the answer), and that is all: the presence
+ * sweeper (node-sweeper/<group>) brings an offline node that beats back online at its next tick (about 1 s) and
+ * records the change; no workflow is signalled per heartbeat. Pending nodes may heartbeat (reviewers see them
+ * alive) and stay pending_review. A heartbeat with no body counts; figures the hub does not know are kept in
  * the sample's `extra` (bounded) or ignored, never refused. The process makes sure the presence sweepers
  * (node-sweeper/<group>) run at its first heartbeat and then at most once a minute, off the heartbeat's path.
  */
@@ -11,7 +12,6 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Config } from '../../../core/config.node';
 import { HeartbeatBody, heartbeatBody, NODE_STATES } from '../../../core/federation/vocabulary';
-import { wakeNode } from '../../../workflows/federation/node-lifecycle.client';
 import { ensureNodeSweepers } from '../../../workflows/federation/node-lifecycle-sweeper.client';
 import type { NodeCache } from '../../../store/federation/node-cache';
 import type { PresenceRecorder } from '../../../store/federation/presence-recorder';
@@ -31,22 +31,11 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: Presence
   app,
   { presenceRecorder, nodeCache, temporal, config }
 ) => {
-  const offlineAfterMs = config.NODE_OFFLINE_AFTER_S * 1000;
-  const wokenAt = new Map<string, number>();
-  const rememberWake = (nodeId: string, at: number) => {
-    wokenAt.delete(nodeId);
-    wokenAt.set(nodeId, at);
-    // Oldest first (insertion order): drop the wakes older than a window.
-    for (const [id, t] of wokenAt) {
-      if (at - t < offlineAfterMs && wokenAt.size <= 200_000) break;
-      wokenAt.delete(id);
-    }
-  };
   let sweepersEnsuredAt = 0;
   const ensureSweepers = (now: number) => {
     if (now - sweepersEnsuredAt < 60_000) return;
     sweepersEnsuredAt = now;
-    ensureNodeSweepers(temporal, config.TEMPORAL_TASK_QUEUE, config.NODE_OFFLINE_AFTER_S).catch((err) => {
+    ensureNodeSweepers(temporal, config.TEMPORAL_TASK_QUEUE, config.NODE_OFFLINE_AFTER_S, config.SERVICE_DID).catch((err) => {
       sweepersEnsuredAt = Date.now() - 55_000;
       app.log.warn({ err }, 'could not start the presence sweepers; trying again in 5 s');
     });
@@ -70,23 +59,12 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: Presence
         { at: new Date(seenAt).toISOString(), resources: body.resources, performance: body.performance, ...(hasExtra ? { extra: body.extra } : {}) },
         seenAt
       );
-      let woke = false;
-      if (state === 'offline') {
-        // One wake per node per window: until the workflow records the change, the node document (and so this
-        // process's cache once it reloads) still says offline, and signalling again at every heartbeat would
-        // multiply the workflow tasks of a mass online (a hub restart). A node can only go offline again after
-        // a whole window of silence, so a second wake within the window is never needed.
-        if (seenAt - (wokenAt.get(nodeId) ?? -Infinity) >= offlineAfterMs) {
-          await wakeNode(temporal, nodeId, seenAt);
-          rememberWake(nodeId, seenAt);
-        }
-        nodeCache.note(nodeId, 'online');
-        woke = true;
-      }
+      // An offline node that beats is online from now on: the sweeper records it at its next tick (the node
+      // document, the ledger and this process's cache follow within about 2 s).
       return {
         ok: true as const,
         node_id: nodeId,
-        state: woke ? 'online' : state,
+        state: state === 'offline' ? 'online' : state,
         received_at: new Date(seenAt).toISOString(),
         next_heartbeat_within_s: config.NODE_OFFLINE_AFTER_S,
         // Figures the hub neither knows nor could keep (see core/federation/vocabulary.ts, HEARTBEAT_EXTRA_MAX_MEMBERS).
