@@ -37,6 +37,8 @@ const BEAT_S = Number(process.env.BENCH_BEAT_S ?? Math.min(15, OFFLINE_AFTER_S /
 const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 2 * OFFLINE_AFTER_S + 60);
 const SAMPLE = Number(process.env.BENCH_SAMPLE ?? 100);
 const CLK_TCK = 100;
+/** Registrations in flight at once (the 10,000-node run spends minutes registering). */
+const REGISTER_CONCURRENCY = Number(process.env.BENCH_REGISTER_CONCURRENCY ?? 16);
 
 interface Node {
   node_id: string;
@@ -95,7 +97,10 @@ function dbWork(port: number | undefined): DbWork | null {
     for (const line of psql(`select relname, coalesce(seq_scan,0) + coalesce(idx_scan,0), n_tup_ins + n_tup_upd + n_tup_del from pg_stat_user_tables`).trim().split('\n')) {
       const [name, reads, writes] = line.split('|');
       if (!name) continue;
-      const collection = name.replace(/_[0-9a-f]{8}$/, '').replace(/^node_presence(_samples)?_\d\d$/, 'node_presence$1_<ss>');
+      // FerretDB names a collection's table after it with every character that is not a letter, and each character
+      // following one that is not a letter, digits included, replaced by `_` (`node_presence_07` → `node_presence___`),
+      // plus `_<fnv32a of the name>`.
+      const collection = name.replace(/_[0-9a-f]{8}$/, '').replace(/^node_presence(_samples)?_(\d\d|__)$/, 'node_presence$1_<ss>');
       const t = tables.get(collection) ?? { reads: 0, writes: 0 };
       t.reads += Number(reads);
       t.writes += Number(writes);
@@ -149,7 +154,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     const nodes: Node[] = [];
     let requested = 0;
     await Promise.all(
-      Array.from({ length: 16 }, async () => {
+      Array.from({ length: REGISTER_CONCURRENCY }, async () => {
         while (requested++ < nodesWanted) {
           const res = await fetch(`${base}/a2a/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: `bench-${requested}`, brand: { code: 'custom' }, instance: { memory_gb: 8 } }) });
           if (res.status !== 201) throw new Error(`register: ${res.status} ${await res.text()}`);
@@ -213,6 +218,18 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
 
     // Measurement window.
     const sampleIds = nodes.filter((_, i) => i % Math.max(1, Math.floor(nodes.length / SAMPLE)) === 0).slice(0, SAMPLE).map((n) => n.node_id);
+    // The node workflows mirror the sweeper's transitions (NodeState search attribute): how far behind they are.
+    const mirrorLine = async () => {
+      let online = 0;
+      for (const id of sampleIds) {
+        const d = await temporal.workflow.getHandle(`node/${id}`).describe().catch(() => null);
+        const v = (d?.searchAttributes as Record<string, unknown[]> | undefined)?.NodeState?.[0];
+        if (v === 'online') online++;
+      }
+      const events = await db.collection('ledger').countDocuments({ key: 'hub.node.state_changed' });
+      return `${online} of ${sampleIds.length} sampled node workflows show NodeState online; ${events} hub.node.state_changed ledger events`;
+    };
+    console.log(`Temporal mirror at the end of the mass online: ${await mirrorLine()}`);
     const historyOf = async () => {
       let nodesTotal = 0;
       for (const id of sampleIds) nodesTotal += (await temporal.workflow.getHandle(`node/${id}`).describe()).historyLength;
@@ -253,6 +270,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     console.log(work.line);
     const falseDuring = await falseOfflines(db, since, stopped);
     console.log(`false offline transitions during the window: ${falseDuring}`);
+    console.log(`Temporal mirror after the window: ${await mirrorLine()}`);
 
     // Mass silence.
     const stopCount = Number(process.env.BENCH_STOP ?? Math.min(1000, Math.ceil(nodes.length / 10)));
