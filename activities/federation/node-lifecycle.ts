@@ -184,6 +184,11 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
         }
       };
 
+      // Alive while a tick is long (thousands of transitions at once): Temporal's heartbeat timeout must not start a
+      // second sweep of this group beside this one.
+      const beat = () => ctx.heartbeat({ offline, online, mirrored, watched: view.size, events: events.length, mirrors: mirrors.size });
+      const alive = setInterval(beat, 1000);
+      try {
       const end = Date.now() + input.run_ms;
       while (Date.now() < end || events.length > 0 || appending || mirrors.size > 0 || sending > 0 || uncertain.length > 0) {
         const sweptAt = Date.now();
@@ -238,9 +243,12 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
         }
         appendEvents();
         sendMirrors();
-        ctx.heartbeat({ offline, online, mirrored, watched: view.size, events: events.length, mirrors: mirrors.size });
+        beat();
         const rest = input.tick_ms - (Date.now() - sweptAt);
         if (rest > 0) await ctx.sleep(rest);
+      }
+      } finally {
+        clearInterval(alive);
       }
       return { offline, online, mirrored };
     },
@@ -260,7 +268,7 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
         did: change.hub_did,
         idempotencyKey: `node-state:${change.node_id}:${change.transition}`
       });
-      await deps.nodes.setState(change.node_id, change.to, change.at, change.review ? { ...change.review, at: change.at } : undefined);
+      await deps.nodes.setState(change.node_id, change.to, change.at, change.review ? { ...change.review, at: change.at } : undefined, { registration: change.from === null });
       return { seq: entry.seq };
     }
   };

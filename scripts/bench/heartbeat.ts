@@ -207,7 +207,11 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     // Bounded warm-up: all nodes come online at once (a mass online).
     for (;;) {
       stack.alive();
-      const online = await db.collection('nodes').countDocuments({ state: 'online' });
+      // Bounded even if the database stops answering (the warm-up must end with its message).
+      const online = await Promise.race([
+        db.collection('nodes').countDocuments({ state: 'online' }),
+        new Promise<number>((_, reject) => setTimeout(() => reject(new Error(`warm-up: the database did not answer a count of online nodes within 30 s (${((Date.now() - t1) / 1000).toFixed(0)} s into the warm-up)`)), 30_000))
+      ]);
       if (online >= nodes.length) break;
       if (Date.now() - t1 > WARMUP_S * 1000) {
         throw new Error(`warm-up: only ${online} of ${nodes.length} nodes online after ${WARMUP_S} s of every node beating every ${BEAT_S} s (BENCH_WARMUP_S); the hub cannot keep this fleet online on this machine`);

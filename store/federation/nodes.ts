@@ -56,9 +56,13 @@ export interface LivenessView {
   state_at: number;
 }
 
-/** Most liveness updates of one bulkWrite (see MAX_STATE_BATCH) and such writes in flight at once. */
+/** Most liveness updates of one bulkWrite (see MAX_STATE_BATCH). */
 const LIVENESS_BATCH = 32;
-const LIVENESS_WRITES_IN_FLIGHT = 4;
+/**
+ * Liveness batches in progress at once (their bulkWrites still go one at a time, see inLane; the lanes overlap a
+ * batch's change records and settling read with the next batch's update).
+ */
+const LIVENESS_WRITES_IN_FLIGHT = 2;
 
 /** The public view of a node: never the key hash. */
 export type PublicNode = Omit<NodeDocument, '_id' | 'api_key_hash'> & { node_id: string };
@@ -121,8 +125,10 @@ export class NodeStore {
   readonly changes: Collection<NodeChangeDocument>;
   private lastChangesPrune = 0;
   /** State changes waiting for the next batch (see setState). */
-  private readonly stateQueue: { nodeId: string; set: Partial<NodeDocument>; resolve: () => void; reject: (err: unknown) => void }[] = [];
+  private readonly stateQueue: { nodeId: string; set: Partial<NodeDocument>; registration: boolean; resolve: () => void; reject: (err: unknown) => void }[] = [];
   private writingStates = false;
+  /** The bulkWrites of this process, one at a time (see inLane). */
+  private lane: Promise<void> = Promise.resolve();
   /** Registrations of this process waiting for a number; claimed together, one round at a time. */
   private readonly waiting: SequenceClaim[] = [];
   private claiming = false;
@@ -209,19 +215,34 @@ export class NodeStore {
         }
         this.highWater = first + round.length - 1;
         const retry: SequenceClaim[] = [];
+        const inserted: { claim: SequenceClaim; doc: NodeDocument }[] = [];
         await Promise.all(
           round.map(async (claim, i) => {
             claim.attempts++;
             try {
               const doc = claim.build(first + i);
               await this.nodes.insertOne(doc);
-              claim.resolve(doc);
+              inserted.push({ claim, doc });
             } catch (err) {
               if ((err as { code?: number }).code === 11000 && claim.attempts < MAX_SEQUENCE_ATTEMPTS) retry.push(claim);
               else claim.reject(err);
             }
           })
         );
+        // The round's new nodes go into the change log too (one insert), so the presence sweeper knows them at its
+        // next tick without waiting for their workflows' first task (a registration burst queues thousands).
+        // Best effort: otherwise the workflow's registration transition records them.
+        if (inserted.length > 0) {
+          const now = new Date();
+          await this.changes
+            .insertMany(
+              inserted.map(({ doc }, i) => ({ _id: `${doc._id}:${now.getTime()}:r${i}:${Math.random().toString(36).slice(2, 10)}`, node_id: doc._id, state: doc.state, state_at: new Date(Date.parse(doc.state_changed_at) || now.getTime()), written_at: now })),
+              { ordered: false }
+            )
+            .catch(() => undefined);
+          this.pruneChanges();
+        }
+        for (const { claim, doc } of inserted) claim.resolve(doc);
         // Those who lost a number to another process go first in the next round.
         this.waiting.unshift(...retry);
       }
@@ -274,13 +295,28 @@ export class NodeStore {
    * (in arrival order) and one insert of their change records, so a mass online (every node's state change at once)
    * costs a round trip per batch, not per node. Resolves once both are stored.
    */
-  setState(nodeId: string, state: NodeState, at: string, review: NodeDocument['review'] | undefined): Promise<void> {
+  setState(nodeId: string, state: NodeState, at: string, review: NodeDocument['review'] | undefined, options: { registration?: boolean } = {}): Promise<void> {
     const set: Partial<NodeDocument> = { state, state_changed_at: at };
     if (review) set.review = review;
+    const registration = options.registration === true;
     return new Promise<void>((resolve, reject) => {
-      this.stateQueue.push({ nodeId, set, resolve, reject });
+      this.stateQueue.push({ nodeId, set, registration, resolve, reject });
       void this.writeStates();
     });
+  }
+
+  /**
+   * Runs the process's node-document bulkWrites one at a time (state changes and liveness transitions together).
+   * FerretDB v1.24 on PostgreSQL stopped answering every client (a hang of the whole server, not of one command) when
+   * 16 bulkWrites of conditional updates ran at once beside a registration burst; one at a time, as before, it did not.
+   */
+  private inLane<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.lane.then(fn, fn);
+    this.lane = run.then(
+      () => undefined,
+      () => undefined
+    );
+    return run;
   }
 
   /** Every node's liveness view (state, liveness_seq, state_changed_at) for which `keep` holds (the sweeper's shards). */
@@ -308,7 +344,7 @@ export class NodeStore {
     for (let i = 0; i < transitions.length; i += LIVENESS_BATCH) batches.push(transitions.slice(i, i + LIVENESS_BATCH));
     let next = 0;
     const writeBatch = async (batch: LivenessTransition[]) => {
-      const result = await this.nodes.bulkWrite(
+      const result = await this.inLane(() => this.nodes.bulkWrite(
         batch.map((t) => ({
           updateOne: {
             filter: { _id: t.node_id, state: t.from, liveness_seq: t.seq > 1 ? t.seq - 1 : { $exists: false } },
@@ -316,7 +352,7 @@ export class NodeStore {
           }
         })),
         { ordered: true }
-      );
+      ));
       let won = batch;
       if (result.matchedCount < batch.length) {
         const settled = await this.settleLiveness(batch);
@@ -370,13 +406,17 @@ export class NodeStore {
       while (this.stateQueue.length > 0) {
         const batch = this.stateQueue.splice(0, MAX_STATE_BATCH);
         try {
-          await this.nodes.bulkWrite(
-            batch.map((c) => ({ updateOne: { filter: { _id: c.nodeId }, update: { $set: c.set } } })),
+          // A registration's state is the one the document was inserted with (and its change record was written
+          // then): it is written only if the presence sweeper has not recorded a liveness transition meanwhile,
+          // and gets no second record (a late workflow task must not undo a node's coming online).
+          await this.inLane(() => this.nodes.bulkWrite(
+            batch.map((c) => ({ updateOne: { filter: c.registration ? { _id: c.nodeId, liveness_seq: { $exists: false } } : { _id: c.nodeId }, update: { $set: c.set } } })),
             { ordered: true }
-          );
+          ));
           const now = new Date();
-          await this.changes.insertMany(
-            batch.map((c, i) => ({
+          const recorded = batch.filter((c) => !c.registration);
+          if (recorded.length > 0) await this.changes.insertMany(
+            recorded.map((c, i) => ({
               _id: `${c.nodeId}:${now.getTime()}:${i}:${Math.random().toString(36).slice(2, 10)}`,
               node_id: c.nodeId,
               state: c.set.state!,

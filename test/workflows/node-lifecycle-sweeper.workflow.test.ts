@@ -72,7 +72,8 @@ it('the sweeper records online and offline from presence, the workflows mirror i
   await db.collection('nodes').insertMany(ids.map((id, i) => nodeDocument(id, 800001 + i)) as never[]);
   const nodes = await Promise.all(ids.map((id) => env.client.workflow.start(nodeLifecycleWorkflow, { workflowId: `node/${id}`, taskQueue: wf.taskQueue, args: [input(id)] })));
   const docState = async (id: string) => (await db.collection('nodes').findOne({ _id: id as never }))?.state;
-  for (const id of ids) await waitFor(async () => (await db.collection('node_changes').countDocuments({ node_id: id })) > 0);
+  // Each workflow's registration transition is in the ledger before the nodes beat (the order the test expects).
+  await waitFor(async () => (await db.collection('ledger').countDocuments({ key: 'hub.node.state_changed' })) >= ids.length);
 
   const sweeper = await env.client.workflow.start(nodeSweeperWorkflow, {
     workflowId: 'node-sweeper/0',
