@@ -14,6 +14,13 @@ import { LivenessMirror, livenessChangedSignal, nodeWorkflowId, PRESENCE_GRACE_M
 
 /** Most mirror signals one sweep has in flight at once. */
 const SWEEP_SIGNALS_IN_FLIGHT = 16;
+/**
+ * Most mirror signals one sweep sends a second. Each is a workflow task of the core queue, where the sweepers' own
+ * workflow tasks (their start, and one between two runs of the sweep) wait too: a 10,000-node mass online mirrored
+ * at once would queue 10,000 workflow tasks ahead of them. Paced, the mirrors of a mass event arrive over minutes
+ * (only the Temporal view waits) and the queue stays short.
+ */
+const SWEEP_MIRRORS_PER_S = 4;
 /** Most ledger appends one sweep has in flight at once (the ledger group-commits them). */
 const LEDGER_APPENDS_IN_FLIGHT = 256;
 /** node_changes records written this long before the previous read are read again (clocks of hosts differ). */
@@ -160,8 +167,10 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
       };
       // Mirrors: at most SWEEP_SIGNALS_IN_FLIGHT signals at once, the newest transition per node.
       let sending = 0;
+      let mirrorBudget = 0;
       const sendMirrors = () => {
-        while (sending < SWEEP_SIGNALS_IN_FLIGHT && mirrors.size > 0) {
+        while (sending < SWEEP_SIGNALS_IN_FLIGHT && mirrors.size > 0 && mirrorBudget > 0) {
+          mirrorBudget--;
           const [id, m] = mirrors.entries().next().value!;
           mirrors.delete(id);
           sending++;
@@ -189,64 +198,67 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
       const beat = () => ctx.heartbeat({ offline, online, mirrored, watched: view.size, events: events.length, mirrors: mirrors.size });
       const alive = setInterval(beat, 1000);
       try {
-      const end = Date.now() + input.run_ms;
-      while (Date.now() < end || events.length > 0 || appending || mirrors.size > 0 || sending > 0 || uncertain.length > 0) {
-        const sweptAt = Date.now();
-        // What changed in the node documents since the last read (registrations, reviews, removals, others' writes).
-        const records = await deps.nodes.changesSince(new Date(cursor - CHANGES_CLOCK_MARGIN_MS));
-        cursor = sweptAt;
-        records.sort((a, b) => a.state_at.getTime() - b.state_at.getTime() || a.written_at.getTime() - b.written_at.getTime());
-        for (const r of records) {
-          if (!ours(r.node_id)) continue;
-          if (r.state === null) {
-            view.delete(r.node_id);
-            continue;
-          }
-          const v = view.get(r.node_id);
-          const at = r.state_at.getTime();
-          if (!v) view.set(r.node_id, { state: r.state, seq: r.liveness_seq ?? 0, state_at: at });
-          else {
-            if (r.liveness_seq !== undefined && r.liveness_seq > v.seq) v.seq = r.liveness_seq;
-            if (at >= v.state_at) {
-              v.state = r.state;
-              v.state_at = at;
+        const end = Date.now() + input.run_ms;
+        while (Date.now() < end || events.length > 0 || appending || mirrors.size > 0 || sending > 0 || uncertain.length > 0) {
+          const sweptAt = Date.now();
+          // What changed in the node documents since the last read (registrations, reviews, removals, others' writes).
+          const records = await deps.nodes.changesSince(new Date(cursor - CHANGES_CLOCK_MARGIN_MS));
+          cursor = sweptAt;
+          records.sort((a, b) => a.state_at.getTime() - b.state_at.getTime() || a.written_at.getTime() - b.written_at.getTime());
+          for (const r of records) {
+            if (!ours(r.node_id)) continue;
+            if (r.state === null) {
+              view.delete(r.node_id);
+              continue;
+            }
+            const v = view.get(r.node_id);
+            const at = r.state_at.getTime();
+            if (!v) view.set(r.node_id, { state: r.state, seq: r.liveness_seq ?? 0, state_at: at });
+            else {
+              if (r.liveness_seq !== undefined && r.liveness_seq > v.seq) v.seq = r.liveness_seq;
+              if (at >= v.state_at) {
+                v.state = r.state;
+                v.state_at = at;
+              }
             }
           }
-        }
-        if (uncertain.length > 0) {
-          const settled = await deps.nodes.settleLiveness(uncertain);
-          await deps.nodes.recordLivenessChanges(settled.applied);
-          for (const t of settled.applied) applied(t);
-          for (const [id, v] of settled.refused) (v ? view.set(id, v) : view.delete(id));
-          uncertain = [];
-        }
-
-        // One read of the group's shards; every judgement applies to the time this read started.
-        const readAt = Date.now();
-        const seen = new Map<string, number>();
-        for (const shard of shards) for (const [id, at] of (await deps.presence.readSeen(shard)).nodes) seen.set(id, at);
-        const at = new Date(readAt).toISOString();
-        const proposals: LivenessTransition[] = [];
-        for (const [id, v] of view) {
-          const last = seen.get(id);
-          if (v.state === 'online') {
-            if (readAt - Math.max(last ?? 0, v.state_at) >= lapseAfterMs) proposals.push({ node_id: id, from: 'online', to: 'offline', at, reason: reasons.offline, seq: v.seq + 1 });
-          } else if (v.state === 'offline') {
-            if (last !== undefined && last > v.state_at && readAt - last < offlineAfterMs) proposals.push({ node_id: id, from: 'offline', to: 'online', at, reason: reasons.online, seq: v.seq + 1 });
+          if (uncertain.length > 0) {
+            const settled = await deps.nodes.settleLiveness(uncertain);
+            await deps.nodes.recordLivenessChanges(settled.applied);
+            for (const t of settled.applied) applied(t);
+            for (const [id, v] of settled.refused) (v ? view.set(id, v) : view.delete(id));
+            uncertain = [];
           }
+
+          // One read of the group's shards; every judgement applies to the time this read started.
+          const readAt = Date.now();
+          const seen = new Map<string, number>();
+          // (No approved node in the group, e.g. a hub with no nodes yet: nothing to judge, presence is not read.)
+          const judging = [...view.values()].some((v) => v.state === 'online' || v.state === 'offline');
+          if (judging) for (const shard of shards) for (const [id, at] of (await deps.presence.readSeen(shard)).nodes) seen.set(id, at);
+          const at = new Date(readAt).toISOString();
+          const proposals: LivenessTransition[] = [];
+          for (const [id, v] of view) {
+            const last = seen.get(id);
+            if (v.state === 'online') {
+              if (readAt - Math.max(last ?? 0, v.state_at) >= lapseAfterMs) proposals.push({ node_id: id, from: 'online', to: 'offline', at, reason: reasons.offline, seq: v.seq + 1 });
+            } else if (v.state === 'offline') {
+              if (last !== undefined && last > v.state_at && readAt - last < offlineAfterMs) proposals.push({ node_id: id, from: 'offline', to: 'online', at, reason: reasons.online, seq: v.seq + 1 });
+            }
+          }
+          if (proposals.length > 0) {
+            const result = await deps.nodes.applyLiveness(proposals);
+            for (const t of result.applied) applied(t);
+            for (const [id, v] of result.refused) (v ? view.set(id, v) : view.delete(id));
+            uncertain = result.failed;
+          }
+          appendEvents();
+          mirrorBudget = Math.max(1, Math.round((SWEEP_MIRRORS_PER_S * input.tick_ms) / 1000));
+          sendMirrors();
+          beat();
+          const rest = input.tick_ms - (Date.now() - sweptAt);
+          if (rest > 0) await ctx.sleep(rest);
         }
-        if (proposals.length > 0) {
-          const result = await deps.nodes.applyLiveness(proposals);
-          for (const t of result.applied) applied(t);
-          for (const [id, v] of result.refused) (v ? view.set(id, v) : view.delete(id));
-          uncertain = result.failed;
-        }
-        appendEvents();
-        sendMirrors();
-        beat();
-        const rest = input.tick_ms - (Date.now() - sweptAt);
-        if (rest > 0) await ctx.sleep(rest);
-      }
       } finally {
         clearInterval(alive);
       }

@@ -5,7 +5,7 @@
  * records the change; no workflow is signalled per heartbeat. Pending nodes may heartbeat (reviewers see them
  * alive) and stay pending_review. A heartbeat with no body counts; figures the hub does not know are kept in
  * the sample's `extra` (bounded) or ignored, never refused. The process makes sure the presence sweepers
- * (node-sweeper/<group>) run at its first heartbeat and then at most once a minute, off the heartbeat's path.
+ * (node-sweeper/<group>) run at its start and then at most once a minute at a heartbeat, off the heartbeat's path.
  */
 import type { Client } from '@temporalio/client';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
@@ -40,6 +40,9 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: Presence
       app.log.warn({ err }, 'could not start the presence sweepers; trying again in 5 s');
     });
   };
+  // At start too, not only at the first heartbeat: a sweeper's first workflow task must not wait behind a backlog
+  // of other workflow tasks (a registration burst queues one per node) before liveness is swept.
+  ensureSweepers(Date.now());
   app.post(
     '/a2a/heartbeat',
     {
