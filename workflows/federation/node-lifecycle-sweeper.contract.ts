@@ -1,10 +1,11 @@
 /**
  * What the API, operators and the node-sweeper/<group> workflows share. The presence sweeper replaces a durable
- * timer per node: NODE_SWEEPER_GROUPS workflows, each running one long activity that reads its presence shards
- * (store/federation/presence.ts) every tick and signals `presenceLapsed` to node/<id> for each node whose presence
- * shows no heartbeat for NODE_OFFLINE_AFTER_S (+ PRESENCE_GRACE_MS), and `heartbeat` to a node reported lapsed that
- * beats again. A node that keeps beating costs Temporal nothing. Temporal keeps one attempt of each group's
- * activity running across workers (heartbeat timeout, retries), so several workers never sweep a group twice.
+ * timer per node and decides liveness: NODE_SWEEPER_GROUPS workflows, each running one long activity that reads its
+ * presence shards (store/federation/presence.ts) every tick, records every online ⇄ offline transition of the
+ * approved nodes of its shards itself (node documents, node_changes, ledger events) and sends `livenessChanged` to
+ * node/<id> as a mirror. A node that keeps beating costs Temporal nothing. Temporal keeps one attempt of each
+ * group's activity running across workers (heartbeat timeout, retries), so several workers never sweep a group
+ * twice.
  *   temporal workflow describe --workflow-id node-sweeper/zhongshu-hub/0
  *   temporal workflow list --query 'WorkflowType = "nodeSweeperWorkflow"'
  */
