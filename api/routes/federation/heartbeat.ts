@@ -29,7 +29,7 @@ const heartbeatResponse = z.object({
 
 export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: PresenceRecorder; nodeCache: NodeCache; temporal: Client; config: Config }> = async (
   app,
-  { presenceRecorder, nodeCache, temporal, config }
+  { presenceRecorder, temporal, config }
 ) => {
   let sweepersEnsuredAt = 0;
   const ensureSweepers = (now: number) => {
