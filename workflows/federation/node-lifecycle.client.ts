@@ -10,7 +10,7 @@ import { BrandAttr, NodeIdAttr, NodeStateAttr } from '../../core/search-attribut
 import { taskQueueFor } from '../task-queues';
 import { executeUpdateWithin, startWorkflowWithRetry } from '../client-support';
 import type { nodeLifecycleWorkflow } from './node-lifecycle';
-import { heartbeatSignal, NodeLifecycleInput, NodeLifecycleMemo, NodeStatus, nodeWorkflowId, ReviewRequest, reviewUpdate, NODE_LIFECYCLE_TASK_QUEUES } from './node-lifecycle.contract';
+import { NodeLifecycleInput, NodeLifecycleMemo, NodeStatus, nodeWorkflowId, ReviewRequest, reviewUpdate, NODE_LIFECYCLE_TASK_QUEUES } from './node-lifecycle.contract';
 
 /**
  * Starts node/<node_id>. A duplicate id is passed on (WorkflowExecutionAlreadyStartedError): for registration it
@@ -31,11 +31,6 @@ export async function startNodeLifecycle(client: Client, coreQueue: string, inpu
     memo
   });
   return { workflowId };
-}
-
-/** A heartbeat reached a node this process believes is offline: the workflow brings it back online. */
-export async function wakeNode(client: Client, nodeId: string, seenAtMs: number): Promise<void> {
-  await client.workflow.getHandle(nodeWorkflowId(nodeId)).signal(heartbeatSignal, { seen_at_ms: seenAtMs });
 }
 
 /** A reviewer's decision; 409 when it does not apply (already decided, or the node's workflow is closed). */
