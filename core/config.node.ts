@@ -71,6 +71,8 @@ export const configSchema = z.object({
   TRUTH_HIGH_RISK_KEY_PREFIXES: csv.default(['KERNEL.EVOLUTION.DIRECTIVE.']),
   TRUTH_APPROVAL_TIMEOUT_S: positiveSeconds.default(72 * 3600),
   TRUTH_WRITE_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
+  /** A DID found active this recently is not read again for a truth write (api/plugins/auth/did.ts); 0: always read. */
+  TRUTH_DID_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(1000),
   /** Truth writes in flight per API process (both listeners); one more is 503 overloaded at once. */
   TRUTH_MAX_IN_FLIGHT: z.coerce.number().int().positive().default(128),
 

@@ -5,6 +5,7 @@
  */
 import { Collection, Db } from 'mongodb';
 import { hashSecret, newApiKey, newId, newSecret } from '../core/credentials.node';
+import { forgetDid } from './active-dids';
 
 export interface DidDocument {
   _id: string;
@@ -154,6 +155,7 @@ export class CredentialStore {
 
   async revokeDid(did: string): Promise<boolean> {
     const res = await this.dids.updateOne({ _id: did, revoked_at: null }, { $set: { revoked_at: now() } });
+    forgetDid(did); // after the update: a read that began before it is not remembered (store/active-dids.ts)
     return res.modifiedCount === 1;
   }
 

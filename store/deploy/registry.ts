@@ -7,6 +7,7 @@
  */
 import { Collection, Db } from 'mongodb';
 import { AppError } from '../../core/errors';
+import { forgetDid } from '../active-dids';
 
 export interface RegistryEntry {
   _id: string;
@@ -57,6 +58,7 @@ export class DidRegistryStore {
   /** Revokes an active DID; false when there is none. */
   async revoke(did: string, by: string): Promise<boolean> {
     const res = await this.dids.updateOne({ _id: did, revoked_at: null }, { $set: { revoked_at: new Date().toISOString(), registered_by: by } });
+    forgetDid(did); // the truth write's memory of active DIDs (store/active-dids.ts)
     return res.modifiedCount === 1;
   }
 }

@@ -38,7 +38,7 @@ export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, 
   app.post(
     '/api/report/truth',
     {
-      config: { auth: 'did', admission: 'truth_write', directory: { group: 'zhongshu_truth_api', summary: 'Write a truth record (append-only); high-risk writes wait for approval', publicRead: true } },
+      config: { auth: 'did', didRecentlyActive: true, admission: 'truth_write', directory: { group: 'zhongshu_truth_api', summary: 'Write a truth record (append-only); high-risk writes wait for approval', publicRead: true } },
       bodyLimit: config.TRUTH_MAX_VALUE_BYTES + 16 * 1024,
       schema: {
         body: truthReportBody,
