@@ -72,6 +72,7 @@ export async function createServiceContext(config: Config, logger = createLogger
     const nodeCache = new NodeCache(nodes, config.NODE_CACHE_TTL_MS, (err) => logger.warn({ err }, 'node change log read failed; node cache entries are read again after NODE_CACHE_TTL_MS'));
     nodeCache.start();
     const chat = createChatServices(config, mongo.db, logger);
+    const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'));
     return {
       config,
       logger,
@@ -79,7 +80,7 @@ export async function createServiceContext(config: Config, logger = createLogger
       ledger: new Ledger(mongo.db),
       credentials: new CredentialStore(mongo.db),
       nodes,
-      quota: new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune failed')),
+      quota,
       presence,
       heartbeatHistory,
       presenceRecorder: new PresenceRecorder(
@@ -106,6 +107,7 @@ export async function createServiceContext(config: Config, logger = createLogger
       close: async () => {
         nodeCache.stop();
         await chat.close().catch((err: unknown) => logger.warn({ err }, 'chat limit leases or usage tallies could not be given back'));
+        await quota.close().catch((err: unknown) => logger.warn({ err }, 'unused leased quota slots could not be given back')); // store/ledger/quota.ts
         await connection.close().catch(() => undefined);
         await mongo.close();
       }

@@ -1,27 +1,39 @@
 /**
  * Daily quotas (truth writes per DID per UTC day), exact under concurrency on MongoDB and FerretDB alike.
  *
- * A quota of L uses per day is L numbered slots; one use inserts the document `_id` = `<scope>|<day>|<n>` for the
- * lowest free n, and the unique `_id` decides between racing callers (the loser takes the next slot). A use is
- * allowed while n ≤ L. Inserts and `_id` lookups are the only operations that stay exact and fast on FerretDB,
- * whose `findAndModify` with `$inc` is a read-modify-write: a counter document let a burst of 90 concurrent
- * writes through a quota of 60.
+ * A quota of L uses per day is L numbered slots, documents `_id` = `<scope>|<day>|<n>` (n = 1…L) in `quota_uses`;
+ * a slot belongs to the process whose insert of it succeeded, and the unique `_id` decides between racing
+ * processes. So at most L slots of a day exist, whoever took them: never more than L uses in total. Inserts and
+ * `_id` lookups are the only operations that stay exact and fast on FerretDB, whose `findAndModify` with `$inc` is
+ * a read-modify-write: a counter document let a burst of 90 concurrent writes through a quota of 60.
  *
- * Slots are taken in order and only given back by a refund, so the taken ones are (nearly) always 1..k. Inside one
- * process callers never race: each caller reserves its slot from the process's counter before it inserts (64
- * concurrent writes of one DID are 64 inserts of 64 different slots, not 64 tries of the same slot with one winner
- * and a gallop of lookups for each loser). Refused inserts happen only between processes: then the loser tries the
- * next few slots by inserting them (two processes writing for one DID are usually a slot or two apart; a lookup is
- * a scan of quota_uses on FerretDB/SQLite, a refused insert is not), and after INSERT_PROBES refusals gallops
- * forward with `_id` lookups (1, 2, 4, … slots ahead, then a binary search) past the slots the other process took.
- * Refused attempts take no slot. A refund (a write that was abandoned before it started, see
- * api/routes/ledger/report.ts) deletes its slot, and this process hands that slot out again first; a process that
- * starts afresh finds such a hole with its first gallop. The first use of a day in a process deletes the slots of
- * days before yesterday in the background.
+ * Leases. A process does not insert a slot per use: it inserts slots AHEAD for a scope that is using them and hands
+ * them out from memory, so a steady writer's use costs no round trip. The first use of a scope (in this process,
+ * this day, or after it went idle) inserts exactly its own slot, as before; from the second use on, every claim
+ * inserts a block (twice the previous one, at least as many as the callers waiting, at most MAX_LEASE, and at most
+ * 1/LEASE_SHARE of what is left of the day's quota), and a claim for the next block starts in the background
+ * when half of the current one is handed out. Slots not handed out are given back (deleted) once the scope has
+ * been idle for `leaseIdleMs` (default 2 s), at the end of the day, and when the process closes. A withdrawn
+ * write's refunded slot goes back to the lease (it is still this process's), and leaves with it.
  *
- * Slot inserts are group-committed per process: the slots reserved while one insert is under way (any scope) go
- * together in the next unordered insertMany (at most SLOT_CHUNK), whose write errors say which were refused, so 64
- * concurrent writes cost a couple of inserts instead of 64 (each its own transaction on FerretDB).
+ * What leases cost, bounded: while a scope writes, `quota_uses` holds up to one block more than its uses (given
+ * back within `leaseIdleMs` of its last use); and since a slot leased by one process cannot be used by another,
+ * a scope writing through several processes can be refused (429) while another process still holds unused slots:
+ * at most the blocks the other processes hold, each at most MAX_LEASE and at most 1/LEASE_SHARE of what was left
+ * when it was claimed (near the limit blocks shrink to one slot), and only until they go idle and give them back.
+ * A process that dies with a lease keeps those slots spent for that day (at most one block per scope). Never
+ * over-admission: a slot is handed out only by the process whose insert of it succeeded.
+ *
+ * Inside one process callers never race for a slot: claims of one scope run one at a time and callers take slots
+ * from the lease synchronously. Refused inserts happen only between processes: a refused slot is skipped (another
+ * process took it), and after more than INSERT_PROBES refusals the claim gallops forward with `_id` lookups (1, 2,
+ * 4, … slots ahead, then a binary search) past the run the other process took. Slots given back are claimed again
+ * first (lowest first); a process that starts afresh finds such a hole with its first gallop. The first use of a
+ * day in a process deletes the slots of days before yesterday in the background.
+ *
+ * Slot inserts are group-committed per process: the slots of the claims made while one insert is under way (any
+ * scope) go together in the next unordered insertMany (at most SLOT_CHUNK), whose write errors say which were
+ * refused.
  */
 import { Collection, Db, MongoBulkWriteError } from 'mongodb';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
@@ -35,8 +47,13 @@ interface QuotaUse {
 }
 
 const SLOT_CHUNK = 100;
-/** Slots a caller tries by inserting them, after a refusal, before looking the run up (see consume). */
+/** Slots refused in a row (taken by other processes) before a claim looks the run up (see claim). */
 const INSERT_PROBES = 4;
+/** The largest block of slots one claim leases. */
+export const MAX_LEASE = 32;
+/** A claim leases at most this share (1/LEASE_SHARE) of the slots left in the day's quota. */
+const LEASE_SHARE = 8;
+const DEFAULT_LEASE_IDLE_MS = 2000;
 
 interface SlotInsert {
   doc: QuotaUse;
@@ -46,80 +63,237 @@ interface SlotInsert {
 
 /** What this process knows of one counter (`<scope>|<day>`). */
 interface CounterState {
-  /** The slot the next caller reserves, unless a refunded one is waiting. */
+  counter: string;
+  scope: string;
+  day: string;
+  limit: number;
+  /** The lowest slot this process has not tried; every slot below it is taken, leased here, or in `free`. */
   next: number;
-  /** Slots this process gave back, handed out again first (lowest first). */
-  refunded: number[];
+  /** Slots this process gave back (deleted), claimed again first (lowest first). */
+  free: number[];
+  /** Slots this process inserted and has not handed out yet (lowest first). */
+  leased: number[];
+  /** The claim under way (one at a time per counter). */
+  claim: Promise<void> | null;
+  /** Slots the last claim asked for (0 after an idle give-back: the next claim is a single slot again). */
+  claimSize: number;
+  /** Uses handed out since the lease was last given back. */
+  uses: number;
+  /** Callers waiting for a claim. */
+  waiting: number;
+  /** Slots refused in a row. */
+  refusals: number;
+  lastUse: number;
+}
+
+export interface QuotaStoreOptions {
+  /** Unused leased slots of a scope are given back after it has not been used for this long (ms). */
+  leaseIdleMs?: number;
+  onError?: (err: unknown) => void;
 }
 
 export class QuotaStore {
   private readonly uses: Collection<QuotaUse>;
   /** Today's counters; a promise so that concurrent first uses of a counter share one gallop. */
   private readonly counters = new Map<string, Promise<CounterState>>();
+  /** The same counters once their gallop settled (the idle sweep walks them). */
+  private readonly live = new Map<string, CounterState>();
   private countersDay = '';
   private slotQueue: SlotInsert[] = [];
   private insertingSlots = false;
+  private readonly leaseIdleMs: number;
+  private sweepTimer: NodeJS.Timeout | null = null;
+  private closed = false;
 
   constructor(
     db: Db,
-    private readonly onPruneError: (err: unknown) => void = () => undefined
+    private readonly onPruneError: (err: unknown) => void = () => undefined,
+    options: QuotaStoreOptions = {}
   ) {
     this.uses = db.collection('quota_uses');
+    this.leaseIdleMs = options.leaseIdleMs ?? DEFAULT_LEASE_IDLE_MS;
   }
 
   /** Takes one use of `scope` on `day`; `count` is the slot taken (1-based), or `limit + 1` when refused. */
   async consume(scope: string, day: string, limit: number): Promise<{ allowed: boolean; count: number }> {
-    if (day !== this.countersDay) {
-      this.counters.clear();
-      this.countersDay = day;
-      this.prune(dayBefore(day)).catch(this.onPruneError);
-    }
-    const counter = `${scope}|${day}`;
-    const state = await this.counterState(counter, limit);
-    let refusals = 0;
+    if (day !== this.countersDay) this.rollDay(day);
+    const state = await this.counterState(scope, day, limit);
+    state.limit = limit;
+    state.lastUse = Date.now();
     for (;;) {
-      // Reserved synchronously: no other caller in this process will try this slot.
-      const n = state.refunded.length > 0 ? state.refunded.shift()! : state.next++;
-      if (n > limit) {
-        state.next = limit + 1;
-        return { allowed: false, count: limit + 1 };
-      }
-      try {
-        await this.insertSlot({ _id: `${counter}|${n}`, scope, day, n, at: new Date() });
+      // Taken synchronously: no other caller in this process gets this slot.
+      const n = state.leased.shift();
+      if (n !== undefined) {
+        state.uses++;
+        this.topUp(state);
         return { allowed: true, count: n };
-      } catch (err) {
-        if ((err as { code?: number }).code !== 11000) {
-          // Not known to be taken: the slot stays ours to hand out again.
-          giveBack(state, n);
-          throw err;
-        }
-        // Another process took n. Usually it is only a slot or two ahead (two processes writing for one DID take
-        // turns): try the next slots by inserting them, a refused insert being cheap; past INSERT_PROBES refusals,
-        // move past the run it has taken by lookups (callers here may have reserved further already).
-        if (++refusals > INSERT_PROBES) state.next = Math.max(state.next, await this.firstFree(counter, n, limit));
+      }
+      if (!state.claim && state.free.length === 0 && state.next > limit) return { allowed: false, count: limit + 1 };
+      state.waiting++;
+      try {
+        await this.claim(state);
+      } finally {
+        state.waiting--;
       }
     }
   }
 
-  /** Inserts a slot document with the others reserved meanwhile; rejects as insertOne would (code 11000: taken). */
-  private insertSlot(doc: QuotaUse): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.slotQueue.push({ doc, resolve, reject });
-      void this.drainSlots();
+  /** Gives back a slot taken by `consume` for a use that never happened (a write abandoned before it started). */
+  async refund(scope: string, day: string, n: number): Promise<void> {
+    const counter = `${scope}|${day}`;
+    const state = day === this.countersDay ? this.live.get(counter) : undefined;
+    if (state && !this.closed) {
+      // Still this process's slot: back into the lease, handed out next or given back with it.
+      insertSorted(state.leased, n);
+      this.scheduleSweep();
+      return;
+    }
+    await this.uses.deleteOne({ _id: `${counter}|${n}` });
+  }
+
+  /** Deletes the slots of days before `keepFrom` (an ISO date); returns how many. */
+  async prune(keepFrom: string): Promise<number> {
+    return (await this.uses.deleteMany({ day: { $lt: keepFrom } })).deletedCount;
+  }
+
+  /** Gives back every unused leased slot (the process is stopping); later refunds delete their slot. */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.sweepTimer) clearTimeout(this.sweepTimer);
+    this.sweepTimer = null;
+    await Promise.all([...this.live.values()].map((s) => this.giveBackLease(s)));
+  }
+
+  /** Gives back the unused leases of scopes idle for `leaseIdleMs` now (the sweep does it on its own). */
+  async releaseIdleLeases(): Promise<void> {
+    const now = Date.now();
+    await Promise.all([...this.live.values()].filter((s) => s.leased.length > 0 && !s.claim && now - s.lastUse >= this.leaseIdleMs).map((s) => this.giveBackLease(s)));
+  }
+
+  private rollDay(day: string): void {
+    const old = [...this.live.values()];
+    this.counters.clear();
+    this.live.clear();
+    this.countersDay = day;
+    for (const state of old) void this.giveBackLease(state);
+    this.prune(dayBefore(day)).catch(this.onPruneError);
+  }
+
+  private counterState(scope: string, day: string, limit: number): Promise<CounterState> {
+    const counter = `${scope}|${day}`;
+    let state = this.counters.get(counter);
+    if (!state) {
+      state = this.firstFree(counter, 0, limit).then((next) => {
+        const fresh: CounterState = { counter, scope, day, limit, next, free: [], leased: [], claim: null, claimSize: 0, uses: 0, waiting: 0, refusals: 0, lastUse: Date.now() };
+        if (this.countersDay === day) this.live.set(counter, fresh);
+        return fresh;
+      });
+      this.counters.set(counter, state);
+      // A failed first lookup is not remembered: the next caller tries again.
+      state.catch(() => this.counters.delete(counter));
+    }
+    return state;
+  }
+
+  /** Claims the next block while half of the current one is still there, so a steady writer never waits for it. */
+  private topUp(state: CounterState): void {
+    if (state.claim || state.uses < 2 || this.closed) return;
+    if (state.leased.length > state.claimSize / 2) return;
+    // Nothing is leased ahead once fewer than LEASE_SHARE slots are left: near the limit a process takes only what
+    // its callers wait for, so it holds no slot another process's caller could have had.
+    if (state.limit - state.next + 1 + state.free.length < LEASE_SHARE) return;
+    this.claim(state).catch(() => undefined); // a failed top-up is retried by the next caller that finds no slot
+  }
+
+  /** Inserts the next block of slots for this counter (the claim under way, if there is one). */
+  private claim(state: CounterState): Promise<void> {
+    if (state.claim) return state.claim;
+    const left = state.limit - state.next + 1 + state.free.length;
+    const size = state.uses === 0 ? 1 : Math.max(1, Math.min(MAX_LEASE, Math.floor(left / LEASE_SHARE), Math.max(state.waiting, 2 * state.claimSize)));
+    const slots: number[] = [];
+    while (slots.length < size && state.free.length > 0) slots.push(state.free.shift()!);
+    while (slots.length < size && state.next <= state.limit) slots.push(state.next++);
+    if (slots.length === 0) return Promise.resolve();
+    state.claimSize = slots.length;
+    state.claim = this.insertClaim(state, slots).finally(() => {
+      state.claim = null;
     });
+    return state.claim;
+  }
+
+  private async insertClaim(state: CounterState, slots: number[]): Promise<void> {
+    const results = await this.insertSlots(slots.map((n) => ({ _id: `${state.counter}|${n}`, scope: state.scope, day: state.day, n, at: new Date() })));
+    let failure: unknown = null;
+    let landed = 0;
+    let lastRefused = 0;
+    results.forEach((r, i) => {
+      const n = slots[i]!;
+      if (r.status === 'fulfilled') {
+        insertSorted(state.leased, n);
+        landed++;
+      } else if ((r.reason as { code?: number }).code === 11000) {
+        lastRefused = Math.max(lastRefused, n); // another process took it
+      } else {
+        insertSorted(state.free, n); // not known to be taken: ours to claim again
+        failure = r.reason;
+      }
+    });
+    if (landed > 0) {
+      state.refusals = 0;
+      this.scheduleSweep();
+    } else if (lastRefused > 0) {
+      state.refusals += results.length;
+      // Another process is taking this counter's slots: past a few refusals, move past its run by lookups.
+      if (state.refusals > INSERT_PROBES) state.next = Math.max(state.next, await this.firstFree(state.counter, lastRefused, state.limit));
+    }
+    if (failure && landed === 0) throw failure;
+  }
+
+  /** Gives back (deletes) the slots leased and not handed out; they become free to claim again. */
+  private async giveBackLease(state: CounterState): Promise<void> {
+    while (state.claim) await state.claim.catch(() => undefined); // what it lands is given back too
+    const slots = state.leased.splice(0);
+    state.claimSize = 0;
+    state.uses = 0;
+    if (slots.length === 0) return;
+    // If the delete fails they stay taken in the database: claiming one again is then refused and skipped (a slot
+    // lost for the day, never a second use of one).
+    await this.uses.deleteMany({ _id: { $in: slots.map((n) => `${state.counter}|${n}`) } }).catch((err) => this.onPruneError(err));
+    for (const n of slots) insertSorted(state.free, n);
+  }
+
+  private scheduleSweep(): void {
+    if (this.sweepTimer || this.closed) return;
+    this.sweepTimer = setTimeout(() => {
+      this.sweepTimer = null;
+      void this.releaseIdleLeases().finally(() => {
+        if ([...this.live.values()].some((s) => s.leased.length > 0)) this.scheduleSweep();
+      });
+    }, Math.max(10, this.leaseIdleMs / 2));
+    this.sweepTimer.unref();
+  }
+
+  /**
+   * Inserts slot documents together with the others claimed meanwhile; each settles as insertOne would (code 11000:
+   * taken by another process).
+   */
+  private insertSlots(docs: QuotaUse[]): Promise<PromiseSettledResult<void>[]> {
+    const settled = docs.map((doc) => new Promise<void>((resolve, reject) => this.slotQueue.push({ doc, resolve, reject })));
+    void this.drainSlots();
+    return Promise.allSettled(settled);
   }
 
   private async drainSlots(): Promise<void> {
     if (this.insertingSlots) return;
     this.insertingSlots = true;
     try {
-      while (this.slotQueue.length > 0) await this.insertSlots(this.slotQueue.splice(0, SLOT_CHUNK));
+      while (this.slotQueue.length > 0) await this.insertSlotBatch(this.slotQueue.splice(0, SLOT_CHUNK));
     } finally {
       this.insertingSlots = false;
     }
   }
 
-  private async insertSlots(batch: SlotInsert[]): Promise<void> {
+  private async insertSlotBatch(batch: SlotInsert[]): Promise<void> {
     try {
       if (batch.length === 1) await this.uses.insertOne(batch[0]!.doc);
       else await this.uses.insertMany(batch.map((s) => s.doc), { ordered: false });
@@ -138,30 +312,6 @@ export class QuotaStore {
     }
   }
 
-  /** Gives back a slot taken by `consume` for a use that never happened (a write abandoned before it started). */
-  async refund(scope: string, day: string, n: number): Promise<void> {
-    const counter = `${scope}|${day}`;
-    await this.uses.deleteOne({ _id: `${counter}|${n}` });
-    const state = day === this.countersDay ? this.counters.get(counter) : undefined;
-    if (state) giveBack(await state, n);
-  }
-
-  /** Deletes the slots of days before `keepFrom` (an ISO date); returns how many. */
-  async prune(keepFrom: string): Promise<number> {
-    return (await this.uses.deleteMany({ day: { $lt: keepFrom } })).deletedCount;
-  }
-
-  private counterState(counter: string, limit: number): Promise<CounterState> {
-    let state = this.counters.get(counter);
-    if (!state) {
-      state = this.firstFree(counter, 0, limit).then((next) => ({ next, refunded: [] }));
-      this.counters.set(counter, state);
-      // A failed first lookup is not remembered: the next caller tries again.
-      state.catch(() => this.counters.delete(counter));
-    }
-    return state;
-  }
-
   /** The lowest free slot above `taken` (a slot known to be taken, or 0), at most `limit + 1`. */
   private async firstFree(counter: string, taken: number, limit: number): Promise<number> {
     const isTaken = async (n: number) => (await this.uses.findOne({ _id: `${counter}|${n}` }, { projection: { _id: 1 } })) !== null;
@@ -169,10 +319,11 @@ export class QuotaStore {
   }
 }
 
-function giveBack(state: CounterState, n: number): void {
-  if (state.refunded.includes(n)) return;
-  state.refunded.push(n);
-  state.refunded.sort((a, b) => a - b);
+function insertSorted(list: number[], n: number): void {
+  if (list.includes(n)) return;
+  let at = list.length;
+  while (at > 0 && list[at - 1]! > n) at--;
+  list.splice(at, 0, n);
 }
 
 /** The ISO date (YYYY-MM-DD) of the day before `day`. */

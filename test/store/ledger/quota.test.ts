@@ -1,6 +1,7 @@
 /**
  * The quota store against the embedded FerretDB: slots are taken in order across stores (as across API
- * processes), a store that falls behind finds the next free slot, refusals take no slot, and the first use of a
+ * processes), never more than the limit, a store that falls behind finds the next free slot, refusals take no slot,
+ * a steady writer's slots are leased ahead and the unused ones given back once it is idle, and the first use of a
  * day deletes the slots of days before yesterday. (The HTTP behaviour, 429 and exactness under a burst from two
  * API processes, is in test/api/truth-ledger.test.ts.)
  */
@@ -20,22 +21,52 @@ afterAll(async () => {
   await client.close();
 });
 
-it('hands out slots 1..limit once each across two stores, then refuses without taking a slot', async () => {
-  const [a, b] = [new QuotaStore(db), new QuotaStore(db)];
+it('hands out slots 1..limit once each across two stores, never more, and all of them once the leases are given back', async () => {
+  const options = { leaseIdleMs: 200 };
+  const [a, b] = [new QuotaStore(db, undefined, options), new QuotaStore(db, undefined, options)];
   const counts: number[] = [];
   for (let i = 0; i < 30; i++) counts.push((await a.consume('truth:did:a', '2026-11-21', 50)).count);
-  // b has never seen this counter: it finds slot 31 by lookups; a still expects 31 and moves past b's slot.
-  counts.push((await b.consume('truth:did:a', '2026-11-21', 50)).count);
+  // a leases ahead: its uses are 1..30 in order, and b (which has never seen this counter) finds the first slot
+  // past what a holds by lookups.
+  expect(counts).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
+  const first = await b.consume('truth:did:a', '2026-11-21', 50);
+  expect(first.count).toBeGreaterThan(30);
+  counts.push(first.count);
   counts.push((await a.consume('truth:did:a', '2026-11-21', 50)).count);
   const burst = await Promise.all(Array.from({ length: 30 }, (_, i) => (i % 2 ? a : b).consume('truth:did:a', '2026-11-21', 50)));
   counts.push(...burst.filter((r) => r.allowed).map((r) => r.count));
-  expect(counts.slice(0, 32)).toEqual(Array.from({ length: 32 }, (_, i) => i + 1));
+  // Never a slot twice, never past the limit; a slot one store leased and did not use can make the other refuse
+  // (bounded under-admission) until it is given back.
+  expect(new Set(counts).size).toBe(counts.length);
+  expect(Math.max(...counts)).toBeLessThanOrEqual(50);
+  expect(burst.filter((r) => !r.allowed).length).toBeGreaterThanOrEqual(12);
+  // Once both have been idle, every unused leased slot is deleted and can be taken: exactly 50 uses in all.
+  await new Promise((r) => setTimeout(r, 300));
+  await Promise.all([a.releaseIdleLeases(), b.releaseIdleLeases()]);
+  for (let i = 0; i < 30; i++) {
+    const r = await (i % 2 ? a : b).consume('truth:did:a', '2026-11-21', 50);
+    if (r.allowed) counts.push(r.count);
+  }
   expect([...counts].sort((x, y) => x - y)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
-  expect(burst.filter((r) => !r.allowed)).toHaveLength(12);
   expect(await db.collection('quota_uses').countDocuments({ scope: 'truth:did:a' })).toBe(50);
   // Other scopes and days have quotas of their own.
   expect(await b.consume('truth:did:b', '2026-11-21', 50)).toEqual({ allowed: true, count: 1 });
   expect(await b.consume('truth:did:a', '2026-11-22', 50)).toEqual({ allowed: true, count: 1 });
+});
+
+it('leases slots ahead for a steady writer and gives the unused ones back once it is idle', async () => {
+  const store = new QuotaStore(db, undefined, { leaseIdleMs: 200 });
+  const slots = () => db.collection('quota_uses').countDocuments({ scope: 'truth:did:steady' });
+  for (let i = 1; i <= 20; i++) expect(await store.consume('truth:did:steady', '2026-11-21', 2000)).toEqual({ allowed: true, count: i });
+  // More slots inserted than used (the lease), at most one block more.
+  const held = await slots();
+  expect(held).toBeGreaterThan(20);
+  expect(held).toBeLessThanOrEqual(20 + 32);
+  await eventually(async () => ((await slots()) === 20 ? true : undefined), 10000, 'the unused leased slots to be given back');
+  // The given-back slots are handed out again first, in order.
+  expect(await store.consume('truth:did:steady', '2026-11-21', 2000)).toEqual({ allowed: true, count: 21 });
+  await store.close();
+  expect(await slots()).toBe(21);
 });
 
 it('deletes the slots of days before yesterday on the first use of a day', async () => {
@@ -64,26 +95,33 @@ it('serialises the callers of one process: a burst on one counter takes one slot
     const store = new QuotaStore(monitored.db(db.databaseName));
     const burst = await Promise.all(Array.from({ length: 64 }, () => store.consume('truth:did:burst', '2026-11-21', 1000)));
     expect(burst.map((r) => r.count).sort((a, b) => a - b)).toEqual(Array.from({ length: 64 }, (_, i) => i + 1));
-    // The first caller's insert goes alone; the 63 reserved while it runs go together in the next one.
-    expect(inserts.map((i) => i.documents)).toEqual([1, 63]);
+    // The first caller's slot goes alone; then blocks for the callers waiting (at most 32 a claim).
+    expect(inserts[0]!.documents).toBe(1);
+    expect(inserts.length).toBeLessThanOrEqual(6);
     expect(inserts.filter((i) => i.refused)).toHaveLength(0);
+    await store.close();
+    expect(await db.collection('quota_uses').countDocuments({ scope: 'truth:did:burst' })).toBe(64);
   } finally {
     await monitored.close();
   }
 });
 
-it('hands a refunded slot out again, in this process and to a process that starts afresh', async () => {
-  const store = new QuotaStore(db);
+it('hands a refunded slot out again, in this process and, once given back, to a process that starts afresh', async () => {
+  const store = new QuotaStore(db, undefined, { leaseIdleMs: 200 });
+  const slots = () => db.collection('quota_uses').countDocuments({ scope: 'truth:did:refund' });
   for (let i = 0; i < 3; i++) await store.consume('truth:did:refund', '2026-11-21', 3);
   expect((await store.consume('truth:did:refund', '2026-11-21', 3)).allowed).toBe(false);
+  // A refunded slot stays this process's (back in its lease) and is its next use.
   await store.refund('truth:did:refund', '2026-11-21', 2);
-  expect(await db.collection('quota_uses').countDocuments({ scope: 'truth:did:refund' })).toBe(2);
   expect(await store.consume('truth:did:refund', '2026-11-21', 3)).toEqual({ allowed: true, count: 2 });
   expect((await store.consume('truth:did:refund', '2026-11-21', 3)).allowed).toBe(false);
 
+  // Refunded and left unused: given back (deleted) once the scope is idle, then another process can take it.
   await store.refund('truth:did:refund', '2026-11-21', 1);
+  await eventually(async () => ((await slots()) === 2 ? true : undefined), 10000, 'the refunded slot to be given back');
   const fresh = new QuotaStore(db);
   expect(await fresh.consume('truth:did:refund', '2026-11-21', 3)).toEqual({ allowed: true, count: 1 });
   expect((await fresh.consume('truth:did:refund', '2026-11-21', 3)).allowed).toBe(false);
-  expect(await db.collection('quota_uses').countDocuments({ scope: 'truth:did:refund' })).toBe(3);
+  expect(await slots()).toBe(3);
+  await Promise.all([store.close(), fresh.close()]);
 });
