@@ -131,6 +131,11 @@ export class Ledger {
   /** The tail this process last wrote or read; null when it must be re-read. */
   private knownTail: Tail | null = null;
   private batchesSinceHeadPrune = 0;
+  /** The newest tail this process wrote and answered for (its head record may still be on its way). */
+  private acknowledgedHead: { size: number; root: string; frontier: string[] } | null = null;
+  /** The largest size whose head record this process inserted. */
+  private publishedSize = 0;
+  private headInFlight: Promise<void> | null = null;
 
   constructor(db: Db) {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
@@ -373,9 +378,51 @@ export class Ledger {
     return lastOfRun(from, async (seq) => (await this.entries.findOne({ _id: seq }, { projection: { _id: 1 } })) !== null);
   }
 
-  /** After entries landed: the head record and the idempotency records, written at once (neither needs the other). */
+  /**
+   * After entries landed: the tail is this process's at once, the idempotency records are written before the
+   * callers are answered (a retry of an acknowledged write must find its entry by _id), and the head record goes
+   * out without holding anyone (publishHead).
+   *
+   * Why answering before the head record is safe. Crash: the entries are durable; a head record missing for them
+   * is the state a writer stopped before its head record always left (the published head is a valid older prefix,
+   * verify says consistent, and the next batch of any process finds the entries by its refused insert and
+   * publishes them), only now the entries may have been acknowledged. Races: another process starts from the head
+   * record and its insert of a taken seq is refused; it waits for a record covering that seq (publishHead issues
+   * it at once, so it is there within one insert) before it reads the tail. Readers: this process answers head()
+   * from its own tail when that is newer than the newest record, so a client reading status from the process that
+   * acknowledged its write sees it; another process's status may lag by the one insert in flight.
+   */
   private async publish(docs: LedgerEntryDocument[]): Promise<void> {
-    await Promise.all([this.advanceHead(docs[docs.length - 1]!), this.recordIdempotencyKeys(docs)]);
+    const last = docs[docs.length - 1]!;
+    this.knownTail = { size: last._id, frontier: last.frontier.map(fromHex) };
+    if (!this.acknowledgedHead || this.acknowledgedHead.size < last._id) this.acknowledgedHead = { size: last._id, root: last.root, frontier: last.frontier };
+    this.publishHead();
+    await this.recordIdempotencyKeys(docs);
+  }
+
+  /**
+   * Inserts the head record of the newest tail this process wrote, one insert at a time: tails acknowledged while
+   * one is in flight are covered by the next (a record per insert, not per batch). Failures are left to the next
+   * batch, whose record covers these entries too (until then the published head is an older, valid prefix).
+   */
+  private publishHead(): void {
+    if (this.headInFlight) return;
+    const head = this.acknowledgedHead;
+    if (!head || head.size <= this.publishedSize) return;
+    this.headInFlight = this.insertHeadRecord(head)
+      .then(() => {
+        this.publishedSize = Math.max(this.publishedSize, head.size);
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        this.headInFlight = null;
+        if (this.acknowledgedHead && this.acknowledgedHead.size > this.publishedSize && this.acknowledgedHead.size > head.size) this.publishHead();
+      });
+  }
+
+  /** Resolves once the head records of every tail this process has written so far are inserted (or failed). */
+  async headPublished(): Promise<void> {
+    while (this.headInFlight) await this.headInFlight;
   }
 
   /** Records where the entries written with a caller's key are, for the lookup by _id (see the module comment). */
@@ -396,14 +443,18 @@ export class Ledger {
   /** Records the new tail locally and inserts the shared head record for it (the newest record is the head). */
   private async advanceHead(last: LedgerEntryDocument): Promise<void> {
     this.knownTail = { size: last._id, frontier: last.frontier.map(fromHex) };
-    const head: LedgerHeadDocument = { _id: String(last._id).padStart(16, '0'), size: last._id, root: last.root, frontier: last.frontier, updated_at: new Date().toISOString() };
-    await this.heads.insertOne(head).catch((err) => {
+    await this.insertHeadRecord({ size: last._id, root: last.root, frontier: last.frontier });
+  }
+
+  private async insertHeadRecord(head: { size: number; root: string; frontier: string[] }): Promise<void> {
+    const record: LedgerHeadDocument = { _id: String(head.size).padStart(16, '0'), size: head.size, root: head.root, frontier: head.frontier, updated_at: new Date().toISOString() };
+    await this.heads.insertOne(record).catch((err) => {
       if ((err as { code?: number }).code !== 11000) throw err; // another writer recorded this size: the same root
     });
     if (++this.batchesSinceHeadPrune >= PRUNE_HEADS_EVERY) {
       this.batchesSinceHeadPrune = 0;
       // Best effort: stale records only cost a slightly larger collection to read.
-      await this.heads.deleteMany({ size: { $lt: last._id - KEEP_HEAD_RECORDS } }).catch(() => undefined);
+      await this.heads.deleteMany({ size: { $lt: head.size - KEEP_HEAD_RECORDS } }).catch(() => undefined);
     }
   }
 
@@ -420,6 +471,10 @@ export class Ledger {
    */
   async head(): Promise<LedgerHead> {
     const head = await this.newestHeadRecord();
+    // This process's own acknowledged tail while its record is on its way (see publish); once inserted, the
+    // records are the head again.
+    const own = this.acknowledgedHead;
+    if (own && own.size > this.publishedSize && own.size > (head?.size ?? 0)) return { size: own.size, root: own.root };
     return head ? { size: head.size, root: head.root } : { size: 0, root: toHex(EMPTY_ROOT) };
   }
 

@@ -40,5 +40,7 @@ it('keeps seqs contiguous and every write exactly once when two writers race wit
   const all = await db.collection('ledger').find({}, { projection: { _id: 1 } }).sort({ _id: 1 }).toArray();
   expect(all.map((d) => d._id)).toEqual(Array.from({ length: 540 }, (_, i) => i + 1));
   expect(await verifyLedger(a)).toMatchObject({ consistent: true, ledger_lines: 540, first_bad_seq: null });
+  // Head records follow the answers (store/ledger/ledger.ts, publish): once both are in, either process reads the head.
+  await Promise.all([a.headPublished(), b.headPublished()]);
   expect((await a.head()).size).toBe(540);
 });
