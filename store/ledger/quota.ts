@@ -104,6 +104,8 @@ export class QuotaStore {
   private readonly leaseIdleMs: number;
   private sweepTimer: NodeJS.Timeout | null = null;
   private closed = false;
+  /** The give-back under way (close waits for it). */
+  private givingBack: Promise<void> = Promise.resolve();
 
   constructor(
     db: Db,
@@ -161,13 +163,14 @@ export class QuotaStore {
     this.closed = true;
     if (this.sweepTimer) clearTimeout(this.sweepTimer);
     this.sweepTimer = null;
-    await Promise.all([...this.live.values()].map((s) => this.giveBackLease(s)));
+    await this.givingBack;
+    await this.giveBackLeases([...this.live.values()]);
   }
 
   /** Gives back the unused leases of scopes idle for `leaseIdleMs` now (the sweep does it on its own). */
   async releaseIdleLeases(): Promise<void> {
     const now = Date.now();
-    await Promise.all([...this.live.values()].filter((s) => s.leased.length > 0 && !s.claim && now - s.lastUse >= this.leaseIdleMs).map((s) => this.giveBackLease(s)));
+    await this.giveBackLeases([...this.live.values()].filter((s) => s.leased.length > 0 && !s.claim && now - s.lastUse >= this.leaseIdleMs));
   }
 
   private rollDay(day: string): void {
@@ -175,7 +178,7 @@ export class QuotaStore {
     this.counters.clear();
     this.live.clear();
     this.countersDay = day;
-    for (const state of old) void this.giveBackLease(state);
+    void this.giveBackLeases(old);
     this.prune(dayBefore(day)).catch(this.onPruneError);
   }
 
@@ -249,17 +252,30 @@ export class QuotaStore {
     if (failure && landed === 0) throw failure;
   }
 
-  /** Gives back (deletes) the slots leased and not handed out; they become free to claim again. */
-  private async giveBackLease(state: CounterState): Promise<void> {
-    while (state.claim) await state.claim.catch(() => undefined); // what it lands is given back too
-    const slots = state.leased.splice(0);
-    state.claimSize = 0;
-    state.uses = 0;
-    if (slots.length === 0) return;
-    // If the delete fails they stay taken in the database: claiming one again is then refused and skipped (a slot
-    // lost for the day, never a second use of one).
-    await this.uses.deleteMany({ _id: { $in: slots.map((n) => `${state.counter}|${n}`) } }).catch((err) => this.onPruneError(err));
-    for (const n of slots) insertSorted(state.free, n);
+  /**
+   * Gives back (deletes) the slots leased and not handed out; they become free to claim again. One deleteMany for
+   * every scope given back at once: on FerretDB/SQLite a delete scans `quota_uses`, so a process pays at most one
+   * such scan per sweep (leaseIdleMs / 2), however many DIDs go idle.
+   */
+  private async giveBackLeases(states: CounterState[]): Promise<void> {
+    const claims = states.map((s) => s.claim).filter((c) => c !== null);
+    if (claims.length > 0) await Promise.allSettled(claims); // what they land is given back too
+    const taken = states.map((state) => {
+      state.claimSize = 0;
+      state.uses = 0;
+      return { state, slots: state.leased.splice(0) };
+    });
+    const ids = taken.flatMap(({ state, slots }) => slots.map((n) => `${state.counter}|${n}`));
+    if (ids.length === 0) return;
+    const done = this.uses.deleteMany({ _id: { $in: ids } }).then(
+      () => undefined,
+      // Left in the database, they stay taken: claiming one again is then refused and skipped (a slot lost for
+      // the day, never a second use of one).
+      (err: unknown) => this.onPruneError(err)
+    );
+    this.givingBack = done;
+    await done;
+    for (const { state, slots } of taken) for (const n of slots) insertSorted(state.free, n);
   }
 
   private scheduleSweep(): void {
