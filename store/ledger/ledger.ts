@@ -48,6 +48,8 @@ const MAX_BATCH = 256;
  */
 export const INSERT_CHUNK = 100;
 const MAX_RETRIES = 1000;
+/** Least time between the starts of two head-record inserts by one process (see publishHead). */
+const HEAD_RECORD_INTERVAL_MS = 20;
 
 export interface AppendInput {
   kind: LedgerEntryKind;
@@ -136,6 +138,8 @@ export class Ledger {
   /** The largest size whose head record this process inserted. */
   private publishedSize = 0;
   private headInFlight: Promise<void> | null = null;
+  private headTimer: NodeJS.Timeout | null = null;
+  private lastHeadStartedAt = 0;
 
   constructor(db: Db) {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
@@ -401,14 +405,27 @@ export class Ledger {
   }
 
   /**
-   * Inserts the head record of the newest tail this process wrote, one insert at a time: tails acknowledged while
-   * one is in flight are covered by the next (a record per insert, not per batch). Failures are left to the next
-   * batch, whose record covers these entries too (until then the published head is an older, valid prefix).
+   * Inserts the head record of the newest tail this process wrote: one insert at a time, and at most one started
+   * every HEAD_RECORD_INTERVAL_MS, so tails acknowledged meanwhile are covered by the next record (a steady writer
+   * at concurrency 1 would otherwise double its inserts: on FerretDB/SQLite, one writer at a time, the next entry
+   * waited for the previous head record). The bound matters to other processes only: one that lost a race for a
+   * seq waits up to 60 ms for a record covering it (see commit), longer than this interval plus one insert.
+   * Failures are left to the next batch, whose record covers these entries too (until then the published head is
+   * an older, valid prefix).
    */
   private publishHead(): void {
-    if (this.headInFlight) return;
+    if (this.headInFlight || this.headTimer) return;
     const head = this.acknowledgedHead;
     if (!head || head.size <= this.publishedSize) return;
+    const wait = this.lastHeadStartedAt + HEAD_RECORD_INTERVAL_MS - Date.now();
+    if (wait > 0) {
+      this.headTimer = setTimeout(() => {
+        this.headTimer = null;
+        this.publishHead();
+      }, wait);
+      return;
+    }
+    this.lastHeadStartedAt = Date.now();
     this.headInFlight = this.insertHeadRecord(head)
       .then(() => {
         this.publishedSize = Math.max(this.publishedSize, head.size);
@@ -416,13 +433,22 @@ export class Ledger {
       .catch(() => undefined)
       .finally(() => {
         this.headInFlight = null;
-        if (this.acknowledgedHead && this.acknowledgedHead.size > this.publishedSize && this.acknowledgedHead.size > head.size) this.publishHead();
+        this.publishHead();
       });
   }
 
   /** Resolves once the head records of every tail this process has written so far are inserted (or failed). */
   async headPublished(): Promise<void> {
-    while (this.headInFlight) await this.headInFlight;
+    for (;;) {
+      if (this.headTimer) {
+        clearTimeout(this.headTimer);
+        this.headTimer = null;
+        this.lastHeadStartedAt = 0;
+        this.publishHead();
+      }
+      if (!this.headInFlight) return;
+      await this.headInFlight;
+    }
   }
 
   /** Records where the entries written with a caller's key are, for the lookup by _id (see the module comment). */

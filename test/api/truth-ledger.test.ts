@@ -136,6 +136,8 @@ describe('appending', () => {
     for (let i = 0; i < 3; i++) expect((await write({ key: `sys.trail.${i}`, value: { i } })).status).toBe(200);
     const current = await http('GET', `${svc.urls.main}/api/status`);
     const older = await svc.db.collection('ledger').findOne({ _id: current.body.truth_count - 3 } as object);
+    // (Head records follow the answers within a few ms: store/ledger/ledger.ts, publishHead.)
+    await eventually(async () => ((await svc.db.collection('ledger_head').countDocuments({ size: current.body.truth_count })) === 1 ? true : undefined), 10000, 'the head record of the last write');
     // The last three batches' head records never written: the published head is the older one, a valid prefix.
     await svc.db.collection('ledger_head').deleteMany({ size: { $gt: older!.seq } });
     const trailing = await http('GET', `${svc.urls.main}/api/status`);
