@@ -325,8 +325,12 @@ function sampleStatus(base: string): { stop(): Promise<{ p99: number; max: numbe
 /** Far more writers than a process admits, for a while; then whether anything keeps landing once they stop. */
 async function overload(stack: BenchStack, db: Db, dids: string[], write: (did: string, key: string, i: number) => Promise<number>): Promise<void> {
   const entries = () => db.collection('ledger').estimatedDocumentCount();
-  const slots = () => db.collection('quota_uses').estimatedDocumentCount();
-  const [entriesBefore, slotsBefore] = [await entries(), await slots()];
+  // Counted, not estimated: FerretDB's estimate lags deletes, and unused leased slots are deleted.
+  const slots = () => db.collection('quota_uses').countDocuments({});
+  // Quota slots leased ahead by the measurements before are given back 2-3 s after their DIDs' last writes
+  // (store/ledger/quota.ts): count from after that.
+  const slotsBefore = await settled(slots, 4000);
+  const entriesBefore = await entries();
   const probe = sampleStatus(stack.base);
   const statuses = new Map<number, number>();
   const end = Date.now() + OVERLOAD_S * 1000;
@@ -353,13 +357,30 @@ async function overload(stack: BenchStack, db: Db, dids: string[], write: (did: 
       settledAt = Date.now();
     }
   }
+  const slotsAfter = await settled(slots, 4000);
   const summary = [...statuses].sort(([a], [b]) => a - b).map(([s, k]) => `${k}×${s || 'error'}`).join(' ');
   const acknowledged = statuses.get(200) ?? 0;
   console.log(`overload: ${OVERLOAD_CLIENTS} clients for ${OVERLOAD_S} s: ${summary}; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms`);
   console.log(
     `  after the load stopped, entries kept landing for ${((settledAt - stoppedAt) / 1000).toFixed(1)} s; ` +
-      `${last - entriesBefore} entries for ${acknowledged} acknowledged writes; quota slots spent ${(await slots()) - slotsBefore} (the hub's own events take none)`
+      `${last - entriesBefore} entries for ${acknowledged} acknowledged writes; quota slots spent ${slotsAfter - slotsBefore} (the hub's own events take none; counted once unused leased slots were given back)`
   );
+}
+
+/** The count once it has not changed for `quietMs` (at most 120 s). */
+async function settled(count: () => Promise<number>, quietMs: number): Promise<number> {
+  const started = Date.now();
+  let last = await count();
+  let since = Date.now();
+  while (Date.now() - since < quietMs && Date.now() - started < 120_000) {
+    await new Promise((r) => setTimeout(r, 250));
+    const now = await count();
+    if (now !== last) {
+      last = now;
+      since = Date.now();
+    }
+  }
+  return last;
 }
 
 async function registerBenchDid(stack: BenchStack, did: string): Promise<string> {
