@@ -14,8 +14,9 @@
  * Reads that would need a scan are kept off the hot path. On FerretDB's SQLite backend every lookup that does not find
  * its document among the first rows scans the collection (a missing or recent seq costs ~1.4 s at 20,000 entries), so
  * neither appends nor `head()` look entries up in steady state: each process keeps the tail it last wrote, and the
- * small `ledger_head` collection holds one record per batch (`_id` = the size, zero-padded; size and root), the
- * newest being the head. Records are inserted, never updated, so the head only ever moves forward even where a
+ * small `ledger_head` collection holds the records each writer inserts after its batches (`_id` = the size,
+ * zero-padded; size and root; at most one insert every HEAD_RECORD_INTERVAL_MS per process, after the callers
+ * were answered: see publish), the newest being the head. Records are inserted, never updated, so the head only ever moves forward even where a
  * conditional update is a read-modify-write (FerretDB), and old records are pruned. The tail is re-read from the
  * entries themselves only after losing a race to another process. A writer that stopped between its inserts and its
  * head record leaves entries the head does not cover yet (never acknowledged to their callers): the next batch, by
@@ -391,8 +392,8 @@ export class Ledger {
    * is the state a writer stopped before its head record always left (the published head is a valid older prefix,
    * verify says consistent, and the next batch of any process finds the entries by its refused insert and
    * publishes them), only now the entries may have been acknowledged. Races: another process starts from the head
-   * record and its insert of a taken seq is refused; it waits for a record covering that seq (publishHead issues
-   * it at once, so it is there within one insert) before it reads the tail. Readers: this process answers head()
+   * record and its insert of a taken seq is refused; it waits for a record covering that seq (publishHead starts
+   * it within HEAD_RECORD_INTERVAL_MS, so it is there within that plus one insert) before it reads the tail. Readers: this process answers head()
    * from its own tail when that is newer than the newest record, so a client reading status from the process that
    * acknowledged its write sees it; another process's status may lag by the one insert in flight.
    */
