@@ -200,6 +200,26 @@ describe('quota', () => {
   });
 });
 
+describe('X-DID from memory', () => {
+  it('refuses a DID revoked through another API process once TRUTH_DID_CACHE_MS has passed, and at once when revoked here', async () => {
+    const did = await registerDid(svc.urls.main, svc.adminToken, 'did:example:remembered');
+    expect((await write({ key: 'remembered.1', value: {} }, { 'x-did': did })).status).toBe(200);
+    const second = await svc.startSecondApi();
+    try {
+      // Revoked through the other process: this one still remembers the DID as active for at most the cache time.
+      expect((await http('POST', `${second.url}/admin/dids/${encodeURIComponent(did)}/revoke`, { headers: { authorization: `Bearer ${svc.adminToken}` } })).status).toBe(200);
+      await eventually(async () => ((await write({ key: 'remembered.2', value: {} }, { 'x-did': did })).status === 401 ? true : undefined), 10000, 'the revocation to count here');
+    } finally {
+      await second.stop();
+    }
+    // Revoked through this process: refused at the very next write.
+    const here = await registerDid(svc.urls.main, svc.adminToken, 'did:example:remembered-here');
+    expect((await write({ key: 'remembered.3', value: {} }, { 'x-did': here })).status).toBe(200);
+    expect((await http('POST', `${svc.urls.main}/admin/dids/${encodeURIComponent(here)}/revoke`, { headers: { authorization: `Bearer ${svc.adminToken}` } })).status).toBe(200);
+    expect((await write({ key: 'remembered.4', value: {} }, { 'x-did': here })).status).toBe(401);
+  });
+});
+
 describe('concurrency', () => {
   it('keeps seq contiguous and the root equal to the recomputed root under a burst from two API processes', async () => {
     const second = await svc.startSecondApi();
