@@ -12,6 +12,7 @@ import { nodeLifecycleWorkflow } from '../../workflows/federation/node-lifecycle
 import { livenessChangedSignal, NodeLifecycleInput, nodeStatusQuery, reviewUpdate } from '../../workflows/federation/node-lifecycle.contract';
 import { treeProposalWorkflow } from '../../workflows/federation/tree-proposal';
 import { decideUpdate, TreeProposalInput } from '../../workflows/federation/tree-proposal.contract';
+import { nodeDocument } from '../support/node-document';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 import { nodeSweeperWorkflow } from '../../workflows/federation/node-lifecycle-sweeper';
 
@@ -51,19 +52,7 @@ describe('nodeLifecycleWorkflow', () => {
 
   it('approve without heartbeat → offline; heartbeat → online; silence → offline (the sweeper, mirrored); reject ends it', async () => {
     const id = 'ext-custom-900001';
-    await db.collection('nodes').insertOne({
-      _id: id as never,
-      seq: 900001,
-      name: id,
-      brand: { code: 'custom', model_base: null },
-      instance: { os: null, cpu: null, memory_gb: null, gpu: null },
-      capabilities: [],
-      api_key_hash: 'x',
-      state: 'pending_review',
-      created_at: new Date().toISOString(),
-      state_changed_at: new Date().toISOString(),
-      review: null
-    });
+    await db.collection('nodes').insertOne(nodeDocument(id, 900001, 'pending_review') as never);
     const handle = await env.client.workflow.start(nodeLifecycleWorkflow, { workflowId: `node/${id}`, taskQueue: wf.taskQueue, args: [input(id)] });
     expect((await handle.query(nodeStatusQuery)).state).toBe('pending_review');
     const approved = await handle.executeUpdate(reviewUpdate, { args: [{ decision: 'approve', reviewer: 'alice', reason: 'ok' }] });

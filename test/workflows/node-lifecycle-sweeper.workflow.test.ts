@@ -12,6 +12,7 @@ import { PresenceStore } from '../../store/federation/presence';
 import { nodeLifecycleWorkflow } from '../../workflows/federation/node-lifecycle';
 import { NodeLifecycleInput, nodeStatusQuery, reviewUpdate } from '../../workflows/federation/node-lifecycle.contract';
 import { nodeSweeperWorkflow } from '../../workflows/federation/node-lifecycle-sweeper';
+import { nodeDocument } from '../support/node-document';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 
 let wf: WorkflowTestEnv;
@@ -48,28 +49,13 @@ const input = (id: string): NodeLifecycleInput => ({
   hub_did: 'did:zhongshu:hub'
 });
 
-/** A node document as registration writes it (the workflow then records its first state). */
-const nodeDocument = (id: string, seq: number) => ({
-  _id: id,
-  seq,
-  name: id,
-  brand: { code: 'custom', model_base: null },
-  instance: { os: null, cpu: null, memory_gb: null, gpu: null },
-  capabilities: [],
-  api_key_hash: 'x',
-  state: 'offline',
-  created_at: new Date().toISOString(),
-  state_changed_at: new Date().toISOString(),
-  review: null
-});
-
 const beat = (presence: PresenceStore, ids: string[], at = Date.now()) =>
   presence.write(`test-api-${at}`, ids.map((node_id) => ({ node_id, seen_at: at, sample: { at: new Date(at).toISOString(), resources: {}, performance: {} } })), []);
 
 it('the sweeper records online and offline from presence, the workflows mirror it; beating nodes stay online; a rejection wins', async () => {
   const presence = new PresenceStore(db);
   const ids = ['ext-custom-800001', 'ext-custom-800002', 'ext-custom-800003'];
-  await db.collection('nodes').insertMany(ids.map((id, i) => nodeDocument(id, 800001 + i)) as never[]);
+  await db.collection('nodes').insertMany(ids.map((id, i) => nodeDocument(id, 800001 + i, 'offline')) as never[]);
   const nodes = await Promise.all(ids.map((id) => env.client.workflow.start(nodeLifecycleWorkflow, { workflowId: `node/${id}`, taskQueue: wf.taskQueue, args: [input(id)] })));
   const docState = async (id: string) => (await db.collection('nodes').findOne({ _id: id as never }))?.state;
   // Each workflow's registration transition is in the ledger before the nodes beat (the order the test expects).

@@ -6,8 +6,9 @@
  */
 import { Db, MongoClient } from 'mongodb';
 import { NodeCache } from '../../../store/federation/node-cache';
-import { NodeDocument, NodeStore } from '../../../store/federation/nodes';
+import { NodeStore } from '../../../store/federation/nodes';
 import { ensureIndexes } from '../../../store/mongo';
+import { nodeDocument } from '../../support/node-document';
 
 let client: MongoClient;
 let db: Db;
@@ -22,19 +23,7 @@ afterAll(async () => {
   await client.close();
 });
 
-const node = (id: string, seq: number): NodeDocument => ({
-  _id: id,
-  seq,
-  name: id,
-  brand: { code: 'custom', model_base: null },
-  instance: { os: null, cpu: null, memory_gb: null, gpu: null },
-  capabilities: [],
-  api_key_hash: 'digest',
-  state: 'online',
-  created_at: new Date().toISOString(),
-  state_changed_at: new Date().toISOString(),
-  review: null
-});
+const node = (id: string, seq: number) => nodeDocument(id, seq, 'online');
 
 it('serves repeated reads from memory and follows changes written elsewhere within one log read', async () => {
   const writer = new NodeStore(db); // the worker's store
