@@ -36,6 +36,7 @@
  * refused.
  */
 import { Collection, Db, MongoBulkWriteError } from 'mongodb';
+import { AppError } from '../../core/errors';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 
 interface QuotaUse {
@@ -322,7 +323,9 @@ export class QuotaStore {
       const refused = new Map((Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors]).map((e) => [e.index, e]));
       batch.forEach((s, i) => {
         const e = refused.get(i);
-        if (e) s.reject(Object.assign(new Error(e.errmsg ?? 'slot insert refused'), { code: e.code }));
+        // A duplicate: another process holds the slot. Any other refusal (a server failing as it stops, say) means
+        // the slot was not stored: the write has not started and spends nothing, so the caller is told to retry.
+        if (e) s.reject(e.code === 11000 ? Object.assign(new Error(e.errmsg ?? 'slot insert refused'), { code: e.code }) : slotNotStored(e.errmsg));
         else s.resolve();
       });
     }
@@ -345,4 +348,9 @@ function insertSorted(list: number[], n: number): void {
 /** The ISO date (YYYY-MM-DD) of the day before `day`. */
 function dayBefore(day: string): string {
   return new Date(Date.parse(`${day}T00:00:00Z`) - 86_400_000).toISOString().slice(0, 10);
+}
+
+/** A quota slot the database refused to store for a reason other than a duplicate: 503, retry later. */
+function slotNotStored(reason: string | undefined): AppError {
+  return new AppError('unavailable', `The database did not store the quota slot (${reason ?? 'refused'}); retry later`, {}, { 'Retry-After': '5' });
 }
