@@ -14,6 +14,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { MongoError } from 'mongodb';
 import { z } from 'zod';
 import type { Config } from '../../../core/config.node';
 import { canonicalJson } from '../../../core/ledger/canonical-json';
@@ -24,6 +25,7 @@ import { holdTruthForApproval } from '../../../workflows/ledger/truth-approval.c
 import { TruthApprovalInput, truthApprovalWorkflowId } from '../../../workflows/ledger/truth-approval.contract';
 import { AppendWithdrawn, type Ledger } from '../../../store/ledger/ledger';
 import type { QuotaStore } from '../../../store/ledger/quota';
+import { isMongoUnavailable } from '../../plugins/errors';
 
 export const SUCCESS_MESSAGE = 'truth recorded';
 
@@ -84,6 +86,14 @@ export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, 
           .append({ kind: 'truth', key: body.key, value: body.value, truth_type: body.truth_type ?? null, did, idempotencyKey }, { signal })
           .catch((err) => (err instanceof AppendWithdrawn ? refund(err) : Promise.reject(err)));
         return { kind: 'written' as const, seq: appended.entry.seq, event_id: appended.entry.event_id, duplicate: appended.duplicate };
+      }).catch((err: unknown) => {
+        // Any other database failure of a write (FerretDB refusing a write while it stops or starts, say) is not
+        // the caller's doing: 503, and a retry with the same Idempotency-Key lands the write exactly once.
+        if (err instanceof MongoError && !isMongoUnavailable(err)) {
+          request.log.error({ err }, 'truth write: the database failed');
+          throw new AppError('unavailable', 'The ledger could not store the write; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' });
+        }
+        throw err;
       });
 
       if (outcome.kind === 'held') {
