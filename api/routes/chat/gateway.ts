@@ -222,21 +222,23 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
    * anything reaches the client. A request refused here (429, 403) waits for the verdict first: a revoked key is
    * told 401, and a plan changed meanwhile is admitted again under the real plan (whose models are checked again).
    */
+  /** Admits a request under a plan known from the store: the model's chain, then the limits. */
+  const admitUnder = async (reply: FastifyReply, modelId: string, keyId: string, plan: string): Promise<Admission> => {
+    const chain = await chainOrRefuse(reply, modelId, keyId, plan);
+    return { chain, a: await decide(reply, await claim(keyId, plan)), unconfirmed: null };
+  };
+
   const admitChain = async (request: FastifyRequest, reply: FastifyReply, modelId: string): Promise<Admission> => {
     const { keyId, plan } = keyOf(request);
     const confirmation = confirmApiKey(request);
-    const admitUnder = async (p: string): Promise<Admission> => {
-      const chain = await chainOrRefuse(reply, modelId, keyId, p);
-      return { chain, a: await decide(reply, await claim(keyId, p)), unconfirmed: null };
-    };
-    if (!confirmation) return admitUnder(plan);
+    if (!confirmation) return admitUnder(reply, modelId, keyId, plan);
     /** On a refusal under the cached plan: the store's verdict decides (401, the same refusal, or the real plan). */
     const reconsider = async (err: unknown): Promise<Admission> => {
       const real = await confirmation;
       request.principal = real;
       const realPlan = real.plan ?? 'S1';
       if (realPlan === plan) throw err;
-      return admitUnder(realPlan);
+      return admitUnder(reply, modelId, keyId, realPlan);
     };
     let chain: CatalogModel[];
     try {
@@ -292,13 +294,9 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
       if (realPlan === plan) return await started;
       attempt.abort();
       await release(claims);
-      let again: Admission;
-      try {
-        const chain = await chainOrRefuse(reply, modelId, claims.keyId, realPlan);
-        again = { chain, a: await decide(reply, await claim(claims.keyId, realPlan)), unconfirmed: null };
-      } catch (err) {
+      const again = await admitUnder(reply, modelId, claims.keyId, realPlan).catch((err: unknown) => {
         throw refusal(err);
-      }
+      });
       adm.a = again.a;
       return await call(again.chain, signal);
     } finally {
