@@ -385,7 +385,12 @@ describe('deployment arbitration without nginx', () => {
     // Held: nothing in the queue, nothing to acknowledge; the approval is listed like any held write.
     expect((await queue()).count).toBe(0);
     expect((await http('POST', dal, { body: { action: 'inbox_ack', id: pushed.body.instruction_id }, headers: node })).status).toBe(404);
-    const held = await http('GET', `${svc.urls.main}/api/truth/approvals/${pushed.body.approval_id}`, { headers: approver });
+    // The approval is the work order's child workflow: the answer waits briefly for it to exist, and on a loaded
+    // machine it may appear a moment after the answer (README "Work orders"), never later than its first task.
+    const held = await eventually(async () => {
+      const res = await http('GET', `${svc.urls.main}/api/truth/approvals/${pushed.body.approval_id}`, { headers: approver });
+      return res.status === 404 ? undefined : res;
+    }, 30000, 'the approval to exist');
     expect(held.status).toBe(200);
     expect(JSON.stringify(held.body)).toContain('KERNEL.EVOLUTION.DIRECTIVE.restart');
 

@@ -3,7 +3,7 @@
  * a heartbeat, and send a review decision. Ids, reuse policy, search attributes and memo are built here only. Not
  * part of the workflow bundle.
  */
-import { Client, WorkflowIdReusePolicy, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { Client, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { NodeState } from '../../core/federation/vocabulary';
 import { AppError } from '../../core/errors';
 import { BrandAttr, NodeIdAttr, NodeStateAttr } from '../../core/search-attributes';
@@ -13,23 +13,31 @@ import type { nodeLifecycleWorkflow } from './node-lifecycle';
 import { NodeLifecycleInput, NodeLifecycleMemo, NodeStatus, nodeWorkflowId, ReviewRequest, reviewUpdate, NODE_LIFECYCLE_TASK_QUEUES } from './node-lifecycle.contract';
 
 /**
- * Starts node/<node_id>. A duplicate id is passed on (WorkflowExecutionAlreadyStartedError): for registration it
- * means the id is taken in Temporal (a database reset), and the caller picks another.
+ * Starts node/<node_id>. A duplicate id of another registration is passed on (WorkflowExecutionAlreadyStartedError):
+ * it means the id is taken in Temporal (a database reset), and the caller picks another.
  */
 export async function startNodeLifecycle(client: Client, coreQueue: string, input: NodeLifecycleInput, memo: NodeLifecycleMemo, initialState: NodeState): Promise<{ workflowId: string }> {
   const workflowId = nodeWorkflowId(input.node_id);
-  await startWorkflowWithRetry<typeof nodeLifecycleWorkflow>(client, 'nodeLifecycleWorkflow', {
-    workflowId,
-    taskQueue: taskQueueFor(coreQueue, NODE_LIFECYCLE_TASK_QUEUES.workflow),
-    args: [input],
-    workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-    typedSearchAttributes: [
-      { key: NodeIdAttr, value: input.node_id },
-      { key: BrandAttr, value: input.brand },
-      { key: NodeStateAttr, value: initialState }
-    ],
-    memo
-  });
+  try {
+    await startWorkflowWithRetry<typeof nodeLifecycleWorkflow>(client, 'nodeLifecycleWorkflow', {
+      workflowId,
+      taskQueue: taskQueueFor(coreQueue, NODE_LIFECYCLE_TASK_QUEUES.workflow),
+      args: [input],
+      workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+      typedSearchAttributes: [
+        { key: NodeIdAttr, value: input.node_id },
+        { key: BrandAttr, value: input.brand },
+        { key: NodeStateAttr, value: initialState }
+      ],
+      memo
+    });
+  } catch (err) {
+    // A start the frontend carried out but answered too late for the client (a busy server) is retried and then
+    // found "already started": that run is this registration's own if its memo is this registration's.
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    const found = (await client.workflow.getHandle(workflowId).describe().catch(() => null))?.memo as Partial<NodeLifecycleMemo> | undefined;
+    if (found?.registered_at !== memo.registered_at || found?.name !== memo.name) throw err;
+  }
   return { workflowId };
 }
 
