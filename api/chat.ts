@@ -62,7 +62,8 @@ export function createChatServices(config: Config, db: Db, logger: Logger): Chat
     planOf: (plan) => plans[isPlanName(plan) ? plan : 'S1'],
     upstreamHealth: () => upstreams.breakers.snapshot([...catalog.providers.keys()]),
     close: async () => {
-      await Promise.all([limits.close(), usage.flush()]);
+      await Promise.all([limits.close(), usage.close()]);
+      await upstreams.close();
     }
   };
 }

@@ -11,10 +11,12 @@
 import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai';
 import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParams } from 'openai/resources/chat/completions';
 import type { Stream } from 'openai/streaming';
+import { Agent } from 'undici';
 import { CircuitBreakers } from './circuit-breaker';
 import { ChatError, invalidRequest, upstreamFailed } from './openai-errors';
 import { CatalogModel, CatalogProvider, ProviderCatalog } from './providers';
 import { providerKey } from './providers.node';
+import { upstreamFetch } from './upstream-fetch.node';
 
 export interface UpstreamOptions {
   retries: number;
@@ -50,6 +52,9 @@ export class ChatUpstreams {
   readonly breakers: CircuitBreakers;
   private readonly clients = new Map<string, OpenAI>();
   private readonly env: NodeJS.ProcessEnv;
+  /** The keep-alive connections to every provider (see upstream-fetch.node.ts); closed by `close()`. */
+  private readonly agent = new Agent({ keepAliveTimeout: 30_000 });
+  private readonly fetch = upstreamFetch(this.agent);
 
   constructor(
     readonly catalog: ProviderCatalog,
@@ -67,11 +72,17 @@ export class ChatUpstreams {
         // Local servers (llama.cpp, Ollama, vLLM) need no key; the SDK requires a value, which they ignore.
         apiKey: providerKey(provider.api_key_env, this.env) ?? 'no-key',
         timeout: provider.timeout_ms,
-        maxRetries: 0
+        maxRetries: 0,
+        fetch: this.fetch
       });
       this.clients.set(provider.name, c);
     }
     return c;
+  }
+
+  /** Closes the connections to the providers (calls in flight are cut off). */
+  async close(): Promise<void> {
+    await this.agent.destroy();
   }
 
   /** Replaces every configured provider key in `text` (an upstream's error message can echo one). */

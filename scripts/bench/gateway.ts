@@ -10,7 +10,8 @@
  * each at concurrency 1 and 8, non-streaming (whole answer) and streaming (time to first token: the first chunk
  * carrying content): p50, p99, requests/s, then each proxy's added p50 over direct and the ratios (targets: our
  * added p50 at most one fifth of LiteLLM's, and at least 5x its requests/s at concurrency 8).
- * BENCH_SECONDS (default 8) per cell; FERRETDB_BACKEND (sqlite, the default, or postgresql) picks the stack's embedded
+ * BENCH_SECONDS (default 8) per cell and target, in 4 turns taken in rotation with the other targets (a pause of the
+ * shared machine then falls on every column alike); FERRETDB_BACKEND (sqlite, the default, or postgresql) picks the stack's embedded
  * FerretDB storage. Prints figures; asserts nothing. Timings on a shared machine are noisy.
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
@@ -23,6 +24,8 @@ import { BenchStack, startBenchStack } from './stack';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
 const BACKEND = process.env.FERRETDB_BACKEND === 'postgresql' ? 'postgresql' : 'sqlite';
+/** Each cell is measured in this many turns per target (see the main loop). */
+const SLICES = 4;
 const CONCURRENCIES = [1, 8];
 const MODES = ['json', 'ttft'] as const;
 type Mode = (typeof MODES)[number];
@@ -67,7 +70,21 @@ async function once(t: Target, mode: Mode): Promise<number | null> {
   return first;
 }
 
-async function load(t: Target, mode: Mode, concurrency: number, seconds: number): Promise<Figures> {
+/** What one slice of a cell measured (figures are computed over a cell's slices together). */
+interface Sample {
+  latencies: number[];
+  errors: number;
+  seconds: number;
+}
+
+function figuresOf(samples: Sample[]): Figures {
+  const latencies = samples.flatMap((s) => s.latencies).sort((a, b) => a - b);
+  const seconds = samples.reduce((sum, s) => sum + s.seconds, 0);
+  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
+  return { ops: latencies.length, errors: samples.reduce((sum, s) => sum + s.errors, 0), perSec: latencies.length / seconds, p50: pct(50), p99: pct(99) };
+}
+
+async function load(t: Target, mode: Mode, concurrency: number, seconds: number): Promise<Sample> {
   const latencies: number[] = [];
   let errors = 0;
   const end = Date.now() + seconds * 1000;
@@ -81,10 +98,7 @@ async function load(t: Target, mode: Mode, concurrency: number, seconds: number)
       }
     })
   );
-  const elapsed = (performance.now() - started) / 1000;
-  latencies.sort((a, b) => a - b);
-  const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
-  return { ops: latencies.length, errors, perSec: latencies.length / elapsed, p50: pct(50), p99: pct(99) };
+  return { latencies, errors, seconds: (performance.now() - started) / 1000 };
 }
 
 async function waitFor(url: string, child: ChildProcess, what: string, timeoutMs: number, headers: Record<string, string> = {}): Promise<void> {
@@ -244,9 +258,16 @@ async function main(): Promise<void> {
     for (const mode of MODES) {
       for (const c of CONCURRENCIES) {
         console.log(`\n${mode === 'json' ? 'non-streaming (whole answer)' : 'streaming, time to first token'}, concurrency ${c}:`);
+        // The targets take turns, SLICES times a cell, so a pause of the shared machine falls on all of them alike.
+        const samples = new Map<string, Sample[]>(targets.map((t) => [t.name, []]));
+        for (let slice = 0; slice < SLICES; slice++) {
+          for (const t of targets) {
+            stack.alive();
+            samples.get(t.name)!.push(await load(t, mode, c, SECONDS / SLICES));
+          }
+        }
         for (const t of targets) {
-          stack.alive();
-          const f = await load(t, mode, c, SECONDS);
+          const f = figuresOf(samples.get(t.name)!);
           results.set(`${t.name}|${mode}|${c}`, f);
           console.log(row(t.name, f));
         }

@@ -27,16 +27,31 @@ export class InsertBatcher<T extends Document> {
   private queue: Queued<T>[] = [];
   private inFlight = 0;
   private scheduled = false;
+  private lingering: NodeJS.Timeout | null = null;
+  private readonly sent = new Set<Promise<void>>();
 
+  /**
+   * `lingerMs`: how long an insert nobody waits for may wait for company (0: until the end of this turn of the
+   * event loop). The chat usage records linger, so a key in steady use one request at a time still writes its
+   * records a few per command, off the requests that follow; a full batch goes at once.
+   */
   constructor(
     private readonly collection: Collection<T>,
     private readonly maxInFlight = 2,
-    private readonly maxBatch = 256
+    private readonly maxBatch = 256,
+    private readonly lingerMs = 0
   ) {}
 
   insert(doc: OptionalUnlessRequiredId<T>): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ doc, resolve, reject });
+      if (this.lingerMs > 0 && this.queue.length < this.maxBatch) {
+        this.lingering ??= setTimeout(() => {
+          this.lingering = null;
+          this.pump();
+        }, this.lingerMs);
+        return;
+      }
       if (!this.scheduled) {
         // Inserts asked for in this turn of the event loop (a request's two slots, say) go together.
         this.scheduled = true;
@@ -48,14 +63,29 @@ export class InsertBatcher<T extends Document> {
     });
   }
 
+  /** Sends what is waiting now and resolves once every insert asked for so far has been answered (for shutdown). */
+  async flush(): Promise<void> {
+    if (this.lingering) {
+      clearTimeout(this.lingering);
+      this.lingering = null;
+    }
+    this.pump();
+    while (this.sent.size > 0 || this.queue.length > 0) {
+      await Promise.all([...this.sent]);
+      this.pump();
+    }
+  }
+
   private pump(): void {
     while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
       const batch = this.queue.splice(0, this.maxBatch);
       this.inFlight++;
-      void this.send(batch).finally(() => {
+      const sending = this.send(batch).finally(() => {
         this.inFlight--;
+        this.sent.delete(sending);
         this.pump();
       });
+      this.sent.add(sending);
     }
   }
 

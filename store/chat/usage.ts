@@ -14,6 +14,12 @@ import { randomBytes } from 'node:crypto';
 import { Collection, Db } from 'mongodb';
 import { InsertBatcher } from './insert-batch';
 
+/**
+ * How long a usage record may wait for others to share its insert: the records are written after the answer, so
+ * this is how much later than its answer a request shows in the usage figures (and what a crash could lose).
+ */
+const USAGE_LINGER_MS = 25;
+
 export interface ChatUsageRecord {
   _id: string;
   key_id: string;
@@ -73,7 +79,7 @@ export class ChatUsageStore {
     private readonly onError: (err: unknown) => void = () => undefined
   ) {
     this.records = db.collection('chat_usage');
-    this.inserts = new InsertBatcher(this.records);
+    this.inserts = new InsertBatcher(this.records, 2, 256, USAGE_LINGER_MS);
     this.tallies = db.collection('chat_usage_tallies');
   }
 
@@ -155,6 +161,12 @@ export class ChatUsageStore {
       this.flush().catch(this.onError);
     }, 500);
     this.flushTimer.unref();
+  }
+
+  /** At shutdown: the usage records still waiting for their insert, then this process's tallies. */
+  async close(): Promise<void> {
+    await this.inserts.flush();
+    await this.flush();
   }
 
   async flush(): Promise<void> {
