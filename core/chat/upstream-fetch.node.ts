@@ -22,12 +22,12 @@ export function upstreamFetch(agent: Agent = new Agent({ keepAliveTimeout: 30_00
     new Headers(init.headers).forEach((value, name) => {
       headers[name] = value;
     });
-    const res = await request(url, {
-      method: (init.method ?? 'GET') as 'GET',
-      headers,
-      body: init.body ?? null,
-      signal: init.signal ?? undefined,
-      dispatcher: agent
+    const signal = init.signal ?? undefined;
+    // Aborted (the caller, or the SDK's own timeout): an error named AbortError, as fetch raises, which the SDK tells
+    // apart (a plain Error: the SDK takes an object that is not an instance of this realm's Error for another kind).
+    const aborted = (err: unknown) => (signal?.aborted ? Object.assign(new Error('This operation was aborted', { cause: err }), { name: 'AbortError' }) : err);
+    const res = await request(url, { method: (init.method ?? 'GET') as 'GET', headers, body: init.body ?? null, signal, dispatcher: agent }).catch((err: unknown) => {
+      throw aborted(err);
     });
     const answer = new Headers();
     for (const [name, value] of Object.entries(res.headers)) {
@@ -41,7 +41,11 @@ export function upstreamFetch(agent: Agent = new Agent({ keepAliveTimeout: 30_00
       return new Response(null, { status: res.statusCode, headers: answer });
     }
     const streamed = (answer.get('content-type') ?? '').startsWith('text/event-stream');
-    const body = streamed ? (Readable.toWeb(res.body) as WebReadableStream<Uint8Array> as unknown as ReadableStream<Uint8Array>) : await res.body.arrayBuffer();
+    const body = streamed
+      ? (Readable.toWeb(res.body) as WebReadableStream<Uint8Array> as unknown as ReadableStream<Uint8Array>)
+      : await res.body.arrayBuffer().catch((err: unknown) => {
+          throw aborted(err);
+        });
     return new Response(body, { status: res.statusCode, headers: answer });
   };
   return call as unknown as typeof fetch;
