@@ -16,7 +16,7 @@ import type { FastifyRequest } from 'fastify';
 import { API_KEY_PATTERN, digestsEqual, hashSecret } from '../../../core/credentials.node';
 import { unauthorized } from '../../../core/errors';
 import type { ApiKeyDocument } from '../../../store/credentials';
-import { FreshReads } from './fresh-reads';
+import { FreshReads } from '../../../core/fresh-reads';
 import { Authenticator, bearer, Principal } from './principal';
 
 declare module 'fastify' {

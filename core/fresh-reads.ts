@@ -1,8 +1,9 @@
 /**
- * Key reads shared by requests that arrive together: a request joins the read that has not started yet for its
- * key (or starts one); while a read is in flight the next one waits for it to end and then serves everyone who
- * asked meanwhile. Every read a request gets started after the request arrived, so a revocation made before a
- * request arrived is always seen by it, and a key busy on many connections costs one read per round trip.
+ * Reads shared by requests that arrive together: a request joins the read that has not started yet for its key
+ * (or starts one); while a read is in flight the next one waits for it to end and then serves everyone who asked
+ * meanwhile. Every read a request gets started after the request arrived, so a change made before a request
+ * arrived is always seen by it (an API key's revocation, the ledger's head), and a key busy on many connections
+ * costs one read per round trip.
  */
 export class FreshReads<T> {
   private readonly inFlight = new Map<string, Promise<T>>();

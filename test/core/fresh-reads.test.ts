@@ -1,9 +1,9 @@
 /**
- * api/plugins/auth/fresh-reads.ts: the API key read that requests arriving together share. What auth relies on:
+ * core/fresh-reads.ts: the API key read that requests arriving together share. What auth relies on:
  * every caller gets a read that started after it asked (so a revocation made before a request arrived is seen),
  * and a key asked for on many connections at once costs one read per round trip, not one per request.
  */
-import { FreshReads } from '../../api/plugins/auth/fresh-reads';
+import { FreshReads } from '../../core/fresh-reads';
 
 /** A read whose answers the test releases one by one, recording when each read started. */
 function controlledReads() {
