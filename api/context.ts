@@ -106,7 +106,7 @@ export async function createServiceContext(config: Config, logger = createLogger
       keyGroups: new KeyGroupStore(mongo.db),
       close: async () => {
         nodeCache.stop();
-        await chat.close().catch((err: unknown) => logger.warn({ err }, 'chat limit leases or usage tallies could not be given back'));
+        await chat.close().catch((err: unknown) => logger.warn({ err }, 'chat limit leases, usage records or tallies could not be written back'));
         await quota.close().catch((err: unknown) => logger.warn({ err }, 'unused leased quota slots could not be given back')); // store/ledger/quota.ts
         await connection.close().catch(() => undefined);
         await mongo.close();

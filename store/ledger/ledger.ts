@@ -102,13 +102,13 @@ export function newEventId(): string {
   return `truth-${Date.now().toString(36).padStart(9, '0')}${randomBytes(6).toString('hex')}`;
 }
 
-/** Records kept in ledger_head besides the newest (older ones are pruned every PRUNE_HEADS_EVERY batches). */
 /**
  * How long the status routes wait for head()'s read of the newest head record before they answer with the newest
  * head this process knows (read before, or written by itself): an overloaded database delays that read by as long
  * as its write queue, and the status of the ledger must stay quick to read (see head()).
  */
 export const HEAD_READ_WAIT_MS = 50;
+/** Records kept in ledger_head besides the newest (older ones are pruned every PRUNE_HEADS_EVERY batches). */
 const KEEP_HEAD_RECORDS = 64;
 const PRUNE_HEADS_EVERY = 32;
 
