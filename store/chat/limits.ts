@@ -21,7 +21,7 @@
  */
 import { Collection, Db } from 'mongodb';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
-import { InsertBatcher, writeErrorsOf } from './insert-batch';
+import { InsertBatcher, writeErrorsOf } from '../insert-batch';
 
 interface LimitSlot {
   _id: string;

@@ -12,7 +12,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Collection, Db } from 'mongodb';
-import { InsertBatcher } from './insert-batch';
+import { InsertBatcher } from '../insert-batch';
 
 /**
  * How long a usage record may wait for others to share its insert: the records are written after the answer, so

@@ -11,6 +11,7 @@
  */
 import { Collection, Db } from 'mongodb';
 import type { BrandCode, NodeState } from '../../core/federation/vocabulary';
+import { writeErrorsOf } from '../insert-batch';
 
 export type { NodeState };
 
@@ -118,6 +119,8 @@ interface SequenceClaim {
  * the route answers with 503 (retry), never 500.
  */
 export const MAX_SEQUENCE_ATTEMPTS = 100;
+/** Tries to remove abandoned registrations (1 s, 2 s, 4 s, … apart): about a minute in all. */
+const ABANDON_ATTEMPTS = 6;
 
 export class NodeStore {
   readonly nodes: Collection<NodeDocument>;
@@ -216,19 +219,31 @@ export class NodeStore {
         this.highWater = first + round.length - 1;
         const retry: SequenceClaim[] = [];
         const inserted: { claim: SequenceClaim; doc: NodeDocument }[] = [];
-        await Promise.all(
-          round.map(async (claim, i) => {
-            claim.attempts++;
-            try {
-              const doc = claim.build(first + i);
-              await this.nodes.insertOne(doc);
-              inserted.push({ claim, doc });
-            } catch (err) {
-              if ((err as { code?: number }).code === 11000 && claim.attempts < MAX_SEQUENCE_ATTEMPTS) retry.push(claim);
-              else claim.reject(err);
-            }
-          })
-        );
+        // The round's documents in one unordered insert (one command, not one per registration: on FerretDB each
+        // command costs a few ms whatever its size); a number another process took fails only its own document.
+        const docs = round.map((claim, i) => {
+          claim.attempts++;
+          return claim.build(first + i);
+        });
+        let failed: ReturnType<typeof writeErrorsOf> = null;
+        try {
+          await this.nodes.insertMany(docs, { ordered: false });
+        } catch (err) {
+          failed = writeErrorsOf(err);
+          if (!failed) {
+            // The command failed as a whole, maybe after the database applied it (a timeout): nobody will be
+            // given these nodes, so none may stay.
+            void this.abandon(docs);
+            for (const claim of round) claim.reject(err);
+            continue;
+          }
+        }
+        round.forEach((claim, i) => {
+          const error = failed?.get(i);
+          if (!error) inserted.push({ claim, doc: docs[i]! });
+          else if (error.code === 11000 && claim.attempts < MAX_SEQUENCE_ATTEMPTS) retry.push(claim);
+          else claim.reject(Object.assign(new Error(error.errmsg ?? 'the node could not be stored'), { code: error.code }));
+        });
         // The round's new nodes go into the change log too (one insert), so the presence sweeper knows them at its
         // next tick without waiting for their workflows' first task (a registration burst queues thousands).
         // Best effort: otherwise the workflow's registration transition records them.
@@ -254,6 +269,27 @@ export class NodeStore {
   async delete(nodeId: string): Promise<void> {
     await this.nodes.deleteOne({ _id: nodeId });
     await this.recordChange(nodeId, null, new Date().toISOString());
+  }
+
+  /**
+   * Removes registrations that will not be answered (their insert failed without saying whether it was applied, or
+   * their workflow could not be started), so no node is left that nobody was given: in the background, tried
+   * again for a while if the database does not answer (the failure that abandoned them is usually it being
+   * overloaded). Only documents that are still exactly these registrations (same id and key digest) are removed.
+   */
+  abandon(docs: NodeDocument[], onError: (err: unknown) => void = () => undefined): Promise<void> {
+    const filter = { _id: { $in: docs.map((d) => d._id) }, api_key_hash: { $in: docs.map((d) => d.api_key_hash) } };
+    const attempt = async (n: number): Promise<void> => {
+      try {
+        const { deletedCount } = await this.nodes.deleteMany(filter);
+        if (deletedCount > 0) await Promise.all(docs.map((d) => this.recordChange(d._id, null, new Date().toISOString())));
+      } catch (err) {
+        if (n >= ABANDON_ATTEMPTS) return onError(err);
+        await new Promise((r) => setTimeout(r, 1000 * 2 ** n));
+        return attempt(n + 1);
+      }
+    };
+    return attempt(1);
   }
 
   findNode(nodeId: string): Promise<NodeDocument | null> {

@@ -73,7 +73,16 @@ it('mass online and mass silence settle within 2 × NODE_OFFLINE_AFTER_S, with n
     const states = await stateOf(ids);
     expect([...beating].filter((id) => states.get(id) !== 'online')).toEqual([]);
     expect(await offlineTransitions(beating, silenceFrom)).toEqual([]);
-    const offline = await offlineTransitions(silent, silenceFrom);
+    // Each transition is in the node document first, its ledger event group-committed right after (README
+    // "Liveness"): the events follow within seconds.
+    const offline = await eventually(
+      async () => {
+        const recorded = await offlineTransitions(silent, silenceFrom);
+        return recorded.length >= silent.size ? recorded : undefined;
+      },
+      OFFLINE_AFTER_S * 1000,
+      'the ledger events of the mass silence'
+    );
     expect(offline.map((o) => o.node_id).sort()).toEqual([...silent].sort());
 
     // A worker outage longer than the window: presence keeps recording the beating nodes; when the worker is back,

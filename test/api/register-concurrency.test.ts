@@ -12,7 +12,7 @@ let urls: string[];
 beforeAll(async () => {
   svc = await startTestService({ NODE_REVIEW_REQUIRED: 'false' });
   urls = [svc.urls.main, (await svc.startSecondApi()).url, (await svc.startSecondApi()).url];
-});
+}, 180_000);
 afterAll(async () => {
   await svc?.close();
 });

@@ -97,7 +97,7 @@ export const registerRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; temporal:
           nodeId = doc._id;
         } catch (err) {
           // Nothing half-registered: without its workflow the node could never be reviewed or go online.
-          await nodes.delete(doc._id).catch(() => undefined);
+          void nodes.abandon([doc], (e) => request.log.error({ err: e, nodeId: doc._id }, 'a node whose workflow could not be started could not be removed'));
           if (err instanceof WorkflowExecutionAlreadyStartedError && attempt < MAX_ID_SKIPS) continue;
           request.log.error({ err, nodeId: doc._id }, 'node workflow could not be started; registration undone');
           throw err;

@@ -1,11 +1,11 @@
 /**
- * store/chat/insert-batch.ts against the embedded FerretDB: concurrent inserts share unordered insertMany commands,
+ * store/insert-batch.ts against the embedded FerretDB: concurrent inserts share unordered insertMany commands,
  * and each caller still learns its own document's fate (a duplicate _id fails only that insert, with code 11000,
  * which the limit slots rely on to decide between processes).
  */
 import { randomBytes } from 'node:crypto';
 import { Db, MongoClient } from 'mongodb';
-import { InsertBatcher } from '../../../store/chat/insert-batch';
+import { InsertBatcher } from '../../store/insert-batch';
 
 let client: MongoClient;
 let db: Db;
