@@ -102,12 +102,6 @@ export function newEventId(): string {
   return `truth-${Date.now().toString(36).padStart(9, '0')}${randomBytes(6).toString('hex')}`;
 }
 
-/**
- * How long the status routes wait for head()'s read of the newest head record before they answer with the newest
- * head this process knows (read before, or written by itself): an overloaded database delays that read by as long
- * as its write queue, and the status of the ledger must stay quick to read (see head()).
- */
-export const HEAD_READ_WAIT_MS = 50;
 /** Records kept in ledger_head besides the newest (older ones are pruned every PRUNE_HEADS_EVERY batches). */
 const KEEP_HEAD_RECORDS = 64;
 const PRUNE_HEADS_EVERY = 32;
@@ -151,12 +145,8 @@ export class Ledger {
   /** Reads of the newest head record, shared by the head() calls that arrive together. */
   private readonly headReads = new FreshReads<LedgerHead | null>(async () => {
     const record = await this.newestHeadRecord();
-    const read = record ? { size: record.size, root: record.root } : null;
-    if (read && read.size > (this.lastReadHead?.size ?? -1)) this.lastReadHead = read;
-    return read;
+    return record ? { size: record.size, root: record.root } : null;
   });
-  /** The newest head record any read of this process found. */
-  private lastReadHead: LedgerHead | null = null;
 
   constructor(db: Db) {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
@@ -512,25 +502,14 @@ export class Ledger {
    * Size and root of the ledger: the newest head record (see advanceHead). One small read, whatever the ledger's
    * size; entries of a writer that stopped before recording its head are published by the next batch.
    */
-  async head(options: { waitAtMostMs?: number } = {}): Promise<LedgerHead> {
-    // A read that started after this call (shared with the calls that arrive with it). With `waitAtMostMs` (the
-    // status routes: HEAD_READ_WAIT_MS), a read the database has not answered by then (overloaded by writes) is
-    // not waited for: the answer is the newest head this process knows, a true head of the ledger at most that
-    // read's age older, never one that was not in it. Proofs and verify wait for the read.
-    const read = this.headReads.get('head');
-    let timer: NodeJS.Timeout | undefined;
-    const late = Symbol('late');
-    const known = this.lastReadHead ?? this.acknowledgedHead;
-    const head =
-      known && options.waitAtMostMs !== undefined
-        ? await Promise.race([read, new Promise<typeof late>((resolve) => (timer = setTimeout(resolve, options.waitAtMostMs, late)))]).finally(() => clearTimeout(timer))
-        : await read;
-    const found = head === late ? this.lastReadHead : head;
+  async head(): Promise<LedgerHead> {
+    // A read that started after this call, shared with the calls that arrive with it (core/fresh-reads.ts).
+    const head = await this.headReads.get('head');
     // This process's own acknowledged tail while its record is on its way (see publish); once inserted, the
     // records are the head again.
     const own = this.acknowledgedHead;
-    if (own && own.size > (found?.size ?? 0) && (head === late || own.size > this.publishedSize)) return { size: own.size, root: own.root };
-    return found ?? { size: 0, root: toHex(EMPTY_ROOT) };
+    if (own && own.size > this.publishedSize && own.size > (head?.size ?? 0)) return { size: own.size, root: own.root };
+    return head ?? { size: 0, root: toHex(EMPTY_ROOT) };
   }
 
   get(seq: number): Promise<LedgerEntryDocument | null> {

@@ -14,7 +14,7 @@ import { RawJson, rawJsonSchema } from '../../../core/raw-json';
 import { signTreeHead } from '../../../core/ledger/tree-head.node';
 import { PUBLIC_TRUTH_TYPES, SEED_KEY_PREFIX } from '../../../core/ledger/truth-record';
 import { HUB_VERSION, SERVICE_NAME, TRUTH_GATEWAY_VERSION } from '../../../core/version';
-import { HEAD_READ_WAIT_MS, type Ledger } from '../../../store/ledger/ledger';
+import type { Ledger } from '../../../store/ledger/ledger';
 import { verifyLedger } from '../../../store/ledger/ledger-verify';
 import type { HubKeys } from '../../keys';
 
@@ -97,8 +97,7 @@ const consistencyResponse = z.object({ ok: z.literal(true), first: z.number().in
 
 export const truthReadRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; config: Config; keys: HubKeys }> = async (app, { ledger, config, keys }) => {
   app.get('/api/status', { config: truthGroup('Gateway state: truth count, Merkle root, signed tree head'), schema: { response: { 200: statusResponse } } }, async () => {
-    // Quick under any write load: a head at most a database round trip old (store/ledger/ledger.ts, head()).
-    const head = await ledger.head({ waitAtMostMs: HEAD_READ_WAIT_MS });
+    const head = await ledger.head();
     return {
       status: 'online' as const,
       service: SERVICE_NAME,
@@ -246,7 +245,7 @@ export const backupStatusRoutes: FastifyPluginAsyncZod<{ ledger: Ledger }> = asy
     '/api/status',
     { config: { auth: 'none' }, schema: { response: { 200: z.object({ truth_count: z.number().int(), status: z.literal('online') }) } } },
     async () => {
-      const head = await ledger.head({ waitAtMostMs: HEAD_READ_WAIT_MS });
+      const head = await ledger.head();
       return { truth_count: head.size, status: 'online' as const };
     }
   );
