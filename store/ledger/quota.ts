@@ -31,13 +31,14 @@
  * first (lowest first); a process that starts afresh finds such a hole with its first gallop. The first use of a
  * day in a process deletes the slots of days before yesterday in the background.
  *
- * Slot inserts are group-committed per process: the slots of the claims made while one insert is under way (any
- * scope) go together in the next unordered insertMany (at most SLOT_CHUNK), whose write errors say which were
- * refused.
+ * Slot inserts are group-committed per process (store/insert-batch.ts): the slots of the claims made while one
+ * insert is under way (any scope) go together in the next unordered insertMany (at most SLOT_CHUNK), whose write
+ * errors say which were refused.
  */
-import { Collection, Db, MongoBulkWriteError } from 'mongodb';
+import { Collection, Db } from 'mongodb';
 import { AppError } from '../../core/errors';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
+import { BatchedInsertError, InsertBatcher } from '../insert-batch';
 
 interface QuotaUse {
   _id: string;
@@ -55,12 +56,6 @@ export const MAX_LEASE = 32;
 /** A claim leases at most this share (1/LEASE_SHARE) of the slots left in the day's quota. */
 const LEASE_SHARE = 8;
 const DEFAULT_LEASE_IDLE_MS = 2000;
-
-interface SlotInsert {
-  doc: QuotaUse;
-  resolve: () => void;
-  reject: (err: unknown) => void;
-}
 
 /** What this process knows of one counter (`<scope>|<day>`). */
 interface CounterState {
@@ -100,8 +95,8 @@ export class QuotaStore {
   /** The same counters once their gallop settled (the idle sweep walks them). */
   private readonly live = new Map<string, CounterState>();
   private countersDay = '';
-  private slotQueue: SlotInsert[] = [];
-  private insertingSlots = false;
+  /** Slot inserts, group-committed: one insertMany at a time for every claim made meanwhile. */
+  private readonly slots: InsertBatcher<QuotaUse>;
   private readonly leaseIdleMs: number;
   private sweepTimer: NodeJS.Timeout | null = null;
   private closed = false;
@@ -114,6 +109,7 @@ export class QuotaStore {
     options: QuotaStoreOptions = {}
   ) {
     this.uses = db.collection('quota_uses');
+    this.slots = new InsertBatcher(this.uses, 1, SLOT_CHUNK);
     this.leaseIdleMs = options.leaseIdleMs ?? DEFAULT_LEASE_IDLE_MS;
   }
 
@@ -291,44 +287,19 @@ export class QuotaStore {
   }
 
   /**
-   * Inserts slot documents together with the others claimed meanwhile; each settles as insertOne would (code 11000:
-   * taken by another process).
+   * Inserts slot documents together with the others claimed meanwhile (one insert at a time, any scope); each
+   * settles as insertOne would (code 11000: taken by another process). Any other refusal of one slot (a server
+   * failing as it stops, say) means it was not stored: the write has not started and spends nothing, so the caller
+   * is told to retry.
    */
   private insertSlots(docs: QuotaUse[]): Promise<PromiseSettledResult<void>[]> {
-    const settled = docs.map((doc) => new Promise<void>((resolve, reject) => this.slotQueue.push({ doc, resolve, reject })));
-    void this.drainSlots();
-    return Promise.allSettled(settled);
-  }
-
-  private async drainSlots(): Promise<void> {
-    if (this.insertingSlots) return;
-    this.insertingSlots = true;
-    try {
-      while (this.slotQueue.length > 0) await this.insertSlotBatch(this.slotQueue.splice(0, SLOT_CHUNK));
-    } finally {
-      this.insertingSlots = false;
-    }
-  }
-
-  private async insertSlotBatch(batch: SlotInsert[]): Promise<void> {
-    try {
-      if (batch.length === 1) await this.uses.insertOne(batch[0]!.doc);
-      else await this.uses.insertMany(batch.map((s) => s.doc), { ordered: false });
-      batch.forEach((s) => s.resolve());
-    } catch (err) {
-      if (!(err instanceof MongoBulkWriteError)) {
-        batch.forEach((s) => s.reject(err)); // not known which landed: none is counted as ours
-        return;
-      }
-      const refused = new Map((Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors]).map((e) => [e.index, e]));
-      batch.forEach((s, i) => {
-        const e = refused.get(i);
-        // A duplicate: another process holds the slot. Any other refusal (a server failing as it stops, say) means
-        // the slot was not stored: the write has not started and spends nothing, so the caller is told to retry.
-        if (e) s.reject(e.code === 11000 ? Object.assign(new Error(e.errmsg ?? 'slot insert refused'), { code: e.code }) : slotNotStored(e.errmsg));
-        else s.resolve();
-      });
-    }
+    return Promise.allSettled(
+      docs.map((doc) =>
+        this.slots.insert(doc).catch((err: unknown) => {
+          throw err instanceof BatchedInsertError && err.code !== 11000 ? slotNotStored(err.message) : err;
+        })
+      )
+    );
   }
 
   /** The lowest free slot above `taken` (a slot known to be taken, or 0), at most `limit + 1`. */
