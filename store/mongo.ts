@@ -75,6 +75,7 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   dpop_nonces: [{ key: { expires_at: 1 }, name: 'expires_at' }],
   dids: [],
   ledger_head: [],
+  ledger_marks: [],
   ledger_idempotency: [],
   quota_uses: [{ key: { day: 1 }, name: 'day' }],
   daemon_assets: [],

@@ -74,6 +74,18 @@ export interface LedgerHead {
   root: string;
 }
 
+/** The head and when its last entry was appended (null when the head record predates that field). */
+export interface LedgerHeadWithTime extends LedgerHead {
+  last_entry_at: string | null;
+}
+
+/** Appends over a recent window, from the ledger's marks (see appendsSince). */
+export interface AppendsSince {
+  appends: number;
+  /** False when no mark is old enough (a ledger younger than the window, or one written before marks existed). */
+  marked: boolean;
+}
+
 interface Pending {
   input: AppendInput;
   eventId: string;
@@ -113,8 +125,29 @@ interface LedgerHeadDocument {
   root: string;
   /** The Merkle frontier after entry `size` (records of earlier versions have none): the tail without reading it. */
   frontier?: string[];
+  /** created_at of entry `size` (records of earlier versions have none). */
+  last_entry_at?: string;
   updated_at: string;
 }
+
+/**
+ * One per MARK_BUCKET_MS in which the ledger was written (`_id` = the bucket number, Date.now() / MARK_BUCKET_MS):
+ * the size the first head record of that bucket published. How many entries were appended since a time is then the
+ * head's size minus a mark near it (appendsSince): small reads of a small collection on every backend, where counting
+ * entries by created_at reads every entry of the window (every entry of the ledger on FerretDB/SQLite). Kept
+ * MARKS_KEPT_MS, and the newest older one.
+ */
+interface LedgerMarkDocument {
+  _id: number;
+  size: number;
+  at: string;
+}
+
+export const LEDGER_MARKS_COLLECTION = 'ledger_marks';
+export const MARK_BUCKET_MS = 5000;
+const MARKS_KEPT_MS = 2 * 3_600_000;
+/** Marks pruned every this many marks a process writes. */
+const PRUNE_MARKS_EVERY = 60;
 
 interface IdempotencyRecord {
   _id: string; // the entry's idem
@@ -130,28 +163,33 @@ export class Ledger {
   private readonly entries: Collection<LedgerEntryDocument>;
   private readonly heads: Collection<LedgerHeadDocument>;
   private readonly idempotency: Collection<IdempotencyRecord>;
+  private readonly marks: Collection<LedgerMarkDocument>;
+  /** The last bucket this process wrote a mark for (or found one in). */
+  private markedBucket = 0;
+  private marksSincePrune = 0;
   private queue: Pending[] = [];
   private committing = false;
   /** The tail this process last wrote or read; null when it must be re-read. */
   private knownTail: Tail | null = null;
   private batchesSinceHeadPrune = 0;
   /** The newest tail this process wrote and answered for (its head record may still be on its way). */
-  private acknowledgedHead: { size: number; root: string; frontier: string[] } | null = null;
+  private acknowledgedHead: { size: number; root: string; frontier: string[]; last_entry_at: string } | null = null;
   /** The largest size whose head record this process inserted. */
   private publishedSize = 0;
   private headInFlight: Promise<void> | null = null;
   private headTimer: NodeJS.Timeout | null = null;
   private lastHeadStartedAt = 0;
   /** Reads of the newest head record, shared by the head() calls that arrive together. */
-  private readonly headReads = new FreshReads<LedgerHead | null>(async () => {
+  private readonly headReads = new FreshReads<LedgerHeadWithTime | null>(async () => {
     const record = await this.newestHeadRecord();
-    return record ? { size: record.size, root: record.root } : null;
+    return record ? { size: record.size, root: record.root, last_entry_at: record.last_entry_at ?? null } : null;
   });
 
   constructor(db: Db) {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
     this.heads = db.collection<LedgerHeadDocument>(LEDGER_HEAD_COLLECTION);
     this.idempotency = db.collection<IdempotencyRecord>(LEDGER_IDEMPOTENCY_COLLECTION);
+    this.marks = db.collection<LedgerMarkDocument>(LEDGER_MARKS_COLLECTION);
   }
 
   /**
@@ -417,7 +455,7 @@ export class Ledger {
   private async publish(docs: LedgerEntryDocument[]): Promise<void> {
     const last = docs[docs.length - 1]!;
     this.knownTail = { size: last._id, frontier: last.frontier.map(fromHex) };
-    if (!this.acknowledgedHead || this.acknowledgedHead.size < last._id) this.acknowledgedHead = { size: last._id, root: last.root, frontier: last.frontier };
+    if (!this.acknowledgedHead || this.acknowledgedHead.size < last._id) this.acknowledgedHead = { size: last._id, root: last.root, frontier: last.frontier, last_entry_at: last.created_at };
     this.publishHead();
     await this.recordIdempotencyKeys(docs);
   }
@@ -487,19 +525,54 @@ export class Ledger {
   /** Records the new tail locally and inserts the shared head record for it (the newest record is the head). */
   private async advanceHead(last: LedgerEntryDocument): Promise<void> {
     this.knownTail = { size: last._id, frontier: last.frontier.map(fromHex) };
-    await this.insertHeadRecord({ size: last._id, root: last.root, frontier: last.frontier });
+    await this.insertHeadRecord({ size: last._id, root: last.root, frontier: last.frontier, last_entry_at: last.created_at });
   }
 
-  private async insertHeadRecord(head: { size: number; root: string; frontier: string[] }): Promise<void> {
-    const record: LedgerHeadDocument = { _id: String(head.size).padStart(16, '0'), size: head.size, root: head.root, frontier: head.frontier, updated_at: new Date().toISOString() };
+  private async insertHeadRecord(head: { size: number; root: string; frontier: string[]; last_entry_at: string }): Promise<void> {
+    const now = new Date();
+    const record: LedgerHeadDocument = { _id: String(head.size).padStart(16, '0'), size: head.size, root: head.root, frontier: head.frontier, last_entry_at: head.last_entry_at, updated_at: now.toISOString() };
     await this.heads.insertOne(record).catch((err) => {
       if ((err as { code?: number }).code !== 11000) throw err; // another writer recorded this size: the same root
     });
+    await this.mark(head.size, now);
     if (++this.batchesSinceHeadPrune >= PRUNE_HEADS_EVERY) {
       this.batchesSinceHeadPrune = 0;
       // Best effort: stale records only cost a slightly larger collection to read.
       await this.heads.deleteMany({ size: { $lt: head.size - KEEP_HEAD_RECORDS } }).catch(() => undefined);
     }
+  }
+
+  /** The first head record of a bucket also marks it (see LedgerMarkDocument); best effort, like the pruning. */
+  private async mark(size: number, now: Date): Promise<void> {
+    const bucket = Math.floor(now.getTime() / MARK_BUCKET_MS);
+    if (bucket <= this.markedBucket) return;
+    this.markedBucket = bucket;
+    // A duplicate: another process marked this bucket first.
+    await this.marks.insertOne({ _id: bucket, size, at: now.toISOString() }).catch(() => undefined);
+    if (++this.marksSincePrune >= PRUNE_MARKS_EVERY) {
+      this.marksSincePrune = 0;
+      // The newest mark older than the time kept stays, so a ledger idle for longer still has one before any window.
+      const cutoff = bucket - MARKS_KEPT_MS / MARK_BUCKET_MS;
+      const kept = await this.marks.find({ _id: { $lt: cutoff } }).sort({ _id: -1 }).limit(1).next().catch(() => null);
+      if (kept) await this.marks.deleteMany({ _id: { $lt: kept._id } }).catch(() => undefined);
+    }
+  }
+
+  /**
+   * Entries appended since `since`, to MARK_BUCKET_MS: the head's size minus the mark of the first bucket after the
+   * one `since` falls in (no such mark: nothing was appended since). Appends of the first seconds of the window
+   * (up to that mark) are not counted; none from before it is. Without a mark at or before `since` (a ledger younger
+   * than the window, or one written before marks existed) `marked` is false and the caller counts otherwise.
+   */
+  async appendsSince(since: Date, head?: LedgerHead): Promise<AppendsSince> {
+    const bucket = Math.floor(since.getTime() / MARK_BUCKET_MS);
+    const [current, before, after] = await Promise.all([
+      head ?? this.head(),
+      this.marks.find({ _id: { $lte: bucket } }).sort({ _id: -1 }).limit(1).next(),
+      this.marks.find({ _id: { $gt: bucket } }).sort({ _id: 1 }).limit(1).next()
+    ]);
+    if (!before) return { appends: current.size, marked: false };
+    return { appends: after ? Math.max(0, current.size - after.size) : 0, marked: true };
   }
 
   /** The newest head record: a small collection, so the sort is cheap on every server. */
@@ -514,13 +587,19 @@ export class Ledger {
    * size; entries of a writer that stopped before recording its head are published by the next batch.
    */
   async head(): Promise<LedgerHead> {
+    const { size, root } = await this.headWithTime();
+    return { size, root };
+  }
+
+  /** The head and when its last entry was appended, from the same read (no entry is read). */
+  async headWithTime(): Promise<LedgerHeadWithTime> {
     // A read that started after this call, shared with the calls that arrive with it (core/fresh-reads.ts).
     const head = await this.headReads.get('head');
     // This process's own acknowledged tail while its record is on its way (see publish); once inserted, the
     // records are the head again.
     const own = this.acknowledgedHead;
-    if (own && own.size > this.publishedSize && own.size > (head?.size ?? 0)) return { size: own.size, root: own.root };
-    return head ?? { size: 0, root: toHex(EMPTY_ROOT) };
+    if (own && own.size > this.publishedSize && own.size > (head?.size ?? 0)) return { size: own.size, root: own.root, last_entry_at: own.last_entry_at };
+    return head ?? { size: 0, root: toHex(EMPTY_ROOT), last_entry_at: null };
   }
 
   get(seq: number): Promise<LedgerEntryDocument | null> {

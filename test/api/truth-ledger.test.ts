@@ -107,6 +107,24 @@ describe('appending', () => {
     expect(status.body).toEqual({ truth_count: res.body.seq, status: 'online' });
   });
 
+  it('status-data: sync gives the last entry time from the head record, metrics counts appends from the marks', async () => {
+    const res = await write({ key: 'sys.status.sync.1', value: { n: 1 } });
+    expect(res.status).toBe(200);
+    const entry = (await http('GET', `${svc.urls.main}/api/truth?key=sys.status.sync.1&limit=1`)).body.results[0];
+    const sync = await http('GET', `${svc.urls.main}/api/status-data/sync`);
+    expect(sync.status).toBe(200);
+    expect(sync.body.ledger_head).toEqual({ size: res.body.seq, root: expect.any(String), last_entry_at: entry.created_at });
+    // A mark two hours old stands for a ledger that was already written then: the hour is counted from the marks.
+    const now = Date.now();
+    await svc.db.collection('ledger_marks').insertOne({ _id: Math.floor((now - 7_200_000) / 5000) as never, size: 0, at: new Date(now - 7_200_000).toISOString() });
+    const metrics = await http('GET', `${svc.urls.main}/api/status-data/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(metrics.body.ledger.size).toBeGreaterThanOrEqual(res.body.seq);
+    expect(metrics.body.appends.last_hour).toBeGreaterThan(0);
+    expect(metrics.body.appends.last_hour).toBeLessThanOrEqual(metrics.body.ledger.size);
+    expect(metrics.body.appends.last_minute).toBeLessThanOrEqual(metrics.body.appends.last_hour);
+  });
+
   it('returns the first result for a retry with the same Idempotency-Key', async () => {
     const headers = { 'idempotency-key': 'retry-me-1' };
     const first = await write({ key: 'sys.idem.1', value: { n: 1 } }, headers);

@@ -65,11 +65,15 @@ export const statusDataRoutes: FastifyPluginAsyncZod<{ db: Db; ledger: Ledger; n
   app.get('/api/status-data/metrics', { config: { auth: 'none' }, schema: { response: { 200: metricsResponse } } }, async () => {
     const now = Date.now();
     const since = (ms: number) => new Date(now - ms).toISOString();
-    const [head, lastMinute, lastHour] = await Promise.all([
-      deps.ledger.head(),
-      ledger.countDocuments({ created_at: { $gte: since(60_000) } }),
-      ledger.countDocuments({ created_at: { $gte: since(3_600_000) } })
-    ]);
+    const head = await deps.ledger.head();
+    // From the ledger's marks (store/ledger/ledger.ts, appendsSince: one small read, 5 s resolution); counting the
+    // entries by created_at (every entry of the window, or of the ledger on FerretDB/SQLite) only when no mark is
+    // that old yet (a ledger written before marks existed, for its first hour).
+    const appendsSince = async (ms: number) => {
+      const marked = await deps.ledger.appendsSince(new Date(now - ms), head);
+      return marked.marked ? marked.appends : ledger.countDocuments({ created_at: { $gte: since(ms) } });
+    };
+    const [lastMinute, lastHour] = await Promise.all([appendsSince(60_000), appendsSince(3_600_000)]);
     return { ok: true as const, resource: 'metrics' as const, ledger: { size: head.size, root: head.root }, appends: { last_minute: lastMinute, last_hour: lastHour }, uptime_s: Math.round((now - started) / 1000), at: new Date(now).toISOString() };
   });
 
@@ -86,14 +90,15 @@ export const statusDataRoutes: FastifyPluginAsyncZod<{ db: Db; ledger: Ledger; n
   });
 
   app.get('/api/status-data/sync', { config: { auth: 'none' }, schema: { response: { 200: syncResponse } } }, async () => {
-    const head = await deps.ledger.head();
-    const last = head.size > 0 ? await deps.ledger.get(head.size) : null;
+    // The head record carries its last entry's time; records written before it did are the only reason to read the entry.
+    const head = await deps.ledger.headWithTime();
+    const lastEntryAt = head.last_entry_at ?? (head.size > 0 ? ((await deps.ledger.get(head.size))?.created_at ?? null) : null);
     return {
       ok: true as const,
       resource: 'sync' as const,
       // Main and backup listeners append to and read from one database, so both serve this head.
       state: 'in_sync' as const,
-      ledger_head: { size: head.size, root: head.root, last_entry_at: last?.created_at ?? null },
+      ledger_head: { size: head.size, root: head.root, last_entry_at: lastEntryAt },
       listeners: { main: config.publicUrl, backup_port: config.BACKUP_PORT },
       at: new Date().toISOString()
     };

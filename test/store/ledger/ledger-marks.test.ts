@@ -1,0 +1,52 @@
+/**
+ * What the status reads take from the ledger without reading entries (store/ledger/ledger.ts): the head record
+ * carries its last entry's time, and the marks (the size the first head record of each 5 s bucket published)
+ * count recent appends. Against the embedded FerretDB.
+ */
+import { Db, MongoClient } from 'mongodb';
+import { Ledger, LEDGER_MARKS_COLLECTION, MARK_BUCKET_MS } from '../../../store/ledger/ledger';
+import { ensureIndexes } from '../../../store/mongo';
+
+let client: MongoClient;
+let db: Db;
+
+beforeAll(async () => {
+  client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!);
+  db = client.db(`test_ledger_marks_${Date.now()}`);
+  await ensureIndexes(db);
+});
+afterAll(async () => {
+  await db.dropDatabase();
+  await client.close();
+});
+
+const bucketOf = (ms: number) => Math.floor(ms / MARK_BUCKET_MS);
+
+it('gives the last entry time with the head, from this process and from another that only reads records', async () => {
+  const writer = new Ledger(db);
+  expect(await writer.headWithTime()).toMatchObject({ size: 0, last_entry_at: null });
+  await writer.append({ kind: 'truth', key: 'marks.a', value: { n: 1 } });
+  const second = await writer.append({ kind: 'truth', key: 'marks.b', value: { n: 2 } });
+  // Before and after its head record is inserted.
+  expect(await writer.headWithTime()).toEqual({ size: 2, root: second.entry.root, last_entry_at: second.entry.created_at });
+  await writer.headPublished();
+  expect(await new Ledger(db).headWithTime()).toEqual({ size: 2, root: second.entry.root, last_entry_at: second.entry.created_at });
+});
+
+it('counts appends since a time from the marks, and says when no mark is that old', async () => {
+  const ledger = new Ledger(db);
+  const marks = db.collection<{ _id: number; size: number; at: string }>(LEDGER_MARKS_COLLECTION);
+  await ledger.append({ kind: 'truth', key: 'marks.c', value: { n: 3 } });
+  await ledger.headPublished();
+  const now = Date.now();
+  // Only marks of this run exist, none a minute old: the caller must count otherwise.
+  expect(await ledger.appendsSince(new Date(now - 60_000))).toEqual({ appends: 3, marked: false });
+
+  // A ledger that was written two minutes ago (size 0 then), and again in this bucket.
+  await marks.insertOne({ _id: bucketOf(now - 120_000), size: 0, at: new Date(now - 120_000).toISOString() });
+  const first = (await marks.find({ _id: { $gt: bucketOf(now - 60_000) } }).sort({ _id: 1 }).limit(1).next())!;
+  const head = await ledger.head();
+  expect(await ledger.appendsSince(new Date(now - 60_000))).toEqual({ appends: head.size - first.size, marked: true });
+  // Nothing was appended after now (no mark of a later bucket): zero, not what the last bucket held.
+  expect(await ledger.appendsSince(new Date(now + MARK_BUCKET_MS))).toEqual({ appends: 0, marked: true });
+});
