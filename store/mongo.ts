@@ -77,7 +77,10 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   ledger_head: [],
   ledger_marks: [],
   ledger_idempotency: [],
-  quota_uses: [{ key: { day: 1 }, name: 'day' }],
+  quota_uses: [
+    { key: { day: 1 }, name: 'day' },
+    { key: { scope: 1, day: 1 }, name: 'scope_day' }
+  ],
   daemon_assets: [],
   nodes: [
     { key: { seq: 1 }, name: 'seq_unique', unique: true },

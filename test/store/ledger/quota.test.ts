@@ -1,6 +1,7 @@
 /**
  * The quota store against the embedded FerretDB: slots are taken in order across stores (as across API
- * processes), never more than the limit, a store that falls behind finds the next free slot, refusals take no slot,
+ * processes), never more than the limit, a store that falls behind finds the next free slot, a store that starts
+ * afresh reads a counter once and claims the slots others gave back first, refusals take no slot,
  * a steady writer's slots are leased ahead and the unused ones given back once it is idle, and the first use of a
  * day deletes the slots of days before yesterday. (The HTTP behaviour, 429 and exactness under a burst from two
  * API processes, is in test/api/truth-ledger.test.ts.)
@@ -124,4 +125,30 @@ it('hands a refunded slot out again, in this process and, once given back, to a 
   expect((await fresh.consume('truth:did:refund', '2026-11-21', 3)).allowed).toBe(false);
   expect(await slots()).toBe(3);
   await Promise.all([store.close(), fresh.close()]);
+});
+
+it('starts a counter from one read of its slots: past the highest taken, the holes below it first', async () => {
+  const scope = 'truth:did:holes';
+  const day = '2026-11-21';
+  // Another process took slots 1-10 and gave 3, 4 and 8 back.
+  await db.collection('quota_uses').insertMany(
+    [1, 2, 5, 6, 7, 9, 10].map((n) => ({ _id: `${scope}|${day}|${n}` as never, scope, day, n, at: new Date() }))
+  );
+  const monitored = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
+  try {
+    const reads: string[] = [];
+    monitored.on('commandStarted', (event) => {
+      if (event.commandName === 'find') reads.push(JSON.stringify((event.command as { filter?: unknown }).filter));
+    });
+    const store = new QuotaStore(monitored.db(db.databaseName));
+    const counts: number[] = [];
+    for (let i = 0; i < 5; i++) counts.push((await store.consume(scope, day, 12)).count);
+    expect(counts).toEqual([3, 4, 8, 11, 12]);
+    expect((await store.consume(scope, day, 12)).allowed).toBe(false);
+    // One read for the counter, no lookups by _id.
+    expect(reads).toEqual([JSON.stringify({ scope, day })]);
+    await store.close();
+  } finally {
+    await monitored.close();
+  }
 });
