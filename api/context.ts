@@ -7,7 +7,9 @@ import type { Logger } from 'pino';
 import { createLogger } from '../core/logger.node';
 import { Config, mongoUri, temporalAddress } from '../core/config.node';
 import { connectMongo, ensureIndexes, Mongo } from '../store/mongo';
+import cluster from 'node:cluster';
 import { Ledger } from '../store/ledger/ledger';
+import { forwardAppendsTo } from '../store/ledger/ledger-forwarding';
 import { CredentialStore } from '../store/credentials';
 import { NodeStore } from '../store/federation/nodes';
 import { QuotaStore } from '../store/ledger/quota';
@@ -77,7 +79,8 @@ export async function createServiceContext(config: Config, logger = createLogger
       config,
       logger,
       mongo,
-      ledger: new Ledger(mongo.db),
+      // One writer per host: an API process of a cluster (API_PROCESSES > 1) hands its appends to the primary (api/server.ts).
+      ledger: new Ledger(mongo.db, { forward: cluster.isWorker ? forwardAppendsTo(process) : null }),
       credentials: new CredentialStore(mongo.db),
       nodes,
       quota,

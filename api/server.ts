@@ -7,6 +7,8 @@
  * primary hands out connections). A worker that dies is restarted after 0.5, 1, 2, 4, 8 s (at most 10 s); after
  * 5 restarts within 120 s the primary exits with an error (the launcher's supervisor then restarts the whole API).
  * A signal to the primary is passed to every worker, which drains; the primary exits when they all have.
+ * The primary is also the host's one ledger writer: the API processes hand it their appends (store/ledger/
+ * ledger-forwarding.ts), so they never race each other for the next seq.
  */
 import cluster, { Worker } from 'node:cluster';
 import type { Logger } from 'pino';
@@ -14,6 +16,8 @@ import { Config, ConfigError, loadConfig, mongoUri } from '../core/config.node';
 import { createLogger } from '../core/logger.node';
 import { connectMongo, ensureIndexes } from '../store/mongo';
 import { DirectoryTreeStore } from '../store/federation/directory-tree';
+import { Ledger } from '../store/ledger/ledger';
+import { serveForwardedAppends } from '../store/ledger/ledger-forwarding';
 import { loadAdminTokenHash } from './admin-token';
 import { loadOrCreateHubKeys } from './keys';
 import { startApi } from './service';
@@ -52,15 +56,23 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
   try {
     await ensureIndexes(mongo.db);
     await new DirectoryTreeStore(mongo.db).ensureInitialVersion();
-  } finally {
+  } catch (err) {
     await mongo.close();
+    throw err;
   }
+  const ledger = new Ledger(mongo.db);
+  const exit = async (code: number) => {
+    // The head record of the last appends, then the connection (bounded: the database may be what failed).
+    await Promise.race([ledger.headPublished().then(() => mongo.close()), new Promise((r) => setTimeout(r, 5000).unref())]).catch(() => undefined);
+    process.exit(code);
+  };
   let stopping = false;
   const restarts: number[] = [];
   const slots = new Map<Worker, number>();
   const fork = (slot: number) => {
     const worker = cluster.fork({ API_PROCESS_INDEX: String(slot) });
     slots.set(worker, slot);
+    serveForwardedAppends(ledger, worker, (err) => logger.warn({ err, slot }, 'a forwarded ledger append failed'));
   };
   cluster.on('exit', (worker, code, signal) => {
     const slot = slots.get(worker) ?? 0;
@@ -68,7 +80,7 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
     if (stopping) {
       if (slots.size === 0) {
         logger.info('every API process stopped');
-        process.exit(0);
+        void exit(0);
       }
       return;
     }
@@ -92,7 +104,7 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'stopping the API processes');
-    if (slots.size === 0) process.exit(0);
+    if (slots.size === 0) void exit(0);
     for (const w of slots.keys()) w.process.kill(signal);
     setTimeout(() => {
       logger.error('API processes took longer than 20 s to stop; exiting');

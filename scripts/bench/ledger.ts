@@ -16,7 +16,12 @@
  * BENCH_PHASES picks phases (default module,http,verify); BENCH_OPS is the writes per measurement (default 1000);
  * BENCH_API_PROCESSES (default 1; `1,2` for both) lists how many API processes the http writes alternate between:
  * with 2 a second API process is started beside the stack's, and every measurement is taken once per count, the
- * line for 2 giving its throughput and p99 against 1 (the worker runs beside them as always).
+ * line for 2 giving its throughput and p99 against 1 (the worker runs beside them as always). Those processes each
+ * append directly and race for the next seq. BENCH_API_CLUSTER=N measures the other way to run N API processes:
+ * after each backend's run, a second stack with API_PROCESSES=N (Node's cluster: the processes share the ports and
+ * hand their appends to the primary, the host's one ledger writer), every line against the one-process line of the
+ * first run. In both runs the writes then alternate between N connection pools (undici Agents), so the cluster's
+ * primary hands their connections to every process.
  * BENCH_BACKENDS (default `sqlite,postgresql` when PostgreSQL is installed, else `sqlite`) runs the http phase once
  * per embedded FerretDB backend (FERRETDB_BACKEND), each on a stack of its own, and ends with a table comparing them
  * (README "Storage backends"); with BENCH_DATA_DIR each backend keeps its data in a subdirectory named after it.
@@ -29,6 +34,7 @@ import path from 'node:path';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { Collection, Db, MongoClient } from 'mongodb';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { Ledger } from '../../store/ledger/ledger';
 import { verifyLedger } from '../../store/ledger/ledger-verify';
 import { ensureIndexes } from '../../store/mongo';
@@ -46,6 +52,8 @@ const OVERLOAD_CLIENTS = Number(process.env.BENCH_OVERLOAD_CLIENTS ?? 512);
 const OVERLOAD_S = Number(process.env.BENCH_OVERLOAD_S ?? 10);
 /** API process counts to measure with (2: a second API process beside the stack's, the writes alternating). */
 const API_PROCESSES = (process.env.BENCH_API_PROCESSES ?? '1').split(',').map(Number);
+/** API_PROCESSES of a second, cluster run (0: none). */
+const API_CLUSTER = Number(process.env.BENCH_API_CLUSTER ?? 0);
 const PHASES = new Set((process.env.BENCH_PHASES ?? 'module,http,verify').split(','));
 type Backend = 'sqlite' | 'postgresql';
 const BACKENDS = (process.env.BENCH_BACKENDS ?? (findPostgres() ? 'sqlite,postgresql' : 'sqlite')).split(',').map((b): Backend => {
@@ -115,7 +123,11 @@ async function main(): Promise<void> {
     if (PHASES.has('http')) {
       if (!process.env.BENCH_BACKENDS && !findPostgres()) console.log('PostgreSQL is not installed: the http phase runs on SQLite only (scripts/install-tools.sh postgresql adds the other column)');
       const rows: HttpRow[] = [];
-      for (const backend of BACKENDS) rows.push(...(await measureHttp(log, backend)));
+      for (const backend of BACKENDS) {
+        const single = await measureHttp(log, backend);
+        rows.push(...single);
+        if (API_CLUSTER > 1) await measureHttp(log, backend, API_CLUSTER, single);
+      }
       if (BACKENDS.length > 1) compareBackends(rows);
     }
   } catch (err) {
@@ -209,28 +221,36 @@ function bareInserts(scratch: Collection, concurrency: number): Promise<Figures>
   });
 }
 
-async function measureHttp(log: StackLog, backend: Backend): Promise<HttpRow[]> {
-  console.log(`bench:ledger http — POST /api/report/truth through the whole stack on FerretDB/${backend}, ${OPS} writes per measurement, ledger at ${LEDGER_SIZES.join(', ')} entries`);
-  const keep = process.env.BENCH_DATA_DIR ? path.join(process.env.BENCH_DATA_DIR, backend) : undefined;
-  const stack = await startBenchStack(`ledger-${backend}`, log, { TRUTH_DAILY_QUOTA: '100000000', NODE_REVIEW_REQUIRED: 'false', FERRETDB_BACKEND: backend }, keep);
+/**
+ * The http phase on one backend; with `cluster` (N > 1) on a stack with API_PROCESSES=N, each line compared with
+ * the same line of `single` (the one-process run).
+ */
+async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single: HttpRow[] = []): Promise<HttpRow[]> {
+  const variant = cluster > 1 ? `${backend}-cluster${cluster}` : backend;
+  console.log(
+    `bench:ledger http — POST /api/report/truth through the whole stack on FerretDB/${backend}${cluster > 1 ? `, API_PROCESSES=${cluster} (cluster, one ledger writer)` : ''}, ${OPS} writes per measurement, ledger at ${LEDGER_SIZES.join(', ')} entries`
+  );
+  const keep = process.env.BENCH_DATA_DIR ? path.join(process.env.BENCH_DATA_DIR, variant) : undefined;
+  const stack = await startBenchStack(`ledger-${variant}`, log, { TRUTH_DAILY_QUOTA: '100000000', NODE_REVIEW_REQUIRED: 'false', FERRETDB_BACKEND: backend, ...(cluster > 1 ? { API_PROCESSES: String(cluster) } : {}) }, keep);
+  // With a cluster run to come, both runs write through API_CLUSTER pools of connections, alternating.
+  const pools = API_CLUSTER > 1 ? Array.from({ length: API_CLUSTER }, () => new Agent({ connections: 64 })) : [];
+  const apiCounts = cluster > 1 ? [cluster] : API_PROCESSES;
   const rows: HttpRow[] = [];
   const client = await MongoClient.connect(stack.mongoUri, { retryWrites: false });
   try {
     const db = client.db(stack.dbName);
     const dids = await Promise.all(Array.from({ length: DIDS }, (_, i) => registerBenchDid(stack, `did:bench:writer${i}`)));
     const bases = [stack.base];
-    while (bases.length < Math.max(...API_PROCESSES)) bases.push(await stack.startApi());
+    while (cluster <= 1 && bases.length < Math.max(...API_PROCESSES)) bases.push(await stack.startApi());
     if (bases.length > 1) console.log(`writes alternate between ${API_PROCESSES.join(' and then ')} API process(es)`);
     const scratch = db.collection('bench_scratch');
     const filler = new Ledger(db);
     let written = 0;
-    let processes = API_PROCESSES[0]!;
+    let processes = apiCounts[0]!;
     const write = async (did: string, key: string, i: number): Promise<number> => {
-      const res = await fetch(`${bases[i % processes]}/api/report/truth`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-did': did },
-        body: JSON.stringify({ key, value: benchValue(i), truth_type: 'data' })
-      });
+      const url = `${bases[i % Math.min(processes, bases.length)]}/api/report/truth`;
+      const init = { method: 'POST', headers: { 'content-type': 'application/json', 'x-did': did }, body: JSON.stringify({ key, value: benchValue(i), truth_type: 'data' }) };
+      const res = pools.length > 0 ? await undiciFetch(url, { ...init, dispatcher: pools[i % pools.length] }) : await fetch(url, init);
       await res.arrayBuffer();
       return res.status;
     };
@@ -253,24 +273,24 @@ async function measureHttp(log: StackLog, backend: Backend): Promise<HttpRow[]> 
         const baseline = await bareInserts(scratch, c);
         console.log(`ledger ${size} entries, concurrency ${String(c).padStart(2)}  bare insertOne:   ${fmt(baseline)}`);
         for (const writers of [1, DIDS]) {
-          for (const p of API_PROCESSES) {
+          for (const p of apiCounts) {
             processes = p;
             const probe = sampleStatus(stack.base);
             const http = await run(c, OPS, (i) => write(dids[i % writers]!, `bench.http.${size}.${c}.${writers}.${p}.${written + i}`, i));
             const status = await probe.stop();
             written += OPS;
             rows.push({ backend, size, concurrency: c, writers, processes: p, http, baseline });
-            const single = rows.find((r) => r.backend === backend && r.size === size && r.concurrency === c && r.writers === writers && r.processes === 1);
-            const vsSingle = p > 1 && single ? `; vs 1 process: throughput ${(http.opsPerSec / single.http.opsPerSec).toFixed(2)}x, p99 ${(http.p99 / single.http.p99).toFixed(2)}x` : '';
+            const one = [...rows, ...single].find((r) => r.backend === backend && r.size === size && r.concurrency === c && r.writers === writers && r.processes === 1);
+            const vsSingle = p > 1 && one ? `; vs 1 process: throughput ${(http.opsPerSec / one.http.opsPerSec).toFixed(2)}x, p99 ${(http.p99 / one.http.p99).toFixed(2)}x` : '';
             console.log(
-              `  ${String(writers).padStart(2)} DID${writers > 1 ? 's' : ' '}${API_PROCESSES.length > 1 ? ` ${p} API` : ''}  POST /api/report/truth: ${fmt(http)}   [${fmtStatuses(http)}]   ` +
+              `  ${String(writers).padStart(2)} DID${writers > 1 ? 's' : ' '}${apiCounts.length > 1 || cluster > 1 ? ` ${p} API${cluster > 1 ? ' (cluster)' : ''}` : ''}  POST /api/report/truth: ${fmt(http)}   [${fmtStatuses(http)}]   ` +
                 `throughput ${(http.opsPerSec / baseline.opsPerSec).toFixed(2)}x of bare insert; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms${vsSingle}`
             );
           }
         }
       }
     }
-    processes = API_PROCESSES[0]!;
+    processes = apiCounts[0]!;
     if (LEDGER_SIZES.length > 1) {
       // Does a write cost more as the ledger grows? p99 and throughput at the largest size over the smallest.
       const [small, large] = [Math.min(...LEDGER_SIZES), Math.max(...LEDGER_SIZES)];
@@ -284,6 +304,7 @@ async function measureHttp(log: StackLog, backend: Backend): Promise<HttpRow[]> 
   } finally {
     await client.close();
     await stack.stop();
+    await Promise.all(pools.map((p) => p.close()));
   }
   return rows;
 }

@@ -35,6 +35,7 @@ import { appendToFrontier, fromHex, Hash, leafHash, rootFromFrontier, toHex, EMP
 import { LedgerEntryDocument, LedgerEntryKind, ledgerLeafBytes } from '../../core/ledger/ledger-entry';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { FreshReads } from '../../core/fresh-reads';
+import type { ForwardAppend } from './ledger-forwarding';
 
 export const LEDGER_COLLECTION = 'ledger';
 export const LEDGER_HEAD_COLLECTION = 'ledger_head';
@@ -185,7 +186,13 @@ export class Ledger {
     return record ? { size: record.size, root: record.root, last_entry_at: record.last_entry_at ?? null } : null;
   });
 
-  constructor(db: Db) {
+  /** Where appends go when this process is not the writer (store/ledger/ledger-forwarding.ts); else appended here. */
+  private readonly forward: ForwardAppend | null;
+  /** The newest entry an append forwarded from here came back with (head() answers at least that). */
+  private forwardedHead: LedgerHeadWithTime | null = null;
+
+  constructor(db: Db, options: { forward?: ForwardAppend | null } = {}) {
+    this.forward = options.forward ?? null;
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
     this.heads = db.collection<LedgerHeadDocument>(LEDGER_HEAD_COLLECTION);
     this.idempotency = db.collection<IdempotencyRecord>(LEDGER_IDEMPOTENCY_COLLECTION);
@@ -202,6 +209,14 @@ export class Ledger {
   append(input: AppendInput, options: { signal?: AbortSignal } = {}): Promise<AppendResult> {
     const { signal } = options;
     if (signal?.aborted) return Promise.reject(new AppendWithdrawn());
+    const forwarded = this.forward?.(input, signal);
+    if (forwarded) {
+      return forwarded.then((result) => {
+        const { entry } = result;
+        if (!this.forwardedHead || this.forwardedHead.size < entry._id) this.forwardedHead = { size: entry._id, root: entry.root, last_entry_at: entry.created_at };
+        return result;
+      });
+    }
     return new Promise<AppendResult>((resolve, reject) => {
       const eventId = newEventId();
       const withdraw = () => {
@@ -599,6 +614,8 @@ export class Ledger {
     // records are the head again.
     const own = this.acknowledgedHead;
     if (own && own.size > this.publishedSize && own.size > (head?.size ?? 0)) return { size: own.size, root: own.root, last_entry_at: own.last_entry_at };
+    // An entry the writer appended for this process, whose head record may still be on its way.
+    if (this.forwardedHead && this.forwardedHead.size > (head?.size ?? 0)) return this.forwardedHead;
     return head ?? { size: 0, root: toHex(EMPTY_ROOT), last_entry_at: null };
   }
 

@@ -2,7 +2,8 @@
  * API_PROCESSES=2 under the launcher: two API processes (Node's cluster module) serve the same ports; heartbeats
  * spread over new connections reach both, each recording presence under its own instance (two documents in the
  * node's shard), and the node is online for both; one killed with SIGKILL is restarted by the API's primary (with
- * the reason in the log) while the other keeps serving.
+ * the reason in the log) while the other keeps serving. Truth writes through both processes are appended by the
+ * primary (the host's one ledger writer): all answered, seqs distinct, the ledger verifies.
  */
 import http from 'node:http';
 import fs from 'node:fs';
@@ -17,10 +18,16 @@ afterEach(() => killLeftovers(seen));
 
 /** A request on a connection of its own (the cluster's primary hands each new connection to the next process). */
 function freshRequest(method: string, url: string, headers: Record<string, string>, body?: unknown): Promise<number> {
+  return freshExchange(method, url, headers, body).then((r) => r.status);
+}
+
+function freshExchange(method: string, url: string, headers: Record<string, string>, body?: unknown): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const req = http.request(url, { method, agent: false, headers: { ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (text += chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
     });
     req.on('error', reject);
     req.setTimeout(10_000, () => req.destroy(new Error(`no answer to ${method} ${url} within 10 s`)));
@@ -75,6 +82,16 @@ it('runs two API processes on the same ports; both record presence; a killed one
       const res = await fetch(`${stack.base}/a2a/nodes/${node.node_id}`);
       return ((await res.json()) as { node?: { state?: string } }).node?.state === 'online' ? true : undefined;
     }, 30_000, 'the node online');
+
+    // Truth writes on new connections, so through both processes: the primary appends them all.
+    const did = 'did:example:two-processes';
+    expect((await freshExchange('POST', `${stack.base}/admin/dids`, { authorization: `Bearer ${stack.adminToken}` }, { did })).status).toBe(201);
+    const writes = await Promise.all(Array.from({ length: 40 }, (_, i) => freshExchange('POST', `${stack.base}/api/report/truth`, { 'x-did': did }, { key: `two.processes.${i}`, value: { i } })));
+    expect(writes.map((w) => w.status)).toEqual(writes.map(() => 200));
+    const seqs = writes.map((w) => (JSON.parse(w.text) as { seq: number }).seq);
+    expect(new Set(seqs).size).toBe(40);
+    const verify = JSON.parse((await freshExchange('GET', `${stack.base}/api/verify`, {})).text) as { consistent: boolean };
+    expect(verify.consistent).toBe(true);
 
     // One process killed: once the primary has seen it die (a connection handed to it before that is lost, as with
     // any crash), the other answers every request, and the primary restarts the dead one.
