@@ -4,33 +4,22 @@
  * state change, a review's rejection, a removal) reaches two independent caches, standing for two API processes,
  * within one read of the change log, far inside NODE_CACHE_TTL_MS.
  */
-import { Db, MongoClient } from 'mongodb';
+import { MongoClient } from 'mongodb';
 import { NodeCache } from '../../../store/federation/node-cache';
 import { NodeStore } from '../../../store/federation/nodes';
-import { ensureIndexes } from '../../../store/mongo';
 import { nodeDocument } from '../../support/node-document';
+import { useStoreDb } from '../../support/store-db';
 
-let client: MongoClient;
-let db: Db;
-
-beforeAll(async () => {
-  client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!);
-  db = client.db(`test_node_cache_${Date.now()}`);
-  await ensureIndexes(db);
-});
-afterAll(async () => {
-  await db.dropDatabase();
-  await client.close();
-});
+const testDb = useStoreDb('node_cache');
 
 const node = (id: string, seq: number) => nodeDocument(id, seq, 'online');
 
 it('serves repeated reads from memory and follows changes written elsewhere within one log read', async () => {
-  const writer = new NodeStore(db); // the worker's store
+  const writer = new NodeStore(testDb.db); // the worker's store
   await writer.nodes.insertMany([node('ext-custom-000001', 1), node('ext-custom-000002', 2), node('ext-custom-000003', 3)]);
   // An hour of TTL: only the change log can make these caches see a change in time.
-  const a = new NodeCache(new NodeStore(db), 3_600_000);
-  const b = new NodeCache(new NodeStore(db), 3_600_000);
+  const a = new NodeCache(new NodeStore(testDb.db), 3_600_000);
+  const b = new NodeCache(new NodeStore(testDb.db), 3_600_000);
   await a.poll();
   await b.poll();
   for (const cache of [a, b]) for (const id of ['ext-custom-000001', 'ext-custom-000002', 'ext-custom-000003']) expect((await cache.get(id))!.state).toBe('online');
@@ -56,9 +45,9 @@ it('serves repeated reads from memory and follows changes written elsewhere with
 });
 
 it('keeps a state this process caused over an older record, and a newer record over it', async () => {
-  const writer = new NodeStore(db);
+  const writer = new NodeStore(testDb.db);
   await writer.nodes.insertOne({ ...node('ext-custom-000010', 10), state: 'offline', state_changed_at: new Date(Date.now() - 60_000).toISOString() });
-  const cache = new NodeCache(new NodeStore(db), 3_600_000);
+  const cache = new NodeCache(new NodeStore(testDb.db), 3_600_000);
   await cache.poll();
   expect((await cache.get('ext-custom-000010'))!.state).toBe('offline');
   const before = new Date(Date.now() - 1000).toISOString();
@@ -72,9 +61,9 @@ it('keeps a state this process caused over an older record, and a newer record o
 });
 
 it('reads documents again after NODE_CACHE_TTL_MS when the change log is not followed', async () => {
-  const writer = new NodeStore(db);
+  const writer = new NodeStore(testDb.db);
   await writer.nodes.insertOne(node('ext-custom-000020', 20));
-  const cache = new NodeCache(new NodeStore(db), 50);
+  const cache = new NodeCache(new NodeStore(testDb.db), 50);
   expect((await cache.get('ext-custom-000020'))!.state).toBe('online');
   await writer.nodes.updateOne({ _id: 'ext-custom-000020' }, { $set: { state: 'rejected' } });
   await new Promise((r) => setTimeout(r, 80));
@@ -82,10 +71,10 @@ it('reads documents again after NODE_CACHE_TTL_MS when the change log is not fol
 });
 
 it('group-commits concurrent state changes: each lands, in arrival order per node, with its change record', async () => {
-  const writer = new NodeStore(db);
+  const writer = new NodeStore(testDb.db);
   const ids = Array.from({ length: 120 }, (_, i) => `ext-custom-${String(100 + i).padStart(6, '0')}`);
   await writer.nodes.insertMany(ids.map((id, i) => ({ ...node(id, 100 + i), state: 'offline' as const })));
-  const cache = new NodeCache(new NodeStore(db), 3_600_000);
+  const cache = new NodeCache(new NodeStore(testDb.db), 3_600_000);
   await cache.poll();
   await Promise.all(ids.map((id) => cache.get(id)));
   const t = Date.now() + 1;

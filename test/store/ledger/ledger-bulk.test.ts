@@ -3,26 +3,15 @@
  * embedded FerretDB: the entries it writes are the entries appends would write (verify recomputes the same root),
  * and ordinary appends continue after them, from this process and from another.
  */
-import { Db, MongoClient } from 'mongodb';
+import { MongoClient } from 'mongodb';
 import { Ledger } from '../../../store/ledger/ledger';
 import { verifyLedger } from '../../../store/ledger/ledger-verify';
-import { ensureIndexes } from '../../../store/mongo';
+import { useStoreDb } from '../../support/store-db';
 
-let client: MongoClient;
-let db: Db;
-
-beforeAll(async () => {
-  client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!);
-  db = client.db(`test_ledger_bulk_${Date.now()}`);
-  await ensureIndexes(db);
-});
-afterAll(async () => {
-  await db.dropDatabase();
-  await client.close();
-});
+const testDb = useStoreDb('ledger_bulk');
 
 it('writes a valid ledger in chunks, and appends continue after it', async () => {
-  const ledger = new Ledger(db);
+  const ledger = new Ledger(testDb.db);
   await ledger.append({ kind: 'truth', key: 'before.bulk', value: { n: 0 } });
   const size = await ledger.appendBulk(
     Array.from({ length: 2500 }, (_, i) => ({ kind: 'truth' as const, key: `bulk.${i}`, value: { i }, truth_type: 'data', did: 'did:example:seeder' })),
@@ -32,7 +21,7 @@ it('writes a valid ledger in chunks, and appends continue after it', async () =>
   const after = await ledger.append({ kind: 'truth', key: 'after.bulk', value: { n: 1 } });
   expect(after.entry.seq).toBe(2502);
   // Another process, which has never seen the tail, appends at the right place too.
-  const otherLedger = new Ledger(db);
+  const otherLedger = new Ledger(testDb.db);
   const other = await otherLedger.append({ kind: 'truth', key: 'other.process', value: {} });
   expect(other.entry.seq).toBe(2503);
   // Its head record follows its answer (store/ledger/ledger.ts, publish).

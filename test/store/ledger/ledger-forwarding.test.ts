@@ -5,26 +5,17 @@
  */
 import { fork, ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { Db, MongoClient } from 'mongodb';
+import { MongoClient } from 'mongodb';
 import { Ledger } from '../../../store/ledger/ledger';
 import { serveForwardedAppends } from '../../../store/ledger/ledger-forwarding';
 import { verifyLedger } from '../../../store/ledger/ledger-verify';
-import { ensureIndexes } from '../../../store/mongo';
 import { typescriptProcess } from '../../../scripts/stack/process';
+import { useStoreDb } from '../../support/store-db';
 
-let client: MongoClient;
-let db: Db;
 let child: ChildProcess | undefined;
-
-beforeAll(async () => {
-  client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!);
-  db = client.db(`test_ledger_forwarding_${Date.now()}`);
-  await ensureIndexes(db);
-});
+const testDb = useStoreDb('ledger_forwarding');
 afterAll(async () => {
   child?.kill();
-  await db.dropDatabase();
-  await client.close();
 });
 
 /** The child's next message carrying `field` (its appends travel on the same channel). */
@@ -39,7 +30,7 @@ const nextMessage = <T>(from: ChildProcess, field: string) =>
   });
 
 it("appends a child process's entries in the parent's ledger, beside the parent's own, and withdraws one not yet started", async () => {
-  const ledger = new Ledger(db);
+  const ledger = new Ledger(testDb.db);
   const { args } = typescriptProcess(path.join(__dirname, '../../support/ledger-forward-child.ts'));
   child = fork(args[args.length - 1]!, [], { execArgv: args.slice(0, -1), stdio: 'inherit' });
   const failures: unknown[] = [];

@@ -6,26 +6,15 @@
  * landed, as MongoDB does for any size. Then two writers bursting with batches far larger than a chunk, several
  * rounds: seqs contiguous, every write once, verify consistent after each round.
  */
-import { Db, MongoBulkWriteError, MongoClient } from 'mongodb';
+import { MongoBulkWriteError, MongoClient } from 'mongodb';
 import { INSERT_CHUNK, Ledger } from '../../../store/ledger/ledger';
 import { verifyLedger } from '../../../store/ledger/ledger-verify';
-import { ensureIndexes } from '../../../store/mongo';
+import { useStoreDb } from '../../support/store-db';
 
-let client: MongoClient;
-let db: Db;
-
-beforeAll(async () => {
-  client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!);
-  db = client.db(`test_ledger_chunks_${Date.now()}`);
-  await ensureIndexes(db);
-});
-afterAll(async () => {
-  await db.dropDatabase();
-  await client.close();
-});
+const testDb = useStoreDb('ledger_chunks');
 
 async function orderedInsertRefusedAt(name: string, size: number, refusedAt: number): Promise<{ landed: number[]; firstErrorIndex: number }> {
-  const coll = db.collection<{ _id: number }>(name);
+  const coll = testDb.db.collection<{ _id: number }>(name);
   await coll.insertOne({ _id: refusedAt });
   const err = await coll.insertMany(Array.from({ length: size }, (_, i) => ({ _id: i })), { ordered: true }).then(
     () => null,
@@ -55,7 +44,7 @@ it('a larger ordered insertMany goes on after a refusal on this server (what INS
 });
 
 it('keeps the ledger valid when two writers burst with batches larger than a chunk, round after round', async () => {
-  const [a, b] = [new Ledger(db), new Ledger(db)];
+  const [a, b] = [new Ledger(testDb.db), new Ledger(testDb.db)];
   let total = 0;
   for (let round = 0; round < 3; round++) {
     const results = await Promise.all(
@@ -63,7 +52,7 @@ it('keeps the ledger valid when two writers burst with batches larger than a chu
     );
     total += results.length;
     expect(new Set(results.map((r) => r.entry.seq)).size).toBe(results.length);
-    const ids = (await db.collection('ledger').find({}, { projection: { _id: 1 } }).sort({ _id: 1 }).toArray()).map((d) => d._id);
+    const ids = (await testDb.db.collection('ledger').find({}, { projection: { _id: 1 } }).sort({ _id: 1 }).toArray()).map((d) => d._id);
     expect(ids).toEqual(Array.from({ length: total }, (_, i) => i + 1));
     expect(await verifyLedger(a)).toMatchObject({ consistent: true, ledger_lines: total, first_bad_seq: null });
   }

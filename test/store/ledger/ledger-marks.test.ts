@@ -3,39 +3,28 @@
  * carries its last entry's time, and the marks (the size the first head record of each 5 s bucket published)
  * count recent appends. Against the embedded FerretDB.
  */
-import { Db, MongoClient } from 'mongodb';
+import { MongoClient } from 'mongodb';
 import { Ledger, LEDGER_MARKS_COLLECTION, MARK_BUCKET_MS } from '../../../store/ledger/ledger';
-import { ensureIndexes } from '../../../store/mongo';
+import { useStoreDb } from '../../support/store-db';
 
-let client: MongoClient;
-let db: Db;
-
-beforeAll(async () => {
-  client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!);
-  db = client.db(`test_ledger_marks_${Date.now()}`);
-  await ensureIndexes(db);
-});
-afterAll(async () => {
-  await db.dropDatabase();
-  await client.close();
-});
+const testDb = useStoreDb('ledger_marks');
 
 const bucketOf = (ms: number) => Math.floor(ms / MARK_BUCKET_MS);
 
 it('gives the last entry time with the head, from this process and from another that only reads records', async () => {
-  const writer = new Ledger(db);
+  const writer = new Ledger(testDb.db);
   expect(await writer.headWithTime()).toMatchObject({ size: 0, last_entry_at: null });
   await writer.append({ kind: 'truth', key: 'marks.a', value: { n: 1 } });
   const second = await writer.append({ kind: 'truth', key: 'marks.b', value: { n: 2 } });
   // Before and after its head record is inserted.
   expect(await writer.headWithTime()).toEqual({ size: 2, root: second.entry.root, last_entry_at: second.entry.created_at });
   await writer.headPublished();
-  expect(await new Ledger(db).headWithTime()).toEqual({ size: 2, root: second.entry.root, last_entry_at: second.entry.created_at });
+  expect(await new Ledger(testDb.db).headWithTime()).toEqual({ size: 2, root: second.entry.root, last_entry_at: second.entry.created_at });
 });
 
 it('counts appends since a time from the marks, and says when no mark is that old', async () => {
-  const ledger = new Ledger(db);
-  const marks = db.collection<{ _id: number; size: number; at: string }>(LEDGER_MARKS_COLLECTION);
+  const ledger = new Ledger(testDb.db);
+  const marks = testDb.db.collection<{ _id: number; size: number; at: string }>(LEDGER_MARKS_COLLECTION);
   await ledger.append({ kind: 'truth', key: 'marks.c', value: { n: 3 } });
   await ledger.headPublished();
   const now = Date.now();

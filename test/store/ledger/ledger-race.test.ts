@@ -4,26 +4,15 @@
  * append the rest after the other writer's entries. Every write resolves once, seqs are contiguous, a key used by
  * both processes gives one entry, and verify recomputes the stored root.
  */
-import { Db, MongoClient } from 'mongodb';
+import { MongoClient } from 'mongodb';
 import { Ledger } from '../../../store/ledger/ledger';
 import { verifyLedger } from '../../../store/ledger/ledger-verify';
-import { ensureIndexes } from '../../../store/mongo';
+import { useStoreDb } from '../../support/store-db';
 
-let client: MongoClient;
-let db: Db;
-
-beforeAll(async () => {
-  client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!);
-  db = client.db(`test_ledger_race_${Date.now()}`);
-  await ensureIndexes(db);
-});
-afterAll(async () => {
-  await db.dropDatabase();
-  await client.close();
-});
+const testDb = useStoreDb('ledger_race');
 
 it('keeps seqs contiguous and every write exactly once when two writers race with batches', async () => {
-  const [a, b] = [new Ledger(db), new Ledger(db)];
+  const [a, b] = [new Ledger(testDb.db), new Ledger(testDb.db)];
   const writes = Array.from({ length: 600 }, (_, i) => {
     const ledger = i % 2 ? a : b;
     // Every tenth write carries a key that the other process also uses for its neighbour.
@@ -37,7 +26,7 @@ it('keeps seqs contiguous and every write exactly once when two writers race wit
   expect(duplicates).toHaveLength(60);
   expect(new Set(fresh.map((r) => r.entry.seq)).size).toBe(540);
   for (const d of duplicates) expect(fresh.some((f) => f.entry.seq === d.entry.seq)).toBe(true);
-  const all = await db.collection('ledger').find({}, { projection: { _id: 1 } }).sort({ _id: 1 }).toArray();
+  const all = await testDb.db.collection('ledger').find({}, { projection: { _id: 1 } }).sort({ _id: 1 }).toArray();
   expect(all.map((d) => d._id)).toEqual(Array.from({ length: 540 }, (_, i) => i + 1));
   expect(await verifyLedger(a)).toMatchObject({ consistent: true, ledger_lines: 540, first_bad_seq: null });
   // Head records follow the answers (store/ledger/ledger.ts, publish): once both are in, either process reads the head.

@@ -6,25 +6,16 @@
  * day deletes the slots of days before yesterday. (The HTTP behaviour, 429 and exactness under a burst from two
  * API processes, is in test/api/truth-ledger.test.ts.)
  */
-import { Db, MongoClient } from 'mongodb';
+import { MongoClient } from 'mongodb';
 import { QuotaStore } from '../../../store/ledger/quota';
 import { eventually } from '../../support/service';
+import { useStoreDb } from '../../support/store-db';
 
-let client: MongoClient;
-let db: Db;
-
-beforeAll(async () => {
-  client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!);
-  db = client.db(`test_quota_${Date.now()}`);
-});
-afterAll(async () => {
-  await db.dropDatabase();
-  await client.close();
-});
+const testDb = useStoreDb('quota', { indexes: false });
 
 it('hands out slots 1..limit once each across two stores, never more, and all of them once the leases are given back', async () => {
   const options = { leaseIdleMs: 200 };
-  const [a, b] = [new QuotaStore(db, undefined, options), new QuotaStore(db, undefined, options)];
+  const [a, b] = [new QuotaStore(testDb.db, undefined, options), new QuotaStore(testDb.db, undefined, options)];
   const counts: number[] = [];
   for (let i = 0; i < 30; i++) counts.push((await a.consume('truth:did:a', '2026-11-21', 50)).count);
   // a leases ahead: its uses are 1..30 in order, and b (which has never seen this counter) finds the first slot
@@ -49,15 +40,15 @@ it('hands out slots 1..limit once each across two stores, never more, and all of
     if (r.allowed) counts.push(r.count);
   }
   expect([...counts].sort((x, y) => x - y)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
-  expect(await db.collection('quota_uses').countDocuments({ scope: 'truth:did:a' })).toBe(50);
+  expect(await testDb.db.collection('quota_uses').countDocuments({ scope: 'truth:did:a' })).toBe(50);
   // Other scopes and days have quotas of their own.
   expect(await b.consume('truth:did:b', '2026-11-21', 50)).toEqual({ allowed: true, count: 1 });
   expect(await b.consume('truth:did:a', '2026-11-22', 50)).toEqual({ allowed: true, count: 1 });
 });
 
 it('leases slots ahead for a steady writer and gives the unused ones back once it is idle', async () => {
-  const store = new QuotaStore(db, undefined, { leaseIdleMs: 200 });
-  const slots = () => db.collection('quota_uses').countDocuments({ scope: 'truth:did:steady' });
+  const store = new QuotaStore(testDb.db, undefined, { leaseIdleMs: 200 });
+  const slots = () => testDb.db.collection('quota_uses').countDocuments({ scope: 'truth:did:steady' });
   for (let i = 1; i <= 20; i++) expect(await store.consume('truth:did:steady', '2026-11-21', 2000)).toEqual({ allowed: true, count: i });
   // More slots inserted than used (the lease), at most one block more.
   const held = await slots();
@@ -71,11 +62,11 @@ it('leases slots ahead for a steady writer and gives the unused ones back once i
 });
 
 it('deletes the slots of days before yesterday on the first use of a day', async () => {
-  const store = new QuotaStore(db);
+  const store = new QuotaStore(testDb.db);
   await store.consume('truth:did:c', '2026-11-18', 5);
   await store.consume('truth:did:c', '2026-11-19', 5);
   await store.consume('truth:did:c', '2026-11-20', 5);
-  const days = async () => (await db.collection('quota_uses').distinct('day', { scope: 'truth:did:c' })).sort();
+  const days = async () => (await testDb.db.collection('quota_uses').distinct('day', { scope: 'truth:did:c' })).sort();
   await eventually(async () => ((await days()).join() === '2026-11-19,2026-11-20' ? true : undefined), 10000, 'the 2026-11-18 slots to be deleted');
 });
 
@@ -93,7 +84,7 @@ it('serialises the callers of one process: a burst on one counter takes one slot
     monitored.on('commandFailed', (event) => {
       if (event.commandName === 'insert') inserts.push({ refused: true });
     });
-    const store = new QuotaStore(monitored.db(db.databaseName));
+    const store = new QuotaStore(monitored.db(testDb.db.databaseName));
     const burst = await Promise.all(Array.from({ length: 64 }, () => store.consume('truth:did:burst', '2026-11-21', 1000)));
     expect(burst.map((r) => r.count).sort((a, b) => a - b)).toEqual(Array.from({ length: 64 }, (_, i) => i + 1));
     // The first caller's slot goes alone; then blocks for the callers waiting (at most 32 a claim).
@@ -101,15 +92,15 @@ it('serialises the callers of one process: a burst on one counter takes one slot
     expect(inserts.length).toBeLessThanOrEqual(6);
     expect(inserts.filter((i) => i.refused)).toHaveLength(0);
     await store.close();
-    expect(await db.collection('quota_uses').countDocuments({ scope: 'truth:did:burst' })).toBe(64);
+    expect(await testDb.db.collection('quota_uses').countDocuments({ scope: 'truth:did:burst' })).toBe(64);
   } finally {
     await monitored.close();
   }
 });
 
 it('hands a refunded slot out again, in this process and, once given back, to a process that starts afresh', async () => {
-  const store = new QuotaStore(db, undefined, { leaseIdleMs: 200 });
-  const slots = () => db.collection('quota_uses').countDocuments({ scope: 'truth:did:refund' });
+  const store = new QuotaStore(testDb.db, undefined, { leaseIdleMs: 200 });
+  const slots = () => testDb.db.collection('quota_uses').countDocuments({ scope: 'truth:did:refund' });
   for (let i = 0; i < 3; i++) await store.consume('truth:did:refund', '2026-11-21', 3);
   expect((await store.consume('truth:did:refund', '2026-11-21', 3)).allowed).toBe(false);
   // A refunded slot stays this process's (back in its lease) and is its next use.
@@ -120,7 +111,7 @@ it('hands a refunded slot out again, in this process and, once given back, to a 
   // Refunded and left unused: given back (deleted) once the scope is idle, then another process can take it.
   await store.refund('truth:did:refund', '2026-11-21', 1);
   await eventually(async () => ((await slots()) === 2 ? true : undefined), 10000, 'the refunded slot to be given back');
-  const fresh = new QuotaStore(db);
+  const fresh = new QuotaStore(testDb.db);
   expect(await fresh.consume('truth:did:refund', '2026-11-21', 3)).toEqual({ allowed: true, count: 1 });
   expect((await fresh.consume('truth:did:refund', '2026-11-21', 3)).allowed).toBe(false);
   expect(await slots()).toBe(3);
@@ -131,7 +122,7 @@ it('starts a counter from one read of its slots: past the highest taken, the hol
   const scope = 'truth:did:holes';
   const day = '2026-11-21';
   // Another process took slots 1-10 and gave 3, 4 and 8 back.
-  await db.collection('quota_uses').insertMany(
+  await testDb.db.collection('quota_uses').insertMany(
     [1, 2, 5, 6, 7, 9, 10].map((n) => ({ _id: `${scope}|${day}|${n}` as never, scope, day, n, at: new Date() }))
   );
   const monitored = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
@@ -140,7 +131,7 @@ it('starts a counter from one read of its slots: past the highest taken, the hol
     monitored.on('commandStarted', (event) => {
       if (event.commandName === 'find') reads.push(JSON.stringify((event.command as { filter?: unknown }).filter));
     });
-    const store = new QuotaStore(monitored.db(db.databaseName));
+    const store = new QuotaStore(monitored.db(testDb.db.databaseName));
     const counts: number[] = [];
     for (let i = 0; i < 5; i++) counts.push((await store.consume(scope, day, 12)).count);
     expect(counts).toEqual([3, 4, 8, 11, 12]);
