@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import * as oidc from 'openid-client';
 import { startFakeOpenAi, FakeOpenAi } from '../support/fake-openai';
-import { http, startTestService, TestService } from '../support/service';
+import { eventually, http, startTestService, TestService } from '../support/service';
 
 let svc: TestService;
 let upstream: FakeOpenAi;
@@ -115,7 +115,11 @@ it('reads an OAuth client’s own usage on GET /v1/usage (token from openid-clie
   const config = await oidc.discovery(new URL(svc.env.PUBLIC_URL!), client.body.client_id, client.body.client_secret, undefined, { execute: [oidc.allowInsecureRequests] });
   const token = (await oidc.clientCredentialsGrant(config, { scope: 'chat' })).access_token;
   for (let i = 0; i < 2; i++) expect((await stream(`Bearer ${token}`, `count me ${i}`)).status).toBe(200);
-  const usage = await http('GET', `${svc.urls.main}/v1/usage?days=1`, { headers: { authorization: `Bearer ${token}` } });
+  // A request shows in its usage shortly after its answer (records wait up to 25 ms to share an insert).
+  const usage = await eventually(async () => {
+    const r = await http('GET', `${svc.urls.main}/v1/usage?days=1`, { headers: { authorization: `Bearer ${token}` } });
+    return r.status !== 200 || r.body?.days?.[0]?.requests === 2 ? r : undefined;
+  }, 10_000, 'both streams in the usage');
   expect(usage.status).toBe(200);
   expect(usage.body).toMatchObject({ object: 'usage', key_id: `oauth:${client.body.client_id}`, plan: 'S2', limits: { requests_per_minute: 3 } });
   expect(usage.body.days).toHaveLength(1);
