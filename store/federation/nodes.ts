@@ -150,9 +150,26 @@ export class NodeStore {
    * where every read scans its collection.
    */
   private async recordChange(nodeId: string, state: NodeState | null, stateAt: string): Promise<void> {
-    const now = new Date();
-    await this.changes.insertOne({ _id: `${nodeId}:${now.getTime()}:${Math.random().toString(36).slice(2, 10)}`, node_id: nodeId, state, state_at: new Date(Date.parse(stateAt) || now.getTime()), written_at: now });
+    await this.insertChanges([{ nodeId, state, stateAt }]);
     this.pruneChanges();
+  }
+
+  /** Change records (see recordChange), in one insert; `_id`s unique per record, opaque to readers. */
+  private async insertChanges(changes: { nodeId: string; state: NodeState | null; stateAt: string; livenessSeq?: number }[]): Promise<void> {
+    if (changes.length === 0) return;
+    const now = new Date();
+    const docs = changes.map(
+      (c, i): NodeChangeDocument => ({
+        _id: `${c.nodeId}:${now.getTime()}:${i}:${Math.random().toString(36).slice(2, 10)}`,
+        node_id: c.nodeId,
+        state: c.state,
+        state_at: new Date(Date.parse(c.stateAt) || now.getTime()),
+        written_at: now,
+        ...(c.livenessSeq === undefined ? {} : { liveness_seq: c.livenessSeq })
+      })
+    );
+    if (docs.length === 1) await this.changes.insertOne(docs[0]!);
+    else await this.changes.insertMany(docs, { ordered: false });
   }
 
   private pruneChanges(): void {
@@ -248,13 +265,7 @@ export class NodeStore {
         // next tick without waiting for their workflows' first task (a registration burst queues thousands).
         // Best effort: otherwise the workflow's registration transition records them.
         if (inserted.length > 0) {
-          const now = new Date();
-          await this.changes
-            .insertMany(
-              inserted.map(({ doc }, i) => ({ _id: `${doc._id}:${now.getTime()}:r${i}:${Math.random().toString(36).slice(2, 10)}`, node_id: doc._id, state: doc.state, state_at: new Date(Date.parse(doc.state_changed_at) || now.getTime()), written_at: now })),
-              { ordered: false }
-            )
-            .catch(() => undefined);
+          await this.insertChanges(inserted.map(({ doc }) => ({ nodeId: doc._id, state: doc.state, stateAt: doc.state_changed_at }))).catch(() => undefined);
           this.pruneChanges();
         }
         for (const { claim, doc } of inserted) claim.resolve(doc);
@@ -282,7 +293,10 @@ export class NodeStore {
     const attempt = async (n: number): Promise<void> => {
       try {
         const { deletedCount } = await this.nodes.deleteMany(filter);
-        if (deletedCount > 0) await Promise.all(docs.map((d) => this.recordChange(d._id, null, new Date().toISOString())));
+        if (deletedCount > 0) {
+          await this.insertChanges(docs.map((d) => ({ nodeId: d._id, state: null, stateAt: new Date().toISOString() })));
+          this.pruneChanges();
+        }
       } catch (err) {
         if (n >= ABANDON_ATTEMPTS) return onError(err);
         await new Promise((r) => setTimeout(r, 1000 * 2 ** n));
@@ -432,12 +446,7 @@ export class NodeStore {
 
   /** The node_changes records of applied liveness transitions (one insert), for every API process's node cache. */
   async recordLivenessChanges(applied: LivenessTransition[]): Promise<void> {
-    if (applied.length === 0) return;
-    const now = new Date();
-    await this.changes.insertMany(
-      applied.map((t, i) => ({ _id: `${t.node_id}:${now.getTime()}:l${i}:${Math.random().toString(36).slice(2, 10)}`, node_id: t.node_id, state: t.to, state_at: new Date(Date.parse(t.at)), written_at: now, liveness_seq: t.seq })),
-      { ordered: false }
-    );
+    await this.insertChanges(applied.map((t) => ({ nodeId: t.node_id, state: t.to, stateAt: t.at, livenessSeq: t.seq })));
   }
 
   private async writeStates(): Promise<void> {
@@ -454,18 +463,7 @@ export class NodeStore {
             batch.map((c) => ({ updateOne: { filter: c.registration ? { _id: c.nodeId, liveness_seq: { $exists: false } } : { _id: c.nodeId }, update: { $set: c.set } } })),
             { ordered: true }
           ));
-          const now = new Date();
-          const recorded = batch.filter((c) => !c.registration);
-          if (recorded.length > 0) await this.changes.insertMany(
-            recorded.map((c, i) => ({
-              _id: `${c.nodeId}:${now.getTime()}:${i}:${Math.random().toString(36).slice(2, 10)}`,
-              node_id: c.nodeId,
-              state: c.set.state!,
-              state_at: new Date(Date.parse(c.set.state_changed_at!) || now.getTime()),
-              written_at: now
-            })),
-            { ordered: false }
-          );
+          await this.insertChanges(batch.filter((c) => !c.registration).map((c) => ({ nodeId: c.nodeId, state: c.set.state!, stateAt: c.set.state_changed_at! })));
           for (const c of batch) c.resolve();
         } catch (err) {
           // The activity retries; setting a state and recording it again are both harmless.
