@@ -46,6 +46,28 @@ export async function connectMongo(options: MongoOptions): Promise<Mongo> {
 }
 
 /**
+ * Whether a write failed on a unique index. FerretDB reports such a clash in findAndModify without code 11000, in
+ * the message only.
+ */
+export const isDuplicateKey = (err: unknown): boolean => (err as { code?: unknown }).code === 11000 || /E11000|duplicate key/i.test((err as Error).message ?? '');
+
+/**
+ * Runs an upsert again when it lost the race to create its document. MongoDB retries such an upsert itself; FerretDB
+ * does not (its upsert finds nothing, then inserts: two first writes of one document both try to insert, and the
+ * loser gets E11000, or NamespaceExists (48) when both also create the collection). The retry finds the document and
+ * updates it.
+ */
+export async function retryingUpsert<T>(write: () => Promise<T>, attempts = 3): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await write();
+    } catch (err) {
+      if (attempt >= attempts || !(isDuplicateKey(err) || (err as { code?: unknown }).code === 48)) throw err;
+    }
+  }
+}
+
+/**
  * The driver must carry patches/mongodb+<version>.patch (applied by `npm install`/`npm ci` through patch-package;
  * README, "Dependency patches"). Unpatched, a command written to a connection the server just closed waits forever,
  * and when that command is the server monitor's check the process never sees the database again. Refusing to start

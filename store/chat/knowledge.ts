@@ -1,16 +1,21 @@
 /**
  * The trial chat's knowledge base in MongoDB: knowledge cards (`chat_knowledge_cards`, a unique index on the
- * normalised question) and knowledge-base documents (`chat_knowledge_documents`), plus one change counter
- * (`chat_knowledge_meta`, `_id: "version"`) that every change increments after writing.
+ * normalised question) and knowledge-base documents (`chat_knowledge_documents`), plus one change document
+ * (`chat_knowledge_meta`, `_id: "version"`) that every change updates after writing: it increments `version` and
+ * sets `change` to a new random stamp.
  *
- * Each API process keeps its own retrieval index (core/chat/knowledge.ts) and the version it was built from; before
- * answering it reads the counter (one `_id` lookup) and rebuilds when another process (or itself) changed anything.
- * The counter is read before the data, so an index is never newer than the version it claims: a change racing a
- * rebuild only causes one more rebuild.
+ * Each API process keeps its own retrieval index (core/chat/knowledge.ts) and the stamp it was built under; before
+ * answering it reads the change document (one `_id` lookup) and rebuilds when another process (or itself) changed
+ * anything. The document is read before the data, so an index is never older than the stamp it claims: a change
+ * racing a rebuild only causes one more rebuild. The stamp, not the counter, decides: FerretDB does not make `$inc`
+ * atomic, so concurrent changes there may count once (the counter is then short; measured: 40 concurrent changes
+ * from two stores counted 10), but every change writes its own stamp, and the stamp left is the last one written,
+ * after every change's data.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { Collection, Db } from 'mongodb';
 import { KnowledgeCard, KnowledgeDocument, KnowledgeIndex, normaliseQuestion } from '../../core/chat/knowledge';
+import { isDuplicateKey, retryingUpsert } from '../mongo';
 
 export interface CardDocument {
   _id: string;
@@ -32,9 +37,9 @@ export interface DocumentDocument {
 interface MetaDocument {
   _id: 'version';
   version: number;
+  /** A random stamp each change sets (absent before the first change). */
+  change?: string;
 }
-
-const isDuplicateKey = (err: unknown) => (err as { code?: number }).code === 11000 || /E11000|duplicate key/i.test((err as Error).message ?? '');
 
 export class DuplicateQuestionError extends Error {
   constructor(readonly question: string) {
@@ -47,6 +52,8 @@ export class KnowledgeStore {
   private readonly documents: Collection<DocumentDocument>;
   private readonly meta: Collection<MetaDocument>;
   private index: KnowledgeIndex | null = null;
+  /** The change stamp `index` was built under. */
+  private indexChange = '';
   private rebuilding: Promise<KnowledgeIndex> | null = null;
   private indexesReady: Promise<void> | null = null;
   private embedder: ((texts: string[]) => Promise<number[][]>) | null = null;
@@ -82,8 +89,8 @@ export class KnowledgeStore {
 
   /** The index for the current version of the knowledge base (rebuilt here when any process changed it). */
   async current(): Promise<KnowledgeIndex> {
-    const version = await this.version();
-    if (this.index && this.index.version === version) return this.index;
+    const { change } = await this.changeState();
+    if (this.index && this.indexChange === change) return this.index;
     return this.rebuild();
   }
 
@@ -91,7 +98,7 @@ export class KnowledgeStore {
   rebuild(): Promise<KnowledgeIndex> {
     this.rebuilding ??= (async () => {
       try {
-        const version = await this.version();
+        const { version, change } = await this.changeState();
         const [cards, documents] = await Promise.all([this.cards.find({}).toArray(), this.documents.find({}).toArray()]);
         const index = new KnowledgeIndex(
           cards.map((c): KnowledgeCard => ({ id: c._id, question: c.question, answer: c.answer })),
@@ -99,7 +106,9 @@ export class KnowledgeStore {
           version
         );
         if (this.embedder) await this.attachVectors(index, this.embedder);
-        if (!this.index || this.index.version <= version) this.index = index;
+        // One rebuild at a time, each reading the change document after the one before: the newest so far.
+        this.index = index;
+        this.indexChange = change;
         return index;
       } finally {
         this.rebuilding = null;
@@ -128,12 +137,17 @@ export class KnowledgeStore {
   }
 
   async version(): Promise<number> {
-    return (await this.meta.findOne({ _id: 'version' }))?.version ?? 0;
+    return (await this.changeState()).version;
   }
 
-  private async changed(): Promise<number> {
-    const doc = await this.meta.findOneAndUpdate({ _id: 'version' }, { $inc: { version: 1 } }, { upsert: true, returnDocument: 'after' });
-    return doc?.version ?? 0;
+  private async changeState(): Promise<{ version: number; change: string }> {
+    const doc = await this.meta.findOne({ _id: 'version' });
+    return { version: doc?.version ?? 0, change: doc?.change ?? '' };
+  }
+
+  /** Called after every change's data is written (the first changes of a new database may race to create the document). */
+  private async changed(): Promise<void> {
+    await retryingUpsert(() => this.meta.updateOne({ _id: 'version' }, { $inc: { version: 1 }, $set: { change: randomBytes(8).toString('hex') } }, { upsert: true }));
   }
 
   // Cards
@@ -220,7 +234,7 @@ export class KnowledgeStore {
   /**
    * Bulk import: a card whose normalised question exists already gets the new question and answer (so importing
    * the same file twice changes nothing); documents are added, or replace the document with the same title.
-   * One change of the counter for the whole import.
+   * One change for the whole import.
    */
   async importAll(cards: { question: string; answer: string }[], documents: { title: string; text: string }[]): Promise<{ cards_created: number; cards_updated: number; documents_created: number; documents_updated: number }> {
     await this.ensureIndexes();
@@ -228,19 +242,26 @@ export class KnowledgeStore {
     const result = { cards_created: 0, cards_updated: 0, documents_created: 0, documents_updated: 0 };
     for (const card of cards) {
       const normalized = normaliseQuestion(card.question);
-      const res = await this.cards.updateOne(
-        { normalized },
-        { $set: { question: card.question, answer: card.answer, updated_at: now }, $setOnInsert: { _id: `kc_${randomBytes(8).toString('hex')}`, normalized, created_at: now } },
-        { upsert: true }
+      // A concurrent import or create of the same question may insert it first: the retry updates that card.
+      const res = await retryingUpsert(() =>
+        this.cards.updateOne(
+          { normalized },
+          { $set: { question: card.question, answer: card.answer, updated_at: now }, $setOnInsert: { _id: `kc_${randomBytes(8).toString('hex')}`, normalized, created_at: now } },
+          { upsert: true }
+        )
       );
       if (res.upsertedCount > 0) result.cards_created++;
       else result.cards_updated++;
     }
     for (const doc of documents) {
-      const res = await this.documents.updateOne(
-        { title: doc.title },
-        { $set: { text: doc.text, updated_at: now }, $setOnInsert: { _id: `kd_${randomBytes(8).toString('hex')}`, title: doc.title, created_at: now } },
-        { upsert: true }
+      // Imported documents get an id derived from the title, so two imports of one file at once create it once (the
+      // loser's insert clashes on _id and its retry updates it).
+      const res = await retryingUpsert(() =>
+        this.documents.updateOne(
+          { title: doc.title },
+          { $set: { text: doc.text, updated_at: now }, $setOnInsert: { _id: `kd_${createHash('sha256').update(doc.title).digest('hex').slice(0, 16)}`, title: doc.title, created_at: now } },
+          { upsert: true }
+        )
       );
       if (res.upsertedCount > 0) result.documents_created++;
       else result.documents_updated++;

@@ -12,6 +12,7 @@
 import { Collection, Db } from 'mongodb';
 import type { BrandCode, NodeState } from '../../core/federation/vocabulary';
 import { writeErrorsOf } from '../insert-batch';
+import { retryingUpsert } from '../mongo';
 
 export type { NodeState };
 
@@ -189,16 +190,11 @@ export class NodeStore {
    * (see insertWithNextSequence).
    */
   async nextSequence(count = 1): Promise<number> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const doc = await this.counters.findOneAndUpdate({ _id: 'node_seq' }, { $inc: { value: count } }, { upsert: true, returnDocument: 'after' });
-        return doc!.value - count + 1;
-      } catch (err) {
-        // Two first registrations race to create the counter; the loser increments the winner's.
-        if ((err as { code?: number }).code !== 11000 || attempt >= 3) throw err;
-      }
-    }
+    // Two first registrations race to create the counter; the loser increments the winner's.
+    const doc = await retryingUpsert(() => this.counters.findOneAndUpdate({ _id: 'node_seq' }, { $inc: { value: count } }, { upsert: true, returnDocument: 'after' }));
+    return doc!.value - count + 1;
   }
+
 
   /**
    * Inserts a node under the next free sequence number. The unique index on seq (and the _id) decides who gets a

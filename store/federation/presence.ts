@@ -22,6 +22,7 @@
  */
 import { Collection, Db } from 'mongodb';
 import type { HeartbeatSample } from '../../core/federation/vocabulary';
+import { retryingUpsert } from '../mongo';
 
 export interface PresenceEntry {
   node_id: string;
@@ -73,17 +74,6 @@ export function presenceShardOf(nodeId: string): number {
 
 const pad = (shard: number) => String(shard).padStart(2, '0');
 
-/** FerretDB's upsert is not atomic: the first writes into a new collection can collide; the retry finds it. */
-async function retryingFirstWrite(write: () => Promise<unknown>): Promise<void> {
-  try {
-    await write();
-  } catch (err) {
-    const code = (err as { code?: unknown }).code;
-    if (code !== 11000 && code !== 48) throw err;
-    await write();
-  }
-}
-
 export class PresenceStore {
   private readonly seen: Collection<SeenDocument>[];
   private readonly samples: Collection<SamplesDocument>[];
@@ -95,13 +85,13 @@ export class PresenceStore {
   /** Writes this process's last-seen document of one shard (every node must belong to that shard). */
   async writeSeen(shard: number, instanceId: string, seen: Map<string, number>, perSecond: HeartbeatsPerSecond[]): Promise<void> {
     const doc = { updated_at: new Date(), seen_json: JSON.stringify(Object.fromEntries(seen)), per_second_json: JSON.stringify(perSecond) };
-    await retryingFirstWrite(() => this.seen[shard]!.replaceOne({ _id: instanceId }, doc, { upsert: true }));
+    await retryingUpsert(() => this.seen[shard]!.replaceOne({ _id: instanceId }, doc, { upsert: true }));
   }
 
   /** Writes this process's samples document of one shard. */
   async writeSamples(shard: number, instanceId: string, entries: PresenceEntry[]): Promise<void> {
     const doc = { updated_at: new Date(), entries_json: JSON.stringify(entries) };
-    await retryingFirstWrite(() => this.samples[shard]!.replaceOne({ _id: instanceId }, doc, { upsert: true }));
+    await retryingUpsert(() => this.samples[shard]!.replaceOne({ _id: instanceId }, doc, { upsert: true }));
   }
 
   /** Writes a process's presence for any nodes, split by shard (tests and tools; the API uses PresenceRecorder). */

@@ -3,7 +3,8 @@
  * (question → answer, matched after normalisation) and knowledge-base documents (retrieved by passage), each with
  * create, read, update, delete, and a bulk import from JSON or Markdown (core/chat/knowledge.ts
  * parseKnowledgeMarkdown). Stored in MongoDB (store/chat/knowledge.ts); every change increments the knowledge
- * base's version, which every API process checks before answering a trial chat and rebuilds its index on.
+ * base's version and sets a new change stamp, which every API process checks before answering a trial chat and
+ * rebuilds its index on.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -55,7 +56,7 @@ export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeS
         response: {
           200: z.object({
             ok: z.literal(true),
-            version: z.number().int().describe('changes so far (every create, update, delete and import counts one)'),
+            version: z.number().int().describe('changes so far (every create, update, delete and import counts one; on FerretDB, changes made at the same moment may count once)'),
             indexed_version: z.number().int().describe("the version this API process's index was built from"),
             cards: z.number().int(),
             documents: z.number().int(),
