@@ -608,12 +608,14 @@ export class Ledger {
 
   /** The head and when its last entry was appended, from the same read (no entry is read). */
   async headWithTime(): Promise<LedgerHeadWithTime> {
+    // Taken before the read: a record inserted while the read runs may be missing from what it returns.
+    const publishedBefore = this.publishedSize;
     // A read that started after this call, shared with the calls that arrive with it (core/fresh-reads.ts).
     const head = await this.headReads.get('head');
-    // This process's own acknowledged tail while its record is on its way (see publish); once inserted, the
-    // records are the head again.
+    // This process's own acknowledged tail while its record was on its way when this call began (see publish);
+    // records inserted before that are the head again (the read sees them).
     const own = this.acknowledgedHead;
-    if (own && own.size > this.publishedSize && own.size > (head?.size ?? 0)) return { size: own.size, root: own.root, last_entry_at: own.last_entry_at };
+    if (own && own.size > publishedBefore && own.size > (head?.size ?? 0)) return { size: own.size, root: own.root, last_entry_at: own.last_entry_at };
     // An entry the writer appended for this process, whose head record may still be on its way.
     if (this.forwardedHead && this.forwardedHead.size > (head?.size ?? 0)) return this.forwardedHead;
     return head ?? { size: 0, root: toHex(EMPTY_ROOT), last_entry_at: null };

