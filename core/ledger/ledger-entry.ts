@@ -10,6 +10,7 @@
 import { z } from 'zod';
 import { canonicalJson } from './canonical-json';
 import { RawJson, rawJsonSchema } from '../raw-json';
+import type { LedgerTally } from './tally';
 
 export type LedgerEntryKind = 'truth' | 'event';
 
@@ -36,6 +37,8 @@ export interface LedgerEntryDocument extends LedgerLeafFields {
   frontier: string[];
   /** Merkle root of the tree of `seq` leaves. */
   root: string;
+  /** Entries by category up to this one (core/ledger/tally.ts); absent in ledgers begun before tallies existed. */
+  tally?: LedgerTally;
 }
 
 /** The canonical bytes of an entry; `valueJson` must already be canonical JSON. */

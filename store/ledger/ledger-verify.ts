@@ -2,12 +2,14 @@
  * Recomputes the Merkle root from every stored entry, streaming (memory stays flat: one batch plus the O(log n)
  * frontier), and checks each entry against what was recorded when it was appended. Names the first bad seq:
  * an entry whose content no longer hashes to its leaf hash, whose position is wrong, that is missing, or after
- * which the recomputed root differs from the root recorded then.
+ * which the recomputed root differs from the root recorded then, or whose tally (entries by category, what
+ * /api/status-data/assets reads) differs from the entries before it.
  * The stored root is the head record's (what /api/status publishes), so dropping the newest entries shows too;
  * a client can also check a signed tree head it kept with /api/proof/consistency.
  */
 import { ledgerLeafBytes } from '../../core/ledger/ledger-entry';
 import { appendToFrontier, Hash, leafHash, rootFromFrontier, toHex } from '../../core/ledger/merkle.node';
+import { addToTally, LedgerTally, talliesEqual, tallyCategory } from '../../core/ledger/tally';
 import { Ledger } from './ledger';
 
 export interface VerifyReport {
@@ -25,6 +27,7 @@ export async function verifyLedger(ledger: Ledger): Promise<VerifyReport> {
   let firstBad: { seq: number; problem: string } | null = null;
   const head = await ledger.head();
   let lastRecordedRoot = toHex(rootFromFrontier([]));
+  let tally: LedgerTally = {};
   for await (const doc of ledger.scan()) {
     const expected = size + 1;
     if (!firstBad && (doc._id !== expected || doc.seq !== expected)) {
@@ -36,6 +39,8 @@ export async function verifyLedger(ledger: Ledger): Promise<VerifyReport> {
     size += 1;
     const root = toHex(rootFromFrontier(frontier));
     if (!firstBad && root !== doc.root) firstBad = { seq: doc.seq, problem: `root after entry ${doc.seq} differs from the root recorded at append time` };
+    tally = addToTally(tally, tallyCategory(doc.kind, doc.truth_type));
+    if (!firstBad && doc.tally && !talliesEqual(doc.tally, tally)) firstBad = { seq: doc.seq, problem: `the tally recorded with entry ${doc.seq} differs from the entries up to it` };
     lastRecordedRoot = doc.root;
   }
   if (!firstBad && head.size > size) firstBad = { seq: size + 1, problem: `entries ${size + 1}..${head.size} are missing (the head records ${head.size})` };

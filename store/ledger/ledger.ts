@@ -35,6 +35,7 @@ import { appendToFrontier, fromHex, Hash, leafHash, rootFromFrontier, toHex, EMP
 import { LedgerEntryDocument, LedgerEntryKind, ledgerLeafBytes } from '../../core/ledger/ledger-entry';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { FreshReads } from '../../core/fresh-reads';
+import { addToTally, LedgerTally, tallyCategory } from '../../core/ledger/tally';
 import type { ForwardAppend } from './ledger-forwarding';
 
 export const LEDGER_COLLECTION = 'ledger';
@@ -78,6 +79,11 @@ export interface LedgerHead {
 /** The head and when its last entry was appended (null when the head record predates that field). */
 export interface LedgerHeadWithTime extends LedgerHead {
   last_entry_at: string | null;
+}
+
+/** The head with the ledger's tally at it (null for a ledger begun before tallies existed: core/ledger/tally.ts). */
+export interface LedgerHeadWithTally extends LedgerHeadWithTime {
+  tally: LedgerTally | null;
 }
 
 /** Appends over a recent window, from the ledger's marks (see appendsSince). */
@@ -128,6 +134,8 @@ interface LedgerHeadDocument {
   frontier?: string[];
   /** created_at of entry `size` (records of earlier versions have none). */
   last_entry_at?: string;
+  /** The tally after entry `size` (absent in records of earlier versions and of ledgers begun before tallies). */
+  tally?: LedgerTally;
   updated_at: string;
 }
 
@@ -158,7 +166,22 @@ interface IdempotencyRecord {
 interface Tail {
   size: number;
   frontier: Hash[];
+  /** Null when the entry at `size` has none (a ledger begun before tallies): the entries built on it get none. */
+  tally: LedgerTally | null;
 }
+
+const tailOf = (doc: { _id: number; frontier: string[]; tally?: LedgerTally }): Tail => ({ size: doc._id, frontier: doc.frontier.map(fromHex), tally: doc.tally ?? null });
+const EMPTY_TAIL: Tail = { size: 0, frontier: [], tally: {} };
+
+/** A head this process wrote: an entry's size, root, frontier, time and tally. */
+interface OwnHead {
+  size: number;
+  root: string;
+  frontier: string[];
+  last_entry_at: string;
+  tally: LedgerTally | null;
+}
+const ownHeadOf = (last: LedgerEntryDocument): OwnHead => ({ size: last._id, root: last.root, frontier: last.frontier, last_entry_at: last.created_at, tally: last.tally ?? null });
 
 export class Ledger {
   private readonly entries: Collection<LedgerEntryDocument>;
@@ -174,22 +197,22 @@ export class Ledger {
   private knownTail: Tail | null = null;
   private batchesSinceHeadPrune = 0;
   /** The newest tail this process wrote and answered for (its head record may still be on its way). */
-  private acknowledgedHead: { size: number; root: string; frontier: string[]; last_entry_at: string } | null = null;
+  private acknowledgedHead: OwnHead | null = null;
   /** The largest size whose head record this process inserted. */
   private publishedSize = 0;
   private headInFlight: Promise<void> | null = null;
   private headTimer: NodeJS.Timeout | null = null;
   private lastHeadStartedAt = 0;
   /** Reads of the newest head record, shared by the head() calls that arrive together. */
-  private readonly headReads = new FreshReads<LedgerHeadWithTime | null>(async () => {
+  private readonly headReads = new FreshReads<LedgerHeadWithTally | null>(async () => {
     const record = await this.newestHeadRecord();
-    return record ? { size: record.size, root: record.root, last_entry_at: record.last_entry_at ?? null } : null;
+    return record ? { size: record.size, root: record.root, last_entry_at: record.last_entry_at ?? null, tally: record.tally ?? null } : null;
   });
 
   /** Where appends go when this process is not the writer (store/ledger/ledger-forwarding.ts); else appended here. */
   private readonly forward: ForwardAppend | null;
   /** The newest entry an append forwarded from here came back with (head() answers at least that). */
-  private forwardedHead: LedgerHeadWithTime | null = null;
+  private forwardedHead: LedgerHeadWithTally | null = null;
 
   constructor(db: Db, options: { forward?: ForwardAppend | null } = {}) {
     this.forward = options.forward ?? null;
@@ -213,7 +236,7 @@ export class Ledger {
     if (forwarded) {
       return forwarded.then((result) => {
         const { entry } = result;
-        if (!this.forwardedHead || this.forwardedHead.size < entry._id) this.forwardedHead = { size: entry._id, root: entry.root, last_entry_at: entry.created_at };
+        if (!this.forwardedHead || this.forwardedHead.size < entry._id) this.forwardedHead = { size: entry._id, root: entry.root, last_entry_at: entry.created_at, tally: entry.tally ?? null };
         return result;
       });
     }
@@ -394,9 +417,10 @@ export class Ledger {
     return rest;
   }
 
-  private buildDocs(pending: Pending[], tail: { size: number; frontier: Hash[] }): LedgerEntryDocument[] {
+  private buildDocs(pending: Pending[], tail: Tail): LedgerEntryDocument[] {
     let size = tail.size;
     let frontier = tail.frontier;
+    let tally = tail.tally;
     return pending.map((p) => {
       const seq = size + 1;
       const fields = {
@@ -412,6 +436,7 @@ export class Ledger {
       const next = appendToFrontier(frontier, size, leaf);
       size = seq;
       frontier = next.frontier;
+      if (tally) tally = addToTally(tally, tallyCategory(fields.kind, fields.truth_type));
       return {
         _id: seq,
         ...fields,
@@ -420,7 +445,8 @@ export class Ledger {
         leaf_hash: toHex(leaf),
         completed: next.completed.map(toHex),
         frontier: frontier.map(toHex),
-        root: toHex(rootFromFrontier(frontier))
+        root: toHex(rootFromFrontier(frontier)),
+        ...(tally ? { tally } : {})
       };
     });
   }
@@ -431,11 +457,12 @@ export class Ledger {
     const from = head?.size ?? 0;
     const seq = await this.lastSeqFrom(from);
     // The head is the tail (the usual case): its record has the frontier, no entry needs reading.
-    if (head?.frontier && seq === from) return { size: from, frontier: head.frontier.map(fromHex) };
-    const newest = seq > 0 ? await this.entries.findOne({ _id: seq }, { projection: { _id: 1, frontier: 1 } }) : null;
+    if (head?.frontier && seq === from) return { size: from, frontier: head.frontier.map(fromHex), tally: head.tally ?? null };
+    const projection = { _id: 1, frontier: 1, tally: 1 };
+    const newest = seq > 0 ? await this.entries.findOne({ _id: seq }, { projection }) : null;
     // No entry at the head's size: entries were removed behind the ledger's back; take what is really there.
-    const last = newest ?? (from > 0 ? await this.entries.find({}, { projection: { _id: 1, frontier: 1 } }).sort({ _id: -1 }).limit(1).next() : null);
-    return last ? { size: last._id, frontier: last.frontier.map(fromHex) } : { size: 0, frontier: [] };
+    const last = newest ?? (from > 0 ? await this.entries.find({}, { projection }).sort({ _id: -1 }).limit(1).next() : null);
+    return last ? tailOf(last) : EMPTY_TAIL;
   }
 
   /**
@@ -445,7 +472,7 @@ export class Ledger {
    */
   private async headRecordTail(atLeast: number): Promise<Tail | null> {
     const head = await this.newestHeadRecord();
-    return head?.frontier && head.size >= atLeast ? { size: head.size, frontier: head.frontier.map(fromHex) } : null;
+    return head?.frontier && head.size >= atLeast ? { size: head.size, frontier: head.frontier.map(fromHex), tally: head.tally ?? null } : null;
   }
 
   /** The newest seq from `from` (0 or a seq that exists) on, by `_id` lookups (usually one: from + 1 is missing). */
@@ -469,8 +496,8 @@ export class Ledger {
    */
   private async publish(docs: LedgerEntryDocument[]): Promise<void> {
     const last = docs[docs.length - 1]!;
-    this.knownTail = { size: last._id, frontier: last.frontier.map(fromHex) };
-    if (!this.acknowledgedHead || this.acknowledgedHead.size < last._id) this.acknowledgedHead = { size: last._id, root: last.root, frontier: last.frontier, last_entry_at: last.created_at };
+    this.knownTail = tailOf(last);
+    if (!this.acknowledgedHead || this.acknowledgedHead.size < last._id) this.acknowledgedHead = ownHeadOf(last);
     this.publishHead();
     await this.recordIdempotencyKeys(docs);
   }
@@ -539,13 +566,21 @@ export class Ledger {
 
   /** Records the new tail locally and inserts the shared head record for it (the newest record is the head). */
   private async advanceHead(last: LedgerEntryDocument): Promise<void> {
-    this.knownTail = { size: last._id, frontier: last.frontier.map(fromHex) };
-    await this.insertHeadRecord({ size: last._id, root: last.root, frontier: last.frontier, last_entry_at: last.created_at });
+    this.knownTail = tailOf(last);
+    await this.insertHeadRecord(ownHeadOf(last));
   }
 
-  private async insertHeadRecord(head: { size: number; root: string; frontier: string[]; last_entry_at: string }): Promise<void> {
+  private async insertHeadRecord(head: OwnHead): Promise<void> {
     const now = new Date();
-    const record: LedgerHeadDocument = { _id: String(head.size).padStart(16, '0'), size: head.size, root: head.root, frontier: head.frontier, last_entry_at: head.last_entry_at, updated_at: now.toISOString() };
+    const record: LedgerHeadDocument = {
+      _id: String(head.size).padStart(16, '0'),
+      size: head.size,
+      root: head.root,
+      frontier: head.frontier,
+      last_entry_at: head.last_entry_at,
+      ...(head.tally ? { tally: head.tally } : {}),
+      updated_at: now.toISOString()
+    };
     await this.heads.insertOne(record).catch((err) => {
       if ((err as { code?: number }).code !== 11000) throw err; // another writer recorded this size: the same root
     });
@@ -608,6 +643,12 @@ export class Ledger {
 
   /** The head and when its last entry was appended, from the same read (no entry is read). */
   async headWithTime(): Promise<LedgerHeadWithTime> {
+    const { size, root, last_entry_at } = await this.headWithTally();
+    return { size, root, last_entry_at };
+  }
+
+  /** The head with the ledger's tally at it (core/ledger/tally.ts), from the same read (no entry is read). */
+  async headWithTally(): Promise<LedgerHeadWithTally> {
     // Taken before the read: a record inserted while the read runs may be missing from what it returns.
     const publishedBefore = this.publishedSize;
     // A read that started after this call, shared with the calls that arrive with it (core/fresh-reads.ts).
@@ -615,10 +656,10 @@ export class Ledger {
     // This process's own acknowledged tail while its record was on its way when this call began (see publish);
     // records inserted before that are the head again (the read sees them).
     const own = this.acknowledgedHead;
-    if (own && own.size > publishedBefore && own.size > (head?.size ?? 0)) return { size: own.size, root: own.root, last_entry_at: own.last_entry_at };
+    if (own && own.size > publishedBefore && own.size > (head?.size ?? 0)) return { size: own.size, root: own.root, last_entry_at: own.last_entry_at, tally: own.tally };
     // An entry the writer appended for this process, whose head record may still be on its way.
     if (this.forwardedHead && this.forwardedHead.size > (head?.size ?? 0)) return this.forwardedHead;
-    return head ?? { size: 0, root: toHex(EMPTY_ROOT), last_entry_at: null };
+    return head ?? { size: 0, root: toHex(EMPTY_ROOT), last_entry_at: null, tally: {} };
   }
 
   get(seq: number): Promise<LedgerEntryDocument | null> {

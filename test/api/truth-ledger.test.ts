@@ -314,6 +314,15 @@ describe('reads', () => {
       const res = await http('GET', `${svc.urls.main}/api/status-data/${r}`);
       expect({ r, status: res.status, resource: res.body.resource }).toEqual({ r, status: 200, resource: r });
     }
+    // assets counts from the tally the head carries: the same as counting the entries themselves.
+    await write({ key: 'sys.assets.typed', value: { n: 1 }, truth_type: 'risk' });
+    const entries = await svc.db.collection('ledger').find({}, { projection: { kind: 1, truth_type: 1 } }).toArray();
+    const assets = (await http('GET', `${svc.urls.main}/api/status-data/assets`)).body;
+    const truths = entries.filter((e) => e.kind === 'truth');
+    expect(assets.hub_records).toBe(entries.length - truths.length);
+    expect(assets.truths_by_type.risk).toBe(truths.filter((e) => e.truth_type === 'risk').length);
+    expect(assets.truths_by_type.untyped).toBe(truths.filter((e) => e.truth_type === null).length);
+    expect(Object.values(assets.truths_by_type as Record<string, number>).reduce((a, b) => a + b, 0)).toBe(truths.length);
     const instr = await http('GET', `${svc.urls.main}/api/instructions/ext-node-000001`, { headers: { 'x-did': DID } });
     expect(instr.body).toMatchObject({ ok: true, node_id: 'ext-node-000001', count: 0 });
     expect((await http('GET', `${svc.urls.main}/api/instructions/ext-node-000001`)).status).toBe(401);
@@ -366,6 +375,16 @@ describe('tamper detection', () => {
     expect(v).toMatchObject({ consistent: false, first_bad_seq: 9 });
     await ledger.updateOne({ _id: 9 }, { $set: { key: a.key, value_json: a.value_json } });
     await ledger.updateOne({ _id: 12 }, { $set: { key: b.key, value_json: b.value_json } });
+
+    // The tally (what /api/status-data/assets reads) is checked too.
+    const tallies = svc.db.collection<{ _id: number; tally: Record<string, number> }>('ledger');
+    const tallied = (await tallies.findOne({ _id: 10 }))!;
+    await tallies.updateOne({ _id: 10 }, { $set: { tally: { ...tallied.tally, event: (tallied.tally.event ?? 0) + 5 } } });
+    v = (await http('GET', `${svc.urls.main}/api/verify`)).body;
+    expect(v).toMatchObject({ consistent: false, first_bad_seq: 10 });
+    expect(v.problem).toMatch(/tally/);
+    await tallies.updateOne({ _id: 10 }, { $set: { tally: tallied.tally } });
+    expect((await http('GET', `${svc.urls.main}/api/verify`)).body.consistent).toBe(true);
 
     await ledger.deleteOne({ _id: 5 });
     v = (await http('GET', `${svc.urls.main}/api/verify`)).body;

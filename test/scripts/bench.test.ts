@@ -94,7 +94,7 @@ it('bench:ledger, CI-sized: writes through HTTP beside bare inserts, reads meanw
   for (const backend of backends) expect(run.output).toContain(`through the whole stack on FerretDB/${backend}`);
   expect(run.output.match(/ledger filled to \d+ entries/g)).toHaveLength(backends.length);
   expect(run.output.match(/bare insertOne: +\d+ ops\/s/g)).toHaveLength(2 * backends.length);
-  expect(run.output.match(/POST \/api\/report\/truth: +\d+ ops\/s .*x of bare insert; GET \/api\/status meanwhile p99/g)).toHaveLength(4 * backends.length);
+  expect(run.output.match(/POST \/api\/report\/truth: +\d+ ops\/s .*x of bare insert; GET \/api\/status meanwhile p99 .*; status-data reads p99/g)).toHaveLength(4 * backends.length);
   expect(run.output.match(/overload: 200 clients for 2 s: .*×200/g)).toHaveLength(backends.length);
   // Every quota slot spent is an entry (a refused or withdrawn write spends none); every acknowledged write is there.
   const settled = [...run.output.matchAll(/(\d+) entries for (\d+) acknowledged writes; quota slots spent (\d+)/g)];

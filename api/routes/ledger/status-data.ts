@@ -12,7 +12,7 @@ import type { Db } from 'mongodb';
 import { z } from 'zod';
 import type { Config } from '../../../core/config.node';
 import { RawJson, rawJsonSchema } from '../../../core/raw-json';
-import { TRUTH_TYPES } from '../../../core/ledger/truth-record';
+import { assetsFromTally, LedgerTally, tallyCategory } from '../../../core/ledger/tally';
 import { NODE_STATES } from '../../../core/federation/vocabulary';
 import type { Ledger } from '../../../store/ledger/ledger';
 import type { NodeStore } from '../../../store/federation/nodes';
@@ -45,8 +45,10 @@ const syncResponse = z.object({
 const assetsResponse = z.object({
   ok: z.literal(true),
   resource: z.literal('assets'),
-  truths_by_type: z.record(z.string(), z.number().int()),
-  hub_records: z.number().int(),
+  truths_by_type: z
+    .record(z.string(), z.number().int())
+    .describe('truths by type: every type of the truth record, `untyped`, and `other` when a truth carries a type outside the list'),
+  hub_records: z.number().int().describe("the hub's own events in the ledger"),
   registered_dids: z.number().int(),
   nodes: z.number().int()
 });
@@ -105,11 +107,24 @@ export const statusDataRoutes: FastifyPluginAsyncZod<{ db: Db; ledger: Ledger; n
   });
 
   app.get('/api/status-data/assets', { config: { auth: 'none' }, schema: { response: { 200: assetsResponse } } }, async () => {
-    const byType = await ledger.aggregate<{ _id: string | null; count: number }>([{ $match: { kind: 'truth' } }, { $group: { _id: '$truth_type', count: { $sum: 1 } } }]).toArray();
-    const [events, dids, nodes] = await Promise.all([ledger.countDocuments({ kind: 'event' }), db.collection('dids').countDocuments({ revoked_at: null }), db.collection('nodes').countDocuments({})]);
-    const truths = Object.fromEntries([...TRUTH_TYPES, 'untyped'].map((t) => [t, 0]));
-    for (const row of byType) truths[row._id ?? 'untyped'] = row.count;
-    return { ok: true as const, resource: 'assets' as const, truths_by_type: truths, hub_records: events, registered_dids: dids, nodes };
+    // The ledger's counts from the tally its head carries (core/ledger/tally.ts: one small read at any size); a
+    // ledger begun before tallies existed is counted by grouping its entries (a scan of the ledger).
+    const ledgerCounts = async () => {
+      const { tally } = await deps.ledger.headWithTally();
+      if (tally) return assetsFromTally(tally);
+      const [byType, events] = await Promise.all([
+        ledger.aggregate<{ _id: string | null; count: number }>([{ $match: { kind: 'truth' } }, { $group: { _id: '$truth_type', count: { $sum: 1 } } }]).toArray(),
+        ledger.countDocuments({ kind: 'event' })
+      ]);
+      const counted: LedgerTally = { event: events };
+      for (const row of byType) {
+        const category = tallyCategory('truth', row._id ?? null);
+        counted[category] = (counted[category] ?? 0) + row.count;
+      }
+      return assetsFromTally(counted);
+    };
+    const [counts, dids, nodes] = await Promise.all([ledgerCounts(), db.collection('dids').countDocuments({ revoked_at: null }), db.collection('nodes').countDocuments({})]);
+    return { ok: true as const, resource: 'assets' as const, ...counts, registered_dids: dids, nodes };
   });
 
   app.get(

@@ -52,3 +52,18 @@ it('never answers a head older than its own acknowledged write, even when that w
   }
   expect(stale).toEqual([]);
 });
+
+it('keeps no tally on a ledger begun before tallies existed, and starts one on a new ledger', async () => {
+  // A ledger whose entries carry no tally (written by an earlier version): its head says so, and what follows has none.
+  const ledger = new Ledger(testDb.db);
+  const { entry } = await ledger.append({ kind: 'truth', key: 'marks.tally.1', value: { n: 1 } });
+  await ledger.headPublished();
+  expect((await ledger.headWithTally()).tally).toMatchObject({ untyped: expect.any(Number) });
+  await testDb.db.collection('ledger').updateMany({}, { $unset: { tally: '' } });
+  await testDb.db.collection('ledger_head').updateMany({}, { $unset: { tally: '' } });
+  const fresh = new Ledger(testDb.db);
+  const next = await fresh.append({ kind: 'event', key: 'marks.tally.2', value: { n: 2 } });
+  expect(next.entry.seq).toBe(entry.seq + 1);
+  expect(next.entry.tally).toBeUndefined();
+  expect((await fresh.headWithTally()).tally).toBeNull();
+});

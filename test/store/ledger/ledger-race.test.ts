@@ -17,7 +17,9 @@ it('keeps seqs contiguous and every write exactly once when two writers race wit
     const ledger = i % 2 ? a : b;
     // Every tenth write carries a key that the other process also uses for its neighbour.
     const idempotencyKey = i % 10 < 2 ? `shared-${Math.floor(i / 10)}` : null;
-    return ledger.append({ kind: 'truth', key: `race.${i}`, value: { i }, did: 'did:example:racer', idempotencyKey });
+    // Entries of several categories, so the tally each carries is checked under the race too.
+    const [kind, truth_type] = ([['truth', 'data'], ['truth', null], ['event', 'config'], ['truth', 'risk']] as const)[i % 4]!;
+    return ledger.append({ kind, key: `race.${i}`, value: { i }, truth_type, did: 'did:example:racer', idempotencyKey });
   });
   const results = await Promise.all(writes);
   const fresh = results.filter((r) => !r.duplicate);
@@ -32,4 +34,8 @@ it('keeps seqs contiguous and every write exactly once when two writers race wit
   // Head records follow the answers (store/ledger/ledger.ts, publish): once both are in, either process reads the head.
   await Promise.all([a.headPublished(), b.headPublished()]);
   expect((await a.head()).size).toBe(540);
+  // The tally at the head (verify checked every entry's) counts the entries by category.
+  const stored = await testDb.db.collection('ledger').find({}, { projection: { kind: 1, truth_type: 1 } }).toArray();
+  const count = (kind: string, type: string | null) => stored.filter((d) => d.kind === kind && d.truth_type === type).length;
+  expect((await b.headWithTally()).tally).toEqual({ data: count('truth', 'data'), untyped: count('truth', null), event: count('event', 'config'), risk: count('truth', 'risk') });
 });
