@@ -270,6 +270,7 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
         await filler.appendBulk(fill());
         console.log(`ledger filled to ${await head()} entries (${missing} entries by appendBulk in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
       }
+      await compareAssets(stack.base, db, size);
       for (const c of CONCURRENCY) {
         const baseline = await bareInserts(scratch, c);
         console.log(`ledger ${size} entries, concurrency ${String(c).padStart(2)}  bare insertOne:   ${fmt(baseline)}`);
@@ -324,6 +325,29 @@ function compareBackends(rows: HttpRow[]): void {
       .map((r) => (r ? `${r.backend}/${first} ${(r.http.opsPerSec / row.http.opsPerSec).toFixed(2)}x` : ''));
     console.log(`  ledger ${String(row.size).padStart(7)}  c=${String(row.concurrency).padStart(2)}  ${String(row.writers).padStart(2)} DID${row.writers > 1 ? 's' : ' '} ${row.processes} API  ${cells.join('   ')}   ${ratios.join(' ')}`);
   }
+}
+
+/**
+ * GET /api/status-data/assets (the tally its head carries) against what it did before tallies (grouping the ledger's
+ * truths by type and counting its events, the same queries from this process), each a few times on the idle ledger.
+ */
+async function compareAssets(base: string, db: Db, size: number): Promise<void> {
+  const time = async (f: () => Promise<unknown>, times: number) => {
+    const latencies: number[] = [];
+    for (let i = 0; i < times; i++) {
+      const t0 = process.hrtime.bigint();
+      await f();
+      latencies.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+    return percentiles(latencies).p50;
+  };
+  const ledger = db.collection('ledger');
+  const tally = await time(() => fetch(`${base}/api/status-data/assets`).then((r) => r.arrayBuffer()), 20);
+  const grouping = await time(
+    () => Promise.all([ledger.aggregate([{ $match: { kind: 'truth' } }, { $group: { _id: '$truth_type', count: { $sum: 1 } } }]).toArray(), ledger.countDocuments({ kind: 'event' })]),
+    size >= 100_000 ? 2 : 10
+  );
+  console.log(`ledger ${size} entries, idle: GET /api/status-data/assets p50 ${tally.toFixed(1)} ms; grouping the entries (before tallies) p50 ${grouping.toFixed(1)} ms: ${(grouping / tally).toFixed(0)}x`);
 }
 
 /** The status reads sampled while writes run, in turn after each GET /api/status. */
