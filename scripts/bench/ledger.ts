@@ -8,8 +8,9 @@
  *            is the documented fast path, Ledger.appendBulk (one insertMany per 1,000 entries, the tail read once) from the bench process
  *            into the stack's database before the writes are measured; with BENCH_DATA_DIR the stack's data dir (and
  *            so the filled ledger) is kept there and reused by the next run. While writes run, GET /api/status is sampled
- *            every 100 ms, each followed by one of /api/status-data/assets, metrics and sync in turn (the p99 and worst
- *            of both are printed: reads must stay fast under write load). Last, an overload
+ *            every 100 ms, each followed by one of /api/status-data/assets, metrics and sync in turn and by the agent
+ *            card (no database read: what of a read's latency is the API process's own); p99 and worst of each are
+ *            printed (reads must stay fast under write load). Last, an overload
  *            phase: BENCH_OVERLOAD_CLIENTS clients (each waiting the Retry-After of a 503 before it writes again, as
  *            nodes do) for BENCH_OVERLOAD_S seconds, then how long writes kept landing
  *            after the load stopped and how many quota slots were spent on refused writes (should be none);
@@ -286,7 +287,7 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
             const vsSingle = p > 1 && one ? `; vs 1 process: throughput ${(http.opsPerSec / one.http.opsPerSec).toFixed(2)}x, p99 ${(http.p99 / one.http.p99).toFixed(2)}x` : '';
             console.log(
               `  ${String(writers).padStart(2)} DID${writers > 1 ? 's' : ' '}${apiCounts.length > 1 || cluster > 1 ? ` ${p} API${cluster > 1 ? ' (cluster)' : ''}` : ''}  POST /api/report/truth: ${fmt(http)}   [${fmtStatuses(http)}]   ` +
-                `throughput ${(http.opsPerSec / baseline.opsPerSec).toFixed(2)}x of bare insert; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms; status-data reads p99 ${status.reads.p99.toFixed(1)} ms, max ${status.reads.max.toFixed(1)} ms${vsSingle}`
+                `throughput ${(http.opsPerSec / baseline.opsPerSec).toFixed(2)}x of bare insert; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms; status-data reads p99 ${status.reads.p99.toFixed(1)} ms, max ${status.reads.max.toFixed(1)} ms; agent card p99 ${status.card.p99.toFixed(1)} ms${vsSingle}`
             );
           }
         }
@@ -353,13 +354,23 @@ async function compareAssets(base: string, db: Db, size: number): Promise<void> 
 /** The status reads sampled while writes run, in turn after each GET /api/status. */
 const STATUS_DATA_READS = ['/api/status-data/assets', '/api/status-data/metrics', '/api/status-data/sync'];
 
+interface ReadLatencies {
+  p99: number;
+  max: number;
+  /** The status-data reads. */
+  reads: { p99: number; max: number };
+  /** The agent card: no database read, so its latency is the API process's own (the peer the others are read against). */
+  card: { p99: number; max: number };
+}
+
 /**
- * GET /api/status every 100 ms until stopped, each followed by one of the status-data reads in turn: the latencies
- * of both (the reads users make of a hub under write load).
+ * GET /api/status every 100 ms until stopped, each followed by one of the status-data reads in turn and by the agent
+ * card: the latencies of all three (the reads users make of a hub under write load, and what of it is the process's).
  */
-function sampleStatus(base: string): { stop(): Promise<{ p99: number; max: number; reads: { p99: number; max: number } }> } {
+function sampleStatus(base: string): { stop(): Promise<ReadLatencies> } {
   const latencies: number[] = [];
   const reads: number[] = [];
+  const card: number[] = [];
   let running = true;
   const timed = async (url: string, into: number[]) => {
     const t0 = process.hrtime.bigint();
@@ -370,16 +381,19 @@ function sampleStatus(base: string): { stop(): Promise<{ p99: number; max: numbe
     for (let n = 0; running; n++) {
       await timed(`${base}/api/status`, latencies);
       await timed(`${base}${STATUS_DATA_READS[n % STATUS_DATA_READS.length]}`, reads);
+      await timed(`${base}/.well-known/agent-card.json`, card);
       await new Promise((r) => setTimeout(r, 100));
     }
   })();
+  const p = (l: number[]) => {
+    const { p99, max } = percentiles(l);
+    return { p99, max };
+  };
   return {
     stop: async () => {
       running = false;
       await loop;
-      const { p99, max } = percentiles(latencies);
-      const other = percentiles(reads);
-      return { p99, max, reads: { p99: other.p99, max: other.max } };
+      return { ...p(latencies), reads: p(reads), card: p(card) };
     }
   };
 }
@@ -425,7 +439,7 @@ async function overload(stack: BenchStack, db: Db, dids: string[], write: (did: 
   const slotsAfter = await settled(slots, 4000);
   const summary = [...statuses].sort(([a], [b]) => a - b).map(([s, k]) => `${k}×${s || 'error'}`).join(' ');
   const acknowledged = statuses.get(200) ?? 0;
-  console.log(`overload: ${OVERLOAD_CLIENTS} clients for ${OVERLOAD_S} s: ${summary}; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms; status-data reads (assets, metrics, sync) p99 ${status.reads.p99.toFixed(1)} ms, max ${status.reads.max.toFixed(1)} ms`);
+  console.log(`overload: ${OVERLOAD_CLIENTS} clients for ${OVERLOAD_S} s: ${summary}; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms; status-data reads (assets, metrics, sync) p99 ${status.reads.p99.toFixed(1)} ms, max ${status.reads.max.toFixed(1)} ms; agent card (no database read) p99 ${status.card.p99.toFixed(1)} ms, max ${status.card.max.toFixed(1)} ms`);
   console.log(
     `  after the load stopped, entries kept landing for ${((settledAt - stoppedAt) / 1000).toFixed(1)} s; ` +
       `${last - entriesBefore} entries for ${acknowledged} acknowledged writes; quota slots spent ${slotsAfter - slotsBefore} (the hub's own events take none; counted once unused leased slots were given back)`
