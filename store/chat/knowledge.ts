@@ -89,9 +89,13 @@ export class KnowledgeStore {
 
   /** The index for the current version of the knowledge base (rebuilt here when any process changed it). */
   async current(): Promise<KnowledgeIndex> {
-    const { change } = await this.changeState();
-    if (this.index && this.indexChange === change) return this.index;
-    return this.rebuild();
+    const { version, change } = await this.changeState();
+    // Both decide: a process of an earlier version increments the counter without setting a stamp.
+    const fresh = () => this.index !== null && this.indexChange === change && this.index.version === version;
+    if (fresh()) return this.index!;
+    const index = await this.rebuild();
+    // A rebuild already running when this call came may have read the state before it: one more then.
+    return fresh() ? index : this.rebuild();
   }
 
   /** Builds the index from MongoDB (one rebuild at a time per process). */
@@ -240,33 +244,41 @@ export class KnowledgeStore {
     await this.ensureIndexes();
     const now = new Date().toISOString();
     const result = { cards_created: 0, cards_updated: 0, documents_created: 0, documents_updated: 0 };
-    for (const card of cards) {
-      const normalized = normaliseQuestion(card.question);
-      // A concurrent import or create of the same question may insert it first: the retry updates that card.
-      const res = await retryingUpsert(() =>
-        this.cards.updateOne(
-          { normalized },
-          { $set: { question: card.question, answer: card.answer, updated_at: now }, $setOnInsert: { _id: `kc_${randomBytes(8).toString('hex')}`, normalized, created_at: now } },
-          { upsert: true }
-        )
-      );
-      if (res.upsertedCount > 0) result.cards_created++;
-      else result.cards_updated++;
+    try {
+      for (const card of cards) {
+        const normalized = normaliseQuestion(card.question);
+        // A concurrent import or create of the same question may insert it first: the retry updates that card.
+        const res = await retryingUpsert(() =>
+          this.cards.updateOne(
+            { normalized },
+            { $set: { question: card.question, answer: card.answer, updated_at: now }, $setOnInsert: { _id: `kc_${randomBytes(8).toString('hex')}`, normalized, created_at: now } },
+            { upsert: true }
+          )
+        );
+        if (res.upsertedCount > 0) result.cards_created++;
+        else result.cards_updated++;
+      }
+      for (const doc of documents) {
+        const upsert = (id: string) =>
+          this.documents.updateOne(
+            { title: doc.title },
+            { $set: { text: doc.text, updated_at: now }, $setOnInsert: { _id: id, title: doc.title, created_at: now } },
+            { upsert: true }
+          );
+        // Imported documents get an id derived from the title, so two imports of one file at once create it once (the
+        // loser's insert clashes on _id and its retry updates it). A clash that persists is a document that took that
+        // id and was renamed since: then a random id.
+        const res = await retryingUpsert(() => upsert(`kd_${createHash('sha256').update(doc.title).digest('hex').slice(0, 16)}`)).catch((err: unknown) => {
+          if (!isDuplicateKey(err)) throw err;
+          return retryingUpsert(() => upsert(`kd_${randomBytes(8).toString('hex')}`));
+        });
+        if (res.upsertedCount > 0) result.documents_created++;
+        else result.documents_updated++;
+      }
+    } finally {
+      // Also after a failure part-way: what was written must reach every process's index.
+      if (result.cards_created + result.cards_updated + result.documents_created + result.documents_updated > 0) await this.changed();
     }
-    for (const doc of documents) {
-      // Imported documents get an id derived from the title, so two imports of one file at once create it once (the
-      // loser's insert clashes on _id and its retry updates it).
-      const res = await retryingUpsert(() =>
-        this.documents.updateOne(
-          { title: doc.title },
-          { $set: { text: doc.text, updated_at: now }, $setOnInsert: { _id: `kd_${createHash('sha256').update(doc.title).digest('hex').slice(0, 16)}`, title: doc.title, created_at: now } },
-          { upsert: true }
-        )
-      );
-      if (res.upsertedCount > 0) result.documents_created++;
-      else result.documents_updated++;
-    }
-    if (cards.length + documents.length > 0) await this.changed();
     return result;
   }
 }

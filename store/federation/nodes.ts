@@ -195,7 +195,6 @@ export class NodeStore {
     return doc!.value - count + 1;
   }
 
-
   /**
    * Inserts a node under the next free sequence number. The unique index on seq (and the _id) decides who gets a
    * number; the counter only suggests where to start, because FerretDB does not make findAndModify's $inc atomic:

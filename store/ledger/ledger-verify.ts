@@ -25,7 +25,7 @@ export async function verifyLedger(ledger: Ledger): Promise<VerifyReport> {
   let frontier: Hash[] = [];
   let size = 0;
   let firstBad: { seq: number; problem: string } | null = null;
-  const head = await ledger.head();
+  const head = await ledger.headWithTally();
   let lastRecordedRoot = toHex(rootFromFrontier([]));
   let tally: LedgerTally = {};
   for await (const doc of ledger.scan()) {
@@ -44,6 +44,8 @@ export async function verifyLedger(ledger: Ledger): Promise<VerifyReport> {
     lastRecordedRoot = doc.root;
   }
   if (!firstBad && head.size > size) firstBad = { seq: size + 1, problem: `entries ${size + 1}..${head.size} are missing (the head records ${head.size})` };
+  // The head record's tally is what /api/status-data/assets serves.
+  if (!firstBad && head.size === size && head.tally && !talliesEqual(head.tally, tally)) firstBad = { seq: size, problem: `the tally of the head record at ${size} differs from the entries` };
   const computed = toHex(rootFromFrontier(frontier));
   // A head that lags the entries (a writer stopped between its insert and its head update) is not damage.
   const stored = head.size === size ? head.root : lastRecordedRoot;

@@ -385,6 +385,15 @@ describe('tamper detection', () => {
     expect(v.problem).toMatch(/tally/);
     await tallies.updateOne({ _id: 10 }, { $set: { tally: tallied.tally } });
     expect((await http('GET', `${svc.urls.main}/api/verify`)).body.consistent).toBe(true);
+    // And the head record's, which assets serves.
+    const heads = svc.db.collection<{ _id: string; size: number; tally: Record<string, number> }>('ledger_head');
+    const newest = (await heads.find({}).sort({ size: -1 }).limit(1).next())!;
+    await heads.updateOne({ _id: newest._id }, { $set: { tally: { ...newest.tally, risk: 1000 } } });
+    v = (await http('GET', `${svc.urls.main}/api/verify`)).body;
+    expect(v).toMatchObject({ consistent: false, first_bad_seq: newest.size });
+    expect(v.problem).toMatch(/tally of the head record/);
+    await heads.updateOne({ _id: newest._id }, { $set: { tally: newest.tally } });
+    expect((await http('GET', `${svc.urls.main}/api/verify`)).body.consistent).toBe(true);
 
     await ledger.deleteOne({ _id: 5 });
     v = (await http('GET', `${svc.urls.main}/api/verify`)).body;

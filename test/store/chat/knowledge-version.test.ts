@@ -39,3 +39,17 @@ it('imports the same cards and documents from two processes at once without an e
   expect((await a.listCards(0, 500)).total).toBe(10);
   expect((await a.listDocuments(0, 500)).items.filter((d) => d.title.startsWith('shared title'))).toHaveLength(10);
 });
+
+it('imports a title again after the document that first had it was renamed', async () => {
+  const store1 = new KnowledgeStore(store.db);
+  await store1.importAll([], [{ title: 'renamed probe', text: 'first text' }]);
+  const first = (await store1.listDocuments(0, 500)).items.find((d) => d.title === 'renamed probe')!;
+  await store1.updateDocument(first._id, 'renamed probe, new title', 'first text');
+  const again = await store1.importAll([], [{ title: 'renamed probe', text: 'second text' }]);
+  expect(again).toMatchObject({ documents_created: 1, documents_updated: 0 });
+  const titles = (await store1.listDocuments(0, 500)).items.map((d) => d.title);
+  expect(titles).toEqual(expect.arrayContaining(['renamed probe', 'renamed probe, new title']));
+  // The index holds the new document (its passages' titles are the documents' titles and the cards' questions).
+  const questions = (await store1.listCards(0, 500)).items.map((c) => c.question);
+  expect(new Set((await store1.current()).allPassages().map((p) => p.title))).toEqual(new Set([...titles, ...questions]));
+});
