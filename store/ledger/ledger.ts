@@ -188,6 +188,8 @@ export class Ledger {
   private readonly heads: Collection<LedgerHeadDocument>;
   private readonly idempotency: Collection<IdempotencyRecord>;
   private readonly marks: Collection<LedgerMarkDocument>;
+  /** created_at of entry 1, once read (appendsSince). */
+  private bornAt: string | null = null;
   /** The last bucket this process wrote a mark for (or found one in). */
   private markedBucket = 0;
   private marksSincePrune = 0;
@@ -611,8 +613,9 @@ export class Ledger {
   /**
    * Entries appended since `since`, to MARK_BUCKET_MS: the head's size minus the mark of the first bucket after the
    * one `since` falls in (no such mark: nothing was appended since). Appends of the first seconds of the window
-   * (up to that mark) are not counted; none from before it is. Without a mark at or before `since` (a ledger younger
-   * than the window, or one written before marks existed) `marked` is false and the caller counts otherwise.
+   * (up to that mark) are not counted; none from before it is. Without a mark at or before `since`, entry 1 says
+   * why: a ledger begun after `since` (every entry counts, exactly), else one written before marks existed
+   * (`marked` is false and the caller counts otherwise).
    */
   async appendsSince(since: Date, head?: LedgerHead): Promise<AppendsSince> {
     const bucket = Math.floor(since.getTime() / MARK_BUCKET_MS);
@@ -621,7 +624,12 @@ export class Ledger {
       this.marks.find({ _id: { $lte: bucket } }).sort({ _id: -1 }).limit(1).next(),
       this.marks.find({ _id: { $gt: bucket } }).sort({ _id: 1 }).limit(1).next()
     ]);
-    if (!before) return { appends: current.size, marked: false };
+    if (!before) {
+      if (current.size === 0) return { appends: 0, marked: true };
+      // The first entry's time never changes; read once (an early _id: found at once even where a lookup scans).
+      this.bornAt ??= (await this.entries.findOne({ _id: 1 }, { projection: { created_at: 1 } }))?.created_at ?? null;
+      return { appends: current.size, marked: this.bornAt !== null && this.bornAt >= since.toISOString() };
+    }
     return { appends: after ? Math.max(0, current.size - after.size) : 0, marked: true };
   }
 

@@ -69,8 +69,8 @@ export const statusDataRoutes: FastifyPluginAsyncZod<{ db: Db; ledger: Ledger; n
     const since = (ms: number) => new Date(now - ms).toISOString();
     const head = await deps.ledger.head();
     // From the ledger's marks (store/ledger/ledger.ts, appendsSince: one small read, 5 s resolution); counting the
-    // entries by created_at (every entry of the window, or of the ledger on FerretDB/SQLite) only when no mark is
-    // that old yet (a ledger written before marks existed, for its first hour).
+    // entries by created_at (every entry of the window, or of the ledger on FerretDB/SQLite) only for a ledger begun
+    // before marks existed, until it has a mark as old as the window (its first hour).
     const appendsSince = async (ms: number) => {
       const marked = await deps.ledger.appendsSince(new Date(now - ms), head);
       return marked.marked ? marked.appends : ledger.countDocuments({ created_at: { $gte: since(ms) } });

@@ -28,8 +28,13 @@ it('counts appends since a time from the marks, and says when no mark is that ol
   await ledger.append({ kind: 'truth', key: 'marks.c', value: { n: 3 } });
   await ledger.headPublished();
   const now = Date.now();
-  // Only marks of this run exist, none a minute old: the caller must count otherwise.
-  expect(await ledger.appendsSince(new Date(now - 60_000))).toEqual({ appends: 3, marked: false });
+  // Only marks of this run exist, none a minute old, and the ledger began within the minute: every entry counts.
+  expect(await ledger.appendsSince(new Date(now - 60_000))).toEqual({ appends: 3, marked: true });
+  // A ledger that began before the window, with no mark that old (written before marks existed): the caller counts.
+  const entry1 = (await testDb.db.collection<{ _id: number; created_at: string }>('ledger').findOne({ _id: 1 }))!;
+  await testDb.db.collection<{ _id: number; created_at: string }>('ledger').updateOne({ _id: 1 }, { $set: { created_at: new Date(now - 3_600_000).toISOString() } });
+  expect(await new Ledger(testDb.db).appendsSince(new Date(now - 60_000))).toEqual({ appends: 3, marked: false });
+  await testDb.db.collection<{ _id: number; created_at: string }>('ledger').updateOne({ _id: 1 }, { $set: { created_at: entry1.created_at } });
 
   // A ledger that was written two minutes ago (size 0 then), and again in this bucket.
   await marks.insertOne({ _id: bucketOf(now - 120_000), size: 0, at: new Date(now - 120_000).toISOString() });
