@@ -103,6 +103,8 @@ export const configSchema = z.object({
   CHAT_RETRY_MAX_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(4000),
   CHAT_BREAKER_FAILURES: z.coerce.number().int().min(1).max(1000).default(5),
   CHAT_BREAKER_COOLDOWN_S: z.coerce.number().int().min(1).max(3600).default(30),
+  /** An API key verified this recently is not read again for a completion (api/plugins/auth/api-key.ts); 0: always read. */
+  CHAT_KEY_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(1000),
   KERNEL_PROMPT_FILE: z.string().min(1).optional(),
   /** Trial chat (README "Chat gateway"): requests per client address per window, and whose X-Forwarded-For to trust. */
   TRIAL_RATE_LIMIT: z.coerce.number().int().min(1).max(100_000).default(5),

@@ -6,6 +6,7 @@
 import { Collection, Db } from 'mongodb';
 import { hashSecret, newApiKey, newId, newSecret } from '../core/credentials.node';
 import { forgetDid } from './active-dids';
+import { forgetApiKey } from './verified-api-keys';
 
 export interface DidDocument {
   _id: string;
@@ -193,6 +194,7 @@ export class CredentialStore {
 
   async revokeApiKey(keyId: string): Promise<ApiKeyDocument | null> {
     await this.apiKeys.updateOne({ _id: keyId, revoked_at: null }, { $set: { revoked_at: now() } });
+    forgetApiKey(keyId); // after the update: a read that began before it is not remembered (store/verified-api-keys.ts)
     return this.apiKeys.findOne({ _id: keyId });
   }
 
@@ -204,6 +206,7 @@ export class CredentialStore {
       { $set: { secret_hash: hashSecret(apiKey), regenerated_at: now(), revoked_at: null } },
       { returnDocument: 'after' }
     );
+    forgetApiKey(keyId);
     return res ? { apiKey, doc: res } : null;
   }
 

@@ -5,6 +5,7 @@
  */
 import { Collection, Db } from 'mongodb';
 import { newId } from '../../core/credentials.node';
+import { forgetApiKey } from '../verified-api-keys';
 
 export interface KeyGroupDocument {
   _id: string;
@@ -59,6 +60,8 @@ export class KeyGroupStore {
   }
 
   async setPlan(keyId: string, plan: string): Promise<boolean> {
-    return (await this.keys.updateOne({ _id: keyId }, { $set: { plan } })).matchedCount === 1;
+    const matched = (await this.keys.updateOne({ _id: keyId }, { $set: { plan } })).matchedCount === 1;
+    forgetApiKey(keyId); // the plan counts at once on this process (store/verified-api-keys.ts)
+    return matched;
   }
 }

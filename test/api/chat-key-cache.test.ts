@@ -1,10 +1,12 @@
 /**
- * The chat gateway's admission on the fast path (api/plugins/auth/api-key.ts, admitChain in
- * api/routes/chat/gateway.ts): a key whose secret digest an API process has verified before starts its limit claims
- * in parallel with its store read. These tests hold the guarantees that must survive it, across two API processes:
- * a revocation refuses the very next request on both (401; the upstream call it started beside the key read is
- * aborted, nothing answered or recorded, every slot given back), a wrong secret claims nothing, a plan change counts at once (models and limits), and the per-minute and daily caps stay
- * exact.
+ * The chat gateway's admission on the fast paths (api/plugins/auth/api-key.ts, store/verified-api-keys.ts, admitChain
+ * in api/routes/chat/gateway.ts): a key whose secret digest an API process verified within CHAT_KEY_CACHE_MS is not
+ * read again; one verified longer ago starts its limit claims and upstream call beside its store read. Two API
+ * processes: the first with CHAT_KEY_CACHE_MS at 8 s, the second with 0 (every request reads, overlapping). These
+ * tests hold the guarantees that must survive both: a revocation through the first refuses the very next request on
+ * both (401; an upstream call started beside the key read is aborted, nothing answered or recorded, every slot given
+ * back); one through the second reaches the first within its CHAT_KEY_CACHE_MS; a wrong secret claims nothing; a plan
+ * change counts at once (models and limits); the per-minute and daily caps stay exact.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -16,6 +18,8 @@ let svc: TestService;
 let second: { url: string; stop(): Promise<void> };
 let upstream: FakeOpenAi;
 const configDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zh-chat-cache-'));
+/** The first process's CHAT_KEY_CACHE_MS: long enough that "answered from memory" is seen on a loaded machine. */
+const CACHE_MS = 8000;
 
 const admin = (method: string, p: string, body?: unknown) => http(method, `${svc.urls.main}${p}`, { headers: { authorization: `Bearer ${svc.adminToken}` }, body });
 async function issueKey(plan: string): Promise<{ key: string; id: string }> {
@@ -38,11 +42,12 @@ beforeAll(async () => {
     {
       CHAT_PROVIDERS_FILE: file,
       CHAT_UPSTREAM_RETRIES: '0',
-      CHAT_PLANS: JSON.stringify({ S1: { requests_per_minute: 1000, requests_per_day: 100000 }, S3: { requests_per_minute: 1000, requests_per_day: 10 }, S4: { requests_per_minute: 5 }, S5: { requests_per_minute: 500 } })
+      CHAT_PLANS: JSON.stringify({ S1: { requests_per_minute: 1000, requests_per_day: 100000 }, S3: { requests_per_minute: 1000, requests_per_day: 10 }, S4: { requests_per_minute: 5 }, S5: { requests_per_minute: 500 } }),
+      CHAT_KEY_CACHE_MS: String(CACHE_MS)
     },
     { worker: false }
   );
-  second = await svc.startSecondApi();
+  second = await svc.startSecondApi({}, { CHAT_KEY_CACHE_MS: '0' });
 });
 afterAll(async () => {
   await second?.stop();
@@ -80,6 +85,34 @@ it('refuses a revoked key at its next request on both processes while they hold 
   await eventually(async () => (upstream.abandoned === started ? true : undefined), 10_000, 'the speculative upstream calls aborted');
   expect(await svc.db.collection('chat_usage').countDocuments({ key_id: id })).toBe(usageBefore);
   expect(await slots(id)).toEqual({ rpm: 4, rpd: 4 });
+});
+
+it('lets a revocation through another process reach a process that holds the key verified within its CHAT_KEY_CACHE_MS', async () => {
+  const { key, id } = await issueKey('S1');
+  // Verified on the first process (a read just now), then answered from memory there.
+  for (let i = 0; i < 2; i++) expect((await complete(svc.urls.main, key)).status).toBe(200);
+  const revoked = await http('POST', `${second.url}/admin/api-keys/${id}/revoke`, { headers: { authorization: `Bearer ${svc.adminToken}` } });
+  expect(revoked.status).toBe(200);
+  // The second process reads at every request: refused at once.
+  expect((await complete(second.url, key)).status).toBe(401);
+  // The first answers from its verification, which is younger than CHAT_KEY_CACHE_MS (the documented window) ...
+  expect((await complete(svc.urls.main, key)).status).toBe(200);
+  // ... and refuses once its background read (started when the verification is half CHAT_KEY_CACHE_MS old) or a
+  // read after CHAT_KEY_CACHE_MS has seen the revocation.
+  await eventually(
+    async () => {
+      const res = await complete(svc.urls.main, key);
+      if (res.status === 200) return undefined;
+      expect(res.status).toBe(401);
+      return true;
+    },
+    CACHE_MS + 10_000,
+    'the first process to refuse the revoked key'
+  );
+  // After that refusal the process reads the key at every request: still refused, and nothing claimed for it.
+  const before = await slots(id);
+  expect((await complete(svc.urls.main, key)).status).toBe(401);
+  expect(await slots(id)).toEqual(before);
 });
 
 it('never claims anything for a wrong secret of a key a process holds verified, nor for a regenerated key’s old secret', async () => {

@@ -27,9 +27,10 @@ export interface TestService {
   stopWorker(): Promise<void>;
   /**
    * A second API process on other ports, sharing this service's database and task queue. `fixedPorts` pins some
-   * listeners (e.g. { MEMORY_PORT: '41234' }), so a test can stop one and start it again where clients expect it.
+   * listeners (e.g. { MEMORY_PORT: '41234' }), so a test can stop one and start it again where clients expect it;
+   * `env` holds settings of this process only, over the service's.
    */
-  startSecondApi(fixedPorts?: Record<string, string>): Promise<{ url: string; stop(): Promise<void> }>;
+  startSecondApi(fixedPorts?: Record<string, string>, env?: Record<string, string>): Promise<{ url: string; stop(): Promise<void> }>;
   close(): Promise<void>;
 }
 
@@ -117,7 +118,7 @@ export async function startTestService(extra: Record<string, string> = {}, optio
   }
 
   const extraApis: ServerHandle[] = [];
-  const startSecondApi = async (fixedPorts: Record<string, string> = {}) => {
+  const startSecondApi = async (fixedPorts: Record<string, string> = {}, env: Record<string, string> = {}) => {
     const ports: Record<string, string> = {};
     const pick = async () => {
       for (const name of Object.values(LISTENER_PORTS)) ports[name] = fixedPorts[name] ?? String(await freePort());
@@ -130,7 +131,7 @@ export async function startTestService(extra: Record<string, string> = {}, optio
           ...typescriptProcess(path.join(ROOT, 'api/server.ts')),
           pidFile: path.join(dataDir, 'run', `api2-${ports.PORT}.pid`),
           echo: process.env.ZH_TEST_ECHO === '1',
-          env: { ...childEnv, ...ports },
+          env: { ...childEnv, ...env, ...ports },
           ...(options.logFiles ? { logFile: path.join(dataDir, `api2-${ports.PORT}.log`) } : {})
         }),
       () => `http://127.0.0.1:${ports.PORT}`,
