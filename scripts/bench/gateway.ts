@@ -4,6 +4,9 @@
  *   direct    the upstream itself (the baseline)
  *   gateway   our /v1/chat/completions on the whole local stack (npm start), with an S5 key: per-key limits
  *             (slots in MongoDB) and usage accounting (one record per request) on, as in production
+ *   gw-exact  the same through a second API process of the stack with CHAT_KEY_CACHE_MS=0, the key read from
+ *             MongoDB at every request (beside the upstream call): what exact cross-process revocation costs. It
+ *             has a key of its own, so the two columns' limits do not interact (BENCH_EXACT_KEYS=off skips it)
  *   litellm   LiteLLM's proxy (`litellm[proxy]` from PyPI, installed by this bench into
  *             ~/.cache/zhongshu-hub/litellm/<python>/ the first time; the column is skipped, with the reason,
  *             when it cannot be installed or started; BENCH_LITELLM=off skips it)
@@ -32,7 +35,7 @@ type Mode = (typeof MODES)[number];
 const PROMPT = 'hello from the gateway bench, please answer briefly';
 
 interface Target {
-  name: 'direct' | 'gateway' | 'litellm';
+  name: 'direct' | 'gateway' | 'gw-exact' | 'litellm';
   url: string;
   model: string;
   headers: Record<string, string>;
@@ -233,18 +236,26 @@ async function main(): Promise<void> {
       startLiteLlm(up.baseUrl, log)
     ]);
     stack = stackStarted;
-    const issued = await fetch(`${stack.base}/admin/api-keys`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${stack.adminToken}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ label: 'bench', plan: 'S5' })
-    });
-    if (issued.status !== 201) throw new Error(`could not issue an API key: ${issued.status} ${await issued.text()}`);
-    const apiKey = ((await issued.json()) as { api_key: string }).api_key;
+    const issueKey = async (): Promise<string> => {
+      const issued = await fetch(`${stack!.base}/admin/api-keys`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${stack!.adminToken}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ label: 'bench', plan: 'S5' })
+      });
+      if (issued.status !== 201) throw new Error(`could not issue an API key: ${issued.status} ${await issued.text()}`);
+      return ((await issued.json()) as { api_key: string }).api_key;
+    };
+    const apiKey = await issueKey();
 
     const targets: Target[] = [
       { name: 'direct', url: `${up.baseUrl}/chat/completions`, model: 'bench-upstream', headers: { authorization: 'Bearer sk-bench-upstream' } },
       { name: 'gateway', url: `${stack.base}/v1/chat/completions`, model: 'bench', headers: { authorization: `Bearer ${apiKey}` } }
     ];
+    if (process.env.BENCH_EXACT_KEYS !== 'off') {
+      const exact = await stack.startApi({ CHAT_KEY_CACHE_MS: '0' });
+      targets.push({ name: 'gw-exact', url: `${exact}/v1/chat/completions`, model: 'bench', headers: { authorization: `Bearer ${await issueKey()}` } });
+      console.log('gw-exact: a second API process with CHAT_KEY_CACHE_MS=0 (its key read at every request), a key of its own');
+    }
     if ('target' in lite) {
       litellm = lite.child;
       targets.push(lite.target);
@@ -275,10 +286,11 @@ async function main(): Promise<void> {
         const ours = results.get(`gateway|${mode}|${c}`)!;
         const theirs = results.get(`litellm|${mode}|${c}`);
         const oursAdded = ours.p50 - direct.p50;
-        let line = `  added p50: gateway ${ms(oursAdded)}`;
+        const exact = results.get(`gw-exact|${mode}|${c}`);
+        let line = `  added p50: gateway ${ms(oursAdded)}${exact ? `, gw-exact ${ms(exact.p50 - direct.p50)}` : ''}`;
         if (theirs) {
           const theirsAdded = theirs.p50 - direct.p50;
-          line += `, litellm ${ms(theirsAdded)}; ours/litellm ${(oursAdded / theirsAdded).toFixed(2)} (target ≤ 0.20); req/s gateway/litellm ${(ours.perSec / theirs.perSec).toFixed(1)}x${c === 8 ? ' (target ≥ 5x)' : ''}`;
+          line += `, litellm ${ms(theirsAdded)}; ours/litellm ${(oursAdded / theirsAdded).toFixed(2)} (target ≤ 0.20)${exact ? ` (gw-exact ${((exact.p50 - direct.p50) / theirsAdded).toFixed(2)})` : ''}; req/s gateway/litellm ${(ours.perSec / theirs.perSec).toFixed(1)}x${c === 8 ? ' (target ≥ 5x)' : ''}${exact ? ` (gw-exact ${(exact.perSec / theirs.perSec).toFixed(1)}x)` : ''}`;
         }
         console.log(line);
       }

@@ -25,8 +25,11 @@ export interface BenchStack {
   dataDir: string;
   /** Throws when the stack has exited. */
   alive(): void;
-  /** One more API process on free ports, sharing the stack's database, Temporal and data dir; its main listener URL. */
-  startApi(): Promise<string>;
+  /**
+   * One more API process on free ports, sharing the stack's database, Temporal and data dir, with `env` over the
+   * stack's settings; its main listener URL.
+   */
+  startApi(env?: Record<string, string>): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -65,12 +68,12 @@ export async function startBenchStack(name: string, log: StackLog, env: Record<s
     alive: () => {
       if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the stack exited (${child.signalCode ?? `code ${child.exitCode}`})`);
     },
-    startApi: async () => {
+    startApi: async (env = {}) => {
       const apiPorts: Record<string, string> = {};
       for (const k of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT']) apiPorts[k] = String(await freePort());
       const api = typescriptProcess(path.join(ROOT, 'api', 'server.ts'));
       const proc = spawn(api.binary, api.args, {
-        env: { ...childEnv, ...apiPorts, MONGODB_URI: `mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`, TEMPORAL_ADDRESS: `127.0.0.1:${ports.TEMPORAL_PORT}` },
+        env: { ...childEnv, ...env, ...apiPorts, MONGODB_URI: `mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`, TEMPORAL_ADDRESS: `127.0.0.1:${ports.TEMPORAL_PORT}` },
         stdio: ['ignore', log.fd(), log.fd()]
       });
       extraApis.push(proc);
