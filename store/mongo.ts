@@ -121,6 +121,7 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   chat_usage: [{ key: { key_id: 1, day: 1 }, name: 'key_day' }],
   chat_usage_tallies: [{ key: { key_id: 1, day: 1 }, name: 'key_day' }],
   chat_limit_slots: [{ key: { expires_at: 1 }, name: 'expires_at' }],
+  chat_limit_marks: [{ key: { expires_at: 1 }, name: 'expires_at' }],
   chat_key_groups: [{ key: { owner_key_id: 1 }, name: 'owner_key_id' }],
   node_changes: [{ key: { written_at: 1 }, name: 'written_at' }]
 };

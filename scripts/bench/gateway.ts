@@ -6,7 +6,8 @@
  *             (slots in MongoDB) and usage accounting (one record per request) on, as in production
  *   gw-exact  the same through a second API process of the stack with CHAT_KEY_CACHE_MS=0, the key read from
  *             MongoDB at every request (beside the upstream call): what exact cross-process revocation costs. It
- *             has a key of its own, so the two columns' limits do not interact (BENCH_EXACT_KEYS=off skips it)
+ *             has a key of its own, so the two columns' limits do not interact (BENCH_EXACT_KEYS=off skips it;
+ *             BENCH_EXACT_KEYS=shared gives it the gateway's key: two API processes serving one key, taking turns)
  *   litellm   LiteLLM's proxy (`litellm[proxy]` from PyPI, installed by this bench into
  *             ~/.cache/zhongshu-hub/litellm/<python>/ the first time; the column is skipped, with the reason,
  *             when it cannot be installed or started; BENCH_LITELLM=off skips it)
@@ -253,8 +254,9 @@ async function main(): Promise<void> {
     ];
     if (process.env.BENCH_EXACT_KEYS !== 'off') {
       const exact = await stack.startApi({ CHAT_KEY_CACHE_MS: '0' });
-      targets.push({ name: 'gw-exact', url: `${exact}/v1/chat/completions`, model: 'bench', headers: { authorization: `Bearer ${await issueKey()}` } });
-      console.log('gw-exact: a second API process with CHAT_KEY_CACHE_MS=0 (its key read at every request), a key of its own');
+      const shared = process.env.BENCH_EXACT_KEYS === 'shared';
+      targets.push({ name: 'gw-exact', url: `${exact}/v1/chat/completions`, model: 'bench', headers: { authorization: `Bearer ${shared ? apiKey : await issueKey()}` } });
+      console.log(`gw-exact: a second API process with CHAT_KEY_CACHE_MS=0 (its key read at every request), ${shared ? "the gateway's key" : 'a key of its own'}`);
     }
     if ('target' in lite) {
       litellm = lite.child;

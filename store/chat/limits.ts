@@ -3,9 +3,14 @@
  * process sharing one MongoDB.
  *
  * A limit of L uses in a window (a calendar minute or a UTC day) is L numbered slots; one use inserts
- * `_id` = `<scope>|<window>|<n>` and the unique `_id` decides between racing processes (the loser moves past the
- * run the other took, with `_id` lookups only: the one query FerretDB answers without a scan). So two processes
- * together never accept more than L in one window. Windows are fixed (calendar minutes): in any sliding 60 s span
+ * `_id` = `<scope>|<window>|<n>` and the unique `_id` decides between racing processes. So two processes together
+ * never accept more than L in one window. The loser skips the slot; after INSERT_PROBES refusals in a row (or a
+ * leased block with refusals) it moves past the counter's high-water mark (`chat_limit_marks`, raised by every
+ * process after its inserts: one small read), and only a counter with no mark yet is searched by `_id` lookups.
+ * A process that starts on a counter starts past its mark too, so slots below it that another process gave back
+ * are taken again only by that process (its own list): one that gives slots back and stops using the counter
+ * leaves them unused until the window ends (at most one lease, LEASE_MAX, per such process and counter), part of
+ * the bounded under-admission below. Windows are fixed (calendar minutes): in any sliding 60 s span
  * at most 2 × the per-minute cap can pass (the end of one minute and the start of the next), the documented
  * overshoot. Inside a process callers reserve slots from the process's counter, so they never race each other.
  * Same design as store/ledger/quota.ts, over windows of any length, with expiry instead of day pruning.
@@ -22,12 +27,26 @@
 import { Collection, Db } from 'mongodb';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { InsertBatcher, writeErrorsOf } from '../insert-batch';
+import { retryingUpsert } from '../mongo';
 
 interface LimitSlot {
   _id: string;
   scope: string;
   window: string;
   n: number;
+  expires_at: Date;
+}
+
+/**
+ * A counter's high-water record (`chat_limit_marks`, `_id` = the counter): at least the highest slot some process
+ * inserted, raised (`$max`) after its inserts. A process that finds its slots taken by another reads it to move
+ * past them in one small read (see catchUp).
+ */
+interface LimitMark {
+  _id: string;
+  scope: string;
+  window: string;
+  high: number;
   expires_at: Date;
 }
 
@@ -49,6 +68,12 @@ interface CounterState {
   takesBefore: number;
   second: number;
   lastTakeAt: number;
+  /** Inserts refused in a row (slots another process took). */
+  refusals: number;
+  /** The highest slot this process has raised the counter's mark to (or is raising it to). */
+  marked: number;
+  /** The mark write under way, if any. */
+  marking: Promise<void> | null;
 }
 
 export interface LimitTake {
@@ -61,11 +86,14 @@ export interface LimitTake {
 export const LEASE_MIN_RATE = 20;
 /** Most slots leased in one block. */
 export const LEASE_MAX = 64;
+/** Slots refused in a row (taken by another process) before a take reads the counter's mark (see catchUp). */
+const INSERT_PROBES = 4;
 /** A counter with no take for this long gives its unused leased slots back. */
 export const LEASE_IDLE_MS = 1000;
 
 export class ChatLimitStore {
   private readonly slots: Collection<LimitSlot>;
+  private readonly marks: Collection<LimitMark>;
   /** Slot inserts of concurrent requests share a command (store/chat/insert-batch.ts). */
   private readonly inserts: InsertBatcher<LimitSlot>;
   private readonly counters = new Map<string, Promise<CounterState>>();
@@ -79,6 +107,7 @@ export class ChatLimitStore {
     private readonly now: () => number = Date.now
   ) {
     this.slots = db.collection('chat_limit_slots');
+    this.marks = db.collection('chat_limit_marks');
     this.inserts = new InsertBatcher(this.slots);
   }
 
@@ -105,6 +134,8 @@ export class ChatLimitStore {
       }
       try {
         await this.inserts.insert(this.slot(state, n));
+        state.refusals = 0;
+        this.raiseMark(state, n);
         this.lease(state);
         return { allowed: true, count: n };
       } catch (err) {
@@ -112,7 +143,8 @@ export class ChatLimitStore {
           giveBack(state, n);
           throw err;
         }
-        state.next = Math.max(state.next, await this.firstFree(counter, n, limit));
+        // Another process took it: try the next; after INSERT_PROBES refusals in a row, find where it is.
+        if (++state.refusals > INSERT_PROBES) await this.catchUp(state, n);
       }
     }
   }
@@ -145,7 +177,11 @@ export class ChatLimitStore {
     this.closed = true;
     if (this.idleTimer) clearInterval(this.idleTimer);
     this.idleTimer = null;
-    for (const p of this.counters.values()) await (await p.catch(() => null))?.leasing;
+    for (const p of this.counters.values()) {
+      const s = await p.catch(() => null);
+      await s?.leasing;
+      await s?.marking;
+    }
     await this.giveBackLeases(() => true);
   }
 
@@ -209,11 +245,13 @@ export class ChatLimitStore {
           wanted.forEach((n, i) => {
             if (failed.get(i) && failed.get(i)!.code !== 11000) giveBack(state, n);
           });
-          // (A slot another process took past this block is met, and passed, by the next insert of a take.)
-          return got;
+          // Another process leases from this counter too and is ahead: move past it before the next block.
+          const taken = wanted.filter((_, i) => failed.get(i)?.code === 11000);
+          return taken.length > 0 ? this.catchUp(state, Math.max(...taken)).then(() => got, () => got) : got;
         }
       )
       .then((got) => {
+        if (got.length > 0) this.raiseMark(state, Math.max(...got));
         state.leased.push(...got);
         state.leased.sort((a, b) => a - b);
       })
@@ -256,13 +294,60 @@ export class ChatLimitStore {
   private counterState(counter: string, scope: string, window: string, limit: number, expiresAt: number): Promise<CounterState> {
     let state = this.counters.get(counter);
     if (!state) {
-      state = this.firstFree(counter, 0, limit).then(
-        (next): CounterState => ({ scope, window, limit, next, refunded: [], leased: [], leasing: null, expiresAt, takes: 0, takesBefore: 0, second: 0, lastTakeAt: 0 })
-      );
+      // Where the counter's mark says, else (no mark: a counter nobody has raised one for yet) by lookups.
+      state = this.markOf(counter)
+        .then(async (high) => (high > 0 ? high + 1 : this.firstFree(counter, 0, limit)))
+        .then(
+          (next): CounterState => ({ scope, window, limit, next, refunded: [], leased: [], leasing: null, expiresAt, takes: 0, takesBefore: 0, second: 0, lastTakeAt: 0, refusals: 0, marked: 0, marking: null })
+        );
       this.counters.set(counter, state);
       state.catch(() => this.counters.delete(counter));
     }
     return state;
+  }
+
+  /** The counter's mark (0: none). */
+  private async markOf(counter: string): Promise<number> {
+    return (await this.marks.findOne({ _id: counter }, { projection: { high: 1 } }))?.high ?? 0;
+  }
+
+  /**
+   * Slot `refused` and the ones before it were taken by another process: continue past the counter's mark, one small
+   * read. A mark not ahead of this process (the other's last inserts not marked yet) leaves the search to the
+   * next inserts (each refusal skips a slot); only a counter without any mark is searched by `_id` lookups, which
+   * on FerretDB/SQLite scan the slots once per missing one (two API processes serving one key at concurrency 8
+   * managed 2-5 requests/s that way, bench:gateway).
+   */
+  private async catchUp(state: CounterState, refused: number): Promise<void> {
+    state.refusals = 0;
+    const counter = `${state.scope}|${state.window}`;
+    const high = await this.markOf(counter);
+    if (high > 0) state.next = Math.max(state.next, high + 1, refused + 1);
+    else state.next = Math.max(state.next, await this.firstFree(counter, refused, state.limit));
+  }
+
+  /** Raises the counter's mark to `n` after this process inserted slot `n` (one write at a time per counter). */
+  private raiseMark(state: CounterState, n: number): void {
+    if (n <= state.marked) return;
+    state.marked = n;
+    if (state.marking) return; // the write under way is followed by one for the new high
+    const counter = `${state.scope}|${state.window}`;
+    const write = async () => {
+      for (let written = 0; written < state.marked; ) {
+        const high = state.marked;
+        // $max: a mark never goes down here (FerretDB's is a read-modify-write: a race between processes can leave
+        // the lower of two highs, which only makes the other's next catch-up take more inserts).
+        await retryingUpsert(() =>
+          this.marks.updateOne({ _id: counter }, { $max: { high }, $set: { scope: state.scope, window: state.window, expires_at: new Date(state.expiresAt) } }, { upsert: true })
+        );
+        written = high;
+      }
+    };
+    state.marking = write()
+      .catch(this.onPruneError)
+      .finally(() => {
+        state.marking = null;
+      });
   }
 
   private async firstFree(counter: string, taken: number, limit: number): Promise<number> {
@@ -284,6 +369,7 @@ export class ChatLimitStore {
       );
     }
     this.slots.deleteMany({ expires_at: { $lt: new Date(now) } }).catch(this.onPruneError);
+    this.marks.deleteMany({ expires_at: { $lt: new Date(now) } }).catch(this.onPruneError);
   }
 }
 
