@@ -11,6 +11,12 @@
  * Records are applied per node in the order of their time, and never over a newer state this process caused itself
  * (note()).
  *
+ * Misses share reads: the nodes missed while a read of node documents is in flight are read together by the next one
+ * (one `find` of up to MAX_IDS_PER_READ ids; one such read in flight per process). A hub restart or the first
+ * heartbeats after a mass registration otherwise made one read per node at once, and on FerretDB/SQLite each read
+ * scans the `nodes` collection: 10,000 nodes made 10,000 scans of 10,000 documents before the first heartbeat of
+ * many of them was answered. A lone miss is read at once, as before.
+ *
  * When the change log cannot be read (the database is unreachable, or this process paused for longer than the
  * records are kept), the cache falls back to what it did before the log existed: an entry older than
  * NODE_CACHE_TTL_MS is read again from the node document. NODE_CACHE_TTL_MS below NODE_CHANGES_POLL_MS (tests) also
@@ -18,6 +24,7 @@
  * node goes offline, which covers heartbeats answered from a cache that still said "online".
  */
 import type { NodeState } from '../../core/federation/vocabulary';
+import type { NodeDocument } from './nodes';
 import { NodeStore, NODE_CHANGES_KEEP_MS } from './nodes';
 
 export interface CachedNode {
@@ -32,16 +39,26 @@ export interface CachedNode {
 
 /** How often each API process reads the change log. */
 export const NODE_CHANGES_POLL_MS = 1000;
+/** Ids in one shared read of node documents (misses beyond it wait for the next read). */
+export const MAX_IDS_PER_READ = 1000;
 /** Records written this long before the previous read are read again (clocks of API and worker hosts differ). */
 const CLOCK_MARGIN_MS = 5000;
 
 export interface NodeCacheStats {
-  /** Reads of a node document (first sight, or a fallback reload). */
+  /** Node documents read (first sight, or a fallback reload). */
   loads: number;
+  /** Database reads that loaded them (misses arriving together share one). */
+  reads: number;
   /** Answers from the cache. */
   hits: number;
   /** Change records applied. */
   changes: number;
+}
+
+interface Loaded {
+  doc: NodeDocument | null;
+  /** When the read that found it began (ms). */
+  readAt: number;
 }
 
 export class NodeCache {
@@ -52,7 +69,10 @@ export class NodeCache {
   private logCursor = 0;
   private timer: NodeJS.Timeout | null = null;
   private polling = false;
-  readonly stats: NodeCacheStats = { loads: 0, hits: 0, changes: 0 };
+  readonly stats: NodeCacheStats = { loads: 0, reads: 0, hits: 0, changes: 0 };
+  /** Misses waiting for the next shared read, by node id. */
+  private readonly waiting = new Map<string, { resolve: (loaded: Loaded) => void; reject: (err: unknown) => void }[]>();
+  private reading = false;
 
   constructor(
     private readonly nodes: NodeStore,
@@ -88,7 +108,7 @@ export class NodeCache {
       return hit;
     }
     this.stats.loads++;
-    const doc = await this.nodes.findNode(nodeId);
+    const { doc, readAt } = await this.load(nodeId);
     if (!doc) {
       this.entries.delete(nodeId);
       return null;
@@ -98,7 +118,8 @@ export class NodeCache {
       api_key_hash: doc.api_key_hash,
       state: doc.state,
       brand: doc.brand.code,
-      loaded_at: now,
+      // When its read began: the document is at least that recent (what fresh() compares with the log's reads).
+      loaded_at: readAt,
       state_at: Date.parse(doc.state_changed_at) || 0
     };
     // A note or record applied while the document was read is newer than what the read saw.
@@ -111,6 +132,39 @@ export class NodeCache {
     this.entries.set(nodeId, entry);
     if (this.entries.size > 200_000) this.entries.delete(this.entries.keys().next().value!);
     return entry;
+  }
+
+  /** A node's document, read together with the other misses waiting when a read starts. */
+  private load(nodeId: string): Promise<Loaded> {
+    return new Promise<Loaded>((resolve, reject) => {
+      const waiters = this.waiting.get(nodeId);
+      if (waiters) waiters.push({ resolve, reject });
+      else this.waiting.set(nodeId, [{ resolve, reject }]);
+      void this.readWaiting();
+    });
+  }
+
+  /** One read at a time, each taking every miss waiting (up to MAX_IDS_PER_READ), until none waits. */
+  private async readWaiting(): Promise<void> {
+    if (this.reading) return;
+    this.reading = true;
+    try {
+      while (this.waiting.size > 0) {
+        const batch = [...this.waiting].slice(0, MAX_IDS_PER_READ);
+        for (const [id] of batch) this.waiting.delete(id);
+        const readAt = Date.now();
+        this.stats.reads++;
+        try {
+          const docs = await this.nodes.findNodes(batch.map(([id]) => id));
+          const byId = new Map(docs.map((d) => [d._id, d]));
+          for (const [id, waiters] of batch) for (const w of waiters) w.resolve({ doc: byId.get(id) ?? null, readAt });
+        } catch (err) {
+          for (const [, waiters] of batch) for (const w of waiters) w.reject(err);
+        }
+      }
+    } finally {
+      this.reading = false;
+    }
   }
 
   /**

@@ -301,8 +301,9 @@ export class NodeStore {
     return attempt(1);
   }
 
-  findNode(nodeId: string): Promise<NodeDocument | null> {
-    return this.nodes.findOne({ _id: nodeId });
+  /** The documents of these nodes that exist, in one read (the node cache's shared reads). */
+  findNodes(nodeIds: string[]): Promise<NodeDocument[]> {
+    return this.nodes.find({ _id: { $in: nodeIds } }).toArray();
   }
 
   findPublic(nodeId: string): Promise<Omit<NodeDocument, 'api_key_hash'> | null> {

@@ -89,3 +89,22 @@ it('group-commits concurrent state changes: each lands, in arrival order per nod
   expect((await cache.get(ids[0]!))!.state).toBe('offline');
   expect((await Promise.all(ids.slice(1).map((id) => cache.get(id)))).filter((n) => n!.state !== 'online')).toEqual([]);
 }, 60_000);
+
+it('reads the nodes missed together in shared reads, not one read per node (a restart, a mass first heartbeat)', async () => {
+  const writer = new NodeStore(testDb.db);
+  const ids = Array.from({ length: 400 }, (_, i) => `ext-custom-${String(1000 + i).padStart(6, '0')}`);
+  await writer.nodes.insertMany(ids.map((id, i) => node(id, 1000 + i)));
+  const cache = new NodeCache(new NodeStore(testDb.db), 3_600_000);
+  await cache.poll();
+  // Every node's first heartbeat at once, plus a node that does not exist and a repeated id.
+  const found = await Promise.all([...ids, 'ext-custom-999999', ids[7]!].map((id) => cache.get(id)));
+  expect(found.slice(0, ids.length).map((n) => n?.node_id)).toEqual(ids);
+  expect(found[ids.length]).toBeNull();
+  expect(found[ids.length + 1]!.node_id).toBe(ids[7]);
+  // The first miss is read alone, at once; the others waited for it and share the next read.
+  expect(cache.stats.loads).toBe(ids.length + 2);
+  expect(cache.stats.reads).toBeLessThanOrEqual(3);
+  // Then from memory.
+  await Promise.all(ids.map((id) => cache.get(id)));
+  expect(cache.stats.reads).toBeLessThanOrEqual(3);
+}, 60_000);
