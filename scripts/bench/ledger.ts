@@ -16,6 +16,8 @@
  *            after the load stopped and how many quota slots were spent on refused writes (should be none);
  *   verify   verify time and memory (live heap after collections, and RSS) for BENCH_VERIFY_SIZES entries.
  * BENCH_PHASES picks phases (default module,http,verify); BENCH_OPS is the writes per measurement (default 1000);
+ * BENCH_HTTP_CLIENT (`request`, default, or `fetch`) is the client the http writes use, and each concurrency first
+ * measures that client's HTTP floor (the agent card, no database read);
  * BENCH_API_PROCESSES (default 1; `1,2` for both) lists how many API processes the http writes alternate between:
  * with 2 a second API process is started beside the stack's, and every measurement is taken once per count, the
  * line for 2 giving its throughput and p99 against 1 (the worker runs beside them as always). Those processes each
@@ -36,7 +38,7 @@ import path from 'node:path';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { Collection, Db, MongoClient } from 'mongodb';
-import { Agent, fetch as undiciFetch } from 'undici';
+import { Agent, Dispatcher, fetch as undiciFetch } from 'undici';
 import { Ledger } from '../../store/ledger/ledger';
 import { verifyLedger } from '../../store/ledger/ledger-verify';
 import { ensureIndexes } from '../../store/mongo';
@@ -56,6 +58,14 @@ const OVERLOAD_S = Number(process.env.BENCH_OVERLOAD_S ?? 10);
 const API_PROCESSES = (process.env.BENCH_API_PROCESSES ?? '1').split(',').map(Number);
 /** API_PROCESSES of a second, cluster run (0: none). */
 const API_CLUSTER = Number(process.env.BENCH_API_CLUSTER ?? 0);
+/**
+ * The HTTP client the http phase writes with: `request` (undici's request API over a keep-alive pool: the client a
+ * Node node would pick for throughput) or `fetch` (Node's built-in fetch, which costs the client 3-4 ms a request more
+ * here). Each concurrency also measures that client's floor: GET of the agent card (no database read) at the same
+ * concurrency, so a write's figures can be read against what HTTP alone costs on the same machine.
+ */
+const HTTP_CLIENT = process.env.BENCH_HTTP_CLIENT ?? 'request';
+if (HTTP_CLIENT !== 'request' && HTTP_CLIENT !== 'fetch') throw new Error(`BENCH_HTTP_CLIENT: ${HTTP_CLIENT} (request, fetch)`);
 const PHASES = new Set((process.env.BENCH_PHASES ?? 'module,http,verify').split(','));
 type Backend = 'sqlite' | 'postgresql';
 const BACKENDS = (process.env.BENCH_BACKENDS ?? (findPostgres() ? 'sqlite,postgresql' : 'sqlite')).split(',').map((b): Backend => {
@@ -236,6 +246,8 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
   const stack = await startBenchStack(`ledger-${variant}`, log, { TRUTH_DAILY_QUOTA: '100000000', NODE_REVIEW_REQUIRED: 'false', FERRETDB_BACKEND: backend, ...(cluster > 1 ? { API_PROCESSES: String(cluster) } : {}) }, keep);
   // With a cluster run to come, both runs write through API_CLUSTER pools of connections, alternating.
   const pools = API_CLUSTER > 1 ? Array.from({ length: API_CLUSTER }, () => new Agent({ connections: 64 })) : [];
+  // Without cluster pools, one keep-alive pool for the writes (fetch's global dispatcher keeps connections too).
+  const writerPool = new Agent({ connections: 1024 });
   const apiCounts = cluster > 1 ? [cluster] : API_PROCESSES;
   const rows: HttpRow[] = [];
   const client = await MongoClient.connect(stack.mongoUri, { retryWrites: false });
@@ -249,13 +261,25 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
     const filler = new Ledger(db);
     let written = 0;
     let processes = apiCounts[0]!;
-    const write = async (did: string, key: string, i: number): Promise<number> => {
-      const url = `${bases[i % Math.min(processes, bases.length)]}/api/report/truth`;
-      const init = { method: 'POST', headers: { 'content-type': 'application/json', 'x-did': did }, body: JSON.stringify({ key, value: benchValue(i), truth_type: 'data' }) };
-      const res = pools.length > 0 ? await undiciFetch(url, { ...init, dispatcher: pools[i % pools.length] }) : await fetch(url, init);
-      await res.arrayBuffer();
-      return res.status;
+    const send = async (url: string, i: number, init: { method: 'GET' | 'POST'; headers?: Record<string, string>; body?: string }): Promise<number> => {
+      const dispatcher: Dispatcher = pools.length > 0 ? pools[i % pools.length]! : writerPool;
+      if (HTTP_CLIENT === 'fetch') {
+        const res = pools.length > 0 ? await undiciFetch(url, { ...init, dispatcher }) : await fetch(url, init);
+        await res.arrayBuffer();
+        return res.status;
+      }
+      const res = await dispatcher.request({ origin: new URL(url).origin, path: new URL(url).pathname, method: init.method, headers: init.headers, body: init.body });
+      await res.body.arrayBuffer();
+      return res.statusCode;
     };
+    const write = (did: string, key: string, i: number): Promise<number> =>
+      send(`${bases[i % Math.min(processes, bases.length)]}/api/report/truth`, i, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-did': did },
+        body: JSON.stringify({ key, value: benchValue(i), truth_type: 'data' })
+      });
+    /** What HTTP alone costs with this client: the agent card (no database read) at the writes' concurrency. */
+    const floor = (i: number): Promise<number> => send(`${bases[i % Math.min(processes, bases.length)]}/.well-known/agent-card.json`, i, { method: 'GET' });
     for (const size of LEDGER_SIZES) {
       const head = async () => ((await (await fetch(`${stack.base}/api/status`)).json()) as { truth_count: number }).truth_count;
       const missing = size - (await head());
@@ -275,6 +299,8 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
       for (const c of CONCURRENCY) {
         const baseline = await bareInserts(scratch, c);
         console.log(`ledger ${size} entries, concurrency ${String(c).padStart(2)}  bare insertOne:   ${fmt(baseline)}`);
+        const http0 = await run(c, OPS, floor);
+        console.log(`  HTTP floor (${HTTP_CLIENT}): GET /.well-known/agent-card.json: ${fmt(http0)}   ${(http0.opsPerSec / baseline.opsPerSec).toFixed(2)}x of bare insert`);
         for (const writers of [1, DIDS]) {
           for (const p of apiCounts) {
             processes = p;
@@ -307,7 +333,7 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
   } finally {
     await client.close();
     await stack.stop();
-    await Promise.all(pools.map((p) => p.close()));
+    await Promise.all([...pools, writerPool].map((p) => p.close()));
   }
   return rows;
 }
