@@ -16,6 +16,7 @@
  *            after the load stopped and how many quota slots were spent on refused writes (should be none);
  *   verify   verify time and memory (live heap after collections, and RSS) for BENCH_VERIFY_SIZES entries.
  * BENCH_PHASES picks phases (default module,http,verify); BENCH_OPS is the writes per measurement (default 1000);
+ * BENCH_KEYED=1 gives every http write an Idempotency-Key of its own (and the filled entries idempotency records);
  * BENCH_HTTP_CLIENT (`request`, default, or `fetch`) is the client the http writes use, and each concurrency first
  * measures that client's HTTP floor (the agent card, no database read);
  * BENCH_API_PROCESSES (default 1; `1,2` for both) lists how many API processes the http writes alternate between:
@@ -52,6 +53,12 @@ const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? '1,16,64').split(',').map(
 const VERIFY_SIZES = (process.env.BENCH_VERIFY_SIZES ?? '10000,100000').split(',').map(Number);
 const LEDGER_SIZES = (process.env.BENCH_LEDGER_SIZES ?? '1000,100000').split(',').map(Number);
 const DIDS = Number(process.env.BENCH_DIDS ?? 16);
+/**
+ * BENCH_KEYED=1: every http write carries an Idempotency-Key of its own (as a node that retries safely sends), and
+ * the fill gives each filled entry an idempotency record too (written by the bench beside appendBulk, which writes
+ * none), so the ledger looks like one whose writers always sent keys.
+ */
+const KEYED = process.env.BENCH_KEYED === '1';
 const OVERLOAD_CLIENTS = Number(process.env.BENCH_OVERLOAD_CLIENTS ?? 512);
 const OVERLOAD_S = Number(process.env.BENCH_OVERLOAD_S ?? 10);
 /** API process counts to measure with (2: a second API process beside the stack's, the writes alternating). */
@@ -240,7 +247,7 @@ function bareInserts(scratch: Collection, concurrency: number): Promise<Figures>
 async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single: HttpRow[] = []): Promise<HttpRow[]> {
   const variant = cluster > 1 ? `${backend}-cluster${cluster}` : backend;
   console.log(
-    `bench:ledger http — POST /api/report/truth through the whole stack on FerretDB/${backend}${cluster > 1 ? `, API_PROCESSES=${cluster} (cluster, one ledger writer)` : ''}, ${OPS} writes per measurement, ledger at ${LEDGER_SIZES.join(', ')} entries`
+    `bench:ledger http — POST /api/report/truth through the whole stack on FerretDB/${backend}${cluster > 1 ? `, API_PROCESSES=${cluster} (cluster, one ledger writer)` : ''}, ${OPS} writes per measurement${KEYED ? ', each with an Idempotency-Key' : ''}, ledger at ${LEDGER_SIZES.join(', ')} entries`
   );
   const keep = process.env.BENCH_DATA_DIR ? path.join(process.env.BENCH_DATA_DIR, variant) : undefined;
   const stack = await startBenchStack(`ledger-${variant}`, log, { TRUTH_DAILY_QUOTA: '100000000', NODE_REVIEW_REQUIRED: 'false', FERRETDB_BACKEND: backend, ...(cluster > 1 ? { API_PROCESSES: String(cluster) } : {}) }, keep);
@@ -275,7 +282,7 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
     const write = (did: string, key: string, i: number): Promise<number> =>
       send(`${bases[i % Math.min(processes, bases.length)]}/api/report/truth`, i, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-did': did },
+        headers: { 'content-type': 'application/json', 'x-did': did, ...(KEYED ? { 'idempotency-key': `bench-${key}` } : {}) },
         body: JSON.stringify({ key, value: benchValue(i), truth_type: 'data' })
       });
     /** What HTTP alone costs with this client: the agent card (no database read) at the writes' concurrency. */
@@ -292,7 +299,16 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
             yield { kind: 'truth' as const, key: `bench.fill.${i}`, value: benchValue(i), truth_type: 'data', did: 'did:bench:filler' };
           }
         }
+        const filledFrom = await head();
         await filler.appendBulk(fill());
+        if (KEYED) {
+          // One record per filled entry, as keyed writes would have left (the ledger's `idem` stays the bulk one).
+          const records = db.collection<{ _id: string; seq: number }>('ledger_idempotency');
+          for (let seq = filledFrom + 1; seq <= filledFrom + missing; seq += 1000) {
+            const last = Math.min(seq + 999, filledFrom + missing);
+            await records.insertMany(Array.from({ length: last - seq + 1 }, (_, i) => ({ _id: `k:did:bench:filler:fill-${seq + i}`, seq: seq + i })), { ordered: false }).catch(() => undefined);
+          }
+        }
         console.log(`ledger filled to ${await head()} entries (${missing} entries by appendBulk in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
       }
       await compareAssets(stack.base, db, size);

@@ -333,12 +333,17 @@ export class Ledger {
    * it landed, nothing after it did), and the rest is rebuilt on the real tail.
    */
   private async commit(batch: Pending[]): Promise<void> {
-    let pending = await this.settleKnownIdempotencyKeys(batch, null);
+    // Keys are not looked up before the insert: the unique index on idem refuses a key that is in the ledger already
+    // (a retry), and only then is it looked up. On FerretDB/SQLite a lookup scans its collection (idempotency records:
+    // 150-220 ms at 50,000 records), so a look before every keyed insert (every hub event, every node write with an
+    // Idempotency-Key) made those writes slower the longer the ledger.
+    let pending = this.joinRepeatedKeys(batch);
     // Where the next attempt starts: the tail this process wrote last, else the newest head record (see tailAfter).
     let tail: Tail | null = this.knownTail ?? (await this.headRecordTail(0));
     for (let attempt = 0; pending.length > 0; attempt++) {
       if (attempt >= MAX_RETRIES) throw new Error('ledger append kept losing the race for the next seq');
       tail ??= await this.readTail();
+      const attemptTail = tail;
       const docs = this.buildDocs(pending, tail);
       let inserted = 0;
       try {
@@ -361,50 +366,57 @@ export class Ledger {
         pending.slice(0, inserted).forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
         if ((err as { code?: number }).code !== 11000) throw err;
         // Refused: another writer took this seq, or (only for a write with a caller's key) the key is in the ledger
-        // already, written by another process. An entry without a caller's key has a fresh random idem, so its
-        // refusal can only be the seq: no lookup then. With caller's keys, the keys are looked up (servers differ in
-        // saying which unique index refused).
+        // already. Servers differ in saying which unique index refused (FerretDB does not say). A write with a
+        // caller's key looks its key up (its record, else below the ledger); otherwise the other writer publishes its
+        // head record right after its entries: start again from a record covering the refused seq (no entry read; on
+        // FerretDB/SQLite reading a recent entry scans the ledger). No record covering it within 60 ms: a writer that
+        // stopped before its record. An entry without a caller's key has a fresh random idem, so its refusal can only
+        // be the seq.
         const rest = pending.slice(inserted);
         const refusedSeq = docs[inserted]!._id;
-        pending = rest.some((p) => p.idem.startsWith('k:')) ? await this.settleKnownIdempotencyKeys(rest, rest[0] ?? null) : rest;
-        // The other writer publishes its head record right after its entries: start from that record once it covers
-        // the refused seq (no entry read; on FerretDB/SQLite reading a recent entry scans the ledger). Only a writer
-        // that stopped before its head record makes this wait (60 ms) and then read the tail from the entries.
+        const keyed = rest[0]!.idem.startsWith('k:');
+        // Where the next attempt starts when the refused write turns out to be a retry: the seq is still free, so
+        // where this attempt's inserts ended (a wrong guess only costs another refusal).
+        const resumeAt = inserted > 0 ? tailOf(docs[inserted - 1]!) : attemptTail;
+        if (keyed) {
+          // The key may be in the ledger (a retry): its idempotency record says so. Asked first, even while another
+          // writer is busy (whose records would otherwise make a retry look like a lost race, again and again).
+          pending = await this.settleRefusedKey(rest, 'record');
+          if (pending.length < rest.length) {
+            tail = resumeAt;
+            continue;
+          }
+        }
         tail = await this.headRecordTail(refusedSeq);
         for (let wait = 10; !tail && wait <= 30; wait += 10) {
           await new Promise((resolve) => setTimeout(resolve, wait));
           tail = await this.headRecordTail(refusedSeq);
+        }
+        pending = rest;
+        // Still unexplained: the key's record may be missing (its writer stopped between the entry and the record),
+        // so the ledger itself is searched.
+        if (!tail && keyed) {
+          pending = await this.settleRefusedKey(rest, 'ledger');
+          if (pending.length < rest.length) tail = resumeAt;
         }
       }
     }
   }
 
   /**
-   * Resolves the writes whose idempotency key is already in the ledger (or repeated in this batch): writes with a
-   * caller's key, plus `alsoCheck` (the entry an insert was just refused for), whose own entry may be there.
+   * Writes of one batch that repeat a caller's key: the first is appended, the others answer with its entry
+   * (`duplicate: true`) or its failure. Returns the writes to append.
    */
-  private async settleKnownIdempotencyKeys(batch: Pending[], alsoCheck: Pending | null): Promise<Pending[]> {
-    const keyed = batch.filter((p) => p.idem.startsWith('k:') || p === alsoCheck);
-    if (keyed.length === 0) return batch;
-    // Before an insert: the fast lookup. After a refusal: the ledger itself (the record may be missing).
-    const found = alsoCheck ? await this.entries.find({ idem: { $in: keyed.map((p) => p.idem) } }).toArray() : await this.findByIdems(keyed.map((p) => p.idem));
-    const byIdem = new Map(found.map((d) => [d.idem, d]));
+  private joinRepeatedKeys(batch: Pending[]): Pending[] {
     const first = new Map<string, Pending>();
     const rest: Pending[] = [];
-    const followers: { p: Pending; leader: Pending }[] = [];
     for (const p of batch) {
-      const existing = byIdem.get(p.idem);
-      if (existing) {
-        // An `e:` key is this very write's own entry (its earlier insert did land): not a duplicate.
-        p.resolve({ entry: existing, duplicate: p.idem.startsWith('k:') });
-      } else if (p.idem.startsWith('k:') && first.has(p.idem)) {
-        followers.push({ p, leader: first.get(p.idem)! });
-      } else {
-        first.set(p.idem, p);
+      const leader = p.idem.startsWith('k:') ? first.get(p.idem) : undefined;
+      if (!leader) {
+        if (p.idem.startsWith('k:')) first.set(p.idem, p);
         rest.push(p);
+        continue;
       }
-    }
-    for (const { p, leader } of followers) {
       const leaderResolve = leader.resolve;
       const leaderReject = leader.reject;
       leader.resolve = (r) => {
@@ -417,6 +429,19 @@ export class Ledger {
       };
     }
     return rest;
+  }
+
+  /**
+   * After the insert of `rest[0]` (a write with a caller's key) was refused: finds the entry its key wrote, through
+   * its idempotency record or in the ledger itself. Found: that write is answered with it (`duplicate: true`) and
+   * the others are returned; not found: `rest` unchanged.
+   */
+  private async settleRefusedKey(rest: Pending[], where: 'record' | 'ledger'): Promise<Pending[]> {
+    const refused = rest[0]!;
+    const entry = where === 'record' ? (await this.findByIdems([refused.idem]))[0] : await this.entries.findOne({ idem: refused.idem });
+    if (!entry) return rest;
+    refused.resolve({ entry, duplicate: true });
+    return rest.slice(1);
   }
 
   private buildDocs(pending: Pending[], tail: Tail): LedgerEntryDocument[] {

@@ -22,7 +22,8 @@ beforeAll(async () => {
   dataDir = fs.mkdtempSync(path.join(process.env.ZH_TEST_DATA_DIR!, 'own-ferret-'));
   port = await freePort();
   await startDb();
-  svc = await startTestService({ MONGODB_URI: ferret.uri, TRUTH_WRITE_TIMEOUT_MS: '3000' }, { worker: false });
+  // A quota far above what 4 writers reach in the run (keyed writes are as fast as others: no lookup before them).
+  svc = await startTestService({ MONGODB_URI: ferret.uri, TRUTH_WRITE_TIMEOUT_MS: '3000', TRUTH_DAILY_QUOTA: '1000000' }, { worker: false });
   await registerDid(svc.urls.main, svc.adminToken, DID);
 });
 afterAll(async () => {

@@ -63,28 +63,39 @@ export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, 
       // Past the deadline the caller gets 503 and whatever has not started is withdrawn: a quota slot taken for a
       // write that is then withdrawn is given back, so an abandoned write neither spends quota nor runs later.
       const outcome = await withDeadline(config.TRUTH_WRITE_TIMEOUT_MS, async (signal) => {
-        // A retried write returns what the first one got, without spending quota.
-        if (idempotencyKey) {
-          const existing = await ledger.findByIdempotencyKey(did, idempotencyKey);
-          if (existing) return { kind: 'written' as const, seq: existing.seq, event_id: existing.event_id, duplicate: true };
+        // A retried write returns what the first one got, without spending quota. A write that is appended learns
+        // that from the append itself (the ledger's unique key refuses a second entry, and its quota slot is given
+        // back), so the key is looked up beforehand only where no append follows: a held write, and a write refused
+        // for quota. (On FerretDB/SQLite a lookup scans the idempotency records: one before every keyed write made
+        // those writes slower the longer the ledger.)
+        const written = (entry: { seq: number; event_id: string }) => ({ kind: 'written' as const, seq: entry.seq, event_id: entry.event_id, duplicate: true });
+        const alreadyWritten = async () => (idempotencyKey ? await ledger.findByIdempotencyKey(did, idempotencyKey) : null);
+        const held = heldBecause(body.key, body.truth_type, { highRiskTypes: config.TRUTH_HIGH_RISK_TYPES, highRiskKeyPrefixes: config.TRUTH_HIGH_RISK_KEY_PREFIXES });
+        if (held) {
+          const existing = await alreadyWritten();
+          if (existing) return written(existing);
         }
         signal.throwIfAborted();
         const day = new Date().toISOString().slice(0, 10);
         const scope = `truth:${did}`;
         const allowance = await quota.consume(scope, day, config.TRUTH_DAILY_QUOTA);
         if (!allowance.allowed) {
+          const existing = await alreadyWritten();
+          if (existing) return written(existing);
           throw new AppError('quota_exceeded', `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`, { limit: config.TRUTH_DAILY_QUOTA }, { 'Retry-After': String(secondsUntilUtcMidnight()) });
         }
+        const giveBack = () => quota.refund(scope, day, allowance.count).catch((err) => request.log.warn({ err }, 'quota refund failed'));
         const refund = async (reason: unknown) => {
-          await quota.refund(scope, day, allowance.count).catch((err) => request.log.warn({ err }, 'quota refund failed'));
+          await giveBack();
           throw reason;
         };
         if (signal.aborted) return refund(signal.reason);
-        const held = heldBecause(body.key, body.truth_type, { highRiskTypes: config.TRUTH_HIGH_RISK_TYPES, highRiskKeyPrefixes: config.TRUTH_HIGH_RISK_KEY_PREFIXES });
         if (held) return { kind: 'held' as const, ...(await holdForApproval(deps, { did, body, valueJson, idempotencyKey, held })) };
         const appended = await ledger
           .append({ kind: 'truth', key: body.key, value: body.value, truth_type: body.truth_type ?? null, did, idempotencyKey }, { signal })
           .catch((err) => (err instanceof AppendWithdrawn ? refund(err) : Promise.reject(err)));
+        // A retry: the slot taken for it is given back (the first write spent one).
+        if (appended.duplicate) await giveBack();
         return { kind: 'written' as const, seq: appended.entry.seq, event_id: appended.entry.event_id, duplicate: appended.duplicate };
       }).catch((err: unknown) => {
         // Any other database failure of a write (FerretDB refusing a write while it stops or starts, say) is not

@@ -39,3 +39,32 @@ it('keeps seqs contiguous and every write exactly once when two writers race wit
   const count = (kind: string, type: string | null) => stored.filter((d) => d.kind === kind && d.truth_type === type).length;
   expect((await b.headWithTally()).tally).toEqual({ data: count('truth', 'data'), untyped: count('truth', null), event: count('event', 'config'), risk: count('truth', 'risk') });
 });
+
+it('appends a write with a key without looking the key up first, and answers a retry of it (another process) with its entry', async () => {
+  // A connection of its own whose commands are counted: a keyed append inserts, nothing is read before (on
+  // FerretDB/SQLite a lookup scans the idempotency records, so a look before every keyed write grew with the ledger).
+  const client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
+  try {
+    const commands: string[] = [];
+    client.on('commandStarted', (e) => commands.push(`${e.commandName} ${String((e.command as Record<string, unknown>)[e.commandName])}`));
+    const a = new Ledger(client.db(testDb.db.databaseName));
+    const b = new Ledger(testDb.db);
+    await a.append({ kind: 'event', key: 'keyed.warmup', value: {}, did: null }); // reads the tail once
+    await a.headPublished();
+    commands.length = 0;
+    const first = await a.append({ kind: 'truth', key: 'keyed.1', value: { n: 1 }, truth_type: 'data', did: 'did:example:k', idempotencyKey: 'once-1' });
+    expect(first.duplicate).toBe(false);
+    const reads = commands.filter((c) => /^(find|aggregate|count)/.test(c));
+    expect(reads).toEqual([]);
+    expect(commands).toContain('insert ledger');
+    // The retry through another process: refused by the unique key, then answered with the first entry.
+    const retry = await b.append({ kind: 'truth', key: 'keyed.1', value: { n: 1 }, truth_type: 'data', did: 'did:example:k', idempotencyKey: 'once-1' });
+    expect(retry).toMatchObject({ duplicate: true, entry: { seq: first.entry.seq, event_id: first.entry.event_id } });
+    // And the next write of that process lands right after it.
+    const next = await b.append({ kind: 'truth', key: 'keyed.2', value: {}, truth_type: 'data', did: 'did:example:k', idempotencyKey: 'once-2' });
+    expect(next.entry.seq).toBe(first.entry.seq + 1);
+    expect(await verifyLedger(b)).toMatchObject({ consistent: true, ledger_lines: next.entry.seq });
+  } finally {
+    await client.close();
+  }
+});
