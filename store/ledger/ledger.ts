@@ -367,11 +367,11 @@ export class Ledger {
         if ((err as { code?: number }).code !== 11000) throw err;
         // Refused: another writer took this seq, or (only for a write with a caller's key) the key is in the ledger
         // already. Servers differ in saying which unique index refused (FerretDB does not say). A write with a
-        // caller's key looks its key up (its record, else below the ledger); otherwise the other writer publishes its
-        // head record right after its entries: start again from a record covering the refused seq (no entry read; on
-        // FerretDB/SQLite reading a recent entry scans the ledger). No record covering it within 60 ms: a writer that
-        // stopped before its record. An entry without a caller's key has a fresh random idem, so its refusal can only
-        // be the seq.
+        // caller's key looks its key up (its record; failing that, the ledger further down). Otherwise the other
+        // writer publishes its head record right after its entries: start again from a record covering the refused
+        // seq (no entry read; on FerretDB/SQLite reading a recent entry scans the ledger). No record covering it
+        // within 60 ms: a writer that stopped before its record. An entry without a caller's key has a fresh random
+        // idem, so its refusal can only be the seq.
         const rest = pending.slice(inserted);
         const refusedSeq = docs[inserted]!._id;
         const keyed = rest[0]!.idem.startsWith('k:');
@@ -433,15 +433,26 @@ export class Ledger {
 
   /**
    * After the insert of `rest[0]` (a write with a caller's key) was refused: finds the entry its key wrote, through
-   * its idempotency record or in the ledger itself. Found: that write is answered with it (`duplicate: true`) and
-   * the others are returned; not found: `rest` unchanged.
+   * its idempotency record or in the ledger itself. Found: that write is answered with it (`duplicate: true`), so
+   * are the others of `rest` whose keys have records, and the remaining ones are returned; not found: `rest`
+   * unchanged.
    */
   private async settleRefusedKey(rest: Pending[], where: 'record' | 'ledger'): Promise<Pending[]> {
     const refused = rest[0]!;
     const entry = where === 'record' ? (await this.findByIdems([refused.idem]))[0] : await this.entries.findOne({ idem: refused.idem });
     if (!entry) return rest;
     refused.resolve({ entry, duplicate: true });
-    return rest.slice(1);
+    // A retry seldom comes alone (a client resending a batch, an activity appending again what its last attempt
+    // may have written): the other keys of the batch are looked up now, together, instead of one refusal each.
+    const others = rest.slice(1);
+    const keyed = others.filter((p) => p.idem.startsWith('k:'));
+    if (keyed.length === 0) return others;
+    const found = new Map((await this.findByIdems(keyed.map((p) => p.idem))).map((e) => [e.idem, e]));
+    return others.filter((p) => {
+      const existing = found.get(p.idem);
+      if (existing) p.resolve({ entry: existing, duplicate: true });
+      return !existing;
+    });
   }
 
   private buildDocs(pending: Pending[], tail: Tail): LedgerEntryDocument[] {

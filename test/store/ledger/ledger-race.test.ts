@@ -68,3 +68,24 @@ it('appends a write with a key without looking the key up first, and answers a r
     await client.close();
   }
 });
+
+it('answers a batch of retries (an activity appending again what it may have written) with one refusal, not one each', async () => {
+  const a = new Ledger(testDb.db);
+  const keys = Array.from({ length: 50 }, (_, i) => `batch-retry-${i}`);
+  const write = (ledger: Ledger, key: string) => ledger.append({ kind: 'event', key: `hub.batch.${key}`, value: {}, did: 'did:example:hub', idempotencyKey: key });
+  const first = await Promise.all(keys.map((k) => write(a, k)));
+  const client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
+  try {
+    let inserts = 0;
+    client.on('commandStarted', (e) => {
+      if (e.commandName === 'insert' && (e.command as { insert?: string }).insert === 'ledger') inserts++;
+    });
+    const b = new Ledger(client.db(testDb.db.databaseName));
+    const again = await Promise.all(keys.map((k) => write(b, k)));
+    expect(again.map((r) => r.duplicate)).toEqual(keys.map(() => true));
+    expect(again.map((r) => r.entry.seq)).toEqual(first.map((r) => r.entry.seq));
+    expect(inserts).toBeLessThanOrEqual(2);
+  } finally {
+    await client.close();
+  }
+});
