@@ -15,7 +15,7 @@
  * (one `find` of up to MAX_IDS_PER_READ ids; one such read in flight per process). A hub restart or the first
  * heartbeats after a mass registration otherwise made one read per node at once, and on FerretDB/SQLite each read
  * scans the `nodes` collection: 10,000 nodes made 10,000 scans of 10,000 documents before the first heartbeat of
- * many of them was answered. A lone miss is read at once, as before.
+ * many of them was answered. A lone miss is read at once when no read is in flight, as before.
  *
  * When the change log cannot be read (the database is unreachable, or this process paused for longer than the
  * records are kept), the cache falls back to what it did before the log existed: an entry older than

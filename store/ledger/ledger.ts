@@ -338,7 +338,7 @@ export class Ledger {
     // 150-220 ms at 50,000 records), so a look before every keyed insert (every hub event, every node write with an
     // Idempotency-Key) made those writes slower the longer the ledger.
     let pending = this.joinRepeatedKeys(batch);
-    // Where the next attempt starts: the tail this process wrote last, else the newest head record (see tailAfter).
+    // Where the next attempt starts: the tail this process wrote last, else the newest head record (see headRecordTail).
     let tail: Tail | null = this.knownTail ?? (await this.headRecordTail(0));
     for (let attempt = 0; pending.length > 0; attempt++) {
       if (attempt >= MAX_RETRIES) throw new Error('ledger append kept losing the race for the next seq');
@@ -375,8 +375,9 @@ export class Ledger {
         const rest = pending.slice(inserted);
         const refusedSeq = docs[inserted]!._id;
         const keyed = rest[0]!.idem.startsWith('k:');
-        // Where the next attempt starts when the refused write turns out to be a retry: the seq is still free, so
-        // where this attempt's inserts ended (a wrong guess only costs another refusal).
+        // Where the next attempt starts when the refused write turns out to be a retry: if its key caused the
+        // refusal the seq is still free, so where this attempt's inserts ended (a wrong guess only costs another
+        // refusal).
         const resumeAt = inserted > 0 ? tailOf(docs[inserted - 1]!) : attemptTail;
         if (keyed) {
           // The key may be in the ledger (a retry): its idempotency record says so. Asked first, even while another
@@ -441,6 +442,8 @@ export class Ledger {
     const refused = rest[0]!;
     const entry = where === 'record' ? (await this.findByIdems([refused.idem]))[0] : await this.entries.findOne({ idem: refused.idem });
     if (!entry) return rest;
+    // Found in the ledger itself: its record was missing; written now, so the next retry of the key finds it fast.
+    if (where === 'ledger') await this.idempotency.insertOne({ _id: entry.idem, seq: entry._id }).catch(() => undefined);
     refused.resolve({ entry, duplicate: true });
     // A retry seldom comes alone (a client resending a batch, an activity appending again what its last attempt
     // may have written): the other keys of the batch are looked up now, together, instead of one refusal each.
@@ -595,11 +598,18 @@ export class Ledger {
     await this.idempotency.insertMany(records, { ordered: false }).catch(() => undefined);
   }
 
-  /** The entries written with these idems, found through their idempotency records. */
+  /**
+   * The entries written with these idems, found through their idempotency records: one read of the records and one
+   * of their entries, however many idems (on FerretDB/SQLite each read scans its collection once, where a lookup
+   * per idem scanned it once each).
+   */
   private async findByIdems(idems: string[]): Promise<LedgerEntryDocument[]> {
-    const records = await Promise.all(idems.map((_id) => this.idempotency.findOne({ _id })));
-    const entries = await Promise.all(records.map((r) => (r ? this.entries.findOne({ _id: r.seq }) : null)));
-    return entries.filter((e, i): e is LedgerEntryDocument => e !== null && e.idem === idems[i]);
+    const records = idems.length === 1 ? [await this.idempotency.findOne({ _id: idems[0]! })].filter((r) => r !== null) : await this.idempotency.find({ _id: { $in: idems } }).toArray();
+    if (records.length === 0) return [];
+    const seqs = records.map((r) => r.seq);
+    const entries = seqs.length === 1 ? [await this.entries.findOne({ _id: seqs[0]! })].filter((e) => e !== null) : await this.entries.find({ _id: { $in: seqs } }).toArray();
+    const wanted = new Set(idems);
+    return entries.filter((e) => wanted.has(e.idem));
   }
 
   /** Records the new tail locally and inserts the shared head record for it (the newest record is the head). */

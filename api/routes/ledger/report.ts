@@ -2,7 +2,10 @@
  * POST /api/report/truth (main and backup listeners): a node reports a truth record.
  *   - X-DID must be a registered DID (401 otherwise); the body per core/ledger/truth-record.ts (400 with the spec codes);
  *     a value over TRUTH_MAX_VALUE_BYTES gives 413.
- *   - Idempotency-Key: a retry returns the first result (the appended entry, or the same pending approval).
+ *   - Idempotency-Key: a retry returns the first result (the appended entry, or the same pending approval). The key
+ *     is not looked up before an append (the ledger's unique key refuses a second entry): a retry holds a quota slot
+ *     while its append runs and gives it back when answered as a duplicate (to this process's lease), so a DID at
+ *     its very limit can see a concurrent new write refused 429 meanwhile.
  *   - Quota: TRUTH_DAILY_QUOTA writes per DID per UTC day; past it 429 with Retry-After.
  *   - High-risk writes start truth-approval/<id> and answer 202; the rest are appended at once (200).
  *   - If MongoDB (or, for held writes, Temporal) cannot be reached within TRUTH_WRITE_TIMEOUT_MS the answer is 503
@@ -80,7 +83,7 @@ export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, 
         const scope = `truth:${did}`;
         const allowance = await quota.consume(scope, day, config.TRUTH_DAILY_QUOTA);
         if (!allowance.allowed) {
-          const existing = await alreadyWritten();
+          const existing = held ? null : await alreadyWritten(); // (a held write was looked up above)
           if (existing) return written(existing);
           throw new AppError('quota_exceeded', `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`, { limit: config.TRUTH_DAILY_QUOTA }, { 'Retry-After': String(secondsUntilUtcMidnight()) });
         }
