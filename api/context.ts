@@ -9,10 +9,10 @@ import { Config, mongoUri, temporalAddress } from '../core/config.node';
 import { connectMongo, ensureIndexes, Mongo } from '../store/mongo';
 import cluster from 'node:cluster';
 import { Ledger } from '../store/ledger/ledger';
-import { forwardAppendsTo } from '../store/ledger/ledger-forwarding';
+import { forwardAppendsTo, forwardQuotaTo } from '../store/ledger/ledger-forwarding';
 import { CredentialStore } from '../store/credentials';
 import { NodeStore } from '../store/federation/nodes';
-import { QuotaStore } from '../store/ledger/quota';
+import { DailyQuota, QuotaStore } from '../store/ledger/quota';
 import { PresenceStore } from '../store/federation/presence';
 import { HeartbeatHistoryStore } from '../store/federation/heartbeat-history';
 import { TaskStore } from '../store/federation/tasks';
@@ -34,7 +34,7 @@ export interface ServiceContext {
   ledger: Ledger;
   credentials: CredentialStore;
   nodes: NodeStore;
-  quota: QuotaStore;
+  quota: DailyQuota;
   presence: PresenceStore;
   heartbeatHistory: HeartbeatHistoryStore;
   presenceRecorder: PresenceRecorder;
@@ -83,7 +83,8 @@ export async function createServiceContext(config: Config, logger = createLogger
       ledger: new Ledger(mongo.db, { forward: cluster.isWorker ? forwardAppendsTo(process) : null }),
       credentials: new CredentialStore(mongo.db),
       nodes,
-      quota,
+      // With API_PROCESSES > 1 the primary's QuotaStore leases every DID's slots for the host (api/server.ts).
+      quota: cluster.isWorker ? forwardQuotaTo(process, quota) : quota,
       presence,
       heartbeatHistory,
       presenceRecorder: new PresenceRecorder(

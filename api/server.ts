@@ -7,8 +7,9 @@
  * primary hands out connections). A worker that dies is restarted after 0.5, 1, 2, 4, 8 s (at most 10 s); after
  * 5 restarts within 120 s the primary exits with an error (the launcher's supervisor then restarts the whole API).
  * A signal to the primary is passed to every worker, which drains; the primary exits when they all have.
- * The primary is also the host's one ledger writer: the API processes hand it their appends (store/ledger/
- * ledger-forwarding.ts), so they never race each other for the next seq.
+ * The primary is also the host's one ledger writer and quota counter: the API processes hand it their appends and
+ * their daily-quota claims (store/ledger/ledger-forwarding.ts), so they never race each other for the next seq or
+ * for a DID's quota slots.
  */
 import cluster, { Worker } from 'node:cluster';
 import type { Logger } from 'pino';
@@ -17,7 +18,8 @@ import { createLogger } from '../core/logger.node';
 import { connectMongo, ensureIndexes } from '../store/mongo';
 import { DirectoryTreeStore } from '../store/federation/directory-tree';
 import { Ledger } from '../store/ledger/ledger';
-import { serveForwardedAppends } from '../store/ledger/ledger-forwarding';
+import { serveForwardedWrites } from '../store/ledger/ledger-forwarding';
+import { QuotaStore } from '../store/ledger/quota';
 import { loadAdminTokenHash } from './admin-token';
 import { loadOrCreateHubKeys } from './keys';
 import { startApi } from './service';
@@ -61,9 +63,12 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
     throw err;
   }
   const ledger = new Ledger(mongo.db);
+  const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'));
   const exit = async (code: number) => {
-    // The head record of the last appends, then the connection (bounded: the database may be what failed).
-    await Promise.race([ledger.headPublished().then(() => mongo.close()), new Promise((r) => setTimeout(r, 5000).unref())]).catch(() => undefined);
+    // The head record of the last appends and the unused leased quota slots, then the connection (bounded: the
+    // database may be what failed).
+    const closing = Promise.all([ledger.headPublished(), quota.close()]).then(() => mongo.close());
+    await Promise.race([closing, new Promise((r) => setTimeout(r, 5000).unref())]).catch(() => undefined);
     process.exit(code);
   };
   let stopping = false;
@@ -72,7 +77,7 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
   const fork = (slot: number) => {
     const worker = cluster.fork({ API_PROCESS_INDEX: String(slot) });
     slots.set(worker, slot);
-    serveForwardedAppends(ledger, worker, (err) => logger.warn({ err, slot }, 'a forwarded ledger append failed'));
+    serveForwardedWrites({ ledger, quota }, worker, (err) => logger.warn({ err, slot }, 'a forwarded ledger append or quota claim failed'));
   };
   cluster.on('exit', (worker, code, signal) => {
     const slot = slots.get(worker) ?? 0;

@@ -7,9 +7,17 @@
  * Through the primary there is no race among them; the worker process (the hub's own events) and API replicas on
  * other hosts still append directly, and the unique seq keeps the ledger exact whoever writes.
  *
+ * The daily quota's slots likewise (store/ledger/quota.ts): each process leasing a DID's slots on its own, the
+ * processes of a host claimed the same slot numbers, refused each other's inserts and read the counter again after
+ * a few refusals (on FerretDB/SQLite a scan of `quota_uses`); with many DIDs each written through every process
+ * that happened at every block. The API processes forward `consume` and `refund` to the primary, whose one
+ * QuotaStore leases for the whole host: its slots are refused only by other hosts.
+ *
  * Messages (JSON over the IPC channel; `zh` tells them from the cluster module's own):
  *   process → primary  { zh: 'ledger.append', id, input }   { zh: 'ledger.withdraw', id }
  *   primary → process  { zh: 'ledger.appended', id, result } { zh: 'ledger.failed', id, withdrawn, message }
+ *   process → primary  { zh: 'quota.consume', id, scope, day, limit }   { zh: 'quota.refund', id, scope, day, n }
+ *   primary → process  { zh: 'quota.done', id, allowed, count }          { zh: 'quota.failed', id, message }
  * A withdrawal (the caller's deadline passed) withdraws the append if its batch has not begun, exactly as a direct
  * append's signal does (AppendWithdrawn: nothing written, the quota slot given back). When the channel is gone (the
  * primary stopping) an append is made directly: safe, only slower.
@@ -17,6 +25,7 @@
 import { AppError } from '../../core/errors';
 import type { AppendInput, AppendResult, Ledger } from './ledger';
 import { AppendWithdrawn } from './ledger';
+import type { DailyQuota } from './quota';
 
 /** Appends on the caller's behalf somewhere else; `null` when it cannot (the caller then appends itself). */
 export type ForwardAppend = (input: AppendInput, signal: AbortSignal | undefined) => Promise<AppendResult> | null;
@@ -25,7 +34,11 @@ type ForwardMessage =
   | { zh: 'ledger.append'; id: number; input: AppendInput }
   | { zh: 'ledger.withdraw'; id: number }
   | { zh: 'ledger.appended'; id: number; result: AppendResult }
-  | { zh: 'ledger.failed'; id: number; withdrawn: boolean; message: string };
+  | { zh: 'ledger.failed'; id: number; withdrawn: boolean; message: string }
+  | { zh: 'quota.consume'; id: number; scope: string; day: string; limit: number }
+  | { zh: 'quota.refund'; id: number; scope: string; day: string; n: number }
+  | { zh: 'quota.done'; id: number; allowed: boolean; count: number }
+  | { zh: 'quota.failed'; id: number; message: string };
 
 /** The two ends of an IPC channel as Node gives them: `process` in a child, the ChildProcess / cluster Worker in the parent. */
 export interface IpcEnd {
@@ -36,11 +49,14 @@ export interface IpcEnd {
 }
 
 function isForwardMessage(message: unknown): message is ForwardMessage {
-  return typeof message === 'object' && message !== null && typeof (message as { zh?: unknown }).zh === 'string' && (message as { zh: string }).zh.startsWith('ledger.');
+  if (typeof message !== 'object' || message === null) return false;
+  const zh = (message as { zh?: unknown }).zh;
+  return typeof zh === 'string' && (zh.startsWith('ledger.') || zh.startsWith('quota.'));
 }
 
-/** The primary's side: appends what one API process forwards, with `ledger` (this process's only writer). */
-export function serveForwardedAppends(ledger: Ledger, channel: IpcEnd, onError: (err: unknown) => void = () => undefined): void {
+/** The primary's side: appends and takes quota for what one API process forwards, with the host's one `ledger` and `quota`. */
+export function serveForwardedWrites(writers: { ledger: Ledger; quota: DailyQuota }, channel: IpcEnd, onError: (err: unknown) => void = () => undefined): void {
+  const { ledger, quota } = writers;
   const withdrawals = new Map<number, AbortController>();
   const reply = (message: ForwardMessage) => {
     try {
@@ -53,6 +69,18 @@ export function serveForwardedAppends(ledger: Ledger, channel: IpcEnd, onError: 
     if (!isForwardMessage(message)) return;
     if (message.zh === 'ledger.withdraw') {
       withdrawals.get(message.id)?.abort();
+      return;
+    }
+    if (message.zh === 'quota.consume' || message.zh === 'quota.refund') {
+      const { id } = message;
+      const done = message.zh === 'quota.consume' ? quota.consume(message.scope, message.day, message.limit) : quota.refund(message.scope, message.day, message.n).then(() => ({ allowed: true, count: message.n }));
+      done.then(
+        (r) => reply({ zh: 'quota.done', id, allowed: r.allowed, count: r.count }),
+        (err: unknown) => {
+          onError(err);
+          reply({ zh: 'quota.failed', id, message: err instanceof Error ? err.message : String(err) });
+        }
+      );
       return;
     }
     if (message.zh !== 'ledger.append') return;
@@ -111,5 +139,49 @@ export function forwardAppendsTo(channel: IpcEnd): ForwardAppend {
       }
     }, { once: true });
     return answer;
+  };
+}
+
+/**
+ * An API process's side of the quota: `consume` and `refund` go to the primary at the other end of `channel`, whose
+ * QuotaStore leases for every process of the host. When the channel is gone (the primary stopping), `local` (this
+ * process's own QuotaStore) takes over: exact all the same (slots are unique documents), only racing again.
+ */
+export function forwardQuotaTo(channel: IpcEnd, local: DailyQuota): DailyQuota {
+  const waiting = new Map<number, { resolve: (r: { allowed: boolean; count: number }) => void; reject: (e: unknown) => void }>();
+  let nextId = 1;
+  channel.on('message', (message) => {
+    if (!isForwardMessage(message)) return;
+    if (message.zh !== 'quota.done' && message.zh !== 'quota.failed') return;
+    const caller = waiting.get(message.id);
+    if (!caller) return;
+    waiting.delete(message.id);
+    if (message.zh === 'quota.done') caller.resolve({ allowed: message.allowed, count: message.count });
+    else caller.reject(new AppError('unavailable', `The quota could not be counted (${message.message}); retry later`, {}, { 'Retry-After': '5' }));
+  });
+  // A slot the primary took for a caller whose answer is lost stays spent for the day (as a process dying with a lease).
+  channel.on('disconnect', () => {
+    for (const caller of waiting.values()) caller.reject(new AppError('unavailable', 'The quota counter stopped before answering; retry later', {}, { 'Retry-After': '5' }));
+    waiting.clear();
+  });
+  const send = (message: { zh: 'quota.consume'; scope: string; day: string; limit: number } | { zh: 'quota.refund'; scope: string; day: string; n: number }) => {
+    if (!channel.send || channel.connected === false) return null;
+    const id = nextId++;
+    const answer = new Promise<{ allowed: boolean; count: number }>((resolve, reject) => waiting.set(id, { resolve, reject }));
+    try {
+      channel.send({ ...message, id } satisfies ForwardMessage);
+    } catch {
+      waiting.delete(id);
+      return null;
+    }
+    return answer;
+  };
+  return {
+    consume: (scope, day, limit) => send({ zh: 'quota.consume', scope, day, limit }) ?? local.consume(scope, day, limit),
+    // Without the primary, deleting the slot's document gives it back (local holds no lease of it).
+    refund: async (scope, day, n) => {
+      const sent = send({ zh: 'quota.refund', scope, day, n });
+      await (sent ?? local.refund(scope, day, n));
+    }
   };
 }

@@ -25,7 +25,8 @@
  * over-admission: a slot is handed out only by the process whose insert of it succeeded.
  *
  * Inside one process callers never race for a slot: claims of one scope run one at a time and callers take slots
- * from the lease synchronously. Refused inserts happen only between processes: a refused slot is skipped (another
+ * from the lease synchronously (and the API processes of one host forward their claims to the cluster primary's one
+ * store, store/ledger/ledger-forwarding.ts). Refused inserts happen only between processes: a refused slot is skipped (another
  * process took it), and after more than INSERT_PROBES refusals in a row the claim reads the counter's slots again and
  * moves past the highest taken. Slots given back are claimed again first (lowest first). What a process knows of a
  * counter starts from one read of its slots (`n` of the documents of that scope and day, at most the day's limit):
@@ -85,13 +86,21 @@ interface CounterState {
   lastUse: number;
 }
 
+/** What the write routes need of a daily quota: a QuotaStore, or one forwarded to the host's writer (ledger-forwarding.ts). */
+export interface DailyQuota {
+  /** Takes one use of `scope` on `day`; `count` is the slot taken (1-based), or `limit + 1` when refused. */
+  consume(scope: string, day: string, limit: number): Promise<{ allowed: boolean; count: number }>;
+  /** Gives back a slot taken by `consume` for a use that never happened (a write abandoned before it started). */
+  refund(scope: string, day: string, n: number): Promise<void>;
+}
+
 export interface QuotaStoreOptions {
   /** Unused leased slots of a scope are given back after it has not been used for this long (ms). */
   leaseIdleMs?: number;
   onError?: (err: unknown) => void;
 }
 
-export class QuotaStore {
+export class QuotaStore implements DailyQuota {
   private readonly uses: Collection<QuotaUse>;
   /** Today's counters; a promise so that concurrent first uses of a counter share one read of its slots. */
   private readonly counters = new Map<string, Promise<CounterState>>();

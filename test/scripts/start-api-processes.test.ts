@@ -3,7 +3,8 @@
  * spread over new connections reach both, each recording presence under its own instance (two documents in the
  * node's shard), and the node is online for both; one killed with SIGKILL is restarted by the API's primary (with
  * the reason in the log) while the other keeps serving. Truth writes through both processes are appended by the
- * primary (the host's one ledger writer): all answered, seqs distinct, the ledger verifies.
+ * primary (the host's one ledger writer): all answered, seqs distinct, the ledger verifies; their quota slots are
+ * taken by the primary's one lease (slots 1…40, no holes).
  */
 import http from 'node:http';
 import fs from 'node:fs';
@@ -92,6 +93,14 @@ it('runs two API processes on the same ports; both record presence; a killed one
     expect(new Set(seqs).size).toBe(40);
     const verify = JSON.parse((await freshExchange('GET', `${stack.base}/api/verify`, {})).text) as { consistent: boolean };
     expect(verify.consistent).toBe(true);
+    // Their quota slots too were taken by the primary, from one lease for the host: once its unused slots are given
+    // back (the DID idle for 2 s), the slots spent are exactly 1…40. (Processes leasing apart left holes where
+    // each gave back the rest of its own block.)
+    const slots = await eventually(async () => {
+      const docs = await db.collection('quota_uses').find({ scope: `truth:${did}` }, { projection: { _id: 0, n: 1 } }).toArray();
+      return docs.length === 40 ? docs.map((d) => Number(d.n)).sort((a, b) => a - b) : undefined;
+    }, 30_000, 'the unused leased quota slots given back');
+    expect(slots).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
 
     // One process killed: once the primary has seen it die (a connection handed to it before that is lost, as with
     // any crash), the other answers every request, and the primary restarts the dead one.

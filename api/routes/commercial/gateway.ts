@@ -22,7 +22,7 @@ import { RawJson } from '../../../core/raw-json';
 import { SERVICE_NAME } from '../../../core/version';
 import type { CredentialStore } from '../../../store/credentials';
 import type { Ledger } from '../../../store/ledger/ledger';
-import type { QuotaStore } from '../../../store/ledger/quota';
+import type { DailyQuota } from '../../../store/ledger/quota';
 import { ERROR_BODY } from '../../response-docs';
 import { secondsUntilUtcMidnight, truthResponse, upsertResponse } from '../memory/truth';
 import type { MemoryGatewayClient } from './memory-client';
@@ -71,7 +71,7 @@ const decisionResponse = z.object({
   recorded: z.object({ key: z.string(), seq: z.number().int(), event_id: z.string() }).nullable().describe('the ledger entry when record was true')
 });
 
-type DecisionDeps = { ledger: Ledger; quota: QuotaStore; credentials: CredentialStore; config: Config };
+type DecisionDeps = { ledger: Ledger; quota: DailyQuota; credentials: CredentialStore; config: Config };
 
 export const decisionRoutes: FastifyPluginAsyncZod<DecisionDeps> = async (app, { ledger, quota, credentials, config }) => {
   app.post(

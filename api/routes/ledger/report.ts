@@ -27,7 +27,7 @@ import { heldBecause, TruthReportBody, truthReportBody } from '../../../core/led
 import { holdTruthForApproval } from '../../../workflows/ledger/truth-approval.client';
 import { TruthApprovalInput, truthApprovalWorkflowId } from '../../../workflows/ledger/truth-approval.contract';
 import { AppendWithdrawn, type Ledger } from '../../../store/ledger/ledger';
-import type { QuotaStore } from '../../../store/ledger/quota';
+import type { DailyQuota } from '../../../store/ledger/quota';
 import { isMongoUnavailable } from '../../plugins/errors';
 
 export const SUCCESS_MESSAGE = 'truth recorded';
@@ -35,7 +35,7 @@ export const SUCCESS_MESSAGE = 'truth recorded';
 const writtenResponse = z.object({ ok: z.literal(true), message: z.string(), truth_count: z.number().int(), seq: z.number().int(), event_id: z.string(), duplicate: z.boolean() });
 const pendingResponse = z.object({ ok: z.literal(true), pending: z.literal(true), approval_id: z.string(), workflow_id: z.string(), message: z.string(), status_url: z.string() });
 
-type ReportDeps = { ledger: Ledger; quota: QuotaStore; temporal: Client; config: Config };
+type ReportDeps = { ledger: Ledger; quota: DailyQuota; temporal: Client; config: Config };
 
 export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, deps) => {
   const { ledger, quota, config } = deps;

@@ -19,7 +19,7 @@ import { heldBecause } from '../../../core/ledger/truth-record';
 import { MAX_HISTORY_PAGE, memoryKey, memoryUpsertBody } from '../../../core/memory/memory-record';
 import { rawJsonSchema } from '../../../core/raw-json';
 import type { Ledger } from '../../../store/ledger/ledger';
-import type { QuotaStore } from '../../../store/ledger/quota';
+import type { DailyQuota } from '../../../store/ledger/quota';
 import type { MemoryStore } from '../../../store/memory/memory';
 import { ERROR_BODY } from '../../response-docs';
 
@@ -56,7 +56,7 @@ export const historyResponse = z.object({
 
 const keyParams = z.object({ key: memoryKey });
 
-type MemoryDeps = { ledger: Ledger; memory: MemoryStore; quota: QuotaStore; config: Config };
+type MemoryDeps = { ledger: Ledger; memory: MemoryStore; quota: DailyQuota; config: Config };
 
 function versionView(version: number, entry: Parameters<typeof publicEntry>[0]) {
   const e = publicEntry(entry);
