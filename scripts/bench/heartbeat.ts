@@ -15,6 +15,11 @@
  *   4. BENCH_STOP (default 10 % of the nodes, at most 1,000) fall silent at once while the others keep beating:
  *      delay from each stopped node's last acknowledged heartbeat to its recorded offline change (target
  *      NODE_OFFLINE_AFTER_S + 2 s), nodes detected, false offline transitions.
+ * The heartbeats go through undici's request API over a pool of BENCH_CONNECTIONS keep-alive connections (default
+ * 512; `0` gives every node a connection of its own, as Node's fetch did before): in production the nodes' own
+ * connections end at the load balancer (docker/nginx-lb.conf), which forwards over a bounded pool of keep-alive
+ * connections per API process, and a client of 10,000 sockets on the same two cores measured its own cost (about a
+ * third of a core, and EMFILE in the API) more than the hub's.
  * At the end, the cost per heartbeat at the largest size over the smallest (flat is 1.0). Prints figures; asserts
  * nothing. BENCH_OFFLINE_AFTER_S (default 30) sets NODE_OFFLINE_AFTER_S. The machine's other load makes every
  * figure noisy: run it when the machine is otherwise idle and say so beside the figures.
@@ -25,6 +30,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { MongoClient } from 'mongodb';
+import { Agent } from 'undici';
 import { StackLog } from './stack-log';
 import { BenchStack, startBenchStack } from './stack';
 import { nodeSweeperWorkflowId, NODE_SWEEPER_GROUPS } from '../../workflows/federation/node-lifecycle-sweeper.contract';
@@ -39,6 +45,8 @@ const SAMPLE = Number(process.env.BENCH_SAMPLE ?? 100);
 const CLK_TCK = 100;
 /** Registrations in flight at once (the 10,000-node run spends minutes registering). */
 const REGISTER_CONCURRENCY = Number(process.env.BENCH_REGISTER_CONCURRENCY ?? 16);
+/** Keep-alive connections the heartbeats share (0: one per node). */
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 512);
 
 interface Node {
   node_id: string;
@@ -142,6 +150,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
   let connection: Connection | null = null;
   const running = { on: true };
   const loops: Promise<void>[] = [];
+  const heartbeats = new Agent({ connections: CONNECTIONS > 0 ? CONNECTIONS : null, keepAliveTimeout: 60_000 });
   try {
     stack = await startBenchStack('hb', log, { NODE_REVIEW_REQUIRED: 'false', NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S), REGISTER_RATE_LIMIT_PER_MIN: '100000000' });
     const { base } = stack;
@@ -164,6 +173,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     );
     console.log(`registered ${nodes.length} nodes in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
+    const origin = new URL(base).origin;
     const lastAck = new Map<string, number>();
     const stopped = new Set<string>();
     let recording: { lat: number[]; errors: number } | null = null;
@@ -171,13 +181,15 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
       const t = Date.now();
       let ok = false;
       try {
-        const res = await fetch(`${base}/a2a/heartbeat`, {
+        const res = await heartbeats.request({
+          origin,
+          path: '/a2a/heartbeat',
           method: 'POST',
           headers: { 'content-type': 'application/json', 'x-external-node': node.node_id, 'x-external-key': node.api_key },
           body: JSON.stringify({ resources: { cpu_percent: 35, memory_used_gb: 4, gpu_count: 1, gpu_util_percent: 50 }, performance: { latency_ms: 120, tasks_done: 3 } })
         });
-        await res.arrayBuffer();
-        ok = res.status === 200;
+        await res.body.dump();
+        ok = res.statusCode === 200;
         if (ok) lastAck.set(node.node_id, Date.now());
       } catch {
         ok = false;
@@ -299,6 +311,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
   } finally {
     running.on = false;
     await Promise.race([Promise.all(loops), new Promise((r) => setTimeout(r, (BEAT_S + 5) * 1000))]);
+    await heartbeats.close().catch(() => undefined);
     await connection?.close().catch(() => undefined);
     await mongo?.close().catch(() => undefined);
     await stack?.stop();
@@ -313,7 +326,7 @@ async function falseOfflines(db: ReturnType<MongoClient['db']>, since: string, s
 
 async function main(): Promise<void> {
   const log = new StackLog('heartbeat');
-  console.log(`bench:heartbeat — fleets of ${SIZES.join(', ')} nodes, beat every ${BEAT_S} s, ${SECONDS} s window, NODE_OFFLINE_AFTER_S=${OFFLINE_AFTER_S} (figures are noisy when the machine has other load)`);
+  console.log(`bench:heartbeat — fleets of ${SIZES.join(', ')} nodes, beat every ${BEAT_S} s, ${SECONDS} s window, NODE_OFFLINE_AFTER_S=${OFFLINE_AFTER_S}, heartbeats over ${CONNECTIONS > 0 ? `${CONNECTIONS} keep-alive connections` : 'a connection per node'} (figures are noisy when the machine has other load)`);
   const figures: SizeFigures[] = [];
   try {
     for (const size of SIZES) figures.push(await runSize(size, log));
