@@ -64,7 +64,10 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
   }
   const ledger = new Ledger(mongo.db);
   const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'));
+  let exiting = false;
   const exit = async (code: number) => {
+    if (exiting) return;
+    exiting = true;
     // The head record of the last appends and the unused leased quota slots, then the connection (bounded: the
     // database may be what failed).
     const closing = Promise.all([ledger.headPublished(), quota.close()]).then(() => mongo.close());
@@ -93,8 +96,10 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
     while (restarts.length > 0 && now - restarts[0]! > RESTART_WINDOW_MS) restarts.shift();
     if (restarts.length >= MAX_RESTARTS) {
       logger.error({ slot, code, signal }, `API process ${slot} died ${MAX_RESTARTS + 1} times within ${RESTART_WINDOW_MS / 1000} s; stopping`);
+      stopping = true;
       for (const w of slots.keys()) w.process.kill('SIGTERM');
-      process.exit(1);
+      void exit(1); // (the head record and the unused leased quota slots first, at most 5 s)
+      return;
     }
     const delay = RESTART_DELAYS_MS[Math.min(restarts.length, RESTART_DELAYS_MS.length - 1)]!;
     restarts.push(now);
@@ -113,7 +118,7 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
     for (const w of slots.keys()) w.process.kill(signal);
     setTimeout(() => {
       logger.error('API processes took longer than 20 s to stop; exiting');
-      process.exit(1);
+      void exit(1);
     }, 20_000).unref();
   };
   process.once('SIGINT', () => stop('SIGINT'));

@@ -77,8 +77,8 @@ export function serveForwardedWrites(writers: { ledger: Ledger; quota: DailyQuot
       done.then(
         (r) => reply({ zh: 'quota.done', id, allowed: r.allowed, count: r.count }),
         (err: unknown) => {
-          onError(err);
-          reply({ zh: 'quota.failed', id, message: err instanceof Error ? err.message : String(err) });
+          onError(err); // the details go to the primary's log, not to the caller
+          reply({ zh: 'quota.failed', id, message: 'the database did not answer' });
         }
       );
       return;
@@ -113,7 +113,8 @@ export function forwardAppendsTo(channel: IpcEnd): ForwardAppend {
     if (message.zh === 'ledger.appended') caller.resolve(message.result);
     else if (message.withdrawn) caller.reject(new AppendWithdrawn());
     // Whatever failed there (the database, most likely) is not the caller's doing; nothing was acknowledged.
-    else caller.reject(new AppError('unavailable', `The ledger could not store the write (${message.message}); retry with the same Idempotency-Key`, {}, { 'Retry-After': '5' }));
+    // (The primary logged the details; they are the database's, not for the caller.)
+    else caller.reject(new AppError('unavailable', 'The ledger could not store the write; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' }));
   });
   // The primary is going away: whatever it had not answered may or may not have landed, as after a timeout.
   channel.on('disconnect', () => {
@@ -144,8 +145,9 @@ export function forwardAppendsTo(channel: IpcEnd): ForwardAppend {
 
 /**
  * An API process's side of the quota: `consume` and `refund` go to the primary at the other end of `channel`, whose
- * QuotaStore leases for every process of the host. When the channel is gone (the primary stopping), `local` (this
- * process's own QuotaStore) takes over: exact all the same (slots are unique documents), only racing again.
+ * QuotaStore leases for every process of the host. When the channel is gone (the primary stopping; a cluster worker
+ * whose primary vanished exits on its own), `local` (this process's own QuotaStore) takes over: exact all the same
+ * (slots are unique documents), only racing again.
  */
 export function forwardQuotaTo(channel: IpcEnd, local: DailyQuota): DailyQuota {
   const waiting = new Map<number, { resolve: (r: { allowed: boolean; count: number }) => void; reject: (e: unknown) => void }>();
@@ -157,7 +159,7 @@ export function forwardQuotaTo(channel: IpcEnd, local: DailyQuota): DailyQuota {
     if (!caller) return;
     waiting.delete(message.id);
     if (message.zh === 'quota.done') caller.resolve({ allowed: message.allowed, count: message.count });
-    else caller.reject(new AppError('unavailable', `The quota could not be counted (${message.message}); retry later`, {}, { 'Retry-After': '5' }));
+    else caller.reject(new AppError('unavailable', 'The quota could not be counted; retry later', {}, { 'Retry-After': '5' }));
   });
   // A slot the primary took for a caller whose answer is lost stays spent for the day (as a process dying with a lease).
   channel.on('disconnect', () => {
@@ -178,7 +180,7 @@ export function forwardQuotaTo(channel: IpcEnd, local: DailyQuota): DailyQuota {
   };
   return {
     consume: (scope, day, limit) => send({ zh: 'quota.consume', scope, day, limit }) ?? local.consume(scope, day, limit),
-    // Without the primary, deleting the slot's document gives it back (local holds no lease of it).
+    // Without the primary, local gives it back (a counter it does not hold: the slot's document is deleted).
     refund: async (scope, day, n) => {
       const sent = send({ zh: 'quota.refund', scope, day, n });
       await (sent ?? local.refund(scope, day, n));

@@ -127,7 +127,9 @@ export class QuotaStore implements DailyQuota {
 
   /** Takes one use of `scope` on `day`; `count` is the slot taken (1-based), or `limit + 1` when refused. */
   async consume(scope: string, day: string, limit: number): Promise<{ allowed: boolean; count: number }> {
-    if (day !== this.countersDay) this.rollDay(day);
+    // Only forward: a late call for yesterday (another process's, forwarded around midnight) must not drop today's
+    // counters. Its slots are taken as usual; their counter is not kept among today's (its lease is not given back).
+    if (day > this.countersDay) this.rollDay(day);
     const state = await this.counterState(scope, day, limit);
     state.limit = limit;
     state.lastUse = Date.now();

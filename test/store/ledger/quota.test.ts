@@ -143,3 +143,25 @@ it('starts a counter from one read of its slots: past the highest taken, the hol
     await monitored.close();
   }
 });
+
+it("keeps today's counters when a late use of yesterday arrives (as one forwarded around midnight)", async () => {
+  const scope = 'truth:did:late';
+  const monitored = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
+  try {
+    const reads: string[] = [];
+    monitored.on('commandStarted', (event) => {
+      if (event.commandName === 'find') reads.push(JSON.stringify((event.command as { filter?: unknown }).filter));
+    });
+    const store = new QuotaStore(monitored.db(testDb.db.databaseName));
+    const today = [];
+    for (let i = 0; i < 3; i++) today.push((await store.consume(scope, '2026-11-22', 100)).count);
+    expect((await store.consume(scope, '2026-11-21', 100)).allowed).toBe(true);
+    for (let i = 0; i < 3; i++) today.push((await store.consume(scope, '2026-11-22', 100)).count);
+    expect(today).toEqual([1, 2, 3, 4, 5, 6]);
+    // Today's counter was read once: the late use did not make the store forget it (and read it again).
+    expect(reads.filter((r) => r.includes('2026-11-22'))).toHaveLength(1);
+    await store.close();
+  } finally {
+    await monitored.close();
+  }
+});
