@@ -6,8 +6,10 @@
  * once (when the database is slow, heartbeats queue behind those and the batches grow, instead of the writes
  * piling up). A write carries the last-seen times of about n / PRESENCE_SHARDS nodes (some 35 bytes each).
  * `record` resolves once the write holding the heartbeat is stored, so an acknowledged heartbeat is durable.
- * The samples go to the shard's samples document at most every PRESENCE_SAMPLES_MS: with the last-seen write when
- * due then, otherwise later, off the heartbeat's path.
+ * The samples go to the shard's samples document at most every PRESENCE_SAMPLES_MS: in a small shard (at most
+ * SAMPLES_INLINE_MAX_NODES nodes) with the last-seen write when due then, otherwise later, off the heartbeat's path
+ * (those one at a time per process, never in one of the last-seen writes' slots). (A large shard's
+ * samples document is big, some 150 KB at 10,000 nodes, and carried along it held every heartbeat of its shard.)
  * Entries older than the retention are dropped.
  *
  * The bounded history per node is down-sampled: at most one sample per node per HEARTBEAT_HISTORY_INTERVAL_S goes
@@ -41,6 +43,9 @@ export const PRESENCE_SAMPLES_MS = 5000;
 /** Default bound on one API process's concurrent shard writes. */
 export const PRESENCE_WRITES_IN_FLIGHT = 4;
 
+/** A shard's samples ride along its last-seen write only while it holds at most this many nodes. */
+export const SAMPLES_INLINE_MAX_NODES = 64;
+
 interface Shard {
   /** Latest heartbeat of each node of the shard heard by this process (with its sample). */
   entries: Map<string, PresenceEntry>;
@@ -60,6 +65,8 @@ export class PresenceRecorder {
   /** Per node, the last history interval this process wrote a sample for. */
   private readonly historyInterval = new Map<string, number>();
   private inFlight = 0;
+  /** The samples write under way or queued last (samples writes go one at a time). */
+  private samplesLane: Promise<unknown> = Promise.resolve();
   private readonly slotWaiters: (() => void)[] = [];
   private historyRunning = false;
   private lastHistory = 0;
@@ -129,7 +136,7 @@ export class PresenceRecorder {
           const perSecond = [...shard.perSecond].map(([second, count]) => ({ second, count }));
           // Samples due (none written for PRESENCE_SAMPLES_MS) go with this write, so a small fleet's directory
           // shows each heartbeat's sample once it is acknowledged; a large one's are written every interval.
-          const samplesDue = !shard.samplesScheduled && now - shard.lastSamplesWrite >= this.samplesIntervalMs;
+          const samplesDue = !shard.samplesScheduled && shard.entries.size <= SAMPLES_INLINE_MAX_NODES && now - shard.lastSamplesWrite >= this.samplesIntervalMs;
           if (samplesDue) {
             shard.lastSamplesWrite = now;
             shard.samplesDirty = false;
@@ -162,14 +169,14 @@ export class PresenceRecorder {
     try {
       const wait = shard.lastSamplesWrite + this.samplesIntervalMs - Date.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-      await this.acquire();
-      shard.lastSamplesWrite = Date.now();
-      shard.samplesDirty = false;
-      try {
-        await this.store.writeSamples(index, this.instanceId, [...shard.entries.values()]);
-      } finally {
-        this.release();
-      }
+      // One samples write of this process at a time, in a lane of its own: the last-seen writes keep their slots.
+      const write = this.samplesLane.then(() => {
+        shard.lastSamplesWrite = Date.now();
+        shard.samplesDirty = false;
+        return this.store.writeSamples(index, this.instanceId, [...shard.entries.values()]);
+      });
+      this.samplesLane = write.catch(() => undefined);
+      await write;
     } catch (err) {
       shard.samplesDirty = true;
       this.logger.warn({ err, shard: index }, 'presence samples write failed');

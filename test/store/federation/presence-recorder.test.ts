@@ -1,0 +1,82 @@
+/**
+ * The presence recorder (store/federation/presence-recorder.ts) against the embedded FerretDB: an acknowledged
+ * heartbeat waits for its shard's last-seen write, and in a large shard never for the shard's samples write (some
+ * 150 KB at 10,000 nodes, which held every heartbeat of its shard); samples writes go one at a time per process. The
+ * store's samples writes are held at a gate the test opens, so what waits for what is observed, not timed.
+ */
+import pino from 'pino';
+import { HeartbeatHistoryStore } from '../../../store/federation/heartbeat-history';
+import { PresenceEntry, PresenceStore, presenceShardOf } from '../../../store/federation/presence';
+import { PresenceRecorder, SAMPLES_INLINE_MAX_NODES } from '../../../store/federation/presence-recorder';
+import { eventually } from '../../support/service';
+import { useStoreDb } from '../../support/store-db';
+
+const testDb = useStoreDb('presence_recorder');
+
+/** The real store, its samples writes held until `open()`; counts how many are under way at once. */
+class GatedSamples extends PresenceStore {
+  active = 0;
+  mostAtOnce = 0;
+  started = 0;
+  private gate!: Promise<void>;
+  open!: () => void;
+  constructor(...args: ConstructorParameters<typeof PresenceStore>) {
+    super(...args);
+    this.close();
+  }
+  close(): void {
+    this.gate = new Promise((r) => (this.open = r));
+  }
+  override async writeSamples(shard: number, instanceId: string, entries: PresenceEntry[]): Promise<void> {
+    this.started++;
+    this.active++;
+    this.mostAtOnce = Math.max(this.mostAtOnce, this.active);
+    try {
+      await this.gate;
+      await super.writeSamples(shard, instanceId, entries);
+    } finally {
+      this.active--;
+    }
+  }
+}
+
+/** `count` node ids of one shard. */
+function idsOfShard(shard: number, count: number, prefix: string): string[] {
+  const ids: string[] = [];
+  for (let i = 0; ids.length < count; i++) if (presenceShardOf(`${prefix}-${i}`) === shard) ids.push(`${prefix}-${i}`);
+  return ids;
+}
+
+const sample = (at: number) => ({ at: new Date(at).toISOString(), resources: { cpu_percent: 10 }, performance: {} });
+
+it('acknowledges heartbeats of large shards without waiting for their samples, and writes samples one at a time', async () => {
+  const store = new GatedSamples(testDb.db);
+  const history = new HeartbeatHistoryStore(testDb.db, { intervalMs: 60_000, size: 5 });
+  const recorder = new PresenceRecorder(store, history, { retentionMs: 120_000, flushIntervalMs: 10, samplesIntervalMs: 50 }, pino({ level: 'silent' }));
+
+  // Two large shards: every heartbeat is acknowledged while their samples writes are held at the gate.
+  const large = [...idsOfShard(3, SAMPLES_INLINE_MAX_NODES + 36, 'large'), ...idsOfShard(7, SAMPLES_INLINE_MAX_NODES + 36, 'large')];
+  const now = Date.now();
+  await Promise.all(large.map((id) => recorder.record(id, sample(now), now)));
+  const seen = await store.readSeen(3);
+  expect(seen.nodes.size).toBe(SAMPLES_INLINE_MAX_NODES + 36);
+  // Their samples writes are under way off the heartbeat's path, one at a time.
+  await eventually(async () => (store.started >= 1 ? true : undefined), 10_000, 'a samples write started');
+  expect(store.active).toBe(1);
+  store.open();
+  await eventually(async () => (store.started >= 2 && store.active === 0 ? true : undefined), 10_000, 'both shards\' samples written');
+  expect(store.mostAtOnce).toBe(1);
+  const snapshot = await store.snapshot();
+  expect(snapshot.nodes.get(large[0]!)?.sample.resources).toEqual({ cpu_percent: 10 });
+
+  // A small shard's samples still ride along its last-seen write: its heartbeat is acknowledged with its sample.
+  store.close();
+  const small = idsOfShard(11, 5, 'small');
+  let acknowledged = false;
+  const beats = Promise.all(small.map((id) => recorder.record(id, sample(now), now))).then(() => (acknowledged = true));
+  await eventually(async () => (store.active === 1 ? true : undefined), 10_000, 'the small shard\'s samples write');
+  expect(acknowledged).toBe(false);
+  store.open();
+  await beats;
+  expect((await store.snapshot()).nodes.get(small[0]!)?.sample.resources).toEqual({ cpu_percent: 10 });
+});
