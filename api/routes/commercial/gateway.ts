@@ -100,12 +100,8 @@ export const decisionRoutes: FastifyPluginAsyncZod<DecisionDeps> = async (app, {
       const allowance = await quota.consume(scope, day, config.TRUTH_DAILY_QUOTA);
       if (!allowance.allowed) throw new AppError('quota_exceeded', `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`, { limit: config.TRUTH_DAILY_QUOTA }, { 'Retry-After': String(secondsUntilUtcMidnight()) });
       const key = `commercial.decision.${new Date().toISOString().replace(/[-:.]/g, '')}-${randomBytes(4).toString('hex')}`;
-      const appended = await ledger
-        .append({ kind: 'truth', key, value: { options, decision, recommended, weights }, truth_type: 'decision', did })
-        .catch(async (err: unknown) => {
-          await quota.refund(scope, day, allowance.count).catch((e: unknown) => request.log.warn({ err: e }, 'quota refund failed'));
-          throw err;
-        });
+      // A failed append may still have landed, so its slot stays spent (never a use beyond the quota).
+      const appended = await ledger.append({ kind: 'truth', key, value: { options, decision, recommended, weights }, truth_type: 'decision', did });
       return { ok: true as const, decision, recommended, weights, recorded: { key, seq: appended.entry.seq, event_id: appended.entry.event_id } };
     }
   );

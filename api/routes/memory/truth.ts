@@ -85,11 +85,9 @@ export const memoryGatewayRoutes: FastifyPluginAsyncZod<MemoryDeps> = async (app
       if (!allowance.allowed) {
         throw new AppError('quota_exceeded', `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`, { limit: config.TRUTH_DAILY_QUOTA }, { 'Retry-After': String(secondsUntilUtcMidnight()) });
       }
-      const appended = await ledger.append({ kind: 'truth', key, value: truth_value, truth_type: null, did }).catch(async (err: unknown) => {
-        // Not acknowledged: give the slot back (a write that did land anyway costs one slot less, never one more).
-        await quota.refund(scope, day, allowance.count).catch((e: unknown) => request.log.warn({ err: e }, 'quota refund failed'));
-        throw err;
-      });
+      // A failed append may still have landed, so its slot stays spent: never a use beyond the quota, at worst one
+      // slot too few. (Nothing here withdraws an append before it starts, the one case that gives a slot back.)
+      const appended = await ledger.append({ kind: 'truth', key, value: truth_value, truth_type: null, did });
       const version = await memory.countVersions(key, appended.entry.seq);
       return { ok: true as const, message: 'truth recorded', key, version, seq: appended.entry.seq, event_id: appended.entry.event_id, truth_count: appended.entry.seq };
     }

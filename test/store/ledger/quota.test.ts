@@ -13,6 +13,16 @@ import { useStoreDb } from '../../support/store-db';
 
 const testDb = useStoreDb('quota', { indexes: false });
 
+/** A client of the test database that records the filter of every `find` it sends. */
+async function findsCounted(): Promise<{ monitored: MongoClient; reads: string[] }> {
+  const monitored = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
+  const reads: string[] = [];
+  monitored.on('commandStarted', (event) => {
+    if (event.commandName === 'find') reads.push(JSON.stringify((event.command as { filter?: unknown }).filter));
+  });
+  return { monitored, reads };
+}
+
 it('hands out slots 1..limit once each across two stores, never more, and all of them once the leases are given back', async () => {
   const options = { leaseIdleMs: 200 };
   const [a, b] = [new QuotaStore(testDb.db, undefined, options), new QuotaStore(testDb.db, undefined, options)];
@@ -125,12 +135,8 @@ it('starts a counter from one read of its slots: past the highest taken, the hol
   await testDb.db.collection('quota_uses').insertMany(
     [1, 2, 5, 6, 7, 9, 10].map((n) => ({ _id: `${scope}|${day}|${n}` as never, scope, day, n, at: new Date() }))
   );
-  const monitored = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
+  const { monitored, reads } = await findsCounted();
   try {
-    const reads: string[] = [];
-    monitored.on('commandStarted', (event) => {
-      if (event.commandName === 'find') reads.push(JSON.stringify((event.command as { filter?: unknown }).filter));
-    });
     const store = new QuotaStore(monitored.db(testDb.db.databaseName));
     const counts: number[] = [];
     for (let i = 0; i < 5; i++) counts.push((await store.consume(scope, day, 12)).count);
@@ -146,12 +152,8 @@ it('starts a counter from one read of its slots: past the highest taken, the hol
 
 it("keeps today's counters when a late use of yesterday arrives (as one forwarded around midnight)", async () => {
   const scope = 'truth:did:late';
-  const monitored = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
+  const { monitored, reads } = await findsCounted();
   try {
-    const reads: string[] = [];
-    monitored.on('commandStarted', (event) => {
-      if (event.commandName === 'find') reads.push(JSON.stringify((event.command as { filter?: unknown }).filter));
-    });
     const store = new QuotaStore(monitored.db(testDb.db.databaseName));
     const today = [];
     for (let i = 0; i < 3; i++) today.push((await store.consume(scope, '2026-11-22', 100)).count);
