@@ -100,46 +100,70 @@ export function serveForwardedWrites(writers: { ledger: Ledger; quota: DailyQuot
   });
 }
 
-/** An API process's side: forwards appends to the primary at the other end of `channel` (`process` in a cluster worker). */
-export function forwardAppendsTo(channel: IpcEnd): ForwardAppend {
-  const waiting = new Map<number, { resolve: (r: AppendResult) => void; reject: (e: unknown) => void }>();
+/** A message the primary answers, without its id (the caller gives it one). */
+type Request = ForwardMessage extends infer M ? (M extends { id: number } ? Omit<M, 'id'> : never) : never;
+
+/**
+ * An API process's side of one kind of request: each request gets an id, its answer settles it (`settle` reads the
+ * answers of this kind and ignores the rest), and a channel that closes rejects every request still unanswered
+ * with `lost()`. `send` returns null when the channel cannot take the request (the caller then does the work
+ * itself).
+ */
+function requestsOver<T>(channel: IpcEnd, settle: (answer: ForwardMessage, resolve: (value: T) => void, reject: (err: unknown) => void) => boolean, lost: () => Error) {
+  const waiting = new Map<number, { resolve: (value: T) => void; reject: (err: unknown) => void }>();
   let nextId = 1;
   channel.on('message', (message) => {
     if (!isForwardMessage(message)) return;
-    if (message.zh !== 'ledger.appended' && message.zh !== 'ledger.failed') return;
     const caller = waiting.get(message.id);
-    if (!caller) return;
-    waiting.delete(message.id);
-    if (message.zh === 'ledger.appended') caller.resolve(message.result);
-    else if (message.withdrawn) caller.reject(new AppendWithdrawn());
-    // Whatever failed there (the database, most likely) is not the caller's doing; nothing was acknowledged.
-    // (The primary logged the details; they are the database's, not for the caller.)
-    else caller.reject(new AppError('unavailable', 'The ledger could not store the write; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' }));
+    if (caller && settle(message, caller.resolve, caller.reject)) waiting.delete(message.id);
   });
-  // The primary is going away: whatever it had not answered may or may not have landed, as after a timeout.
   channel.on('disconnect', () => {
-    for (const caller of waiting.values()) caller.reject(new AppError('unavailable', 'The ledger writer stopped before answering; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' }));
+    for (const caller of waiting.values()) caller.reject(lost());
     waiting.clear();
   });
-  return (input, signal) => {
+  return (request: Request): { id: number; answer: Promise<T> } | null => {
     if (!channel.send || channel.connected === false) return null;
-    if (signal?.aborted) return Promise.reject(new AppendWithdrawn());
     const id = nextId++;
-    const answer = new Promise<AppendResult>((resolve, reject) => waiting.set(id, { resolve, reject }));
+    const answer = new Promise<T>((resolve, reject) => waiting.set(id, { resolve, reject }));
     try {
-      channel.send({ zh: 'ledger.append', id, input } satisfies ForwardMessage); // false only means queued by Node
+      channel.send({ ...request, id }); // false only means queued by Node
     } catch {
       waiting.delete(id);
       return null;
     }
+    return { id, answer };
+  };
+}
+
+/** An API process's side: forwards appends to the primary at the other end of `channel` (`process` in a cluster worker). */
+export function forwardAppendsTo(channel: IpcEnd): ForwardAppend {
+  const send = requestsOver<AppendResult>(
+    channel,
+    (message, resolve, reject) => {
+      if (message.zh === 'ledger.appended') resolve(message.result);
+      else if (message.zh !== 'ledger.failed') return false;
+      else if (message.withdrawn) reject(new AppendWithdrawn());
+      // Whatever failed there (the database, most likely) is not the caller's doing; nothing was acknowledged.
+      // (The primary logged the details; they are the database's, not for the caller.)
+      else reject(new AppError('unavailable', 'The ledger could not store the write; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' }));
+      return true;
+    },
+    // The primary is going away: whatever it had not answered may or may not have landed, as after a timeout.
+    () => new AppError('unavailable', 'The ledger writer stopped before answering; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' })
+  );
+  return (input, signal) => {
+    if (!channel.send || channel.connected === false) return null;
+    if (signal?.aborted) return Promise.reject(new AppendWithdrawn());
+    const sent = send({ zh: 'ledger.append', input });
+    if (!sent) return null;
     signal?.addEventListener('abort', () => {
       try {
-        channel.send?.({ zh: 'ledger.withdraw', id } satisfies ForwardMessage);
+        channel.send?.({ zh: 'ledger.withdraw', id: sent.id } satisfies ForwardMessage);
       } catch {
         // The channel closed: the answer never comes; the caller's deadline has already answered it.
       }
     }, { once: true });
-    return answer;
+    return sent.answer;
   };
 }
 
@@ -150,40 +174,22 @@ export function forwardAppendsTo(channel: IpcEnd): ForwardAppend {
  * (slots are unique documents), only racing again.
  */
 export function forwardQuotaTo(channel: IpcEnd, local: DailyQuota): DailyQuota {
-  const waiting = new Map<number, { resolve: (r: { allowed: boolean; count: number }) => void; reject: (e: unknown) => void }>();
-  let nextId = 1;
-  channel.on('message', (message) => {
-    if (!isForwardMessage(message)) return;
-    if (message.zh !== 'quota.done' && message.zh !== 'quota.failed') return;
-    const caller = waiting.get(message.id);
-    if (!caller) return;
-    waiting.delete(message.id);
-    if (message.zh === 'quota.done') caller.resolve({ allowed: message.allowed, count: message.count });
-    else caller.reject(new AppError('unavailable', 'The quota could not be counted; retry later', {}, { 'Retry-After': '5' }));
-  });
-  // A slot the primary took for a caller whose answer is lost stays spent for the day (as a process dying with a lease).
-  channel.on('disconnect', () => {
-    for (const caller of waiting.values()) caller.reject(new AppError('unavailable', 'The quota counter stopped before answering; retry later', {}, { 'Retry-After': '5' }));
-    waiting.clear();
-  });
-  const send = (message: { zh: 'quota.consume'; scope: string; day: string; limit: number } | { zh: 'quota.refund'; scope: string; day: string; n: number }) => {
-    if (!channel.send || channel.connected === false) return null;
-    const id = nextId++;
-    const answer = new Promise<{ allowed: boolean; count: number }>((resolve, reject) => waiting.set(id, { resolve, reject }));
-    try {
-      channel.send({ ...message, id } satisfies ForwardMessage);
-    } catch {
-      waiting.delete(id);
-      return null;
-    }
-    return answer;
-  };
+  const send = requestsOver<{ allowed: boolean; count: number }>(
+    channel,
+    (message, resolve, reject) => {
+      if (message.zh === 'quota.done') resolve({ allowed: message.allowed, count: message.count });
+      else if (message.zh === 'quota.failed') reject(new AppError('unavailable', 'The quota could not be counted; retry later', {}, { 'Retry-After': '5' }));
+      else return false;
+      return true;
+    },
+    // A slot the primary took for a caller whose answer is lost stays spent for the day (as a process dying with a lease).
+    () => new AppError('unavailable', 'The quota counter stopped before answering; retry later', {}, { 'Retry-After': '5' })
+  );
   return {
-    consume: (scope, day, limit) => send({ zh: 'quota.consume', scope, day, limit }) ?? local.consume(scope, day, limit),
+    consume: (scope, day, limit) => send({ zh: 'quota.consume', scope, day, limit })?.answer ?? local.consume(scope, day, limit),
     // Without the primary, local gives it back (a counter it does not hold: the slot's document is deleted).
     refund: async (scope, day, n) => {
-      const sent = send({ zh: 'quota.refund', scope, day, n });
-      await (sent ?? local.refund(scope, day, n));
+      await (send({ zh: 'quota.refund', scope, day, n })?.answer ?? local.refund(scope, day, n));
     }
   };
 }
