@@ -7,7 +7,8 @@
  * bounded by DAEMON_CALL_TIMEOUT_S. Provider keys are read from the environment at call time and never returned,
  * written or logged; error messages are redacted.
  */
-import { ApplicationFailure } from '@temporalio/common';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { Db } from 'mongodb';
 import type { Config } from '../core/config.node';
 import { loadProviderCatalog } from '../core/chat/providers.node';
@@ -80,6 +81,8 @@ export interface MirrorInput {
 /** Not retried: the model was never called or the call failed; the breaker counts it. */
 export const MODEL_CALL_FAILED = 'DaemonModelCallFailed';
 export const MODEL_NOT_ALLOWED = 'DaemonModelNotAllowed';
+/** How often a model call heartbeats; the DAG workflow's heartbeat timeout for it is 10 s. */
+const HEARTBEAT_EVERY_MS = 2_000;
 
 export function createDaemonCoreActivities(deps: { db: Db; ledger: Ledger; daemon: DaemonActivityDeps }) {
   const assets = new DaemonAssets(new CredentialStore(deps.db).daemonAssets);
@@ -121,7 +124,12 @@ export function createDaemonModelActivities(daemon: DaemonActivityDeps) {
       const refusal = modelRefusal(daemon.catalog, whitelist, input.model);
       if (refusal) throw ApplicationFailure.nonRetryable(refusal, MODEL_NOT_ALLOWED);
       const model = daemon.catalog.model(input.model)!;
-      const signal = AbortSignal.timeout(input.timeout_s * 1000);
+      // Heartbeats let the server notice a worker that died mid-call within the heartbeat timeout, and deliver a
+      // cancellation (the DAG's, or this worker's shutdown after its grace time), which aborts the call.
+      const ctx = Context.current();
+      const beat = setInterval(() => ctx.heartbeat(), HEARTBEAT_EVERY_MS);
+      const timeout = AbortSignal.timeout(input.timeout_s * 1000);
+      const signal = AbortSignal.any([timeout, ctx.cancellationSignal]);
       try {
         const res = await upstreams.complete([model], { messages: input.messages, ...(input.max_tokens ? { max_tokens: input.max_tokens } : {}) }, signal);
         const output = res.value.choices[0]?.message?.content ?? '';
@@ -130,8 +138,13 @@ export function createDaemonModelActivities(daemon: DaemonActivityDeps) {
         if (daemon.cleartext) await chain.append({ event: 'cleartext', dag_id: input.dag_id, task_id: input.task_id, prompt: JSON.stringify(input.messages), output });
         return { output, output_sha256: sha256Hex(output), usage, cost: costOf(usage, model.price), upstream_model: model.upstream };
       } catch (err) {
-        const why = signal.aborted ? `the model call took longer than ${input.timeout_s} s` : upstreams.redact((err as Error).message ?? String(err));
+        // Cancelled, not failed: this attempt ends as the SDK decides (a shutting-down worker's attempt is retried
+        // on another worker; a cancelled DAG stops). Only the model's own answer is the task's failure.
+        if (ctx.cancellationSignal.aborted) throw new CancelledFailure('the model call was cancelled');
+        const why = timeout.aborted ? `the model call took longer than ${input.timeout_s} s` : upstreams.redact((err as Error).message ?? String(err));
         throw ApplicationFailure.nonRetryable(why.slice(0, 500), MODEL_CALL_FAILED);
+      } finally {
+        clearInterval(beat);
       }
     }
   };

@@ -25,6 +25,8 @@ export interface TestService {
   startWorker(): Promise<void>;
   /** Stops the worker process (SIGTERM, drains); workflows wait in Temporal meanwhile. */
   stopWorker(): Promise<void>;
+  /** Kills the worker process (SIGKILL, no drain), as a crash or an out-of-memory kill would. */
+  killWorker(): Promise<void>;
   /**
    * A second API process on other ports, sharing this service's database and task queue. `fixedPorts` pins some
    * listeners (e.g. { MEMORY_PORT: '41234' }), so a test can stop one and start it again where clients expect it;
@@ -101,6 +103,11 @@ export async function startTestService(extra: Record<string, string> = {}, optio
     await worker?.stop();
     worker = null;
   };
+  const killWorker = async () => {
+    worker?.kill();
+    await worker?.closed;
+    worker = null;
+  };
 
   const mongo = await MongoClient.connect(env.MONGODB_URI!);
   const connection = await Connection.connect({ address: env.TEMPORAL_ADDRESS! });
@@ -150,6 +157,7 @@ export async function startTestService(extra: Record<string, string> = {}, optio
     temporal,
     startWorker,
     stopWorker,
+    killWorker,
     startSecondApi,
     close: async () => {
       await Promise.all([stopApi(), stopWorker(), ...extraApis.map((h) => h.stop())]);

@@ -2,10 +2,12 @@
  * daemon-dag/<dag_id>: one dispatch's tasks in topological order, independent tasks in parallel up to
  * max_parallel. For each task, right before its model call: the two factors are re-checked against the current
  * credential state (an activity; failure → `rejected`, the asset isolated, no call), then the breaker admits it
- * (while open the task is `paused`), then the model is called on the models queue (no retry: a failed call is the
- * task's failure and counts for the breaker). A task whose dependency did not finish DONE is `skipped`. Each
- * outcome is an audit line; the DAG's final root is mirrored to the ledger. Completed calls are in the history, so
- * a worker restarted mid-DAG never repeats them.
+ * (while open the task is `paused`), then the model is called on the models queue: a failed call (the model's
+ * answer, or its time limit) is the task's failure, never retried, and counts for the breaker; an attempt lost with
+ * its worker (killed: no heartbeat for 10 s; shut down: cancelled after the worker's grace time) is made again on
+ * another worker, up to three attempts. A task whose dependency did not finish DONE is `skipped`. Each outcome is an
+ * audit line; the DAG's final root is mirrored to the ledger. Completed calls are in the history, so a worker
+ * restarted mid-DAG never repeats them.
  */
 import { condition, getExternalWorkflowHandle, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { DaemonCoreActivities, DaemonModelActivities } from '../../activities/daemon';
@@ -28,7 +30,9 @@ export async function daemonDagWorkflow(input: DagInput): Promise<DagView> {
   const models = proxyActivities<DaemonModelActivities>({
     taskQueue: taskQueueFor(workflowInfo().taskQueue, 'models'),
     startToCloseTimeout: `${input.call_timeout_s + 15} seconds`,
-    retry: { maximumAttempts: 1 }
+    heartbeatTimeout: '10 seconds',
+    // The activity throws the model's failures as non-retryable; what is retried is a lost or cancelled attempt.
+    retry: { maximumAttempts: 3, initialInterval: '1 second' }
   });
   const workflowId = workflowInfo().workflowId;
   const byId = new Map<string, DagTask>(input.tasks.map((t) => [t.id, t]));
