@@ -75,6 +75,17 @@ export async function createServiceContext(config: Config, logger = createLogger
     nodeCache.start();
     const chat = createChatServices(config, mongo.db, logger);
     const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'));
+    const presenceRecorder = new PresenceRecorder(
+      presence,
+      heartbeatHistory,
+      {
+        // Long enough for any offline judgement (deadline + grace) to still find the entry.
+        retentionMs: Math.max(2 * config.NODE_OFFLINE_AFTER_S * 1000, 120_000),
+        flushIntervalMs: config.PRESENCE_FLUSH_MS,
+        ackLagMs: config.PRESENCE_ACK_LAG_MS
+      },
+      logger
+    );
     return {
       config,
       logger,
@@ -87,16 +98,7 @@ export async function createServiceContext(config: Config, logger = createLogger
       quota: cluster.isWorker ? forwardQuotaTo(process, quota) : quota,
       presence,
       heartbeatHistory,
-      presenceRecorder: new PresenceRecorder(
-        presence,
-        heartbeatHistory,
-        {
-          // Long enough for any offline judgement (deadline + grace) to still find the entry.
-          retentionMs: Math.max(2 * config.NODE_OFFLINE_AFTER_S * 1000, 120_000),
-          flushIntervalMs: config.PRESENCE_FLUSH_MS
-        },
-        logger
-      ),
+      presenceRecorder,
       nodeCache,
       tasks: new TaskStore(mongo.db, { maxAttempts: config.TASK_MAX_ATTEMPTS }),
       peers: new PeerStore(mongo.db),
@@ -110,6 +112,8 @@ export async function createServiceContext(config: Config, logger = createLogger
       keyGroups: new KeyGroupStore(mongo.db),
       close: async () => {
         nodeCache.stop();
+        // Heartbeats acknowledged before their write are stored before the process ends (at most 5 s).
+        if (!(await presenceRecorder.drain(5000))) logger.warn('presence writes still pending at shutdown; heartbeats acknowledged in the last second may not be stored');
         await chat.close().catch((err: unknown) => logger.warn({ err }, 'chat limit leases, usage records or tallies could not be written back'));
         await quota.close().catch((err: unknown) => logger.warn({ err }, 'unused leased quota slots could not be given back')); // store/ledger/quota.ts
         await connection.close().catch(() => undefined);

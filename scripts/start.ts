@@ -94,7 +94,7 @@ async function main(): Promise<void> {
       }
       const where = postgresqlUrl ? `on PostgreSQL ${config.POSTGRES_PORT}` : `data in ${path.join(config.dataDir, 'ferretdb')}`;
       log(`starting FerretDB on 127.0.0.1:${config.FERRETDB_PORT} (${where})`);
-      const ferret = new Supervised('ferretdb', () => startFerretDb({ dataDir: config.dataDir, port: config.FERRETDB_PORT, postgresqlUrl }), giveUp);
+      const ferret = new Supervised('ferretdb', () => startFerretDb({ dataDir: config.dataDir, port: config.FERRETDB_PORT, postgresqlUrl, debugPort: config.FERRETDB_DEBUG_PORT }), giveUp);
       parts.push(ferret);
       await ferret.run();
       env.MONGODB_URI = `mongodb://127.0.0.1:${config.FERRETDB_PORT}/`;

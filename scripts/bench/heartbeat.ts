@@ -11,7 +11,8 @@
  *      online → offline of nodes that kept beating); Temporal history events per second and per node per hour
  *      (from the Temporal API: historyLength of the sweepers and of a sample of BENCH_SAMPLE node workflows,
  *      before and after); CPU per process (FerretDB, Temporal, API, worker) from /proc/<pid>/stat, and the CPU
- *      cost of one heartbeat (all four together ÷ heartbeats);
+ *      cost of one heartbeat (all four together ÷ heartbeats); database commands per heartbeat by command (FerretDB's
+ *      debug listener) and, on PostgreSQL, transactions and per-collection scans and writes;
  *   4. BENCH_STOP (default 10 % of the nodes, at most 1,000) fall silent at once while the others keep beating:
  *      delay from each stopped node's last acknowledged heartbeat to its recorded offline change (target
  *      NODE_OFFLINE_AFTER_S + 2 s), nodes detected, false offline transitions.
@@ -136,6 +137,29 @@ function describeDbWork(before: DbWork | null, after: DbWork | null, heartbeats:
   };
 }
 
+/** FerretDB's requests by command so far, from its debug listener (FERRETDB_DEBUG_PORT); null when unreadable. */
+async function ferretCommands(port: number): Promise<Map<string, number> | null> {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/debug/metrics`)).text();
+    const counts = new Map<string, number>();
+    for (const m of text.matchAll(/^ferretdb_client_requests_total\{command="([^"]+)"[^}]*\} (\S+)$/gm)) counts.set(m[1]!, (counts.get(m[1]!) ?? 0) + Number(m[2]));
+    return counts;
+  } catch {
+    return null;
+  }
+}
+
+/** Database commands per heartbeat between two ferretCommands readings, busiest first. */
+function describeCommands(before: Map<string, number> | null, after: Map<string, number> | null, heartbeats: number, elapsed: number): string {
+  if (!before || !after) return 'database commands: not counted (FerretDB\'s debug listener did not answer)';
+  const rows = [...after].map(([command, n]) => ({ command, n: n - (before.get(command) ?? 0) })).filter((r) => r.n > 0).sort((a, b) => b.n - a.n);
+  const total = rows.reduce((s, r) => s + r.n, 0);
+  return `database commands (FerretDB): ${(total / elapsed).toFixed(0)}/s, ${(total / Math.max(1, heartbeats)).toFixed(2)} per heartbeat: ${rows
+    .slice(0, 8)
+    .map((r) => `${r.command} ${(r.n / Math.max(1, heartbeats)).toFixed(3)}`)
+    .join(', ')}`;
+}
+
 interface SizeFigures {
   nodes: number;
   hbPerSec: number;
@@ -257,6 +281,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     const cpu0 = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));
     const h0 = await historyOf();
     const db0 = dbWork(stack.ports.POSTGRES_PORT);
+    const commands0 = await ferretCommands(stack.ports.FERRETDB_DEBUG_PORT);
     const since = new Date().toISOString();
     recording = { lat: [], errors: 0 };
     const m0 = Date.now();
@@ -266,6 +291,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     const elapsed = (Date.now() - m0) / 1000;
     const cpu1 = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));
     const db1 = dbWork(stack.ports.POSTGRES_PORT);
+    const commands1 = await ferretCommands(stack.ports.FERRETDB_DEBUG_PORT);
     const h1 = await historyOf();
     stack.alive();
     const hbPerSec = rec.lat.length / elapsed;
@@ -284,6 +310,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     console.log(`CPU (% of one core): ${parts.join(', ')}; all ${(cpuTotal * 100).toFixed(0)}% → ${cpuMsPerHb.toFixed(2)} ms of CPU per heartbeat`);
     const work = describeDbWork(db0, db1, rec.lat.length, elapsed);
     console.log(work.line);
+    console.log(describeCommands(commands0, commands1, rec.lat.length, elapsed));
     const falseDuring = await falseOfflines(db, since, stopped);
     console.log(`false offline transitions during the window: ${falseDuring}`);
     console.log(`Temporal mirror after the window: ${await mirrorLine()}`);

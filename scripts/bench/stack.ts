@@ -12,7 +12,7 @@ import { freePort, typescriptProcess } from '../stack/process';
 import { StackLog } from './stack-log';
 
 const ROOT = path.resolve(__dirname, '..', '..');
-const PORT_NAMES = ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT', 'FERRETDB_PORT', 'TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'DEPLOY_WEB_PORT', 'POSTGRES_PORT'] as const;
+const PORT_NAMES = ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT', 'FERRETDB_PORT', 'TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'DEPLOY_WEB_PORT', 'POSTGRES_PORT', 'FERRETDB_DEBUG_PORT'] as const;
 
 export interface BenchStack {
   /** The main listener, e.g. http://127.0.0.1:40123 */

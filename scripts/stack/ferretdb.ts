@@ -1,8 +1,8 @@
 /**
  * Starts FerretDB (the MongoDB wire protocol) on loopback, on SQLite with its data under `dataDir`, or on a
  * PostgreSQL server given by `postgresqlUrl` (FERRETDB_BACKEND=postgresql, scripts/stack/postgres.ts).
- * It binds one port (its debug listener is switched off: its default, 127.0.0.1:8088, would collide between two
- * instances). A start whose port turns out to be taken is tried again, with a new port where the caller left the
+ * It binds one port; its debug listener is off unless `debugPort` is given (its default, 127.0.0.1:8088, would
+ * collide between two instances). A start whose port turns out to be taken is tried again, with a new port where the caller left the
  * choice to us, up to START_ATTEMPTS times.
  */
 import fs from 'node:fs';
@@ -20,6 +20,8 @@ export async function startFerretDb(opts: {
   logFile?: string;
   /** FerretDB's PostgreSQL backend on this server (postgres://…) instead of SQLite. */
   postgresqlUrl?: string;
+  /** Its debug listener (/debug/metrics) on this loopback port; absent or 0: off. */
+  debugPort?: number;
 }): Promise<ServerHandle & { uri: string; port: number }> {
   const binary = await ensureTool('ferretdb');
   const dir = path.join(opts.dataDir, 'ferretdb');
@@ -39,7 +41,7 @@ export async function startFerretDb(opts: {
         `--listen-addr=127.0.0.1:${port}`,
         `--state-dir=${dir}`,
         '--telemetry=disable',
-        '--debug-addr=-',
+        opts.debugPort ? `--debug-addr=127.0.0.1:${opts.debugPort}` : '--debug-addr=-',
         '--log-level=error'
       ]
     });

@@ -5,7 +5,18 @@
  * write per shard per PRESENCE_FLUSH_MS, and at most PRESENCE_WRITES_IN_FLIGHT shard writes of this process at
  * once (when the database is slow, heartbeats queue behind those and the batches grow, instead of the writes
  * piling up). A write carries the last-seen times of about n / PRESENCE_SHARDS nodes (some 35 bytes each).
- * `record` resolves once the write holding the heartbeat is stored, so an acknowledged heartbeat is durable.
+ * `record` resolves once the write holding the heartbeat is stored (an acknowledged heartbeat is durable), except
+ * for a node that is online while its shard's writes keep up (`early`, below).
+ *
+ * Early acknowledgement (`ackLagMs`, PRESENCE_ACK_LAG_MS): a heartbeat of an online node resolves at once, before
+ * its write, when its shard has no write failing and no heartbeat waiting longer than ackLagMs for its write;
+ * otherwise it waits for the write as above (back-pressure). This keeps the database's write time out of the
+ * steady state's answers while every judgement stays as it was: the sweeper reads the same durable presence, which
+ * trails the heartbeats by the same write time either way. What changes is a crash of the API process: the
+ * heartbeats it acknowledged in its last ackLagMs may not be stored (the node's previous one is; it beats again well
+ * inside its window). Liveness is soft state here, as in etcd's leases and Nomad's heartbeats, which keep TTL
+ * renewals in the leader's memory. Heartbeats of a node that is not online (pending review, offline: a decision
+ * follows from them) always wait for their write.
  * The samples go to the shard's samples document at most every PRESENCE_SAMPLES_MS: in a small shard (at most
  * SAMPLES_INLINE_MAX_NODES nodes) with the last-seen write when due then, otherwise later, off the heartbeat's path
  * (those one at a time per process, never in one of the last-seen writes' slots). (A large shard's
@@ -35,6 +46,8 @@ export interface PresenceRecorderOptions {
   writesInFlight?: number;
   /** Least time between two writes of one shard's samples document (default PRESENCE_SAMPLES_MS). */
   samplesIntervalMs?: number;
+  /** An online node's heartbeat resolves before its write while its shard's writes are this far behind at most; 0: never. */
+  ackLagMs?: number;
 }
 
 /** Default least time between two writes of one shard's samples (the directory's and dashboard's staleness). */
@@ -54,14 +67,35 @@ interface Shard {
   lastSamplesWrite: number;
   perSecond: Map<number, number>;
   waiting: Waiter[];
-  /** A write of this shard is queued or running (it takes every waiter present when it starts). */
+  /** Arrival (ms) of the oldest heartbeat not yet taken by a write; null when every one is. */
+  pendingSince: number | null;
+  /** Arrival (ms) of the oldest heartbeat the write under way carries; null when none is under way. */
+  writingSince: number | null;
+  /** The last write of this shard failed (until one succeeds, every heartbeat waits for its write). */
+  failing: boolean;
+  /** A write of this shard is queued or running (it takes every heartbeat present when it starts). */
   scheduled: boolean;
   lastWrite: number;
 }
 
+/** A failed shard write is tried again after this long when no heartbeat waits for it. */
+const RETRY_AFTER_FAILURE_MS = 1000;
+
 export class PresenceRecorder {
   readonly instanceId = `api-${randomBytes(6).toString('hex')}`;
-  private readonly shards: Shard[] = Array.from({ length: PRESENCE_SHARDS }, () => ({ entries: new Map(), samplesDirty: false, samplesScheduled: false, lastSamplesWrite: 0, perSecond: new Map(), waiting: [], scheduled: false, lastWrite: 0 }));
+  private readonly shards: Shard[] = Array.from({ length: PRESENCE_SHARDS }, () => ({
+    entries: new Map(),
+    samplesDirty: false,
+    samplesScheduled: false,
+    lastSamplesWrite: 0,
+    perSecond: new Map(),
+    waiting: [],
+    pendingSince: null,
+    writingSince: null,
+    failing: false,
+    scheduled: false,
+    lastWrite: 0
+  }));
   /** Per node, the last history interval this process wrote a sample for. */
   private readonly historyInterval = new Map<string, number>();
   private inFlight = 0;
@@ -74,6 +108,8 @@ export class PresenceRecorder {
   private lastHistoryPrune = Date.now();
   private readonly maxInFlight: number;
   private readonly samplesIntervalMs: number;
+  private readonly ackLagMs: number;
+  private earlyAcks = 0;
 
   constructor(
     private readonly store: PresenceStore,
@@ -83,23 +119,50 @@ export class PresenceRecorder {
   ) {
     this.maxInFlight = Math.max(1, options.writesInFlight ?? PRESENCE_WRITES_IN_FLIGHT);
     this.samplesIntervalMs = options.samplesIntervalMs ?? PRESENCE_SAMPLES_MS;
+    this.ackLagMs = options.ackLagMs ?? 0;
   }
 
-  /** Records a heartbeat; resolves when it is stored. */
-  record(nodeId: string, sample: HeartbeatSample, seenAt: number): Promise<void> {
+  /**
+   * Records a heartbeat; resolves when it is stored, or at once for an `online` node while its shard keeps up
+   * (see Early acknowledgement above). Rejects when the write holding a heartbeat that waited for it fails.
+   */
+  record(nodeId: string, sample: HeartbeatSample, seenAt: number, online = false): Promise<void> {
     const index = presenceShardOf(nodeId);
     const shard = this.shards[index]!;
     shard.entries.set(nodeId, { node_id: nodeId, seen_at: seenAt, sample });
     shard.samplesDirty = true;
     const second = Math.floor(seenAt / 1000);
     shard.perSecond.set(second, (shard.perSecond.get(second) ?? 0) + 1);
-    return new Promise<void>((resolve, reject) => {
-      shard.waiting.push({ resolve, reject });
-      if (!shard.scheduled) {
-        shard.scheduled = true;
-        void this.flush(index);
-      }
-    });
+    const now = Date.now();
+    shard.pendingSince ??= now;
+    // How long the oldest heartbeat of this shard not yet stored has waited: the shard's write lag.
+    const lag = now - Math.min(shard.pendingSince, shard.writingSince ?? Infinity);
+    const early = online && !shard.failing && lag <= this.ackLagMs;
+    if (!shard.scheduled) {
+      shard.scheduled = true;
+      void this.flush(index);
+    }
+    if (early) {
+      this.earlyAcks++;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve, reject) => shard.waiting.push({ resolve, reject }));
+  }
+
+  /** Resolves true once every recorded heartbeat is stored (false if that takes longer than timeoutMs). */
+  async drain(timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    const pending = () => this.shards.some((s) => s.pendingSince !== null || s.writingSince !== null);
+    while (pending()) {
+      if (Date.now() >= deadline) return false;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return true;
+  }
+
+  /** Heartbeats acknowledged before their write, since this process started. */
+  get acknowledgedEarly(): number {
+    return this.earlyAcks;
   }
 
   private async acquire(): Promise<void> {
@@ -116,18 +179,24 @@ export class PresenceRecorder {
     else this.inFlight--;
   }
 
-  /** Writes one shard until no heartbeat of it waits; one such loop per shard at a time. */
+  /** Writes one shard until every heartbeat of it is taken by a successful write; one such loop per shard at a time. */
   private async flush(index: number): Promise<void> {
     const shard = this.shards[index]!;
     try {
-      while (shard.waiting.length > 0) {
-        const wait = shard.lastWrite + this.options.flushIntervalMs - Date.now();
+      while (shard.pendingSince !== null) {
+        // After a failed write with no heartbeat waiting for the next one (those acknowledged early are still to be
+        // stored), the next attempt comes RETRY_AFTER_FAILURE_MS later, not at the heartbeats' pace.
+        const pace = shard.failing && shard.waiting.length === 0 ? RETRY_AFTER_FAILURE_MS : this.options.flushIntervalMs;
+        const wait = shard.lastWrite + pace - Date.now();
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         await this.acquire();
         const now = Date.now();
         shard.lastWrite = now;
         const batch = shard.waiting;
         shard.waiting = [];
+        const pendingSince = shard.pendingSince;
+        shard.writingSince = pendingSince;
+        shard.pendingSince = null;
         try {
           for (const [id, e] of shard.entries) if (now - e.seen_at > this.options.retentionMs) shard.entries.delete(id);
           for (const s of shard.perSecond.keys()) if (s < Math.floor(now / 1000) - 60) shard.perSecond.delete(s);
@@ -135,7 +204,7 @@ export class PresenceRecorder {
           for (const [id, e] of shard.entries) seen.set(id, e.seen_at);
           const perSecond = [...shard.perSecond].map(([second, count]) => ({ second, count }));
           // Samples due (none written for PRESENCE_SAMPLES_MS) go with this write, so a small fleet's directory
-          // shows each heartbeat's sample once it is acknowledged; a large one's are written every interval.
+          // shows each heartbeat's sample once it is stored; a large one's are written every interval.
           const samplesDue = !shard.samplesScheduled && shard.entries.size <= SAMPLES_INLINE_MAX_NODES && now - shard.lastSamplesWrite >= this.samplesIntervalMs;
           if (samplesDue) {
             shard.lastSamplesWrite = now;
@@ -145,9 +214,15 @@ export class PresenceRecorder {
             this.store.writeSeen(index, this.instanceId, seen, perSecond),
             samplesDue ? this.store.writeSamples(index, this.instanceId, [...shard.entries.values()]) : undefined
           ]);
+          shard.failing = false;
+          shard.writingSince = null;
           for (const w of batch) w.resolve();
         } catch (err) {
           shard.samplesDirty = true;
+          shard.failing = true;
+          // What this write carried is still in memory and goes with the next one.
+          shard.pendingSince = Math.min(pendingSince ?? now, shard.pendingSince ?? now);
+          shard.writingSince = null;
           for (const w of batch) w.reject(err as Error);
         } finally {
           this.release();

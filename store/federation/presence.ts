@@ -5,7 +5,7 @@
  * collections, and in each every API process owns one document (its instance id), rewritten as a whole by that
  * process's group commit for the shard:
  * - `node_presence_<ss>`: when each node of the shard was last heard from by that process (`{node_id: ms}` as
- *   JSON text, about 35 bytes a node). This is what a heartbeat waits for (an acknowledged heartbeat is durable)
+ *   JSON text, about 35 bytes a node). This is what a heartbeat waits for (unless answered early: presence-recorder.ts)
  *   and what an offline check reads: one shard, a few small documents, whatever the size of the fleet;
  * - `node_presence_samples_<ss>`: the latest sample of each of those nodes, rewritten at most every
  *   PRESENCE_SAMPLES_MS per shard and process, off the heartbeat's path (the directory and the dashboard show

@@ -7,6 +7,7 @@
  * protocol's own windows.
  */
 import { registerNode, heartbeat, RegisteredNode } from '../support/federation';
+import { presenceShardOf } from '../../store/federation/presence';
 import { eventually, startTestService, TestService } from '../support/service';
 
 // 20 s: the mass online's 45 state changes share the Temporal server and FerretDB with the suite running beside this
@@ -114,3 +115,29 @@ it('mass online and mass silence settle within 2 × NODE_OFFLINE_AFTER_S, with n
     await Promise.all(loops);
   }
 }, 420_000);
+
+it('an API process stopped right after answering an online node\'s heartbeat stores that heartbeat first', async () => {
+  const node = await registerNode(svc.urls.main, 'drain-on-stop');
+  await eventually(
+    async () => {
+      expect((await heartbeat(svc.urls.main, node)).status).toBe(200);
+      return (await stateOf([node.node_id])).get(node.node_id) === 'online' ? true : undefined;
+    },
+    60_000,
+    'the node online'
+  );
+  const third = await svc.startSecondApi();
+  // Its first heartbeat there reads the node (online) into that process's cache; the next ones may be answered
+  // before their write (PRESENCE_ACK_LAG_MS). The process is stopped right after the last answer.
+  let last = '';
+  for (let i = 0; i < 3; i++) {
+    const res = await heartbeat(third.url, node);
+    expect(res.status).toBe(200);
+    last = res.body.received_at;
+  }
+  await third.stop();
+  const shard = `node_presence_${String(presenceShardOf(node.node_id)).padStart(2, '0')}`;
+  const docs = await svc.db.collection(shard).find({}).toArray();
+  const stored = Math.max(...docs.map((d) => (JSON.parse(String(d.seen_json)) as Record<string, number>)[node.node_id] ?? 0));
+  expect(new Date(stored).toISOString()).toBe(last);
+}, 120_000);

@@ -80,3 +80,73 @@ it('acknowledges heartbeats of large shards without waiting for their samples, a
   await beats;
   expect((await store.snapshot()).nodes.get(small[0]!)?.sample.resources).toEqual({ cpu_percent: 10 });
 });
+
+/** The real store, its last-seen writes held until `open()` or failing while `failing`; counts writes started and failed. */
+class GatedSeen extends PresenceStore {
+  started = 0;
+  failed = 0;
+  failing = false;
+  private gate: Promise<void> = Promise.resolve();
+  open: () => void = () => undefined;
+  close(): void {
+    this.gate = new Promise((r) => (this.open = r));
+  }
+  override async writeSeen(...args: Parameters<PresenceStore['writeSeen']>): Promise<void> {
+    this.started++;
+    await this.gate;
+    if (this.failing) {
+      this.failed++;
+      throw new Error('database unavailable');
+    }
+    await super.writeSeen(...args);
+  }
+}
+
+/** Whether a promise has settled, without waiting for it. */
+function settledFlag(p: Promise<unknown>): { settled: boolean; failed: boolean } {
+  const flag = { settled: false, failed: false };
+  p.then(
+    () => (flag.settled = true),
+    () => Object.assign(flag, { settled: true, failed: true })
+  );
+  return flag;
+}
+
+it('answers an online node before its write while the shard keeps up; other nodes, a lagging or failing shard wait', async () => {
+  const store = new GatedSeen(testDb.db);
+  const history = new HeartbeatHistoryStore(testDb.db, { intervalMs: 60_000, size: 5 });
+  const ackLagMs = 300;
+  const recorder = new PresenceRecorder(store, history, { retentionMs: 120_000, flushIntervalMs: 10, samplesIntervalMs: 50, ackLagMs }, pino({ level: 'silent' }));
+  const [a, b, c, d, e] = idsOfShard(5, 5, 'early');
+  const beat = (id: string, online: boolean) => recorder.record(id, sample(Date.now()), Date.now(), online);
+
+  // The write is held: an online node's heartbeat is answered anyway, an offline (or pending) node's is not.
+  store.close();
+  await beat(a!, true);
+  const offlineBeat = settledFlag(beat(b!, false));
+  await eventually(async () => (store.started >= 1 ? true : undefined), 10_000, 'the write under way');
+  expect(offlineBeat.settled).toBe(false);
+  // Once the shard's oldest unstored heartbeat is older than ackLagMs, an online node's heartbeat waits too.
+  await new Promise((r) => setTimeout(r, ackLagMs + 100));
+  const lateBeat = settledFlag(beat(c!, true));
+  await new Promise((r) => setImmediate(r));
+  expect(lateBeat.settled).toBe(false);
+  store.open();
+  await eventually(async () => (offlineBeat.settled && lateBeat.settled ? true : undefined), 10_000, 'the waiting heartbeats answered');
+  expect([offlineBeat.failed, lateBeat.failed]).toEqual([false, false]);
+  const seen = (await store.readSeen(5)).nodes;
+  expect([a, b, c].map((id) => seen.has(id!))).toEqual([true, true, true]);
+
+  // A failing write: the heartbeat answered early is kept and stored by a later write; meanwhile every heartbeat of
+  // the shard waits for its write and fails with it.
+  store.failing = true;
+  await beat(d!, true);
+  await eventually(async () => (store.failed >= 1 ? true : undefined), 10_000, 'the failed write');
+  await expect(beat(e!, true)).rejects.toThrow('database unavailable');
+  expect(await recorder.drain(200)).toBe(false);
+  store.failing = false;
+  expect(await recorder.drain(10_000)).toBe(true);
+  const after = (await store.readSeen(5)).nodes;
+  expect([d, e].map((id) => after.has(id!))).toEqual([true, true]);
+  expect(recorder.acknowledgedEarly).toBe(2);
+});
