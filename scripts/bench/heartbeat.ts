@@ -95,24 +95,25 @@ function stackPids(dataDir: string): Record<string, number> {
  */
 interface DbWork {
   xacts: number;
-  tables: Map<string, { reads: number; writes: number }>;
+  tables: Map<string, { reads: number; writes: number; rowsScanned: number }>;
 }
 function dbWork(port: number | undefined): DbWork | null {
   if (process.env.FERRETDB_BACKEND !== 'postgresql' || !port) return null;
   const psql = (sql: string) => execFileSync('psql', ['-h', '127.0.0.1', '-p', String(port), '-U', 'ferret', '-d', 'postgres', '-Atc', sql], { encoding: 'utf8' });
   try {
     const xacts = Number(psql(`select xact_commit from pg_stat_database where datname = 'postgres'`).trim());
-    const tables = new Map<string, { reads: number; writes: number }>();
-    for (const line of psql(`select relname, coalesce(seq_scan,0) + coalesce(idx_scan,0), n_tup_ins + n_tup_upd + n_tup_del from pg_stat_user_tables`).trim().split('\n')) {
-      const [name, reads, writes] = line.split('|');
+    const tables = new Map<string, { reads: number; writes: number; rowsScanned: number }>();
+    for (const line of psql(`select relname, coalesce(seq_scan,0) + coalesce(idx_scan,0), n_tup_ins + n_tup_upd + n_tup_del, coalesce(seq_tup_read,0) from pg_stat_user_tables`).trim().split('\n')) {
+      const [name, reads, writes, scanned] = line.split('|');
       if (!name) continue;
       // FerretDB names a collection's table after it with every character that is not a letter, and each character
       // following one that is not a letter, digits included, replaced by `_` (`node_presence_07` → `node_presence___`),
       // plus `_<fnv32a of the name>`.
       const collection = name.replace(/_[0-9a-f]{8}$/, '').replace(/^node_presence(_samples)?_(\d\d|__)$/, 'node_presence$1_<ss>');
-      const t = tables.get(collection) ?? { reads: 0, writes: 0 };
+      const t = tables.get(collection) ?? { reads: 0, writes: 0, rowsScanned: 0 };
       t.reads += Number(reads);
       t.writes += Number(writes);
+      t.rowsScanned += Number(scanned);
       tables.set(collection, t);
     }
     return { xacts, tables };
@@ -126,14 +127,15 @@ function describeDbWork(before: DbWork | null, after: DbWork | null, heartbeats:
   if (!before || !after) return { perHb: null, line: 'database statements: not counted (FERRETDB_BACKEND=postgresql counts them)' };
   const xacts = after.xacts - before.xacts;
   const rows = [...after.tables].map(([name, a]) => {
-    const b = before.tables.get(name) ?? { reads: 0, writes: 0 };
-    return { name, reads: a.reads - b.reads, writes: a.writes - b.writes };
+    const b = before.tables.get(name) ?? { reads: 0, writes: 0, rowsScanned: 0 };
+    return { name, reads: a.reads - b.reads, writes: a.writes - b.writes, rowsScanned: a.rowsScanned - b.rowsScanned };
   });
+  const scanned = rows.filter((r) => r.rowsScanned > 0).sort((x, y) => y.rowsScanned - x.rowsScanned).slice(0, 4);
   const top = rows.filter((r) => r.reads + r.writes > 0).sort((x, y) => y.reads + y.writes - (x.reads + x.writes)).slice(0, 6);
   const perHb = xacts / Math.max(1, heartbeats);
   return {
     perHb,
-    line: `database work (PostgreSQL behind FerretDB): ${(xacts / elapsed).toFixed(0)} transactions/s, ${perHb.toFixed(2)} per heartbeat; per collection, table scans / rows written per heartbeat: ${top.map((r) => `${r.name} ${(r.reads / Math.max(1, heartbeats)).toFixed(2)}/${(r.writes / Math.max(1, heartbeats)).toFixed(2)}`).join(', ')}`
+    line: `database work (PostgreSQL behind FerretDB): ${(xacts / elapsed).toFixed(0)} transactions/s, ${perHb.toFixed(2)} per heartbeat; per collection, table scans / rows written per heartbeat: ${top.map((r) => `${r.name} ${(r.reads / Math.max(1, heartbeats)).toFixed(2)}/${(r.writes / Math.max(1, heartbeats)).toFixed(2)}`).join(', ')}; documents read by table scans per heartbeat: ${scanned.map((r) => `${r.name} ${(r.rowsScanned / Math.max(1, heartbeats)).toFixed(2)}`).join(', ') || 'none'}`
   };
 }
 
