@@ -280,10 +280,7 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
         did: change.hub_did,
         idempotencyKey: `node-state:${change.node_id}:${change.transition}`
       });
-      // A registration's state is the one the register route inserted the document with (its change record was
-      // written then): no write. Writing it again cost a scan of every node document per registration on FerretDB
-      // (whose updates by _id scan their collection), and could only move state_changed_at past a first heartbeat.
-      if (change.from !== null) await deps.nodes.setState(change.node_id, change.to, change.at, change.review ? { ...change.review, at: change.at } : undefined);
+      await deps.nodes.setState(change.node_id, change.to, change.at, change.review ? { ...change.review, at: change.at } : undefined, { registration: change.from === null });
       return { seq: entry.seq };
     }
   };

@@ -129,7 +129,7 @@ export class NodeStore {
   readonly changes: Collection<NodeChangeDocument>;
   private lastChangesPrune = 0;
   /** State changes waiting for the next batch (see setState). */
-  private readonly stateQueue: { nodeId: string; set: Partial<NodeDocument>; resolve: () => void; reject: (err: unknown) => void }[] = [];
+  private readonly stateQueue: { nodeId: string; set: Partial<NodeDocument>; registration: boolean; resolve: () => void; reject: (err: unknown) => void }[] = [];
   private writingStates = false;
   /** The bulkWrites of this process, one at a time (see inLane). */
   private lane: Promise<void> = Promise.resolve();
@@ -258,7 +258,7 @@ export class NodeStore {
         });
         // The round's new nodes go into the change log too (one insert), so the presence sweeper knows them at its
         // next tick without waiting for their workflows' first task (a registration burst queues thousands).
-        // Best effort: otherwise the sweeper's next run, which reads every node's liveness, finds them.
+        // Best effort: otherwise the workflow's registration transition records them.
         if (inserted.length > 0) {
           await this.insertChanges(inserted.map(({ doc }) => ({ nodeId: doc._id, state: doc.state, stateAt: doc.state_changed_at }))).catch(() => undefined);
           this.pruneChanges();
@@ -339,14 +339,14 @@ export class NodeStore {
    * Sets a node's state (the node workflow's state-change activity, the document's one writer). Group-committed: the
    * changes that arrive while a batch is written go together in the next one, as one bulkWrite of updates by _id
    * (in arrival order) and one insert of their change records, so a mass online (every node's state change at once)
-   * costs a round trip per batch, not per node. Resolves once both are stored. (A registration's state needs no
-   * write: the document was inserted with it, and its change record written then.)
+   * costs a round trip per batch, not per node. Resolves once both are stored.
    */
-  setState(nodeId: string, state: NodeState, at: string, review: NodeDocument['review'] | undefined): Promise<void> {
+  setState(nodeId: string, state: NodeState, at: string, review: NodeDocument['review'] | undefined, options: { registration?: boolean } = {}): Promise<void> {
     const set: Partial<NodeDocument> = { state, state_changed_at: at };
     if (review) set.review = review;
+    const registration = options.registration === true;
     return new Promise<void>((resolve, reject) => {
-      this.stateQueue.push({ nodeId, set, resolve, reject });
+      this.stateQueue.push({ nodeId, set, registration, resolve, reject });
       void this.writeStates();
     });
   }
@@ -452,11 +452,14 @@ export class NodeStore {
       while (this.stateQueue.length > 0) {
         const batch = this.stateQueue.splice(0, MAX_STATE_BATCH);
         try {
+          // A registration's state is the one the document was inserted with (and its change record was written
+          // then): it is written only if the presence sweeper has not recorded a liveness transition meanwhile,
+          // and gets no second record (a late workflow task must not undo a node's coming online).
           await this.inLane(() => this.nodes.bulkWrite(
-            batch.map((c) => ({ updateOne: { filter: { _id: c.nodeId }, update: { $set: c.set } } })),
+            batch.map((c) => ({ updateOne: { filter: c.registration ? { _id: c.nodeId, liveness_seq: { $exists: false } } : { _id: c.nodeId }, update: { $set: c.set } } })),
             { ordered: true }
           ));
-          await this.insertChanges(batch.map((c) => ({ nodeId: c.nodeId, state: c.set.state!, stateAt: c.set.state_changed_at! })));
+          await this.insertChanges(batch.filter((c) => !c.registration).map((c) => ({ nodeId: c.nodeId, state: c.set.state!, stateAt: c.set.state_changed_at! })));
           for (const c of batch) c.resolve();
         } catch (err) {
           // The activity retries; setting a state and recording it again are both harmless.
