@@ -146,8 +146,15 @@ test('cancelling a claimed task tells the node at its next progress call', async
 });
 
 test('GET /api/nodes lists the online nodes for nodes and arbitrators', async () => {
-  await Promise.all([heartbeat(svc.urls.main, alpha), heartbeat(svc.urls.main, beta)]);
+  const beats = await Promise.all([heartbeat(svc.urls.main, alpha), heartbeat(svc.urls.main, beta)]);
   expect((await http('GET', `${svc.urls.main}/api/nodes`)).status).toBe(401);
+  // An online node's heartbeat may be answered before it is stored (PRESENCE_ACK_LAG_MS): the list shows it within
+  // the write lag. Both reads below come after that, so they agree.
+  await eventually(async () => {
+    const res = await http('GET', `${svc.urls.main}/api/nodes`, { headers: asReviewer() });
+    const seen = (id: string) => Date.parse(res.body.nodes.find((n: { node_id: string }) => n.node_id === id)?.last_seen_at ?? '') || 0;
+    return seen(alpha.node_id) >= Date.parse(beats[0].body.received_at) && seen(beta.node_id) >= Date.parse(beats[1].body.received_at) ? true : undefined;
+  }, 15_000, 'both heartbeats in the list');
   const asNode = await http('GET', `${svc.urls.main}/api/nodes`, { headers: nodeHeaders(alpha) });
   const asArbitrator = await http('GET', `${svc.urls.main}/api/nodes`, { headers: asReviewer() });
   expect(asNode.body).toEqual(asArbitrator.body);
