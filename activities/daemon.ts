@@ -81,7 +81,7 @@ export interface MirrorInput {
 /** Not retried: the model was never called or the call failed; the breaker counts it. */
 export const MODEL_CALL_FAILED = 'DaemonModelCallFailed';
 export const MODEL_NOT_ALLOWED = 'DaemonModelNotAllowed';
-/** How often a model call heartbeats; the DAG workflow's heartbeat timeout for it is 10 s. */
+/** How often a model call records a heartbeat (the SDK sends them to the server at most every 24 s: 0.8 × the DAG workflow's 30 s heartbeat timeout). */
 const HEARTBEAT_EVERY_MS = 2_000;
 
 export function createDaemonCoreActivities(deps: { db: Db; ledger: Ledger; daemon: DaemonActivityDeps }) {

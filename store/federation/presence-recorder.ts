@@ -137,7 +137,7 @@ export class PresenceRecorder {
     shard.pendingSince ??= now;
     // How long the oldest heartbeat of this shard not yet stored has waited: the shard's write lag.
     const lag = now - Math.min(shard.pendingSince, shard.writingSince ?? Infinity);
-    const early = online && !shard.failing && lag <= this.ackLagMs;
+    const early = this.ackLagMs > 0 && online && !shard.failing && lag <= this.ackLagMs;
     if (!shard.scheduled) {
       shard.scheduled = true;
       void this.flush(index);

@@ -4,7 +4,7 @@
  * credential state (an activity; failure → `rejected`, the asset isolated, no call), then the breaker admits it
  * (while open the task is `paused`), then the model is called on the models queue: a failed call (the model's
  * answer, or its time limit) is the task's failure, never retried, and counts for the breaker; an attempt lost with
- * its worker (killed: no heartbeat for 10 s; shut down: cancelled after the worker's grace time) is made again on
+ * its worker (killed: no heartbeat for 30 s; shut down: cancelled after the worker's grace time) is made again on
  * another worker, up to three attempts. A task whose dependency did not finish DONE is `skipped`. Each outcome is an
  * audit line; the DAG's final root is mirrored to the ledger. Completed calls are in the history, so a worker
  * restarted mid-DAG never repeats them.
@@ -30,7 +30,8 @@ export async function daemonDagWorkflow(input: DagInput): Promise<DagView> {
   const models = proxyActivities<DaemonModelActivities>({
     taskQueue: taskQueueFor(workflowInfo().taskQueue, 'models'),
     startToCloseTimeout: `${input.call_timeout_s + 15} seconds`,
-    heartbeatTimeout: '10 seconds',
+    // The SDK sends heartbeats at most every 0.8 × this (24 s), so this leaves 6 s for a busy worker or server.
+    heartbeatTimeout: '30 seconds',
     // The activity throws the model's failures as non-retryable; what is retried is a lost or cancelled attempt.
     retry: { maximumAttempts: 3, initialInterval: '1 second' }
   });

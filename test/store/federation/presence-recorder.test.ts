@@ -150,3 +150,18 @@ it('answers an online node before its write while the shard keeps up; other node
   expect([d, e].map((id) => after.has(id!))).toEqual([true, true]);
   expect(recorder.acknowledgedEarly).toBe(2);
 });
+
+it('with ackLagMs 0 every heartbeat waits for its write, an idle shard\'s too', async () => {
+  const store = new GatedSeen(testDb.db);
+  const history = new HeartbeatHistoryStore(testDb.db, { intervalMs: 60_000, size: 5 });
+  const recorder = new PresenceRecorder(store, history, { retentionMs: 120_000, flushIntervalMs: 10, samplesIntervalMs: 50, ackLagMs: 0 }, pino({ level: 'silent' }));
+  const [a] = idsOfShard(9, 1, 'durable');
+  store.close();
+  const beat = settledFlag(recorder.record(a!, sample(Date.now()), Date.now(), true));
+  await eventually(async () => (store.started >= 1 ? true : undefined), 10_000, 'the write under way');
+  expect(beat.settled).toBe(false);
+  store.open();
+  await eventually(async () => (beat.settled ? true : undefined), 10_000, 'the heartbeat answered');
+  expect(recorder.acknowledgedEarly).toBe(0);
+  expect((await store.readSeen(9)).nodes.has(a!)).toBe(true);
+});
