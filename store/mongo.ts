@@ -3,6 +3,7 @@
  * no transactions, no change streams, no TTL indexes, no nested arrays, no user-supplied keys as field names.
  */
 import { Db, MongoClient } from 'mongodb';
+import { nodeChangesCollection, NODE_CHANGES_SLOTS, NODE_CHANGES_SLOT_MS } from './federation/node-changes-ring';
 
 export interface Mongo {
   client: MongoClient;
@@ -123,7 +124,9 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   chat_limit_slots: [{ key: { expires_at: 1 }, name: 'expires_at' }],
   chat_limit_marks: [{ key: { expires_at: 1 }, name: 'expires_at' }],
   chat_key_groups: [{ key: { owner_key_id: 1 }, name: 'owner_key_id' }],
-  node_changes: [{ key: { written_at: 1 }, name: 'written_at' }]
+  // The node change log's ring (store/federation/nodes.ts, NODE_CHANGES_SLOT_MS): each collection holds at most a
+  // few seconds of records, read whole (no index).
+  ...Object.fromEntries(Array.from({ length: NODE_CHANGES_SLOTS }, (_, s) => [nodeChangesCollection(s * NODE_CHANGES_SLOT_MS), []]))
 };
 
 export async function ensureIndexes(db: Db): Promise<void> {

@@ -109,7 +109,7 @@ function dbWork(port: number | undefined): DbWork | null {
       // FerretDB names a collection's table after it with every character that is not a letter, and each character
       // following one that is not a letter, digits included, replaced by `_` (`node_presence_07` → `node_presence___`),
       // plus `_<fnv32a of the name>`.
-      const collection = name.replace(/_[0-9a-f]{8}$/, '').replace(/^node_presence(_samples)?_(\d\d|__)$/, 'node_presence$1_<ss>');
+      const collection = name.replace(/_[0-9a-f]{8}$/, '').replace(/^node_presence(_samples)?_(\d\d|__)$/, 'node_presence$1_<ss>').replace(/^node_changes_(\d\d|__)$/, 'node_changes_<ss>');
       const t = tables.get(collection) ?? { reads: 0, writes: 0, rowsScanned: 0 };
       t.reads += Number(reads);
       t.writes += Number(writes);

@@ -25,7 +25,8 @@
  */
 import type { NodeState } from '../../core/federation/vocabulary';
 import type { NodeDocument } from './nodes';
-import { NodeStore, NODE_CHANGES_KEEP_MS } from './nodes';
+import { NodeStore } from './nodes';
+import { NODE_CHANGES_KEEP_MS } from './node-changes-ring';
 
 export interface CachedNode {
   node_id: string;

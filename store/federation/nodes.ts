@@ -13,6 +13,7 @@ import { Collection, Db } from 'mongodb';
 import type { BrandCode, NodeState } from '../../core/federation/vocabulary';
 import { writeErrorsOf } from '../insert-batch';
 import { retryingUpsert } from '../mongo';
+import { nodeChangesCollection, NODE_CHANGES_KEEP_MS, NODE_CHANGES_SLOTS, NODE_CHANGES_SLOT_MS } from './node-changes-ring';
 
 export type { NodeState };
 
@@ -77,7 +78,8 @@ export function publicNode({ _id, ...rest }: Omit<NodeDocument, 'api_key_hash'>)
 
 /**
  * One change to a node document after registration, as every API process's node cache follows it
- * (store/federation/node-cache.ts): the new state, or null when the node was removed. Kept NODE_CHANGES_KEEP_MS.
+ * (store/federation/node-cache.ts): the new state, or null when the node was removed. Kept NODE_CHANGES_KEEP_MS, in
+ * the change log's ring of collections (see NODE_CHANGES_SLOT_MS).
  */
 export interface NodeChangeDocument {
   _id: string;
@@ -91,8 +93,9 @@ export interface NodeChangeDocument {
   liveness_seq?: number;
 }
 
-/** How long change records are kept; a reader that has not read for longer starts over from the documents. */
-export const NODE_CHANGES_KEEP_MS = 120_000;
+/** Records written this far ahead of a reader's clock (another host's) are read too (see changesSince). */
+const CHANGES_CLOCK_MARGIN_MS = 5000;
+
 
 /**
  * Most state changes written in one batch. FerretDB v1.24 (SQLite) answered a bulkWrite of 40 updates in 255 ms here
@@ -126,7 +129,7 @@ const ABANDON_ATTEMPTS = 6;
 export class NodeStore {
   readonly nodes: Collection<NodeDocument>;
   private readonly counters: Collection<CounterDocument>;
-  readonly changes: Collection<NodeChangeDocument>;
+  private readonly db: Db;
   private lastChangesPrune = 0;
   /** State changes waiting for the next batch (see setState). */
   private readonly stateQueue: { nodeId: string; set: Partial<NodeDocument>; registration: boolean; resolve: () => void; reject: (err: unknown) => void }[] = [];
@@ -142,13 +145,18 @@ export class NodeStore {
   constructor(db: Db) {
     this.nodes = db.collection('nodes');
     this.counters = db.collection('counters');
-    this.changes = db.collection('node_changes');
+    this.db = db;
+  }
+
+  /** The change log's ring collection for records written at `ms` (see NODE_CHANGES_SLOT_MS). */
+  private changesAt(ms: number): Collection<NodeChangeDocument> {
+    return this.db.collection(nodeChangesCollection(ms));
   }
 
   /**
-   * Records a change for the node caches of every API process. The collection holds only the last
-   * NODE_CHANGES_KEEP_MS of changes (pruned here at most every 10 s), so reading it stays cheap on FerretDB/SQLite,
-   * where every read scans its collection.
+   * Records a change for the node caches of every API process. The log holds only the last NODE_CHANGES_KEEP_MS of
+   * changes, in a ring of collections by time (NODE_CHANGES_SLOT_MS), so reading what is new stays cheap on FerretDB,
+   * where every read of a range scans its collection.
    */
   private async recordChange(nodeId: string, state: NodeState | null, stateAt: string): Promise<void> {
     await this.insertChanges([{ nodeId, state, stateAt }]);
@@ -169,20 +177,36 @@ export class NodeStore {
         ...(c.livenessSeq === undefined ? {} : { liveness_seq: c.livenessSeq })
       })
     );
-    if (docs.length === 1) await this.changes.insertOne(docs[0]!);
-    else await this.changes.insertMany(docs, { ordered: false });
+    const log = this.changesAt(now.getTime());
+    if (docs.length === 1) await log.insertOne(docs[0]!);
+    else await log.insertMany(docs, { ordered: false });
   }
 
+  /**
+   * At most once per NODE_CHANGES_SLOT_MS: empties the three ring collections after the current one of records older
+   * than NODE_CHANGES_KEEP_MS (each holds at most one interval's records; a host whose clock runs ahead may already
+   * write into the next one, which the age filter keeps). A collection no writer emptied (a quiet hub) only holds old
+   * records that readers skip by their time.
+   */
   private pruneChanges(): void {
     const now = Date.now();
-    if (now - this.lastChangesPrune <= 10_000) return;
+    if (now - this.lastChangesPrune < NODE_CHANGES_SLOT_MS) return;
     this.lastChangesPrune = now;
-    this.changes.deleteMany({ written_at: { $lt: new Date(now - NODE_CHANGES_KEEP_MS) } }).catch(() => undefined);
+    const old = { written_at: { $lt: new Date(now - NODE_CHANGES_KEEP_MS) } };
+    for (let ahead = 1; ahead <= 3; ahead++) this.changesAt(now + ahead * NODE_CHANGES_SLOT_MS).deleteMany(old).catch(() => undefined);
   }
 
-  /** Change records written since `since` (see NodeCache). */
-  changesSince(since: Date): Promise<NodeChangeDocument[]> {
-    return this.changes.find({ written_at: { $gt: since } }).toArray();
+  /**
+   * Change records written since `since` (see NodeCache): those of the ring collections from since's interval to the
+   * interval CHANGES_CLOCK_MARGIN_MS from now (one or two collections for a reader that read a second ago), read at
+   * once. A `since` older than the ring holds reads the whole ring (the caller starts over from the documents then).
+   */
+  async changesSince(since: Date): Promise<NodeChangeDocument[]> {
+    const first = Math.floor(since.getTime() / NODE_CHANGES_SLOT_MS);
+    const last = Math.floor((Date.now() + CHANGES_CLOCK_MARGIN_MS) / NODE_CHANGES_SLOT_MS);
+    const intervals = Array.from({ length: Math.min(NODE_CHANGES_SLOTS, Math.max(1, last - first + 1)) }, (_, i) => last - i);
+    const reads = await Promise.all(intervals.map((n) => this.changesAt(n * NODE_CHANGES_SLOT_MS).find({ written_at: { $gt: since } }).toArray()));
+    return reads.flat();
   }
 
   /**

@@ -6,6 +6,7 @@
  */
 import { MongoClient } from 'mongodb';
 import { NodeCache } from '../../../store/federation/node-cache';
+import { nodeChangesCollection, NODE_CHANGES_KEEP_MS, NODE_CHANGES_SLOTS, NODE_CHANGES_SLOT_MS } from '../../../store/federation/node-changes-ring';
 import { NodeStore } from '../../../store/federation/nodes';
 import { nodeDocument } from '../../support/node-document';
 import { useStoreDb } from '../../support/store-db';
@@ -108,3 +109,26 @@ it('reads the nodes missed together in shared reads, not one read per node (a re
   await Promise.all(ids.map((id) => cache.get(id)));
   expect(cache.stats.reads).toBeLessThanOrEqual(3);
 }, 60_000);
+
+it('reads the change log from the ring collections of the asked interval only, including a host writing ahead', async () => {
+  const store = new NodeStore(testDb.db);
+  const now = Date.now();
+  const record = (id: string, writtenAt: number) => ({ _id: `${id}:${writtenAt}`, node_id: id, state: 'online' as const, state_at: new Date(writtenAt), written_at: new Date(writtenAt) });
+  const at = (ms: number) => testDb.db.collection<ReturnType<typeof record>>(nodeChangesCollection(ms));
+  // A record written 30 s ago, one 4 s ahead (another host's clock), and a record older than the log keeps, left
+  // in the collection this interval reuses (a quiet hub whose collection nobody emptied).
+  await at(now - 30_000).insertOne(record('ext-custom-000020', now - 30_000));
+  await at(now + 4_000).insertOne(record('ext-custom-000021', now + 4_000));
+  await at(now).insertOne(record('ext-custom-000022', now - NODE_CHANGES_SLOTS * NODE_CHANGES_SLOT_MS));
+  const ids = async (since: number) => (await store.changesSince(new Date(since))).map((r) => r.node_id).filter((id) => /^ext-custom-00002[0-4]$/.test(id)).sort();
+  expect(await ids(now - 1_000)).toEqual(['ext-custom-000021']);
+  expect(await ids(now - 40_000)).toEqual(['ext-custom-000020', 'ext-custom-000021']);
+  expect(await ids(now - NODE_CHANGES_KEEP_MS)).toEqual(['ext-custom-000020', 'ext-custom-000021']);
+  // A writer empties the next collections of records older than the log keeps (at most once per interval).
+  const ahead = at(now + NODE_CHANGES_SLOT_MS);
+  await ahead.insertMany([record('ext-custom-000023', now - NODE_CHANGES_KEEP_MS - 20_000), record('ext-custom-000024', now + 1_000)]);
+  await store.setState('ext-custom-000001', 'offline', new Date().toISOString(), undefined);
+  const left = () => ahead.find({ node_id: { $in: ['ext-custom-000023', 'ext-custom-000024'] } }).toArray();
+  for (let i = 0; i < 100 && (await left()).length > 1; i++) await new Promise((r) => setTimeout(r, 100));
+  expect((await left()).map((r) => r.node_id)).toEqual(['ext-custom-000024']);
+});
