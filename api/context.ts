@@ -86,6 +86,7 @@ export async function createServiceContext(config: Config, logger = createLogger
       },
       logger
     );
+    presenceRecorder.startClock();
     return {
       config,
       logger,
@@ -114,6 +115,7 @@ export async function createServiceContext(config: Config, logger = createLogger
         nodeCache.stop();
         // Heartbeats acknowledged before their write are stored before the process ends (at most 5 s).
         if (!(await presenceRecorder.drain(5000))) logger.warn('presence writes still pending at shutdown; heartbeats acknowledged in the last second may not be stored');
+        await presenceRecorder.stopClock();
         await chat.close().catch((err: unknown) => logger.warn({ err }, 'chat limit leases, usage records or tallies could not be written back'));
         await quota.close().catch((err: unknown) => logger.warn({ err }, 'unused leased quota slots could not be given back')); // store/ledger/quota.ts
         await connection.close().catch(() => undefined);

@@ -112,6 +112,8 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   ],
   counters: [],
   node_presence: [],
+  // One small document per running API process: its presence clock (store/federation/presence.ts).
+  node_presence_clocks: [],
   node_heartbeat_history: [],
   tasks: [{ key: { state: 1, priority: -1, created_at: 1 }, name: 'claim_order' }],
   // One record per claim attempt (_id <task id>#<attempt>): the unique _id makes a claim exclusive.

@@ -9,7 +9,7 @@ import { Ledger } from '../../store/ledger/ledger';
 import { LivenessTransition, NodeStore } from '../../store/federation/nodes';
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { PresenceCheck, PresenceStore, presenceShardOf, PRESENCE_SHARDS } from '../../store/federation/presence';
+import { PresenceCheck, presenceHorizon, PresenceStore, presenceShardOf, PRESENCE_SHARDS } from '../../store/federation/presence';
 import { LivenessMirror, livenessChangedSignal, nodeWorkflowId, PRESENCE_GRACE_MS, PRESENCE_SNAPSHOT_MAX_AGE_MS } from '../../workflows/federation/node-lifecycle.contract';
 
 /** Most mirror signals one sweep has in flight at once. */
@@ -25,6 +25,12 @@ const SWEEP_MIRRORS_PER_S = 4;
 const LEDGER_APPENDS_IN_FLIGHT = 256;
 /** node_changes records written this long before the previous read are read again (clocks of hosts differ). */
 const CHANGES_CLOCK_MARGIN_MS = 5000;
+/** A sweep tick longer than this is logged with where its time went. */
+const SLOW_TICK_MS = 2000;
+/** Most beating nodes unknown to a sweep's view read from their documents in one tick. */
+const MAX_UNKNOWN_PER_TICK = 1000;
+/** A beating node found to have no document is looked up again after this long. */
+const UNKNOWN_RECHECK_MS = 60_000;
 /** A retried sweep appends again the ledger events of the transitions this recent (a crash between the writes). */
 const LIVENESS_RECOVERY_MS = 120_000;
 
@@ -85,9 +91,13 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
      * (state, liveness_seq, state_changed_at: read once, then kept by its own writes and the node_changes log,
      * which carries registrations, review decisions and removals) and every tick reads its shards' presence once:
      * - an online node whose newest heartbeat (or, without one, its last state change) is NODE_OFFLINE_AFTER_S +
-     *   PRESENCE_GRACE_MS older than the start of that read goes offline (judged at the time of the read, so a
-     *   late tick never makes a node offline that beat in time: it reads presence again first);
-     * - an offline node with a heartbeat newer than its last state change, within the window, goes online.
+     *   PRESENCE_GRACE_MS older than the presence horizon goes offline: the start of that read, or earlier when an
+     *   API process has not stored every heartbeat it received before then (its presence clock, presenceHorizon),
+     *   so neither a late tick nor presence writes falling behind make a node offline that beat in time;
+     * - an offline node with a heartbeat newer than its last state change, within the window of the horizon, goes
+     *   online.
+     * A beating node missing from the view (its change record lost, e.g. a registration's best-effort record under
+     * overload) is read from its document and judged like the others.
      * The tick's transitions are written together (NodeStore.applyLiveness: conditional bulk updates by _id, so a
      * review or rejection written meanwhile wins), then their ledger events are appended (group-committed, off
      * the tick, idempotent by `node-liveness:<node>:<seq>`) and each node's workflow gets `livenessChanged`, a
@@ -111,6 +121,9 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
       let offline = 0;
       let online = 0;
       let mirrored = 0;
+      let adopted = 0;
+      /** Beating nodes found to have no document, and when (see the adoption in the tick). */
+      const absent = new Map<string, number>();
       /** Ledger events of applied transitions not yet appended; mirrors not yet sent (newest per node). */
       const events: LivenessTransition[] = [];
       const mirrors = new Map<string, LivenessMirror>();
@@ -195,7 +208,7 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
 
       // Alive while a tick is long (thousands of transitions at once): Temporal's heartbeat timeout must not start a
       // second sweep of this group beside this one.
-      const beat = () => ctx.heartbeat({ offline, online, mirrored, watched: view.size, events: events.length, mirrors: mirrors.size });
+      const beat = () => ctx.heartbeat({ offline, online, mirrored, adopted, watched: view.size, events: events.length, mirrors: mirrors.size });
       const alive = setInterval(beat, 1000);
       try {
         const end = Date.now() + input.run_ms;
@@ -232,18 +245,41 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
 
           // One read of the group's shards; every judgement applies to the time this read started.
           const readAt = Date.now();
+          const changesMs = readAt - sweptAt;
           const seen = new Map<string, number>();
           // (No approved node in the group, e.g. a hub with no nodes yet: nothing to judge, presence is not read.)
           const judging = [...view.values()].some((v) => v.state === 'online' || v.state === 'offline');
-          if (judging) for (const shard of shards) for (const [id, at] of (await deps.presence.readSeen(shard)).nodes) seen.set(id, at);
+          // The API processes' presence clocks, read before the shards: every heartbeat received before `horizon`
+          // is in what the shards' read returns, later ones may not be yet (a database behind on presence writes).
+          // Judgements are made as of the horizon, so writes lagging behind never make a beating node look silent.
+          let horizon = readAt;
+          if (judging) {
+            horizon = presenceHorizon(await deps.presence.readClocks(), readAt, offlineAfterMs);
+            for (const shard of shards) for (const [id, at] of (await deps.presence.readSeen(shard)).nodes) seen.set(id, at);
+          }
+          // A beating node the view does not know (its change record was lost, e.g. a registration's best-effort
+          // record under overload) is read from its document; one that has none (removed) is asked again at most
+          // every UNKNOWN_RECHECK_MS.
+          const unknown = [...seen.keys()].filter((id) => !view.has(id) && !(readAt - (absent.get(id) ?? -Infinity) < UNKNOWN_RECHECK_MS)).slice(0, MAX_UNKNOWN_PER_TICK);
+          if (unknown.length > 0) {
+            const found = await deps.nodes.livenessOf(unknown);
+            for (const id of unknown) {
+              const v = found.get(id);
+              if (v) view.set(id, v);
+              else absent.set(id, readAt);
+            }
+            if (absent.size > 10 * MAX_UNKNOWN_PER_TICK) for (const [id, t] of absent) if (readAt - t >= UNKNOWN_RECHECK_MS) absent.delete(id);
+            adopted += found.size;
+          }
+          const presenceMs = Date.now() - readAt;
           const at = new Date(readAt).toISOString();
           const proposals: LivenessTransition[] = [];
           for (const [id, v] of view) {
             const last = seen.get(id);
             if (v.state === 'online') {
-              if (readAt - Math.max(last ?? 0, v.state_at) >= lapseAfterMs) proposals.push({ node_id: id, from: 'online', to: 'offline', at, reason: reasons.offline, seq: v.seq + 1 });
+              if (horizon - Math.max(last ?? 0, v.state_at) >= lapseAfterMs) proposals.push({ node_id: id, from: 'online', to: 'offline', at, reason: reasons.offline, seq: v.seq + 1 });
             } else if (v.state === 'offline') {
-              if (last !== undefined && last > v.state_at && readAt - last < offlineAfterMs) proposals.push({ node_id: id, from: 'offline', to: 'online', at, reason: reasons.online, seq: v.seq + 1 });
+              if (last !== undefined && last > v.state_at && horizon - last < offlineAfterMs) proposals.push({ node_id: id, from: 'offline', to: 'online', at, reason: reasons.online, seq: v.seq + 1 });
             }
           }
           if (proposals.length > 0) {
@@ -251,6 +287,11 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
             for (const t of result.applied) applied(t);
             for (const [id, v] of result.refused) (v ? view.set(id, v) : view.delete(id));
             uncertain = result.failed;
+          }
+          const tickMs = Date.now() - sweptAt;
+          // A slow tick delays every judgement of the group: say where its time went (operators, benches).
+          if (tickMs > SLOW_TICK_MS) {
+            ctx.log.warn('presence sweep tick slow', { group: input.group, tickMs, changesMs, presenceMs, applyMs: tickMs - changesMs - presenceMs, proposals: proposals.length, horizonLagMs: readAt - horizon, watched: view.size });
           }
           appendEvents();
           mirrorBudget = Math.max(1, Math.round((SWEEP_MIRRORS_PER_S * input.tick_ms) / 1000));

@@ -242,6 +242,22 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
       );
     }
 
+    // How far behind the API processes' presence writes are (their presence clocks: the sweeper judges as of the
+    // least of them), the most seen per phase.
+    const clockLag = { phase: 'warm-up', max: new Map<string, number>() };
+    void (async () => {
+      while (running.on) {
+        const clocks = await db.collection('node_presence_clocks').find({}).toArray().catch(() => []);
+        const now = Date.now();
+        const live = clocks.filter((c) => now - Number(c.written_at) < OFFLINE_AFTER_S * 1000);
+        if (live.length > 0) {
+          const lag = now - Math.min(...live.map((c) => Number(c.complete_through)));
+          clockLag.max.set(clockLag.phase, Math.max(clockLag.max.get(clockLag.phase) ?? 0, lag));
+        }
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    })();
+    const lagLine = (phase: string) => `presence writes at most ${((clockLag.max.get(phase) ?? 0) / 1000).toFixed(1)} s behind (${phase})`;
     // Bounded warm-up: all nodes come online at once (a mass online).
     for (;;) {
       stack.alive();
@@ -271,7 +287,8 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
       const events = await db.collection('ledger').countDocuments({ key: 'hub.node.state_changed' });
       return `${online} of ${sampleIds.length} sampled node workflows show NodeState online; ${events} hub.node.state_changed ledger events`;
     };
-    console.log(`Temporal mirror at the end of the mass online: ${await mirrorLine()}`);
+    console.log(`Temporal mirror at the end of the mass online: ${await mirrorLine()}; ${lagLine('warm-up')}`);
+    clockLag.phase = 'window';
     const historyOf = async () => {
       let nodesTotal = 0;
       for (const id of sampleIds) nodesTotal += (await temporal.workflow.getHandle(`node/${id}`).describe()).historyLength;
@@ -314,7 +331,8 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     console.log(work.line);
     console.log(describeCommands(commands0, commands1, rec.lat.length, elapsed));
     const falseDuring = await falseOfflines(db, since, stopped);
-    console.log(`false offline transitions during the window: ${falseDuring}`);
+    console.log(`false offline transitions during the window: ${falseDuring}; ${lagLine('window')}`);
+    clockLag.phase = 'mass silence';
     console.log(`Temporal mirror after the window: ${await mirrorLine()}`);
 
     // Mass silence.
@@ -335,7 +353,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     console.log(
       `mass silence: ${silent.length} nodes stopped at once; ${delays.length} offline within ${((Date.now() - stopAt) / 1000).toFixed(0)} s; delay after the last heartbeat p50 ${pct(delays, 50).toFixed(2)} s, max ${pct(delays, 100).toFixed(2)} s (target ≤ ${OFFLINE_AFTER_S + 2} s, settle ≤ ${2 * OFFLINE_AFTER_S} s)`
     );
-    console.log(`false offline transitions while they settled: ${await falseOfflines(db, silentSince, stopped)}`);
+    console.log(`false offline transitions while they settled: ${await falseOfflines(db, silentSince, stopped)}; ${lagLine('mass silence')}`);
     return { nodes: nodes.length, hbPerSec, cpuMsPerHb, dbPerHb: work.perHb };
   } finally {
     running.on = false;

@@ -30,7 +30,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { HeartbeatSample } from '../../core/federation/vocabulary';
-import { PresenceEntry, PresenceStore, presenceShardOf, PRESENCE_SHARDS } from './presence';
+import { PresenceEntry, PresenceStore, presenceShardOf, PRESENCE_CLOCK_MS, PRESENCE_SHARDS } from './presence';
 import { HeartbeatHistoryStore } from './heartbeat-history';
 
 interface Waiter {
@@ -110,6 +110,8 @@ export class PresenceRecorder {
   private readonly samplesIntervalMs: number;
   private readonly ackLagMs: number;
   private earlyAcks = 0;
+  private clockTimer: NodeJS.Timeout | null = null;
+  private clockWriting = false;
 
   constructor(
     private readonly store: PresenceStore,
@@ -147,6 +149,46 @@ export class PresenceRecorder {
       return Promise.resolve();
     }
     return new Promise<void>((resolve, reject) => shard.waiting.push({ resolve, reject }));
+  }
+
+  /**
+   * Starts writing this process's presence clock every PRESENCE_CLOCK_MS (the API does): the time before which every
+   * heartbeat it received is stored, so the sweeper never judges a node on presence this process has not written yet
+   * (a database that falls behind makes the writes lag, not the nodes look silent).
+   */
+  startClock(): void {
+    if (this.clockTimer) return;
+    this.clockTimer = setInterval(() => void this.writeClock(), PRESENCE_CLOCK_MS);
+    this.clockTimer.unref();
+    void this.writeClock();
+  }
+
+  /** Every heartbeat received before this time (ms) is stored. */
+  completeThrough(): number {
+    let through = Date.now();
+    for (const s of this.shards) through = Math.min(through, s.pendingSince ?? Infinity, s.writingSince ?? Infinity);
+    return through;
+  }
+
+  private async writeClock(): Promise<void> {
+    if (this.clockWriting) return;
+    this.clockWriting = true;
+    try {
+      await this.store.writeClock(this.instanceId, this.completeThrough());
+    } catch (err) {
+      this.logger.warn({ err }, 'presence clock write failed');
+    } finally {
+      this.clockWriting = false;
+    }
+  }
+
+  /** Stops the clock and removes it (after drain: every heartbeat this process took is stored). */
+  async stopClock(): Promise<void> {
+    if (!this.clockTimer) return;
+    clearInterval(this.clockTimer);
+    this.clockTimer = null;
+    while (this.clockWriting) await new Promise((r) => setTimeout(r, 10));
+    await this.store.removeClock(this.instanceId).catch((err: unknown) => this.logger.warn({ err }, 'presence clock could not be removed'));
   }
 
   /** Resolves true once every recorded heartbeat is stored (false if that takes longer than timeoutMs). */

@@ -52,6 +52,34 @@ interface SeenDocument {
   per_second_json: string;
 }
 
+/**
+ * One API process's presence clock (`node_presence_clocks`, one document per process): every heartbeat it received
+ * before `complete_through` is in its presence documents. Rewritten every PRESENCE_CLOCK_MS while the process runs
+ * (PresenceRecorder), removed when it stops; the sweeper judges no node as of a time some running process has not
+ * stored every heartbeat up to (see presenceHorizon).
+ */
+interface ClockDocument {
+  _id: string; // API instance id
+  /** ms: every heartbeat received before it is stored. */
+  complete_through: number;
+  /** ms (the writer's clock) when this was written. */
+  written_at: number;
+}
+
+/** How often an API process rewrites its presence clock. */
+export const PRESENCE_CLOCK_MS = 500;
+
+/**
+ * The time up to which presence is known to be complete: the least `complete_through` of the processes whose clock
+ * was written within `liveMs` of `now` (one whose clock stopped that long ago has died, and holds nothing back any
+ * more), never later than `now`. With no process clock (tests and tools writing presence directly), `now`.
+ */
+export function presenceHorizon(clocks: { complete_through: number; written_at: number }[], now: number, liveMs: number): number {
+  let horizon = now;
+  for (const c of clocks) if (now - c.written_at < liveMs) horizon = Math.min(horizon, c.complete_through);
+  return horizon;
+}
+
 interface SamplesDocument {
   _id: string; // API instance id
   updated_at: Date;
@@ -77,7 +105,9 @@ const pad = (shard: number) => String(shard).padStart(2, '0');
 export class PresenceStore {
   private readonly seen: Collection<SeenDocument>[];
   private readonly samples: Collection<SamplesDocument>[];
+  private readonly clocks: Collection<ClockDocument>;
   constructor(db: Db) {
+    this.clocks = db.collection<ClockDocument>('node_presence_clocks');
     this.seen = Array.from({ length: PRESENCE_SHARDS }, (_, s) => db.collection<SeenDocument>(`node_presence_${pad(s)}`));
     this.samples = Array.from({ length: PRESENCE_SHARDS }, (_, s) => db.collection<SamplesDocument>(`node_presence_samples_${pad(s)}`));
   }
@@ -86,6 +116,21 @@ export class PresenceStore {
   async writeSeen(shard: number, instanceId: string, seen: Map<string, number>, perSecond: HeartbeatsPerSecond[]): Promise<void> {
     const doc = { updated_at: new Date(), seen_json: JSON.stringify(Object.fromEntries(seen)), per_second_json: JSON.stringify(perSecond) };
     await retryingUpsert(() => this.seen[shard]!.replaceOne({ _id: instanceId }, doc, { upsert: true }));
+  }
+
+  /** Writes this process's presence clock (see ClockDocument). */
+  async writeClock(instanceId: string, completeThrough: number): Promise<void> {
+    await retryingUpsert(() => this.clocks.replaceOne({ _id: instanceId }, { complete_through: completeThrough, written_at: Date.now() }, { upsert: true }));
+  }
+
+  /** Removes this process's presence clock (it stopped, every heartbeat it took stored). */
+  async removeClock(instanceId: string): Promise<void> {
+    await this.clocks.deleteOne({ _id: instanceId });
+  }
+
+  /** Every API process's presence clock (a few documents). */
+  readClocks(): Promise<{ complete_through: number; written_at: number }[]> {
+    return this.clocks.find({}, { projection: { _id: 0, complete_through: 1, written_at: 1 } }).toArray();
   }
 
   /** Writes this process's samples document of one shard. */
@@ -156,5 +201,6 @@ export class PresenceStore {
   /** Drops documents of API processes that stopped writing long ago (a scan of each shard's few documents). */
   async prune(olderThan: Date): Promise<void> {
     await Promise.all([...this.seen, ...this.samples].map((c: Collection<SeenDocument> | Collection<SamplesDocument>) => c.deleteMany({ updated_at: { $lt: olderThan } })));
+    await this.clocks.deleteMany({ written_at: { $lt: olderThan.getTime() } });
   }
 }

@@ -127,3 +127,71 @@ it('the sweeper records online and offline from presence, the workflows mirror i
   await wf.saveHistory(sweeper.workflowId, 'node-sweeper-liveness');
   await wf.saveHistory(nodes[1]!.workflowId, 'node-lifecycle-liveness-mirrored');
 }, 90_000);
+
+it('adopts a beating node whose change record it never read (a registration record lost under overload)', async () => {
+  const presence = new PresenceStore(db);
+  const sweeper = await env.client.workflow.start(nodeSweeperWorkflow, {
+    workflowId: 'node-sweeper/adopt',
+    taskQueue: wf.taskQueue,
+    args: [{ version: 1, group: 0, groups: 1, offline_after_s: OFFLINE_AFTER_S, tick_ms: 200, run_ms: 60_000, hub_did: 'did:zhongshu:hub' }]
+  });
+  // Registered after the sweeper read every node, with no change record: only presence tells the sweeper about it.
+  // A node with no document (removed) beating beside it changes nothing.
+  await new Promise((r) => setTimeout(r, 1000));
+  const id = 'ext-custom-800010';
+  await db.collection('nodes').insertOne(nodeDocument(id, 800010, 'offline') as never);
+  const keep = { on: true };
+  const beating = (async () => {
+    while (keep.on) {
+      await beat(presence, [id, 'ext-custom-800011']);
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  })();
+  try {
+    await waitFor(async () => (await db.collection('nodes').findOne({ _id: id as never }))?.state === 'online');
+    expect(await db.collection('nodes').findOne({ _id: 'ext-custom-800011' as never })).toBeNull();
+  } finally {
+    keep.on = false;
+    await beating;
+    await sweeper.terminate('test done');
+  }
+}, 60_000);
+
+it('judges no node silent on presence an API process has not stored yet (its presence clock lags)', async () => {
+  const presence = new PresenceStore(db);
+  const id = 'ext-custom-800020';
+  await db.collection('nodes').insertOne(nodeDocument(id, 800020, 'offline') as never);
+  const sweeper = await env.client.workflow.start(nodeSweeperWorkflow, {
+    workflowId: 'node-sweeper/clock',
+    taskQueue: wf.taskQueue,
+    args: [{ version: 1, group: 0, groups: 1, offline_after_s: OFFLINE_AFTER_S, tick_ms: 200, run_ms: 60_000, hub_did: 'did:zhongshu:hub' }]
+  });
+  const docState = async () => (await db.collection('nodes').findOne({ _id: id as never }))?.state;
+  const clocks = db.collection('node_presence_clocks');
+  try {
+    await beat(presence, [id]);
+    await waitFor(async () => (await docState()) === 'online');
+    // The node stops beating; an API process (alive: its clock is rewritten) has stored its heartbeats only up to
+    // now, e.g. its database writes fell behind: the node must not go offline on what may be missing.
+    const through = Date.now();
+    const writing = { on: true };
+    const clockWriter = (async () => {
+      while (writing.on) {
+        await clocks.replaceOne({ _id: 'api-lagging' as never }, { complete_through: through, written_at: Date.now() }, { upsert: true });
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    })();
+    await new Promise((r) => setTimeout(r, OFFLINE_AFTER_S * 1000 + 2000));
+    expect(await docState()).toBe('online');
+    // The process catches up (or stops and removes its clock): the silence is judged.
+    writing.on = false;
+    await clockWriter;
+    await clocks.deleteOne({ _id: 'api-lagging' as never });
+    const caughtUp = Date.now();
+    await waitFor(async () => (await docState()) === 'offline');
+    expect(Date.now() - caughtUp).toBeLessThan(3000);
+  } finally {
+    await clocks.deleteMany({});
+    await sweeper.terminate('test done');
+  }
+}, 60_000);

@@ -132,3 +132,36 @@ it('reads the change log from the ring collections of the asked interval only, i
   for (let i = 0; i < 100 && (await left()).length > 1; i++) await new Promise((r) => setTimeout(r, 100));
   expect((await left()).map((r) => r.node_id)).toEqual(['ext-custom-000024']);
 });
+
+it('inserts change records again with a new stamp when their insert was slower than half the readers\' margin', async () => {
+  // The database answers the first change-log insert after 3 s (an overloaded database): a reader that read in
+  // between may have moved past the record's stamp, so the writer inserts it again, stamped after the slow insert.
+  let slow = 1;
+  const slowDb = new Proxy(testDb.db, {
+    get(target, prop, receiver) {
+      if (prop !== 'collection') return Reflect.get(target, prop, receiver);
+      return (name: string) => {
+        const collection = target.collection(name);
+        if (!name.startsWith('node_changes_')) return collection;
+        return new Proxy(collection, {
+          get(c, p, r) {
+            if (p !== 'insertOne' || slow <= 0) return Reflect.get(c, p, r);
+            slow--;
+            return async (doc: unknown) => {
+              await new Promise((res) => setTimeout(res, 3000));
+              return c.insertOne(doc as never);
+            };
+          }
+        });
+      };
+    }
+  });
+  const writer = new NodeStore(slowDb);
+  await writer.nodes.insertOne(node('ext-custom-000030', 30));
+  const before = Date.now();
+  await writer.setState('ext-custom-000030', 'offline', new Date().toISOString(), undefined);
+  const records = (await writer.changesSince(new Date(before - 1000))).filter((r) => r.node_id === 'ext-custom-000030');
+  expect(records).toHaveLength(2);
+  const stamps = records.map((r) => r.written_at.getTime()).sort((a, b) => a - b);
+  expect(stamps[1]! - stamps[0]!).toBeGreaterThanOrEqual(3000);
+}, 30_000);

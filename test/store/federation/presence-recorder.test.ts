@@ -6,7 +6,7 @@
  */
 import pino from 'pino';
 import { HeartbeatHistoryStore } from '../../../store/federation/heartbeat-history';
-import { PresenceEntry, PresenceStore, presenceShardOf } from '../../../store/federation/presence';
+import { PresenceEntry, presenceHorizon, PresenceStore, presenceShardOf } from '../../../store/federation/presence';
 import { PresenceRecorder, SAMPLES_INLINE_MAX_NODES } from '../../../store/federation/presence-recorder';
 import { eventually } from '../../support/service';
 import { useStoreDb } from '../../support/store-db';
@@ -164,4 +164,41 @@ it('with ackLagMs 0 every heartbeat waits for its write, an idle shard\'s too', 
   await eventually(async () => (beat.settled ? true : undefined), 10_000, 'the heartbeat answered');
   expect(recorder.acknowledgedEarly).toBe(0);
   expect((await store.readSeen(9)).nodes.has(a!)).toBe(true);
+});
+
+it('keeps a presence clock: complete only through the oldest heartbeat not yet stored, removed when it stops', async () => {
+  const store = new GatedSeen(testDb.db);
+  const history = new HeartbeatHistoryStore(testDb.db, { intervalMs: 60_000, size: 5 });
+  const recorder = new PresenceRecorder(store, history, { retentionMs: 120_000, flushIntervalMs: 10, samplesIntervalMs: 50, ackLagMs: 1000 }, pino({ level: 'silent' }));
+  const [a] = idsOfShard(11, 1, 'clock');
+  const clockOf = async () => (await testDb.db.collection('node_presence_clocks').findOne({ _id: recorder.instanceId as never })) as { complete_through: number; written_at: number } | null;
+  recorder.startClock();
+  await eventually(async () => ((await clockOf()) ? true : undefined), 10_000, 'the first clock');
+  // A heartbeat whose write is held: the clock stays before it, however long the write takes.
+  store.close();
+  const arrived = Date.now();
+  await recorder.record(a!, sample(arrived), arrived, true); // answered early, not stored
+  await new Promise((r) => setTimeout(r, 1500));
+  expect(recorder.completeThrough()).toBeLessThanOrEqual(arrived);
+  const held = (await clockOf())!;
+  expect(held.complete_through).toBeLessThanOrEqual(arrived);
+  expect(Date.now() - held.written_at).toBeLessThan(1500); // still written: the process is alive
+  // Stored: the clock moves on past it.
+  store.open();
+  await eventually(async () => ((await clockOf())!.complete_through > arrived + 1000 ? true : undefined), 10_000, 'the clock past the stored heartbeat');
+  expect((await store.readSeen(11)).nodes.get(a!)).toBe(arrived);
+  await recorder.stopClock();
+  expect(await clockOf()).toBeNull();
+});
+
+it('the presence horizon is the least complete time of the processes whose clock is alive, never past now', () => {
+  const now = 1_000_000;
+  expect(presenceHorizon([], now, 30_000)).toBe(now);
+  const lagging = { complete_through: now - 20_000, written_at: now - 400 };
+  const current = { complete_through: now - 300, written_at: now - 300 };
+  const dead = { complete_through: now - 90_000, written_at: now - 31_000 };
+  expect(presenceHorizon([current], now, 30_000)).toBe(now - 300);
+  expect(presenceHorizon([current, lagging, dead], now, 30_000)).toBe(now - 20_000);
+  expect(presenceHorizon([current, dead], now, 30_000)).toBe(now - 300);
+  expect(presenceHorizon([{ complete_through: now + 5_000, written_at: now }], now, 30_000)).toBe(now);
 });
