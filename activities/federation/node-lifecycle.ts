@@ -243,7 +243,8 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
             uncertain = [];
           }
 
-          // One read of the group's shards; every judgement applies to the time this read started.
+          // One read of the group's shards; every judgement applies to the presence horizon (below), at most the time
+          // this read started.
           const readAt = Date.now();
           const changesMs = readAt - sweptAt;
           const seen = new Map<string, number>();

@@ -98,7 +98,6 @@ const CHANGES_CLOCK_MARGIN_MS = 5000;
 /** Most inserts of one batch of change records (see insertChanges). */
 const MAX_CHANGE_RESTAMPS = 5;
 
-
 /**
  * Most state changes written in one batch. FerretDB v1.24 (SQLite) answered a bulkWrite of 40 updates in 255 ms here
  * but did not answer one of 120 within a minute; 32 keeps well inside what was seen to work.
