@@ -66,12 +66,63 @@ function initCluster(binDir: string, dir: string, user: { uid: number; gid: numb
   }
 }
 
+/**
+ * FerretDB v1.24 pushes an equality filter down as `_jsonb->'field' @> value`, which the btree indexes it creates
+ * (`(_jsonb->'field')`) cannot serve: every lookup, update or delete by `_id` scanned the whole table (10,000 node
+ * documents read per `updateOne({ _id })`). A GIN index on `(_jsonb->'_id')` serves that operator: each FerretDB
+ * table gets one, the existing ones here at every start (an index build, once, on a table that predates this) and new
+ * ones as FerretDB creates them (an event trigger on CREATE TABLE in the same transaction). FerretDB does not list
+ * them (its metadata knows only its own indexes) and drops them with their table. Real MongoDB needs none of this.
+ */
+const ID_LOOKUP_SQL = `
+SET client_min_messages = warning;
+CREATE OR REPLACE FUNCTION public.zhongshu_id_lookup_index(rel oid) RETURNS boolean LANGUAGE plpgsql AS $fn$
+DECLARE t text;
+BEGIN
+  SELECT format('%I.%I', n.nspname, c.relname) INTO t FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE c.oid = rel AND c.relkind = 'r' AND c.relname NOT LIKE '\_ferretdb\_%'
+     AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'public') AND n.nspname NOT LIKE 'pg\_%'
+     AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = rel AND a.attname = '_jsonb' AND NOT a.attisdropped);
+  IF t IS NULL THEN RETURN false; END IF;
+  EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin ((_jsonb -> %L))', 'zh_id_gin_' || rel, t, '_id');
+  RETURN true;
+END $fn$;
+CREATE OR REPLACE FUNCTION public.zhongshu_on_create_table() RETURNS event_trigger LANGUAGE plpgsql AS $fn$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT objid FROM pg_event_trigger_ddl_commands() WHERE command_tag = 'CREATE TABLE' AND object_type = 'table' LOOP
+    PERFORM public.zhongshu_id_lookup_index(r.objid);
+  END LOOP;
+END $fn$;
+DROP EVENT TRIGGER IF EXISTS zhongshu_id_lookup;
+CREATE EVENT TRIGGER zhongshu_id_lookup ON ddl_command_end WHEN TAG IN ('CREATE TABLE') EXECUTE FUNCTION public.zhongshu_on_create_table();
+SELECT count(*) FILTER (WHERE public.zhongshu_id_lookup_index(oid)) FROM pg_class WHERE relkind = 'r';
+`;
+
+async function installIdLookupIndexes(binDir: string, port: number): Promise<void> {
+  // The port opens before the server accepts sessions ("the database system is starting up"): retried for 60 s.
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const result = spawnSync(
+      path.join(binDir, 'psql'),
+      ['-h', '127.0.0.1', '-p', String(port), '-U', POSTGRES_ROLE, '-d', 'postgres', '-X', '-q', '-At', '-v', 'ON_ERROR_STOP=1', '-f', '-'],
+      { encoding: 'utf8', input: ID_LOOKUP_SQL, cwd: os.tmpdir(), timeout: 600_000 }
+    );
+    if (result.status === 0) return;
+    const why = (result.stderr || result.stdout || String(result.error)).trim();
+    if (!/starting up|Connection refused/.test(why) || Date.now() > deadline) throw new Error(`PostgreSQL: installing the _id lookup indexes failed: ${why}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 export async function startPostgres(opts: {
   dataDir: string;
   /** 0 or absent: a free port. */
   port?: number;
   echo?: boolean;
   logFile?: string;
+  /** More server settings (`-c name=value`), e.g. auto_explain's for a test reading plans from the log. */
+  settings?: Record<string, string>;
 }): Promise<ServerHandle & { url: string; port: number }> {
   const binDir = findPostgres();
   if (!binDir) throw new Error(`FERRETDB_BACKEND=postgresql needs PostgreSQL: ${POSTGRES_INSTALL_HINT}`);
@@ -107,11 +158,24 @@ export async function startPostgres(opts: {
         // FerretDB opens a pool of connections per client connection burst; the default 100 is enough for one
         // hub, raised for benches that run several API processes.
         '-c',
-        'max_connections=200'
+        'max_connections=200',
+        // FerretDB sends every filter as a prepared statement (`_jsonb->$1 @> $2`); a generic plan cannot match an
+        // expression index (its key is a parameter), so a connection that settled on one scans for good. Custom
+        // plans see `_jsonb->'_id'` and use the lookup index below.
+        '-c',
+        'plan_cache_mode=force_custom_plan',
+        ...Object.entries(opts.settings ?? {}).flatMap(([name, value]) => ['-c', `${name}=${value}`])
       ]
     });
     try {
       await waitForPort('127.0.0.1', port, 60_000, handle.child);
+      try {
+        await installIdLookupIndexes(binDir, port);
+      } catch (err) {
+        await handle.stop();
+        await handle.closed;
+        throw err;
+      }
       return { ...handle, url: `postgres://${POSTGRES_ROLE}@127.0.0.1:${port}/postgres`, port };
     } catch (err) {
       await handle.stop();

@@ -59,13 +59,18 @@ export interface LivenessView {
   state_at: number;
 }
 
-/** Most liveness transitions of one updateMany. */
+/** Most liveness transitions whose change records go in one insert. */
 const LIVENESS_BATCH = 500;
 /**
- * Liveness batches in progress at once (their bulkWrites still go one at a time, see inLane; the lanes overlap a
- * batch's change records and settling read with the next batch's update).
+ * Node-document writes of this process in flight at once, each a single-statement update by `_id` (see write()).
+ * FerretDB v1.24 keeps the database connection of every statement of one `update` command until the whole command
+ * ends (its handler defers closing each statement's query to the end of the command), from a pool of 50 connections
+ * on PostgreSQL: a bulkWrite of 100 conditional updates hung an idle FerretDB for good here, and several smaller
+ * ones at once hung it under load (the whole server, every client waiting for a connection). One statement per
+ * command holds at most two connections, for milliseconds: `_id` lookups use an index on both embedded backends
+ * (PostgreSQL: the GIN index of scripts/stack/postgres.ts) and on MongoDB.
  */
-const LIVENESS_WRITES_IN_FLIGHT = 2;
+const NODE_WRITES_IN_FLIGHT = 8;
 
 /** The public view of a node: never the key hash. */
 export type PublicNode = Omit<NodeDocument, '_id' | 'api_key_hash'> & { node_id: string };
@@ -98,10 +103,7 @@ const CHANGES_CLOCK_MARGIN_MS = 5000;
 /** Most inserts of one batch of change records (see insertChanges). */
 const MAX_CHANGE_RESTAMPS = 5;
 
-/**
- * Most state changes written in one batch. FerretDB v1.24 (SQLite) answered a bulkWrite of 40 updates in 255 ms here
- * but did not answer one of 120 within a minute; 32 keeps well inside what was seen to work.
- */
+/** Most state changes whose change records go in one insert (their updates are single statements, see write()). */
 const MAX_STATE_BATCH = 32;
 
 interface CounterDocument {
@@ -135,8 +137,9 @@ export class NodeStore {
   /** State changes waiting for the next batch (see setState). */
   private readonly stateQueue: { nodeId: string; set: Partial<NodeDocument>; registration: boolean; resolve: () => void; reject: (err: unknown) => void }[] = [];
   private writingStates = false;
-  /** The bulkWrites of this process, one at a time (see inLane). */
-  private lane: Promise<void> = Promise.resolve();
+  /** Node-document writes in flight, and those waiting for a place (see write()). */
+  private writesInFlight = 0;
+  private readonly writeWaiters: (() => void)[] = [];
   /** Registrations of this process waiting for a number; claimed together, one round at a time. */
   private readonly waiting: SequenceClaim[] = [];
   private claiming = false;
@@ -376,9 +379,9 @@ export class NodeStore {
 
   /**
    * Sets a node's state (the node workflow's state-change activity, the document's one writer). Group-committed: the
-   * changes that arrive while a batch is written go together in the next one, as one bulkWrite of updates by _id
-   * (in arrival order) and one insert of their change records, so a mass online (every node's state change at once)
-   * costs a round trip per batch, not per node. Resolves once both are stored.
+   * changes that arrive while a batch is written go together in the next one: an update by _id each (a node's in
+   * arrival order, NODE_WRITES_IN_FLIGHT at once) and one insert of their change records. Resolves once both are
+   * stored.
    */
   setState(nodeId: string, state: NodeState, at: string, review: NodeDocument['review'] | undefined, options: { registration?: boolean } = {}): Promise<void> {
     const set: Partial<NodeDocument> = { state, state_changed_at: at };
@@ -390,18 +393,18 @@ export class NodeStore {
     });
   }
 
-  /**
-   * Runs the process's node-document bulkWrites one at a time (state changes and liveness transitions together).
-   * FerretDB v1.24 on PostgreSQL stopped answering every client (a hang of the whole server, not of one command) when
-   * 16 bulkWrites of conditional updates ran at once beside a registration burst; one at a time, as before, it did not.
-   */
-  private inLane<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.lane.then(fn, fn);
-    this.lane = run.then(
-      () => undefined,
-      () => undefined
-    );
-    return run;
+  /** Runs one node-document write when fewer than NODE_WRITES_IN_FLIGHT of this process's are in flight. */
+  private async write<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.writesInFlight < NODE_WRITES_IN_FLIGHT) this.writesInFlight++;
+    else await new Promise<void>((resolve) => this.writeWaiters.push(resolve));
+    try {
+      return await fn();
+    } finally {
+      // The place passes to the next waiter, if any.
+      const next = this.writeWaiters.shift();
+      if (next) next();
+      else this.writesInFlight--;
+    }
   }
 
   /** Every node's liveness view (state, liveness_seq, state_changed_at) for which `keep` holds (the sweeper's shards). */
@@ -413,53 +416,53 @@ export class NodeStore {
   }
 
   /**
-   * Applies liveness transitions, conditionally: those of one direction and time go as updateManys of up to
-   * LIVENESS_BATCH nodes, each matching only the nodes still in the `from` state (so a review decision, a rejection
-   * or a removal written first wins) and incrementing their liveness_seq; when an updateMany matched fewer nodes
-   * than it named, one read of them tells which were applied (settleLiveness). The applied ones get their
-   * node_changes records (one insert per batch) and are returned; the caller appends their ledger events
-   * (idempotent by node and liveness_seq). A node's document is written this way or by its workflow (registration,
-   * review), never by the heartbeat path. On FerretDB `$inc` is not atomic across concurrent writers; the only
-   * writer of liveness_seq is the sweeper of the node's group (one at a time, see node-lifecycle-sweeper.contract.ts).
+   * Applies liveness transitions, conditionally: each is an update by _id that matches only a node still in the
+   * `from` state (so a review decision, a rejection or a removal written first wins) and increments its liveness_seq
+   * (NODE_WRITES_IN_FLIGHT at once; before, an updateMany of up to 500 by `_id: { $in }`, which FerretDB cannot push
+   * down to its database: each read every node document, 4-40 s a tick at 10,000 nodes under load). The nodes an
+   * update did not match are read once to tell the caller their current views. The applied ones get their
+   * node_changes records (one insert per LIVENESS_BATCH) and are returned; the caller appends their ledger events
+   * (idempotent by node and liveness_seq). Transitions whose write failed, or whose records could not be written,
+   * are returned as failed: the caller settles them later (settleLiveness). A node's document is written this way or
+   * by its workflow (registration, review), never by the heartbeat path. On FerretDB `$inc` is not atomic across
+   * concurrent writers; the only writer of liveness_seq is the sweeper of the node's group (one at a time, see
+   * node-lifecycle-sweeper.contract.ts).
    */
   async applyLiveness(transitions: LivenessTransition[]): Promise<{ applied: LivenessTransition[]; refused: Map<string, LivenessView | null>; failed: LivenessTransition[] }> {
     const applied: LivenessTransition[] = [];
     const refused = new Map<string, LivenessView | null>();
     const failed: LivenessTransition[] = [];
-    // The transitions of one tick share their direction, time and reason: one updateMany per LIVENESS_BATCH of
-    // them (FerretDB on PostgreSQL applied 32 single conditional updates in about 0.5 s under load, so a mass online
-    // of 2,000 nodes ran at about 20 transitions/s; one updateMany is one scan and one transaction).
-    const groups = new Map<string, LivenessTransition[]>();
-    for (const t of transitions) {
-      const key = `${t.from}>${t.to}|${t.at}|${t.reason}`;
-      groups.set(key, [...(groups.get(key) ?? []), t]);
-    }
-    const batches: LivenessTransition[][] = [];
-    for (const group of groups.values()) for (let i = 0; i < group.length; i += LIVENESS_BATCH) batches.push(group.slice(i, i + LIVENESS_BATCH));
-    let next = 0;
-    const writeBatch = async (batch: LivenessTransition[]) => {
-      const { from, to, at } = batch[0]!;
-      const result = await this.inLane(() =>
-        this.nodes.updateMany({ _id: { $in: batch.map((t) => t.node_id) }, state: from }, { $set: { state: to, state_changed_at: at }, $inc: { liveness_seq: 1 } })
+    for (let i = 0; i < transitions.length; i += LIVENESS_BATCH) {
+      const batch = transitions.slice(i, i + LIVENESS_BATCH);
+      const won: LivenessTransition[] = [];
+      const lost: LivenessTransition[] = [];
+      await Promise.all(
+        batch.map(async (t) => {
+          try {
+            const result = await this.write(() =>
+              this.nodes.updateOne({ _id: t.node_id, state: t.from }, { $set: { state: t.to, state_changed_at: t.at }, $inc: { liveness_seq: 1 } })
+            );
+            (result.matchedCount === 1 ? won : lost).push(t);
+          } catch {
+            failed.push(t);
+          }
+        })
       );
-      let won = batch;
-      if (result.matchedCount < batch.length) {
-        const settled = await this.settleLiveness(batch);
-        won = settled.applied;
-        for (const [id, view] of settled.refused) refused.set(id, view);
-      }
-      await this.recordLivenessChanges(won);
-      applied.push(...won);
-    };
-    await Promise.all(
-      Array.from({ length: Math.min(LIVENESS_WRITES_IN_FLIGHT, batches.length) }, async () => {
-        while (next < batches.length) {
-          const batch = batches[next++]!;
-          // The outcome of a batch whose write failed is unknown: the caller settles it later (settleLiveness).
-          await writeBatch(batch).catch(() => failed.push(...batch));
+      if (lost.length > 0) {
+        try {
+          const views = await this.livenessOf(lost.map((t) => t.node_id));
+          for (const t of lost) refused.set(t.node_id, views.get(t.node_id) ?? null);
+        } catch {
+          failed.push(...lost);
         }
-      })
-    );
+      }
+      try {
+        await this.recordLivenessChanges(won);
+        applied.push(...won);
+      } catch {
+        failed.push(...won);
+      }
+    }
     this.pruneChanges();
     return { applied, refused, failed };
   }
@@ -502,10 +505,18 @@ export class NodeStore {
           // redundant, but three 10,000-node runs without it (sessions 16 and 17) did not finish their mass online
           // in 240 s (7,994, 8,471 and 8,014 of 10,000 online, nodes flapping online -> offline while beating)
           // against 113-193 s in every run with it; why is not understood yet (README "Heartbeat bench").
-          await this.inLane(() => this.nodes.bulkWrite(
-            batch.map((c) => ({ updateOne: { filter: c.registration ? { _id: c.nodeId, liveness_seq: { $exists: false } } : { _id: c.nodeId }, update: { $set: c.set } } })),
-            { ordered: true }
-          ));
+          // One update per change, a node's in arrival order, different nodes' at once (see write()).
+          const byNode = new Map<string, typeof batch>();
+          for (const c of batch) byNode.set(c.nodeId, [...(byNode.get(c.nodeId) ?? []), c]);
+          const outcomes = await Promise.allSettled(
+            [...byNode.values()].map(async (changes) => {
+              for (const c of changes) {
+                await this.write(() => this.nodes.updateOne(c.registration ? { _id: c.nodeId, liveness_seq: { $exists: false } } : { _id: c.nodeId }, { $set: c.set }));
+              }
+            })
+          );
+          const failure = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
+          if (failure) throw failure.reason;
           await this.insertChanges(batch.filter((c) => !c.registration).map((c) => ({ nodeId: c.nodeId, state: c.set.state!, stateAt: c.set.state_changed_at! })));
           for (const c of batch) c.resolve();
         } catch (err) {
