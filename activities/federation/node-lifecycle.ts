@@ -98,7 +98,7 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
      *   online.
      * A beating node missing from the view (its change record lost, e.g. a registration's best-effort record under
      * overload) is read from its document and judged like the others.
-     * The tick's transitions are written together (NodeStore.applyLiveness: conditional bulk updates by _id, so a
+     * The tick's transitions are written together (NodeStore.applyLiveness: a conditional update by _id each, so a
      * review or rejection written meanwhile wins), then their ledger events are appended (group-committed, off
      * the tick, idempotent by `node-liveness:<node>:<seq>`) and each node's workflow gets `livenessChanged`, a
      * mirror sent at most SWEEP_SIGNALS_IN_FLIGHT at a time, coalesced per node. No workflow task is on the way

@@ -3,7 +3,11 @@
  * Temporal dev server, the worker, the API), once per fleet size in BENCH_NODES (default `500`; the large run is
  * `500,2000,10000`), each size on a fresh stack:
  *
- *   1. registers the nodes (NODE_REVIEW_REQUIRED=false: online with their first heartbeat);
+ *   1. registers the nodes (NODE_REVIEW_REQUIRED=false: online with their first heartbeat), then waits (bounded,
+ *      BENCH_SETTLE_S, default 900) until every registration is recorded (its ledger event) and the sampled node
+ *      workflows show their first state: the mass online below is a hub restart's, which meets an established fleet,
+ *      not one whose registrations' workflow tasks are still being worked off (runs before session 18 measured both
+ *      at once);
  *   2. realistic mode: every node beats every BENCH_BEAT_S (15, or a third of a shorter window) s from its own loop (random phase), as a real node
  *      does; a bounded warm-up (BENCH_WARMUP_S, default 2 × NODE_OFFLINE_AFTER_S + 60) waits until every node is
  *      online (a mass online: all nodes at once) and fails with a clear message if they are not;
@@ -43,6 +47,7 @@ const OFFLINE_AFTER_S = Number(process.env.BENCH_OFFLINE_AFTER_S ?? 30);
 const BEAT_S = Number(process.env.BENCH_BEAT_S ?? Math.min(15, OFFLINE_AFTER_S / 3));
 const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 2 * OFFLINE_AFTER_S + 60);
 const SAMPLE = Number(process.env.BENCH_SAMPLE ?? 100);
+const SETTLE_S = Number(process.env.BENCH_SETTLE_S ?? 900);
 const CLK_TCK = 100;
 /** Registrations in flight at once (the 10,000-node run spends minutes registering). */
 const REGISTER_CONCURRENCY = Number(process.env.BENCH_REGISTER_CONCURRENCY ?? 16);
@@ -198,6 +203,27 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
       })
     );
     console.log(`registered ${nodes.length} nodes in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    const sampleIds = nodes.filter((_, i) => i % Math.max(1, Math.floor(nodes.length / SAMPLE)) === 0).slice(0, SAMPLE).map((n) => n.node_id);
+
+    // Settle: every registration recorded (ledger) and the sampled workflows past their first workflow task.
+    const registeredAt = Date.now();
+    for (;;) {
+      stack.alive();
+      const recorded = await db.collection('ledger').countDocuments({ key: 'hub.node.state_changed' });
+      let shown = 0;
+      if (recorded >= nodes.length) {
+        for (const id of sampleIds) {
+          const d = await temporal.workflow.getHandle(`node/${id}`).describe().catch(() => null);
+          if ((d?.searchAttributes as Record<string, unknown[]> | undefined)?.NodeState?.[0]) shown++;
+        }
+        if (shown === sampleIds.length) break;
+      }
+      if (Date.now() - registeredAt > SETTLE_S * 1000) {
+        throw new Error(`settle: ${recorded} of ${nodes.length} registrations recorded, ${shown} of ${sampleIds.length} sampled workflows showing a state, ${SETTLE_S} s after the last registration (BENCH_SETTLE_S)`);
+      }
+      await new Promise((r) => setTimeout(r, 2000));
+    }
+    console.log(`registrations settled (every one in the ledger, the sampled workflows showing their state) ${((Date.now() - registeredAt) / 1000).toFixed(1)} s after the last registration`);
 
     const origin = new URL(base).origin;
     const lastAck = new Map<string, number>();
@@ -275,7 +301,6 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     console.log(`mass online: all ${nodes.length} nodes online ${((Date.now() - t1) / 1000).toFixed(1)} s after the first heartbeats (settle target ${2 * OFFLINE_AFTER_S} s)`);
 
     // Measurement window.
-    const sampleIds = nodes.filter((_, i) => i % Math.max(1, Math.floor(nodes.length / SAMPLE)) === 0).slice(0, SAMPLE).map((n) => n.node_id);
     // The node workflows mirror the sweeper's transitions (NodeState search attribute): how far behind they are.
     const mirrorLine = async () => {
       let online = 0;

@@ -80,12 +80,16 @@ CREATE OR REPLACE FUNCTION public.zhongshu_id_lookup_index(rel oid) RETURNS bool
 DECLARE t text;
 BEGIN
   SELECT format('%I.%I', n.nspname, c.relname) INTO t FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-   WHERE c.oid = rel AND c.relkind = 'r' AND c.relname NOT LIKE '\_ferretdb\_%'
-     AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'public') AND n.nspname NOT LIKE 'pg\_%'
+   WHERE c.oid = rel AND c.relkind = 'r' AND c.relname NOT LIKE '\\_ferretdb\\_%'
+     AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'public') AND n.nspname NOT LIKE 'pg\\_%'
      AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = rel AND a.attname = '_jsonb' AND NOT a.attisdropped);
   IF t IS NULL THEN RETURN false; END IF;
   EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin ((_jsonb -> %L))', 'zh_id_gin_' || rel, t, '_id');
   RETURN true;
+EXCEPTION WHEN others THEN
+  -- Runs inside FerretDB's CREATE TABLE: a failure here must not fail the collection (it only scans without it).
+  RAISE WARNING 'zhongshu: no _id lookup index on %: %', t, SQLERRM;
+  RETURN false;
 END $fn$;
 CREATE OR REPLACE FUNCTION public.zhongshu_on_create_table() RETURNS event_trigger LANGUAGE plpgsql AS $fn$
 DECLARE r record;

@@ -140,6 +140,8 @@ export class NodeStore {
   /** Node-document writes in flight, and those waiting for a place (see write()). */
   private writesInFlight = 0;
   private readonly writeWaiters: (() => void)[] = [];
+  /** Per node, the end of its last write queued here (see write()). */
+  private readonly nodeWrites = new Map<string, Promise<void>>();
   /** Registrations of this process waiting for a number; claimed together, one round at a time. */
   private readonly waiting: SequenceClaim[] = [];
   private claiming = false;
@@ -220,6 +222,9 @@ export class NodeStore {
    * once. A `since` older than the ring holds reads the whole ring (the caller starts over from the documents then).
    */
   async changesSince(since: Date): Promise<NodeChangeDocument[]> {
+    // Readers prune too: a ring nobody writes to for a while (a quiet fleet) would otherwise keep a lap-old
+    // collection's records where readers arrive (FerretDB reads a collection whole to filter it).
+    this.pruneChanges();
     const first = Math.floor(since.getTime() / NODE_CHANGES_SLOT_MS);
     const last = Math.floor((Date.now() + CHANGES_CLOCK_MARGIN_MS) / NODE_CHANGES_SLOT_MS);
     const intervals = Array.from({ length: Math.min(NODE_CHANGES_SLOTS, Math.max(1, last - first + 1)) }, (_, i) => last - i);
@@ -393,8 +398,27 @@ export class NodeStore {
     });
   }
 
-  /** Runs one node-document write when fewer than NODE_WRITES_IN_FLIGHT of this process's are in flight. */
-  private async write<T>(fn: () => Promise<T>): Promise<T> {
+  /**
+   * Runs one write of a node's document after this process's earlier writes of that node, and when fewer than
+   * NODE_WRITES_IN_FLIGHT of its node-document writes are in flight. A FerretDB update reads the document, changes
+   * it and writes it whole: two updates of one node at once (a registration's state and a liveness transition) could
+   * lose one of them; between processes the one writer per node and field (see setState, applyLiveness) keeps that
+   * from happening.
+   */
+  private write<T>(nodeId: string, fn: () => Promise<T>): Promise<T> {
+    const run = (this.nodeWrites.get(nodeId) ?? Promise.resolve()).then(() => this.limited(fn));
+    const done = run.then(
+      () => undefined,
+      () => undefined
+    );
+    this.nodeWrites.set(nodeId, done);
+    void done.then(() => {
+      if (this.nodeWrites.get(nodeId) === done) this.nodeWrites.delete(nodeId);
+    });
+    return run;
+  }
+
+  private async limited<T>(fn: () => Promise<T>): Promise<T> {
     if (this.writesInFlight < NODE_WRITES_IN_FLIGHT) this.writesInFlight++;
     else await new Promise<void>((resolve) => this.writeWaiters.push(resolve));
     try {
@@ -436,14 +460,19 @@ export class NodeStore {
       const batch = transitions.slice(i, i + LIVENESS_BATCH);
       const won: LivenessTransition[] = [];
       const lost: LivenessTransition[] = [];
+      // After a failed write the rest of the batch is not sent (the database is away or timing out: waiting for
+      // each in turn would hold the tick for minutes); they are settled later like the failed one.
+      let broken = false;
       await Promise.all(
         batch.map(async (t) => {
           try {
-            const result = await this.write(() =>
-              this.nodes.updateOne({ _id: t.node_id, state: t.from }, { $set: { state: t.to, state_changed_at: t.at }, $inc: { liveness_seq: 1 } })
-            );
+            const result = await this.write(t.node_id, () => {
+              if (broken) throw new Error('not sent: an earlier write of this batch failed');
+              return this.nodes.updateOne({ _id: t.node_id, state: t.from }, { $set: { state: t.to, state_changed_at: t.at }, $inc: { liveness_seq: 1 } });
+            });
             (result.matchedCount === 1 ? won : lost).push(t);
           } catch {
+            broken = true;
             failed.push(t);
           }
         })
@@ -511,7 +540,7 @@ export class NodeStore {
           const outcomes = await Promise.allSettled(
             [...byNode.values()].map(async (changes) => {
               for (const c of changes) {
-                await this.write(() => this.nodes.updateOne(c.registration ? { _id: c.nodeId, liveness_seq: { $exists: false } } : { _id: c.nodeId }, { $set: c.set }));
+                await this.write(c.nodeId, () => this.nodes.updateOne(c.registration ? { _id: c.nodeId, liveness_seq: { $exists: false } } : { _id: c.nodeId }, { $set: c.set }));
               }
             })
           );
