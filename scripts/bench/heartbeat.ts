@@ -299,6 +299,8 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
       await new Promise((r) => setTimeout(r, 2000));
     }
     console.log(`mass online: all ${nodes.length} nodes online ${((Date.now() - t1) / 1000).toFixed(1)} s after the first heartbeats (settle target ${2 * OFFLINE_AFTER_S} s)`);
+    // Every node beats through the mass online: any online → offline among these is a false transition.
+    console.log(`transitions recorded during the mass online: ${await transitionsSince(db, new Date(t1).toISOString())}`);
 
     // Measurement window.
     // The node workflows mirror the sweeper's transitions (NodeState search attribute): how far behind they are.
@@ -391,6 +393,21 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
 }
 
 /** Ledger events online → offline since `since` of nodes that kept beating. */
+/** The liveness transitions recorded since `since`, by direction, and the most any one node had. */
+async function transitionsSince(db: ReturnType<MongoClient['db']>, since: string): Promise<string> {
+  const events = await db.collection('ledger').find({ key: 'hub.node.state_changed' }, { projection: { value_json: 1 } }).toArray();
+  const byKind = new Map<string, number>();
+  const perNode = new Map<string, number>();
+  for (const e of events) {
+    const v = JSON.parse(String(e.value_json)) as { node_id: string; from: string | null; to: string; at: string };
+    if (v.at < since || v.from === null) continue;
+    byKind.set(`${v.from} → ${v.to}`, (byKind.get(`${v.from} → ${v.to}`) ?? 0) + 1);
+    perNode.set(v.node_id, (perNode.get(v.node_id) ?? 0) + 1);
+  }
+  const kinds = [...byKind].map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+  return `${kinds}; at most ${Math.max(0, ...perNode.values())} for one node`;
+}
+
 async function falseOfflines(db: ReturnType<MongoClient['db']>, since: string, stopped: Set<string>): Promise<number> {
   const events = await db.collection('ledger').find({ key: 'hub.node.state_changed' }, { projection: { value_json: 1 } }).toArray();
   return events.map((e) => JSON.parse(String(e.value_json)) as { node_id: string; from: string; to: string; at: string }).filter((v) => v.from === 'online' && v.to === 'offline' && v.at >= since && !stopped.has(v.node_id)).length;
