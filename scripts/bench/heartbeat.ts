@@ -229,6 +229,9 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     const lastAck = new Map<string, number>();
     const stopped = new Set<string>();
     let recording: { lat: number[]; errors: number } | null = null;
+    // The mass online's heartbeats as the nodes see them: a node whose acknowledged heartbeats are more than the
+    // window apart (client queueing or a slow answer) is silent as far as the hub can tell.
+    let massOnline: { lat: number[]; late: Set<string> } | null = { lat: [], late: new Set() };
     const beat = async (node: Node) => {
       const t = Date.now();
       let ok = false;
@@ -242,7 +245,12 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
         });
         await res.body.dump();
         ok = res.statusCode === 200;
-        if (ok) lastAck.set(node.node_id, Date.now());
+        if (ok) {
+          const prev = lastAck.get(node.node_id);
+          if (massOnline && prev !== undefined && Date.now() - prev > OFFLINE_AFTER_S * 1000) massOnline.late.add(node.node_id);
+          lastAck.set(node.node_id, Date.now());
+        }
+        massOnline?.lat.push(Date.now() - t);
       } catch {
         ok = false;
       }
@@ -301,6 +309,9 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     console.log(`mass online: all ${nodes.length} nodes online ${((Date.now() - t1) / 1000).toFixed(1)} s after the first heartbeats (settle target ${2 * OFFLINE_AFTER_S} s)`);
     // Every node beats through the mass online: any online → offline among these is a false transition.
     console.log(`transitions recorded during the mass online: ${await transitionsSince(db, new Date(t1).toISOString())}`);
+    const mo: { lat: number[]; late: Set<string> } = massOnline;
+    massOnline = null;
+    console.log(`heartbeats during the mass online: p50 ${pct(mo.lat, 50)} ms, p99 ${pct(mo.lat, 99)} ms, max ${mo.lat.reduce((a, b) => Math.max(a, b), 0)} ms; ${mo.late.size} nodes had acknowledged heartbeats more than ${OFFLINE_AFTER_S} s apart (silent as the hub saw them)`);
 
     // Measurement window.
     // The node workflows mirror the sweeper's transitions (NodeState search attribute): how far behind they are.
