@@ -7,7 +7,7 @@
  * PostgreSQL refuses to run as root: when the launcher is root, the cluster directory belongs to the `postgres`
  * system user (created by the Debian package) and the server and initdb run as that user.
  */
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -107,13 +107,18 @@ async function installIdLookupIndexes(binDir: string, port: number): Promise<voi
   // The port opens before the server accepts sessions ("the database system is starting up"): retried for 60 s.
   const deadline = Date.now() + 60_000;
   for (;;) {
-    const result = spawnSync(
-      path.join(binDir, 'psql'),
-      ['-h', '127.0.0.1', '-p', String(port), '-U', POSTGRES_ROLE, '-d', 'postgres', '-X', '-q', '-At', '-v', 'ON_ERROR_STOP=1', '-f', '-'],
-      { encoding: 'utf8', input: ID_LOOKUP_SQL, cwd: os.tmpdir(), timeout: 600_000 }
-    );
-    if (result.status === 0) return;
-    const why = (result.stderr || result.stdout || String(result.error)).trim();
+    // Asynchronous: a first start on a large data dir builds indexes for minutes, and the launcher's event loop
+    // must keep draining the servers' output meanwhile (a full pipe would stall PostgreSQL itself).
+    const why = await new Promise<string | null>((resolve) => {
+      const psql = execFile(
+        path.join(binDir, 'psql'),
+        ['-h', '127.0.0.1', '-p', String(port), '-U', POSTGRES_ROLE, '-d', 'postgres', '-X', '-q', '-At', '-v', 'ON_ERROR_STOP=1', '-f', '-'],
+        { encoding: 'utf8', cwd: os.tmpdir(), timeout: 600_000 },
+        (err, stdout, stderr) => resolve(err ? (stderr || stdout || String(err)).trim() : null)
+      );
+      psql.stdin?.end(ID_LOOKUP_SQL);
+    });
+    if (why === null) return;
     if (!/starting up|Connection refused/.test(why) || Date.now() > deadline) throw new Error(`PostgreSQL: installing the _id lookup indexes failed: ${why}`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
