@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import { startFakeOpenAi, FakeOpenAi } from '../support/fake-openai';
-import { eventually, http, startTestService, TestService } from '../support/service';
+import { eventually, http, startTestService, TestService, waitAwayFromMinuteEnd } from '../support/service';
 import { registerDid } from '../support/credentials';
 
 let svc: TestService;
@@ -357,8 +357,3 @@ it('changes plans and issues keys into key groups (S4 and above), each key with 
   expect(statuses).toEqual([200, 200, 200, 429]);
   expect((await ask(owner.key)).status).toBe(200);
 });
-
-async function waitAwayFromMinuteEnd(): Promise<void> {
-  const s = new Date().getUTCSeconds();
-  if (s >= 50) await new Promise((r) => setTimeout(r, (61 - s) * 1000));
-}

@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startFakeOpenAi, FakeOpenAi } from '../support/fake-openai';
-import { eventually, http, startTestService, TestService } from '../support/service';
+import { eventually, http, startTestService, TestService, waitAwayFromMinuteEnd } from '../support/service';
 
 let svc: TestService;
 let second: { url: string; stop(): Promise<void> };
@@ -64,7 +64,9 @@ it('refuses a revoked key at its next request on both processes while they hold 
   for (const url of [...urls, ...urls]) expect((await complete(url, key)).status).toBe(200);
   expect(await slots(id)).toEqual({ rpm: 4, rpd: 4 });
   expect((await admin('POST', `/admin/api-keys/${id}/revoke`)).status).toBe(200);
-  const usageBefore = await svc.db.collection('chat_usage').countDocuments({ key_id: id });
+  // The four answered requests' usage records (each waits up to 25 ms to share an insert).
+  const usageBefore = 4;
+  await eventually(async () => ((await svc.db.collection('chat_usage').countDocuments({ key_id: id })) === usageBefore ? true : undefined), 5000, 'the usage records');
   const callsBefore = upstream.calls;
   // An upstream slower than the key read: the call a cached key starts beside its read is seen being abandoned.
   upstream.behaviour = { delayMs: 3000 };
@@ -173,8 +175,7 @@ it('keeps the daily cap exact across two processes for a key both hold verified'
 
 it('keeps the per-minute cap exact across two processes for a key both hold verified (429 beyond it, nothing leaked)', async () => {
   const { key, id } = await issueKey('S4'); // 5 per minute
-  const s = new Date().getUTCSeconds();
-  if (s >= 45) await new Promise((r) => setTimeout(r, (61 - s) * 1000));
+  await waitAwayFromMinuteEnd();
   const urls = [svc.urls.main, second.url];
   for (const url of urls) expect((await complete(url, key)).status).toBe(200);
   const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => complete(urls[i % 2]!, key, 'gpt-test', { messages: [{ role: 'user', content: `m${i}` }] })));

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import * as oidc from 'openid-client';
 import { startFakeOpenAi, FakeOpenAi } from '../support/fake-openai';
-import { eventually, http, startTestService, TestService } from '../support/service';
+import { eventually, http, startTestService, TestService, waitAwayFromMinuteEnd } from '../support/service';
 
 let svc: TestService;
 let upstream: FakeOpenAi;
@@ -71,6 +71,7 @@ it('streams chat for a bearer token from the hub token endpoint: chunks, the usa
 it('limits and counts per OAuth client with CHAT_OAUTH_PLAN numbers, and gives that plan’s models only', async () => {
   const a = await tokenFor(['chat']);
   const b = await tokenFor(['chat']);
+  await waitAwayFromMinuteEnd();
   for (let i = 0; i < 3; i++) expect((await stream(`Bearer ${a.token}`)).status).toBe(200);
   const limited = await stream(`Bearer ${a.token}`);
   expect(limited.status).toBe(429);
@@ -81,9 +82,9 @@ it('limits and counts per OAuth client with CHAT_OAUTH_PLAN numbers, and gives t
   const premium = await http('POST', `${svc.urls.main}/v1/chat/stream`, { headers: { authorization: `Bearer ${b.token}` }, body: { model: 'premium', messages: [{ role: 'user', content: 'x' }] } });
   expect(premium.status).toBe(403);
   expect(premium.body.error.code).toBe('model_not_permitted');
-  // Usage is recorded under oauth:<client id>.
-  const records = await svc.db.collection('chat_usage').countDocuments({ key_id: `oauth:${a.clientId}` });
-  expect(records).toBe(3);
+  // Usage is recorded under oauth:<client id> (each record waits up to 25 ms to share an insert).
+  const count = () => svc.db.collection('chat_usage').countDocuments({ key_id: `oauth:${a.clientId}` });
+  await eventually(async () => ((await count()) === 3 ? true : undefined), 5000, 'three usage records');
 });
 
 it('refuses a token without the chat scope (403), a bad token (401), and tokens on /v1/chat/completions (401)', async () => {

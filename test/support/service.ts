@@ -223,6 +223,15 @@ export async function http(
   return { status: res.status, body, headers: res.headers, text };
 }
 
+/**
+ * Waits, if the UTC minute is in its last `marginS` seconds, until the next minute starts: per-minute limits count in
+ * calendar minutes, so a test that fills one must not straddle a boundary (it would see the next minute's fresh slots).
+ */
+export async function waitAwayFromMinuteEnd(marginS = 15): Promise<void> {
+  const s = new Date().getUTCSeconds();
+  if (s >= 60 - marginS) await sleep((61 - s) * 1000);
+}
+
 /** Polls `check` until it returns a value that is not undefined, or fails after `timeoutMs`. */
 export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 15000, what = 'condition'): Promise<T> {
   const deadline = Date.now() + timeoutMs;
