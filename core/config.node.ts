@@ -84,7 +84,7 @@ export const configSchema = z.object({
   NODE_REVIEW_REQUIRED: z.enum(['true', 'false']).default('true').transform((v) => v === 'true'),
   NODE_CACHE_TTL_MS: z.coerce.number().int().min(0).default(5000),
   PRESENCE_FLUSH_MS: z.coerce.number().int().min(0).max(500).default(100),
-  /** An online node's heartbeat is answered before its presence write while the write lag is at most this (0: never). */
+  /** An approved node's heartbeat is answered before its presence write while the write lag is at most this (0: never). */
   PRESENCE_ACK_LAG_MS: z.coerce.number().int().min(0).max(5000).default(1000),
   API_PROCESSES: z.coerce.number().int().min(1).max(64).default(1),
   NODE_WORKFLOW_HISTORY_LIMIT: z.coerce.number().int().min(20).default(2000),

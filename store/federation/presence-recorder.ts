@@ -6,17 +6,23 @@
  * once (when the database is slow, heartbeats queue behind those and the batches grow, instead of the writes
  * piling up). A write carries the last-seen times of about n / PRESENCE_SHARDS nodes (some 35 bytes each).
  * `record` resolves once the write holding the heartbeat is stored (an acknowledged heartbeat is durable), except
- * for a node that is online while its shard's writes keep up (`early`, below).
+ * for an approved node's heartbeat while its shard's writes keep up (`early`, below).
  *
- * Early acknowledgement (`ackLagMs`, PRESENCE_ACK_LAG_MS): a heartbeat of an online node resolves at once, before
- * its write, when its shard has no write failing and no heartbeat waiting longer than ackLagMs for its write;
+ * Early acknowledgement (`ackLagMs`, PRESENCE_ACK_LAG_MS): a heartbeat of an approved node (online or offline)
+ * resolves at once, before its write, when its shard has no write failing and no heartbeat waiting longer than
+ * ackLagMs for its write;
  * otherwise it waits for the write as above (back-pressure). This keeps the database's write time out of the
  * steady state's answers while every judgement stays as it was: the sweeper reads the same durable presence, which
  * trails the heartbeats by the same write time either way. What changes is a crash of the API process: the
  * heartbeats it acknowledged in its last ackLagMs may not be stored (the node's previous one is; it beats again well
  * inside its window). Liveness is soft state here, as in etcd's leases and Nomad's heartbeats, which keep TTL
- * renewals in the leader's memory. Heartbeats of a node that is not online (pending review, offline: a decision
- * follows from them) always wait for their write.
+ * renewals in the leader's memory. This holds for an offline node's heartbeat too (before, it waited for its
+ * write): the sweeper brings the node online from the stored presence either way, and a heartbeat lost in a crash is
+ * followed by the node's next one. Waiting made every heartbeat of a hub restart's mass online wait for writes that
+ * the transitions' own database work slowed (up to 2 s), and a fleet whose clients hold a bounded pool of
+ * connections then sent its heartbeats late enough to look silent (bench:heartbeat at 10,000 nodes: 5,871 false
+ * online → offline transitions). A pending node's heartbeat always waits for its write: a review decision made
+ * right after it reads presence to set the approved node's state, and must find it.
  * The samples go to the shard's samples document at most every PRESENCE_SAMPLES_MS: in a small shard (at most
  * SAMPLES_INLINE_MAX_NODES nodes) with the last-seen write when due then, otherwise later, off the heartbeat's path
  * (those one at a time per process, never in one of the last-seen writes' slots). (A large shard's
@@ -46,7 +52,7 @@ export interface PresenceRecorderOptions {
   writesInFlight?: number;
   /** Least time between two writes of one shard's samples document (default PRESENCE_SAMPLES_MS). */
   samplesIntervalMs?: number;
-  /** An online node's heartbeat resolves before its write while its shard's writes are this far behind at most; 0: never. */
+  /** An approved node's heartbeat resolves before its write while its shard's writes are this far behind at most; 0: never. */
   ackLagMs?: number;
 }
 
@@ -125,10 +131,11 @@ export class PresenceRecorder {
   }
 
   /**
-   * Records a heartbeat; resolves when it is stored, or at once for an `online` node while its shard keeps up
-   * (see Early acknowledgement above). Rejects when the write holding a heartbeat that waited for it fails.
+   * Records a heartbeat; resolves when it is stored, or at once for an approved node (`approved`: online or
+   * offline) while its shard keeps up (see Early acknowledgement above). Rejects when the write holding a heartbeat
+   * that waited for it fails.
    */
-  record(nodeId: string, sample: HeartbeatSample, seenAt: number, online = false): Promise<void> {
+  record(nodeId: string, sample: HeartbeatSample, seenAt: number, approved = false): Promise<void> {
     const index = presenceShardOf(nodeId);
     const shard = this.shards[index]!;
     shard.entries.set(nodeId, { node_id: nodeId, seen_at: seenAt, sample });
@@ -136,10 +143,12 @@ export class PresenceRecorder {
     const second = Math.floor(seenAt / 1000);
     shard.perSecond.set(second, (shard.perSecond.get(second) ?? 0) + 1);
     const now = Date.now();
-    shard.pendingSince ??= now;
+    // The heartbeat's arrival is its seen_at (the route's clock, read before this call): the presence clock must
+    // never claim a time past a heartbeat not yet stored, not even by the millisecond between the two readings.
+    shard.pendingSince ??= Math.min(now, seenAt);
     // How long the oldest heartbeat of this shard not yet stored has waited: the shard's write lag.
     const lag = now - Math.min(shard.pendingSince, shard.writingSince ?? Infinity);
-    const early = this.ackLagMs > 0 && online && !shard.failing && lag <= this.ackLagMs;
+    const early = this.ackLagMs > 0 && approved && !shard.failing && lag <= this.ackLagMs;
     if (!shard.scheduled) {
       shard.scheduled = true;
       void this.flush(index);

@@ -1,7 +1,7 @@
 /**
  * POST /a2a/heartbeat (external_node: X-External-Node + X-External-Key; 401 if either is missing or wrong, 403 for
- * a rejected node). The sample is recorded in presence (stored before the answer, except an online node's while its
- * shard's writes keep up: PRESENCE_ACK_LAG_MS, store/federation/presence-recorder.ts), and that is all: the presence
+ * a rejected node). The sample is recorded in presence (stored before the answer, except an approved node's while
+ * its shard's writes keep up: PRESENCE_ACK_LAG_MS, store/federation/presence-recorder.ts), and that is all: the presence
  * sweeper (node-sweeper/<group>) brings an offline node that beats back online at its next tick (about 1 s) and
  * records the change; no workflow is signalled per heartbeat. Pending nodes may heartbeat (reviewers see them
  * alive) and stay pending_review. A heartbeat with no body counts; figures the hub does not know are kept in
@@ -58,12 +58,13 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: Presence
       const seenAt = Date.now();
       ensureSweepers(seenAt);
       const hasExtra = Object.keys(body.extra).length > 0;
-      // An online node's heartbeat may be answered before its write (PRESENCE_ACK_LAG_MS; store/federation/presence-recorder.ts).
+      // An approved node's heartbeat (online or offline) may be answered before its write while the shard's writes
+      // keep up (PRESENCE_ACK_LAG_MS); a pending node's waits, since a review decision reads it (presence-recorder.ts).
       await presenceRecorder.record(
         nodeId,
         { at: new Date(seenAt).toISOString(), resources: body.resources, performance: body.performance, ...(hasExtra ? { extra: body.extra } : {}) },
         seenAt,
-        state === 'online'
+        state === 'online' || state === 'offline'
       );
       // An offline node that beats is online from now on: the sweeper records it at its next tick (the node
       // document, the ledger and this process's cache follow within about 2 s).
