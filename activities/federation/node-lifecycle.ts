@@ -25,6 +25,14 @@ const SWEEP_MIRRORS_PER_S = 4;
 const LEDGER_APPENDS_IN_FLIGHT = 256;
 /** node_changes records written this long before the previous read are read again (clocks of hosts differ). */
 const CHANGES_CLOCK_MARGIN_MS = 5000;
+/**
+ * Least time between two sweep ticks. Between the regular ticks (tick_ms) a sweep wakes when an online node may
+ * lapse: at the earliest moment the presence horizon can pass an online node's last heartbeat + the window (as of
+ * the last read, plus that read's horizon lag), so a silent node is judged within this of its due time instead of
+ * within a whole tick. Beating nodes are never due before their next heartbeat, so a steady fleet keeps the regular
+ * ticks; a mass silence wakes the sweep at most every SWEEP_MIN_TICK_MS while its nodes fall due.
+ */
+const SWEEP_MIN_TICK_MS = 200;
 /** A sweep tick longer than this is logged with where its time went. */
 const SLOW_TICK_MS = 2000;
 /** Most beating nodes unknown to a sweep's view read from their documents in one tick. */
@@ -96,6 +104,7 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
      *   so neither a late tick nor presence writes falling behind make a node offline that beat in time;
      * - an offline node with a heartbeat newer than its last state change, within the window of the horizon, goes
      *   online.
+     * Ticks come every tick_ms, and sooner (SWEEP_MIN_TICK_MS at the least) when an online node falls due.
      * A beating node missing from the view (its change record lost, e.g. a registration's best-effort record under
      * overload) is read from its document and judged like the others.
      * The tick's transitions are written together (NodeStore.applyLiveness: a conditional update by _id each, so a
@@ -181,6 +190,9 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
       // Mirrors: at most SWEEP_SIGNALS_IN_FLIGHT signals at once, the newest transition per node.
       let sending = 0;
       let mirrorBudget = 0;
+      /** Mirrors earned at SWEEP_MIRRORS_PER_S and not yet spent (ticks come at varying intervals). */
+      let mirrorCredit = 0;
+      let lastTickAt = Date.now();
       const sendMirrors = () => {
         while (sending < SWEEP_SIGNALS_IN_FLIGHT && mirrors.size > 0 && mirrorBudget > 0) {
           mirrorBudget--;
@@ -275,10 +287,14 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           const presenceMs = Date.now() - readAt;
           const at = new Date(readAt).toISOString();
           const proposals: LivenessTransition[] = [];
+          /** The earliest horizon at which an online node not proposed now lapses. */
+          let nextDue = Infinity;
           for (const [id, v] of view) {
             const last = seen.get(id);
             if (v.state === 'online') {
-              if (horizon - Math.max(last ?? 0, v.state_at) >= lapseAfterMs) proposals.push({ node_id: id, from: 'online', to: 'offline', at, reason: reasons.offline, seq: v.seq + 1 });
+              const due = Math.max(last ?? 0, v.state_at) + lapseAfterMs;
+              if (horizon >= due) proposals.push({ node_id: id, from: 'online', to: 'offline', at, reason: reasons.offline, seq: v.seq + 1 });
+              else if (due < nextDue) nextDue = due;
             } else if (v.state === 'offline') {
               if (last !== undefined && last > v.state_at && horizon - last < offlineAfterMs) proposals.push({ node_id: id, from: 'offline', to: 'online', at, reason: reasons.online, seq: v.seq + 1 });
             }
@@ -295,10 +311,17 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
             ctx.log.warn('presence sweep tick slow', { group: input.group, tickMs, changesMs, presenceMs, applyMs: tickMs - changesMs - presenceMs, proposals: proposals.length, horizonLagMs: readAt - horizon, watched: view.size });
           }
           appendEvents();
-          mirrorBudget = Math.max(1, Math.round((SWEEP_MIRRORS_PER_S * input.tick_ms) / 1000));
+          const maxCredit = (SWEEP_MIRRORS_PER_S * input.tick_ms) / 1000;
+          mirrorCredit = Math.min(maxCredit, mirrorCredit + (SWEEP_MIRRORS_PER_S * (sweptAt - lastTickAt)) / 1000);
+          lastTickAt = sweptAt;
+          mirrorBudget = Math.floor(mirrorCredit);
+          mirrorCredit -= mirrorBudget;
           sendMirrors();
           beat();
-          const rest = input.tick_ms - (Date.now() - sweptAt);
+          // The next tick: the regular one, or sooner when an online node falls due (the horizon trailing the read
+          // by what it trailed this one).
+          const dueIn = nextDue + (readAt - horizon) - Date.now();
+          const rest = Math.max(SWEEP_MIN_TICK_MS - (Date.now() - sweptAt), Math.min(input.tick_ms - (Date.now() - sweptAt), dueIn));
           if (rest > 0) await ctx.sleep(rest);
         }
       } finally {

@@ -126,7 +126,8 @@ it('reads the change log from the ring collections of the asked interval only, i
   expect(await ids(now - NODE_CHANGES_KEEP_MS)).toEqual(['ext-custom-000020', 'ext-custom-000021']);
   // A reader (as a writer does) empties the next collections of records older than the log keeps, at most once per
   // interval and process: a quiet ring nobody writes to must not keep a lap-old collection where readers arrive.
-  const ahead = at(now + NODE_CHANGES_SLOT_MS);
+  // (Two intervals ahead of `now`: still ahead of the reader below if the clock moved into the next interval meanwhile.)
+  const ahead = at(now + 2 * NODE_CHANGES_SLOT_MS);
   await ahead.insertMany([record('ext-custom-000023', now - NODE_CHANGES_KEEP_MS - 20_000), record('ext-custom-000024', now + 1_000)]);
   await new NodeStore(testDb.db).changesSince(new Date());
   const left = () => ahead.find({ node_id: { $in: ['ext-custom-000023', 'ext-custom-000024'] } }).toArray();
