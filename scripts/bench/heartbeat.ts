@@ -20,11 +20,13 @@
  *   4. BENCH_STOP (default 10 % of the nodes, at most 1,000) fall silent at once while the others keep beating:
  *      delay from each stopped node's last acknowledged heartbeat to its recorded offline change (target
  *      NODE_OFFLINE_AFTER_S + 2 s), nodes detected, false offline transitions.
- * The heartbeats go through undici's request API over a pool of BENCH_CONNECTIONS keep-alive connections (default
- * 512; `0` gives every node a connection of its own, as Node's fetch did before): in production the nodes' own
- * connections end at the load balancer (docker/nginx-lb.conf), which forwards over a bounded pool of keep-alive
- * connections per API process, and a client of 10,000 sockets on the same two cores measured its own cost (about a
- * third of a core, and EMFILE in the API) more than the hub's.
+ * The heartbeats go through undici's request API over keep-alive connections: BENCH_CONNECTIONS `0` (the default)
+ * opens one whenever every open one is busy and reuses idle ones, so a node's heartbeat never waits behind another
+ * node's, as behind the load balancer (docker/nginx-lb.conf: nginx opens an upstream connection per request in
+ * flight; `keepalive` only caps the idle ones it keeps); a number N shares a pool of N connections (512 was the
+ * default until session 19: when answers slowed to ~2 s in a mass online, 512 connections carried ~250 of the 667
+ * heartbeats/s offered, the rest queued in the client for up to 70 s, and the hub rightly judged those nodes silent).
+ * With answers in milliseconds the connections open stay few (the mass online prints the most outstanding at once).
  * At the end, the cost per heartbeat at the largest size over the smallest (flat is 1.0). Prints figures; asserts
  * nothing. BENCH_OFFLINE_AFTER_S (default 30) sets NODE_OFFLINE_AFTER_S. The machine's other load makes every
  * figure noisy: run it when the machine is otherwise idle and say so beside the figures.
@@ -51,8 +53,8 @@ const SETTLE_S = Number(process.env.BENCH_SETTLE_S ?? 900);
 const CLK_TCK = 100;
 /** Registrations in flight at once (the 10,000-node run spends minutes registering). */
 const REGISTER_CONCURRENCY = Number(process.env.BENCH_REGISTER_CONCURRENCY ?? 16);
-/** Keep-alive connections the heartbeats share (0: one per node). */
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 512);
+/** Keep-alive connections the heartbeats share (0: as many as the heartbeats in flight need). */
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 0);
 
 interface Node {
   node_id: string;
@@ -231,10 +233,13 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     let recording: { lat: number[]; errors: number } | null = null;
     // The mass online's heartbeats as the nodes see them: a node whose acknowledged heartbeats are more than the
     // window apart (client queueing or a slow answer) is silent as far as the hub can tell.
-    let massOnline: { lat: number[]; late: Set<string> } | null = { lat: [], late: new Set() };
+    let massOnline: { lat: number[]; late: Set<string>; maxInFlight: number } | null = { lat: [], late: new Set(), maxInFlight: 0 };
+    let inFlight = 0;
     const beat = async (node: Node) => {
       const t = Date.now();
       let ok = false;
+      inFlight++;
+      if (massOnline && inFlight > massOnline.maxInFlight) massOnline.maxInFlight = inFlight;
       try {
         const res = await heartbeats.request({
           origin,
@@ -253,6 +258,8 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
         massOnline?.lat.push(Date.now() - t);
       } catch {
         ok = false;
+      } finally {
+        inFlight--;
       }
       if (recording) {
         recording.lat.push(Date.now() - t);
@@ -309,9 +316,9 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     console.log(`mass online: all ${nodes.length} nodes online ${((Date.now() - t1) / 1000).toFixed(1)} s after the first heartbeats (settle target ${2 * OFFLINE_AFTER_S} s)`);
     // Every node beats through the mass online: any online → offline among these is a false transition.
     console.log(`transitions recorded during the mass online: ${await transitionsSince(db, new Date(t1).toISOString())}`);
-    const mo: { lat: number[]; late: Set<string> } = massOnline;
+    const mo: { lat: number[]; late: Set<string>; maxInFlight: number } = massOnline;
     massOnline = null;
-    console.log(`heartbeats during the mass online: p50 ${pct(mo.lat, 50)} ms, p99 ${pct(mo.lat, 99)} ms, max ${mo.lat.reduce((a, b) => Math.max(a, b), 0)} ms; ${mo.late.size} nodes had acknowledged heartbeats more than ${OFFLINE_AFTER_S} s apart (silent as the hub saw them)`);
+    console.log(`heartbeats during the mass online: p50 ${pct(mo.lat, 50)} ms, p99 ${pct(mo.lat, 99)} ms, max ${mo.lat.reduce((a, b) => Math.max(a, b), 0)} ms, at most ${mo.maxInFlight} outstanding at once (sent, or waiting for a client connection); ${mo.late.size} nodes had acknowledged heartbeats more than ${OFFLINE_AFTER_S} s apart (silent as the hub saw them)`);
 
     // Measurement window.
     // The node workflows mirror the sweeper's transitions (NodeState search attribute): how far behind they are.
@@ -426,7 +433,7 @@ async function falseOfflines(db: ReturnType<MongoClient['db']>, since: string, s
 
 async function main(): Promise<void> {
   const log = new StackLog('heartbeat');
-  console.log(`bench:heartbeat — fleets of ${SIZES.join(', ')} nodes, beat every ${BEAT_S} s, ${SECONDS} s window, NODE_OFFLINE_AFTER_S=${OFFLINE_AFTER_S}, heartbeats over ${CONNECTIONS > 0 ? `${CONNECTIONS} keep-alive connections` : 'a connection per node'} (figures are noisy when the machine has other load)`);
+  console.log(`bench:heartbeat — fleets of ${SIZES.join(', ')} nodes, beat every ${BEAT_S} s, ${SECONDS} s window, NODE_OFFLINE_AFTER_S=${OFFLINE_AFTER_S}, heartbeats over ${CONNECTIONS > 0 ? `${CONNECTIONS} keep-alive connections` : 'as many keep-alive connections as are in flight'} (figures are noisy when the machine has other load)`);
   const figures: SizeFigures[] = [];
   try {
     for (const size of SIZES) figures.push(await runSize(size, log));
