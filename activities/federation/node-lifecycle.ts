@@ -33,6 +33,8 @@ const CHANGES_CLOCK_MARGIN_MS = 5000;
  * ticks; a mass silence wakes the sweep at most every SWEEP_MIN_TICK_MS while its nodes fall due.
  */
 const SWEEP_MIN_TICK_MS = 200;
+/** A sweep whose group has no approved node reads presence this often (to adopt a node whose change record was lost). */
+const ADOPT_READ_MS = 10_000;
 /** A sweep tick longer than this is logged with where its time went. */
 const SLOW_TICK_MS = 2000;
 /** Most beating nodes unknown to a sweep's view read from their documents in one tick. */
@@ -104,7 +106,8 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
      *   so neither a late tick nor presence writes falling behind make a node offline that beat in time;
      * - an offline node with a heartbeat newer than its last state change, within the window of the horizon, goes
      *   online.
-     * Ticks come every tick_ms, and sooner (SWEEP_MIN_TICK_MS at the least) when an online node falls due.
+     * Ticks come every tick_ms, and sooner (SWEEP_MIN_TICK_MS at the least) when an online node falls due. A group
+     * with no approved node reads presence only every ADOPT_READ_MS (to adopt a node whose change record was lost).
      * A beating node missing from the view (its change record lost, e.g. a registration's best-effort record under
      * overload) is read from its document and judged like the others.
      * The tick's transitions are written together (NodeStore.applyLiveness: a conditional update by _id each, so a
@@ -189,10 +192,16 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
       };
       // Mirrors: at most SWEEP_SIGNALS_IN_FLIGHT signals at once, the newest transition per node.
       let sending = 0;
+      let lastPresenceRead = 0;
       let mirrorBudget = 0;
       /** Mirrors earned at SWEEP_MIRRORS_PER_S and not yet spent (ticks come at varying intervals). */
-      let mirrorCredit = 0;
+      /** Most mirrors one tick may start (at least one, whatever tick_ms). */
+      const maxCredit = Math.max(1, (SWEEP_MIRRORS_PER_S * input.tick_ms) / 1000);
+      let mirrorCredit = maxCredit;
       let lastTickAt = Date.now();
+      /** The previous tick's read and horizon: an early wake is for a horizon that moves (see the end of the tick). */
+      let lastReadAt = 0;
+      let lastHorizon = 0;
       const sendMirrors = () => {
         while (sending < SWEEP_SIGNALS_IN_FLIGHT && mirrors.size > 0 && mirrorBudget > 0) {
           mirrorBudget--;
@@ -260,13 +269,15 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           const readAt = Date.now();
           const changesMs = readAt - sweptAt;
           const seen = new Map<string, number>();
-          // (No approved node in the group, e.g. a hub with no nodes yet: nothing to judge, presence is not read.)
-          const judging = [...view.values()].some((v) => v.state === 'online' || v.state === 'offline');
+          // With no approved node in the group (a hub with no nodes yet) there is nothing to judge, and presence is
+          // read only every ADOPT_READ_MS, to adopt a beating node whose change record the view never got.
+          const judging = [...view.values()].some((v) => v.state === 'online' || v.state === 'offline') || readAt - lastPresenceRead >= ADOPT_READ_MS;
           // The API processes' presence clocks, read before the shards: every heartbeat received before `horizon`
           // is in what the shards' read returns, later ones may not be yet (a database behind on presence writes).
           // Judgements are made as of the horizon, so writes lagging behind never make a beating node look silent.
           let horizon = readAt;
           if (judging) {
+            lastPresenceRead = readAt;
             horizon = presenceHorizon(await deps.presence.readClocks(), readAt, offlineAfterMs);
             for (const shard of shards) for (const [id, at] of (await deps.presence.readSeen(shard)).nodes) seen.set(id, at);
           }
@@ -311,8 +322,8 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
             ctx.log.warn('presence sweep tick slow', { group: input.group, tickMs, changesMs, presenceMs, applyMs: tickMs - changesMs - presenceMs, proposals: proposals.length, horizonLagMs: readAt - horizon, watched: view.size });
           }
           appendEvents();
-          const maxCredit = (SWEEP_MIRRORS_PER_S * input.tick_ms) / 1000;
-          mirrorCredit = Math.min(maxCredit, mirrorCredit + (SWEEP_MIRRORS_PER_S * (sweptAt - lastTickAt)) / 1000);
+          // Mirrors not started last tick (signals in flight at the limit) stay earned.
+          mirrorCredit = Math.min(maxCredit, mirrorCredit + mirrorBudget + (SWEEP_MIRRORS_PER_S * (sweptAt - lastTickAt)) / 1000);
           lastTickAt = sweptAt;
           mirrorBudget = Math.floor(mirrorCredit);
           mirrorCredit -= mirrorBudget;
@@ -320,7 +331,13 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           beat();
           // The next tick: the regular one, or sooner when an online node falls due (the horizon trailing the read
           // by what it trailed this one).
-          const dueIn = nextDue + (readAt - horizon) - Date.now();
+          // Only while the horizon keeps up with the clock (at least half as fast): a horizon held back by presence
+          // writes that stall would otherwise keep a due node "almost due", and the sweep re-reading an overloaded
+          // database five times a second.
+          const horizonMoving = lastReadAt === 0 || horizon - lastHorizon >= (readAt - lastReadAt) / 2;
+          lastReadAt = readAt;
+          lastHorizon = horizon;
+          const dueIn = horizonMoving ? nextDue + (readAt - horizon) - Date.now() : Infinity;
           const rest = Math.max(SWEEP_MIN_TICK_MS - (Date.now() - sweptAt), Math.min(input.tick_ms - (Date.now() - sweptAt), dueIn));
           if (rest > 0) await ctx.sleep(rest);
         }

@@ -35,6 +35,7 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Client, Connection } from '@temporalio/client';
 import { MongoClient } from 'mongodb';
 import { Agent } from 'undici';
@@ -233,7 +234,8 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     let recording: { lat: number[]; errors: number } | null = null;
     // The mass online's heartbeats as the nodes see them: a node whose acknowledged heartbeats are more than the
     // window apart (client queueing or a slow answer) is silent as far as the hub can tell.
-    let massOnline: { lat: number[]; late: Set<string>; maxInFlight: number } | null = { lat: [], late: new Set(), maxInFlight: 0 };
+    // Heartbeats slower than a second: where the hub says their time went (Server-Timing), the rest outside its handler.
+    let massOnline: { lat: number[]; late: Set<string>; maxInFlight: number; slow: { lat: number; auth: number; presence: number }[] } | null = { lat: [], late: new Set(), maxInFlight: 0, slow: [] };
     let inFlight = 0;
     const beat = async (node: Node) => {
       const t = Date.now();
@@ -250,6 +252,12 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
         });
         await res.body.dump();
         ok = res.statusCode === 200;
+        const took = Date.now() - t;
+        if (massOnline && ok && took > 1000) {
+          const timing = String(res.headers['server-timing'] ?? '');
+          const dur = (name: string) => Number(new RegExp(`${name};dur=([0-9.]+)`).exec(timing)?.[1] ?? NaN);
+          massOnline.slow.push({ lat: took, auth: dur('auth'), presence: dur('presence') });
+        }
         if (ok) {
           const prev = lastAck.get(node.node_id);
           if (massOnline && prev !== undefined && Date.now() - prev > OFFLINE_AFTER_S * 1000) massOnline.late.add(node.node_id);
@@ -316,9 +324,15 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     console.log(`mass online: all ${nodes.length} nodes online ${((Date.now() - t1) / 1000).toFixed(1)} s after the first heartbeats (settle target ${2 * OFFLINE_AFTER_S} s)`);
     // Every node beats through the mass online: any online → offline among these is a false transition.
     console.log(`transitions recorded during the mass online: ${await transitionsSince(db, new Date(t1).toISOString())}`);
-    const mo: { lat: number[]; late: Set<string>; maxInFlight: number } = massOnline;
+    const mo: { lat: number[]; late: Set<string>; maxInFlight: number; slow: { lat: number; auth: number; presence: number }[] } = massOnline;
     massOnline = null;
     console.log(`heartbeats during the mass online: p50 ${pct(mo.lat, 50)} ms, p99 ${pct(mo.lat, 99)} ms, max ${mo.lat.reduce((a, b) => Math.max(a, b), 0)} ms, at most ${mo.maxInFlight} outstanding at once (sent, or waiting for a client connection); ${mo.late.size} nodes had acknowledged heartbeats more than ${OFFLINE_AFTER_S} s apart (silent as the hub saw them)`);
+    if (mo.slow.length > 0) {
+      const part = (f: (x: { lat: number; auth: number; presence: number }) => number) => mo.slow.map(f).filter((v) => Number.isFinite(v));
+      console.log(
+        `  of them ${mo.slow.length} took over 1 s; their time, p50 / p99: in the hub's authentication (node read, body) ${pct(part((x) => x.auth), 50)} / ${pct(part((x) => x.auth), 99)} ms, its presence write ${pct(part((x) => x.presence), 50)} / ${pct(part((x) => x.presence), 99)} ms, outside the hub's handler (client and server queues, connection set-up) ${pct(part((x) => x.lat - x.auth - x.presence), 50)} / ${pct(part((x) => x.lat - x.auth - x.presence), 99)} ms`
+      );
+    }
 
     // Measurement window.
     // The node workflows mirror the sweeper's transitions (NodeState search attribute): how far behind they are.
@@ -348,11 +362,19 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     const commands0 = await ferretCommands(stack.ports.FERRETDB_DEBUG_PORT);
     const since = new Date().toISOString();
     recording = { lat: [], errors: 0 };
+    // The bench client shares the machine: its own CPU and event-loop delay are part of every latency it measures.
+    const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+    loopDelay.enable();
+    const client0 = process.cpuUsage();
+    const machine0 = machineCpu();
     const m0 = Date.now();
     await new Promise((r) => setTimeout(r, SECONDS * 1000));
     const rec: { lat: number[]; errors: number } = recording;
     recording = null;
     const elapsed = (Date.now() - m0) / 1000;
+    loopDelay.disable();
+    const client1 = process.cpuUsage(client0);
+    const machine1 = machineCpu();
     const cpu1 = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));
     const db1 = dbWork(stack.ports.POSTGRES_PORT);
     const commands1 = await ferretCommands(stack.ports.FERRETDB_DEBUG_PORT);
@@ -360,6 +382,12 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     stack.alive();
     const hbPerSec = rec.lat.length / elapsed;
     console.log(`heartbeats: ${hbPerSec.toFixed(0)}/s, p50 ${pct(rec.lat, 50)} ms, p99 ${pct(rec.lat, 99)} ms, ${rec.lat.length} requests, ${rec.errors} errors`);
+    const machineTicks = machine1.total - machine0.total;
+    const busy = (machine1.busy - machine0.busy) / machineTicks;
+    const stolen = (machine1.steal - machine0.steal) / machineTicks;
+    console.log(
+      `bench client: ${(((client1.user + client1.system) / 1e6 / elapsed) * 100).toFixed(0)}% of a core, its event-loop delay p50 ${(loopDelay.percentile(50) / 1e6).toFixed(0)} ms, p99 ${(loopDelay.percentile(99) / 1e6).toFixed(0)} ms, max ${(loopDelay.max / 1e6).toFixed(0)} ms (in every latency above); the machine ${(busy * 100).toFixed(0)}% busy over its ${machine1.cores} cores, ${(stolen * 100).toFixed(0)}% stolen by the host`
+    );
     const nodeEvents = ((h1.nodesTotal - h0.nodesTotal) / sampleIds.length) * nodes.length;
     const eventsPerSec = (nodeEvents + (h1.sweepers - h0.sweepers)) / elapsed;
     console.log(`Temporal history events: ${eventsPerSec.toFixed(1)}/s (${(nodeEvents / elapsed).toFixed(1)}/s in node workflows, extrapolated from ${sampleIds.length}; ${((h1.sweepers - h0.sweepers) / elapsed).toFixed(2)}/s in the sweepers), ${((eventsPerSec * 3600) / nodes.length).toFixed(2)} per node per hour`);
@@ -455,3 +483,10 @@ main().catch((err) => {
   console.error(err);
   process.exit(1);
 });
+
+/** The machine's CPU time so far (/proc/stat, in ticks, all cores): busy (user, nice, system, irq, softirq), stolen by the host, total. */
+function machineCpu(): { busy: number; steal: number; total: number; cores: number } {
+  const lines = fs.readFileSync('/proc/stat', 'utf8').split('\n');
+  const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = lines[0]!.trim().split(/\s+/).slice(1).map(Number);
+  return { busy: user + nice + system + irq + softirq, steal, total: user + nice + system + idle + iowait + irq + softirq + steal, cores: lines.filter((l) => /^cpu\d/.test(l)).length };
+}

@@ -127,8 +127,8 @@ it('an API process stopped right after answering an online node\'s heartbeat sto
     'the node online'
   );
   const third = await svc.startSecondApi();
-  // Its first heartbeat there reads the node (online) into that process's cache; the next ones may be answered
-  // before their write (PRESENCE_ACK_LAG_MS). The process is stopped right after the last answer.
+  // An approved node's heartbeats may be answered before their write (PRESENCE_ACK_LAG_MS). The process is stopped
+  // right after the last answer.
   let last = '';
   for (let i = 0; i < 3; i++) {
     const res = await heartbeat(third.url, node);

@@ -148,7 +148,7 @@ test('cancelling a claimed task tells the node at its next progress call', async
 test('GET /api/nodes lists the online nodes for nodes and arbitrators', async () => {
   const beats = await Promise.all([heartbeat(svc.urls.main, alpha), heartbeat(svc.urls.main, beta)]);
   expect((await http('GET', `${svc.urls.main}/api/nodes`)).status).toBe(401);
-  // An online node's heartbeat may be answered before it is stored (PRESENCE_ACK_LAG_MS): the list shows it within
+  // An approved node's heartbeat may be answered before it is stored (PRESENCE_ACK_LAG_MS): the list shows it within
   // the write lag. Both reads below come after that, so they agree.
   await eventually(async () => {
     const res = await http('GET', `${svc.urls.main}/api/nodes`, { headers: asReviewer() });

@@ -10,7 +10,7 @@ import { Db } from 'mongodb';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { NODE_CHANGES_KEEP_MS } from '../../store/federation/node-changes-ring';
 import { NodeStore } from '../../store/federation/nodes';
-import { PresenceStore } from '../../store/federation/presence';
+import { PresenceStore, presenceShardOf } from '../../store/federation/presence';
 import { nodeLifecycleWorkflow } from '../../workflows/federation/node-lifecycle';
 import { NodeLifecycleInput, nodeStatusQuery, reviewUpdate } from '../../workflows/federation/node-lifecycle.contract';
 import { nodeSweeperWorkflow } from '../../workflows/federation/node-lifecycle-sweeper';
@@ -150,6 +150,37 @@ it('adopts a beating node whose change record it never read (a registration reco
   try {
     await waitFor(async () => (await db.collection('nodes').findOne({ _id: id as never }))?.state === 'online');
     expect(await db.collection('nodes').findOne({ _id: 'ext-custom-800011' as never })).toBeNull();
+  } finally {
+    keep.on = false;
+    await beating;
+    await sweeper.terminate('test done');
+  }
+}, 60_000);
+
+it('adopts a beating node in a group whose view holds no approved node (it still reads presence now and then)', async () => {
+  const presence = new PresenceStore(db);
+  // The previous test's sweeper (every shard) was terminated; its activity stops at its next heartbeat (within
+  // about 5 s), and until then it would adopt this node itself.
+  await new Promise((r) => setTimeout(r, 7000));
+  // A group of one shard (16 groups) that none of the nodes already in the database falls in.
+  const taken = new Set((await db.collection('nodes').find({}).toArray()).map((d) => presenceShardOf(String(d._id))));
+  const id = Array.from({ length: 200 }, (_, i) => `ext-custom-${800100 + i}`).find((c) => !taken.has(presenceShardOf(c)))!;
+  const sweeper = await env.client.workflow.start(nodeSweeperWorkflow, {
+    workflowId: 'node-sweeper/adopt-empty',
+    taskQueue: wf.taskQueue,
+    args: [{ version: 1, group: presenceShardOf(id), groups: 16, offline_after_s: OFFLINE_AFTER_S, tick_ms: 200, run_ms: 60_000, hub_did: 'did:zhongshu:hub' }]
+  });
+  await new Promise((r) => setTimeout(r, 1000));
+  await db.collection('nodes').insertOne(nodeDocument(id, Number(id.slice(-6)), 'offline') as never);
+  const keep = { on: true };
+  const beating = (async () => {
+    while (keep.on) {
+      await beat(presence, [id]);
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  })();
+  try {
+    await waitFor(async () => (await db.collection('nodes').findOne({ _id: id as never }))?.state === 'online', 30_000);
   } finally {
     keep.on = false;
     await beating;

@@ -50,7 +50,11 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: Presence
       config: { auth: 'external_node', directory: { group: 'a2a_standard', summary: 'Heartbeat with resource and performance figures; offline after NODE_OFFLINE_AFTER_S of silence' } },
       schema: { body: heartbeatBody.nullish(), response: { 200: heartbeatResponse } }
     },
-    async (request) => {
+    async (request, reply) => {
+      // Where this heartbeat's time went, for operators and benches (Server-Timing: from Fastify's receipt of the
+      // request to this handler, i.e. authentication with its node read, the body and its validation; then the
+      // presence write, when the answer waits for it).
+      const received = reply.elapsedTime;
       // The route schema already validated (and defaulted) a body that was sent; an empty request means no figures.
       const body = request.body ?? NO_FIGURES;
       const nodeId = request.principal!.id;
@@ -66,6 +70,7 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: Presence
         seenAt,
         state === 'online' || state === 'offline'
       );
+      reply.header('server-timing', `auth;dur=${received.toFixed(1)}, presence;dur=${(reply.elapsedTime - received).toFixed(1)}`);
       // An offline node that beats is online from now on: the sweeper records it at its next tick (the node
       // document, the ledger and this process's cache follow within about 2 s).
       return {
