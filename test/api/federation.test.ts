@@ -112,6 +112,8 @@ describe('heartbeat', () => {
     const ok = await heartbeat(svc.urls.main, node);
     expect(ok.status).toBe(200);
     expect(ok.body).toMatchObject({ ok: true, node_id: node.node_id, state: 'pending_review' });
+    // Where the hub spent the time (a pending node's answer waits for its presence write).
+    expect(ok.headers.get('server-timing')).toMatch(/^auth;dur=\d+\.\d, presence;dur=\d+\.\d$/);
     expect((await heartbeat(svc.urls.main, node, { resources: { cpu_percent: 140 } })).status).toBe(400);
     const listed = await http('GET', `${svc.urls.main}/a2a/nodes/${node.node_id}`);
     expect(listed.body.node.latest).toMatchObject({ resources: { cpu_percent: 12, gpu_count: 1 }, performance: { latency_ms: 40 } });
