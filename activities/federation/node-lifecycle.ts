@@ -194,9 +194,9 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
       let sending = 0;
       let lastPresenceRead = 0;
       let mirrorBudget = 0;
-      /** Mirrors earned at SWEEP_MIRRORS_PER_S and not yet spent (ticks come at varying intervals). */
       /** Most mirrors one tick may start (at least one, whatever tick_ms). */
       const maxCredit = Math.max(1, (SWEEP_MIRRORS_PER_S * input.tick_ms) / 1000);
+      /** Mirrors earned at SWEEP_MIRRORS_PER_S and not yet spent (ticks come at varying intervals). */
       let mirrorCredit = maxCredit;
       let lastTickAt = Date.now();
       /** The previous tick's read and horizon: an early wake is for a horizon that moves (see the end of the tick). */

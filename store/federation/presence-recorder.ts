@@ -18,11 +18,10 @@
  * inside its window). Liveness is soft state here, as in etcd's leases and Nomad's heartbeats, which keep TTL
  * renewals in the leader's memory. This holds for an offline node's heartbeat too (before, it waited for its
  * write): the sweeper brings the node online from the stored presence either way, and a heartbeat lost in a crash is
- * followed by the node's next one. Waiting made every heartbeat of a hub restart's mass online wait for writes that
- * the transitions' own database work slowed (up to 2 s), and a fleet whose clients hold a bounded pool of
- * connections then sent its heartbeats late enough to look silent (bench:heartbeat at 10,000 nodes: 5,871 false
- * online → offline transitions). A pending node's heartbeat always waits for its write: a review decision made
- * right after it reads presence to set the approved node's state, and must find it.
+ * followed by the node's next one, while waiting added the database's write time (up to 2 s in a 10,000-node mass
+ * online, when the transitions' own writes slow the presence writes) to a restart's first heartbeats. A pending
+ * node's heartbeat always waits for its write: a review decision made right after it reads presence to set the
+ * approved node's state, and must find it.
  * The samples go to the shard's samples document at most every PRESENCE_SAMPLES_MS: in a small shard (at most
  * SAMPLES_INLINE_MAX_NODES nodes) with the last-seen write when due then, otherwise later, off the heartbeat's path
  * (those one at a time per process, never in one of the last-seen writes' slots). (A large shard's

@@ -67,10 +67,9 @@ interface ClockDocument {
 }
 
 /**
- * How often an API process rewrites its presence clock. The sweeper's horizon trails by up to this much on top of the
- * presence writes' own lag, and a silent node's detection with it (500 ms before: mass silences of 1,000 among
- * 10,000 nodes were detected up to 32.2-32.4 s after the last heartbeat for a 30 s window). A few tiny writes a
- * second per API process.
+ * How often an API process rewrites its presence clock (500 ms before). The sweeper's horizon trails by up to this
+ * much on top of the presence writes' own lag, and a silent node's detection with it. A few tiny writes a second per
+ * API process.
  */
 export const PRESENCE_CLOCK_MS = 200;
 
