@@ -62,6 +62,25 @@ interface Node {
   api_key: string;
 }
 
+/** A heartbeat of the mass online slower than a second: where the hub says its time went (Server-Timing). */
+interface SlowBeat {
+  lat: number;
+  auth: number;
+  presence: number;
+}
+
+/**
+ * The mass online's heartbeats as the nodes see them: latencies, the nodes whose acknowledged heartbeats were more
+ * than the window apart (client queueing or a slow answer: silent as far as the hub can tell), the most outstanding
+ * at once, and the slow ones.
+ */
+interface MassOnlineBeats {
+  lat: number[];
+  late: Set<string>;
+  maxInFlight: number;
+  slow: SlowBeat[];
+}
+
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
@@ -232,10 +251,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     const lastAck = new Map<string, number>();
     const stopped = new Set<string>();
     let recording: { lat: number[]; errors: number } | null = null;
-    // The mass online's heartbeats as the nodes see them: a node whose acknowledged heartbeats are more than the
-    // window apart (client queueing or a slow answer) is silent as far as the hub can tell.
-    // Heartbeats slower than a second: where the hub says their time went (Server-Timing), the rest outside its handler.
-    let massOnline: { lat: number[]; late: Set<string>; maxInFlight: number; slow: { lat: number; auth: number; presence: number }[] } | null = { lat: [], late: new Set(), maxInFlight: 0, slow: [] };
+    let massOnline: MassOnlineBeats | null = { lat: [], late: new Set(), maxInFlight: 0, slow: [] };
     let inFlight = 0;
     const beat = async (node: Node) => {
       const t = Date.now();
@@ -263,7 +279,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
           if (massOnline && prev !== undefined && Date.now() - prev > OFFLINE_AFTER_S * 1000) massOnline.late.add(node.node_id);
           lastAck.set(node.node_id, Date.now());
         }
-        massOnline?.lat.push(Date.now() - t);
+        massOnline?.lat.push(took);
       } catch {
         ok = false;
       } finally {
@@ -324,11 +340,11 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     console.log(`mass online: all ${nodes.length} nodes online ${((Date.now() - t1) / 1000).toFixed(1)} s after the first heartbeats (settle target ${2 * OFFLINE_AFTER_S} s)`);
     // Every node beats through the mass online: any online → offline among these is a false transition.
     console.log(`transitions recorded during the mass online: ${await transitionsSince(db, new Date(t1).toISOString())}`);
-    const mo: { lat: number[]; late: Set<string>; maxInFlight: number; slow: { lat: number; auth: number; presence: number }[] } = massOnline;
+    const mo: MassOnlineBeats = massOnline;
     massOnline = null;
     console.log(`heartbeats during the mass online: p50 ${pct(mo.lat, 50)} ms, p99 ${pct(mo.lat, 99)} ms, max ${mo.lat.reduce((a, b) => Math.max(a, b), 0)} ms, at most ${mo.maxInFlight} outstanding at once (sent, or waiting for a client connection); ${mo.late.size} nodes had acknowledged heartbeats more than ${OFFLINE_AFTER_S} s apart (silent as the hub saw them)`);
     if (mo.slow.length > 0) {
-      const part = (f: (x: { lat: number; auth: number; presence: number }) => number) => mo.slow.map(f).filter((v) => Number.isFinite(v));
+      const part = (f: (x: SlowBeat) => number) => mo.slow.map(f).filter((v) => Number.isFinite(v));
       console.log(
         `  of them ${mo.slow.length} took over 1 s; their time, p50 / p99: in the hub's authentication (node read, body) ${pct(part((x) => x.auth), 50)} / ${pct(part((x) => x.auth), 99)} ms, its presence write ${pct(part((x) => x.presence), 50)} / ${pct(part((x) => x.presence), 99)} ms, outside the hub's handler (client and server queues, connection set-up) ${pct(part((x) => x.lat - x.auth - x.presence), 50)} / ${pct(part((x) => x.lat - x.auth - x.presence), 99)} ms`
       );
@@ -438,14 +454,17 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
   }
 }
 
-/** Ledger events online → offline since `since` of nodes that kept beating. */
+/** Every node state change in the ledger (`hub.node.state_changed` events). */
+async function stateChanges(db: ReturnType<MongoClient['db']>): Promise<{ node_id: string; from: string | null; to: string; at: string }[]> {
+  const events = await db.collection('ledger').find({ key: 'hub.node.state_changed' }, { projection: { value_json: 1 } }).toArray();
+  return events.map((e) => JSON.parse(String(e.value_json)) as { node_id: string; from: string | null; to: string; at: string });
+}
+
 /** The liveness transitions recorded since `since`, by direction, and the most any one node had. */
 async function transitionsSince(db: ReturnType<MongoClient['db']>, since: string): Promise<string> {
-  const events = await db.collection('ledger').find({ key: 'hub.node.state_changed' }, { projection: { value_json: 1 } }).toArray();
   const byKind = new Map<string, number>();
   const perNode = new Map<string, number>();
-  for (const e of events) {
-    const v = JSON.parse(String(e.value_json)) as { node_id: string; from: string | null; to: string; at: string };
+  for (const v of await stateChanges(db)) {
     if (v.at < since || v.from === null) continue;
     byKind.set(`${v.from} → ${v.to}`, (byKind.get(`${v.from} → ${v.to}`) ?? 0) + 1);
     perNode.set(v.node_id, (perNode.get(v.node_id) ?? 0) + 1);
@@ -454,9 +473,9 @@ async function transitionsSince(db: ReturnType<MongoClient['db']>, since: string
   return `${kinds}; at most ${Math.max(0, ...perNode.values())} for one node`;
 }
 
+/** Ledger events online → offline since `since` of nodes that kept beating. */
 async function falseOfflines(db: ReturnType<MongoClient['db']>, since: string, stopped: Set<string>): Promise<number> {
-  const events = await db.collection('ledger').find({ key: 'hub.node.state_changed' }, { projection: { value_json: 1 } }).toArray();
-  return events.map((e) => JSON.parse(String(e.value_json)) as { node_id: string; from: string; to: string; at: string }).filter((v) => v.from === 'online' && v.to === 'offline' && v.at >= since && !stopped.has(v.node_id)).length;
+  return (await stateChanges(db)).filter((v) => v.from === 'online' && v.to === 'offline' && v.at >= since && !stopped.has(v.node_id)).length;
 }
 
 async function main(): Promise<void> {
