@@ -12,6 +12,7 @@ import type { ServiceContext } from './context';
 import type { ListenerName } from './directory';
 import errorsPlugin, { clientErrorHandler, frameworkErrorHandler } from './plugins/errors';
 import authPlugin from './plugins/auth';
+import presenceHoldPlugin from './plugins/presence-hold';
 import admissionPlugin from './plugins/admission';
 import { documentResponses } from './response-docs';
 import jsonBodyPlugin, { serializerCompiler } from './plugins/json-body';
@@ -83,6 +84,8 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName, o
       })
   });
   app.register(jsonBodyPlugin, { maxDepth: ctx.config.JSON_MAX_DEPTH });
+  // A heartbeat holds the presence clock from here, through authentication (api/plugins/presence-hold.ts).
+  app.register(presenceHoldPlugin, { recorder: ctx.presenceRecorder });
   app.register(authPlugin, { deps: ctx });
   app.addHook('onRoute', (route) => {
     const declared = route.config?.directory;

@@ -11,11 +11,17 @@
  * Records are applied per node in the order of their time, and never over a newer state this process caused itself
  * (note()).
  *
- * Misses share reads: the nodes missed while a read of node documents is in flight are read together by the next one
- * (one `find` of up to MAX_IDS_PER_READ ids; one such read in flight per process). A hub restart or the first
- * heartbeats after a mass registration otherwise made one read per node at once, and on FerretDB/SQLite each read
- * scans the `nodes` collection: 10,000 nodes made 10,000 scans of 10,000 documents before the first heartbeat of
- * many of them was answered. A lone miss is read at once when no read is in flight, as before.
+ * Nodes are known without a read of their own wherever possible: at start (start()) the cache loads every node
+ * (up to MAX_ENTRIES) in one projected scan, and a registration's change record carries what authentication needs
+ * (the key's digest and brand), so every process learns a new node from the log. Before, each node was read at its
+ * first request to the process: an API process restarting under a 10,000-node fleet, or a mass online after
+ * registrations, read them by `_id: { $in }` reads, each of which costs a scan of the collection on FerretDB (0.7-1 s
+ * at 10,000 nodes whatever its size), and heartbeats waited up to 30 s in authentication. A scan of the 10,000 costs
+ * about the same single second.
+ *
+ * Misses (a node registered while this process could not read the log, an entry evicted, a preload that failed)
+ * share reads: the nodes missed while a read is in flight are read together by the next one (one `find` of up to
+ * MAX_IDS_PER_READ ids; one such read in flight per process). A miss during the preload waits for it first.
  *
  * When the change log cannot be read (the database is unreachable, or this process paused for longer than the
  * records are kept), the cache falls back to what it did before the log existed: an entry older than
@@ -24,7 +30,7 @@
  * node goes offline, which covers heartbeats answered from a cache that still said "online".
  */
 import type { NodeState } from '../../core/federation/vocabulary';
-import type { NodeDocument } from './nodes';
+import type { NodeAuthDocument, NodeChangeDocument } from './nodes';
 import { NodeStore } from './nodes';
 import { NODE_CHANGES_KEEP_MS } from './node-changes-ring';
 
@@ -42,12 +48,18 @@ export interface CachedNode {
 export const NODE_CHANGES_POLL_MS = 1000;
 /** Ids in one shared read of node documents (misses beyond it wait for the next read). */
 export const MAX_IDS_PER_READ = 1000;
+/** Most nodes held (the oldest loaded is dropped beyond it), and the most one preload reads. */
+export const MAX_ENTRIES = 200_000;
 /** Records written this long before the previous read are read again (clocks of API and worker hosts differ). */
 const CLOCK_MARGIN_MS = 5000;
 
 export interface NodeCacheStats {
   /** Node documents read (first sight, or a fallback reload). */
   loads: number;
+  /** Nodes known from the preload's scan. */
+  preloaded: number;
+  /** Nodes known from their registration's change record. */
+  registered: number;
   /** Database reads that loaded them (misses arriving together share one). */
   reads: number;
   /** Answers from the cache. */
@@ -57,7 +69,7 @@ export interface NodeCacheStats {
 }
 
 interface Loaded {
-  doc: NodeDocument | null;
+  doc: NodeAuthDocument | null;
   /** When the read that found it began (ms). */
   readAt: number;
 }
@@ -70,7 +82,9 @@ export class NodeCache {
   private logCursor = 0;
   private timer: NodeJS.Timeout | null = null;
   private polling = false;
-  readonly stats: NodeCacheStats = { loads: 0, reads: 0, hits: 0, changes: 0 };
+  readonly stats: NodeCacheStats = { loads: 0, preloaded: 0, registered: 0, reads: 0, hits: 0, changes: 0 };
+  /** The preload under way (misses wait for it), or null. */
+  private preloading: Promise<void> | null = null;
   /** Misses waiting for the next shared read, by node id. */
   private readonly waiting = new Map<string, { resolve: (loaded: Loaded) => void; reject: (err: unknown) => void }[]>();
   private reading = false;
@@ -81,12 +95,39 @@ export class NodeCache {
     private readonly onPollError: (err: unknown) => void = () => undefined
   ) {}
 
-  /** Starts following the change log (the API does; without it the cache is a plain NODE_CACHE_TTL_MS cache). */
+  /**
+   * Loads every node and starts following the change log (the API does; without the log the cache is a plain
+   * NODE_CACHE_TTL_MS cache, loaded as misses come).
+   */
   start(): void {
     if (this.timer || this.ttlMs < NODE_CHANGES_POLL_MS) return;
     this.timer = setInterval(() => void this.poll(), NODE_CHANGES_POLL_MS);
     this.timer.unref();
     void this.poll();
+    void this.preload();
+  }
+
+  /**
+   * Loads up to MAX_ENTRIES nodes in one projected scan; misses meanwhile wait for it. An entry is as recent as the
+   * scan's start, like a miss's read: the change log brings what changed since. On failure the misses are read as
+   * they come (onPollError reports it).
+   */
+  preload(): Promise<void> {
+    this.preloading ??= (async () => {
+      const readAt = Date.now();
+      this.stats.reads++;
+      try {
+        for (const doc of await this.nodes.allAuth(MAX_ENTRIES)) {
+          this.put(doc, readAt);
+          this.stats.preloaded++;
+        }
+      } catch (err) {
+        this.onPollError(err);
+      } finally {
+        this.preloading = null;
+      }
+    })();
+    return this.preloading;
   }
 
   stop(): void {
@@ -103,10 +144,17 @@ export class NodeCache {
 
   async get(nodeId: string): Promise<CachedNode | null> {
     const hit = this.entries.get(nodeId);
-    const now = Date.now();
-    if (hit && this.fresh(hit, now)) {
+    if (hit && this.fresh(hit, Date.now())) {
       this.stats.hits++;
       return hit;
+    }
+    if (!hit && this.preloading) {
+      await this.preloading;
+      const loaded = this.entries.get(nodeId);
+      if (loaded && this.fresh(loaded, Date.now())) {
+        this.stats.hits++;
+        return loaded;
+      }
     }
     this.stats.loads++;
     const { doc, readAt } = await this.load(nodeId);
@@ -114,6 +162,11 @@ export class NodeCache {
       this.entries.delete(nodeId);
       return null;
     }
+    return this.put(doc, readAt);
+  }
+
+  /** Holds a node as read at `readAt` (ms), keeping a newer state a note or record applied meanwhile. */
+  private put(doc: NodeAuthDocument, readAt: number): CachedNode {
     const entry: CachedNode = {
       node_id: doc._id,
       api_key_hash: doc.api_key_hash,
@@ -123,15 +176,14 @@ export class NodeCache {
       loaded_at: readAt,
       state_at: Date.parse(doc.state_changed_at) || 0
     };
-    // A note or record applied while the document was read is newer than what the read saw.
-    const meanwhile = this.entries.get(nodeId);
+    const meanwhile = this.entries.get(doc._id);
     if (meanwhile && meanwhile.state_at > entry.state_at) {
       entry.state = meanwhile.state;
       entry.state_at = meanwhile.state_at;
     }
-    this.entries.delete(nodeId);
-    this.entries.set(nodeId, entry);
-    if (this.entries.size > 200_000) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.delete(doc._id);
+    this.entries.set(doc._id, entry);
+    if (this.entries.size > MAX_ENTRIES) this.entries.delete(this.entries.keys().next().value!);
     return entry;
   }
 
@@ -156,7 +208,7 @@ export class NodeCache {
         const readAt = Date.now();
         this.stats.reads++;
         try {
-          const docs = await this.nodes.findNodes(batch.map(([id]) => id));
+          const docs = await this.nodes.findAuth(batch.map(([id]) => id));
           const byId = new Map(docs.map((d) => [d._id, d]));
           for (const [id, waiters] of batch) for (const w of waiters) w.resolve({ doc: byId.get(id) ?? null, readAt });
         } catch (err) {
@@ -182,6 +234,17 @@ export class NodeCache {
     }
   }
 
+  /**
+   * A registration's record makes its node known as of this read (`readAt`): the log's later records apply to it as
+   * to any entry. A node whose registration was undone (its removal's record comes later in the same read) is
+   * dropped again by that record.
+   */
+  private learn(r: NodeChangeDocument, readAt: number): void {
+    if (!r.registered || r.state === null) return;
+    this.put({ _id: r.node_id, api_key_hash: r.registered.api_key_hash, state: r.state, brand: { code: r.registered.brand }, state_changed_at: r.state_at.toISOString() }, readAt);
+    this.stats.registered++;
+  }
+
   /** Reads the change log once and applies what it holds; on failure the TTL fallback applies until a read works. */
   async poll(): Promise<void> {
     if (this.polling) return;
@@ -193,13 +256,17 @@ export class NodeCache {
         this.entries.clear();
         this.logCursor = 0;
         this.logReadAt = 0;
+        void this.preload();
       }
       const since = this.logCursor > 0 ? this.logCursor - CLOCK_MARGIN_MS : startedAt - NODE_CHANGES_KEEP_MS;
       const records = await this.nodes.changesSince(new Date(since));
       records.sort((a, b) => a.state_at.getTime() - b.state_at.getTime() || a.written_at.getTime() - b.written_at.getTime());
       for (const r of records) {
         const entry = this.entries.get(r.node_id);
-        if (!entry) continue;
+        if (!entry) {
+          this.learn(r, startedAt);
+          continue;
+        }
         if (r.state === null) {
           this.entries.delete(r.node_id);
           this.stats.changes++;

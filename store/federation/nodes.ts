@@ -96,6 +96,37 @@ export interface NodeChangeDocument {
   written_at: Date;
   /** The node's liveness_seq after a liveness transition (absent on other changes). */
   liveness_seq?: number;
+  /**
+   * A registration's record only: what a node cache needs to authenticate the new node (its key's digest, as the
+   * node document holds it, and its brand), so every API process knows it from the log without reading its document.
+   */
+  registered?: NodeAuthFields;
+}
+
+/** What external_node authentication reads of a node document (the node cache's entries). */
+export interface NodeAuthFields {
+  api_key_hash: string;
+  brand: string;
+}
+
+/** A node as the node cache loads it: its id, auth fields, state and when that state began. */
+export interface NodeAuthDocument {
+  _id: string;
+  api_key_hash: string;
+  state: NodeState;
+  brand: { code: string };
+  state_changed_at: string;
+}
+
+const NODE_AUTH_PROJECTION = { api_key_hash: 1, state: 1, 'brand.code': 1, state_changed_at: 1 } as const;
+
+/** One change record to insert (see NodeStore.insertChanges). */
+interface ChangeRecordInput {
+  nodeId: string;
+  state: NodeState | null;
+  stateAt: string;
+  livenessSeq?: number;
+  registered?: NodeAuthFields;
 }
 
 /** Records written this far ahead of a reader's clock (another host's) are read too (see changesSince). */
@@ -176,7 +207,7 @@ export class NodeStore {
    * become visible after a reader's read had moved past its stamp, so the records are inserted again with a new
    * stamp, until one insert is quick enough (readers apply a record twice harmlessly: by its state_at, liveness_seq).
    */
-  private async insertChanges(changes: { nodeId: string; state: NodeState | null; stateAt: string; livenessSeq?: number }[]): Promise<void> {
+  private async insertChanges(changes: ChangeRecordInput[]): Promise<void> {
     for (let attempt = 1; ; attempt++) {
       const startedAt = Date.now();
       await this.insertChangesOnce(changes);
@@ -184,7 +215,7 @@ export class NodeStore {
     }
   }
 
-  private async insertChangesOnce(changes: { nodeId: string; state: NodeState | null; stateAt: string; livenessSeq?: number }[]): Promise<void> {
+  private async insertChangesOnce(changes: ChangeRecordInput[]): Promise<void> {
     if (changes.length === 0) return;
     const now = new Date();
     const docs = changes.map(
@@ -194,7 +225,8 @@ export class NodeStore {
         state: c.state,
         state_at: new Date(Date.parse(c.stateAt) || now.getTime()),
         written_at: now,
-        ...(c.livenessSeq === undefined ? {} : { liveness_seq: c.livenessSeq })
+        ...(c.livenessSeq === undefined ? {} : { liveness_seq: c.livenessSeq }),
+        ...(c.registered ? { registered: c.registered } : {})
       })
     );
     const log = this.changesAt(now.getTime());
@@ -307,7 +339,9 @@ export class NodeStore {
         // next tick without waiting for their workflows' first task (a registration burst queues thousands).
         // Best effort: otherwise the sweeper adopts them from presence when they first beat (sweepPresence).
         if (inserted.length > 0) {
-          await this.insertChanges(inserted.map(({ doc }) => ({ nodeId: doc._id, state: doc.state, stateAt: doc.state_changed_at }))).catch(() => undefined);
+          await this.insertChanges(
+            inserted.map(({ doc }) => ({ nodeId: doc._id, state: doc.state, stateAt: doc.state_changed_at, registered: { api_key_hash: doc.api_key_hash, brand: doc.brand.code } }))
+          ).catch(() => undefined);
           this.pruneChanges();
         }
         for (const { claim, doc } of inserted) claim.resolve(doc);
@@ -348,9 +382,14 @@ export class NodeStore {
     return attempt(1);
   }
 
-  /** The documents of these nodes that exist, in one read (the node cache's shared reads). */
-  findNodes(nodeIds: string[]): Promise<NodeDocument[]> {
-    return this.nodes.find({ _id: { $in: nodeIds } }).toArray();
+  /** What authentication needs of these nodes (those that exist), in one read (the node cache's shared reads). */
+  findAuth(nodeIds: string[]): Promise<NodeAuthDocument[]> {
+    return this.nodes.find<NodeAuthDocument>({ _id: { $in: nodeIds } }, { projection: NODE_AUTH_PROJECTION }).toArray();
+  }
+
+  /** What authentication needs of up to `limit` nodes, in one projected scan (a node cache's preload). */
+  allAuth(limit: number): Promise<NodeAuthDocument[]> {
+    return this.nodes.find<NodeAuthDocument>({}, { projection: NODE_AUTH_PROJECTION }).limit(limit).toArray();
   }
 
   findPublic(nodeId: string): Promise<Omit<NodeDocument, 'api_key_hash'> | null> {

@@ -83,6 +83,19 @@ interface Shard {
   lastWrite: number;
 }
 
+/**
+ * A heartbeat on its way to `record` (see PresenceRecorder.hold): while it holds, the presence clock stays at or before
+ * its arrival, and the heartbeat counts as seen at its arrival.
+ */
+export interface PresenceHold {
+  /** The heartbeat is recorded or answered: the clock may move past its arrival. */
+  release(): void;
+  /** From now on the hold lasts at most `ms` more (what is left is the client's: its body). */
+  limit(ms: number): void;
+  /** When the heartbeat counts as seen: its arrival while the hold lasts, otherwise now. */
+  seenAt(): number;
+}
+
 /** A failed shard write is tried again after this long when no heartbeat waits for it. */
 const RETRY_AFTER_FAILURE_MS = 1000;
 
@@ -117,6 +130,8 @@ export class PresenceRecorder {
   private earlyAcks = 0;
   private clockTimer: NodeJS.Timeout | null = null;
   private clockWriting = false;
+  /** Heartbeats arrived and not yet recorded (see hold): arrival and the time the hold lasts until (ms). */
+  private readonly holds = new Set<{ at: number; until: number }>();
 
   constructor(
     private readonly store: PresenceStore,
@@ -171,10 +186,32 @@ export class PresenceRecorder {
     void this.writeClock();
   }
 
+  /**
+   * Holds the presence clock at or before a heartbeat's arrival (`at`, ms) until it is recorded: a heartbeat that
+   * waits in authentication (its node read, when the node cache misses) is in no shard yet, and without the hold the
+   * clock would pass its arrival and the sweeper could judge its node silent although it beat in time. The route
+   * holds from the request's first hook; once authentication is done the hold is limited (`limit`), so a client
+   * that trickles its body cannot hold every node's judgement back.
+   */
+  hold(at: number): PresenceHold {
+    const held = { at, until: Infinity };
+    this.holds.add(held);
+    return {
+      release: () => void this.holds.delete(held),
+      limit: (ms) => void (held.until = Math.min(held.until, Date.now() + ms)),
+      seenAt: () => (this.holds.has(held) && Date.now() <= held.until ? held.at : Date.now())
+    };
+  }
+
   /** Every heartbeat received before this time (ms) is stored. */
   completeThrough(): number {
-    let through = Date.now();
+    const now = Date.now();
+    let through = now;
     for (const s of this.shards) through = Math.min(through, s.pendingSince ?? Infinity, s.writingSince ?? Infinity);
+    for (const held of this.holds) {
+      if (now > held.until) this.holds.delete(held);
+      else through = Math.min(through, held.at);
+    }
     return through;
   }
 

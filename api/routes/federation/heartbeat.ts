@@ -47,7 +47,7 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: Presence
   app.post(
     '/a2a/heartbeat',
     {
-      config: { auth: 'external_node', directory: { group: 'a2a_standard', summary: 'Heartbeat with resource and performance figures; offline after NODE_OFFLINE_AFTER_S of silence' } },
+      config: { auth: 'external_node', presenceHold: true, directory: { group: 'a2a_standard', summary: 'Heartbeat with resource and performance figures; offline after NODE_OFFLINE_AFTER_S of silence' } },
       schema: { body: heartbeatBody.nullish(), response: { 200: heartbeatResponse } }
     },
     async (request, reply) => {
@@ -59,7 +59,9 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: Presence
       const body = request.body ?? NO_FIGURES;
       const nodeId = request.principal!.id;
       const state = request.principal!.nodeState!;
-      const seenAt = Date.now();
+      // Seen at its arrival while it held the presence clock (api/plugins/presence-hold.ts): a heartbeat that waited
+      // in authentication was on time if it arrived in time.
+      const seenAt = request.presenceHold?.seenAt() ?? Date.now();
       ensureSweepers(seenAt);
       const hasExtra = Object.keys(body.extra).length > 0;
       // An approved node's heartbeat (online or offline) may be answered before its write while the shard's writes

@@ -110,6 +110,33 @@ it('reads the nodes missed together in shared reads, not one read per node (a re
   expect(cache.stats.reads).toBeLessThanOrEqual(3);
 }, 60_000);
 
+it('knows every node from one scan at start and a node registered elsewhere from its change record, with no read of its own', async () => {
+  const writer = new NodeStore(testDb.db);
+  const ids = Array.from({ length: 300 }, (_, i) => `ext-custom-${String(3000 + i).padStart(6, '0')}`);
+  await writer.nodes.insertMany(ids.map((id, i) => node(id, 3000 + i)));
+  // An API process restarting under its fleet: every node's first heartbeat arrives while the preload reads.
+  const cache = new NodeCache(new NodeStore(testDb.db), 3_600_000);
+  const preload = cache.preload();
+  const found = await Promise.all(ids.map((id) => cache.get(id)));
+  await preload;
+  expect(found.map((n) => n?.node_id)).toEqual(ids);
+  expect(cache.stats).toMatchObject({ loads: 0, reads: 1, hits: ids.length });
+  expect(cache.stats.preloaded).toBeGreaterThanOrEqual(ids.length);
+
+  // Another process registers a node: this cache learns it (key digest, brand, state) from the change log.
+  await cache.poll();
+  const registered = await new NodeStore(testDb.db).insertWithNextSequence((seq) => ({ ...nodeDocument('ext-custom-004000', seq, 'pending_review'), api_key_hash: 'digest-4000' }));
+  await cache.poll();
+  expect(await cache.get(registered._id)).toMatchObject({ node_id: 'ext-custom-004000', api_key_hash: 'digest-4000', brand: 'custom', state: 'pending_review' });
+  expect(cache.stats).toMatchObject({ loads: 0, reads: 1, registered: 1 });
+  // Its later changes apply as to any entry; an unknown node is still read (and not found).
+  await writer.setState('ext-custom-004000', 'online', new Date(Date.now() + 1).toISOString(), undefined);
+  await cache.poll();
+  expect((await cache.get('ext-custom-004000'))!.state).toBe('online');
+  expect(await cache.get('ext-custom-004999')).toBeNull();
+  expect(cache.stats).toMatchObject({ loads: 1, reads: 2 });
+}, 60_000);
+
 it('reads the change log from the ring collections of the asked interval only, including a host writing ahead', async () => {
   const store = new NodeStore(testDb.db);
   const now = Date.now();
