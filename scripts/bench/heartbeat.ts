@@ -8,6 +8,8 @@
  *      workflows show their first state: the mass online below is a hub restart's, which meets an established fleet,
  *      not one whose registrations' workflow tasks are still being worked off (runs before session 18 measured both
  *      at once);
+ *      then restarts the API process (BENCH_RESTART_API, default on), so the mass online below meets an API process
+ *      that knows no node yet, as after a hub restart;
  *   2. realistic mode: every node beats every BENCH_BEAT_S (15, or a third of a shorter window) s from its own loop (random phase), as a real node
  *      does; a bounded warm-up (BENCH_WARMUP_S, default 2 × NODE_OFFLINE_AFTER_S + 60) waits until every node is
  *      online (a mass online: all nodes at once) and fails with a clear message if they are not;
@@ -56,6 +58,8 @@ const CLK_TCK = 100;
 const REGISTER_CONCURRENCY = Number(process.env.BENCH_REGISTER_CONCURRENCY ?? 16);
 /** Keep-alive connections the heartbeats share (0: as many as the heartbeats in flight need). */
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 0);
+/** The API process is restarted before the mass online (a hub restart: it meets the fleet knowing no node yet); 0: not. */
+const RESTART_API = process.env.BENCH_RESTART_API !== '0';
 
 interface Node {
   node_id: string;
@@ -113,6 +117,27 @@ function stackPids(dataDir: string): Record<string, number> {
   const out: Record<string, number> = {};
   for (const f of fs.existsSync(dir) ? fs.readdirSync(dir) : []) if (f.endsWith('.pid')) out[f.replace(/\.pid$/, '')] = Number(fs.readFileSync(path.join(dir, f), 'utf8').trim());
   return out;
+}
+
+/**
+ * Stops the stack's API process (SIGTERM: it drains and exits) and waits for the launcher's supervisor to start it
+ * again and for it to answer /health: the mass online then meets an API process that knows no node yet, as after a
+ * hub restart (its node cache loads at start).
+ */
+async function restartApi(stack: BenchStack): Promise<string> {
+  const before = stackPids(stack.dataDir).api;
+  if (!before) throw new Error('restarting the API: no api.pid in the stack\'s run dir');
+  const t = Date.now();
+  process.kill(before, 'SIGTERM');
+  for (;;) {
+    stack.alive();
+    const now = stackPids(stack.dataDir).api;
+    if (now && now !== before && (await fetch(`${stack.base}/health`).then((r) => r.ok, () => false))) {
+      return `API process restarted before the mass online (pid ${before} → ${now}, answering again ${((Date.now() - t) / 1000).toFixed(1)} s after SIGTERM; BENCH_RESTART_API=0 keeps it)`;
+    }
+    if (Date.now() - t > 120_000) throw new Error('restarting the API: it did not answer /health within 120 s of SIGTERM');
+    await new Promise((r) => setTimeout(r, 250));
+  }
 }
 
 /**
@@ -247,6 +272,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     }
     console.log(`registrations settled (every one in the ledger, the sampled workflows showing their state) ${((Date.now() - registeredAt) / 1000).toFixed(1)} s after the last registration`);
 
+    if (RESTART_API) console.log(await restartApi(stack));
     const origin = new URL(base).origin;
     const lastAck = new Map<string, number>();
     const stopped = new Set<string>();
