@@ -8,7 +8,8 @@
  *
  * Authentication is the hub's own work; the body is the client's: once credentials are checked (preParsing) the
  * hold lasts at most BODY_HOLD_MS more, so an authenticated client trickling its body cannot stall every node's
- * offline judgement (its heartbeat then counts as seen when it is recorded).
+ * offline judgement (its heartbeat then counts as seen when it is recorded). No hold lasts more than 10 s
+ * (PRESENCE_HOLD_MAX_MS), whatever authentication takes.
  */
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';

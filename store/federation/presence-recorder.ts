@@ -96,6 +96,9 @@ export interface PresenceHold {
   seenAt(): number;
 }
 
+/** The longest a heartbeat holds the presence clock (see PresenceRecorder.hold). */
+export const PRESENCE_HOLD_MAX_MS = 10_000;
+
 /** A failed shard write is tried again after this long when no heartbeat waits for it. */
 const RETRY_AFTER_FAILURE_MS = 1000;
 
@@ -191,10 +194,12 @@ export class PresenceRecorder {
    * waits in authentication (its node read, when the node cache misses) is in no shard yet, and without the hold the
    * clock would pass its arrival and the sweeper could judge its node silent although it beat in time. The route
    * holds from the request's first hook; once authentication is done the hold is limited (`limit`), so a client
-   * that trickles its body cannot hold every node's judgement back.
+   * that trickles its body cannot hold every node's judgement back. No hold lasts longer than PRESENCE_HOLD_MAX_MS:
+   * a flood of heartbeats with unknown node ids (each a miss the cache reads, in shared reads of up to 1,000) delays
+   * offline judgements by at most that, never stops them.
    */
   hold(at: number): PresenceHold {
-    const held = { at, until: Infinity };
+    const held = { at, until: at + PRESENCE_HOLD_MAX_MS };
     this.holds.add(held);
     return {
       release: () => void this.holds.delete(held),

@@ -7,7 +7,7 @@
 import pino from 'pino';
 import { HeartbeatHistoryStore } from '../../../store/federation/heartbeat-history';
 import { PresenceEntry, presenceHorizon, PresenceStore, presenceShardOf } from '../../../store/federation/presence';
-import { PresenceRecorder, SAMPLES_INLINE_MAX_NODES } from '../../../store/federation/presence-recorder';
+import { PresenceRecorder, PRESENCE_HOLD_MAX_MS, SAMPLES_INLINE_MAX_NODES } from '../../../store/federation/presence-recorder';
 import { eventually } from '../../support/service';
 import { useStoreDb } from '../../support/store-db';
 
@@ -190,6 +190,25 @@ it('keeps a presence clock: complete only through the oldest heartbeat not yet s
   expect((await store.readSeen(11)).nodes.get(a!)).toBe(arrived);
   await recorder.stopClock();
   expect(await clockOf()).toBeNull();
+});
+
+it('a heartbeat holds the clock at its arrival until released, for at most its limit and PRESENCE_HOLD_MAX_MS', () => {
+  const recorder = new PresenceRecorder(new PresenceStore(testDb.db), new HeartbeatHistoryStore(testDb.db, { intervalMs: 60_000, size: 5 }), { retentionMs: 120_000, flushIntervalMs: 10 }, pino({ level: 'silent' }));
+  const arrived = Date.now() - 3000; // three seconds in authentication so far
+  const held = recorder.hold(arrived);
+  expect(recorder.completeThrough()).toBe(arrived);
+  expect(held.seenAt()).toBe(arrived);
+  held.release();
+  expect(recorder.completeThrough()).toBeGreaterThan(arrived);
+  // Limited to nothing more (a body that did not come in time): no longer held, seen when recorded.
+  const limited = recorder.hold(arrived);
+  limited.limit(-1);
+  expect(recorder.completeThrough()).toBeGreaterThan(arrived);
+  expect(limited.seenAt()).toBeGreaterThan(arrived);
+  // Older than PRESENCE_HOLD_MAX_MS: whatever still holds it, the clock moves on.
+  const stale = Date.now() - PRESENCE_HOLD_MAX_MS - 1;
+  recorder.hold(stale);
+  expect(recorder.completeThrough()).toBeGreaterThan(stale);
 });
 
 it('the presence horizon is the least complete time of the processes whose clock is alive, never past now', () => {
