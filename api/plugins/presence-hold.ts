@@ -30,7 +30,8 @@ declare module 'fastify' {
 function presenceHoldPlugin(app: FastifyInstance, opts: { recorder: PresenceRecorder }): void {
   app.decorateRequest('presenceHold', null);
   app.addHook('onRequest', async (request, reply) => {
-    if (!request.routeOptions.config.presenceHold) return;
+    // A request without both credentials is answered 401 at once: nothing to hold for.
+    if (!request.routeOptions.config.presenceHold || !request.headers['x-external-node'] || !request.headers['x-external-key']) return;
     const hold = opts.recorder.hold(Date.now());
     request.presenceHold = hold;
     reply.raw.once('close', hold.release);

@@ -82,6 +82,8 @@ export class NodeCache {
   private logCursor = 0;
   private timer: NodeJS.Timeout | null = null;
   private polling = false;
+  /** Start (ms) of the earliest read of node documents whose records the log has not been read again for (replayFrom). */
+  private rewindTo: number | null = null;
   readonly stats: NodeCacheStats = { loads: 0, preloaded: 0, registered: 0, reads: 0, hits: 0, changes: 0 };
   /** The preload under way (misses wait for it), or null. */
   private preloading: Promise<void> | null = null;
@@ -121,6 +123,7 @@ export class NodeCache {
           this.put(doc, readAt);
           this.stats.preloaded++;
         }
+        this.replayFrom(readAt);
       } catch (err) {
         this.onPollError(err);
       } finally {
@@ -210,6 +213,7 @@ export class NodeCache {
         try {
           const docs = await this.nodes.findAuth(batch.map(([id]) => id));
           const byId = new Map(docs.map((d) => [d._id, d]));
+          this.replayFrom(readAt);
           for (const [id, waiters] of batch) for (const w of waiters) w.resolve({ doc: byId.get(id) ?? null, readAt });
         } catch (err) {
           for (const [, waiters] of batch) for (const w of waiters) w.reject(err);
@@ -235,12 +239,26 @@ export class NodeCache {
   }
 
   /**
+   * After a read of node documents that began at `readAt`: the next poll reads the log again from then (minus the
+   * margin), and until it has, entries loaded by that read are trusted for NODE_CACHE_TTL_MS only. A poll that ran
+   * while the read was in flight skipped the records of nodes not yet held (a removal, a rejection written after
+   * the read saw the document); the replay applies them (records apply by their time, so twice is harmless).
+   */
+  private replayFrom(readAt: number): void {
+    this.rewindTo = Math.min(this.rewindTo ?? Infinity, readAt);
+    if (this.logCursor > readAt) this.logCursor = readAt;
+    if (this.logReadAt >= readAt) this.logReadAt = readAt - 1;
+  }
+
+  /**
    * A registration's record makes its node known as of this read (`readAt`): the log's later records apply to it as
    * to any entry. A node whose registration was undone (its removal's record comes later in the same read) is
    * dropped again by that record.
    */
-  private learn(r: NodeChangeDocument, readAt: number): void {
+  private learn(r: NodeChangeDocument, readAt: number, removedAt: Map<string, number>): void {
     if (!r.registered || r.state === null) return;
+    // Removed after it registered (its removal may sort first: the hosts' clocks that stamped state_at differ).
+    if ((removedAt.get(r.node_id) ?? -Infinity) >= r.written_at.getTime()) return;
     this.put({ _id: r.node_id, api_key_hash: r.registered.api_key_hash, state: r.state, brand: { code: r.registered.brand }, state_changed_at: r.state_at.toISOString() }, readAt);
     this.stats.registered++;
   }
@@ -261,10 +279,12 @@ export class NodeCache {
       const since = this.logCursor > 0 ? this.logCursor - CLOCK_MARGIN_MS : startedAt - NODE_CHANGES_KEEP_MS;
       const records = await this.nodes.changesSince(new Date(since));
       records.sort((a, b) => a.state_at.getTime() - b.state_at.getTime() || a.written_at.getTime() - b.written_at.getTime());
+      const removedAt = new Map<string, number>();
+      for (const r of records) if (r.state === null) removedAt.set(r.node_id, Math.max(removedAt.get(r.node_id) ?? 0, r.written_at.getTime()));
       for (const r of records) {
         const entry = this.entries.get(r.node_id);
         if (!entry) {
-          this.learn(r, startedAt);
+          this.learn(r, startedAt, removedAt);
           continue;
         }
         if (r.state === null) {
@@ -280,8 +300,15 @@ export class NodeCache {
         }
       }
       // Entries loaded before this read began have now seen every change written before it began.
-      this.logCursor = startedAt;
-      this.logReadAt = startedAt;
+      if (this.rewindTo !== null && since > this.rewindTo - CLOCK_MARGIN_MS) {
+        // A read of node documents that began before what this poll read (see replayFrom): read again from there.
+        this.logCursor = this.rewindTo;
+        this.logReadAt = this.rewindTo - 1;
+      } else {
+        this.rewindTo = null;
+        this.logCursor = startedAt;
+        this.logReadAt = startedAt;
+      }
     } catch (err) {
       this.onPollError(err);
     } finally {

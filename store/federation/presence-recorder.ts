@@ -155,16 +155,20 @@ export class PresenceRecorder {
   record(nodeId: string, sample: HeartbeatSample, seenAt: number, approved = false): Promise<void> {
     const index = presenceShardOf(nodeId);
     const shard = this.shards[index]!;
-    shard.entries.set(nodeId, { node_id: nodeId, seen_at: seenAt, sample });
+    // A heartbeat seen at its arrival (it held the presence clock through authentication) may be older than one
+    // of the same node recorded meanwhile (a retry): the node's last-seen time never moves back.
+    const previous = shard.entries.get(nodeId);
+    if (!previous || previous.seen_at <= seenAt) shard.entries.set(nodeId, { node_id: nodeId, seen_at: seenAt, sample });
     shard.samplesDirty = true;
     const second = Math.floor(seenAt / 1000);
     shard.perSecond.set(second, (shard.perSecond.get(second) ?? 0) + 1);
     const now = Date.now();
-    // The heartbeat's arrival is its seen_at (the route's clock, read before this call): the presence clock must
-    // never claim a time past a heartbeat not yet stored, not even by the millisecond between the two readings.
-    shard.pendingSince ??= Math.min(now, seenAt);
     // How long the oldest heartbeat of this shard not yet stored has waited: the shard's write lag.
-    const lag = now - Math.min(shard.pendingSince, shard.writingSince ?? Infinity);
+    const lag = now - Math.min(shard.pendingSince ?? now, shard.writingSince ?? Infinity);
+    // The heartbeat's arrival is its seen_at (read before this call, up to PRESENCE_HOLD_MAX_MS earlier for one that
+    // held the clock through authentication): the presence clock must never claim a time past a heartbeat not yet
+    // stored, so the shard's oldest pending time is the least of them, not merely the first one's.
+    shard.pendingSince = Math.min(shard.pendingSince ?? Infinity, now, seenAt);
     const early = this.ackLagMs > 0 && approved && !shard.failing && lag <= this.ackLagMs;
     if (!shard.scheduled) {
       shard.scheduled = true;

@@ -137,6 +137,39 @@ it('knows every node from one scan at start and a node registered elsewhere from
   expect(cache.stats).toMatchObject({ loads: 1, reads: 2 });
 }, 60_000);
 
+it('a preload slower than the log\'s margin still applies the changes written while it read (a removal, a rejection)', async () => {
+  const writer = new NodeStore(testDb.db);
+  await writer.nodes.insertMany([node('ext-custom-005000', 5000), node('ext-custom-005001', 5001)]);
+  // The preload's scan answers at once but its result arrives only when the test opens the gate (a slow preload).
+  let open!: () => void;
+  const gate = new Promise<void>((r) => (open = r));
+  class SlowScan extends NodeStore {
+    override async allAuth(limit: number) {
+      const docs = await super.allAuth(limit);
+      await gate;
+      return docs;
+    }
+  }
+  const cache = new NodeCache(new SlowScan(testDb.db), 3_600_000);
+  const preload = cache.preload();
+  await new Promise((r) => setTimeout(r, 100));
+  await writer.delete('ext-custom-005000');
+  const later = new Date(Date.now() + 1).toISOString();
+  await writer.setState('ext-custom-005001', 'rejected', later, { decision: 'rejected', reviewer: 'admin', reason: 'test', at: later });
+  // Polls while the scan is out: the nodes are not held yet, so their records are skipped, and after the third poll
+  // the records are older than the 5 s the log is read back.
+  await cache.poll();
+  await new Promise((r) => setTimeout(r, 6000));
+  await cache.poll();
+  await new Promise((r) => setTimeout(r, 1000));
+  await cache.poll();
+  open();
+  await preload;
+  await cache.poll();
+  expect(await cache.get('ext-custom-005000')).toBeNull();
+  expect((await cache.get('ext-custom-005001'))!.state).toBe('rejected');
+}, 60_000);
+
 it('reads the change log from the ring collections of the asked interval only, including a host writing ahead', async () => {
   const store = new NodeStore(testDb.db);
   const now = Date.now();

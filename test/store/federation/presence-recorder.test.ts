@@ -192,7 +192,7 @@ it('keeps a presence clock: complete only through the oldest heartbeat not yet s
   expect(await clockOf()).toBeNull();
 });
 
-it('a heartbeat holds the clock at its arrival until released, for at most its limit and PRESENCE_HOLD_MAX_MS', () => {
+it('a heartbeat holds the clock at its arrival until released, for at most its limit and PRESENCE_HOLD_MAX_MS', async () => {
   const recorder = new PresenceRecorder(new PresenceStore(testDb.db), new HeartbeatHistoryStore(testDb.db, { intervalMs: 60_000, size: 5 }), { retentionMs: 120_000, flushIntervalMs: 10 }, pino({ level: 'silent' }));
   const arrived = Date.now() - 3000; // three seconds in authentication so far
   const held = recorder.hold(arrived);
@@ -205,6 +205,12 @@ it('a heartbeat holds the clock at its arrival until released, for at most its l
   limited.limit(-1);
   expect(recorder.completeThrough()).toBeGreaterThan(arrived);
   expect(limited.seenAt()).toBeGreaterThan(arrived);
+  // Recorded at its arrival, after a later heartbeat of the shard is already pending: the clock goes by the older.
+  const [a, b] = idsOfShard(12, 2, 'held');
+  void recorder.record(a!, sample(Date.now()), Date.now(), true);
+  void recorder.record(b!, sample(arrived), arrived, true);
+  expect(recorder.completeThrough()).toBeLessThanOrEqual(arrived);
+  expect(await recorder.drain(10_000)).toBe(true);
   // Older than PRESENCE_HOLD_MAX_MS: whatever still holds it, the clock moves on.
   const stale = Date.now() - PRESENCE_HOLD_MAX_MS - 1;
   recorder.hold(stale);
