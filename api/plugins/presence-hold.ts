@@ -14,6 +14,7 @@
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { PresenceHold, PresenceRecorder } from '../../store/federation/presence-recorder';
+import { header } from './auth/principal';
 
 /** How long a heartbeat's body may take to arrive and parse while it still holds the presence clock. */
 export const BODY_HOLD_MS = 1000;
@@ -31,7 +32,7 @@ function presenceHoldPlugin(app: FastifyInstance, opts: { recorder: PresenceReco
   app.decorateRequest('presenceHold', null);
   app.addHook('onRequest', async (request, reply) => {
     // A request without both credentials is answered 401 at once: nothing to hold for.
-    if (!request.routeOptions.config.presenceHold || !request.headers['x-external-node'] || !request.headers['x-external-key']) return;
+    if (!request.routeOptions.config.presenceHold || !header(request, 'x-external-node') || !header(request, 'x-external-key')) return;
     const hold = opts.recorder.hold(Date.now());
     request.presenceHold = hold;
     reply.raw.once('close', hold.release);
