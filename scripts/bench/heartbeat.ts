@@ -125,8 +125,14 @@ function stackPids(dataDir: string): Record<string, number> {
  * hub restart (its node cache loads at start).
  */
 async function restartApi(stack: BenchStack): Promise<string> {
-  const before = stackPids(stack.dataDir).api;
-  if (!before) throw new Error('restarting the API: no api.pid in the stack\'s run dir');
+  let before = stackPids(stack.dataDir).api;
+  // No pid file: the launcher is stopping (it removes them first) or never wrote one. Name the stack's exit when
+  // that is the cause, as every other step of the bench does.
+  for (const waitedFrom = Date.now(); !before; before = stackPids(stack.dataDir).api) {
+    stack.alive();
+    if (Date.now() - waitedFrom > 10_000) throw new Error('restarting the API: no api.pid in the stack\'s run dir');
+    await new Promise((r) => setTimeout(r, 250));
+  }
   const t = Date.now();
   process.kill(before, 'SIGTERM');
   for (;;) {
