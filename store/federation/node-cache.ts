@@ -50,6 +50,13 @@ export const NODE_CHANGES_POLL_MS = 1000;
 export const MAX_IDS_PER_READ = 1000;
 /** Most nodes held (the oldest loaded is dropped beyond it), and the most one preload reads. */
 export const MAX_ENTRIES = 200_000;
+/**
+ * Most ids held as having no document (the oldest dropped beyond it). An id read and found absent is refused without
+ * a read for NODE_CACHE_TTL_MS (unless the log brings its registration first): a flood of requests naming unknown
+ * node ids costs one shared read per id per TTL instead of one per request, and each is answered at once (it holds
+ * the presence clock only as long as that).
+ */
+export const MAX_ABSENT = 100_000;
 /** Records written this long before the previous read are read again (clocks of API and worker hosts differ). */
 const CLOCK_MARGIN_MS = 5000;
 
@@ -66,6 +73,8 @@ export interface NodeCacheStats {
   hits: number;
   /** Change records applied. */
   changes: number;
+  /** Requests for an id known to have no document, answered without a read. */
+  absent: number;
 }
 
 interface Loaded {
@@ -84,7 +93,9 @@ export class NodeCache {
   private polling = false;
   /** Start (ms) of the earliest read of node documents whose records the log has not been read again for (replayFrom). */
   private rewindTo: number | null = null;
-  readonly stats: NodeCacheStats = { loads: 0, preloaded: 0, registered: 0, reads: 0, hits: 0, changes: 0 };
+  readonly stats: NodeCacheStats = { loads: 0, preloaded: 0, registered: 0, reads: 0, hits: 0, changes: 0, absent: 0 };
+  /** Ids a read found no document for, and when that read began (ms): see MAX_ABSENT. */
+  private readonly absent = new Map<string, number>();
   /** The preload under way (misses wait for it), or null. */
   private preloading: Promise<void> | null = null;
   /** Misses waiting for the next shared read, by node id. */
@@ -151,6 +162,11 @@ export class NodeCache {
       this.stats.hits++;
       return hit;
     }
+    const absentSince = hit ? undefined : this.absent.get(nodeId);
+    if (absentSince !== undefined && Date.now() - absentSince < this.ttlMs) {
+      this.stats.absent++;
+      return null;
+    }
     if (!hit && this.preloading) {
       await this.preloading;
       const loaded = this.entries.get(nodeId);
@@ -163,6 +179,9 @@ export class NodeCache {
     const { doc, readAt } = await this.load(nodeId);
     if (!doc) {
       this.entries.delete(nodeId);
+      this.absent.delete(nodeId);
+      this.absent.set(nodeId, readAt);
+      if (this.absent.size > MAX_ABSENT) this.absent.delete(this.absent.keys().next().value!);
       return null;
     }
     return this.put(doc, readAt);
@@ -179,6 +198,7 @@ export class NodeCache {
       loaded_at: readAt,
       state_at: Date.parse(doc.state_changed_at) || 0
     };
+    this.absent.delete(doc._id);
     const meanwhile = this.entries.get(doc._id);
     if (meanwhile && meanwhile.state_at > entry.state_at) {
       entry.state = meanwhile.state;
@@ -272,6 +292,7 @@ export class NodeCache {
       // A gap longer than the log keeps (a paused process) may have lost records: start over from the documents.
       if (this.logCursor > 0 && startedAt - this.logCursor > NODE_CHANGES_KEEP_MS - 2 * CLOCK_MARGIN_MS) {
         this.entries.clear();
+        this.absent.clear();
         this.logCursor = 0;
         this.logReadAt = 0;
         void this.preload();

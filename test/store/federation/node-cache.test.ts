@@ -137,6 +137,27 @@ it('knows every node from one scan at start and a node registered elsewhere from
   expect(cache.stats).toMatchObject({ loads: 1, reads: 2 });
 }, 60_000);
 
+it('refuses an id found to have no document without reading it again for NODE_CACHE_TTL_MS, until the log brings its registration', async () => {
+  const ttlMs = 1500;
+  const cache = new NodeCache(new NodeStore(testDb.db), ttlMs);
+  await cache.poll();
+  // A flood of requests naming unknown ids: one read each (shared), then answered from memory.
+  const unknown = Array.from({ length: 50 }, (_, i) => `ext-custom-${String(7000 + i).padStart(6, '0')}`);
+  expect(await Promise.all(unknown.map((id) => cache.get(id)))).toEqual(unknown.map(() => null));
+  const { reads, loads } = cache.stats;
+  for (let round = 0; round < 20; round++) expect(await Promise.all(unknown.map((id) => cache.get(id)))).toEqual(unknown.map(() => null));
+  expect(cache.stats).toMatchObject({ reads, loads, absent: 20 * unknown.length });
+  // One of them registers in another process: known from its change record at the next log read, no read of its own.
+  await new NodeStore(testDb.db).insertWithNextSequence((seq) => ({ ...nodeDocument(unknown[0]!, seq, 'pending_review'), api_key_hash: 'digest-7000' }));
+  await cache.poll();
+  expect(await cache.get(unknown[0]!)).toMatchObject({ node_id: unknown[0], api_key_hash: 'digest-7000' });
+  expect(cache.stats).toMatchObject({ reads, loads });
+  // After the TTL an unknown id is read again (a registration whose change record was lost is found by then).
+  await new Promise((r) => setTimeout(r, ttlMs + 100));
+  expect(await cache.get(unknown[1]!)).toBeNull();
+  expect(cache.stats.loads).toBe(loads + 1);
+}, 60_000);
+
 it('a preload slower than the log\'s margin still applies the changes written while it read (a removal, a rejection)', async () => {
   const writer = new NodeStore(testDb.db);
   await writer.nodes.insertMany([node('ext-custom-005000', 5000), node('ext-custom-005001', 5001)]);
