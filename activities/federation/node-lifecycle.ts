@@ -35,7 +35,7 @@ const CHANGES_CLOCK_MARGIN_MS = 5000;
 const SWEEP_MIN_TICK_MS = 200;
 /** A sweep whose group has no approved node reads presence this often (to adopt a node whose change record was lost). */
 const ADOPT_READ_MS = 10_000;
-/** A sweep tick longer than this is logged with where its time went. */
+/** A sweep tick (or a tick's writes) longer than this is logged with where its time went. */
 const SLOW_TICK_MS = 2000;
 /** Most beating nodes unknown to a sweep's view read from their documents in one tick. */
 const MAX_UNKNOWN_PER_TICK = 1000;
@@ -110,8 +110,10 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
      * with no approved node reads presence only every ADOPT_READ_MS (to adopt a node whose change record was lost).
      * A beating node missing from the view (its change record lost, e.g. a registration's best-effort record under
      * overload) is read from its document and judged like the others.
-     * The tick's transitions are written together (NodeStore.applyLiveness: a conditional update by _id each, so a
-     * review or rejection written meanwhile wins), then their ledger events are appended (group-committed, off
+     * A tick reads presence and the node_changes log together, and its transitions are written together
+     * (NodeStore.applyLiveness: a conditional update by _id each, so a review or rejection written meanwhile wins)
+     * without the next tick waiting for them (their nodes are not judged again until they land), then their ledger
+     * events are appended (group-committed, off
      * the tick, idempotent by `node-liveness:<node>:<seq>`) and each node's workflow gets `livenessChanged`, a
      * mirror sent at most SWEEP_SIGNALS_IN_FLIGHT at a time, coalesced per node. No workflow task is on the way
      * of a transition. The run ends once run_ms passed and its ledger events and mirrors are out. A retried attempt
@@ -141,6 +143,13 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
       const mirrors = new Map<string, LivenessMirror>();
       /** Transitions whose write failed: settled (were they applied?) at the next tick. */
       let uncertain: LivenessTransition[] = [];
+      /**
+       * Writes of transitions under way: a tick does not wait for its writes (the next tick's read starts meanwhile,
+       * so a node falling due while they land is judged at the next tick, not after them), and a node with a
+       * transition under way or uncertain is not judged again until it has landed or been settled.
+       */
+      const applying = new Set<Promise<void>>();
+      const inFlight = new Set<string>();
       const applied = (t: LivenessTransition) => {
         view.set(t.node_id, { state: t.to, seq: t.seq, state_at: Date.parse(t.at) });
         events.push(t);
@@ -227,15 +236,38 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
         }
       };
 
+      /**
+       * One read of the group's presence: the API processes' presence clocks first, then the shards (together).
+       * Every heartbeat received before `horizon` is in what the shards' read returns, later ones may not be yet (a
+       * database behind on presence writes): judgements are made as of the horizon, so writes lagging behind never
+       * make a beating node look silent.
+       */
+      const readGroupPresence = async () => {
+        const readAt = Date.now();
+        const horizon = presenceHorizon(await deps.presence.readClocks(), readAt, offlineAfterMs);
+        const seen = new Map<string, number>();
+        for (const read of await Promise.all(shards.map((shard) => deps.presence.readSeen(shard)))) for (const [id, at] of read.nodes) seen.set(id, at);
+        return { readAt, horizon, seen };
+      };
+
       // Alive while a tick is long (thousands of transitions at once): Temporal's heartbeat timeout must not start a
       // second sweep of this group beside this one.
       const beat = () => ctx.heartbeat({ offline, online, mirrored, adopted, watched: view.size, events: events.length, mirrors: mirrors.size });
       const alive = setInterval(beat, 1000);
       try {
         const end = Date.now() + input.run_ms;
-        while (Date.now() < end || events.length > 0 || appending || mirrors.size > 0 || sending > 0 || uncertain.length > 0) {
+        while (Date.now() < end || events.length > 0 || appending || mirrors.size > 0 || sending > 0 || uncertain.length > 0 || applying.size > 0) {
           const sweptAt = Date.now();
-          // What changed in the node documents since the last read (registrations, reviews, removals, others' writes).
+          // The group's presence read starts with the tick, beside the read of what changed in the node documents
+          // (registrations, reviews, removals, others' writes): a judgement is stamped with the presence read's start,
+          // so a node due at the wake is judged as of then, not after a node-changes read slowed by load (up to
+          // 0.5 s at 10,000 nodes). With no approved node in the group (a hub with no nodes yet) there is nothing to
+          // judge, and presence is read only every ADOPT_READ_MS, to adopt a beating node whose change record the
+          // view never got; a group whose first approved node arrives in this tick's changes is judged at the next.
+          const judging = [...view.values()].some((v) => v.state === 'online' || v.state === 'offline') || sweptAt - lastPresenceRead >= ADOPT_READ_MS;
+          const presence = judging ? readGroupPresence() : null;
+          // Settled below whatever happens to the changes read (no unhandled rejection).
+          presence?.catch(() => undefined);
           const records = await deps.nodes.changesSince(new Date(cursor - CHANGES_CLOCK_MARGIN_MS));
           cursor = sweptAt;
           records.sort((a, b) => a.state_at.getTime() - b.state_at.getTime() || a.written_at.getTime() - b.written_at.getTime());
@@ -257,30 +289,19 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
             }
           }
           if (uncertain.length > 0) {
-            const settled = await deps.nodes.settleLiveness(uncertain);
+            const settling = uncertain;
+            uncertain = [];
+            const settled = await deps.nodes.settleLiveness(settling);
             await deps.nodes.recordLivenessChanges(settled.applied);
             for (const t of settled.applied) applied(t);
             for (const [id, v] of settled.refused) (v ? view.set(id, v) : view.delete(id));
-            uncertain = [];
+            for (const t of settling) inFlight.delete(t.node_id);
           }
 
-          // One read of the group's shards; every judgement applies to the presence horizon (below), at most the time
-          // this read started.
-          const readAt = Date.now();
-          const changesMs = readAt - sweptAt;
-          const seen = new Map<string, number>();
-          // With no approved node in the group (a hub with no nodes yet) there is nothing to judge, and presence is
-          // read only every ADOPT_READ_MS, to adopt a beating node whose change record the view never got.
-          const judging = [...view.values()].some((v) => v.state === 'online' || v.state === 'offline') || readAt - lastPresenceRead >= ADOPT_READ_MS;
-          // The API processes' presence clocks, read before the shards: every heartbeat received before `horizon`
-          // is in what the shards' read returns, later ones may not be yet (a database behind on presence writes).
-          // Judgements are made as of the horizon, so writes lagging behind never make a beating node look silent.
-          let horizon = readAt;
-          if (judging) {
-            lastPresenceRead = readAt;
-            horizon = presenceHorizon(await deps.presence.readClocks(), readAt, offlineAfterMs);
-            for (const shard of shards) for (const [id, at] of (await deps.presence.readSeen(shard)).nodes) seen.set(id, at);
-          }
+          const changesMs = Date.now() - sweptAt;
+          // Every judgement applies to the presence horizon, at most the time the presence read started.
+          const { readAt, horizon, seen } = presence ? await presence : { readAt: sweptAt, horizon: sweptAt, seen: new Map<string, number>() };
+          if (presence) lastPresenceRead = readAt;
           // A beating node the view does not know (its change record was lost, e.g. a registration's best-effort
           // record under overload) is read from its document; one that has none (removed) is asked again at most
           // every UNKNOWN_RECHECK_MS.
@@ -295,12 +316,13 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
             if (absent.size > 10 * MAX_UNKNOWN_PER_TICK) for (const [id, t] of absent) if (readAt - t >= UNKNOWN_RECHECK_MS) absent.delete(id);
             adopted += found.size;
           }
-          const presenceMs = Date.now() - readAt;
+          const presenceMs = Date.now() - sweptAt - changesMs;
           const at = new Date(readAt).toISOString();
           const proposals: LivenessTransition[] = [];
           /** The earliest horizon at which an online node not proposed now lapses. */
           let nextDue = Infinity;
           for (const [id, v] of view) {
+            if (inFlight.has(id)) continue;
             const last = seen.get(id);
             if (v.state === 'online') {
               const due = Math.max(last ?? 0, v.state_at) + lapseAfterMs;
@@ -311,15 +333,32 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
             }
           }
           if (proposals.length > 0) {
-            const result = await deps.nodes.applyLiveness(proposals);
-            for (const t of result.applied) applied(t);
-            for (const [id, v] of result.refused) (v ? view.set(id, v) : view.delete(id));
-            uncertain = result.failed;
+            for (const t of proposals) inFlight.add(t.node_id);
+            const writeStarted = Date.now();
+            const write: Promise<void> = deps.nodes.applyLiveness(proposals).then(
+              (result) => {
+                const writeMs = Date.now() - writeStarted;
+                // Slow writes delay what readers of the node documents see (the judgement's time is the read's).
+                if (writeMs > SLOW_TICK_MS) ctx.log.warn('presence sweep writes slow', { group: input.group, writeMs, transitions: proposals.length, inFlight: inFlight.size });
+                for (const t of result.applied) applied(t);
+                for (const [id, v] of result.refused) (v ? view.set(id, v) : view.delete(id));
+                // The failed stay in flight until the next tick settles them (were they applied?).
+                uncertain.push(...result.failed);
+                const failed = new Set(result.failed.map((t) => t.node_id));
+                for (const t of proposals) if (!failed.has(t.node_id)) inFlight.delete(t.node_id);
+              },
+              (err: unknown) => {
+                uncertain.push(...proposals);
+                ctx.log.warn('presence sweep: liveness writes failed, settled at the next tick', { group: input.group, error: String(err) });
+              }
+            );
+            applying.add(write);
+            void write.finally(() => applying.delete(write));
           }
           const tickMs = Date.now() - sweptAt;
           // A slow tick delays every judgement of the group: say where its time went (operators, benches).
           if (tickMs > SLOW_TICK_MS) {
-            ctx.log.warn('presence sweep tick slow', { group: input.group, tickMs, changesMs, presenceMs, applyMs: tickMs - changesMs - presenceMs, proposals: proposals.length, horizonLagMs: readAt - horizon, watched: view.size });
+            ctx.log.warn('presence sweep tick slow', { group: input.group, tickMs, changesMs, presenceMs, proposals: proposals.length, inFlight: inFlight.size, horizonLagMs: readAt - horizon, watched: view.size });
           }
           appendEvents();
           // Mirrors not started last tick (signals in flight at the limit) stay earned.
