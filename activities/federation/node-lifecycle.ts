@@ -35,7 +35,7 @@ const CHANGES_CLOCK_MARGIN_MS = 5000;
 const SWEEP_MIN_TICK_MS = 200;
 /** A sweep whose group has no approved node reads presence this often (to adopt a node whose change record was lost). */
 const ADOPT_READ_MS = 10_000;
-/** A sweep tick (or a tick's writes) longer than this is logged with where its time went. */
+/** A sweep tick longer than this is logged with where its time went. */
 const SLOW_TICK_MS = 2000;
 /** Most beating nodes unknown to a sweep's view read from their documents in one tick. */
 const MAX_UNKNOWN_PER_TICK = 1000;
@@ -111,9 +111,8 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
      * A beating node missing from the view (its change record lost, e.g. a registration's best-effort record under
      * overload) is read from its document and judged like the others.
      * A tick reads presence and the node_changes log together, and its transitions are written together
-     * (NodeStore.applyLiveness: a conditional update by _id each, so a review or rejection written meanwhile wins)
-     * without the next tick waiting for them (their nodes are not judged again until they land), then their ledger
-     * events are appended (group-committed, off
+     * (NodeStore.applyLiveness: a conditional update by _id each, so a review or rejection written meanwhile wins),
+     * then their ledger events are appended (group-committed, off
      * the tick, idempotent by `node-liveness:<node>:<seq>`) and each node's workflow gets `livenessChanged`, a
      * mirror sent at most SWEEP_SIGNALS_IN_FLIGHT at a time, coalesced per node. No workflow task is on the way
      * of a transition. The run ends once run_ms passed and its ledger events and mirrors are out. A retried attempt
@@ -143,13 +142,6 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
       const mirrors = new Map<string, LivenessMirror>();
       /** Transitions whose write failed: settled (were they applied?) at the next tick. */
       let uncertain: LivenessTransition[] = [];
-      /**
-       * Writes of transitions under way: a tick does not wait for its writes (the next tick's read starts meanwhile,
-       * so a node falling due while they land is judged at the next tick, not after them), and a node with a
-       * transition under way or uncertain is not judged again until it has landed or been settled.
-       */
-      const applying = new Set<Promise<void>>();
-      const inFlight = new Set<string>();
       const applied = (t: LivenessTransition) => {
         view.set(t.node_id, { state: t.to, seq: t.seq, state_at: Date.parse(t.at) });
         events.push(t);
@@ -256,16 +248,16 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
       const alive = setInterval(beat, 1000);
       try {
         const end = Date.now() + input.run_ms;
-        while (Date.now() < end || events.length > 0 || appending || mirrors.size > 0 || sending > 0 || uncertain.length > 0 || applying.size > 0) {
+        while (Date.now() < end || events.length > 0 || appending || mirrors.size > 0 || sending > 0 || uncertain.length > 0) {
           const sweptAt = Date.now();
           // The group's presence read starts with the tick, beside the read of what changed in the node documents
           // (registrations, reviews, removals, others' writes): a judgement is stamped with the presence read's start,
           // so a node due at the wake is judged as of then, not after a node-changes read slowed by load (up to
           // 0.5 s at 10,000 nodes). With no approved node in the group (a hub with no nodes yet) there is nothing to
           // judge, and presence is read only every ADOPT_READ_MS, to adopt a beating node whose change record the
-          // view never got; a group whose first approved node arrives in this tick's changes is judged at the next.
+          // view never got (a group whose first approved node arrives in this tick's changes reads it after them).
           const judging = [...view.values()].some((v) => v.state === 'online' || v.state === 'offline') || sweptAt - lastPresenceRead >= ADOPT_READ_MS;
-          const presence = judging ? readGroupPresence() : null;
+          let presence = judging ? readGroupPresence() : null;
           // Settled below whatever happens to the changes read (no unhandled rejection).
           presence?.catch(() => undefined);
           const records = await deps.nodes.changesSince(new Date(cursor - CHANGES_CLOCK_MARGIN_MS));
@@ -289,16 +281,16 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
             }
           }
           if (uncertain.length > 0) {
-            const settling = uncertain;
-            uncertain = [];
-            const settled = await deps.nodes.settleLiveness(settling);
+            const settled = await deps.nodes.settleLiveness(uncertain);
             await deps.nodes.recordLivenessChanges(settled.applied);
             for (const t of settled.applied) applied(t);
             for (const [id, v] of settled.refused) (v ? view.set(id, v) : view.delete(id));
-            for (const t of settling) inFlight.delete(t.node_id);
+            uncertain = [];
           }
 
           const changesMs = Date.now() - sweptAt;
+          // The changes brought the group's first approved node: read presence now (never judge without a read).
+          if (!presence && [...view.values()].some((v) => v.state === 'online' || v.state === 'offline')) presence = readGroupPresence();
           // Every judgement applies to the presence horizon, at most the time the presence read started.
           const { readAt, horizon, seen } = presence ? await presence : { readAt: sweptAt, horizon: sweptAt, seen: new Map<string, number>() };
           if (presence) lastPresenceRead = readAt;
@@ -321,8 +313,7 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           const proposals: LivenessTransition[] = [];
           /** The earliest horizon at which an online node not proposed now lapses. */
           let nextDue = Infinity;
-          for (const [id, v] of view) {
-            if (inFlight.has(id)) continue;
+          for (const [id, v] of presence ? view : []) {
             const last = seen.get(id);
             if (v.state === 'online') {
               const due = Math.max(last ?? 0, v.state_at) + lapseAfterMs;
@@ -333,32 +324,15 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
             }
           }
           if (proposals.length > 0) {
-            for (const t of proposals) inFlight.add(t.node_id);
-            const writeStarted = Date.now();
-            const write: Promise<void> = deps.nodes.applyLiveness(proposals).then(
-              (result) => {
-                const writeMs = Date.now() - writeStarted;
-                // Slow writes delay what readers of the node documents see (the judgement's time is the read's).
-                if (writeMs > SLOW_TICK_MS) ctx.log.warn('presence sweep writes slow', { group: input.group, writeMs, transitions: proposals.length, inFlight: inFlight.size });
-                for (const t of result.applied) applied(t);
-                for (const [id, v] of result.refused) (v ? view.set(id, v) : view.delete(id));
-                // The failed stay in flight until the next tick settles them (were they applied?).
-                uncertain.push(...result.failed);
-                const failed = new Set(result.failed.map((t) => t.node_id));
-                for (const t of proposals) if (!failed.has(t.node_id)) inFlight.delete(t.node_id);
-              },
-              (err: unknown) => {
-                uncertain.push(...proposals);
-                ctx.log.warn('presence sweep: liveness writes failed, settled at the next tick', { group: input.group, error: String(err) });
-              }
-            );
-            applying.add(write);
-            void write.finally(() => applying.delete(write));
+            const result = await deps.nodes.applyLiveness(proposals);
+            for (const t of result.applied) applied(t);
+            for (const [id, v] of result.refused) (v ? view.set(id, v) : view.delete(id));
+            uncertain = result.failed;
           }
           const tickMs = Date.now() - sweptAt;
           // A slow tick delays every judgement of the group: say where its time went (operators, benches).
           if (tickMs > SLOW_TICK_MS) {
-            ctx.log.warn('presence sweep tick slow', { group: input.group, tickMs, changesMs, presenceMs, proposals: proposals.length, inFlight: inFlight.size, horizonLagMs: readAt - horizon, watched: view.size });
+            ctx.log.warn('presence sweep tick slow', { group: input.group, tickMs, changesMs, presenceMs, applyMs: tickMs - changesMs - presenceMs, proposals: proposals.length, horizonLagMs: readAt - horizon, watched: view.size });
           }
           appendEvents();
           // Mirrors not started last tick (signals in flight at the limit) stay earned.

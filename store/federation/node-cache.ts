@@ -178,6 +178,9 @@ export class NodeCache {
     this.stats.loads++;
     const { doc, readAt } = await this.load(nodeId);
     if (!doc) {
+      // Learned from the change log after this read began (its registration): newer than what the read found.
+      const meanwhile = this.entries.get(nodeId);
+      if (meanwhile && meanwhile.loaded_at > readAt) return meanwhile;
       this.entries.delete(nodeId);
       this.absent.delete(nodeId);
       this.absent.set(nodeId, readAt);

@@ -226,3 +226,43 @@ it('judges no node silent on presence an API process has not stored yet (its pre
     await sweeper.terminate('test done');
   }
 }, 60_000);
+
+it('never judges a node without reading presence: a beating node the change log brings into a group with no approved node stays online', async () => {
+  const presence = new PresenceStore(db);
+  // The previous test's sweeper (every shard) stops within about 5 s of its termination.
+  await new Promise((r) => setTimeout(r, 7000));
+  const taken = new Set((await db.collection('nodes').find({}).toArray()).map((d) => presenceShardOf(String(d._id))));
+  const id = Array.from({ length: 200 }, (_, i) => `ext-custom-${800300 + i}`).find((c) => !taken.has(presenceShardOf(c)))!;
+  // Registered two minutes ago, waiting for review since.
+  const registeredAt = new Date(Date.now() - 120_000).toISOString();
+  await db.collection('nodes').insertOne({ ...nodeDocument(id, Number(id.slice(-6)), 'pending_review'), created_at: registeredAt, state_changed_at: registeredAt } as never);
+  const keep = { on: true };
+  const beating = (async () => {
+    while (keep.on) {
+      await beat(presence, [id]);
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  })();
+  // The group's sweep reads presence at its first tick, then (no approved node) only every 10 s.
+  const sweeper = await env.client.workflow.start(nodeSweeperWorkflow, {
+    workflowId: 'node-sweeper/approved-late',
+    taskQueue: wf.taskQueue,
+    args: [{ version: 1, group: presenceShardOf(id), groups: 16, offline_after_s: OFFLINE_AFTER_S, tick_ms: 200, run_ms: 60_000, hub_did: 'did:zhongshu:hub' }]
+  });
+  try {
+    await new Promise((r) => setTimeout(r, 1500));
+    // An approval recorded late (a retried activity: its time is the workflow's, a minute ago) reaches the sweep
+    // through the change log between two presence reads; the node has been beating all along.
+    const approvedAt = new Date(Date.now() - 60_000).toISOString();
+    await new NodeStore(db).setState(id, 'online', approvedAt, { decision: 'approved', reviewer: 'admin', reason: 'test', at: approvedAt });
+    await new Promise((r) => setTimeout(r, 3000));
+    const doc = await db.collection('nodes').findOne({ _id: id as never });
+    expect(doc).toMatchObject({ state: 'online' });
+    // No transition was ever written (liveness_seq counts them).
+    expect(doc!.liveness_seq ?? 0).toBe(0);
+  } finally {
+    keep.on = false;
+    await beating;
+    await sweeper.terminate('test done');
+  }
+}, 60_000);

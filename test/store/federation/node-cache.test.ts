@@ -138,7 +138,7 @@ it('knows every node from one scan at start and a node registered elsewhere from
 }, 60_000);
 
 it('refuses an id found to have no document without reading it again for NODE_CACHE_TTL_MS, until the log brings its registration', async () => {
-  const ttlMs = 1500;
+  const ttlMs = 3000;
   const cache = new NodeCache(new NodeStore(testDb.db), ttlMs);
   await cache.poll();
   // A flood of requests naming unknown ids: one read each (shared), then answered from memory.
