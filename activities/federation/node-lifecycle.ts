@@ -10,7 +10,7 @@ import { LivenessTransition, NodeStore } from '../../store/federation/nodes';
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { PresenceCheck, presenceHorizon, PresenceStore, presenceShardOf, PRESENCE_SHARDS } from '../../store/federation/presence';
-import { LivenessMirror, livenessChangedSignal, nodeWorkflowId, PRESENCE_GRACE_MS, PRESENCE_SNAPSHOT_MAX_AGE_MS } from '../../workflows/federation/node-lifecycle.contract';
+import { LivenessMirror, livenessChangedSignal, nodeWorkflowId, PRESENCE_SNAPSHOT_MAX_AGE_MS } from '../../workflows/federation/node-lifecycle.contract';
 
 /** Most mirror signals one sweep has in flight at once. */
 const SWEEP_SIGNALS_IN_FLIGHT = 16;
@@ -100,19 +100,20 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
      * every online ⇄ offline transition of the approved nodes of its shards. It keeps each node's liveness view
      * (state, liveness_seq, state_changed_at: read once, then kept by its own writes and the node_changes log,
      * which carries registrations, review decisions and removals) and every tick reads its shards' presence once:
-     * - an online node whose newest heartbeat (or, without one, its last state change) is NODE_OFFLINE_AFTER_S +
-     *   PRESENCE_GRACE_MS older than the presence horizon goes offline: the start of that read, or earlier when an
-     *   API process has not stored every heartbeat it received before then (its presence clock, presenceHorizon),
-     *   so neither a late tick nor presence writes falling behind make a node offline that beat in time;
+     * - an online node whose newest heartbeat (or, without one, its last state change) is NODE_OFFLINE_AFTER_S
+     *   older than the presence horizon goes offline: the start of that read, or earlier when an API process has not
+     *   stored every heartbeat it received before then (its presence clock, presenceHorizon), so neither a late tick
+     *   nor presence writes falling behind make a node offline that beat in time. (No PRESENCE_GRACE_MS here: that
+     *   allowance is the node workflow's, for its shared snapshot of presence and a heartbeat's write in flight,
+     *   both of which the horizon already accounts for exactly.);
      * - an offline node with a heartbeat newer than its last state change, within the window of the horizon, goes
      *   online.
      * Ticks come every tick_ms, and sooner (SWEEP_MIN_TICK_MS at the least) when an online node falls due. A group
      * with no approved node reads presence only every ADOPT_READ_MS (to adopt a node whose change record was lost).
      * A beating node missing from the view (its change record lost, e.g. a registration's best-effort record under
      * overload) is read from its document and judged like the others.
-     * A tick reads presence and the node_changes log together, and its transitions are written together
-     * (NodeStore.applyLiveness: a conditional update by _id each, so a review or rejection written meanwhile wins),
-     * then their ledger events are appended (group-committed, off
+     * The tick's transitions are written together (NodeStore.applyLiveness: a conditional update by _id each, so a
+     * review or rejection written meanwhile wins), then their ledger events are appended (group-committed, off
      * the tick, idempotent by `node-liveness:<node>:<seq>`) and each node's workflow gets `livenessChanged`, a
      * mirror sent at most SWEEP_SIGNALS_IN_FLIGHT at a time, coalesced per node. No workflow task is on the way
      * of a transition. The run ends once run_ms passed and its ledger events and mirrors are out. A retried attempt
@@ -127,7 +128,7 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
       const mine = new Set(shards);
       const ours = (id: string) => mine.has(presenceShardOf(id));
       const offlineAfterMs = input.offline_after_s * 1000;
-      const lapseAfterMs = offlineAfterMs + PRESENCE_GRACE_MS;
+      const lapseAfterMs = offlineAfterMs;
       const reasons = { offline: `no heartbeat for ${input.offline_after_s} s`, online: 'heartbeat received' };
       let cursor = Date.now();
       const view = await deps.nodes.loadLiveness(ours);
@@ -228,20 +229,6 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
         }
       };
 
-      /**
-       * One read of the group's presence: the API processes' presence clocks first, then the shards (together).
-       * Every heartbeat received before `horizon` is in what the shards' read returns, later ones may not be yet (a
-       * database behind on presence writes): judgements are made as of the horizon, so writes lagging behind never
-       * make a beating node look silent.
-       */
-      const readGroupPresence = async () => {
-        const readAt = Date.now();
-        const horizon = presenceHorizon(await deps.presence.readClocks(), readAt, offlineAfterMs);
-        const seen = new Map<string, number>();
-        for (const read of await Promise.all(shards.map((shard) => deps.presence.readSeen(shard)))) for (const [id, at] of read.nodes) seen.set(id, at);
-        return { readAt, horizon, seen };
-      };
-
       // Alive while a tick is long (thousands of transitions at once): Temporal's heartbeat timeout must not start a
       // second sweep of this group beside this one.
       const beat = () => ctx.heartbeat({ offline, online, mirrored, adopted, watched: view.size, events: events.length, mirrors: mirrors.size });
@@ -250,16 +237,7 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
         const end = Date.now() + input.run_ms;
         while (Date.now() < end || events.length > 0 || appending || mirrors.size > 0 || sending > 0 || uncertain.length > 0) {
           const sweptAt = Date.now();
-          // The group's presence read starts with the tick, beside the read of what changed in the node documents
-          // (registrations, reviews, removals, others' writes): a judgement is stamped with the presence read's start,
-          // so a node due at the wake is judged as of then, not after a node-changes read slowed by load (up to
-          // 0.5 s at 10,000 nodes). With no approved node in the group (a hub with no nodes yet) there is nothing to
-          // judge, and presence is read only every ADOPT_READ_MS, to adopt a beating node whose change record the
-          // view never got (a group whose first approved node arrives in this tick's changes reads it after them).
-          const judging = [...view.values()].some((v) => v.state === 'online' || v.state === 'offline') || sweptAt - lastPresenceRead >= ADOPT_READ_MS;
-          let presence = judging ? readGroupPresence() : null;
-          // Settled below whatever happens to the changes read (no unhandled rejection).
-          presence?.catch(() => undefined);
+          // What changed in the node documents since the last read (registrations, reviews, removals, others' writes).
           const records = await deps.nodes.changesSince(new Date(cursor - CHANGES_CLOCK_MARGIN_MS));
           cursor = sweptAt;
           records.sort((a, b) => a.state_at.getTime() - b.state_at.getTime() || a.written_at.getTime() - b.written_at.getTime());
@@ -288,12 +266,23 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
             uncertain = [];
           }
 
-          const changesMs = Date.now() - sweptAt;
-          // The changes brought the group's first approved node: read presence now (never judge without a read).
-          if (!presence && [...view.values()].some((v) => v.state === 'online' || v.state === 'offline')) presence = readGroupPresence();
-          // Every judgement applies to the presence horizon, at most the time the presence read started.
-          const { readAt, horizon, seen } = presence ? await presence : { readAt: sweptAt, horizon: sweptAt, seen: new Map<string, number>() };
-          if (presence) lastPresenceRead = readAt;
+          // One read of the group's shards; every judgement applies to the presence horizon (below), at most the time
+          // this read started.
+          const readAt = Date.now();
+          const changesMs = readAt - sweptAt;
+          const seen = new Map<string, number>();
+          // With no approved node in the group (a hub with no nodes yet) there is nothing to judge, and presence is
+          // read only every ADOPT_READ_MS, to adopt a beating node whose change record the view never got.
+          const judging = [...view.values()].some((v) => v.state === 'online' || v.state === 'offline') || readAt - lastPresenceRead >= ADOPT_READ_MS;
+          // The API processes' presence clocks, read before the shards: every heartbeat received before `horizon`
+          // is in what the shards' read returns, later ones may not be yet (a database behind on presence writes).
+          // Judgements are made as of the horizon, so writes lagging behind never make a beating node look silent.
+          let horizon = readAt;
+          if (judging) {
+            lastPresenceRead = readAt;
+            horizon = presenceHorizon(await deps.presence.readClocks(), readAt, offlineAfterMs);
+            for (const shard of shards) for (const [id, at] of (await deps.presence.readSeen(shard)).nodes) seen.set(id, at);
+          }
           // A beating node the view does not know (its change record was lost, e.g. a registration's best-effort
           // record under overload) is read from its document; one that has none (removed) is asked again at most
           // every UNKNOWN_RECHECK_MS.
@@ -308,12 +297,12 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
             if (absent.size > 10 * MAX_UNKNOWN_PER_TICK) for (const [id, t] of absent) if (readAt - t >= UNKNOWN_RECHECK_MS) absent.delete(id);
             adopted += found.size;
           }
-          const presenceMs = Date.now() - sweptAt - changesMs;
+          const presenceMs = Date.now() - readAt;
           const at = new Date(readAt).toISOString();
           const proposals: LivenessTransition[] = [];
           /** The earliest horizon at which an online node not proposed now lapses. */
           let nextDue = Infinity;
-          for (const [id, v] of presence ? view : []) {
+          for (const [id, v] of view) {
             const last = seen.get(id);
             if (v.state === 'online') {
               const due = Math.max(last ?? 0, v.state_at) + lapseAfterMs;
