@@ -126,11 +126,11 @@ function stackPids(dataDir: string): Record<string, number> {
  */
 async function restartApi(stack: BenchStack): Promise<string> {
   let before = stackPids(stack.dataDir).api;
-  // No pid file: the launcher is stopping (it removes them first) or never wrote one. Name the stack's exit when
-  // that is the cause, as every other step of the bench does.
+  // No pid file: the launcher is stopping (it removes them first, then drains the worker, which can take tens of
+  // seconds) or never wrote one. Name the stack's exit when that is the cause, as every other step of the bench does.
   for (const waitedFrom = Date.now(); !before; before = stackPids(stack.dataDir).api) {
     stack.alive();
-    if (Date.now() - waitedFrom > 10_000) throw new Error('restarting the API: no api.pid in the stack\'s run dir');
+    if (Date.now() - waitedFrom > 120_000) throw new Error('restarting the API: no api.pid in the stack\'s run dir for 120 s');
     await new Promise((r) => setTimeout(r, 250));
   }
   const t = Date.now();
