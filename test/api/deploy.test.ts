@@ -48,10 +48,21 @@ describeWithNginx('deployment arbitration (real nginx)', () => {
   const did = 'did:example:deployer-1';
   const headers = { 'X-DID': did };
   const dal = () => `${svc.urls.main}/dal/deploy`;
-  const served = async (p: string) => {
-    const res = await fetch(`http://127.0.0.1:${webPort}${p}`);
-    return { status: res.status, text: await res.text() };
-  };
+  // What nginx serves, on a fresh connection each time: after a reload, an old worker finishing its keep-alive
+  // connections still answers with the previous config for a moment (a deploy or config change is confirmed live on
+  // fresh connections, as the hub checks it).
+  const served = (p: string) =>
+    new Promise<{ status: number; text: string; headers: nodeHttp.IncomingHttpHeaders }>((resolve, reject) => {
+      nodeHttp
+        .get({ host: '127.0.0.1', port: webPort, path: p, agent: false }, (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (d: string) => (text += d));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text, headers: res.headers }));
+          res.on('error', reject);
+        })
+        .on('error', reject);
+    });
 
   beforeAll(async () => {
     dataDir = path.join(process.env.ZH_TEST_DATA_DIR!, `deploy-${randomBytes(4).toString('hex')}`);
@@ -146,9 +157,9 @@ describeWithNginx('deployment arbitration (real nginx)', () => {
     expect(good.status).toBe(200);
     expect(good.body).toMatchObject({ ok: true, action: 'config', outcome: 'configured', target: 'cfg', workflow_id: 'deploy-config', removed: false });
     expect((await served('/cfg/hello')).text).toBe('hello from a fragment');
-    const aliased = await fetch(`http://127.0.0.1:${webPort}/cfg/static/index.html`);
-    expect(aliased.headers.get('x-frag')).toBe('yes');
-    expect(await aliased.text()).toBe('cfg home');
+    const aliased = await served('/cfg/static/index.html');
+    expect(aliased.headers['x-frag']).toBe('yes');
+    expect(aliased.text).toBe('cfg home');
     const stored = fs.readFileSync(deployLayout(dataDir).fragmentSource('cfg'), 'utf8');
 
     // Passes the confinement rules, fails nginx -t: 400 with nginx's text; the previous files are back, nginx serves on.
