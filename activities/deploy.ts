@@ -190,6 +190,9 @@ export function createDeployActivities(deps: DeployActivityDeps) {
      * returning says nothing about whether the master loaded the new config, this does (at most `wait_ms`).
      */
     async reloadConfirmed(input: { operation_id: string; wait_ms: number }): Promise<void> {
+      // The workers serving before the reload: one may still accept a new connection with the old config until it
+      // takes the master's order to quit (then it closes its listening sockets and says "shutting down").
+      const oldWorkers = nginxWorkers(layout.nginxPid);
       try {
         await run(deps.nginxBin, [...nginxFlags(deps.dataDir), '-s', 'reload'], { timeout: 15_000 });
       } catch (err) {
@@ -202,8 +205,10 @@ export function createDeployActivities(deps: DeployActivityDeps) {
       for (;;) {
         try {
           const res = await getFresh(url);
-          if (res.status === 200 && res.text === input.operation_id) return;
-          last = `HTTP ${res.status} ${res.text.slice(0, 100)}`;
+          if (res.status === 200 && res.text === input.operation_id) {
+            if (oldWorkers.every((pid) => !acceptingWorker(pid))) return;
+            last = 'a worker of the previous config still accepts connections';
+          } else last = `HTTP ${res.status} ${res.text.slice(0, 100)}`;
         } catch (err) {
           last = (err as Error).message;
         }
@@ -338,4 +343,36 @@ export function createWorkOrderActivities(deps: { db: Db }) {
       return { created_at: order.created_at };
     }
   };
+}
+
+/** Whether `pid` is an nginx worker that accepts connections (not gone, not "worker process is shutting down"). */
+function acceptingWorker(pid: number): boolean {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim() === 'nginx: worker process';
+  } catch {
+    return false;
+  }
+}
+
+/** The accepting worker processes of the nginx master whose pid file is `pidFile` (Linux /proc; none elsewhere). */
+function nginxWorkers(pidFile: string): number[] {
+  let master: number;
+  try {
+    master = Number(fs.readFileSync(pidFile, 'utf8').trim());
+    if (!master) return [];
+    const out: number[] = [];
+    for (const entry of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        if (ppid === master && acceptingWorker(Number(entry))) out.push(Number(entry));
+      } catch {
+        /* gone */
+      }
+    }
+    return out;
+  } catch {
+    return [];
+  }
 }
