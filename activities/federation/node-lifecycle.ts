@@ -129,7 +129,8 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
       const mine = new Set(shards);
       const ours = (id: string) => mine.has(presenceShardOf(id));
       const offlineAfterMs = input.offline_after_s * 1000;
-      const lapseAfterMs = offlineAfterMs;
+      /** Whether the view holds an approved node (one the sweep judges). */
+      const judgesAny = () => [...view.values()].some((v) => v.state === 'online' || v.state === 'offline');
       const reasons = { offline: `no heartbeat for ${input.offline_after_s} s`, online: 'heartbeat received' };
       let cursor = Date.now();
       const view = await deps.nodes.loadLiveness(ours);
@@ -261,7 +262,7 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           // nothing to judge, and presence is read only every ADOPT_READ_MS, to adopt a beating node whose change
           // record the view never got (a group whose first approved node arrives in this tick's changes reads it
           // after them).
-          const judging = [...view.values()].some((v) => v.state === 'online' || v.state === 'offline') || sweptAt - lastPresenceRead >= ADOPT_READ_MS;
+          const judging = judgesAny() || sweptAt - lastPresenceRead >= ADOPT_READ_MS;
           let presence = judging ? readGroupPresence() : null;
           // Settled below whatever happens to the changes read (no unhandled rejection).
           presence?.catch(() => undefined);
@@ -295,7 +296,7 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
 
           const changesMs = Date.now() - sweptAt;
           // The changes brought the group's first approved node: read presence now (never judge without a read).
-          if (!presence && [...view.values()].some((v) => v.state === 'online' || v.state === 'offline')) presence = readGroupPresence();
+          if (!presence && judgesAny()) presence = readGroupPresence();
           // Every judgement applies to the presence horizon, at most the time the presence read started.
           const { readAt, horizon, seen } = presence ? await presence : { readAt: sweptAt, horizon: sweptAt, seen: new Map<string, number>() };
           if (presence) lastPresenceRead = readAt;
@@ -321,7 +322,7 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           for (const [id, v] of presence ? view : []) {
             const last = seen.get(id);
             if (v.state === 'online') {
-              const due = Math.max(last ?? 0, v.state_at) + lapseAfterMs;
+              const due = Math.max(last ?? 0, v.state_at) + offlineAfterMs;
               if (horizon >= due) proposals.push({ node_id: id, from: 'online', to: 'offline', at, reason: reasons.offline, seq: v.seq + 1 });
               else if (due < nextDue) nextDue = due;
             } else if (v.state === 'offline') {
