@@ -101,8 +101,9 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
      * (state, liveness_seq, state_changed_at: read once, then kept by its own writes and the node_changes log,
      * which carries registrations, review decisions and removals) and every tick reads its shards' presence once:
      * - an online node whose newest heartbeat (or, without one, its last state change) is NODE_OFFLINE_AFTER_S
-     *   older than the presence horizon goes offline: the start of that read, or earlier when an API process has not
-     *   stored every heartbeat it received before then (its presence clock, presenceHorizon), so neither a late tick
+     *   older than its shard's presence horizon goes offline: the start of that read, or earlier when an API process
+     *   has not stored every heartbeat of the shard it received before then (the later of its presence clock and its
+     *   shard document's own complete time, presenceHorizon), so neither a late tick
      *   nor presence writes falling behind make a node offline that beat in time. (No PRESENCE_GRACE_MS here: that
      *   allowance is the node workflow's, for its shared snapshot of presence and a heartbeat's write in flight,
      *   both of which the horizon already accounts for exactly.);
@@ -235,16 +236,24 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
        * One read of the group's presence: the API processes' presence clocks first, then the shards, one at a time
        * (measured: reading a group's four shards at once, with every group doing the same, went with heartbeat p99
        * 780 ms and presence writes 2.3 s behind in one 10,000-node run, for no gain in detection).
-       * Every heartbeat received before `horizon` is in what the shards' read returns, later ones may not be yet (a
-       * database behind on presence writes): judgements are made as of the horizon, so writes lagging behind never
-       * make a beating node look silent.
+       * Every heartbeat of a shard received before its horizon is in what the read returns, later ones may not be
+       * yet (a database behind on presence writes): judgements are made as of the horizon, so writes lagging behind
+       * never make a beating node look silent. Per shard: a process's clock waits for the slowest of its 16 shard
+       * writes (and is rewritten every PRESENCE_CLOCK_MS), its document of a shard says how complete that shard is.
        */
       const readGroupPresence = async () => {
         const readAt = Date.now();
-        const horizon = presenceHorizon(await deps.presence.readClocks(), readAt, offlineAfterMs);
+        // The clocks before the shards: a clock holds for any read after it, a shard document's own complete time
+        // for what that read returned (presenceHorizon takes the later of the two per process).
+        const clocks = await deps.presence.readClocks();
         const seen = new Map<string, number>();
-        for (const shard of shards) for (const [id, at] of (await deps.presence.readSeen(shard)).nodes) seen.set(id, at);
-        return { readAt, horizon, seen };
+        const horizons = new Map<number, number>();
+        for (const shard of shards) {
+          const read = await deps.presence.readSeen(shard);
+          for (const [id, at] of read.nodes) seen.set(id, at);
+          horizons.set(shard, presenceHorizon(clocks, readAt, offlineAfterMs, read.complete));
+        }
+        return { readAt, horizons, seen };
       };
 
       // Alive while a tick is long (thousands of transitions at once): Temporal's heartbeat timeout must not start a
@@ -298,7 +307,11 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           // The changes brought the group's first approved node: read presence now (never judge without a read).
           if (!presence && judgesAny()) presence = readGroupPresence();
           // Every judgement applies to the presence horizon, at most the time the presence read started.
-          const { readAt, horizon, seen } = presence ? await presence : { readAt: sweptAt, horizon: sweptAt, seen: new Map<string, number>() };
+          const { readAt, horizons, seen } = presence ? await presence : { readAt: sweptAt, horizons: new Map<number, number>(), seen: new Map<string, number>() };
+          /** The horizon of a node's shard (every heartbeat of it received before then is in `seen`). */
+          const horizonOf = (id: string) => horizons.get(presenceShardOf(id)) ?? readAt;
+          /** The group's least horizon (the slow-tick log, whether the horizon moves). */
+          const horizon = Math.min(readAt, ...horizons.values());
           if (presence) lastPresenceRead = readAt;
           // A beating node the view does not know (its change record was lost, e.g. a registration's best-effort
           // record under overload) is read from its document; one that has none (removed) is asked again at most
@@ -317,16 +330,20 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           const presenceMs = Date.now() - sweptAt - changesMs;
           const at = new Date(readAt).toISOString();
           const proposals: LivenessTransition[] = [];
-          /** The earliest horizon at which an online node not proposed now lapses. */
-          let nextDue = Infinity;
+          /**
+           * When, by the clock, an online node not proposed now may lapse at the earliest: its due time plus its
+           * shard's horizon lag in this read (the horizon moving as it did up to this read).
+           */
+          let nextWake = Infinity;
           for (const [id, v] of presence ? view : []) {
             const last = seen.get(id);
+            const nodeHorizon = horizonOf(id);
             if (v.state === 'online') {
               const due = Math.max(last ?? 0, v.state_at) + offlineAfterMs;
-              if (horizon >= due) proposals.push({ node_id: id, from: 'online', to: 'offline', at, reason: reasons.offline, seq: v.seq + 1 });
-              else if (due < nextDue) nextDue = due;
+              if (nodeHorizon >= due) proposals.push({ node_id: id, from: 'online', to: 'offline', at, reason: reasons.offline, seq: v.seq + 1 });
+              else nextWake = Math.min(nextWake, due + (readAt - nodeHorizon));
             } else if (v.state === 'offline') {
-              if (last !== undefined && last > v.state_at && horizon - last < offlineAfterMs) proposals.push({ node_id: id, from: 'offline', to: 'online', at, reason: reasons.online, seq: v.seq + 1 });
+              if (last !== undefined && last > v.state_at && nodeHorizon - last < offlineAfterMs) proposals.push({ node_id: id, from: 'offline', to: 'online', at, reason: reasons.online, seq: v.seq + 1 });
             }
           }
           if (proposals.length > 0) {
@@ -356,7 +373,7 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           const horizonMoving = lastReadAt === 0 || horizon - lastHorizon >= (readAt - lastReadAt) / 2;
           lastReadAt = readAt;
           lastHorizon = horizon;
-          const dueIn = horizonMoving ? nextDue + (readAt - horizon) - Date.now() : Infinity;
+          const dueIn = horizonMoving ? nextWake - Date.now() : Infinity;
           const rest = Math.max(SWEEP_MIN_TICK_MS - (Date.now() - sweptAt), Math.min(input.tick_ms - (Date.now() - sweptAt), dueIn));
           if (rest > 0) await ctx.sleep(rest);
         }

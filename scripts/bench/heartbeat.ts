@@ -43,6 +43,7 @@ import { MongoClient } from 'mongodb';
 import { Agent } from 'undici';
 import { StackLog } from './stack-log';
 import { BenchStack, startBenchStack } from './stack';
+import { presenceHorizon, PRESENCE_SHARDS } from '../../store/federation/presence';
 import { nodeSweeperWorkflowId, NODE_SWEEPER_GROUPS } from '../../workflows/federation/node-lifecycle-sweeper.contract';
 
 const SIZES = (process.env.BENCH_NODES ?? '500').split(',').map((s) => Number(s.trim())).filter((n) => n > 0);
@@ -339,22 +340,32 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
       );
     }
 
-    // How far behind the API processes' presence writes are (their presence clocks: the sweeper judges as of the
-    // least of them), the most seen per phase.
-    const clockLag = { phase: 'warm-up', max: new Map<string, number>() };
+    // How far behind the API processes' presence writes are, the most seen per phase: by their presence clocks
+    // (the least of them), and by what the sweepers judge with, each shard's horizon (per process the later of its
+    // clock and its document of the shard; the worst shard).
+    const clockLag = { phase: 'warm-up', max: new Map<string, number>(), shardMax: new Map<string, number>() };
     void (async () => {
       while (running.on) {
+        const readAt = Date.now();
         const clocks = await db.collection('node_presence_clocks').find({}).toArray().catch(() => []);
-        const now = Date.now();
-        const live = clocks.filter((c) => now - Number(c.written_at) < OFFLINE_AFTER_S * 1000);
+        const live = clocks.filter((c) => readAt - Number(c.written_at) < OFFLINE_AFTER_S * 1000);
         if (live.length > 0) {
-          const lag = now - Math.min(...live.map((c) => Number(c.complete_through)));
+          const lag = readAt - Math.min(...live.map((c) => Number(c.complete_through)));
           clockLag.max.set(clockLag.phase, Math.max(clockLag.max.get(clockLag.phase) ?? 0, lag));
+          const shards = await Promise.all(
+            Array.from({ length: PRESENCE_SHARDS }, (_, s) => db.collection(`node_presence_${String(s).padStart(2, '0')}`).find({}, { projection: { complete_through: 1 } }).toArray().catch(() => []))
+          );
+          for (const docs of shards) {
+            const complete = new Map(docs.filter((d) => typeof d.complete_through === 'number').map((d) => [String(d._id), Number(d.complete_through)]));
+            const shardLag = readAt - presenceHorizon(live.map((c) => ({ instance: String(c._id), complete_through: Number(c.complete_through), written_at: Number(c.written_at) })), readAt, OFFLINE_AFTER_S * 1000, complete);
+            clockLag.shardMax.set(clockLag.phase, Math.max(clockLag.shardMax.get(clockLag.phase) ?? 0, shardLag));
+          }
         }
-        await new Promise((r) => setTimeout(r, 1000));
+        await new Promise((r) => setTimeout(r, Math.max(0, 1000 - (Date.now() - readAt))));
       }
     })();
-    const lagLine = (phase: string) => `presence writes at most ${((clockLag.max.get(phase) ?? 0) / 1000).toFixed(1)} s behind (${phase})`;
+    const lagLine = (phase: string) =>
+      `presence writes at most ${((clockLag.max.get(phase) ?? 0) / 1000).toFixed(1)} s behind by the processes' clocks, ${((clockLag.shardMax.get(phase) ?? 0) / 1000).toFixed(1)} s by the worst shard's horizon (${phase})`;
     // Bounded warm-up: all nodes come online at once (a mass online).
     for (;;) {
       stack.alive();

@@ -214,9 +214,14 @@ export class PresenceRecorder {
 
   /** Every heartbeat received before this time (ms) is stored. */
   completeThrough(): number {
-    const now = Date.now();
-    let through = now;
+    let through = this.heldThrough(Date.now());
     for (const s of this.shards) through = Math.min(through, s.pendingSince ?? Infinity, s.writingSince ?? Infinity);
+    return through;
+  }
+
+  /** `now`, or the arrival of the oldest heartbeat still held in authentication (in no shard yet) if earlier. */
+  private heldThrough(now: number): number {
+    let through = now;
     for (const held of this.holds) {
       if (now > held.until) this.holds.delete(held);
       else through = Math.min(through, held.at);
@@ -299,6 +304,8 @@ export class PresenceRecorder {
           const seen = new Map<string, number>();
           for (const [id, e] of shard.entries) seen.set(id, e.seen_at);
           const perSecond = [...shard.perSecond].map(([second, count]) => ({ second, count }));
+          // Every heartbeat of this shard recorded so far is in `seen`; one still in authentication may be of it.
+          const through = this.heldThrough(now);
           // Samples due (none written for PRESENCE_SAMPLES_MS) go with this write, so a small fleet's directory
           // shows each heartbeat's sample once it is stored; a large one's are written every interval.
           const samplesDue = !shard.samplesScheduled && shard.entries.size <= SAMPLES_INLINE_MAX_NODES && now - shard.lastSamplesWrite >= this.samplesIntervalMs;
@@ -307,7 +314,7 @@ export class PresenceRecorder {
             shard.samplesDirty = false;
           }
           await Promise.all([
-            this.store.writeSeen(index, this.instanceId, seen, perSecond),
+            this.store.writeSeen(index, this.instanceId, seen, perSecond, through),
             samplesDue ? this.store.writeSamples(index, this.instanceId, [...shard.entries.values()]) : undefined
           ]);
           shard.failing = false;

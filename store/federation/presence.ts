@@ -50,6 +50,13 @@ interface SeenDocument {
   seen_json: string;
   /** JSON text of HeartbeatsPerSecond[] over the last minute (this shard's heartbeats at this process). */
   per_second_json: string;
+  /**
+   * ms: every heartbeat of this shard that this process received before it is in this document (the write's start,
+   * or earlier while a heartbeat was still in authentication). The shard's own clock: a group's sweep judges its
+   * shards by it, not only by the process's presence clock, which waits for the slowest of its 16 shards and is
+   * rewritten every PRESENCE_CLOCK_MS. Absent in documents written by tools and tests.
+   */
+  complete_through?: number;
 }
 
 /**
@@ -73,14 +80,30 @@ interface ClockDocument {
  */
 export const PRESENCE_CLOCK_MS = 200;
 
+/** One API process's presence clock as read (see ClockDocument). */
+export interface PresenceClock {
+  /** The process's instance id (absent where only the times are known). */
+  instance?: string;
+  complete_through: number;
+  written_at: number;
+}
+
 /**
  * The time up to which presence is known to be complete: the least `complete_through` of the processes whose clock
  * was written within `liveMs` of `now` (one whose clock stopped that long ago has died, and holds nothing back any
  * more), never later than `now`. With no process clock (tests and tools writing presence directly), `now`.
+ * For one shard (`shardComplete`: each process's `complete_through` in its document of that shard, from the same
+ * read), a process counts with the later of its clock and its shard document: both are times before which every
+ * heartbeat of the shard it received is stored, and the document's is usually the newer (the clock waits for the
+ * slowest of the 16 shards and is rewritten every PRESENCE_CLOCK_MS).
  */
-export function presenceHorizon(clocks: { complete_through: number; written_at: number }[], now: number, liveMs: number): number {
+export function presenceHorizon(clocks: PresenceClock[], now: number, liveMs: number, shardComplete?: Map<string, number>): number {
   let horizon = now;
-  for (const c of clocks) if (now - c.written_at < liveMs) horizon = Math.min(horizon, c.complete_through);
+  for (const c of clocks) {
+    if (now - c.written_at >= liveMs) continue;
+    const shard = c.instance === undefined ? undefined : shardComplete?.get(c.instance);
+    horizon = Math.min(horizon, Math.max(c.complete_through, shard ?? -Infinity));
+  }
   return horizon;
 }
 
@@ -116,9 +139,13 @@ export class PresenceStore {
     this.samples = Array.from({ length: PRESENCE_SHARDS }, (_, s) => db.collection<SamplesDocument>(`node_presence_samples_${pad(s)}`));
   }
 
-  /** Writes this process's last-seen document of one shard (every node must belong to that shard). */
-  async writeSeen(shard: number, instanceId: string, seen: Map<string, number>, perSecond: HeartbeatsPerSecond[]): Promise<void> {
-    const doc = { updated_at: new Date(), seen_json: JSON.stringify(Object.fromEntries(seen)), per_second_json: JSON.stringify(perSecond) };
+  /**
+   * Writes this process's last-seen document of one shard (every node must belong to that shard); `completeThrough`:
+   * every heartbeat of the shard this process received before it is in `seen` (see SeenDocument).
+   */
+  async writeSeen(shard: number, instanceId: string, seen: Map<string, number>, perSecond: HeartbeatsPerSecond[], completeThrough?: number): Promise<void> {
+    const doc: Omit<SeenDocument, '_id'> = { updated_at: new Date(), seen_json: JSON.stringify(Object.fromEntries(seen)), per_second_json: JSON.stringify(perSecond) };
+    if (completeThrough !== undefined) doc.complete_through = completeThrough;
     await retryingUpsert(() => this.seen[shard]!.replaceOne({ _id: instanceId }, doc, { upsert: true }));
   }
 
@@ -133,8 +160,9 @@ export class PresenceStore {
   }
 
   /** Every API process's presence clock (a few documents). */
-  readClocks(): Promise<{ complete_through: number; written_at: number }[]> {
-    return this.clocks.find({}, { projection: { _id: 0, complete_through: 1, written_at: 1 } }).toArray();
+  async readClocks(): Promise<PresenceClock[]> {
+    const docs = await this.clocks.find({}).toArray();
+    return docs.map((d) => ({ instance: d._id, complete_through: d.complete_through, written_at: d.written_at }));
   }
 
   /** Writes this process's samples document of one shard. */
@@ -165,16 +193,21 @@ export class PresenceStore {
     return { seen_at: seen.nodes.get(nodeId) ?? null, checked_at };
   }
 
-  /** Newest heartbeat time per node of one shard, across every API process's document, and its recent rate. */
-  async readSeen(shard: number, sinceSecond = Math.floor(Date.now() / 1000) - 60): Promise<{ nodes: Map<string, number>; heartbeatsLastMinute: number }> {
+  /**
+   * Newest heartbeat time per node of one shard, across every API process's document, its recent rate, and each
+   * process's `complete_through` for the shard (see SeenDocument; for presenceHorizon).
+   */
+  async readSeen(shard: number, sinceSecond = Math.floor(Date.now() / 1000) - 60): Promise<{ nodes: Map<string, number>; heartbeatsLastMinute: number; complete: Map<string, number> }> {
     const docs = await this.seen[shard]!.find({}).toArray();
     const nodes = new Map<string, number>();
+    const complete = new Map<string, number>();
     let heartbeatsLastMinute = 0;
     for (const doc of docs) {
+      if (typeof doc.complete_through === 'number') complete.set(doc._id, doc.complete_through);
       for (const [id, at] of Object.entries(JSON.parse(doc.seen_json ?? '{}') as Record<string, number>)) if ((nodes.get(id) ?? -1) < at) nodes.set(id, at);
       for (const s of JSON.parse(doc.per_second_json ?? '[]') as HeartbeatsPerSecond[]) if (s.second > sinceSecond) heartbeatsLastMinute += s.count;
     }
-    return { nodes, heartbeatsLastMinute };
+    return { nodes, heartbeatsLastMinute, complete };
   }
 
   /** Newest entry per node across every shard (the directory and the dashboard: a read of every shard). */

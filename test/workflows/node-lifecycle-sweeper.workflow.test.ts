@@ -266,3 +266,53 @@ it('never judges a node without reading presence: a beating node the change log 
     await sweeper.terminate('test done');
   }
 }, 60_000);
+
+it('judges each shard by what that shard holds: a process whose clock waits for another shard holds back only the shards its documents do not vouch for', async () => {
+  const presence = new PresenceStore(db);
+  // Two nodes in different shards.
+  const first = 'ext-custom-800400';
+  const second = Array.from({ length: 100 }, (_, i) => `ext-custom-${800401 + i}`).find((c) => presenceShardOf(c) !== presenceShardOf(first))!;
+  await db.collection('nodes').insertMany([first, second].map((id) => nodeDocument(id, Number(id.slice(-6)), 'offline')) as never[]);
+  const sweeper = await env.client.workflow.start(nodeSweeperWorkflow, {
+    workflowId: 'node-sweeper/shard-clock',
+    taskQueue: wf.taskQueue,
+    args: [{ version: 1, group: 0, groups: 1, offline_after_s: OFFLINE_AFTER_S, tick_ms: 200, run_ms: 60_000, hub_did: 'did:zhongshu:hub' }]
+  });
+  const docState = async (id: string) => (await db.collection('nodes').findOne({ _id: id as never }))?.state;
+  const clocks = db.collection('node_presence_clocks');
+  const shardDoc = db.collection(`node_presence_${String(presenceShardOf(first)).padStart(2, '0')}`);
+  const writing = { on: true };
+  let clockWriter: Promise<void> = Promise.resolve();
+  try {
+    await beat(presence, [first, second]);
+    await waitFor(async () => (await docState(first)) === 'online' && (await docState(second)) === 'online');
+    // Both fall silent. A live API process has stored every heartbeat it received only up to now by its clock (a
+    // slow write of some shard), but its document of the first node's shard keeps saying that shard is complete.
+    const lastBeat = Date.now();
+    await beat(presence, [first, second], lastBeat);
+    const through = Date.now();
+    clockWriter = (async () => {
+      while (writing.on) {
+        const now = Date.now();
+        await clocks.replaceOne({ _id: 'api-partial' as never }, { complete_through: through, written_at: now }, { upsert: true });
+        await shardDoc.replaceOne({ _id: 'api-partial' as never }, { updated_at: new Date(now), seen_json: '{}', per_second_json: '[]', complete_through: now }, { upsert: true });
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    await waitFor(async () => (await docState(first)) === 'offline', 15_000);
+    expect(Date.now() - lastBeat).toBeLessThan(OFFLINE_AFTER_S * 1000 + 3000);
+    // The second node's shard has no such document: the lagging clock holds its judgement back.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await docState(second)).toBe('online');
+    writing.on = false;
+    await clockWriter;
+    await clocks.deleteOne({ _id: 'api-partial' as never });
+    await waitFor(async () => (await docState(second)) === 'offline');
+  } finally {
+    writing.on = false;
+    await clockWriter;
+    await clocks.deleteMany({});
+    await shardDoc.deleteOne({ _id: 'api-partial' as never });
+    await sweeper.terminate('test done');
+  }
+}, 60_000);

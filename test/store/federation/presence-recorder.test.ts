@@ -228,3 +228,69 @@ it('the presence horizon is the least complete time of the processes whose clock
   expect(presenceHorizon([current, dead], now, 30_000)).toBe(now - 300);
   expect(presenceHorizon([{ complete_through: now + 5_000, written_at: now }], now, 30_000)).toBe(now);
 });
+
+it('per shard, a process counts with the later of its clock and its document of the shard; dead processes not at all', () => {
+  const now = 1_000_000;
+  // Process a's clock waits for a slow shard elsewhere; its document of this shard was written 150 ms ago.
+  const a = { instance: 'api-a', complete_through: now - 1_500, written_at: now - 100 };
+  const b = { instance: 'api-b', complete_through: now - 400, written_at: now - 50 };
+  const dead = { instance: 'api-dead', complete_through: now - 90_000, written_at: now - 31_000 };
+  expect(presenceHorizon([a, b], now, 30_000)).toBe(now - 1_500);
+  expect(presenceHorizon([a, b, dead], now, 30_000, new Map([['api-a', now - 150]]))).toBe(now - 400);
+  expect(presenceHorizon([a, b], now, 30_000, new Map([['api-a', now - 150], ['api-b', now - 200]]))).toBe(now - 200);
+  // A document older than the clock (a shard with nothing new since) does not hold the process back.
+  expect(presenceHorizon([a], now, 30_000, new Map([['api-a', now - 20_000]]))).toBe(now - 1_500);
+  // A document of a process whose clock is dead, or that has no clock (tools and tests), holds nothing back.
+  expect(presenceHorizon([dead], now, 30_000, new Map([['api-dead', now - 60_000]]))).toBe(now);
+  expect(presenceHorizon([], now, 30_000, new Map([['api-x', now - 60_000]]))).toBe(now);
+  expect(presenceHorizon([a], now, 30_000, new Map([['api-a', now + 5_000]]))).toBe(now);
+});
+
+/** The real store, the last-seen writes of one shard held until `open()`. */
+class ShardGate extends PresenceStore {
+  private held = -1;
+  private gate: Promise<void> = Promise.resolve();
+  open: () => void = () => undefined;
+  holdShard(shard: number): void {
+    this.held = shard;
+    this.gate = new Promise((r) => (this.open = r));
+  }
+  override async writeSeen(...args: Parameters<PresenceStore['writeSeen']>): Promise<void> {
+    if (args[0] === this.held) await this.gate;
+    await super.writeSeen(...args);
+  }
+}
+
+it('each shard document says how complete that shard is: every heartbeat of it received before then is in it', async () => {
+  const store = new ShardGate(testDb.db);
+  const recorder = new PresenceRecorder(store, new HeartbeatHistoryStore(testDb.db, { intervalMs: 60_000, size: 5 }), { retentionMs: 120_000, flushIntervalMs: 10, ackLagMs: 1000 }, pino({ level: 'silent' }));
+  const [a, b] = idsOfShard(13, 2, 'through');
+  const [c] = idsOfShard(14, 1, 'through');
+  const t0 = Date.now();
+  await recorder.record(a!, sample(t0), t0, true);
+  expect(await recorder.drain(10_000)).toBe(true);
+  const first = (await store.readSeen(13)).complete.get(recorder.instanceId)!;
+  expect(first).toBeGreaterThanOrEqual(t0);
+  expect(first).toBeLessThanOrEqual(Date.now());
+  // A heartbeat still in authentication (held, in no shard yet) keeps every shard's complete time at its arrival.
+  const arrived = Date.now() - 50;
+  const held = recorder.hold(arrived);
+  await recorder.record(b!, sample(Date.now()), Date.now(), true);
+  expect(await recorder.drain(10_000)).toBe(true);
+  expect((await store.readSeen(13)).complete.get(recorder.instanceId)).toBeLessThanOrEqual(arrived);
+  held.release();
+  // Another shard's write held up: the process's clock stays before its heartbeat, this shard's document moves on.
+  store.holdShard(14);
+  const late = Date.now();
+  await recorder.record(c!, sample(late), late, true);
+  await new Promise((r) => setTimeout(r, 50));
+  const later = Date.now();
+  await recorder.record(a!, sample(later), later, true);
+  await eventually(async () => ((await store.readSeen(13)).nodes.get(a!) === later ? true : undefined), 10_000, 'shard 13 written');
+  expect((await store.readSeen(13)).complete.get(recorder.instanceId)).toBeGreaterThanOrEqual(later);
+  expect(recorder.completeThrough()).toBeLessThanOrEqual(late);
+  expect((await store.readSeen(14)).nodes.has(c!)).toBe(false);
+  store.open();
+  expect(await recorder.drain(10_000)).toBe(true);
+  expect((await store.readSeen(14)).complete.get(recorder.instanceId)).toBeGreaterThanOrEqual(late);
+});
