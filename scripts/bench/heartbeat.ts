@@ -326,6 +326,9 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     // Each node its own loop: first beat at a random point of its period, then every BEAT_S (measured from the
     // start of the previous beat, as a node's timer would).
     const t1 = Date.now();
+    // Where the machine's CPU goes during the mass online (the sweepers' writes compete with everything else).
+    const moPids = stackPids(stack.dataDir);
+    const moCpu0 = Object.fromEntries(Object.entries(moPids).map(([k, pid]) => [k, cpuSeconds(pid)]));
     for (const node of nodes) {
       loops.push(
         (async () => {
@@ -381,6 +384,8 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
       await new Promise((r) => setTimeout(r, 2000));
     }
     console.log(`mass online: all ${nodes.length} nodes online ${((Date.now() - t1) / 1000).toFixed(1)} s after the first heartbeats (settle target ${2 * OFFLINE_AFTER_S} s)`);
+    const moSeconds = (Date.now() - t1) / 1000;
+    console.log(`  CPU meanwhile (% of one core): ${Object.keys(moPids).sort().map((k) => `${k} ${(((cpuSeconds(moPids[k]!) - moCpu0[k]!) / moSeconds) * 100).toFixed(0)}%`).join(', ')}`);
     // Every node beats through the mass online: any online → offline among these is a false transition.
     console.log(`transitions recorded during the mass online: ${await transitionsSince(db, new Date(t1).toISOString())}`);
     const mo: MassOnlineBeats = massOnline;
