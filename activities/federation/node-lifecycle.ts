@@ -204,9 +204,9 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
       /** Mirrors earned at SWEEP_MIRRORS_PER_S and not yet spent (ticks come at varying intervals). */
       let mirrorCredit = maxCredit;
       let lastTickAt = Date.now();
-      /** The previous tick's read and horizon: an early wake is for a horizon that moves (see the end of the tick). */
+      /** The previous presence read and its horizons per shard: an early wake is for a horizon that moves. */
       let lastReadAt = 0;
-      let lastHorizon = 0;
+      let lastHorizons = new Map<number, number>();
       const sendMirrors = () => {
         while (sending < SWEEP_SIGNALS_IN_FLIGHT && mirrors.size > 0 && mirrorBudget > 0) {
           mirrorBudget--;
@@ -310,7 +310,7 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           const { readAt, horizons, seen } = presence ? await presence : { readAt: sweptAt, horizons: new Map<number, number>(), seen: new Map<string, number>() };
           /** The horizon of a node's shard (every heartbeat of it received before then is in `seen`). */
           const horizonOf = (id: string) => horizons.get(presenceShardOf(id)) ?? readAt;
-          /** The group's least horizon (the slow-tick log, whether the horizon moves). */
+          /** The group's least horizon (the slow-tick log). */
           const horizon = Math.min(readAt, ...horizons.values());
           if (presence) lastPresenceRead = readAt;
           // A beating node the view does not know (its change record was lost, e.g. a registration's best-effort
@@ -330,6 +330,11 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           const presenceMs = Date.now() - sweptAt - changesMs;
           const at = new Date(readAt).toISOString();
           const proposals: LivenessTransition[] = [];
+          // The next tick comes sooner when an online node falls due (below), only for shards whose horizon keeps up
+          // with the clock (at least half as fast): a horizon held back by presence writes that stall would otherwise
+          // keep a due node "almost due", and the sweep re-reading an overloaded database five times a second. Per
+          // shard, so one stalled shard does not delay the judgements of the others by a whole tick.
+          const moving = new Set(shards.filter((sh) => lastReadAt === 0 || (horizons.get(sh) ?? readAt) - (lastHorizons.get(sh) ?? 0) >= (readAt - lastReadAt) / 2));
           /**
            * When, by the clock, an online node not proposed now may lapse at the earliest: its due time plus its
            * shard's horizon lag in this read (the horizon moving as it did up to this read).
@@ -341,7 +346,7 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
             if (v.state === 'online') {
               const due = Math.max(last ?? 0, v.state_at) + offlineAfterMs;
               if (nodeHorizon >= due) proposals.push({ node_id: id, from: 'online', to: 'offline', at, reason: reasons.offline, seq: v.seq + 1 });
-              else nextWake = Math.min(nextWake, due + (readAt - nodeHorizon));
+              else if (moving.has(presenceShardOf(id))) nextWake = Math.min(nextWake, due + (readAt - nodeHorizon));
             } else if (v.state === 'offline') {
               if (last !== undefined && last > v.state_at && nodeHorizon - last < offlineAfterMs) proposals.push({ node_id: id, from: 'offline', to: 'online', at, reason: reasons.online, seq: v.seq + 1 });
             }
@@ -365,15 +370,13 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           mirrorCredit -= mirrorBudget;
           sendMirrors();
           beat();
-          // The next tick: the regular one, or sooner when an online node falls due (the horizon trailing the read
-          // by what it trailed this one).
-          // Only while the horizon keeps up with the clock (at least half as fast): a horizon held back by presence
-          // writes that stall would otherwise keep a due node "almost due", and the sweep re-reading an overloaded
-          // database five times a second.
-          const horizonMoving = lastReadAt === 0 || horizon - lastHorizon >= (readAt - lastReadAt) / 2;
-          lastReadAt = readAt;
-          lastHorizon = horizon;
-          const dueIn = horizonMoving ? nextWake - Date.now() : Infinity;
+          // The next tick: the regular one, or sooner when an online node of a moving shard falls due (its horizon
+          // trailing the read by what it trailed this one).
+          if (presence) {
+            lastReadAt = readAt;
+            lastHorizons = horizons;
+          }
+          const dueIn = nextWake - Date.now();
           const rest = Math.max(SWEEP_MIN_TICK_MS - (Date.now() - sweptAt), Math.min(input.tick_ms - (Date.now() - sweptAt), dueIn));
           if (rest > 0) await ctx.sleep(rest);
         }

@@ -355,16 +355,15 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
         if (live.length > 0) {
           const lag = readAt - Math.min(...live.map((c) => Number(c.complete_through)));
           clockLag.max.set(clockLag.phase, Math.max(clockLag.max.get(clockLag.phase) ?? 0, lag));
-          const shards = await Promise.all(
-            Array.from({ length: PRESENCE_SHARDS }, (_, s) => db.collection(`node_presence_${String(s).padStart(2, '0')}`).find({}, { projection: { complete_through: 1 } }).toArray().catch(() => []))
-          );
-          for (const docs of shards) {
+          // One shard at a time, as the sweepers read them (reading all 16 at once would add a burst of load).
+          for (let shard = 0; shard < PRESENCE_SHARDS; shard++) {
+            const docs = await db.collection(`node_presence_${String(shard).padStart(2, '0')}`).find({}, { projection: { complete_through: 1 } }).toArray().catch(() => []);
             const complete = new Map(docs.filter((d) => typeof d.complete_through === 'number').map((d) => [String(d._id), Number(d.complete_through)]));
             const shardLag = readAt - presenceHorizon(live.map((c) => ({ instance: String(c._id), complete_through: Number(c.complete_through), written_at: Number(c.written_at) })), readAt, OFFLINE_AFTER_S * 1000, complete);
             clockLag.shardMax.set(clockLag.phase, Math.max(clockLag.shardMax.get(clockLag.phase) ?? 0, shardLag));
           }
         }
-        await new Promise((r) => setTimeout(r, Math.max(0, 1000 - (Date.now() - readAt))));
+        await new Promise((r) => setTimeout(r, Math.max(500, 1000 - (Date.now() - readAt))));
       }
     })();
     const lagLine = (phase: string) =>

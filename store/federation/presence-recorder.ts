@@ -203,6 +203,8 @@ export class PresenceRecorder {
    * offline judgements by at most that, never stops them.
    */
   hold(at: number): PresenceHold {
+    // `at` must be the heartbeat's arrival, taken just before this call (the route's first hook): a shard write that
+    // began between an earlier `at` and this call would claim its shard complete past a heartbeat it does not hold.
     const held = { at, until: at + PRESENCE_HOLD_MAX_MS };
     this.holds.add(held);
     return {
