@@ -308,8 +308,6 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           if (!presence && judgesAny()) presence = readGroupPresence();
           // Every judgement applies to the presence horizon, at most the time the presence read started.
           const { readAt, horizons, seen } = presence ? await presence : { readAt: sweptAt, horizons: new Map<number, number>(), seen: new Map<string, number>() };
-          /** The horizon of a node's shard (every heartbeat of it received before then is in `seen`). */
-          const horizonOf = (id: string) => horizons.get(presenceShardOf(id)) ?? readAt;
           /** The group's least horizon (the slow-tick log). */
           const horizon = Math.min(readAt, ...horizons.values());
           if (presence) lastPresenceRead = readAt;
@@ -342,11 +340,13 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           let nextWake = Infinity;
           for (const [id, v] of presence ? view : []) {
             const last = seen.get(id);
-            const nodeHorizon = horizonOf(id);
+            const shard = presenceShardOf(id);
+            // The horizon of the node's shard: every heartbeat of it received before then is in `seen`.
+            const nodeHorizon = horizons.get(shard) ?? readAt;
             if (v.state === 'online') {
               const due = Math.max(last ?? 0, v.state_at) + offlineAfterMs;
               if (nodeHorizon >= due) proposals.push({ node_id: id, from: 'online', to: 'offline', at, reason: reasons.offline, seq: v.seq + 1 });
-              else if (moving.has(presenceShardOf(id))) nextWake = Math.min(nextWake, due + (readAt - nodeHorizon));
+              else if (moving.has(shard)) nextWake = Math.min(nextWake, due + (readAt - nodeHorizon));
             } else if (v.state === 'offline') {
               if (last !== undefined && last > v.state_at && nodeHorizon - last < offlineAfterMs) proposals.push({ node_id: id, from: 'offline', to: 'online', at, reason: reasons.online, seq: v.seq + 1 });
             }
