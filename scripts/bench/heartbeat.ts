@@ -43,7 +43,7 @@ import { MongoClient } from 'mongodb';
 import { Agent } from 'undici';
 import { StackLog } from './stack-log';
 import { BenchStack, startBenchStack } from './stack';
-import { presenceHorizon, PRESENCE_SHARDS } from '../../store/federation/presence';
+import { presenceHorizon, PresenceStore, PRESENCE_SHARDS } from '../../store/federation/presence';
 import { nodeSweeperWorkflowId, NODE_SWEEPER_GROUPS } from '../../workflows/federation/node-lifecycle-sweeper.contract';
 
 const SIZES = (process.env.BENCH_NODES ?? '500').split(',').map((s) => Number(s.trim())).filter((n) => n > 0);
@@ -347,19 +347,20 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     // (the least of them), and by what the sweepers judge with, each shard's horizon (per process the later of its
     // clock and its document of the shard; the worst shard).
     const clockLag = { phase: 'warm-up', max: new Map<string, number>(), shardMax: new Map<string, number>() };
+    const presence = new PresenceStore(db);
     void (async () => {
       while (running.on) {
         const readAt = Date.now();
-        const clocks = await db.collection('node_presence_clocks').find({}).toArray().catch(() => []);
-        const live = clocks.filter((c) => readAt - Number(c.written_at) < OFFLINE_AFTER_S * 1000);
-        if (live.length > 0) {
-          const lag = readAt - Math.min(...live.map((c) => Number(c.complete_through)));
+        const liveMs = OFFLINE_AFTER_S * 1000;
+        const clocks = await presence.readClocks().catch(() => []);
+        if (clocks.some((c) => readAt - c.written_at < liveMs)) {
+          const lag = readAt - presenceHorizon(clocks, readAt, liveMs);
           clockLag.max.set(clockLag.phase, Math.max(clockLag.max.get(clockLag.phase) ?? 0, lag));
           // One shard at a time, as the sweepers read them (reading all 16 at once would add a burst of load).
           for (let shard = 0; shard < PRESENCE_SHARDS; shard++) {
-            const docs = await db.collection(`node_presence_${String(shard).padStart(2, '0')}`).find({}, { projection: { complete_through: 1 } }).toArray().catch(() => []);
-            const complete = new Map(docs.filter((d) => typeof d.complete_through === 'number').map((d) => [String(d._id), Number(d.complete_through)]));
-            const shardLag = readAt - presenceHorizon(live.map((c) => ({ instance: String(c._id), complete_through: Number(c.complete_through), written_at: Number(c.written_at) })), readAt, OFFLINE_AFTER_S * 1000, complete);
+            const read = await presence.readSeen(shard).catch(() => null);
+            if (!read) continue;
+            const shardLag = readAt - presenceHorizon(clocks, readAt, liveMs, read.complete);
             clockLag.shardMax.set(clockLag.phase, Math.max(clockLag.shardMax.get(clockLag.phase) ?? 0, shardLag));
           }
         }
