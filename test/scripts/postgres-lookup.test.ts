@@ -4,7 +4,8 @@
  * updateOne or deleteOne by `_id` read the whole table (10,000 node documents for each sweeper write at 10,000
  * nodes). Asserted from the plans PostgreSQL executed (auto_explain logs every statement's plan): no table scan for
  * lookups by `_id`, on a table FerretDB creates while the server runs and on one that predates the index (a data
- * dir from before it, fixed at the next start).
+ * dir from before it, fixed at the next start), and without GIN's pending list (fastupdate off, also on an index made
+ * before it).
  * Also: a sweep's worth of liveness transitions (NodeStore.applyLiveness, single-statement updates) completes with
  * every transition applied and no table scan; the bulkWrite it replaced hung FerretDB at 100 updates.
  */
@@ -53,6 +54,9 @@ maybe('embedded PostgreSQL: lookups by _id use an index', () => {
     servers = [];
   };
 
+  /** The storage options of the table's GIN index on `_id` (e.g. "fastupdate=off"). */
+  const ginOptions = (table: string) =>
+    psql(`select coalesce(array_to_string(i.reloptions, ','), '') from pg_indexes x join pg_class i on i.relname = x.indexname where x.tablename = '${table}' and x.indexdef like '%USING gin%'`);
   const tableOf = (collection: string) => psql(`select tablename from pg_tables where schemaname = 'lookup' and tablename like '${collection}\\_%'`);
   /**
    * The plans PostgreSQL logs for the statements `run` makes on `table`: how many read it by a table scan, and how
@@ -86,6 +90,8 @@ maybe('embedded PostgreSQL: lookups by _id use an index', () => {
     for (let i = 0; i < 3000; i += 1000) await things.insertMany(Array.from({ length: 1000 }, (_, k) => ({ _id: `t-${i + k}`, n: i + k, state: 'a' })));
     const table = tableOf('things');
     expect(psql(`select count(*) from pg_indexes where tablename = '${table}' and indexdef like '%USING gin%_id%'`)).toBe('1');
+    // Without GIN's pending list (every lookup would read it whole until a vacuum merges it).
+    expect(ginOptions(table)).toBe('fastupdate=off');
     const seen = await plans(table, async () => {
       for (let i = 0; i < 10; i++) expect((await things.findOne({ _id: `t-${i * 97}` }))?.n).toBe(i * 97);
       for (let i = 0; i < 10; i++) expect((await things.updateOne({ _id: `t-${i * 89}`, state: 'a' }, { $set: { state: 'b' } })).modifiedCount).toBe(1);
@@ -96,13 +102,23 @@ maybe('embedded PostgreSQL: lookups by _id use an index', () => {
     expect(seen.seqScans).toBe(0);
   }, 60_000);
 
-  it('a table that predates the index gets it at the next start', async () => {
+  it('a table that predates the index gets it at the next start, and an index with a pending list loses it', async () => {
     const table = tableOf('things');
     psql(`drop index lookup.${psql(`select indexname from pg_indexes where tablename = '${table}' and indexdef like '%USING gin%'`)}`);
     expect(psql(`select count(*) from pg_indexes where tablename = '${table}' and indexdef like '%USING gin%'`)).toBe('0');
+    // A data dir from before fastupdate was turned off: its index has GIN's default, and entries in the pending list.
+    const other = client.db('lookup').collection<{ _id: string; n: number }>('others');
+    await other.insertOne({ _id: 'o-0', n: 0 });
+    const otherTable = tableOf('others');
+    const otherIndex = psql(`select indexname from pg_indexes where tablename = '${otherTable}' and indexdef like '%USING gin%'`);
+    psql(`alter index lookup.${otherIndex} set (fastupdate = on)`);
+    await other.insertMany(Array.from({ length: 500 }, (_, k) => ({ _id: `o-${k + 1}`, n: k + 1 })));
+    expect(ginOptions(otherTable)).toBe('fastupdate=on');
     await stop();
     await start();
     expect(psql(`select count(*) from pg_indexes where tablename = '${table}' and indexdef like '%USING gin%_id%'`)).toBe('1');
+    expect(ginOptions(otherTable)).toBe('fastupdate=off');
+    expect((await client.db('lookup').collection<{ _id: string; n: number }>('others').findOne({ _id: 'o-500' }))?.n).toBe(500);
     const things = client.db('lookup').collection<{ _id: string; n: number }>('things');
     const seen = await plans(table, async () => {
       for (let i = 0; i < 10; i++) expect((await things.findOne({ _id: `t-${1000 + i}` }))?.n).toBe(1000 + i);
