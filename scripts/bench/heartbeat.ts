@@ -329,6 +329,9 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     // Where the machine's CPU goes during the mass online (the sweepers' writes compete with everything else).
     const moPids = stackPids(stack.dataDir);
     const moCpu0 = Object.fromEntries(Object.entries(moPids).map(([k, pid]) => [k, cpuSeconds(pid)]));
+    // And where the database's work goes (the same counters as the window's).
+    const moDb0 = dbWork(stack.ports.POSTGRES_PORT);
+    const moCommands0 = await ferretCommands(stack.ports.FERRETDB_DEBUG_PORT);
     for (const node of nodes) {
       loops.push(
         (async () => {
@@ -386,6 +389,11 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     console.log(`mass online: all ${nodes.length} nodes online ${((Date.now() - t1) / 1000).toFixed(1)} s after the first heartbeats (settle target ${2 * OFFLINE_AFTER_S} s)`);
     const moSeconds = (Date.now() - t1) / 1000;
     console.log(`  CPU meanwhile (% of one core): ${Object.keys(moPids).sort().map((k) => `${k} ${(((cpuSeconds(moPids[k]!) - moCpu0[k]!) / moSeconds) * 100).toFixed(0)}%`).join(', ')}`);
+    {
+      const beats = massOnline.lat.length;
+      console.log(`  ${describeDbWork(moDb0, dbWork(stack.ports.POSTGRES_PORT), beats, moSeconds).line}`);
+      console.log(`  ${describeCommands(moCommands0, await ferretCommands(stack.ports.FERRETDB_DEBUG_PORT), beats, moSeconds)}`);
+    }
     // Every node beats through the mass online: any online → offline among these is a false transition.
     console.log(`transitions recorded during the mass online: ${await transitionsSince(db, new Date(t1).toISOString())}`);
     const mo: MassOnlineBeats = massOnline;
