@@ -377,9 +377,11 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
       stack.alive();
       // Bounded even if the database stops answering (the warm-up must end with its message).
       // The nodes not online yet are counted (FerretDB hands PostgreSQL the state filter and converts only the
-      // documents that match): counting the online ones converted every node document of the fleet every 2 s near
-      // the end, a bench's own load of about 15 % of FerretDB's time in a 10,000-node mass online (session 23).
-      // The bench's nodes are never pending review (review off), so none left offline means all online.
+      // documents that match): counting the online ones had FerretDB convert almost every node document of the
+      // fleet every 2 s near the end, the bench's own load in the very phase it measures (estimated from the 244 ms
+      // a 10,000-document range read takes, node-changes-ring.ts: some 15 % of FerretDB's time in a 10,000-node
+      // mass online; not measured apart). The bench's nodes are never pending review (review off), so none left
+      // offline means all online.
       const count = (state: string) =>
         Promise.race([
           db.collection('nodes').countDocuments({ state }),
