@@ -15,6 +15,7 @@
  *            nodes do) for BENCH_OVERLOAD_S seconds, then how long writes kept landing
  *            after the load stopped and how many quota slots were spent on refused writes (should be none);
  *   verify   verify time and memory (live heap after collections, and RSS) for BENCH_VERIFY_SIZES entries.
+ * BENCH_COMPARE_ASSETS=0 skips the idle assets comparison (minutes at 1,000,000 entries).
  * BENCH_PHASES picks phases (default module,http,verify); BENCH_OPS is the writes per measurement (default 1000);
  * BENCH_KEYED=1 gives every http write an Idempotency-Key of its own (and the filled entries idempotency records);
  * BENCH_HTTP_CLIENT (`request`, default, or `fetch`) is the client the http writes use, and each concurrency first
@@ -65,6 +66,11 @@ const OVERLOAD_S = Number(process.env.BENCH_OVERLOAD_S ?? 10);
 const API_PROCESSES = (process.env.BENCH_API_PROCESSES ?? '1').split(',').map(Number);
 /** API_PROCESSES of a second, cluster run (0: none). */
 const API_CLUSTER = Number(process.env.BENCH_API_CLUSTER ?? 0);
+/**
+ * BENCH_COMPARE_ASSETS=0 skips the idle comparison of GET /api/status-data/assets with grouping the entries (at
+ * 1,000,000 entries each grouping takes minutes, twice per stack; a rerun on a kept ledger has its figure already).
+ */
+const COMPARE_ASSETS = process.env.BENCH_COMPARE_ASSETS !== '0';
 /**
  * The HTTP client the http phase writes with: `request` (undici's request API over a keep-alive pool: the client a
  * Node node would pick for throughput) or `fetch` (Node's built-in fetch, which costs the client 3-4 ms a request more
@@ -311,7 +317,7 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
         }
         console.log(`ledger filled to ${await head()} entries (${missing} entries by appendBulk in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
       }
-      await compareAssets(stack.base, db, size);
+      if (COMPARE_ASSETS) await compareAssets(stack.base, db, size);
       for (const c of CONCURRENCY) {
         const baseline = await bareInserts(scratch, c);
         console.log(`ledger ${size} entries, concurrency ${String(c).padStart(2)}  bare insertOne:   ${fmt(baseline)}`);
