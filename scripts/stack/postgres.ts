@@ -82,7 +82,7 @@ function initCluster(binDir: string, dir: string, user: { uid: number; gid: numb
 const ID_LOOKUP_SQL = `
 SET client_min_messages = warning;
 CREATE OR REPLACE FUNCTION public.zhongshu_id_lookup_index(rel oid) RETURNS boolean LANGUAGE plpgsql AS $fn$
-DECLARE t text; ns text; idx text := 'zh_id_gin_' || rel;
+DECLARE t text; ns text; idx text := 'zh_id_gin_' || rel; ireg regclass;
 BEGIN
   SELECT format('%I.%I', n.nspname, c.relname), n.nspname INTO t, ns FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
    WHERE c.oid = rel AND c.relkind = 'r' AND c.relname NOT LIKE '\\_ferretdb\\_%'
@@ -91,10 +91,11 @@ BEGIN
   IF t IS NULL THEN RETURN false; END IF;
   EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin ((_jsonb -> %L)) WITH (fastupdate = off)', idx, t, '_id');
   -- An index made before fastupdate was turned off: off now, and the entries still in its pending list merged.
-  IF EXISTS (SELECT 1 FROM pg_class i WHERE i.oid = to_regclass(format('%I.%I', ns, idx)) AND NOT coalesce('fastupdate=off' = ANY (i.reloptions), false)) THEN
+  ireg := to_regclass(format('%I.%I', ns, idx));
+  IF EXISTS (SELECT 1 FROM pg_class i WHERE i.oid = ireg AND NOT coalesce('fastupdate=off' = ANY (i.reloptions), false)) THEN
     BEGIN
-      EXECUTE format('ALTER INDEX %I.%I SET (fastupdate = off)', ns, idx);
-      PERFORM gin_clean_pending_list(to_regclass(format('%I.%I', ns, idx)));
+      EXECUTE format('ALTER INDEX %s SET (fastupdate = off)', ireg);
+      PERFORM gin_clean_pending_list(ireg);
     EXCEPTION WHEN others THEN
       -- The index serves lookups all the same (with its pending list); tried again at the next start.
       RAISE WARNING 'zhongshu: could not turn fastupdate off on %.%: %', ns, idx, SQLERRM;
