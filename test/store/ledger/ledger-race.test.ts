@@ -89,3 +89,40 @@ it('answers a batch of retries (an activity appending again what it may have wri
     await client.close();
   }
 });
+
+it('lets two writers taking turns start from each other\'s head record: no insert refused, no wait for a record', async () => {
+  // Two processes whose writes alternate (a load balancer's round robin): once each has seen the other's entries it
+  // writes as a contended writer, inserting its head record before answering, so the other's next write starts from
+  // that record instead of being refused on the taken seq and then waiting for the record (store/ledger/ledger.ts).
+  const client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
+  try {
+    let inserts = 0;
+    client.on('commandStarted', (e) => {
+      if (e.commandName === 'insert' && (e.command as { insert?: string }).insert === 'ledger') inserts++;
+    });
+    const a = new Ledger(client.db(testDb.db.databaseName));
+    const b = new Ledger(testDb.db);
+    const write = (ledger: Ledger, i: number) => ledger.append({ kind: 'truth', key: `turns.${i}`, value: { i }, truth_type: 'data', did: 'did:example:turns' });
+    // Each sees the other's entries once (a refusal, or a newer head record).
+    for (let i = 0; i < 4; i++) await write(i % 2 ? b : a, i);
+    const heads = testDb.db.collection('ledger_head');
+    inserts = 0;
+    let last = 0;
+    for (let i = 4; i < 44; i++) {
+      const { entry } = await write(i % 2 ? b : a, i);
+      expect(entry.seq).toBe(last === 0 ? entry.seq : last + 1);
+      last = entry.seq;
+      // Answered only once its head record is in: the newest record is this write's.
+      const newest = await heads.find({}).sort({ size: -1 }).limit(1).next();
+      expect(newest?.size).toBe(entry.seq);
+    }
+    // a's 20 writes: one insert each, none refused.
+    expect(inserts).toBe(20);
+    // 40 head records were inserted, and each writer deletes those older than its own every 4: a handful is left,
+    // so reading the newest (a read of the whole collection on FerretDB) stays cheap.
+    expect(await heads.countDocuments({})).toBeLessThanOrEqual(8);
+    expect(await verifyLedger(a)).toMatchObject({ consistent: true, ledger_lines: last });
+  } finally {
+    await client.close();
+  }
+});
