@@ -57,9 +57,10 @@ const HEAD_RECORD_INTERVAL_MS = 20;
 /**
  * How long a process writes as a contended writer after its insert was last refused on a seq another writer took
  * (while contended, a head record newer than its own tail found at a batch's start extends it): see commit and
- * publish. Writers taking turns see each other at every batch and stay contended; a writer alone again (another process wrote once, e.g. the worker's hub
- * event) goes back to the cheaper uncontended appends after this long. Measured at concurrency 1 on PostgreSQL: an
- * append alone 0.9-1.1 ms uncontended, 3.0-3.2 ms contended; two writers taking turns 3.3 ms contended, 10.9 ms not.
+ * publish. Writers taking turns see each other at every batch and stay contended; a writer alone again (another
+ * process wrote once, e.g. the worker's hub event) goes back to the cheaper uncontended appends after this long.
+ * Measured at concurrency 1 on PostgreSQL (p50): an append alone 0.9-1.1 ms uncontended, 3.0-3.2 ms contended; two
+ * writers taking turns 3.3 ms contended, 10.9 ms not.
  */
 const CONTENDED_MS = 1000;
 /** After a seq was refused: the pauses between reads of the head records while waiting for one covering it. */
@@ -565,7 +566,7 @@ export class Ledger {
    * from its own tail when that is newer than the newest record, so a client reading status from the process that
    * acknowledged its write sees it; another process's status may lag by the one insert in flight.
    *
-   * A contended writer (one that saw another writer's entries within CONTENDED_MS) inserts its head record before
+   * A contended writer (see CONTENDED_MS) inserts its head record before
    * its callers are answered, without the interval: the other writer's next batch then starts from it (see commit)
    * instead of having its insert refused and waiting for the record. Measured with two API processes taking turns
    * on one ledger (bench:ledger, BENCH_API_PROCESSES=1,2): the wait for a record published up to
