@@ -588,12 +588,7 @@ export class Ledger {
   private async headAttempted(size: number): Promise<void> {
     for (;;) {
       if (this.publishedSize >= size) return;
-      if (this.headTimer) {
-        clearTimeout(this.headTimer);
-        this.headTimer = null;
-        this.lastHeadStartedAt = 0;
-        this.publishHead();
-      }
+      this.publishHeadNow();
       const flight = this.headInFlight;
       if (!flight) return;
       const covers = this.headInFlightSize >= size;
@@ -641,15 +636,19 @@ export class Ledger {
       });
   }
 
+  /** Starts the head record that waits for the interval (if one does) at once. */
+  private publishHeadNow(): void {
+    if (!this.headTimer) return;
+    clearTimeout(this.headTimer);
+    this.headTimer = null;
+    this.lastHeadStartedAt = 0;
+    this.publishHead();
+  }
+
   /** Resolves once the head records of every tail this process has written so far are inserted (or failed). */
   async headPublished(): Promise<void> {
     for (;;) {
-      if (this.headTimer) {
-        clearTimeout(this.headTimer);
-        this.headTimer = null;
-        this.lastHeadStartedAt = 0;
-        this.publishHead();
-      }
+      this.publishHeadNow();
       if (!this.headInFlight) return;
       await this.headInFlight;
     }
