@@ -26,6 +26,7 @@ import { loadAdminTokenHash } from './admin-token';
 import { AdmissionGates, createAdmissionGates } from './plugins/admission';
 import { ChatServices, createChatServices } from './chat';
 import { KeyGroupStore } from '../store/chat/key-groups';
+import { ForwardingCounts, LedgerWriter, startLedgerWriter } from './ledger-writer';
 
 export interface ServiceContext {
   config: Config;
@@ -51,6 +52,10 @@ export interface ServiceContext {
   /** The chat gateway: providers, upstream clients and breakers, plans, limits, usage (api/chat.ts). */
   chat: ChatServices;
   keyGroups: KeyGroupStore;
+  /** The writer lease across API replicas (LEDGER_FORWARD_SECRET), where this process takes part in it; else null. */
+  ledgerWriter: LedgerWriter | null;
+  /** Appends this process forwarded to the lease holder and served as the holder (api/ledger-writer.ts). */
+  forwarding: ForwardingCounts;
   close(): Promise<void>;
 }
 
@@ -87,16 +92,21 @@ export async function createServiceContext(config: Config, logger = createLogger
       logger
     );
     presenceRecorder.startClock();
+    // Across hosts: the writer lease (LEDGER_FORWARD_SECRET), taken part in by the process that appends for this host.
+    const forwarding = new ForwardingCounts();
+    const writer = cluster.isWorker ? null : await startLedgerWriter(mongo.db, config, logger, forwarding);
     return {
       config,
       logger,
       mongo,
-      // One writer per host: an API process of a cluster (API_PROCESSES > 1) hands its appends to the primary (api/server.ts).
-      ledger: new Ledger(mongo.db, { forward: cluster.isWorker ? forwardAppendsTo(process) : null }),
+      // One writer per host: an API process of a cluster (API_PROCESSES > 1) hands its appends to the primary
+      // (api/server.ts); the process appending for a host forwards to the lease holder when that is another host.
+      ledger: new Ledger(mongo.db, { forward: cluster.isWorker ? forwardAppendsTo(process) : (writer?.forward ?? null) }),
       credentials: new CredentialStore(mongo.db),
       nodes,
       // With API_PROCESSES > 1 the primary's QuotaStore leases every DID's slots for the host (api/server.ts).
-      quota: cluster.isWorker ? forwardQuotaTo(process, quota) : quota,
+      // Across hosts, the writer lease holder counts for every replica (api/ledger-writer.ts).
+      quota: cluster.isWorker ? forwardQuotaTo(process, quota) : (writer?.quota(quota) ?? quota),
       presence,
       heartbeatHistory,
       presenceRecorder,
@@ -111,6 +121,8 @@ export async function createServiceContext(config: Config, logger = createLogger
       admission: createAdmissionGates({ truth_write: config.TRUTH_MAX_IN_FLIGHT }),
       chat,
       keyGroups: new KeyGroupStore(mongo.db),
+      ledgerWriter: writer,
+      forwarding,
       close: async () => {
         nodeCache.stop();
         // Heartbeats acknowledged before their write are stored before the process ends (at most 5 s).
@@ -118,6 +130,7 @@ export async function createServiceContext(config: Config, logger = createLogger
         await presenceRecorder.stopClock();
         await chat.close().catch((err: unknown) => logger.warn({ err }, 'chat limit leases, usage records or tallies could not be written back'));
         await quota.close().catch((err: unknown) => logger.warn({ err }, 'unused leased quota slots could not be given back')); // store/ledger/quota.ts
+        await writer?.close();
         await connection.close().catch(() => undefined);
         await mongo.close();
       }

@@ -26,6 +26,8 @@ import { GpuStore } from '../store/compute/gpu';
 import { kunlunRoutes } from './routes/partner/kunlun';
 import { partnerAdminRoutes } from './routes/admin/partners';
 import { partnerStore } from './plugins/auth/partner';
+import { ledgerWriterHealth } from './ledger-writer';
+import { ledgerWriterRoutes } from './routes/ledger/writer';
 import { truthReportRoutes } from './routes/ledger/report';
 import { backupStatusRoutes, truthReadRoutes } from './routes/ledger/read';
 import { subscriptionRoutes } from './routes/ledger/subscription';
@@ -75,7 +77,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
 
   const main = make('main');
   await registerOpenApi(main, config.publicUrl);
-  await main.register(healthRoutes, { db: ctx.mongo.db, listener: 'main', upstreams: () => ctx.chat.upstreamHealth() });
+  await main.register(healthRoutes, { db: ctx.mongo.db, listener: 'main', upstreams: () => ctx.chat.upstreamHealth(), ledgerWriter: ledgerWriterHealth(ctx) });
   await main.register(agentCardRoutes, { config, directory: ctx.directory, keys: ctx.keys, tasks: ctx.tasks, nodes: ctx.nodes });
   await main.register(endpointDirectoryRoutes, { directory: ctx.directory, config });
   await main.register(oauthRoutes, { config, keys: ctx.keys, credentials: ctx.credentials });
@@ -88,6 +90,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(adminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, config });
   await main.register(daemonAdminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, temporal: ctx.temporal, config });
   await main.register(truthReportRoutes, { ledger: ctx.ledger, quota: ctx.quota, temporal: ctx.temporal, config });
+  await main.register(ledgerWriterRoutes, { ledger: ctx.ledger, quota: ctx.quota, config, counts: ctx.forwarding });
   await main.register(truthReadRoutes, { ledger: ctx.ledger, config, keys: ctx.keys });
   await main.register(subscriptionRoutes, { ledger: ctx.ledger });
   await main.register(approvalRoutes, { temporal: ctx.temporal, config });

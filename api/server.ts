@@ -22,6 +22,7 @@ import { serveForwardedWrites } from '../store/ledger/ledger-forwarding';
 import { QuotaStore } from '../store/ledger/quota';
 import { loadAdminTokenHash } from './admin-token';
 import { loadOrCreateHubKeys } from './keys';
+import { startLedgerWriter } from './ledger-writer';
 import { startApi } from './service';
 
 async function serve(config: Config, logger: Logger): Promise<void> {
@@ -62,15 +63,23 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
     await mongo.close();
     throw err;
   }
-  const ledger = new Ledger(mongo.db);
+  // The host's writer also takes part in the writer lease across hosts (LEDGER_FORWARD_SECRET): appends from this
+  // host go to the holder when that is another replica.
+  const writer = await startLedgerWriter(mongo.db, config, logger).catch(async (err: unknown) => {
+    await mongo.close();
+    throw err;
+  });
+  const ledger = new Ledger(mongo.db, { forward: writer?.forward ?? null });
   const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'));
+  // The host's quota counter; its claims made by the writer lease holder when that is another replica.
+  const hostQuota = writer?.quota(quota) ?? quota;
   let exiting = false;
   const exit = async (code: number) => {
     if (exiting) return;
     exiting = true;
     // The head record of the last appends and the unused leased quota slots, then the connection (bounded: the
     // database may be what failed).
-    const closing = Promise.all([ledger.headPublished(), quota.close()]).then(() => mongo.close());
+    const closing = Promise.all([ledger.headPublished(), quota.close(), writer?.close()]).then(() => mongo.close());
     await Promise.race([closing, new Promise((r) => setTimeout(r, 5000).unref())]).catch(() => undefined);
     process.exit(code);
   };
@@ -80,7 +89,7 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
   const fork = (slot: number) => {
     const worker = cluster.fork({ API_PROCESS_INDEX: String(slot) });
     slots.set(worker, slot);
-    serveForwardedWrites({ ledger, quota }, worker, (err) => logger.warn({ err, slot }, 'a forwarded ledger append or quota claim failed'));
+    serveForwardedWrites({ ledger, quota: hostQuota }, worker, (err) => logger.warn({ err, slot }, 'a forwarded ledger append or quota claim failed'));
   };
   cluster.on('exit', (worker, code, signal) => {
     const slot = slots.get(worker) ?? 0;
@@ -114,8 +123,11 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'stopping the API processes');
-    if (slots.size === 0) void exit(0);
-    for (const w of slots.keys()) w.process.kill(signal);
+    // The writer lease first (api/ledger-writer.ts): the other replicas stop forwarding here before the processes drain.
+    void (writer ? writer.release() : Promise.resolve()).then(() => {
+      if (slots.size === 0) void exit(0);
+      for (const w of slots.keys()) w.process.kill(signal);
+    });
     setTimeout(() => {
       logger.error('API processes took longer than 20 s to stop; exiting');
       void exit(1);

@@ -77,6 +77,14 @@ export const configSchema = z.object({
   TRUTH_DID_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(1000),
   /** Truth writes in flight per API process (both listeners); one more is 503 overloaded at once. */
   TRUTH_MAX_IN_FLIGHT: z.coerce.number().int().positive().default(128),
+  /**
+   * One ledger writer across API replicas (README "Storage", store/ledger/writer-lease.ts): the secret every replica
+   * shares (unset: each replica appends itself), where the others reach this one's main listener (unset: this
+   * host's address and PORT), and the lease's period.
+   */
+  LEDGER_FORWARD_SECRET: z.string().min(24, 'must be at least 24 characters').optional(),
+  LEDGER_WRITER_URL: z.url({ protocol: /^https?$/ }).optional(),
+  LEDGER_WRITER_LEASE_S: z.coerce.number().int().min(3).max(300).default(10),
 
   /** Registrations (POST /a2a/register, the join form) per client address per minute, per API process. */
   REGISTER_RATE_LIMIT_PER_MIN: z.coerce.number().int().positive().default(60),

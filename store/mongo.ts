@@ -100,6 +100,7 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   ledger_head: [],
   ledger_marks: [],
   ledger_idempotency: [],
+  ledger_writer: [],
   quota_uses: [
     { key: { day: 1 }, name: 'day' },
     { key: { scope: 1, day: 1 }, name: 'scope_day' }

@@ -23,7 +23,11 @@
  * BENCH_API_PROCESSES (default 1; `1,2` for both) lists how many API processes the http writes alternate between:
  * with 2 a second API process is started beside the stack's, and every measurement is taken once per count, the
  * line for 2 giving its throughput and p99 against 1 (the worker runs beside them as always). Those processes each
- * append directly and race for the next seq. BENCH_API_CLUSTER=N measures the other way to run N API processes:
+ * append directly and race for the next seq. BENCH_WRITER_LEASE=1 gives the stack's API the writer lease
+ * (LEDGER_FORWARD_SECRET: it holds it) and, with 2 in BENCH_API_PROCESSES, adds a third line per measurement,
+ * `2 API lease`: the writes alternate between the stack's API and a further API process with the secret, which
+ * forwards its appends to the holder (the `2 API` line's second process has no secret and still races).
+ * BENCH_API_CLUSTER=N measures the other way to run N API processes:
  * after each backend's run, a second stack with API_PROCESSES=N (Node's cluster: the processes share the ports and
  * hand their appends to the primary, the host's one ledger writer), every line against the one-process line of the
  * first run. In both runs the writes then alternate between N connection pools (undici Agents), so the cluster's
@@ -64,6 +68,9 @@ const OVERLOAD_CLIENTS = Number(process.env.BENCH_OVERLOAD_CLIENTS ?? 512);
 const OVERLOAD_S = Number(process.env.BENCH_OVERLOAD_S ?? 10);
 /** API process counts to measure with (2: a second API process beside the stack's, the writes alternating). */
 const API_PROCESSES = (process.env.BENCH_API_PROCESSES ?? '1').split(',').map(Number);
+/** BENCH_WRITER_LEASE=1: the writer lease across API processes, measured beside the racing pair. */
+const WRITER_LEASE = process.env.BENCH_WRITER_LEASE === '1';
+const LEASE_SECRET = `bench-lease-${Math.random().toString(36).slice(2)}-${Date.now()}`;
 /** API_PROCESSES of a second, cluster run (0: none). */
 const API_CLUSTER = Number(process.env.BENCH_API_CLUSTER ?? 0);
 /**
@@ -93,6 +100,8 @@ interface HttpRow {
   concurrency: number;
   writers: number;
   processes: number;
+  /** Two API processes, the second forwarding its appends to the writer lease holder (BENCH_WRITER_LEASE). */
+  lease: boolean;
   http: Figures;
   baseline: Figures;
 }
@@ -256,7 +265,7 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
     `bench:ledger http — POST /api/report/truth through the whole stack on FerretDB/${backend}${cluster > 1 ? `, API_PROCESSES=${cluster} (cluster, one ledger writer)` : ''}, ${OPS} writes per measurement${KEYED ? ', each with an Idempotency-Key' : ''}, ledger at ${LEDGER_SIZES.join(', ')} entries`
   );
   const keep = process.env.BENCH_DATA_DIR ? path.join(process.env.BENCH_DATA_DIR, variant) : undefined;
-  const stack = await startBenchStack(`ledger-${variant}`, log, { TRUTH_DAILY_QUOTA: '100000000', NODE_REVIEW_REQUIRED: 'false', FERRETDB_BACKEND: backend, ...(cluster > 1 ? { API_PROCESSES: String(cluster) } : {}) }, keep);
+  const stack = await startBenchStack(`ledger-${variant}`, log, { TRUTH_DAILY_QUOTA: '100000000', NODE_REVIEW_REQUIRED: 'false', FERRETDB_BACKEND: backend, ...(cluster > 1 ? { API_PROCESSES: String(cluster) } : {}), ...(WRITER_LEASE ? { LEDGER_FORWARD_SECRET: LEASE_SECRET } : {}) }, keep);
   // With a cluster run to come, both runs write through API_CLUSTER pools of connections, alternating.
   const pools = API_CLUSTER > 1 ? Array.from({ length: API_CLUSTER }, () => new Agent({ connections: 64 })) : [];
   // Without cluster pools, one keep-alive pool for the writes (fetch's global dispatcher keeps connections too).
@@ -268,8 +277,14 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
     const db = client.db(stack.dbName);
     const dids = await Promise.all(Array.from({ length: DIDS }, (_, i) => registerBenchDid(stack, `did:bench:writer${i}`)));
     const bases = [stack.base];
-    while (cluster <= 1 && bases.length < Math.max(...API_PROCESSES)) bases.push(await stack.startApi());
+    // The racing processes have no lease secret: each appends itself.
+    while (cluster <= 1 && bases.length < Math.max(...API_PROCESSES)) bases.push(await stack.startApi({ LEDGER_FORWARD_SECRET: '' }));
     if (bases.length > 1) console.log(`writes alternate between ${API_PROCESSES.join(' and then ')} API process(es)`);
+    // With the lease: one more API process, with the secret, forwarding to the stack's (the holder, started first).
+    const leaseBases = WRITER_LEASE && cluster <= 1 && API_PROCESSES.includes(2) ? [stack.base, await stack.startApi()] : null;
+    if (leaseBases) console.log('and then between the stack\'s API (the writer lease holder) and one forwarding its appends to it (`2 API lease`)');
+    const modes = [...apiCounts.map((p) => ({ p, lease: false })), ...(leaseBases ? [{ p: 2, lease: true }] : [])];
+    let lease = false;
     const scratch = db.collection('bench_scratch');
     const filler = new Ledger(db);
     let written = 0;
@@ -286,7 +301,7 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
       return res.statusCode;
     };
     const write = (did: string, key: string, i: number): Promise<number> =>
-      send(`${bases[i % Math.min(processes, bases.length)]}/api/report/truth`, i, {
+      send(`${lease && leaseBases ? leaseBases[i % 2] : bases[i % Math.min(processes, bases.length)]}/api/report/truth`, i, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'x-did': did, ...(KEYED ? { 'idempotency-key': `bench-${key}` } : {}) },
         body: JSON.stringify({ key, value: benchValue(i), truth_type: 'data' })
@@ -324,17 +339,19 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
         const http0 = await run(c, OPS, floor);
         console.log(`  HTTP floor (${HTTP_CLIENT}): GET /.well-known/agent-card.json: ${fmt(http0)}   ${(http0.opsPerSec / baseline.opsPerSec).toFixed(2)}x of bare insert`);
         for (const writers of [1, DIDS]) {
-          for (const p of apiCounts) {
+          for (const mode of modes) {
+            const p = mode.p;
             processes = p;
+            lease = mode.lease;
             const probe = sampleStatus(stack.base);
-            const http = await run(c, OPS, (i) => write(dids[i % writers]!, `bench.http.${size}.${c}.${writers}.${p}.${written + i}`, i));
+            const http = await run(c, OPS, (i) => write(dids[i % writers]!, `bench.http.${size}.${c}.${writers}.${p}${lease ? 'l' : ''}.${written + i}`, i));
             const status = await probe.stop();
             written += OPS;
-            rows.push({ backend, size, concurrency: c, writers, processes: p, http, baseline });
+            rows.push({ backend, size, concurrency: c, writers, processes: p, lease, http, baseline });
             const one = [...rows, ...single].find((r) => r.backend === backend && r.size === size && r.concurrency === c && r.writers === writers && r.processes === 1);
             const vsSingle = p > 1 && one ? `; vs 1 process: throughput ${(http.opsPerSec / one.http.opsPerSec).toFixed(2)}x, p99 ${(http.p99 / one.http.p99).toFixed(2)}x` : '';
             console.log(
-              `  ${String(writers).padStart(2)} DID${writers > 1 ? 's' : ' '}${apiCounts.length > 1 || cluster > 1 ? ` ${p} API${cluster > 1 ? ' (cluster)' : ''}` : ''}  POST /api/report/truth: ${fmt(http)}   [${fmtStatuses(http)}]   ` +
+              `  ${String(writers).padStart(2)} DID${writers > 1 ? 's' : ' '}${modes.length > 1 || cluster > 1 ? ` ${p} API${cluster > 1 ? ' (cluster)' : ''}${lease ? ' lease' : ''}` : ''}  POST /api/report/truth: ${fmt(http)}   [${fmtStatuses(http)}]   ` +
                 `throughput ${(http.opsPerSec / baseline.opsPerSec).toFixed(2)}x of bare insert; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms; status-data reads p99 ${status.reads.p99.toFixed(1)} ms, max ${status.reads.max.toFixed(1)} ms; agent card p99 ${status.card.p99.toFixed(1)} ms${vsSingle}`
             );
           }
@@ -342,13 +359,14 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
       }
     }
     processes = apiCounts[0]!;
+    lease = false;
     if (LEDGER_SIZES.length > 1) {
       // Does a write cost more as the ledger grows? p99 and throughput at the largest size over the smallest.
       const [small, large] = [Math.min(...LEDGER_SIZES), Math.max(...LEDGER_SIZES)];
       console.log(`ledger ${large} entries against ${small} (flat is 1.00x):`);
       for (const row of rows.filter((r) => r.size === large)) {
-        const base = rows.find((r) => r.size === small && r.concurrency === row.concurrency && r.writers === row.writers && r.processes === row.processes);
-        if (base) console.log(`  c=${String(row.concurrency).padStart(2)} ${String(row.writers).padStart(2)} DID${row.writers > 1 ? 's' : ' '} ${row.processes} API: p99 ${(row.http.p99 / base.http.p99).toFixed(2)}x, throughput ${(row.http.opsPerSec / base.http.opsPerSec).toFixed(2)}x`);
+        const base = rows.find((r) => r.size === small && r.concurrency === row.concurrency && r.writers === row.writers && r.processes === row.processes && r.lease === row.lease);
+        if (base) console.log(`  c=${String(row.concurrency).padStart(2)} ${String(row.writers).padStart(2)} DID${row.writers > 1 ? 's' : ' '} ${row.processes} API${row.lease ? ' lease' : ''}: p99 ${(row.http.p99 / base.http.p99).toFixed(2)}x, throughput ${(row.http.opsPerSec / base.http.opsPerSec).toFixed(2)}x`);
       }
     }
     await overload(stack, db, dids, write);
@@ -364,7 +382,7 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
 function compareBackends(rows: HttpRow[]): void {
   const [first, ...others] = BACKENDS;
   console.log(`\nbackends compared (POST /api/report/truth; each backend's own bare insertOne in brackets):`);
-  const keyOf = (r: HttpRow) => `${r.size}/${r.concurrency}/${r.writers}/${r.processes}`;
+  const keyOf = (r: HttpRow) => `${r.size}/${r.concurrency}/${r.writers}/${r.processes}/${r.lease}`;
   for (const row of rows.filter((r) => r.backend === first)) {
     const cells = [row, ...others.map((b) => rows.find((r) => r.backend === b && keyOf(r) === keyOf(row)))].map((r) =>
       r ? `${r.backend} ${r.http.opsPerSec.toFixed(0).padStart(5)}/s p99 ${r.http.p99.toFixed(0).padStart(5)} ms [${r.baseline.opsPerSec.toFixed(0)}/s]` : 'n/a'
@@ -372,7 +390,7 @@ function compareBackends(rows: HttpRow[]): void {
     const ratios = others
       .map((backend) => rows.find((r) => r.backend === backend && keyOf(r) === keyOf(row)))
       .map((r) => (r ? `${r.backend}/${first} ${(r.http.opsPerSec / row.http.opsPerSec).toFixed(2)}x` : ''));
-    console.log(`  ledger ${String(row.size).padStart(7)}  c=${String(row.concurrency).padStart(2)}  ${String(row.writers).padStart(2)} DID${row.writers > 1 ? 's' : ' '} ${row.processes} API  ${cells.join('   ')}   ${ratios.join(' ')}`);
+    console.log(`  ledger ${String(row.size).padStart(7)}  c=${String(row.concurrency).padStart(2)}  ${String(row.writers).padStart(2)} DID${row.writers > 1 ? 's' : ' '} ${row.processes} API${row.lease ? ' lease' : ''}  ${cells.join('   ')}   ${ratios.join(' ')}`);
   }
 }
 

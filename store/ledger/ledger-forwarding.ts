@@ -4,8 +4,9 @@
  * with every other process's. Two processes appending directly race for the next seq: the loser's insert is
  * refused, it waits for the winner's head record and builds its batch again, so N processes wrote well below the
  * rate of one (bench:ledger, SQLite, 1,000 entries: two processes 0.24-0.52x the throughput of one, p99 1.6-7.4x).
- * Through the primary there is no race among them; the worker process (the hub's own events) and API replicas on
- * other hosts still append directly, and the unique seq keeps the ledger exact whoever writes.
+ * Through the primary there is no race among them; the worker process (the hub's own events) still appends
+ * directly, and API replicas on other hosts do unless they share the writer lease (writer-lease.ts, over HTTP);
+ * the unique seq keeps the ledger exact whoever writes.
  *
  * The daily quota's slots likewise (store/ledger/quota.ts): each process leasing a DID's slots on its own, the
  * processes of a host claimed the same slot numbers, refused each other's inserts and read the counter again after
@@ -14,9 +15,9 @@
  * QuotaStore leases for the whole host: its slots are refused only by other hosts.
  *
  * Messages (JSON over the IPC channel; `zh` tells them from the cluster module's own):
- *   process → primary  { zh: 'ledger.append', id, input }   { zh: 'ledger.withdraw', id }
+ *   process → primary  { zh: 'ledger.append', id, input, direct, deadline }   { zh: 'ledger.withdraw', id }
  *   primary → process  { zh: 'ledger.appended', id, result } { zh: 'ledger.failed', id, withdrawn, message }
- *   process → primary  { zh: 'quota.consume', id, scope, day, limit }   { zh: 'quota.refund', id, scope, day, n }
+ *   process → primary  { zh: 'quota.consume', id, scope, day, limit, direct }   { zh: 'quota.refund', id, scope, day, n, direct }
  *   primary → process  { zh: 'quota.done', id, allowed, count }          { zh: 'quota.failed', id, message }
  * A withdrawal (the caller's deadline passed) withdraws the append if its batch has not begun, exactly as a direct
  * append's signal does (AppendWithdrawn: nothing written, the quota slot given back). When the channel is gone (the
@@ -27,16 +28,20 @@ import type { AppendInput, AppendResult, Ledger } from './ledger';
 import { AppendWithdrawn } from './ledger';
 import type { DailyQuota } from './quota';
 
-/** Appends on the caller's behalf somewhere else; `null` when it cannot (the caller then appends itself). */
-export type ForwardAppend = (input: AppendInput, signal: AbortSignal | undefined) => Promise<AppendResult> | null;
+/**
+ * Appends on the caller's behalf somewhere else; `null` when it cannot (the caller then appends itself). `direct`
+ * and `deadline` as in Ledger.append: the primary appends a `direct` write itself; `deadline` lets a writer on
+ * another host withdraw a write the caller has given up on (store/ledger/writer-forwarding.ts).
+ */
+export type ForwardAppend = (input: AppendInput, signal: AbortSignal | undefined, how: { direct: boolean; deadline: number | null }) => Promise<AppendResult> | null;
 
 type ForwardMessage =
-  | { zh: 'ledger.append'; id: number; input: AppendInput }
+  | { zh: 'ledger.append'; id: number; input: AppendInput; direct?: boolean; deadline?: number | null }
   | { zh: 'ledger.withdraw'; id: number }
   | { zh: 'ledger.appended'; id: number; result: AppendResult }
   | { zh: 'ledger.failed'; id: number; withdrawn: boolean; message: string }
-  | { zh: 'quota.consume'; id: number; scope: string; day: string; limit: number }
-  | { zh: 'quota.refund'; id: number; scope: string; day: string; n: number }
+  | { zh: 'quota.consume'; id: number; scope: string; day: string; limit: number; direct?: boolean }
+  | { zh: 'quota.refund'; id: number; scope: string; day: string; n: number; direct?: boolean }
   | { zh: 'quota.done'; id: number; allowed: boolean; count: number }
   | { zh: 'quota.failed'; id: number; message: string };
 
@@ -73,7 +78,9 @@ export function serveForwardedWrites(writers: { ledger: Ledger; quota: DailyQuot
     }
     if (message.zh === 'quota.consume' || message.zh === 'quota.refund') {
       const { id } = message;
-      const done = message.zh === 'quota.consume' ? quota.consume(message.scope, message.day, message.limit) : quota.refund(message.scope, message.day, message.n).then(() => ({ allowed: true, count: message.n }));
+      const how = { direct: message.direct ?? false };
+      const done =
+        message.zh === 'quota.consume' ? quota.consume(message.scope, message.day, message.limit, how) : quota.refund(message.scope, message.day, message.n, how).then(() => ({ allowed: true, count: message.n }));
       done.then(
         (r) => reply({ zh: 'quota.done', id, allowed: r.allowed, count: r.count }),
         (err: unknown) => {
@@ -88,7 +95,7 @@ export function serveForwardedWrites(writers: { ledger: Ledger; quota: DailyQuot
     const controller = new AbortController();
     withdrawals.set(id, controller);
     ledger
-      .append(input, { signal: controller.signal })
+      .append(input, { signal: controller.signal, direct: message.direct ?? false, ...(message.deadline ? { deadline: message.deadline } : {}) })
       .then(
         (result) => reply({ zh: 'ledger.appended', id, result }),
         (err: unknown) => {
@@ -151,10 +158,10 @@ export function forwardAppendsTo(channel: IpcEnd): ForwardAppend {
     // The primary is going away: whatever it had not answered may or may not have landed, as after a timeout.
     () => new AppError('unavailable', 'The ledger writer stopped before answering; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' })
   );
-  return (input, signal) => {
+  return (input, signal, how) => {
     if (!channel.send || channel.connected === false) return null;
     if (signal?.aborted) return Promise.reject(new AppendWithdrawn());
-    const sent = send({ zh: 'ledger.append', input });
+    const sent = send({ zh: 'ledger.append', input, direct: how.direct, deadline: how.deadline });
     if (!sent) return null;
     signal?.addEventListener('abort', () => {
       try {
@@ -186,10 +193,10 @@ export function forwardQuotaTo(channel: IpcEnd, local: DailyQuota): DailyQuota {
     () => new AppError('unavailable', 'The quota counter stopped before answering; retry later', {}, { 'Retry-After': '5' })
   );
   return {
-    consume: (scope, day, limit) => send({ zh: 'quota.consume', scope, day, limit })?.answer ?? local.consume(scope, day, limit),
+    consume: (scope, day, limit, how) => send({ zh: 'quota.consume', scope, day, limit, direct: how?.direct ?? false })?.answer ?? local.consume(scope, day, limit),
     // Without the primary, local gives it back (a counter it does not hold: the slot's document is deleted).
-    refund: async (scope, day, n) => {
-      await (send({ zh: 'quota.refund', scope, day, n })?.answer ?? local.refund(scope, day, n));
+    refund: async (scope, day, n, how) => {
+      await (send({ zh: 'quota.refund', scope, day, n, direct: how?.direct ?? false })?.answer ?? local.refund(scope, day, n));
     }
   };
 }

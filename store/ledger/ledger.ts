@@ -120,6 +120,21 @@ function callerIdempotencyScope(did: string | null, idempotencyKey: string): str
 }
 
 /** An append withdrawn (its signal aborted) before its batch began: nothing was written. */
+/** How an append is made (see Ledger.append). */
+export interface AppendOptions {
+  signal?: AbortSignal;
+  deadline?: number;
+  direct?: boolean;
+}
+
+/** A forwarded append that never reached the writer (refused connection, unknown writer): nothing was written there. */
+export class ForwardNotDelivered extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ForwardNotDelivered';
+  }
+}
+
 export class AppendWithdrawn extends Error {
   constructor() {
     super('append withdrawn before it started');
@@ -248,19 +263,30 @@ export class Ledger {
    *
    * `signal` withdraws a write that has not started: aborted while it still waits in this process's queue, it is
    * removed and rejects with `AppendWithdrawn`, and nothing is written. Once its batch has begun it is no longer
-   * withdrawn and settles as usual.
+   * withdrawn and settles as usual. `deadline` (ms since the epoch) is when the caller's signal fires, for a writer
+   * elsewhere to withdraw it by then itself; `direct` appends in this host even where another host holds the writer
+   * lease (an append forwarded from there).
    */
-  append(input: AppendInput, options: { signal?: AbortSignal } = {}): Promise<AppendResult> {
+  append(input: AppendInput, options: AppendOptions = {}): Promise<AppendResult> {
     const { signal } = options;
     if (signal?.aborted) return Promise.reject(new AppendWithdrawn());
-    const forwarded = this.forward?.(input, signal);
+    const forwarded = this.forward?.(input, signal, { direct: options.direct ?? false, deadline: options.deadline ?? null });
     if (forwarded) {
-      return forwarded.then((result) => {
-        const { entry } = result;
-        if (!this.forwardedHead || this.forwardedHead.size < entry._id) this.forwardedHead = { size: entry._id, root: entry.root, last_entry_at: entry.created_at, tally: entry.tally ?? null };
-        return result;
-      });
+      return forwarded.then(
+        (result) => {
+          const { entry } = result;
+          if (!this.forwardedHead || this.forwardedHead.size < entry._id) this.forwardedHead = { size: entry._id, root: entry.root, last_entry_at: entry.created_at, tally: entry.tally ?? null };
+          return result;
+        },
+        // Nothing reached the writer (store/ledger/writer-forwarding.ts): appended here instead.
+        (err: unknown) => (err instanceof ForwardNotDelivered ? this.appendHere(input, signal) : Promise.reject(err))
+      );
     }
+    return this.appendHere(input, signal);
+  }
+
+  private appendHere(input: AppendInput, signal: AbortSignal | undefined): Promise<AppendResult> {
+    if (signal?.aborted) return Promise.reject(new AppendWithdrawn());
     return new Promise<AppendResult>((resolve, reject) => {
       const eventId = newEventId();
       const withdraw = () => {

@@ -86,12 +86,16 @@ interface CounterState {
   lastUse: number;
 }
 
-/** What the write routes need of a daily quota: a QuotaStore, or one forwarded to the host's writer (ledger-forwarding.ts). */
+/**
+ * What the write routes need of a daily quota: a QuotaStore, or one forwarded to the host's writer
+ * (ledger-forwarding.ts) or to the writer lease holder on another host (writer-forwarding.ts). `direct`: counted in
+ * this host even where another host holds the writer lease (a claim forwarded from there).
+ */
 export interface DailyQuota {
   /** Takes one use of `scope` on `day`; `count` is the slot taken (1-based), or `limit + 1` when refused. */
-  consume(scope: string, day: string, limit: number): Promise<{ allowed: boolean; count: number }>;
+  consume(scope: string, day: string, limit: number, how?: { direct?: boolean }): Promise<{ allowed: boolean; count: number }>;
   /** Gives back a slot taken by `consume` for a use that never happened (a write abandoned before it started). */
-  refund(scope: string, day: string, n: number): Promise<void>;
+  refund(scope: string, day: string, n: number, how?: { direct?: boolean }): Promise<void>;
 }
 
 export interface QuotaStoreOptions {

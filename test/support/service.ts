@@ -32,7 +32,7 @@ export interface TestService {
    * listeners (e.g. { MEMORY_PORT: '41234' }), so a test can stop one and start it again where clients expect it;
    * `env` holds settings of this process only, over the service's.
    */
-  startSecondApi(fixedPorts?: Record<string, string>, env?: Record<string, string>): Promise<{ url: string; stop(): Promise<void> }>;
+  startSecondApi(fixedPorts?: Record<string, string>, env?: Record<string, string>): Promise<{ url: string; stop(): Promise<void>; kill(): Promise<void> }>;
   close(): Promise<void>;
 }
 
@@ -145,7 +145,14 @@ export async function startTestService(extra: Record<string, string> = {}, optio
       pick
     );
     extraApis.push(handle);
-    return { url: `http://127.0.0.1:${ports.PORT}`, stop: () => handle.stop() };
+    return {
+      url: `http://127.0.0.1:${ports.PORT}`,
+      stop: () => handle.stop(),
+      kill: async () => {
+        handle.kill();
+        await handle.closed;
+      }
+    };
   };
 
   await Promise.all([startApi(), options.worker === false ? Promise.resolve() : startWorker()]);

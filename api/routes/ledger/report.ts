@@ -65,7 +65,7 @@ export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, 
 
       // Past the deadline the caller gets 503 and whatever has not started is withdrawn: a quota slot taken for a
       // write that is then withdrawn is given back, so an abandoned write neither spends quota nor runs later.
-      const outcome = await withDeadline(config.TRUTH_WRITE_TIMEOUT_MS, async (signal) => {
+      const outcome = await withDeadline(config.TRUTH_WRITE_TIMEOUT_MS, async (signal, deadline) => {
         // A retried write returns what the first one got, without spending quota. A write that is appended learns
         // that from the append itself (the ledger's unique key refuses a second entry, and its quota slot is given
         // back), so the key is looked up beforehand only where no append follows: a held write, and a write refused
@@ -95,7 +95,7 @@ export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, 
         if (signal.aborted) return refund(signal.reason);
         if (held) return { kind: 'held' as const, ...(await holdForApproval(deps, { did, body, valueJson, idempotencyKey, held })) };
         const appended = await ledger
-          .append({ kind: 'truth', key: body.key, value: body.value, truth_type: body.truth_type ?? null, did, idempotencyKey }, { signal })
+          .append({ kind: 'truth', key: body.key, value: body.value, truth_type: body.truth_type ?? null, did, idempotencyKey }, { signal, deadline })
           .catch((err) => (err instanceof AppendWithdrawn ? refund(err) : Promise.reject(err)));
         // A retry: the slot taken for it is given back (the first write spent one).
         if (appended.duplicate) await giveBack();
@@ -148,14 +148,15 @@ async function holdForApproval(
 }
 
 /**
- * Bounds a write: past `ms`, 503 (the caller retries with its Idempotency-Key) and `work`'s signal is aborted, so
- * the steps it has not started are withdrawn. Database and Temporal outages are mapped to 503 by the app's error
+ * Bounds a write: past `ms` (at `deadline`), 503 (the caller retries with its Idempotency-Key) and `work`'s signal
+ * is aborted, so the steps it has not started are withdrawn. Database and Temporal outages are mapped to 503 by the app's error
  * handler, like everywhere else.
  */
-async function withDeadline<T>(ms: number, work: (signal: AbortSignal) => Promise<T>): Promise<T> {
+async function withDeadline<T>(ms: number, work: (signal: AbortSignal, deadline: number) => Promise<T>): Promise<T> {
   const controller = new AbortController();
+  const deadline = Date.now() + ms;
   let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
+  const timedOut = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
       const error = new AppError('unavailable', `The ledger did not answer within ${ms} ms; retry with the same Idempotency-Key`, {}, { 'Retry-After': '5' });
       controller.abort(error);
@@ -163,7 +164,7 @@ async function withDeadline<T>(ms: number, work: (signal: AbortSignal) => Promis
     }, ms);
   });
   try {
-    return await Promise.race([work(controller.signal), deadline]);
+    return await Promise.race([work(controller.signal, deadline), timedOut]);
   } finally {
     clearTimeout(timer);
   }

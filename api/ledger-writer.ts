@@ -1,0 +1,90 @@
+/**
+ * The ledger writer lease of the process that appends for its host (a single API process, or the cluster primary
+ * with API_PROCESSES > 1): on when LEDGER_FORWARD_SECRET is set (README "Storage"; store/ledger/writer-lease.ts).
+ */
+import os from 'node:os';
+import type { Db } from 'mongodb';
+import type { Logger } from 'pino';
+import type { Config } from '../core/config.node';
+import type { ForwardAppend } from '../store/ledger/ledger-forwarding';
+import type { DailyQuota } from '../store/ledger/quota';
+import { forwardToWriter } from '../store/ledger/writer-forwarding';
+import { LedgerWriterLease } from '../store/ledger/writer-lease';
+
+export interface LedgerWriter {
+  /** The Ledger's `forward`: to the holder when another replica holds the lease, else null (append here). */
+  forward: ForwardAppend;
+  /** The host's quota counter, its claims made by the holder when that is another replica. */
+  quota(local: DailyQuota): DailyQuota;
+  /** What GET /health shows of the lease, as this process knows it. */
+  lease(): { holds: boolean; writer_url: string | null };
+  /**
+   * Before the listeners close: gives the lease up and, if this process held it, keeps answering for one renewal
+   * period, the time the others take to learn it and stop forwarding here (a forwarded request that meets a closing
+   * connection has an unknown outcome: 503 to its caller).
+   */
+  release(): Promise<void>;
+  /** Gives the lease up (if still held) and closes the forwarding connections. */
+  close(): Promise<void>;
+}
+
+/**
+ * Forwarded appends as one process counts them (GET /health on the main listener): sent to the holder, and served
+ * as the holder (POST /internal/ledger/appends).
+ */
+export class ForwardingCounts {
+  sent = 0;
+  served = 0;
+}
+
+/** Takes part in the writer lease, or null when LEDGER_FORWARD_SECRET is not set. */
+export async function startLedgerWriter(db: Db, config: Config, logger: Logger, counts = new ForwardingCounts()): Promise<LedgerWriter | null> {
+  const secret = config.LEDGER_FORWARD_SECRET;
+  if (!secret) return null;
+  const url = config.LEDGER_WRITER_URL ?? `http://${advertisedHost(config.HOST)}:${config.PORT}`;
+  const lease = new LedgerWriterLease(db, { url, ttlMs: config.LEDGER_WRITER_LEASE_S * 1000, onError: (err) => logger.warn({ err }, 'ledger writer lease: the database did not answer') });
+  await lease.start();
+  const { forward, quota, close } = forwardToWriter(lease, secret, (err) => logger.warn({ err }, 'ledger writer lease: a forwarded write was refused'));
+  logger.info({ url, holds: lease.holds() }, 'ledger writer lease: taking part');
+  const giveUp = () => lease.stop().catch((err: unknown) => logger.warn({ err }, 'ledger writer lease could not be given up; another replica takes it when it expires'));
+  return {
+    forward: (input, signal, how) => {
+      const sent = forward(input, signal, how);
+      if (sent) counts.sent++;
+      return sent;
+    },
+    quota,
+    lease: () => ({ holds: lease.holds(), writer_url: lease.holds() ? url : lease.writerElsewhere() }),
+    release: async () => {
+      const held = lease.holds();
+      await giveUp();
+      if (held) await new Promise((r) => setTimeout(r, lease.renewMs + 250));
+    },
+    close: async () => {
+      await giveUp();
+      await close();
+    }
+  };
+}
+
+/**
+ * The address other replicas reach this one at when LEDGER_WRITER_URL is not set: HOST itself, or for a wildcard
+ * HOST the first non-internal IPv4 address (a container's or a pod's), else the host name.
+ */
+export function advertisedHost(host: string): string {
+  if (host !== '0.0.0.0' && host !== '::') return host.includes(':') ? `[${host}]` : host;
+  for (const addresses of Object.values(os.networkInterfaces())) {
+    const v4 = addresses?.find((a) => a.family === 'IPv4' && !a.internal);
+    if (v4) return v4.address;
+  }
+  return os.hostname();
+}
+
+/** GET /health's `ledger_writer` (main listener): undefined when forwarding is off. */
+export function ledgerWriterHealth(ctx: { config: Config; ledgerWriter: LedgerWriter | null; forwarding: ForwardingCounts }) {
+  return () => {
+    if (!ctx.config.LEDGER_FORWARD_SECRET) return undefined;
+    const lease = ctx.ledgerWriter?.lease();
+    return { holds_lease: lease ? lease.holds : null, writer_url: lease ? lease.writer_url : null, forwarded: ctx.forwarding.sent, served: ctx.forwarding.served };
+  };
+}

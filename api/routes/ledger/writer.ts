@@ -1,0 +1,109 @@
+/**
+ * The writer lease holder's routes (main listener; store/ledger/writer-lease.ts, the client is
+ * store/ledger/writer-forwarding.ts), what another API replica forwards to this one:
+ *   POST /internal/ledger/appends   an append;
+ *   POST /internal/quota/consume    a daily-quota claim ({ scope, day, limit } → { allowed, count });
+ *   POST /internal/quota/refund     a slot given back ({ scope, day, n } → { refunded: true }).
+ *
+ *   - `Authorization: Bearer <LEDGER_FORWARD_SECRET>`, the secret every replica shares: missing or different 401
+ *     before the body is read; 401 too when this process has no secret (forwarding is off here). It is not one of
+ *     the directory's 13 authentication models (SPEC §5), and nodes never call it: the route is left out of the
+ *     OpenAPI document and of the endpoint directory.
+ *   - Body and answer: core/ledger/forwarded-append.ts. The value comes as canonical JSON text and is refused 400
+ *     unless it is exactly that (an object).
+ *   - The entry is appended and the slot counted here (within this host: a cluster process hands them to its
+ *     primary), never forwarded again, so two replicas that each believe the other holds the lease cannot pass a
+ *     write back and forth.
+ *   - `withdraw_after_ms`: if the write's batch has not begun by then it is withdrawn, nothing is written, and the
+ *     answer says `withdrawn: true` (the sender gives its caller's quota slot back).
+ */
+import type { FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { Config } from '../../../core/config.node';
+import { digestsEqual, hashSecret } from '../../../core/credentials.node';
+import { AppError, unauthorized } from '../../../core/errors';
+import { canonicalJson, JsonValue } from '../../../core/ledger/canonical-json';
+import {
+  forwardedAppendAnswer,
+  forwardedAppendBody,
+  forwardedConsumeAnswer,
+  forwardedConsumeBody,
+  forwardedRefundAnswer,
+  forwardedRefundBody,
+  WRITER_APPENDS_PATH,
+  WRITER_QUOTA_CONSUME_PATH,
+  WRITER_QUOTA_REFUND_PATH
+} from '../../../core/ledger/forwarded-writes';
+import { AppendWithdrawn, type Ledger } from '../../../store/ledger/ledger';
+import type { DailyQuota } from '../../../store/ledger/quota';
+import type { ForwardingCounts } from '../../ledger-writer';
+import { bearer } from '../../plugins/auth/principal';
+
+type WriterDeps = { ledger: Ledger; quota: DailyQuota; config: Config; counts: ForwardingCounts };
+
+export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app, { ledger, quota, config, counts }) => {
+  const secretHash = config.LEDGER_FORWARD_SECRET ? hashSecret(config.LEDGER_FORWARD_SECRET) : null;
+  // The replicas' shared secret, checked before the body is read. (Not an auth model of the directory: `none` there.)
+  const replicasOnly = async (request: FastifyRequest) => {
+    const token = bearer(request);
+    if (!secretHash) throw unauthorized('Ledger forwarding is not enabled on this replica (LEDGER_FORWARD_SECRET)');
+    if (!token || !digestsEqual(secretHash, hashSecret(token))) throw unauthorized('The replicas\' ledger forwarding secret is required');
+  };
+
+  app.post(
+    WRITER_APPENDS_PATH,
+    {
+      config: { auth: 'none' },
+      bodyLimit: 3 * 1024 * 1024,
+      onRequest: replicasOnly,
+      schema: { hide: true, body: forwardedAppendBody, response: { 200: forwardedAppendAnswer } }
+    },
+    async (request) => {
+      const body = request.body;
+      const value = parseCanonicalObject(body.value_json);
+      const signal = body.withdraw_after_ms === undefined ? undefined : AbortSignal.timeout(body.withdraw_after_ms);
+      try {
+        const { entry, duplicate } = await ledger.append(
+          { kind: body.kind, key: body.key, value, truth_type: body.truth_type, did: body.did, idempotencyKey: body.idempotency_key },
+          { direct: true, ...(signal ? { signal } : {}) }
+        );
+        counts.served++;
+        return { withdrawn: false as const, entry, duplicate };
+      } catch (err) {
+        if (err instanceof AppendWithdrawn) return { withdrawn: true as const };
+        throw err;
+      }
+    }
+  );
+
+  app.post(
+    WRITER_QUOTA_CONSUME_PATH,
+    { config: { auth: 'none' }, onRequest: replicasOnly, schema: { hide: true, body: forwardedConsumeBody, response: { 200: forwardedConsumeAnswer } } },
+    async (request) => {
+      const { scope, day, limit } = request.body;
+      return quota.consume(scope, day, limit, { direct: true });
+    }
+  );
+
+  app.post(
+    WRITER_QUOTA_REFUND_PATH,
+    { config: { auth: 'none' }, onRequest: replicasOnly, schema: { hide: true, body: forwardedRefundBody, response: { 200: forwardedRefundAnswer } } },
+    async (request) => {
+      const { scope, day, n } = request.body;
+      await quota.refund(scope, day, n, { direct: true });
+      return { refunded: true as const };
+    }
+  );
+};
+
+function parseCanonicalObject(text: string): { [key: string]: JsonValue } {
+  const invalid = () => new AppError('invalid_request', 'value_json must be a JSON object in canonical form', { fields: [{ field: 'body.value_json', message: 'not canonical JSON of an object' }] });
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw invalid();
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || canonicalJson(value) !== text) throw invalid();
+  return value as { [key: string]: JsonValue };
+}

@@ -1,0 +1,62 @@
+/**
+ * What one API replica sends the holder of the ledger writer lease, and what it answers
+ * (store/ledger/writer-lease.ts, store/ledger/writer-forwarding.ts, api/routes/ledger/writer.ts): appends, and the
+ * daily quota's claims and refunds (store/ledger/quota.ts), so one process counts and appends for every replica.
+ *
+ * The value travels as its canonical JSON text, the form the ledger stores and hashes: the holder parses it back
+ * and checks it is canonical, so the forwarded entry is byte for byte the one the caller's replica accepted (and a
+ * value as deep as a truth body allows is not one level too deep inside the forwarded body).
+ */
+import { z } from 'zod';
+
+export const WRITER_APPENDS_PATH = '/internal/ledger/appends';
+export const WRITER_QUOTA_CONSUME_PATH = '/internal/quota/consume';
+export const WRITER_QUOTA_REFUND_PATH = '/internal/quota/refund';
+
+/** Canonical JSON of a value larger than any route accepts (their bodies are at most 1 MiB). */
+const MAX_VALUE_JSON = 2 * 1024 * 1024;
+
+export const forwardedAppendBody = z.strictObject({
+  kind: z.enum(['truth', 'event']),
+  key: z.string().min(1).max(1024),
+  value_json: z.string().min(2).max(MAX_VALUE_JSON).describe('the value as canonical JSON text (an object)'),
+  truth_type: z.string().max(256).nullable(),
+  did: z.string().max(2048).nullable(),
+  idempotency_key: z.string().max(256).nullable(),
+  /** Withdraw the write if its batch has not begun this many ms after it arrived (the caller's deadline); absent: never. */
+  withdraw_after_ms: z.number().int().min(0).max(600_000).optional()
+});
+export type ForwardedAppendBody = z.infer<typeof forwardedAppendBody>;
+
+export const ledgerEntrySchema = z.object({
+  _id: z.number().int(),
+  seq: z.number().int(),
+  event_id: z.string(),
+  kind: z.enum(['truth', 'event']),
+  key: z.string(),
+  truth_type: z.string().nullable(),
+  did: z.string().nullable(),
+  created_at: z.string(),
+  value_json: z.string(),
+  idem: z.string(),
+  leaf_hash: z.string(),
+  completed: z.array(z.string()),
+  frontier: z.array(z.string()),
+  root: z.string(),
+  tally: z.record(z.string(), z.number()).optional()
+});
+
+export const forwardedAppendAnswer = z.discriminatedUnion('withdrawn', [
+  z.object({ withdrawn: z.literal(false), entry: ledgerEntrySchema, duplicate: z.boolean() }),
+  z.object({ withdrawn: z.literal(true) }).describe('the caller\'s deadline passed before its batch began: nothing was written')
+]);
+export type ForwardedAppendAnswer = z.infer<typeof forwardedAppendAnswer>;
+
+const quotaCounter = {
+  scope: z.string().min(1).max(2048),
+  day: z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'an ISO date (YYYY-MM-DD)')
+};
+export const forwardedConsumeBody = z.strictObject({ ...quotaCounter, limit: z.number().int().min(1).max(1_000_000_000) });
+export const forwardedConsumeAnswer = z.object({ allowed: z.boolean(), count: z.number().int() });
+export const forwardedRefundBody = z.strictObject({ ...quotaCounter, n: z.number().int().min(1).max(1_000_000_000) });
+export const forwardedRefundAnswer = z.object({ refunded: z.literal(true) });

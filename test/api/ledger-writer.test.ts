@@ -1,0 +1,140 @@
+/**
+ * The ledger writer lease across API replicas (LEDGER_FORWARD_SECRET; README "Storage"), over real HTTP on the
+ * embedded stack. Two replicas with the secret (B started first, then C) and the service's own API process (A),
+ * which has no secret and appends directly, as a replica of an older configuration would:
+ *   - B holds the lease and C forwards its appends to B (their GET /health says so, with the counts); writes
+ *     through all three at once are all answered, with contiguous seqs, and the ledger verifies;
+ *   - the forwarding endpoint refuses a missing or forged secret (and answers 401 on a replica without one) before
+ *     reading the body, refuses a value that is not canonical JSON of an object, and writes nothing for any of them;
+ *   - B stopping gives the lease up: C takes it, and writes through C go on being answered throughout;
+ *   - C killed (no give-up): D, forwarding to it, appends itself from the next write on and takes the lease once it
+ *     expires; at most the one write in flight at the kill is answered 503.
+ */
+import { randomBytes } from 'node:crypto';
+import { registerDid } from '../support/credentials';
+import { eventually, http, startTestService, TestService } from '../support/service';
+
+let svc: TestService;
+const DID = 'did:example:replicas';
+const SECRET = `lfs_${randomBytes(24).toString('hex')}`;
+const REPLICA_ENV = { LEDGER_FORWARD_SECRET: SECRET, LEDGER_WRITER_LEASE_S: '3' };
+const APPENDS = '/internal/ledger/appends';
+
+const write = (url: string, n: number) => http('POST', `${url}/api/report/truth`, { headers: { 'x-did': DID }, body: { key: `replicas.write.${n}`, value: { n } } });
+const writerHealth = async (url: string) => (await http('GET', `${url}/health`)).body.ledger_writer;
+const ledgerSize = async () => (await http('GET', `${svc.urls.main}/api/status`)).body.truth_count as number;
+
+beforeAll(async () => {
+  svc = await startTestService({ TRUTH_DAILY_QUOTA: '1000', TRUTH_MAX_IN_FLIGHT: '1000', TRUTH_WRITE_TIMEOUT_MS: '60000' }, { worker: false });
+  await registerDid(svc.urls.main, svc.adminToken, DID);
+});
+afterAll(async () => {
+  await svc?.close();
+});
+
+let b: { url: string; stop(): Promise<void> };
+let c: { url: string; stop(): Promise<void> };
+
+it('one replica holds the lease, the other forwards to it, and writes through every process are exact', async () => {
+  b = await svc.startSecondApi({}, REPLICA_ENV);
+  await eventually(async () => ((await writerHealth(b.url))?.holds_lease ? true : undefined), 10_000, 'B holding the lease');
+  c = await svc.startSecondApi({}, REPLICA_ENV);
+  expect(await writerHealth(c.url)).toEqual({ holds_lease: false, writer_url: b.url, forwarded: 0, served: 0 });
+  // A replica without the secret takes no part.
+  expect(await writerHealth(svc.urls.main)).toBeUndefined();
+
+  const before = await ledgerSize();
+  const answers = await Promise.all([
+    ...Array.from({ length: 20 }, (_, i) => write(b.url, i)),
+    ...Array.from({ length: 20 }, (_, i) => write(c.url, 100 + i)),
+    ...Array.from({ length: 10 }, (_, i) => write(svc.urls.main, 200 + i))
+  ]);
+  expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
+  const seqs = answers.map((r) => r.body.seq as number).sort((x, y) => x - y);
+  expect(seqs).toEqual(Array.from({ length: 50 }, (_, i) => before + 1 + i));
+
+  expect(await writerHealth(c.url)).toMatchObject({ holds_lease: false, writer_url: b.url, forwarded: 20, served: 0 });
+  expect(await writerHealth(b.url)).toMatchObject({ holds_lease: true, writer_url: b.url, forwarded: 0, served: 20 });
+  const verify = await http('GET', `${svc.urls.main}/api/verify`);
+  expect(verify.body).toMatchObject({ consistent: true, ledger_lines: before + 50 });
+  for (const url of [b.url, c.url]) expect((await http('GET', `${url}/api/status`)).body.truth_count).toBe(before + 50);
+});
+
+it('the forwarding endpoint refuses missing and forged secrets and non-canonical values, writing nothing', async () => {
+  const valid = { kind: 'truth', key: 'replicas.direct.1', value_json: '{"a":1,"b":[true,null]}', truth_type: null, did: DID, idempotency_key: null };
+  const post = (url: string, body: unknown, authorization?: string) => http('POST', `${url}${APPENDS}`, { headers: authorization ? { authorization } : {}, body });
+  const before = await ledgerSize();
+
+  for (const [authorization, message] of [
+    [undefined, /secret is required/],
+    [`Bearer ${SECRET}x`, /secret is required/],
+    [`Bearer ${svc.adminToken}`, /secret is required/]
+  ] as const) {
+    const refused = await post(b.url, valid, authorization);
+    expect(refused.status).toBe(401);
+    expect(refused.body).toMatchObject({ ok: false, error: 'unauthorized', message: expect.stringMatching(message) });
+  }
+  // A replica without a secret has forwarding off: nothing it could be sent is accepted.
+  const off = await post(svc.urls.main, valid, `Bearer ${SECRET}`);
+  expect(off.status).toBe(401);
+  expect(off.body.message).toMatch(/not enabled/);
+
+  for (const value_json of ['{"b":1,"a":2}', '[1,2]', '{"a":1', '{ "a": 1 }', 'null']) {
+    const bad = await post(b.url, { ...valid, value_json }, `Bearer ${SECRET}`);
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({ ok: false, error: 'invalid_request' });
+  }
+  const unknownKind = await post(b.url, { ...valid, kind: 'rumour' }, `Bearer ${SECRET}`);
+  expect(unknownKind.status).toBe(400);
+  expect(unknownKind.body.fields[0].field).toMatch(/kind/);
+  expect(await ledgerSize()).toBe(before);
+
+  // The one the holder's peers would send: appended, and the entry's value is the canonical text sent.
+  const ok = await post(b.url, valid, `Bearer ${SECRET}`);
+  expect(ok.status).toBe(200);
+  expect(ok.body).toMatchObject({ withdrawn: false, duplicate: false, entry: { seq: before + 1, key: 'replicas.direct.1', value_json: valid.value_json, did: DID } });
+  expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, ledger_lines: before + 1 });
+});
+
+/** Writes through `url` one after another until `until` settles and `after` more have been answered. */
+async function writeThrough(url: string, until: Promise<unknown>, after: number, from: number): Promise<number[]> {
+  let done = false;
+  void until.then(() => (done = true));
+  const statuses: number[] = [];
+  for (let i = 0, left = after; left > 0; i++) {
+    statuses.push((await write(url, from + i)).status);
+    if (done) left--;
+  }
+  return statuses;
+}
+
+it('a holder that stops gives the lease up; the other replica takes it and its writes are answered throughout', async () => {
+  const before = await ledgerSize();
+  const stopping = new Promise((r) => setTimeout(r, 100)).then(() => b.stop());
+  const statuses = await writeThrough(c.url, stopping, 20, 1000);
+  expect(statuses.length).toBeGreaterThan(20);
+  expect(statuses).toEqual(statuses.map(() => 200));
+  await eventually(async () => ((await writerHealth(c.url))?.holds_lease ? true : undefined), 10_000, 'C holding the lease');
+  expect(await writerHealth(c.url)).toMatchObject({ holds_lease: true, writer_url: c.url });
+  expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, ledger_lines: before + statuses.length });
+});
+
+it('a holder killed mid-write: the other replica appends itself at once, then takes the expired lease', async () => {
+  const d = await svc.startSecondApi({}, REPLICA_ENV);
+  expect(await writerHealth(d.url)).toMatchObject({ holds_lease: false, writer_url: c.url });
+  const before = await ledgerSize();
+  const killed = new Promise((r) => setTimeout(r, 100)).then(() => c.kill());
+  const statuses = await writeThrough(d.url, killed, 20, 2000);
+  // A write forwarded at the moment of the kill has no answer (503: retry with its Idempotency-Key); none after.
+  expect(statuses.filter((s) => s !== 200).length).toBeLessThanOrEqual(1);
+  expect(statuses.filter((s) => s !== 200 && s !== 503)).toEqual([]);
+  // (The write in flight when the kill completed is the first counted after it.)
+  expect(statuses.slice(-19)).toEqual(Array.from({ length: 19 }, () => 200));
+  // The killed holder never gave the lease up: D takes it once it expires (LEDGER_WRITER_LEASE_S=3).
+  await eventually(async () => ((await writerHealth(d.url))?.holds_lease ? true : undefined), 10_000, 'D holding the lease');
+  const verify = (await http('GET', `${svc.urls.main}/api/verify`)).body;
+  expect(verify.consistent).toBe(true);
+  // Every write answered 200 is in; one answered 503 may or may not be.
+  expect(verify.ledger_lines - before).toBeGreaterThanOrEqual(statuses.filter((s) => s === 200).length);
+  expect(verify.ledger_lines - before).toBeLessThanOrEqual(statuses.length);
+});
