@@ -130,7 +130,7 @@ export async function createServiceContext(config: Config, logger = createLogger
         await presenceRecorder.stopClock();
         await chat.close().catch((err: unknown) => logger.warn({ err }, 'chat limit leases, usage records or tallies could not be written back'));
         await quota.close().catch((err: unknown) => logger.warn({ err }, 'unused leased quota slots could not be given back')); // store/ledger/quota.ts
-        await writer?.close();
+        await writer?.close().catch((err: unknown) => logger.warn({ err }, 'the ledger writer lease could not be closed cleanly'));
         await connection.close().catch(() => undefined);
         await mongo.close();
       }

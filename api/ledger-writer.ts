@@ -11,6 +11,9 @@ import type { DailyQuota } from '../store/ledger/quota';
 import { forwardToWriter } from '../store/ledger/writer-forwarding';
 import { LedgerWriterLease } from '../store/ledger/writer-lease';
 
+/** The longest a stopping holder keeps answering after giving the lease up (see release). */
+const RELEASE_WAIT_MAX_MS = 3000;
+
 export interface LedgerWriter {
   /** The Ledger's `forward`: to the holder when another replica holds the lease, else null (append here). */
   forward: ForwardAppend;
@@ -19,11 +22,13 @@ export interface LedgerWriter {
   /** What GET /health shows of the lease, as this process knows it. */
   lease(): { holds: boolean; writer_url: string | null };
   /**
-   * Before the listeners close: gives the lease up and, if this process held it, keeps answering for one renewal
-   * period, the time the others take to learn it and stop forwarding here (a forwarded request that meets a closing
-   * connection has an unknown outcome: 503 to its caller).
+   * Before the listeners close: gives the lease up and, if this process held it, keeps answering (421: not the
+   * writer) for one renewal period (at most 3 s), the time the others take to learn it and stop forwarding here (a
+   * forwarded request that meets a closing connection has an unknown outcome: 503 to its caller).
    */
   release(): Promise<void>;
+  /** Whether release() was called: the internal routes then answer 421 (api/routes/ledger/writer.ts). */
+  released(): boolean;
   /** Gives the lease up (if still held) and closes the forwarding connections. */
   close(): Promise<void>;
 }
@@ -46,6 +51,7 @@ export async function startLedgerWriter(db: Db, config: Config, logger: Logger, 
   await lease.start();
   const { forward, quota, close } = forwardToWriter(lease, secret, (err) => logger.warn({ err }, 'ledger writer lease: a forwarded write was refused'));
   logger.info({ url, holds: lease.holds() }, 'ledger writer lease: taking part');
+  let released = false;
   const giveUp = () => lease.stop().catch((err: unknown) => logger.warn({ err }, 'ledger writer lease could not be given up; another replica takes it when it expires'));
   return {
     forward: (input, signal, how) => {
@@ -57,9 +63,13 @@ export async function startLedgerWriter(db: Db, config: Config, logger: Logger, 
     lease: () => ({ holds: lease.holds(), writer_url: lease.holds() ? url : lease.writerElsewhere() }),
     release: async () => {
       const held = lease.holds();
+      released = true;
       await giveUp();
-      if (held) await new Promise((r) => setTimeout(r, lease.renewMs + 250));
+      // Bounded (a long LEDGER_WRITER_LEASE_S must not outlast the stop's grace): a sender that forwards here
+      // later is answered 421 and does it itself, or finds the listener closed (nothing delivered) and does too.
+      if (held) await new Promise((r) => setTimeout(r, Math.min(lease.renewMs + 250, RELEASE_WAIT_MAX_MS)));
     },
+    released: () => released,
     close: async () => {
       await giveUp();
       await close();

@@ -90,7 +90,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(adminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, config });
   await main.register(daemonAdminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, temporal: ctx.temporal, config });
   await main.register(truthReportRoutes, { ledger: ctx.ledger, quota: ctx.quota, temporal: ctx.temporal, config });
-  await main.register(ledgerWriterRoutes, { ledger: ctx.ledger, quota: ctx.quota, config, counts: ctx.forwarding });
+  await main.register(ledgerWriterRoutes, { ledger: ctx.ledger, quota: ctx.quota, config, counts: ctx.forwarding, released: () => ctx.ledgerWriter?.released() ?? false });
   await main.register(truthReadRoutes, { ledger: ctx.ledger, config, keys: ctx.keys });
   await main.register(subscriptionRoutes, { ledger: ctx.ledger });
   await main.register(approvalRoutes, { temporal: ctx.temporal, config });

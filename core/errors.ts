@@ -28,6 +28,8 @@ export const ERROR_STATUS = {
   not_found: 404,
   model_not_found: 404,
   method_not_allowed: 405,
+  // A replica's internal route on one that no longer holds the ledger writer lease (api/routes/ledger/writer.ts).
+  misdirected: 421,
   request_timeout: 408,
   conflict: 409,
   payload_too_large: 413,

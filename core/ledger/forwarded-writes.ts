@@ -13,8 +13,13 @@ export const WRITER_APPENDS_PATH = '/internal/ledger/appends';
 export const WRITER_QUOTA_CONSUME_PATH = '/internal/quota/consume';
 export const WRITER_QUOTA_REFUND_PATH = '/internal/quota/refund';
 
-/** Canonical JSON of a value larger than any route accepts (their bodies are at most 1 MiB). */
-const MAX_VALUE_JSON = 2 * 1024 * 1024;
+/**
+ * Canonical JSON of a value larger than the routes accept by default (bodies of at most 1 MiB; a truth write's
+ * TRUTH_MAX_VALUE_BYTES). A larger one is refused 413 and the sender appends it itself.
+ */
+export const MAX_VALUE_JSON = 16 * 1024 * 1024;
+/** The longest withdrawal delay a sender asks for (a longer deadline is sent as this: the write lands or not by then). */
+export const MAX_WITHDRAW_AFTER_MS = 600_000;
 
 export const forwardedAppendBody = z.strictObject({
   kind: z.enum(['truth', 'event']),
@@ -24,7 +29,7 @@ export const forwardedAppendBody = z.strictObject({
   did: z.string().max(2048).nullable(),
   idempotency_key: z.string().max(256).nullable(),
   /** Withdraw the write if its batch has not begun this many ms after it arrived (the caller's deadline); absent: never. */
-  withdraw_after_ms: z.number().int().min(0).max(600_000).optional()
+  withdraw_after_ms: z.number().int().min(0).max(MAX_WITHDRAW_AFTER_MS).optional()
 });
 export type ForwardedAppendBody = z.infer<typeof forwardedAppendBody>;
 
@@ -56,7 +61,10 @@ const quotaCounter = {
   scope: z.string().min(1).max(2048),
   day: z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'an ISO date (YYYY-MM-DD)')
 };
-export const forwardedConsumeBody = z.strictObject({ ...quotaCounter, limit: z.number().int().min(1).max(1_000_000_000) });
-export const forwardedConsumeAnswer = z.object({ allowed: z.boolean(), count: z.number().int() });
-export const forwardedRefundBody = z.strictObject({ ...quotaCounter, n: z.number().int().min(1).max(1_000_000_000) });
-export const forwardedRefundAnswer = z.object({ refunded: z.literal(true) });
+const slot = z.number().int().min(1).max(1_000_000_000);
+/** Up to `count` slots of the counter for the sender to hand out itself (fewer near the limit; none past it). */
+export const forwardedConsumeBody = z.strictObject({ ...quotaCounter, limit: slot, count: z.number().int().min(1).max(256) });
+export const forwardedConsumeAnswer = z.object({ slots: z.array(slot) });
+/** Slots the sender took and did not use: the holder hands them out again (or deletes them). */
+export const forwardedRefundBody = z.strictObject({ ...quotaCounter, slots: z.array(slot).min(1).max(256) });
+export const forwardedRefundAnswer = z.object({ refunded: z.number().int() });

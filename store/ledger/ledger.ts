@@ -119,7 +119,6 @@ function callerIdempotencyScope(did: string | null, idempotencyKey: string): str
   return `k:${did ?? ''}:${idempotencyKey}`;
 }
 
-/** An append withdrawn (its signal aborted) before its batch began: nothing was written. */
 /** How an append is made (see Ledger.append). */
 export interface AppendOptions {
   signal?: AbortSignal;
@@ -127,7 +126,7 @@ export interface AppendOptions {
   direct?: boolean;
 }
 
-/** A forwarded append that never reached the writer (refused connection, unknown writer): nothing was written there. */
+/** A forwarded append the writer did not take (not reached, or refused before it did anything): nothing was written there. */
 export class ForwardNotDelivered extends Error {
   constructor(message: string) {
     super(message);
@@ -135,6 +134,7 @@ export class ForwardNotDelivered extends Error {
   }
 }
 
+/** An append withdrawn (its signal aborted) before its batch began: nothing was written. */
 export class AppendWithdrawn extends Error {
   constructor() {
     super('append withdrawn before it started');

@@ -58,7 +58,7 @@ const INSERT_PROBES = 4;
 /** The largest block of slots one claim leases. */
 export const MAX_LEASE = 32;
 /** A claim leases at most this share (1/LEASE_SHARE) of the slots left in the day's quota. */
-const LEASE_SHARE = 8;
+export const LEASE_SHARE = 8;
 const DEFAULT_LEASE_IDLE_MS = 2000;
 
 /** What this process knows of one counter (`<scope>|<day>`). */

@@ -23,6 +23,7 @@ import type { z } from 'zod';
 import { AppError } from '../../core/errors';
 import { canonicalJson } from '../../core/ledger/canonical-json';
 import {
+  MAX_WITHDRAW_AFTER_MS,
   forwardedAppendAnswer,
   ForwardedAppendBody,
   forwardedConsumeAnswer,
@@ -34,7 +35,7 @@ import {
 import type { AppendInput, AppendResult } from './ledger';
 import { AppendWithdrawn, ForwardNotDelivered } from './ledger';
 import type { ForwardAppend } from './ledger-forwarding';
-import type { DailyQuota } from './quota';
+import { MAX_LEASE, type DailyQuota } from './quota';
 import type { LedgerWriterLease } from './writer-lease';
 
 const CONNECT_TIMEOUT_MS = 2000;
@@ -57,7 +58,7 @@ const unknownOutcome = (what: string) => new AppError('unavailable', `${what}; r
 export interface WriterForwarding {
   /** The Ledger's `forward`: to the holder when another process holds the lease, else null (append here). */
   forward: ForwardAppend;
-  /** `local`'s claims and refunds, made by the holder when another process holds the lease. */
+  /** The quota: slots from the holder a block at a time when another process holds the lease, else `local`'s. */
   quota(local: DailyQuota): DailyQuota;
   close(): Promise<void>;
 }
@@ -65,6 +66,7 @@ export interface WriterForwarding {
 /** Forwards appends and quota claims to the lease holder when it is another process; `onError` hears of holders that refused us. */
 export function forwardToWriter(lease: LedgerWriterLease, secret: string, onError: (err: unknown) => void): WriterForwarding {
   const agent = new Agent({ connect: { timeout: CONNECT_TIMEOUT_MS }, keepAliveTimeout: 30_000 });
+  const closers: (() => Promise<void>)[] = [];
 
   /** POSTs `body` to the holder at `url` and parses its 200 answer with `answer`; see the module comment for failures. */
   const post = async <T>(url: string, path: string, body: unknown, waitMs: number, answer: z.ZodType<T>): Promise<T> => {
@@ -86,10 +88,20 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
       if (notDelivered(err)) throw new ForwardNotDelivered(`the ledger writer at ${url} cannot be reached`);
       throw unknownOutcome('The ledger writer did not answer');
     }
+    // Refused before anything was done there: done here instead.
+    if (status === 421) {
+      lease.skip(url); // it gave the lease up (stopping): another replica takes it at its next renewal
+      throw new ForwardNotDelivered(`the ledger writer at ${url} no longer holds the lease`);
+    }
     if (status === 401 || status === 404) {
-      // Refused before anything was done: a different LEDGER_FORWARD_SECRET there, or a version without the route.
+      // A different LEDGER_FORWARD_SECRET there, or a version without the route.
       lease.skip(url);
       onError(new Error(`the ledger writer at ${url} answered ${status} to ${path} (is LEDGER_FORWARD_SECRET the same on every replica?); appending here for a lease period`));
+      throw new ForwardNotDelivered(`the ledger writer at ${url} refused ${path} (${status})`);
+    }
+    if (status === 400 || status === 413) {
+      // This request only (a value larger than the route takes, say): a version mismatch worth a warning.
+      onError(new Error(`the ledger writer at ${url} answered ${status} to ${path}: ${text.slice(0, 300)}; done here instead`));
       throw new ForwardNotDelivered(`the ledger writer at ${url} refused ${path} (${status})`);
     }
     if (status !== 200) throw unknownOutcome(`The ledger writer answered ${status}`);
@@ -106,7 +118,7 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
       truth_type: input.truth_type ?? null,
       did: input.did ?? null,
       idempotency_key: input.idempotencyKey ?? null,
-      ...(deadline === null ? {} : { withdraw_after_ms: Math.max(0, deadline - Date.now()) })
+      ...(deadline === null ? {} : { withdraw_after_ms: Math.min(MAX_WITHDRAW_AFTER_MS, Math.max(0, deadline - Date.now())) })
     };
     const answer = await post(url, WRITER_APPENDS_PATH, body, (body.withdraw_after_ms ?? NO_DEADLINE_WAIT_MS) + ANSWER_GRACE_MS, forwardedAppendAnswer);
     if (answer.withdrawn) throw new AppendWithdrawn();
@@ -133,26 +145,170 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
       if (signal?.aborted) return Promise.reject(new AppendWithdrawn());
       return append(url, input, how.deadline);
     },
-    quota: (local) => ({
-      consume: (scope, day, limit, how) =>
-        atHolder(
-          how?.direct,
-          (url) => post(url, WRITER_QUOTA_CONSUME_PATH, { scope, day, limit }, NO_DEADLINE_WAIT_MS, forwardedConsumeAnswer),
-          () => local.consume(scope, day, limit, how)
-        ),
-      // A slot refunded where it was not taken is still a slot of the day given back: whoever holds the counter
-      // hands it out again or deletes it (QuotaStore.refund).
-      refund: (scope, day, n, how) =>
-        atHolder(
-          how?.direct,
-          async (url) => {
-            await post(url, WRITER_QUOTA_REFUND_PATH, { scope, day, n }, NO_DEADLINE_WAIT_MS, forwardedRefundAnswer);
-          },
-          () => local.refund(scope, day, n, how)
-        )
-    }),
-    close: () => agent.close()
+    quota: (local) => {
+      const blocks = new SlotBlocks(
+        local,
+        (scope, day, limit, count) =>
+          atHolder(
+            false,
+            async (url) => (await post(url, WRITER_QUOTA_CONSUME_PATH, { scope, day, limit, count }, NO_DEADLINE_WAIT_MS, forwardedConsumeAnswer)).slots,
+            async () => null
+          ),
+        // Slots given back where they were not taken are still slots of the day given back: whoever holds the
+        // counter hands them out again or deletes them (QuotaStore.refund).
+        (scope, day, slots) =>
+          atHolder(
+            false,
+            async (url) => {
+              await post(url, WRITER_QUOTA_REFUND_PATH, { scope, day, slots }, NO_DEADLINE_WAIT_MS, forwardedRefundAnswer);
+            },
+            async () => {
+              for (const n of slots) await local.refund(scope, day, n);
+            }
+          ),
+        onError
+      );
+      closers.push(() => blocks.close());
+      return blocks;
+    },
+    close: async () => {
+      await Promise.all(closers.map((c) => c()));
+      await agent.close();
+    }
   };
+}
+
+/** A block of slots from the holder unused this long is given back. */
+const BLOCK_IDLE_MS = 2000;
+/**
+ * The first block of a counter: a request to the holder costs more than the holder's own claim (an insert it
+ * group-commits), so a replica starts at a few slots rather than one (the holder caps it near the limit).
+ */
+const FIRST_BLOCK = 4;
+
+/** What a fetch found: slots; none (the limit is reached); nobody to ask (no holder elsewhere, or not reached). */
+type Fetched = 'slots' | 'limit' | 'nobody';
+
+interface Block {
+  scope: string;
+  day: string;
+  slots: number[];
+  /** The block being fetched (one at a time per counter). */
+  fetching: Promise<Fetched> | null;
+  /** Slots the last fetch asked for. */
+  size: number;
+  waiting: number;
+  lastUse: number;
+  /** The last fetch found the limit reached, or nobody to ask: no top-up until a caller finds no slot. */
+  exhausted: boolean;
+}
+
+/**
+ * The daily quota of a replica that does not hold the writer lease: slots come from the holder a block at a time
+ * (POST /internal/quota/consume: at most MAX_LEASE, twice the last block, at least FIRST_BLOCK and the callers
+ * waiting) and are handed out here from memory, as the holder's QuotaStore hands out its own leases (the next block
+ * is fetched once half of the last one is handed out), so a steady writer pays one request per block, not one per
+ * write. Unused slots go back to the holder after BLOCK_IDLE_MS and when the process closes; a slot given back by a
+ * withdrawn write returns to its block. Where no other process holds the lease (or it cannot be reached), `local`
+ * counts. Exact whoever counts: every slot is a unique document, handed out once.
+ */
+class SlotBlocks implements DailyQuota {
+  private readonly blocks = new Map<string, Block>();
+  private readonly timer: NodeJS.Timeout;
+  private closed = false;
+
+  constructor(
+    private readonly local: DailyQuota,
+    /** Up to `count` slots from the holder; null when there is none elsewhere (or it was not reached). */
+    private readonly fetchSlots: (scope: string, day: string, limit: number, count: number) => Promise<number[] | null>,
+    private readonly giveBack: (scope: string, day: string, slots: number[]) => Promise<void>,
+    private readonly onError: (err: unknown) => void
+  ) {
+    this.timer = setInterval(() => void this.giveBackIdle(Date.now() - BLOCK_IDLE_MS), BLOCK_IDLE_MS / 2);
+    this.timer.unref();
+  }
+
+  async consume(scope: string, day: string, limit: number, how?: { direct?: boolean }): Promise<{ allowed: boolean; count: number }> {
+    // Closed: no block is fetched any more (what close gives back is then all there is).
+    if (how?.direct || this.closed) return this.local.consume(scope, day, limit, how);
+    const counter = `${scope}|${day}`;
+    let block = this.blocks.get(counter);
+    if (!block) {
+      block = { scope, day, slots: [], fetching: null, size: 0, waiting: 0, lastUse: Date.now(), exhausted: false };
+      this.blocks.set(counter, block);
+    }
+    block.lastUse = Date.now();
+    for (;;) {
+      const n = block.slots.shift(); // taken synchronously: no other caller here gets it
+      if (n !== undefined) {
+        this.topUp(block, limit);
+        return { allowed: true, count: n };
+      }
+      const fetching = block.fetching ?? this.fetchBlock(block, limit);
+      block.waiting++;
+      let fetched: Fetched;
+      try {
+        fetched = await fetching;
+      } finally {
+        block.waiting--;
+      }
+      if (fetched === 'nobody') return this.local.consume(scope, day, limit); // nobody else counts: counted here
+      if (fetched === 'limit' && block.slots.length === 0) return { allowed: false, count: limit + 1 };
+      // (slots fetched and already taken by the other callers: fetch again)
+    }
+  }
+
+  /**
+   * Fetches the next block in the background once half of the last one is handed out, so a steady writer does not
+   * wait for it (as QuotaStore tops up its own leases). Not after a fetch found the limit or nobody to ask.
+   */
+  private topUp(block: Block, limit: number): void {
+    if (block.fetching || block.exhausted || this.closed || block.slots.length > block.size / 2) return;
+    this.fetchBlock(block, limit).catch(() => undefined); // a failed top-up is retried by the next caller that finds no slot
+  }
+
+  /** Fetches the next block of `block`'s counter (the one fetch under way for it). */
+  private fetchBlock(block: Block, limit: number): Promise<Fetched> {
+    block.size = Math.min(MAX_LEASE, Math.max(block.waiting + 1, 2 * block.size, FIRST_BLOCK));
+    const fetching = this.fetchSlots(block.scope, block.day, limit, block.size)
+      .then((slots): Fetched => {
+        block.exhausted = slots === null || slots.length === 0;
+        if (slots === null) return 'nobody';
+        block.slots.push(...slots);
+        return slots.length === 0 ? 'limit' : 'slots';
+      })
+      .finally(() => (block.fetching = null));
+    block.fetching = fetching;
+    return fetching;
+  }
+
+  async refund(scope: string, day: string, n: number, how?: { direct?: boolean }): Promise<void> {
+    // A refund forwarded here is made here, never sent on (no refund bouncing between two replicas).
+    if (how?.direct) return this.local.refund(scope, day, n, how);
+    const block = this.closed ? undefined : this.blocks.get(`${scope}|${day}`);
+    if (block) {
+      block.slots.unshift(n); // still this process's: handed out next, or given back with the block
+      return;
+    }
+    await this.giveBack(scope, day, [n]);
+  }
+
+  /** Gives back every block unused since `before`. */
+  private async giveBackIdle(before: number): Promise<void> {
+    for (const [counter, block] of this.blocks) {
+      if (block.lastUse > before || block.fetching) continue;
+      this.blocks.delete(counter);
+      // Not given back (the database failing): spent for the day, never a second use.
+      if (block.slots.length > 0) await this.giveBack(block.scope, block.day, block.slots).catch(this.onError);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.timer);
+    await Promise.allSettled([...this.blocks.values()].map((b) => b.fetching));
+    await this.giveBackIdle(Infinity);
+  }
 }
 
 function safeJson(text: string): unknown {

@@ -4,9 +4,10 @@
  * API replicas that are not one cluster (several hosts or containers behind a load balancer) append to one ledger,
  * and two writers race for its next seq: the loser's insert is refused and it starts again from the winner's head
  * record. The ledger stays exact (the seq is unique), but two racing replicas wrote at 0.15-0.5x the rate of one
- * (bench:ledger, concurrency 16 and 64). With the lease, one replica appends and the others forward their appends
+ * (bench:ledger, concurrency 16 and 64; one DID: 0.06-0.2x, its quota slots racing too). With the lease, one replica appends and the others forward their appends
  * to it over HTTP (POST /internal/ledger/appends, api/routes/ledger/writer.ts), where they are group-committed with
- * its own: the processes of one host already do this with their cluster primary (ledger-forwarding.ts).
+ * its own, and take their daily-quota slots from it a block at a time: the processes of one host already do this
+ * with their cluster primary (ledger-forwarding.ts).
  *
  * The lease is one document in `ledger_writer`: { holder, url, expires_at }. Every LEDGER_WRITER_LEASE_S / 3 a
  * replica with a URL takes it if it is free or expired, renews it if it is its own, and otherwise learns who holds
@@ -16,9 +17,10 @@
  * race above, exact and only slower, until the next renewal settles it. The lease only decides where appends go;
  * nothing relies on it for correctness.
  *
- * A replica forwards only while the holder answers: a holder that cannot be reached (refused, not resolved, no
- * connection within 2 s) is skipped for one lease period, and the write is appended here at once (nothing was
- * delivered, so nothing can land twice).
+ * A replica forwards only while the holder answers: a holder whose request failed on the way (refused, not
+ * resolved, no connection within 2 s, reset, no answer in time), that refused the secret, or that gave the lease up
+ * is skipped for one lease period. Where nothing reached it the write is appended here at once (nothing can land
+ * twice); a request sent and left unanswered is 503 to its caller (writer-forwarding.ts).
  */
 import { randomBytes } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';

@@ -4,6 +4,8 @@
  * which has no secret and appends directly, as a replica of an older configuration would:
  *   - B holds the lease and C forwards its appends to B (their GET /health says so, with the counts); writes
  *     through all three at once are all answered, with contiguous seqs, and the ledger verifies;
+ *   - the daily quota stays exact: 1,040 writes of one DID through both against a quota of 1,000 are 1,000 answered
+ *     200 and 40 answered 429, and exactly slots 1…1000 are spent once the unused blocks are given back;
  *   - the forwarding endpoint refuses a missing or forged secret (and answers 401 on a replica without one) before
  *     reading the body, refuses a value that is not canonical JSON of an object, and writes nothing for any of them;
  *   - B stopping gives the lease up: C takes it, and writes through C go on being answered throughout;
@@ -32,8 +34,8 @@ afterAll(async () => {
   await svc?.close();
 });
 
-let b: { url: string; stop(): Promise<void> };
-let c: { url: string; stop(): Promise<void> };
+let b: { url: string; stop(): Promise<void>; kill(): Promise<void> };
+let c: { url: string; stop(): Promise<void>; kill(): Promise<void> };
 
 it('one replica holds the lease, the other forwards to it, and writes through every process are exact', async () => {
   b = await svc.startSecondApi({}, REPLICA_ENV);
@@ -58,6 +60,36 @@ it('one replica holds the lease, the other forwards to it, and writes through ev
   const verify = await http('GET', `${svc.urls.main}/api/verify`);
   expect(verify.body).toMatchObject({ consistent: true, ledger_lines: before + 50 });
   for (const url of [b.url, c.url]) expect((await http('GET', `${url}/api/status`)).body.truth_count).toBe(before + 50);
+});
+
+it('the daily quota is exact across the replicas: slots come from the holder a block at a time', async () => {
+  const did = await registerDid(svc.urls.main, svc.adminToken, 'did:example:quota-replicas');
+  const before = await ledgerSize();
+  const forwardedBefore = (await writerHealth(c.url)).forwarded;
+  // 1,040 writes against a quota of 1,000, 32 at a time, alternating between the holder (B) and the forwarder (C).
+  const statuses: number[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 32 }, async () => {
+      for (let i = next++; i < 1040; i = next++) {
+        const url = i % 2 === 0 ? b.url : c.url;
+        statuses.push((await http('POST', `${url}/api/report/truth`, { headers: { 'x-did': did }, body: { key: `quota.write.${i}`, value: { i } } })).status);
+      }
+    })
+  );
+  expect(statuses.filter((s) => s === 200).length).toBe(1000);
+  expect(statuses.filter((s) => s === 429).length).toBe(40);
+  // (Another process's /api/status sees the holder's head record, published within ~20 ms of its answers.)
+  await eventually(async () => ((await ledgerSize()) === before + 1000 ? true : undefined), 5000, 'the ledger 1,000 entries longer');
+  expect((await writerHealth(c.url)).forwarded - forwardedBefore).toBeGreaterThanOrEqual(480);
+  // Every slot used once, none left over once the unused blocks are given back.
+  const day = new Date().toISOString().slice(0, 10);
+  const slots = await eventually(async () => {
+    const docs = await svc.db.collection('quota_uses').find({ scope: `truth:${did}`, day }).toArray();
+    return docs.length === 1000 ? docs : undefined;
+  }, 10_000, 'exactly 1,000 quota slots');
+  expect(new Set(slots.map((d) => d.n)).size).toBe(1000);
+  expect(Math.max(...slots.map((d) => d.n as number))).toBe(1000);
 });
 
 it('the forwarding endpoint refuses missing and forged secrets and non-canonical values, writing nothing', async () => {

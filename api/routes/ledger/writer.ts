@@ -2,14 +2,15 @@
  * The writer lease holder's routes (main listener; store/ledger/writer-lease.ts, the client is
  * store/ledger/writer-forwarding.ts), what another API replica forwards to this one:
  *   POST /internal/ledger/appends   an append;
- *   POST /internal/quota/consume    a daily-quota claim ({ scope, day, limit } → { allowed, count });
- *   POST /internal/quota/refund     a slot given back ({ scope, day, n } → { refunded: true }).
+ *   POST /internal/quota/consume    a block of daily-quota slots ({ scope, day, limit, count } → { slots }), which
+ *                                   the sender hands out to its writes itself;
+ *   POST /internal/quota/refund     slots it did not use ({ scope, day, slots } → { refunded }).
  *
  *   - `Authorization: Bearer <LEDGER_FORWARD_SECRET>`, the secret every replica shares: missing or different 401
  *     before the body is read; 401 too when this process has no secret (forwarding is off here). It is not one of
  *     the directory's 13 authentication models (SPEC §5), and nodes never call it: the route is left out of the
  *     OpenAPI document and of the endpoint directory.
- *   - Body and answer: core/ledger/forwarded-append.ts. The value comes as canonical JSON text and is refused 400
+ *   - Body and answer: core/ledger/forwarded-writes.ts. The value comes as canonical JSON text and is refused 400
  *     unless it is exactly that (an object).
  *   - The entry is appended and the slot counted here (within this host: a cluster process hands them to its
  *     primary), never forwarded again, so two replicas that each believe the other holds the lease cannot pass a
@@ -24,6 +25,7 @@ import { digestsEqual, hashSecret } from '../../../core/credentials.node';
 import { AppError, unauthorized } from '../../../core/errors';
 import { canonicalJson, JsonValue } from '../../../core/ledger/canonical-json';
 import {
+  MAX_VALUE_JSON,
   forwardedAppendAnswer,
   forwardedAppendBody,
   forwardedConsumeAnswer,
@@ -35,26 +37,28 @@ import {
   WRITER_QUOTA_REFUND_PATH
 } from '../../../core/ledger/forwarded-writes';
 import { AppendWithdrawn, type Ledger } from '../../../store/ledger/ledger';
-import type { DailyQuota } from '../../../store/ledger/quota';
+import { LEASE_SHARE, MAX_LEASE, type DailyQuota } from '../../../store/ledger/quota';
 import type { ForwardingCounts } from '../../ledger-writer';
 import { bearer } from '../../plugins/auth/principal';
 
-type WriterDeps = { ledger: Ledger; quota: DailyQuota; config: Config; counts: ForwardingCounts };
+/** `released`: this process gave the lease up (it is stopping): 421 before anything is done, and the sender does it itself. */
+type WriterDeps = { ledger: Ledger; quota: DailyQuota; config: Config; counts: ForwardingCounts; released: () => boolean };
 
-export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app, { ledger, quota, config, counts }) => {
+export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app, { ledger, quota, config, counts, released }) => {
   const secretHash = config.LEDGER_FORWARD_SECRET ? hashSecret(config.LEDGER_FORWARD_SECRET) : null;
   // The replicas' shared secret, checked before the body is read. (Not an auth model of the directory: `none` there.)
   const replicasOnly = async (request: FastifyRequest) => {
     const token = bearer(request);
     if (!secretHash) throw unauthorized('Ledger forwarding is not enabled on this replica (LEDGER_FORWARD_SECRET)');
     if (!token || !digestsEqual(secretHash, hashSecret(token))) throw unauthorized('The replicas\' ledger forwarding secret is required');
+    if (released()) throw new AppError('misdirected', 'This replica no longer holds the ledger writer lease; append and count yourself until another takes it');
   };
 
   app.post(
     WRITER_APPENDS_PATH,
     {
       config: { auth: 'none' },
-      bodyLimit: 3 * 1024 * 1024,
+      bodyLimit: MAX_VALUE_JSON + 64 * 1024,
       onRequest: replicasOnly,
       schema: { hide: true, body: forwardedAppendBody, response: { 200: forwardedAppendAnswer } }
     },
@@ -80,8 +84,15 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
     WRITER_QUOTA_CONSUME_PATH,
     { config: { auth: 'none' }, onRequest: replicasOnly, schema: { hide: true, body: forwardedConsumeBody, response: { 200: forwardedConsumeAnswer } } },
     async (request) => {
-      const { scope, day, limit } = request.body;
-      return quota.consume(scope, day, limit, { direct: true });
+      // A block for the sender to hand out itself: the first slot, then as many more as asked, at most MAX_LEASE and
+      // at most 1/LEASE_SHARE of what is left (near the limit, one at a time), as this process's own leases are.
+      const { scope, day, limit, count } = request.body;
+      const first = await quota.consume(scope, day, limit, { direct: true });
+      if (!first.allowed) return { slots: [] };
+      const more = Math.min(count, MAX_LEASE, Math.max(1, Math.floor((limit - first.count) / LEASE_SHARE))) - 1;
+      // A claim that fails after the first only shortens the block (those taken still go to the sender).
+      const rest = await Promise.allSettled(Array.from({ length: Math.max(0, more) }, () => quota.consume(scope, day, limit, { direct: true })));
+      return { slots: [first.count, ...rest.flatMap((r) => (r.status === 'fulfilled' && r.value.allowed ? [r.value.count] : []))] };
     }
   );
 
@@ -89,9 +100,9 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
     WRITER_QUOTA_REFUND_PATH,
     { config: { auth: 'none' }, onRequest: replicasOnly, schema: { hide: true, body: forwardedRefundBody, response: { 200: forwardedRefundAnswer } } },
     async (request) => {
-      const { scope, day, n } = request.body;
-      await quota.refund(scope, day, n, { direct: true });
-      return { refunded: true as const };
+      const { scope, day, slots } = request.body;
+      for (const n of slots) await quota.refund(scope, day, n, { direct: true });
+      return { refunded: slots.length };
     }
   );
 };
