@@ -26,7 +26,7 @@ import { loadAdminTokenHash } from './admin-token';
 import { AdmissionGates, createAdmissionGates } from './plugins/admission';
 import { ChatServices, createChatServices } from './chat';
 import { KeyGroupStore } from '../store/chat/key-groups';
-import { ForwardingCounts, LedgerWriter, startLedgerWriter } from './ledger-writer';
+import { ForwardingCounts, LedgerWriter, startLedgerWriter } from '../store/ledger/ledger-writer';
 
 export interface ServiceContext {
   config: Config;
@@ -54,7 +54,7 @@ export interface ServiceContext {
   keyGroups: KeyGroupStore;
   /** The writer lease across API replicas (LEDGER_FORWARD_SECRET), where this process takes part in it; else null. */
   ledgerWriter: LedgerWriter | null;
-  /** Appends this process forwarded to the lease holder and served as the holder (api/ledger-writer.ts). */
+  /** Appends this process forwarded to the lease holder and served as the holder (store/ledger/ledger-writer.ts). */
   forwarding: ForwardingCounts;
   close(): Promise<void>;
 }
@@ -94,7 +94,7 @@ export async function createServiceContext(config: Config, logger = createLogger
     presenceRecorder.startClock();
     // Across hosts: the writer lease (LEDGER_FORWARD_SECRET), taken part in by the process that appends for this host.
     const forwarding = new ForwardingCounts();
-    const writer = cluster.isWorker ? null : await startLedgerWriter(mongo.db, config, logger, forwarding);
+    const writer = cluster.isWorker ? null : await startLedgerWriter(mongo.db, config, logger, { counts: forwarding });
     return {
       config,
       logger,
@@ -105,7 +105,7 @@ export async function createServiceContext(config: Config, logger = createLogger
       credentials: new CredentialStore(mongo.db),
       nodes,
       // With API_PROCESSES > 1 the primary's QuotaStore leases every DID's slots for the host (api/server.ts).
-      // Across hosts, the writer lease holder counts for every replica (api/ledger-writer.ts).
+      // Across hosts, the writer lease holder counts for every replica (store/ledger/ledger-writer.ts).
       quota: cluster.isWorker ? forwardQuotaTo(process, quota) : (writer?.quota(quota) ?? quota),
       presence,
       heartbeatHistory,

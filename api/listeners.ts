@@ -26,7 +26,6 @@ import { GpuStore } from '../store/compute/gpu';
 import { kunlunRoutes } from './routes/partner/kunlun';
 import { partnerAdminRoutes } from './routes/admin/partners';
 import { partnerStore } from './plugins/auth/partner';
-import { ledgerWriterHealth } from './ledger-writer';
 import { ledgerWriterRoutes } from './routes/ledger/writer';
 import { truthReportRoutes } from './routes/ledger/report';
 import { backupStatusRoutes, truthReadRoutes } from './routes/ledger/read';
@@ -160,4 +159,13 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   ];
   await Promise.all(listeners.map((l) => l.app.ready()));
   return listeners;
+}
+
+/** GET /health's `ledger_writer` (main listener): undefined when forwarding is off. */
+function ledgerWriterHealth(ctx: Pick<ServiceContext, 'config' | 'ledgerWriter' | 'forwarding'>) {
+  return () => {
+    if (!ctx.config.LEDGER_FORWARD_SECRET) return undefined;
+    const lease = ctx.ledgerWriter?.lease();
+    return { holds_lease: lease ? lease.holds : null, writer_url: lease ? lease.writer_url : null, forwarded: ctx.forwarding.sent, served: ctx.forwarding.served };
+  };
 }

@@ -20,9 +20,9 @@ import { DirectoryTreeStore } from '../store/federation/directory-tree';
 import { Ledger } from '../store/ledger/ledger';
 import { serveForwardedWrites } from '../store/ledger/ledger-forwarding';
 import { QuotaStore } from '../store/ledger/quota';
+import { startLedgerWriter } from '../store/ledger/ledger-writer';
 import { loadAdminTokenHash } from './admin-token';
 import { loadOrCreateHubKeys } from './keys';
-import { startLedgerWriter } from './ledger-writer';
 import { startApi } from './service';
 
 async function serve(config: Config, logger: Logger): Promise<void> {
@@ -123,7 +123,7 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'stopping the API processes');
-    // The writer lease first (api/ledger-writer.ts): the other replicas stop forwarding here before the processes drain.
+    // The writer lease first (store/ledger/ledger-writer.ts): the other replicas stop forwarding here before the processes drain.
     void (writer ? writer.release() : Promise.resolve()).then(() => {
       if (slots.size === 0) void exit(0);
       for (const w of slots.keys()) w.process.kill(signal);

@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import { Config, deployActivityDeps, mongoUri, temporalAddress } from '../core/config.node';
 import { connectMongo, ensureIndexes } from '../store/mongo';
 import { Ledger } from '../store/ledger/ledger';
+import { startLedgerWriter } from '../store/ledger/ledger-writer';
 import { createActivitiesByQueue } from '../activities';
 import { daemonActivityDeps } from '../activities/daemon';
 import { taskQueueFor } from '../workflows/task-queues';
@@ -33,7 +34,11 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
   const mongo = await connectMongo({ uri: mongoUri(config), dbName: config.MONGODB_DB, appName: 'zhongshu-hub-worker' });
   await ensureIndexes(mongo.db);
   const connection = await NativeConnection.connect({ address });
-  const activities = createActivitiesByQueue({ db: mongo.db, ledger: new Ledger(mongo.db), deploy: deployActivityDeps(config), daemon: daemonActivityDeps(config) });
+  // With the writer lease (LEDGER_FORWARD_SECRET) the hub's own events go to the API replica holding it, like every
+  // replica's appends; the worker never holds it (no listener to be reached at). Its appends all carry keys, so an
+  // activity retried after an unanswered forward cannot append twice.
+  const writer = await startLedgerWriter(mongo.db, config, logger, { mayHold: false });
+  const activities = createActivitiesByQueue({ db: mongo.db, ledger: new Ledger(mongo.db, { forward: writer?.forward ?? null }), deploy: deployActivityDeps(config), daemon: daemonActivityDeps(config) });
   const workers: Worker[] = [];
   for (const kind of config.WORKER_TASK_QUEUES) {
     const taskQueue = taskQueueFor(config.TEMPORAL_TASK_QUEUE, kind);
@@ -54,6 +59,7 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
     );
   }
   if (workers.length === 0) {
+    await writer?.close();
     await connection.close().catch(() => undefined);
     await mongo.close().catch(() => undefined);
     throw new Error(`WORKER_TASK_QUEUES=${config.WORKER_TASK_QUEUES.join(',')}: none of these task queues has activities yet, so this process would poll nothing`);
@@ -65,6 +71,7 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
       try {
         await Promise.all(workers.map((w) => w.run()));
       } finally {
+        await writer?.close();
         await connection.close().catch(() => undefined);
         await mongo.close().catch(() => undefined);
       }

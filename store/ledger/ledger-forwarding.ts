@@ -4,9 +4,9 @@
  * with every other process's. Two processes appending directly race for the next seq: the loser's insert is
  * refused, it waits for the winner's head record and builds its batch again, so N processes wrote well below the
  * rate of one (bench:ledger, SQLite, 1,000 entries: two processes 0.24-0.52x the throughput of one, p99 1.6-7.4x).
- * Through the primary there is no race among them; the worker process (the hub's own events) still appends
- * directly, and API replicas on other hosts do unless they share the writer lease (writer-lease.ts, over HTTP);
- * the unique seq keeps the ledger exact whoever writes.
+ * Through the primary there is no race among them; the worker process (the hub's own events) and API replicas on
+ * other hosts append directly unless they share the writer lease (writer-lease.ts, over HTTP); the unique seq keeps
+ * the ledger exact whoever writes.
  *
  * The daily quota's slots likewise (store/ledger/quota.ts): each process leasing a DID's slots on its own, the
  * processes of a host claimed the same slot numbers, refused each other's inserts and read the counter again after

@@ -1,13 +1,14 @@
 /**
  * One ledger writer across hosts: the writer lease (LEDGER_FORWARD_SECRET, README "Storage").
  *
- * API replicas that are not one cluster (several hosts or containers behind a load balancer) append to one ledger,
- * and two writers race for its next seq: the loser's insert is refused and it starts again from the winner's head
- * record. The ledger stays exact (the seq is unique), but two racing replicas wrote at 0.15-0.5x the rate of one
- * (bench:ledger, concurrency 16 and 64; one DID: 0.06-0.2x, its quota slots racing too). With the lease, one replica appends and the others forward their appends
- * to it over HTTP (POST /internal/ledger/appends, api/routes/ledger/writer.ts), where they are group-committed with
- * its own, and take their daily-quota slots from it a block at a time: the processes of one host already do this
- * with their cluster primary (ledger-forwarding.ts).
+ * API replicas that are not one cluster (several hosts or containers behind a load balancer) and the worker append
+ * to one ledger, and two writers race for its next seq: the loser's insert is refused and it starts again from the
+ * winner's head record. The ledger stays exact (the seq is unique), but two racing replicas wrote at 0.05-0.6x the
+ * rate of one (bench:ledger, concurrency 16 and 64; one DID: 0.06-0.2x, its quota slots racing too). With the lease,
+ * one replica appends and the others (and the worker) forward their appends to it over HTTP (POST
+ * /internal/ledger/appends, api/routes/ledger/writer.ts), where they are group-committed with its own, and take
+ * their daily-quota slots from it a block at a time: the processes of one host already do this with their cluster
+ * primary (ledger-forwarding.ts).
  *
  * The lease is one document in `ledger_writer`: { holder, url, expires_at }. Every LEDGER_WRITER_LEASE_S / 3 a
  * replica with a URL takes it if it is free or expired, renews it if it is its own, and otherwise learns who holds

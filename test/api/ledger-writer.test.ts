@@ -10,10 +10,12 @@
  *     reading the body, refuses a value that is not canonical JSON of an object, and writes nothing for any of them;
  *   - B stopping gives the lease up: C takes it, and writes through C go on being answered throughout;
  *   - C killed (no give-up): D, forwarding to it, appends itself from the next write on and takes the lease once it
- *     expires; at most the one write in flight at the kill is answered 503.
+ *     expires; at most the one write in flight at the kill is answered 503;
+ *   - a worker with the secret appends the hub's own events (a registration's) through the holder.
  */
 import { randomBytes } from 'node:crypto';
 import { registerDid } from '../support/credentials';
+import { registerNode } from '../support/federation';
 import { eventually, http, startTestService, TestService } from '../support/service';
 
 let svc: TestService;
@@ -36,6 +38,7 @@ afterAll(async () => {
 
 let b: { url: string; stop(): Promise<void>; kill(): Promise<void> };
 let c: { url: string; stop(): Promise<void>; kill(): Promise<void> };
+let d: { url: string; stop(): Promise<void>; kill(): Promise<void> };
 
 it('one replica holds the lease, the other forwards to it, and writes through every process are exact', async () => {
   b = await svc.startSecondApi({}, REPLICA_ENV);
@@ -152,7 +155,7 @@ it('a holder that stops gives the lease up; the other replica takes it and its w
 });
 
 it('a holder killed mid-write: the other replica appends itself at once, then takes the expired lease', async () => {
-  const d = await svc.startSecondApi({}, REPLICA_ENV);
+  d = await svc.startSecondApi({}, REPLICA_ENV);
   expect(await writerHealth(d.url)).toMatchObject({ holds_lease: false, writer_url: c.url });
   const before = await ledgerSize();
   const killed = new Promise((r) => setTimeout(r, 100)).then(() => c.kill());
@@ -169,4 +172,17 @@ it('a holder killed mid-write: the other replica appends itself at once, then ta
   // Every write answered 200 is in; one answered 503 may or may not be.
   expect(verify.ledger_lines - before).toBeGreaterThanOrEqual(statuses.filter((s) => s === 200).length);
   expect(verify.ledger_lines - before).toBeLessThanOrEqual(statuses.length);
+});
+
+it('the worker forwards the hub\'s own events to the holder (it never holds the lease)', async () => {
+  const holder = d.url; // (it took the lease when C was killed)
+  expect(await writerHealth(holder)).toMatchObject({ holds_lease: true });
+  const served = (await writerHealth(holder)).served;
+  await svc.startWorker(REPLICA_ENV);
+  // A registration's state change is appended by the worker (the node lifecycle), through the holder.
+  const node = await registerNode(holder, 'worker-forwards');
+  await eventually(async () => ((await writerHealth(holder)).served > served ? true : undefined), 30_000, 'the worker\'s event served by the holder');
+  const entries = await svc.db.collection('ledger').find({ kind: 'event', key: { $regex: '^hub\\.node' } }).toArray();
+  expect(entries.some((e) => String(e.value_json).includes(node.node_id))).toBe(true);
+  expect((await http('GET', `${svc.urls.main}/api/verify`)).body.consistent).toBe(true);
 });

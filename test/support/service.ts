@@ -22,7 +22,8 @@ export interface TestService {
   adminToken: string;
   db: Db;
   temporal: Client;
-  startWorker(): Promise<void>;
+  /** Starts the worker (`env`: settings of this process only, over the service's). */
+  startWorker(env?: Record<string, string>): Promise<void>;
   /** Stops the worker process (SIGTERM, drains); workflows wait in Temporal meanwhile. */
   stopWorker(): Promise<void>;
   /** Kills the worker process (SIGKILL, no drain), as a crash or an out-of-memory kill would. */
@@ -77,8 +78,8 @@ export async function startTestService(extra: Record<string, string> = {}, optio
   };
   await pickPorts();
 
-  const spawnPart = (name: string, script: string) =>
-    spawnServer({ name: `${name}-${id}`, ...typescriptProcess(path.join(ROOT, script)), pidFile: path.join(dataDir, 'run', `${name}.pid`), echo: process.env.ZH_TEST_ECHO === '1', env: childEnv, ...(options.logFiles ? { logFile: path.join(dataDir, `${name}.log`) } : {}) });
+  const spawnPart = (name: string, script: string, own: Record<string, string> = {}) =>
+    spawnServer({ name: `${name}-${id}`, ...typescriptProcess(path.join(ROOT, script)), pidFile: path.join(dataDir, 'run', `${name}.pid`), echo: process.env.ZH_TEST_ECHO === '1', env: { ...childEnv, ...own }, ...(options.logFiles ? { logFile: path.join(dataDir, `${name}.log`) } : {}) });
 
   let api: ServerHandle | null = null;
   let worker: ServerHandle | null = null;
@@ -94,9 +95,9 @@ export async function startTestService(extra: Record<string, string> = {}, optio
     await api?.stop();
     api = null;
   };
-  const startWorker = async () => {
+  const startWorker = async (own: Record<string, string> = {}) => {
     if (worker) return;
-    worker = spawnPart('worker', 'worker/main.ts');
+    worker = spawnPart('worker', 'worker/main.ts', own);
     await waitForPoller(env.TEMPORAL_TASK_QUEUE!, worker);
   };
   const stopWorker = async () => {

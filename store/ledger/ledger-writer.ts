@@ -1,15 +1,16 @@
 /**
- * The ledger writer lease of the process that appends for its host (a single API process, or the cluster primary
- * with API_PROCESSES > 1): on when LEDGER_FORWARD_SECRET is set (README "Storage"; store/ledger/writer-lease.ts).
+ * A process's part in the ledger writer lease, on when LEDGER_FORWARD_SECRET is set (README "Storage";
+ * writer-lease.ts): the process that appends for its host (a single API process, or the cluster primary with
+ * API_PROCESSES > 1) may hold it; the worker only forwards to the holder (it has no listener to be reached at).
  */
 import os from 'node:os';
 import type { Db } from 'mongodb';
 import type { Logger } from 'pino';
-import type { Config } from '../core/config.node';
-import type { ForwardAppend } from '../store/ledger/ledger-forwarding';
-import type { DailyQuota } from '../store/ledger/quota';
-import { forwardToWriter } from '../store/ledger/writer-forwarding';
-import { LedgerWriterLease } from '../store/ledger/writer-lease';
+import type { Config } from '../../core/config.node';
+import type { ForwardAppend } from './ledger-forwarding';
+import type { DailyQuota } from './quota';
+import { forwardToWriter } from './writer-forwarding';
+import { LedgerWriterLease } from './writer-lease';
 
 /** The longest a stopping holder keeps answering after giving the lease up (see release). */
 const RELEASE_WAIT_MAX_MS = 3000;
@@ -43,10 +44,16 @@ export class ForwardingCounts {
 }
 
 /** Takes part in the writer lease, or null when LEDGER_FORWARD_SECRET is not set. */
-export async function startLedgerWriter(db: Db, config: Config, logger: Logger, counts = new ForwardingCounts()): Promise<LedgerWriter | null> {
+export async function startLedgerWriter(
+  db: Db,
+  config: Config,
+  logger: Logger,
+  options: { counts?: ForwardingCounts; mayHold?: boolean } = {}
+): Promise<LedgerWriter | null> {
   const secret = config.LEDGER_FORWARD_SECRET;
   if (!secret) return null;
-  const url = config.LEDGER_WRITER_URL ?? `http://${advertisedHost(config.HOST)}:${config.PORT}`;
+  const counts = options.counts ?? new ForwardingCounts();
+  const url = options.mayHold === false ? null : (config.LEDGER_WRITER_URL ?? `http://${advertisedHost(config.HOST)}:${config.PORT}`);
   const lease = new LedgerWriterLease(db, { url, ttlMs: config.LEDGER_WRITER_LEASE_S * 1000, onError: (err) => logger.warn({ err }, 'ledger writer lease: the database did not answer') });
   await lease.start();
   const { forward, quota, close } = forwardToWriter(lease, secret, (err) => logger.warn({ err }, 'ledger writer lease: a forwarded write was refused'));
@@ -90,11 +97,3 @@ export function advertisedHost(host: string): string {
   return os.hostname();
 }
 
-/** GET /health's `ledger_writer` (main listener): undefined when forwarding is off. */
-export function ledgerWriterHealth(ctx: { config: Config; ledgerWriter: LedgerWriter | null; forwarding: ForwardingCounts }) {
-  return () => {
-    if (!ctx.config.LEDGER_FORWARD_SECRET) return undefined;
-    const lease = ctx.ledgerWriter?.lease();
-    return { holds_lease: lease ? lease.holds : null, writer_url: lease ? lease.writer_url : null, forwarded: ctx.forwarding.sent, served: ctx.forwarding.served };
-  };
-}
