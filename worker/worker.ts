@@ -59,7 +59,7 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
     );
   }
   if (workers.length === 0) {
-    await writer?.close();
+    await writer?.close().catch(() => undefined);
     await connection.close().catch(() => undefined);
     await mongo.close().catch(() => undefined);
     throw new Error(`WORKER_TASK_QUEUES=${config.WORKER_TASK_QUEUES.join(',')}: none of these task queues has activities yet, so this process would poll nothing`);
@@ -71,7 +71,7 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
       try {
         await Promise.all(workers.map((w) => w.run()));
       } finally {
-        await writer?.close();
+        await writer?.close().catch(() => undefined);
         await connection.close().catch(() => undefined);
         await mongo.close().catch(() => undefined);
       }

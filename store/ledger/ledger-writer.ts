@@ -24,8 +24,9 @@ export interface LedgerWriter {
   lease(): { holds: boolean; writer_url: string | null };
   /**
    * Before the listeners close: gives the lease up and, if this process held it, keeps answering (421: not the
-   * writer) for one renewal period (at most 3 s), the time the others take to learn it and stop forwarding here (a
-   * forwarded request that meets a closing connection has an unknown outcome: 503 to its caller).
+   * writer; a cluster primary's API processes, which do not know, keep taking forwards for it) for one renewal
+   * period (at most 3 s), the time the others take to learn it and stop forwarding here (a forwarded request that
+   * meets a closing connection has an unknown outcome: 503 to its caller).
    */
   release(): Promise<void>;
   /** Whether release() was called: the internal routes then answer 421 (api/routes/ledger/writer.ts). */

@@ -12,9 +12,10 @@
  *     written; the caller gives its quota slot back). The request itself is not cut at the deadline: the answer,
  *     which the holder sends by then at the latest for a write not begun, says what happened;
  *   - ForwardNotDelivered (appends; claims are then made here directly) when nothing reached the holder (connection
- *     refused, name not resolved, no connection within 2 s), or the holder refused the secret or does not serve the
- *     route: the ledger appends here instead, and the holder is skipped for a lease period. Safe: the holder did
- *     nothing;
+ *     refused, name not resolved, no connection within 2 s), or the holder refused it before doing anything (401 or
+ *     404: another secret or an older version; 421: it gave the lease up; 400 or 413: this request): the ledger
+ *     appends here instead. Safe: the holder did nothing. After a failure on the way or a 401/404/421 the holder is
+ *     skipped for a lease period;
  *   - 503 (retry with the same Idempotency-Key) when the request was sent and no answer came, or the holder failed:
  *     the write may or may not have landed (a claimed slot may stay spent), as after a timeout of a direct append.
  */
@@ -201,6 +202,8 @@ interface Block {
   lastUse: number;
   /** The last fetch found the limit reached, or nobody to ask: no top-up until a caller finds no slot. */
   exhausted: boolean;
+  /** The last fetch brought fewer slots than asked (near the limit): no fetching ahead, as QuotaStore near it. */
+  short: boolean;
 }
 
 /**
@@ -234,7 +237,7 @@ class SlotBlocks implements DailyQuota {
     const counter = `${scope}|${day}`;
     let block = this.blocks.get(counter);
     if (!block) {
-      block = { scope, day, slots: [], fetching: null, size: 0, waiting: 0, lastUse: Date.now(), exhausted: false };
+      block = { scope, day, slots: [], fetching: null, size: 0, waiting: 0, lastUse: Date.now(), exhausted: false, short: false };
       this.blocks.set(counter, block);
     }
     block.lastUse = Date.now();
@@ -244,6 +247,7 @@ class SlotBlocks implements DailyQuota {
         this.topUp(block, limit);
         return { allowed: true, count: n };
       }
+      if (!block.fetching && this.closed) return this.local.consume(scope, day, limit); // (closed meanwhile: no new fetch)
       const fetching = block.fetching ?? this.fetchBlock(block, limit);
       block.waiting++;
       let fetched: Fetched;
@@ -263,16 +267,19 @@ class SlotBlocks implements DailyQuota {
    * wait for it (as QuotaStore tops up its own leases). Not after a fetch found the limit or nobody to ask.
    */
   private topUp(block: Block, limit: number): void {
-    if (block.fetching || block.exhausted || this.closed || block.slots.length > block.size / 2) return;
+    if (block.fetching || block.exhausted || block.short || this.closed || block.slots.length > block.size / 2) return;
     this.fetchBlock(block, limit).catch(() => undefined); // a failed top-up is retried by the next caller that finds no slot
   }
 
   /** Fetches the next block of `block`'s counter (the one fetch under way for it). */
   private fetchBlock(block: Block, limit: number): Promise<Fetched> {
-    block.size = Math.min(MAX_LEASE, Math.max(block.waiting + 1, 2 * block.size, FIRST_BLOCK));
-    const fetching = this.fetchSlots(block.scope, block.day, limit, block.size)
+    const size = Math.min(MAX_LEASE, Math.max(block.waiting + 1, 2 * block.size, FIRST_BLOCK));
+    block.size = size;
+    const fetching = this.fetchSlots(block.scope, block.day, limit, size)
       .then((slots): Fetched => {
         block.exhausted = slots === null || slots.length === 0;
+        block.short = slots !== null && slots.length < size;
+        block.lastUse = Date.now(); // (not given back at once after a slow fetch)
         if (slots === null) return 'nobody';
         block.slots.push(...slots);
         return slots.length === 0 ? 'limit' : 'slots';
@@ -306,8 +313,13 @@ class SlotBlocks implements DailyQuota {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
-    await Promise.allSettled([...this.blocks.values()].map((b) => b.fetching));
+    // No fetch starts once closed (consume and topUp check); wait for those under way, then give every block back.
+    for (let fetching = this.fetchesUnderWay(); fetching.length > 0; fetching = this.fetchesUnderWay()) await Promise.allSettled(fetching);
     await this.giveBackIdle(Infinity);
+  }
+
+  private fetchesUnderWay(): Promise<Fetched>[] {
+    return [...this.blocks.values()].flatMap((b) => (b.fetching ? [b.fetching] : []));
   }
 }
 
