@@ -26,7 +26,10 @@
  * append directly and race for the next seq. BENCH_WRITER_LEASE=1 gives the stack's API the writer lease
  * (LEDGER_FORWARD_SECRET: it holds it) and, with 2 in BENCH_API_PROCESSES, adds a third line per measurement,
  * `2 API lease`: the writes alternate between the stack's API and a further API process with the secret, which
- * forwards its appends to the holder (the `2 API` line's second process has no secret and still races).
+ * forwards its appends to the holder (the `2 API` line's second process has no secret and still races). The racing
+ * and the lease lines write from DIDs of their own (`did:bench:race<i>`, `did:bench:lease<i>`), so that one
+ * configuration's quota counters do not weigh on another's lines, and with several lines per measurement each
+ * starts 3 s after the last.
  * BENCH_API_CLUSTER=N measures the other way to run N API processes:
  * after each backend's run, a second stack with API_PROCESSES=N (Node's cluster: the processes share the ports and
  * hand their appends to the primary, the host's one ledger writer), every line against the one-process line of the
@@ -284,6 +287,12 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
     const leaseBases = WRITER_LEASE && cluster <= 1 && API_PROCESSES.includes(2) ? [stack.base, await stack.startApi()] : null;
     if (leaseBases) console.log('and then between the stack\'s API (the writer lease holder) and one forwarding its appends to it (`2 API lease`)');
     const modes = [...apiCounts.map((p) => ({ p, lease: false })), ...(leaseBases ? [{ p: 2, lease: true }] : [])];
+    // DIDs of their own for the racing and the lease lines: processes each keep a quota counter per DID, and a DID's
+    // slots taken by the racing pair left the next line's process behind them (its claims refused, then the DID's
+    // day of slots re-read: seconds per DID on SQLite), which is the race's cost, not the next line's.
+    const ownDids = (prefix: string) => Promise.all(Array.from({ length: DIDS }, (_, i) => registerBenchDid(stack, `did:bench:${prefix}${i}`)));
+    const raceDids = modes.some((m) => m.p > 1 && !m.lease) && cluster <= 1 ? await ownDids('race') : dids;
+    const leaseDids = leaseBases ? await ownDids('lease') : dids;
     let lease = false;
     const scratch = db.collection('bench_scratch');
     const filler = new Ledger(db);
@@ -343,8 +352,10 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
             const p = mode.p;
             processes = p;
             lease = mode.lease;
+            // Each line after the last one's unused quota leases are given back (idle 2 s, store/ledger/quota.ts).
+            if (modes.length > 1) await new Promise((r) => setTimeout(r, 3000));
             const probe = sampleStatus(stack.base);
-            const http = await run(c, OPS, (i) => write(dids[i % writers]!, `bench.http.${size}.${c}.${writers}.${p}${lease ? 'l' : ''}.${written + i}`, i));
+            const http = await run(c, OPS, (i) => write((lease ? leaseDids : p > 1 && cluster <= 1 ? raceDids : dids)[i % writers]!, `bench.http.${size}.${c}.${writers}.${p}${lease ? 'l' : ''}.${written + i}`, i));
             const status = await probe.stop();
             written += OPS;
             rows.push({ backend, size, concurrency: c, writers, processes: p, lease, http, baseline });

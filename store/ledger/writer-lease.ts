@@ -3,8 +3,8 @@
  *
  * API replicas that are not one cluster (several hosts or containers behind a load balancer) and the worker append
  * to one ledger, and two writers race for its next seq: the loser's insert is refused and it starts again from the
- * winner's head record. The ledger stays exact (the seq is unique), but two racing replicas wrote at 0.05-0.6x the
- * rate of one (bench:ledger, concurrency 16 and 64; one DID: 0.06-0.2x, its quota slots racing too). With the lease,
+ * winner's head record. The ledger stays exact (the seq is unique), but two racing replicas wrote at 0.1-0.4x the
+ * rate of one (bench:ledger, concurrency 16 and 64; its quota slots racing too). With the lease,
  * one replica appends and the others (and the worker) forward their appends to it over HTTP (POST
  * /internal/ledger/appends, api/routes/ledger/writer.ts), where they are group-committed with its own, and take
  * their daily-quota slots from it a block at a time: the processes of one host already do this with their cluster
