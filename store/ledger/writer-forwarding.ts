@@ -127,8 +127,8 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
   };
 
   /** `remote` at the holder when there is one elsewhere; `here` when there is none or nothing reached it. */
-  const atHolder = async <T>(direct: boolean | undefined, remote: (url: string) => Promise<T>, here: () => Promise<T>): Promise<T> => {
-    const url = direct ? null : lease.writerElsewhere();
+  const atHolder = async <T>(remote: (url: string) => Promise<T>, here: () => Promise<T>): Promise<T> => {
+    const url = lease.writerElsewhere();
     if (!url) return here();
     try {
       return await remote(url);
@@ -151,7 +151,6 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
         local,
         (scope, day, limit, count) =>
           atHolder(
-            false,
             async (url) => (await post(url, WRITER_QUOTA_CONSUME_PATH, { scope, day, limit, count }, NO_DEADLINE_WAIT_MS, forwardedConsumeAnswer)).slots,
             async () => null
           ),
@@ -159,7 +158,6 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
         // counter hands them out again or deletes them (QuotaStore.refund).
         (scope, day, slots) =>
           atHolder(
-            false,
             async (url) => {
               await post(url, WRITER_QUOTA_REFUND_PATH, { scope, day, slots }, NO_DEADLINE_WAIT_MS, forwardedRefundAnswer);
             },
