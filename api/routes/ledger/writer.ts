@@ -85,7 +85,8 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
     { config: { auth: 'none' }, onRequest: replicasOnly, schema: { hide: true, body: forwardedConsumeBody, response: { 200: forwardedConsumeAnswer } } },
     async (request) => {
       // A block for the sender to hand out itself: the first slot, then as many more as asked, at most MAX_LEASE and
-      // at most 1/LEASE_SHARE of what is left (near the limit, one at a time), as this process's own leases are.
+      // at most 1/LEASE_SHARE of the slots above the first (near the limit, one at a time; a first slot given back
+      // earlier, a low number, lets the block take what is left: README "One writer across hosts").
       const { scope, day, limit, count } = request.body;
       const first = await quota.consume(scope, day, limit, { direct: true });
       if (!first.allowed) return { slots: [] };
