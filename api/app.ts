@@ -14,6 +14,7 @@ import errorsPlugin, { clientErrorHandler, frameworkErrorHandler } from './plugi
 import authPlugin from './plugins/auth';
 import presenceHoldPlugin from './plugins/presence-hold';
 import admissionPlugin from './plugins/admission';
+import { sharedRateLimitStore } from './plugins/rate-limit-store';
 import { documentResponses } from './response-docs';
 import jsonBodyPlugin, { serializerCompiler } from './plugins/json-body';
 
@@ -74,10 +75,12 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName, o
   // Overload is refused first, before credentials or the body cost anything (api/plugins/admission.ts).
   app.register(admissionPlugin, { gates: ctx.admission });
   // Per-route request limits per client address (routes opt in with config.rateLimit: the anonymous routes that
-  // create state). A refusal is the one error shape: 429 rate_limited with Retry-After.
+  // create state), counted in MongoDB so that they hold across API processes (api/plugins/rate-limit-store.ts).
+  // A refusal is the one error shape: 429 rate_limited with Retry-After.
   app.register(rateLimit, {
     global: false,
     keyGenerator: rateLimitKey,
+    store: sharedRateLimitStore(ctx.chat.limits),
     errorResponseBuilder: (_request, limit) =>
       new AppError('rate_limited', `Too many requests from this address: at most ${limit.max} per ${limit.ttl / 1000} s; retry after ${limit.after}`, { limit: limit.max }, {
         'Retry-After': String(Math.max(1, Math.ceil(limit.ttl / 1000)))
