@@ -10,6 +10,7 @@
 import { z } from 'zod';
 
 export const WRITER_APPENDS_PATH = '/internal/ledger/appends';
+export const WRITER_COUNTED_APPENDS_PATH = '/internal/ledger/counted-appends';
 export const WRITER_QUOTA_CONSUME_PATH = '/internal/quota/consume';
 export const WRITER_QUOTA_REFUND_PATH = '/internal/quota/refund';
 
@@ -62,6 +63,23 @@ const quotaCounter = {
   day: z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'an ISO date (YYYY-MM-DD)')
 };
 const slot = z.number().int().min(1).max(1_000_000_000);
+
+/**
+ * An append whose daily-quota slot the holder takes first (a truth write: one request instead of a claim and an
+ * append). The holder gives the slot back itself when the write is withdrawn or turns out to be a retry.
+ */
+export const forwardedCountedAppendBody = forwardedAppendBody.extend({
+  quota: z.strictObject({ ...quotaCounter, limit: slot })
+});
+export type ForwardedCountedAppendBody = z.infer<typeof forwardedCountedAppendBody>;
+
+export const forwardedCountedAppendAnswer = z.discriminatedUnion('outcome', [
+  z.object({ outcome: z.literal('appended'), entry: ledgerEntrySchema, duplicate: z.boolean() }),
+  z.object({ outcome: z.literal('withdrawn') }).describe('the caller\'s deadline passed before its batch began: nothing was written, no slot spent'),
+  z.object({ outcome: z.literal('over_quota') }).describe('the daily quota is used up: nothing was written')
+]);
+export type ForwardedCountedAppendAnswer = z.infer<typeof forwardedCountedAppendAnswer>;
+
 /** Up to `count` slots of the counter for the sender to hand out itself (fewer near the limit; none past it). */
 export const forwardedConsumeBody = z.strictObject({ ...quotaCounter, limit: slot, count: z.number().int().min(1).max(256) });
 export const forwardedConsumeAnswer = z.object({ slots: z.array(slot) });

@@ -35,6 +35,22 @@ import type { DailyQuota } from './quota';
  */
 export type ForwardAppend = (input: AppendInput, signal: AbortSignal | undefined, how: { direct: boolean; deadline: number | null }) => Promise<AppendResult> | null;
 
+/** A daily-quota counter to take one slot of (DailyQuota.consume's arguments). */
+export interface QuotaClaim {
+  scope: string;
+  day: string;
+  limit: number;
+}
+
+/**
+ * A truth write's append together with its quota slot, both made by the writer lease holder on another host (one
+ * request where a claim and an append would be two; store/ledger/writer-forwarding.ts): the result, or
+ * `'over_quota'` (nothing written, no slot); `null` when no other host holds the lease (the caller claims and
+ * appends here). Rejects with ForwardNotDelivered when nothing reached the holder (likewise done here), with
+ * AppendWithdrawn when the holder withdrew it at `deadline` (no slot spent).
+ */
+export type ForwardCountedAppend = (input: AppendInput, quota: QuotaClaim, signal: AbortSignal | undefined, deadline: number | null) => Promise<AppendResult | 'over_quota'> | null;
+
 type ForwardMessage =
   | { zh: 'ledger.append'; id: number; input: AppendInput; direct?: boolean; deadline?: number | null }
   | { zh: 'ledger.withdraw'; id: number }

@@ -7,7 +7,7 @@ import os from 'node:os';
 import type { Db } from 'mongodb';
 import type { Logger } from 'pino';
 import type { Config } from '../../core/config.node';
-import type { ForwardAppend } from './ledger-forwarding';
+import type { ForwardAppend, ForwardCountedAppend } from './ledger-forwarding';
 import type { DailyQuota } from './quota';
 import { forwardToWriter } from './writer-forwarding';
 import { LedgerWriterLease } from './writer-lease';
@@ -18,6 +18,8 @@ const RELEASE_WAIT_MAX_MS = 3000;
 export interface LedgerWriter {
   /** The Ledger's `forward`: to the holder when another replica holds the lease, else null (append here). */
   forward: ForwardAppend;
+  /** The Ledger's `forwardCounted`: a truth write's slot and append, both by the holder when that is another replica. */
+  forwardCounted: ForwardCountedAppend;
   /** The host's quota counter, its claims made by the holder when that is another replica. */
   quota(local: DailyQuota): DailyQuota;
   /** What GET /health shows of the lease, as this process knows it. */
@@ -57,13 +59,18 @@ export async function startLedgerWriter(
   const url = options.mayHold === false ? null : (config.LEDGER_WRITER_URL ?? `http://${advertisedHost(config.HOST)}:${config.PORT}`);
   const lease = new LedgerWriterLease(db, { url, ttlMs: config.LEDGER_WRITER_LEASE_S * 1000, onError: (err) => logger.warn({ err }, 'ledger writer lease: the database did not answer') });
   await lease.start();
-  const { forward, quota, close } = forwardToWriter(lease, secret, (err) => logger.warn({ err }, 'ledger writer lease: a forwarded write was refused'));
+  const { forward, forwardCounted, quota, close } = forwardToWriter(lease, secret, (err) => logger.warn({ err }, 'ledger writer lease: a forwarded write was refused'));
   logger.info({ url, holds: lease.holds() }, 'ledger writer lease: taking part');
   let released = false;
   const giveUp = () => lease.stop().catch((err: unknown) => logger.warn({ err }, 'ledger writer lease could not be given up; another replica takes it when it expires'));
   return {
     forward: (input, signal, how) => {
       const sent = forward(input, signal, how);
+      if (sent) counts.sent++;
+      return sent;
+    },
+    forwardCounted: (input, claim, signal, deadline) => {
+      const sent = forwardCounted(input, claim, signal, deadline);
       if (sent) counts.sent++;
       return sent;
     },

@@ -36,7 +36,7 @@ import { LedgerEntryDocument, LedgerEntryKind, ledgerLeafBytes } from '../../cor
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { FreshReads } from '../../core/fresh-reads';
 import { addToTally, LedgerTally, tallyCategory } from '../../core/ledger/tally';
-import type { ForwardAppend } from './ledger-forwarding';
+import type { ForwardAppend, ForwardCountedAppend, QuotaClaim } from './ledger-forwarding';
 
 export const LEDGER_COLLECTION = 'ledger';
 export const LEDGER_HEAD_COLLECTION = 'ledger_head';
@@ -247,11 +247,14 @@ export class Ledger {
 
   /** Where appends go when this process is not the writer (store/ledger/ledger-forwarding.ts); else appended here. */
   private readonly forward: ForwardAppend | null;
+  /** Where a truth write's slot and append go together when another host holds the writer lease (appendCounted). */
+  private readonly forwardCounted: ForwardCountedAppend | null;
   /** The newest entry an append forwarded from here came back with (head() answers at least that). */
   private forwardedHead: LedgerHeadWithTally | null = null;
 
-  constructor(db: Db, options: { forward?: ForwardAppend | null } = {}) {
+  constructor(db: Db, options: { forward?: ForwardAppend | null; forwardCounted?: ForwardCountedAppend | null } = {}) {
     this.forward = options.forward ?? null;
+    this.forwardCounted = options.forwardCounted ?? null;
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
     this.heads = db.collection<LedgerHeadDocument>(LEDGER_HEAD_COLLECTION);
     this.idempotency = db.collection<IdempotencyRecord>(LEDGER_IDEMPOTENCY_COLLECTION);
@@ -273,16 +276,38 @@ export class Ledger {
     const forwarded = this.forward?.(input, signal, { direct: options.direct ?? false, deadline: options.deadline ?? null });
     if (forwarded) {
       return forwarded.then(
-        (result) => {
-          const { entry } = result;
-          if (!this.forwardedHead || this.forwardedHead.size < entry._id) this.forwardedHead = { size: entry._id, root: entry.root, last_entry_at: entry.created_at, tally: entry.tally ?? null };
-          return result;
-        },
+        (result) => this.forwardedAnswer(result),
         // Nothing reached the writer (store/ledger/writer-forwarding.ts): appended here instead.
         (err: unknown) => (err instanceof ForwardNotDelivered ? this.appendHere(input, signal) : Promise.reject(err))
       );
     }
     return this.appendHere(input, signal);
+  }
+
+  /**
+   * A truth write's append with its daily-quota slot, both made by the writer lease holder when another host holds
+   * it (one request instead of a slot claim and an append; store/ledger/writer-forwarding.ts): the result, or
+   * `'over_quota'` (nothing written). `null` when no other host holds the lease or nothing reached it: the caller
+   * claims its slot and appends here as usual. AppendWithdrawn as for append (no slot spent).
+   */
+  async appendCounted(input: AppendInput, quota: QuotaClaim, options: { signal?: AbortSignal; deadline?: number } = {}): Promise<AppendResult | 'over_quota' | null> {
+    if (options.signal?.aborted) throw new AppendWithdrawn();
+    const forwarded = this.forwardCounted?.(input, quota, options.signal, options.deadline ?? null);
+    if (!forwarded) return null;
+    try {
+      const result = await forwarded;
+      return result === 'over_quota' ? result : this.forwardedAnswer(result);
+    } catch (err) {
+      if (err instanceof ForwardNotDelivered) return null;
+      throw err;
+    }
+  }
+
+  /** An append forwarded from here was made: head() answers at least its entry. */
+  private forwardedAnswer(result: AppendResult): AppendResult {
+    const { entry } = result;
+    if (!this.forwardedHead || this.forwardedHead.size < entry._id) this.forwardedHead = { size: entry._id, root: entry.root, last_entry_at: entry.created_at, tally: entry.tally ?? null };
+    return result;
   }
 
   private appendHere(input: AppendInput, signal: AbortSignal | undefined): Promise<AppendResult> {

@@ -5,12 +5,16 @@
  * for every replica, as the cluster primary does for the processes of one host (ledger-forwarding.ts): apart, two
  * replicas writing one DID claimed the same quota slots, refused each other's inserts and re-read the DID's slots
  * of the day after every few refusals (bench:ledger, one DID at concurrency 16, FerretDB at a full core).
+ * A truth write's slot goes with its append (`forwardCounted`, POST /internal/ledger/counted-appends: one request
+ * per write); other claims take slots a block at a time (SlotBlocks below).
  *
  * What the caller gets, as for an append or a claim made here:
- *   - the entry (or the earlier one its Idempotency-Key matched); the slot (or a refusal past the limit);
+ *   - the entry (or the earlier one its Idempotency-Key matched); the slot (or a refusal past the limit); for a
+ *     counted append, the entry or `over_quota`;
  *   - AppendWithdrawn when the holder withdrew an append at the caller's deadline before its batch began (nothing
- *     written; the caller gives its quota slot back). The request itself is not cut at the deadline: the answer,
- *     which the holder sends by then at the latest for a write not begun, says what happened;
+ *     written; the caller gives its quota slot back, or for a counted append the holder did). The request itself
+ *     is not cut at the deadline: the answer, which the holder sends by then at the latest for a write not begun,
+ *     says what happened;
  *   - ForwardNotDelivered (appends; claims are then made here directly) when nothing reached the holder (connection
  *     refused, name not resolved, no connection within 2 s), or the holder refused it before doing anything (401 or
  *     404: another secret or an older version; 421: it gave the lease up; 400 or 413: this request): the ledger
@@ -27,15 +31,17 @@ import {
   MAX_WITHDRAW_AFTER_MS,
   forwardedAppendAnswer,
   ForwardedAppendBody,
+  forwardedCountedAppendAnswer,
   forwardedConsumeAnswer,
   forwardedRefundAnswer,
   WRITER_APPENDS_PATH,
+  WRITER_COUNTED_APPENDS_PATH,
   WRITER_QUOTA_CONSUME_PATH,
   WRITER_QUOTA_REFUND_PATH
 } from '../../core/ledger/forwarded-writes';
 import type { AppendInput, AppendResult } from './ledger';
 import { AppendWithdrawn, ForwardNotDelivered } from './ledger';
-import type { ForwardAppend } from './ledger-forwarding';
+import type { ForwardAppend, ForwardCountedAppend, QuotaClaim } from './ledger-forwarding';
 import { MAX_LEASE, type DailyQuota } from './quota';
 import type { LedgerWriterLease } from './writer-lease';
 
@@ -59,6 +65,8 @@ const unknownOutcome = (what: string) => new AppError('unavailable', `${what}; r
 export interface WriterForwarding {
   /** The Ledger's `forward`: to the holder when another process holds the lease, else null (append here). */
   forward: ForwardAppend;
+  /** The Ledger's `forwardCounted`: a truth write's slot and append, to the holder in one request; else null. */
+  forwardCounted: ForwardCountedAppend;
   /** The quota: slots from the holder a block at a time when another process holds the lease, else `local`'s. */
   quota(local: DailyQuota): DailyQuota;
   close(): Promise<void>;
@@ -111,18 +119,30 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
     return parsed.data;
   };
 
+  const appendBody = (input: AppendInput, deadline: number | null): ForwardedAppendBody => ({
+    kind: input.kind,
+    key: input.key,
+    value_json: canonicalJson(input.value),
+    truth_type: input.truth_type ?? null,
+    did: input.did ?? null,
+    idempotency_key: input.idempotencyKey ?? null,
+    ...(deadline === null ? {} : { withdraw_after_ms: Math.min(MAX_WITHDRAW_AFTER_MS, Math.max(0, deadline - Date.now())) })
+  });
+  /** How long to wait for the holder's answer to `body`. */
+  const answerWait = (body: ForwardedAppendBody) => (body.withdraw_after_ms ?? NO_DEADLINE_WAIT_MS) + ANSWER_GRACE_MS;
+
   const append = async (url: string, input: AppendInput, deadline: number | null): Promise<AppendResult> => {
-    const body: ForwardedAppendBody = {
-      kind: input.kind,
-      key: input.key,
-      value_json: canonicalJson(input.value),
-      truth_type: input.truth_type ?? null,
-      did: input.did ?? null,
-      idempotency_key: input.idempotencyKey ?? null,
-      ...(deadline === null ? {} : { withdraw_after_ms: Math.min(MAX_WITHDRAW_AFTER_MS, Math.max(0, deadline - Date.now())) })
-    };
-    const answer = await post(url, WRITER_APPENDS_PATH, body, (body.withdraw_after_ms ?? NO_DEADLINE_WAIT_MS) + ANSWER_GRACE_MS, forwardedAppendAnswer);
+    const body = appendBody(input, deadline);
+    const answer = await post(url, WRITER_APPENDS_PATH, body, answerWait(body), forwardedAppendAnswer);
     if (answer.withdrawn) throw new AppendWithdrawn();
+    return { entry: answer.entry, duplicate: answer.duplicate };
+  };
+
+  const appendCounted = async (url: string, input: AppendInput, quota: QuotaClaim, deadline: number | null): Promise<AppendResult | 'over_quota'> => {
+    const body = { ...appendBody(input, deadline), quota };
+    const answer = await post(url, WRITER_COUNTED_APPENDS_PATH, body, answerWait(body), forwardedCountedAppendAnswer);
+    if (answer.outcome === 'withdrawn') throw new AppendWithdrawn();
+    if (answer.outcome === 'over_quota') return 'over_quota';
     return { entry: answer.entry, duplicate: answer.duplicate };
   };
 
@@ -145,6 +165,12 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
       if (!url) return null;
       if (signal?.aborted) return Promise.reject(new AppendWithdrawn());
       return append(url, input, how.deadline);
+    },
+    forwardCounted: (input, quota, signal, deadline) => {
+      const url = lease.writerElsewhere();
+      if (!url) return null;
+      if (signal?.aborted) return Promise.reject(new AppendWithdrawn());
+      return appendCounted(url, input, quota, deadline);
     },
     quota: (local) => {
       const blocks = new SlotBlocks(

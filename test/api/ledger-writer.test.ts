@@ -5,7 +5,8 @@
  *   - B holds the lease and C forwards its appends to B (their GET /health says so, with the counts); writes
  *     through all three at once are all answered, with contiguous seqs, and the ledger verifies;
  *   - the daily quota stays exact: 1,040 writes of one DID through both against a quota of 1,000 are 1,000 answered
- *     200 and 40 answered 429, and exactly slots 1…1000 are spent once the unused blocks are given back;
+ *     200 and 40 answered 429, and exactly slots 1…1000 are spent once the unused blocks are given back (C's writes
+ *     take their slots at B with their appends); a retry through C spends no slot;
  *   - the forwarding endpoint refuses a missing or forged secret (and answers 401 on a replica without one) before
  *     reading the body, refuses a value that is not canonical JSON of an object, and writes nothing for any of them;
  *   - B stopping gives the lease up: C takes it, and writes through C go on being answered throughout;
@@ -23,6 +24,8 @@ const DID = 'did:example:replicas';
 const SECRET = `lfs_${randomBytes(24).toString('hex')}`;
 const REPLICA_ENV = { LEDGER_FORWARD_SECRET: SECRET, LEDGER_WRITER_LEASE_S: '3' };
 const APPENDS = '/internal/ledger/appends';
+const COUNTED_APPENDS = '/internal/ledger/counted-appends';
+const today = () => new Date().toISOString().slice(0, 10);
 
 const write = (url: string, n: number) => http('POST', `${url}/api/report/truth`, { headers: { 'x-did': DID }, body: { key: `replicas.write.${n}`, value: { n } } });
 const writerHealth = async (url: string) => (await http('GET', `${url}/health`)).body.ledger_writer;
@@ -65,7 +68,7 @@ it('one replica holds the lease, the other forwards to it, and writes through ev
   for (const url of [b.url, c.url]) expect((await http('GET', `${url}/api/status`)).body.truth_count).toBe(before + 50);
 });
 
-it('the daily quota is exact across the replicas: slots come from the holder a block at a time', async () => {
+it('the daily quota is exact across the replicas: the holder hands out every slot', async () => {
   const did = await registerDid(svc.urls.main, svc.adminToken, 'did:example:quota-replicas');
   const before = await ledgerSize();
   const forwardedBefore = (await writerHealth(c.url)).forwarded;
@@ -95,7 +98,20 @@ it('the daily quota is exact across the replicas: slots come from the holder a b
   expect(Math.max(...slots.map((d) => d.n as number))).toBe(1000);
 });
 
-it('the forwarding endpoint refuses missing and forged secrets and non-canonical values, writing nothing', async () => {
+it('a retry through a forwarding replica is answered with the first entry and spends no slot', async () => {
+  const did = await registerDid(svc.urls.main, svc.adminToken, 'did:example:retry-replicas');
+  const keyed = () => http('POST', `${c.url}/api/report/truth`, { headers: { 'x-did': did, 'idempotency-key': 'retry-through-c' }, body: { key: 'replicas.retry', value: { n: 1 } } });
+  const first = await keyed();
+  expect(first.status).toBe(200);
+  expect(first.body.duplicate).toBe(false);
+  const again = await keyed();
+  expect(again.status).toBe(200);
+  expect(again.body).toMatchObject({ duplicate: true, seq: first.body.seq, event_id: first.body.event_id });
+  // The retry's slot was taken at the holder and given back there.
+  await eventually(async () => ((await svc.db.collection('quota_uses').countDocuments({ scope: `truth:${did}`, day: today() })) === 1 ? true : undefined), 10_000, 'one slot spent');
+});
+
+it('the forwarding endpoints refuse missing and forged secrets and non-canonical values, writing nothing', async () => {
   const valid = { kind: 'truth', key: 'replicas.direct.1', value_json: '{"a":1,"b":[true,null]}', truth_type: null, did: DID, idempotency_key: null };
   const post = (url: string, body: unknown, authorization?: string) => http('POST', `${url}${APPENDS}`, { headers: authorization ? { authorization } : {}, body });
   const before = await ledgerSize();
@@ -128,7 +144,30 @@ it('the forwarding endpoint refuses missing and forged secrets and non-canonical
   const ok = await post(b.url, valid, `Bearer ${SECRET}`);
   expect(ok.status).toBe(200);
   expect(ok.body).toMatchObject({ withdrawn: false, duplicate: false, entry: { seq: before + 1, key: 'replicas.direct.1', value_json: valid.value_json, did: DID } });
-  expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, ledger_lines: before + 1 });
+
+  // A truth write's append with its quota slot: the same refusals, then over_quota (nothing written) or appended.
+  const postCounted = (body: unknown, authorization?: string) => http('POST', `${b.url}${COUNTED_APPENDS}`, { headers: authorization ? { authorization } : {}, body });
+  // A counter of its own with a limit of one: the first takes its slot and is appended, the second is refused.
+  const scope = 'truth:did:example:counted-limit';
+  const slotsOf = () => svc.db.collection('quota_uses').countDocuments({ scope, day: today() });
+  const counted = { ...valid, key: 'replicas.counted.1', quota: { scope, day: today(), limit: 1 } };
+  expect((await postCounted(counted)).status).toBe(401);
+  expect((await postCounted(counted, `Bearer ${SECRET}x`)).status).toBe(401);
+  expect((await postCounted({ ...counted, value_json: '{"b":1,"a":2}' }, `Bearer ${SECRET}`)).status).toBe(400);
+  const noQuota = await postCounted({ ...valid, key: 'replicas.counted.1' }, `Bearer ${SECRET}`);
+  expect(noQuota.status).toBe(400);
+  expect(noQuota.body.fields[0].field).toMatch(/quota/);
+  expect(await ledgerSize()).toBe(before + 1);
+  expect(await slotsOf()).toBe(0);
+  const appended = await postCounted(counted, `Bearer ${SECRET}`);
+  expect(appended.status).toBe(200);
+  expect(appended.body).toMatchObject({ outcome: 'appended', duplicate: false, entry: { seq: before + 2, key: 'replicas.counted.1', value_json: valid.value_json } });
+  expect(await slotsOf()).toBe(1);
+  const over = await postCounted({ ...counted, key: 'replicas.counted.2' }, `Bearer ${SECRET}`);
+  expect(over.status).toBe(200);
+  expect(over.body).toEqual({ outcome: 'over_quota' });
+  expect(await ledgerSize()).toBe(before + 2);
+  expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, ledger_lines: before + 2 });
 });
 
 /** Writes through `url` one after another until `until` settles and `after` more have been answered. */

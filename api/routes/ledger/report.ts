@@ -81,12 +81,21 @@ export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, 
         signal.throwIfAborted();
         const day = new Date().toISOString().slice(0, 10);
         const scope = `truth:${did}`;
-        const allowance = await quota.consume(scope, day, config.TRUTH_DAILY_QUOTA);
-        if (!allowance.allowed) {
+        const overQuota = async () => {
           const existing = held ? null : await alreadyWritten(); // (a held write was looked up above)
           if (existing) return written(existing);
           throw new AppError('quota_exceeded', `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`, { limit: config.TRUTH_DAILY_QUOTA }, { 'Retry-After': String(secondsUntilUtcMidnight()) });
+        };
+        const input = { kind: 'truth' as const, key: body.key, value: body.value, truth_type: body.truth_type ?? null, did, idempotencyKey };
+        if (!held) {
+          // Where another host holds the ledger writer lease, it takes the slot with the append: one request (null:
+          // nobody else holds it, or it was not reached; then as below, here). Withdrawn there: no slot spent.
+          const counted = await ledger.appendCounted(input, { scope, day, limit: config.TRUTH_DAILY_QUOTA }, { signal, deadline });
+          if (counted === 'over_quota') return overQuota();
+          if (counted) return { kind: 'written' as const, seq: counted.entry.seq, event_id: counted.entry.event_id, duplicate: counted.duplicate };
         }
+        const allowance = await quota.consume(scope, day, config.TRUTH_DAILY_QUOTA);
+        if (!allowance.allowed) return overQuota();
         const giveBack = () => quota.refund(scope, day, allowance.count).catch((err) => request.log.warn({ err }, 'quota refund failed'));
         const refund = async (reason: unknown) => {
           await giveBack();
@@ -95,7 +104,7 @@ export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, 
         if (signal.aborted) return refund(signal.reason);
         if (held) return { kind: 'held' as const, ...(await holdForApproval(deps, { did, body, valueJson, idempotencyKey, held })) };
         const appended = await ledger
-          .append({ kind: 'truth', key: body.key, value: body.value, truth_type: body.truth_type ?? null, did, idempotencyKey }, { signal, deadline })
+          .append(input, { signal, deadline })
           .catch((err) => (err instanceof AppendWithdrawn ? refund(err) : Promise.reject(err)));
         // A retry: the slot taken for it is given back (the first write spent one).
         if (appended.duplicate) await giveBack();

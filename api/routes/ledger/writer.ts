@@ -2,6 +2,10 @@
  * The writer lease holder's routes (main listener; store/ledger/writer-lease.ts, the client is
  * store/ledger/writer-forwarding.ts), what another API replica forwards to this one:
  *   POST /internal/ledger/appends   an append;
+ *   POST /internal/ledger/counted-appends
+ *                                   a truth write's append with its daily-quota slot, taken here first (one request
+ *                                   where a claim and an append would be two): `over_quota` when none is left; the
+ *                                   slot is given back here when the write is withdrawn or is a retry (duplicate);
  *   POST /internal/quota/consume    a block of daily-quota slots ({ scope, day, limit, count } → { slots }), which
  *                                   the sender hands out to its writes itself;
  *   POST /internal/quota/refund     slots it did not use ({ scope, day, slots } → { refunded }).
@@ -28,11 +32,16 @@ import {
   MAX_VALUE_JSON,
   forwardedAppendAnswer,
   forwardedAppendBody,
+  ForwardedAppendBody,
+  forwardedCountedAppendAnswer,
+  forwardedCountedAppendBody,
+  type ForwardedCountedAppendAnswer,
   forwardedConsumeAnswer,
   forwardedConsumeBody,
   forwardedRefundAnswer,
   forwardedRefundBody,
   WRITER_APPENDS_PATH,
+  WRITER_COUNTED_APPENDS_PATH,
   WRITER_QUOTA_CONSUME_PATH,
   WRITER_QUOTA_REFUND_PATH
 } from '../../../core/ledger/forwarded-writes';
@@ -54,6 +63,18 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
     if (released()) throw new AppError('misdirected', 'This replica no longer holds the ledger writer lease; append and count yourself until another takes it');
   };
 
+  /** The caller's deadline: withdrawn if its batch has not begun by then. */
+  const withdrawalSignal = (body: ForwardedAppendBody) => (body.withdraw_after_ms === undefined ? undefined : AbortSignal.timeout(body.withdraw_after_ms));
+  /** Appended here (never forwarded again), counted as served. */
+  const appendHere = async (body: ForwardedAppendBody, value: { [key: string]: JsonValue }, signal: AbortSignal | undefined) => {
+    const result = await ledger.append(
+      { kind: body.kind, key: body.key, value, truth_type: body.truth_type, did: body.did, idempotencyKey: body.idempotency_key },
+      { direct: true, ...(signal ? { signal } : {}) }
+    );
+    counts.served++;
+    return result;
+  };
+
   app.post(
     WRITER_APPENDS_PATH,
     {
@@ -63,19 +84,44 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
       schema: { hide: true, body: forwardedAppendBody, response: { 200: forwardedAppendAnswer } }
     },
     async (request) => {
-      const body = request.body;
-      const value = parseCanonicalObject(body.value_json);
-      const signal = body.withdraw_after_ms === undefined ? undefined : AbortSignal.timeout(body.withdraw_after_ms);
+      const value = parseCanonicalObject(request.body.value_json);
       try {
-        const { entry, duplicate } = await ledger.append(
-          { kind: body.kind, key: body.key, value, truth_type: body.truth_type, did: body.did, idempotencyKey: body.idempotency_key },
-          { direct: true, ...(signal ? { signal } : {}) }
-        );
-        counts.served++;
+        const { entry, duplicate } = await appendHere(request.body, value, withdrawalSignal(request.body));
         return { withdrawn: false as const, entry, duplicate };
       } catch (err) {
         if (err instanceof AppendWithdrawn) return { withdrawn: true as const };
         throw err;
+      }
+    }
+  );
+
+  app.post(
+    WRITER_COUNTED_APPENDS_PATH,
+    {
+      config: { auth: 'none' },
+      bodyLimit: MAX_VALUE_JSON + 64 * 1024,
+      onRequest: replicasOnly,
+      schema: { hide: true, body: forwardedCountedAppendBody, response: { 200: forwardedCountedAppendAnswer } }
+    },
+    async (request): Promise<ForwardedCountedAppendAnswer> => {
+      const body = request.body;
+      const value = parseCanonicalObject(body.value_json);
+      const signal = withdrawalSignal(body);
+      const { scope, day, limit } = body.quota;
+      // As POST /api/report/truth does it: the slot first, the append with the caller's deadline, the slot back if
+      // the write was withdrawn or is a retry of one already appended (which spent its own).
+      if (signal?.aborted) return { outcome: 'withdrawn' };
+      const allowance = await quota.consume(scope, day, limit, { direct: true });
+      if (!allowance.allowed) return { outcome: 'over_quota' };
+      const giveBack = () => quota.refund(scope, day, allowance.count, { direct: true }).catch((err: unknown) => request.log.warn({ err }, 'quota refund failed'));
+      try {
+        const { entry, duplicate } = await appendHere(body, value, signal);
+        if (duplicate) await giveBack();
+        return { outcome: 'appended', entry, duplicate };
+      } catch (err) {
+        if (!(err instanceof AppendWithdrawn)) throw err; // (the slot stays spent, as for a write answered 503 here)
+        await giveBack();
+        return { outcome: 'withdrawn' };
       }
     }
   );
