@@ -3,7 +3,7 @@
  * form also calls) takes REGISTER_RATE_LIMIT_PER_MIN per minute, then answers 429 in the one error shape. The count
  * is kept in MongoDB, so it holds across API processes: two processes together admit the limit, not twice it.
  */
-import { http, startTestService, TestService } from '../support/service';
+import { http, startTestService, TestService, waitAwayFromMinuteEnd } from '../support/service';
 
 // Four registrations, each starting a node workflow: on a loaded 2-core machine that has taken over a minute.
 jest.setTimeout(180_000);
@@ -22,9 +22,7 @@ it('answers 429 rate_limited with Retry-After past the per-address limit across 
   // Eight at once, alternating between the two API processes: the limit is counted as each request arrives, so the
   // answer does not depend on how long a registration takes (on a loaded machine three in a row have outlasted the
   // one-minute window). Counted per process, each would have admitted three.
-  // Windows are calendar minutes: not across the end of one.
-  const toMinuteEnd = 60_000 - (Date.now() % 60_000);
-  if (toMinuteEnd < 5000) await new Promise((r) => setTimeout(r, toMinuteEnd + 100));
+  await waitAwayFromMinuteEnd(5); // (windows are calendar minutes)
   const register = (i: number) => http('POST', `${i % 2 === 0 ? svc.urls.main : secondUrl}/a2a/register`, { body: { name: `limited-${i}`, brand: { code: 'custom' } } });
   const answers = await Promise.all([0, 1, 2, 3, 4, 5, 6, 7].map(register));
   const accepted = answers.filter((r) => r.status !== 429);

@@ -33,7 +33,9 @@ export interface TestService {
    * listeners (e.g. { MEMORY_PORT: '41234' }), so a test can stop one and start it again where clients expect it;
    * `env` holds settings of this process only, over the service's.
    */
-  startSecondApi(fixedPorts?: Record<string, string>, env?: Record<string, string>): Promise<{ url: string; stop(): Promise<void>; kill(): Promise<void> }>;
+  startSecondApi(fixedPorts?: Record<string, string>, env?: Record<string, string>): Promise<{ url: string; urls: Record<ListenerName, string>; stop(): Promise<void>; kill(): Promise<void> }>;
+  /** A second worker process on this service's task queues (as a deployment runs several); stopped at close. */
+  startSecondWorker(env?: Record<string, string>): Promise<{ stop(): Promise<void> }>;
   close(): Promise<void>;
 }
 
@@ -125,7 +127,7 @@ export async function startTestService(extra: Record<string, string> = {}, optio
     throw new Error('worker did not start polling within 60 s');
   }
 
-  const extraApis: ServerHandle[] = [];
+  const extraProcesses: ServerHandle[] = [];
   const startSecondApi = async (fixedPorts: Record<string, string> = {}, env: Record<string, string> = {}) => {
     const ports: Record<string, string> = {};
     const pick = async () => {
@@ -145,15 +147,37 @@ export async function startTestService(extra: Record<string, string> = {}, optio
       () => `http://127.0.0.1:${ports.PORT}`,
       pick
     );
-    extraApis.push(handle);
+    extraProcesses.push(handle);
     return {
       url: `http://127.0.0.1:${ports.PORT}`,
+      urls: Object.fromEntries((Object.keys(LISTENER_PORTS) as ListenerName[]).map((l) => [l, `http://127.0.0.1:${ports[LISTENER_PORTS[l]]}`])) as Record<ListenerName, string>,
       stop: () => handle.stop(),
       kill: async () => {
         handle.kill();
         await handle.closed;
       }
     };
+  };
+
+  const startSecondWorker = async (own: Record<string, string> = {}) => {
+    const handle = spawnServer({
+      name: `worker2-${id}`,
+      ...typescriptProcess(path.join(ROOT, 'worker/main.ts')),
+      pidFile: path.join(dataDir, 'run', `worker-${randomBytes(3).toString('hex')}.pid`),
+      echo: process.env.ZH_TEST_ECHO === '1',
+      env: { ...childEnv, ...own }
+    });
+    extraProcesses.push(handle);
+    // (Its pollers join the first worker's: wait until the task queue has more than one.)
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      if (handle.child.exitCode !== null) throw new Error('the second worker exited during start');
+      const res = await connection.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: env.TEMPORAL_TASK_QUEUE! }, taskQueueType: 1 });
+      if (new Set((res.pollers ?? []).map((p) => p.identity)).size > (worker ? 1 : 0)) break;
+      if (Date.now() > deadline) throw new Error('the second worker did not start polling within 60 s');
+      await sleep(200);
+    }
+    return { stop: () => handle.stop() };
   };
 
   await Promise.all([startApi(), options.worker === false ? Promise.resolve() : startWorker()]);
@@ -167,8 +191,9 @@ export async function startTestService(extra: Record<string, string> = {}, optio
     stopWorker,
     killWorker,
     startSecondApi,
+    startSecondWorker,
     close: async () => {
-      await Promise.all([stopApi(), stopWorker(), ...extraApis.map((h) => h.stop())]);
+      await Promise.all([stopApi(), stopWorker(), ...extraProcesses.map((h) => h.stop())]);
       await mongo.db(env.MONGODB_DB).dropDatabase().catch(() => undefined);
       await mongo.close();
       await connection.close();

@@ -1,0 +1,153 @@
+/**
+ * The production topology of docker/compose.yaml on this machine (no Docker engine here): two API replicas (separate
+ * processes, not one cluster) behind the load balancer of docker/nginx-lb.conf, run by Debian's nginx
+ * (test/support/nginx-lb.ts replaces only Docker's DNS, the ports and the file paths), two workers, and every process
+ * with LEDGER_FORWARD_SECRET as the compose file sets it. Everything goes through the balancer, as clients' requests
+ * do:
+ *   - both replicas answer behind it on every balanced port, and one of them holds the ledger writer lease;
+ *   - registrations from one address are limited across the replicas (REGISTER_RATE_LIMIT_PER_MIN counts in MongoDB);
+ *   - nodes beating through it (each heartbeat to either replica) are online; one that stops is offline within
+ *     NODE_OFFLINE_AFTER_S plus the sweeper's tick, its change is in the ledger, and no beating node goes offline;
+ *   - truth writes through it are all appended once, in one contiguous run that verifies, the replica without the
+ *     lease forwarding its share to the holder;
+ *   - /internal/ (the replicas' own routes) is not offered outside;
+ *   - a replica killed: the balancer sends everything to the other, which answers.
+ */
+import { randomBytes } from 'node:crypto';
+import { findNginx } from '../../scripts/stack/nginx';
+import { registerDid } from '../support/credentials';
+import { heartbeat, RegisteredNode } from '../support/federation';
+import { LoadBalancer, startLoadBalancer } from '../support/nginx-lb';
+import { eventually, http, startTestService, TestService, waitAwayFromMinuteEnd } from '../support/service';
+
+const nginxBin = findNginx(process.env.NGINX_BIN ?? '/usr/sbin/nginx');
+const describeWithNginx = nginxBin ? describe : describe.skip;
+
+// As test/api/federation-scale.test.ts: a 10 s window has been too tight beside the rest of the suite in CI.
+const OFFLINE_AFTER_S = 20;
+const REGISTER_LIMIT = 6;
+
+describeWithNginx('docker/compose.yaml topology: API replicas behind docker/nginx-lb.conf, two workers', () => {
+  let svc: TestService;
+  let b: Awaited<ReturnType<TestService['startSecondApi']>>;
+  let lb: LoadBalancer;
+  let main: string;
+  const nodes: RegisteredNode[] = [];
+
+  beforeAll(async () => {
+    svc = await startTestService({
+      LEDGER_FORWARD_SECRET: `lfs_${randomBytes(24).toString('hex')}`,
+      LEDGER_WRITER_LEASE_S: '3',
+      NODE_REVIEW_REQUIRED: 'false',
+      NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S),
+      REGISTER_RATE_LIMIT_PER_MIN: String(REGISTER_LIMIT)
+    });
+    b = await svc.startSecondApi();
+    await svc.startSecondWorker();
+    const ports = (urls: TestService['urls']) => ({ 8080: urls.main, 8081: urls.backup, 9001: urls.hub, 9099: urls.commercial });
+    lb = await startLoadBalancer(nginxBin!, svc.env.DATA_DIR!, [ports(svc.urls), ports(b.urls)]);
+    main = lb.urls[8080]!;
+  }, 180_000);
+  afterAll(async () => {
+    await lb?.stop();
+    await svc?.close();
+  });
+
+  it('both replicas answer behind the balancer on every port, one of them holding the writer lease', async () => {
+    const seen = new Set<boolean>();
+    for (let i = 0; i < 10; i++) {
+      const res = await http('GET', `${main}/health`);
+      expect(res.status).toBe(200);
+      seen.add(res.body.ledger_writer.holds_lease);
+    }
+    // Round robin: both replicas answered, and exactly one of them holds the lease.
+    expect([...seen].sort()).toEqual([false, true]);
+    for (const [port, listener] of [[8081, 'backup'], [9001, 'hub']] as const) {
+      const res = await http('GET', `${lb.urls[port]}/health`);
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ ok: true, listener });
+    }
+    // The commercial gateway's health, under its prefix; every answer there names the hub.
+    const commercial = await http('GET', `${lb.urls[9099]}/api/v1/health`);
+    expect(commercial.status).toBe(200);
+    expect(commercial.headers.get('x-did')).toBe(svc.env.SERVICE_DID ?? 'did:zhongshu:hub');
+  });
+
+  it('limits registrations from one address across the replicas', async () => {
+    await waitAwayFromMinuteEnd(5); // (windows are calendar minutes)
+      const answers = await Promise.all(
+      Array.from({ length: REGISTER_LIMIT + 3 }, (_, i) => http('POST', `${main}/a2a/register`, { body: { name: `lb-node-${i}`, brand: { code: 'custom' } } }))
+    );
+    expect(answers.filter((r) => r.status === 201)).toHaveLength(REGISTER_LIMIT);
+    expect(answers.filter((r) => r.status === 429).map((r) => r.body.error)).toEqual(['rate_limited', 'rate_limited', 'rate_limited']);
+    for (const r of answers) if (r.status === 201) nodes.push({ node_id: r.body.node_id, api_key: r.body.api_key });
+  });
+
+  it('keeps nodes beating through the balancer online; one that stops goes offline once, recorded in the ledger', async () => {
+    const [quiet, ...beating] = nodes;
+    let stopQuiet = false;
+    let running = true;
+    const statuses: number[] = [];
+    const loops = nodes.map(async (node) => {
+      while (running && !(stopQuiet && node === quiet)) {
+        statuses.push((await heartbeat(main, node)).status);
+        await new Promise((r) => setTimeout(r, 2000));
+      }
+    });
+    try {
+      const stateOf = async (id: string) => (await http('GET', `${main}/a2a/nodes/${id}`)).body.node?.state as string;
+      await eventually(
+        async () => {
+          const states = await Promise.all(nodes.map((n) => stateOf(n.node_id)));
+          if (states.every((s) => s === 'online')) return true;
+          throw new Error(`states ${states.join(', ')}; heartbeats answered ${statuses.join(' ')}`);
+        },
+        30_000,
+        'every node online'
+      );
+      const since = new Date().toISOString();
+      stopQuiet = true;
+      await eventually(async () => ((await stateOf(quiet!.node_id)) === 'offline' ? true : undefined), (OFFLINE_AFTER_S + 15) * 1000, 'the silent node offline');
+      for (const node of beating) expect(await stateOf(node.node_id)).toBe('online');
+      const changes = (await svc.db.collection('ledger').find({ key: 'hub.node.state_changed' }).toArray())
+        .map((e) => JSON.parse(e.value_json as string) as { node_id: string; from: string; to: string; at: string })
+        .filter((v) => v.at >= since && v.to === 'offline');
+      expect(changes.map((c) => c.node_id)).toEqual([quiet!.node_id]);
+    } finally {
+      running = false;
+      await Promise.all(loops);
+    }
+    expect(statuses.filter((s) => s !== 200)).toEqual([]);
+  }, 120_000);
+
+  it('appends truth writes through the balancer once each, in one contiguous run, through the lease holder', async () => {
+    const did = await registerDid(main, svc.adminToken, 'did:example:balanced');
+    const before = (await http('GET', `${main}/api/status`)).body.truth_count as number;
+    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => http('POST', `${main}/api/report/truth`, { headers: { 'x-did': did }, body: { key: `lb.write.${i}`, value: { i } } })));
+    expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
+    expect(answers.map((r) => r.body.seq as number).sort((x, y) => x - y)).toEqual(Array.from({ length: 40 }, (_, i) => before + 1 + i));
+    const verify = await http('GET', `${svc.urls.main}/api/verify`);
+    expect(verify.body).toMatchObject({ consistent: true });
+    // The replica without the lease forwarded its share; the holder served it.
+    const healths = await Promise.all([svc.urls.main, b.url].map(async (url) => (await http('GET', `${url}/health`)).body.ledger_writer));
+    const holder = healths.find((h) => h.holds_lease)!;
+    const other = healths.find((h) => !h.holds_lease)!;
+    expect(other.forwarded).toBeGreaterThan(0);
+    expect(holder.served).toBeGreaterThanOrEqual(other.forwarded);
+  });
+
+  it('does not offer the replicas\' internal routes outside', async () => {
+    const res = await http('POST', `${main}/internal/ledger/appends`, { body: {} });
+    expect(res.status).toBe(404);
+  });
+
+  it('sends everything to the other replica when one is killed', async () => {
+    await b.kill();
+    const statuses: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      statuses.push((await http('GET', `${main}/health`)).status);
+      statuses.push((await heartbeat(main, nodes[1]!)).status);
+    }
+    expect(statuses.filter((s) => s !== 200)).toEqual([]);
+  });
+});

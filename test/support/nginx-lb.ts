@@ -1,0 +1,75 @@
+/**
+ * The production load balancer (docker/nginx-lb.conf, compose service `lb`) on this machine: the same file, with
+ * only what Docker provides replaced, run by Debian's nginx as a child process under a test data dir.
+ *   - `resolver 127.0.0.11 …` (Docker's DNS) is dropped, and each `server api:<port> resolve;` (every replica's
+ *     address for the service name) becomes one `server 127.0.0.1:<port>;` per replica given;
+ *   - each `listen <port>;` becomes `listen 127.0.0.1:<free port>;`;
+ *   - pid, logs and temp files go under the data dir (and `user root;` when run as root, as the deploy nginx does),
+ *     and one worker process instead of `auto` (the test machine's cores are the suite's).
+ * Everything else (proxy headers, keep-alive upstreams, unbuffered answers, the 404 for /internal/) is the file's.
+ * A change to the file that these replacements no longer fit fails the render, so the test cannot drift from it.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { freePort, ServerHandle, spawnServer, waitForPort } from '../../scripts/stack/process';
+
+const CONF = path.resolve(__dirname, '..', '..', 'docker', 'nginx-lb.conf');
+
+export interface LoadBalancer {
+  /** The balancer's address per replica port of the file (8080 main, 8081 backup, 9001 hub, 9099 commercial). */
+  urls: Record<number, string>;
+  stop(): Promise<void>;
+}
+
+/** `replicas`: per replica, its address for each port the file balances (e.g. { 8080: 'http://127.0.0.1:41234' }). */
+export async function startLoadBalancer(nginxBin: string, dataDir: string, replicas: Record<number, string>[]): Promise<LoadBalancer> {
+  const prefix = path.join(dataDir, 'lb');
+  for (const dir of ['logs', 'temp']) fs.mkdirSync(path.join(prefix, dir), { recursive: true });
+  let conf = fs.readFileSync(CONF, 'utf8');
+  const replace = (pattern: RegExp, by: (...groups: string[]) => string) => {
+    if (!pattern.test(conf)) throw new Error(`docker/nginx-lb.conf no longer matches ${pattern}`);
+    conf = conf.replace(new RegExp(pattern.source, 'g'), (_m, ...groups: string[]) => by(...groups));
+  };
+  replace(/^\s*resolver [^;]*;\n/m, () => '');
+  replace(/server api:(\d+) resolve;/, (port) =>
+    replicas
+      .map((r) => {
+        const url = r[Number(port)];
+        if (!url) throw new Error(`no replica address for port ${port}`);
+        return `server ${new URL(url).host};`;
+      })
+      .join(' ')
+  );
+  const urls: Record<number, string> = {};
+  const listens: number[] = [];
+  for (const m of conf.matchAll(/listen (\d+);/g)) listens.push(Number(m[1]));
+  for (const port of listens) urls[port] = `http://127.0.0.1:${await freePort()}`;
+  replace(/listen (\d+);/, (port) => `listen ${new URL(urls[Number(port)]!).host};`);
+  replace(/^worker_processes [^;]*;/m, (): string =>
+    [
+      ...(process.getuid?.() === 0 ? ['user root;'] : []),
+      'worker_processes 1;',
+      `pid ${path.join(prefix, 'nginx.pid')};`,
+      `error_log ${path.join(prefix, 'logs', 'error.log')} warn;`
+    ].join('\n')
+  );
+  replace(/^http \{\n/m, () =>
+    [
+      'http {',
+      `  access_log off;`,
+      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((t) => `  ${t}_temp_path ${path.join(prefix, 'temp', t)};`),
+      ''
+    ].join('\n')
+  );
+  const confFile = path.join(prefix, 'nginx.conf');
+  fs.writeFileSync(confFile, conf);
+  const handle: ServerHandle = spawnServer({
+    name: 'lb',
+    binary: nginxBin,
+    args: ['-p', `${prefix}/`, '-c', confFile, '-e', path.join(prefix, 'logs', 'error.log'), '-g', 'daemon off;'],
+    pidFile: path.join(dataDir, 'run', 'lb.pid'),
+    echo: process.env.ZH_TEST_ECHO === '1'
+  });
+  for (const url of Object.values(urls)) await waitForPort('127.0.0.1', Number(new URL(url).port), 15_000, handle.child);
+  return { urls, stop: () => handle.stop() };
+}
