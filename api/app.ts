@@ -15,6 +15,7 @@ import authPlugin from './plugins/auth';
 import presenceHoldPlugin from './plugins/presence-hold';
 import admissionPlugin from './plugins/admission';
 import { sharedRateLimitStore } from './plugins/rate-limit-store';
+import { clientAddress, trustedProxies } from './client-address';
 import { documentResponses } from './response-docs';
 import jsonBodyPlugin, { serializerCompiler } from './plugins/json-body';
 
@@ -76,10 +77,12 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName, o
   app.register(admissionPlugin, { gates: ctx.admission });
   // Per-route request limits per client address (routes opt in with config.rateLimit: the anonymous routes that
   // create state), counted in MongoDB so that they hold across API processes (api/plugins/rate-limit-store.ts).
-  // A refusal is the one error shape: 429 rate_limited with Retry-After.
+  // The client is the connecting peer, or behind a proxy of TRUSTED_PROXIES the address it forwards
+  // (api/client-address.ts). A refusal is the one error shape: 429 rate_limited with Retry-After.
+  const trusted = trustedProxies(ctx.config.TRUSTED_PROXIES);
   app.register(rateLimit, {
     global: false,
-    keyGenerator: rateLimitKey,
+    keyGenerator: (request) => rateLimitKey({ ip: clientAddress(request, trusted) }),
     store: sharedRateLimitStore(ctx.chat.limits),
     errorResponseBuilder: (_request, limit) =>
       new AppError('rate_limited', `Too many requests from this address: at most ${limit.max} per ${limit.ttl / 1000} s; retry after ${limit.after}`, { limit: limit.max }, {

@@ -2,6 +2,7 @@
  * The service's configuration: one zod schema over the environment, shared by the API, the worker and the
  * local stack launcher. An invalid value stops the start with a message naming the variable and what is allowed.
  */
+import net from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 
@@ -10,6 +11,16 @@ const positiveSeconds = z.coerce.number().int().positive();
 const csv = z
   .string()
   .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean));
+
+/** An IP address or a CIDR range (IPv4 or IPv6), as the trusted proxy lists take them. */
+export function isAddressOrRange(entry: string): boolean {
+  const [address = '', prefix, ...rest] = entry.split('/');
+  const family = net.isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
+}
+/** Comma-separated proxy addresses and CIDR ranges (api/client-address.ts). */
+const proxyList = csv.pipe(z.array(z.string().refine(isAddressOrRange, 'an IP address or a CIDR range such as 10.0.0.0/8')));
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -88,6 +99,8 @@ export const configSchema = z.object({
 
   /** Registrations (POST /a2a/register, the join form) per client address per minute, per API process. */
   REGISTER_RATE_LIMIT_PER_MIN: z.coerce.number().int().positive().default(60),
+  /** Proxies (addresses, CIDR ranges) whose X-Forwarded-For names the client for per-address request limits. */
+  TRUSTED_PROXIES: proxyList.default([]),
   NODE_OFFLINE_AFTER_S: positiveSeconds.default(90),
   NODE_REVIEW_REQUIRED: z.enum(['true', 'false']).default('true').transform((v) => v === 'true'),
   NODE_CACHE_TTL_MS: z.coerce.number().int().min(0).default(5000),
@@ -121,7 +134,7 @@ export const configSchema = z.object({
   /** Trial chat (README "Chat gateway"): requests per client address per window, and whose X-Forwarded-For to trust. */
   TRIAL_RATE_LIMIT: z.coerce.number().int().min(1).max(100_000).default(5),
   TRIAL_RATE_WINDOW_S: z.coerce.number().int().min(1).max(86_400).default(600),
-  TRIAL_TRUSTED_PROXIES: csv.default([]),
+  TRIAL_TRUSTED_PROXIES: proxyList.default([]),
   TRIAL_SEMANTIC_THRESHOLD: z.coerce.number().min(0).max(1).default(0.6),
   TRIAL_EXTERNAL_TIMEOUT_MS: z.coerce.number().int().min(100).max(300_000).default(15_000),
   /** A model of the chat providers that serves /embeddings: vector similarity beside BM25 (unset: BM25 only). */

@@ -39,9 +39,11 @@ export function sharedRateLimitStore(limits: ChatLimitStore, now: () => number =
     }
 
     child(routeOptions: Parameters<FastifyRateLimitStore['child']>[0]): FastifyRateLimitStore {
-      const options = routeOptions as unknown as RouteLimitOptions;
-      const method = options.routeInfo?.method;
-      return new SharedRateLimitStore(null, `${Array.isArray(method) ? method.join(',') : (method ?? '')} ${options.routeInfo?.url ?? ''}`);
+      const { routeInfo } = routeOptions as unknown as RouteLimitOptions;
+      // (fastify.rateLimit() limiters have no route: they would all share one count.)
+      if (!routeInfo?.url) throw new Error('the shared rate-limit store counts per route: set config.rateLimit on a route');
+      const method = routeInfo.method;
+      return new SharedRateLimitStore(null, `${Array.isArray(method) ? method.join(',') : (method ?? '')} ${routeInfo.url}`);
     }
   }
   return SharedRateLimitStore;

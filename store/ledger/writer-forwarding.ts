@@ -6,7 +6,8 @@
  * replicas writing one DID claimed the same quota slots, refused each other's inserts and re-read the DID's slots
  * of the day after every few refusals (bench:ledger, one DID at concurrency 16, FerretDB at a full core).
  * A truth write's slot goes with its append (`forwardCounted`, POST /internal/ledger/counted-appends: one request
- * per write); other claims take slots a block at a time (SlotBlocks below).
+ * per write); other claims take slots a block at a time (SlotBlocks below). A holder without that route (an older
+ * version: 404) is sent the claim and the append apart for a minute, and stays the holder for everything else.
  *
  * What the caller gets, as for an append or a claim made here:
  *   - the entry (or the earlier one its Idempotency-Key matched); the slot (or a refusal past the limit); for a
@@ -46,6 +47,8 @@ import { MAX_LEASE, type DailyQuota } from './quota';
 import type { LedgerWriterLease } from './writer-lease';
 
 const CONNECT_TIMEOUT_MS = 2000;
+/** A holder that answered 404 to a counted append is asked again after this long (it may have been upgraded). */
+const COUNTED_ROUTE_RECHECK_MS = 60_000;
 /** How long a request without a deadline (a quota claim, the hub's own events) waits for the holder's answer. */
 const NO_DEADLINE_WAIT_MS = 30_000;
 /** Beyond the withdrawal time: the holder's batch under way and the answer on its way back. */
@@ -77,6 +80,12 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
   const agent = new Agent({ connect: { timeout: CONNECT_TIMEOUT_MS }, keepAliveTimeout: 30_000 });
   const closers: (() => Promise<void>)[] = [];
 
+  /**
+   * Holders found without the counted-appends route (an older version answering 404), until when: their truth
+   * writes go as a quota claim and an append, the two routes such a holder has, instead of turning forwarding off.
+   */
+  const countedRouteMissing = new Map<string, number>();
+
   /** POSTs `body` to the holder at `url` and parses its 200 answer with `answer`; see the module comment for failures. */
   const post = async <T>(url: string, path: string, body: unknown, waitMs: number, answer: z.ZodType<T>): Promise<T> => {
     let status: number;
@@ -101,6 +110,10 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
     if (status === 421) {
       lease.skip(url); // it gave the lease up (stopping): another replica takes it at its next renewal
       throw new ForwardNotDelivered(`the ledger writer at ${url} no longer holds the lease`);
+    }
+    if (status === 404 && path === WRITER_COUNTED_APPENDS_PATH) {
+      countedRouteMissing.set(url, Date.now() + COUNTED_ROUTE_RECHECK_MS);
+      throw new ForwardNotDelivered(`the ledger writer at ${url} has no ${path} (an older version): claim and append apart`);
     }
     if (status === 401 || status === 404) {
       // A different LEDGER_FORWARD_SECRET there, or a version without the route.
@@ -168,7 +181,7 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
     },
     forwardCounted: (input, quota, signal, deadline) => {
       const url = lease.writerElsewhere();
-      if (!url) return null;
+      if (!url || (countedRouteMissing.get(url) ?? 0) > Date.now()) return null;
       if (signal?.aborted) return Promise.reject(new AppendWithdrawn());
       return appendCounted(url, input, quota, deadline);
     },

@@ -12,9 +12,12 @@
  *   - B stopping gives the lease up: C takes it, and writes through C go on being answered throughout;
  *   - C killed (no give-up): D, forwarding to it, appends itself from the next write on and takes the lease once it
  *     expires; at most the one write in flight at the kill is answered 503;
- *   - a worker with the secret appends the hub's own events (a registration's) through the holder.
+ *   - a worker with the secret appends the hub's own events (a registration's) through the holder;
+ *   - a holder of an older version (no counted-appends route: 404) keeps being forwarded to, a truth write's slot
+ *     claimed apart from its append.
  */
 import { randomBytes } from 'node:crypto';
+import http_ from 'node:http';
 import { registerDid } from '../support/credentials';
 import { registerNode } from '../support/federation';
 import { eventually, http, startTestService, TestService } from '../support/service';
@@ -224,4 +227,49 @@ it('the worker forwards the hub\'s own events to the holder (it never holds the 
   const entries = await svc.db.collection('ledger').find({ kind: 'event', key: { $regex: '^hub\\.node' } }).toArray();
   expect(entries.some((e) => String(e.value_json).includes(node.node_id))).toBe(true);
   expect((await http('GET', `${svc.urls.main}/api/verify`)).body.consistent).toBe(true);
+});
+
+it('a holder of an older version without the counted route: truth writes go as a claim and an append, forwarding stays on', async () => {
+  // E holds the lease behind a façade that answers 404 to counted appends, as a holder of the version before them
+  // would (LEDGER_WRITER_URL names the façade, so the others reach E through it); F forwards to it.
+  let countedAsked = 0;
+  const facade = http_.createServer((req, res) => {
+    if (req.url === COUNTED_APPENDS) {
+      countedAsked++;
+      req.resume();
+      res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: false, error: 'not_found', message: 'no such route' }));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      void fetch(`${e!.url}${req.url}`, { method: req.method, headers: { authorization: String(req.headers.authorization ?? ''), 'content-type': 'application/json' }, body: Buffer.concat(chunks) }).then(async (answer) => {
+        res.writeHead(answer.status, { 'content-type': 'application/json' }).end(Buffer.from(await answer.arrayBuffer()));
+      });
+    });
+  });
+  await new Promise<void>((r) => facade.listen(0, '127.0.0.1', () => r()));
+  const facadeUrl = `http://127.0.0.1:${(facade.address() as { port: number }).port}`;
+  let e: Awaited<ReturnType<TestService['startSecondApi']>> | null = null;
+  try {
+    await d.stop(); // (gives the lease up)
+    e = await svc.startSecondApi({}, { ...REPLICA_ENV, LEDGER_WRITER_URL: facadeUrl });
+    await eventually(async () => ((await writerHealth(e!.url))?.holds_lease ? true : undefined), 10_000, 'E holding the lease');
+    const f = await svc.startSecondApi({}, REPLICA_ENV);
+    expect(await writerHealth(f.url)).toMatchObject({ holds_lease: false, writer_url: facadeUrl });
+    const did = await registerDid(svc.urls.main, svc.adminToken, 'did:example:older-holder');
+    const before = await ledgerSize();
+    const writeOne = (i: number) => http('POST', `${f.url}/api/report/truth`, { headers: { 'x-did': did }, body: { key: `older.write.${i}`, value: { i } } });
+    const answers = [await writeOne(0), ...(await Promise.all(Array.from({ length: 9 }, (_, i) => writeOne(i + 1))))];
+    expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
+    // Asked once (the first write; then not for a minute); every write still went to the holder, none appended by F.
+    expect(countedAsked).toBe(1);
+    expect(await writerHealth(f.url)).toMatchObject({ holds_lease: false, writer_url: facadeUrl });
+    expect((await writerHealth(e.url)).served).toBe(10);
+    expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, ledger_lines: before + 10 });
+    await f.stop();
+  } finally {
+    await e?.stop();
+    facade.close();
+  }
 });

@@ -5,19 +5,22 @@
  * with LEDGER_FORWARD_SECRET as the compose file sets it. Everything goes through the balancer, as clients' requests
  * do:
  *   - both replicas answer behind it on every balanced port, and one of them holds the ledger writer lease;
- *   - registrations from one address are limited across the replicas (REGISTER_RATE_LIMIT_PER_MIN counts in MongoDB);
+ *   - registrations from one client address are limited across the replicas (REGISTER_RATE_LIMIT_PER_MIN counts in
+ *     MongoDB), by the address the balancer forwards (TRUSTED_PROXIES), so another client has a budget of its own and
+ *     an X-Forwarded-For written by the client changes nothing;
  *   - nodes beating through it (each heartbeat to either replica) are online; one that stops is offline within
  *     NODE_OFFLINE_AFTER_S plus the sweeper's tick, its change is in the ledger, and no beating node goes offline;
- *   - truth writes through it are all appended once, in one contiguous run that verifies, the replica without the
- *     lease forwarding its share to the holder;
+ *   - truth writes through it are all appended once, at the seqs they were answered with, and the ledger
+ *     verifies, the replica without the lease forwarding its share to the holder;
  *   - /internal/ (the replicas' own routes) is not offered outside;
  *   - a replica killed: the balancer sends everything to the other, which answers.
  */
 import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { findNginx } from '../../scripts/stack/nginx';
 import { registerDid } from '../support/credentials';
 import { heartbeat, RegisteredNode } from '../support/federation';
-import { LoadBalancer, startLoadBalancer } from '../support/nginx-lb';
+import { LB_ADDRESS, LoadBalancer, startLoadBalancer } from '../support/nginx-lb';
 import { eventually, http, startTestService, TestService, waitAwayFromMinuteEnd } from '../support/service';
 
 const nginxBin = findNginx(process.env.NGINX_BIN ?? '/usr/sbin/nginx');
@@ -37,7 +40,7 @@ describeWithNginx('docker/compose.yaml topology: API replicas behind docker/ngin
   beforeAll(async () => {
     svc = await startTestService({
       LEDGER_FORWARD_SECRET: `lfs_${randomBytes(24).toString('hex')}`,
-      LEDGER_WRITER_LEASE_S: '3',
+      TRUSTED_PROXIES: LB_ADDRESS,
       NODE_REVIEW_REQUIRED: 'false',
       NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S),
       REGISTER_RATE_LIMIT_PER_MIN: String(REGISTER_LIMIT)
@@ -73,14 +76,31 @@ describeWithNginx('docker/compose.yaml topology: API replicas behind docker/ngin
     expect(commercial.headers.get('x-did')).toBe(svc.env.SERVICE_DID ?? 'did:zhongshu:hub');
   });
 
-  it('limits registrations from one address across the replicas', async () => {
+  it('limits registrations per client address across the replicas, by the address the balancer forwards', async () => {
     await waitAwayFromMinuteEnd(5); // (windows are calendar minutes)
-      const answers = await Promise.all(
-      Array.from({ length: REGISTER_LIMIT + 3 }, (_, i) => http('POST', `${main}/a2a/register`, { body: { name: `lb-node-${i}`, brand: { code: 'custom' } } }))
-    );
+    // From a client address of the test's choosing (node:http's localAddress).
+    const register = (name: string, from: string, headers: Record<string, string> = {}, url = main) =>
+      new Promise<{ status: number; body: { node_id: string; api_key: string; error?: string } }>((resolve, reject) => {
+        const body = JSON.stringify({ name, brand: { code: 'custom' } });
+        const req = httpRequest(`${url}/a2a/register`, { method: 'POST', localAddress: from, headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...headers } }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) }));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    const answers = await Promise.all(Array.from({ length: REGISTER_LIMIT + 3 }, (_, i) => register(`lb-node-${i}`, '127.0.0.1')));
     expect(answers.filter((r) => r.status === 201)).toHaveLength(REGISTER_LIMIT);
     expect(answers.filter((r) => r.status === 429).map((r) => r.body.error)).toEqual(['rate_limited', 'rate_limited', 'rate_limited']);
-    for (const r of answers) if (r.status === 201) nodes.push({ node_id: r.body.node_id, api_key: r.body.api_key });
+    // An address the client writes itself is not believed: the balancer adds the one it saw (right-most), and only
+    // the balancer is trusted; a replica reached directly believes no header at all.
+    expect((await register('lb-spoof', '127.0.0.1', { 'x-forwarded-for': '203.0.113.9' })).status).toBe(429);
+    expect((await register('lb-direct', '127.0.0.1', { 'x-forwarded-for': '203.0.113.9' }, b.url)).status).toBe(429);
+    // Another client behind the same balancer has its own budget.
+    const other = await register('lb-other-client', '127.0.0.3');
+    expect(other.status).toBe(201);
+    for (const r of [...answers, other]) if (r.status === 201) nodes.push({ node_id: r.body.node_id, api_key: r.body.api_key });
   });
 
   it('keeps nodes beating through the balancer online; one that stops goes offline once, recorded in the ledger', async () => {
@@ -120,12 +140,14 @@ describeWithNginx('docker/compose.yaml topology: API replicas behind docker/ngin
     expect(statuses.filter((s) => s !== 200)).toEqual([]);
   }, 120_000);
 
-  it('appends truth writes through the balancer once each, in one contiguous run, through the lease holder', async () => {
+  it('appends truth writes through the balancer once each, through the lease holder', async () => {
     const did = await registerDid(main, svc.adminToken, 'did:example:balanced');
-    const before = (await http('GET', `${main}/api/status`)).body.truth_count as number;
     const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => http('POST', `${main}/api/report/truth`, { headers: { 'x-did': did }, body: { key: `lb.write.${i}`, value: { i } } })));
     expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
-    expect(answers.map((r) => r.body.seq as number).sort((x, y) => x - y)).toEqual(Array.from({ length: 40 }, (_, i) => before + 1 + i));
+    // Each once, at the seq it was answered with (the hub's own node events may land between them).
+    const entries = await svc.db.collection('ledger').find({ key: { $regex: '^lb\\.write\\.' } }).toArray();
+    expect(entries.map((e) => Number(e._id)).sort((x, y) => x - y)).toEqual(answers.map((r) => r.body.seq as number).sort((x, y) => x - y));
+    expect(new Set(entries.map((e) => e.key)).size).toBe(40);
     const verify = await http('GET', `${svc.urls.main}/api/verify`);
     expect(verify.body).toMatchObject({ consistent: true });
     // The replica without the lease forwarded its share; the holder served it.

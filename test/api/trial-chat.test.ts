@@ -8,7 +8,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { clientAddress, TRIAL_ANCHOR } from '../../api/routes/chat/trial';
+import { clientAddress, trustedProxies } from '../../api/client-address';
+import { isAddressOrRange } from '../../core/config.node';
+import { TRIAL_ANCHOR } from '../../api/routes/chat/trial';
 import { startFakeOpenAi, FakeOpenAi } from '../support/fake-openai';
 import { http, startTestService, TestService } from '../support/service';
 import { registerDid } from '../support/credentials';
@@ -251,12 +253,20 @@ describe('per-address limit', () => {
   });
 
   it('trusts X-Forwarded-For only from a configured proxy, right-most untrusted hop first', () => {
-    const trusted = new Set(['10.0.0.1', '10.0.0.2']);
+    const trusted = trustedProxies(['10.0.0.1', '10.0.0.2']);
     const req = (ip: string, xff?: string) => ({ ip, headers: xff ? { 'x-forwarded-for': xff } : {} });
     expect(clientAddress(req('192.0.2.7', '198.51.100.1'), trusted)).toBe('192.0.2.7');
     expect(clientAddress(req('10.0.0.1', '6.6.6.6, 198.51.100.1'), trusted)).toBe('198.51.100.1');
     expect(clientAddress(req('10.0.0.1', '198.51.100.1, 10.0.0.2'), trusted)).toBe('198.51.100.1');
     expect(clientAddress(req('10.0.0.1', 'garbage'), trusted)).toBe('10.0.0.1');
     expect(clientAddress(req('::ffff:10.0.0.1', '198.51.100.3'), trusted)).toBe('198.51.100.3');
+    // Ranges (a load balancer's network), IPv4 and IPv6.
+    const ranges = trustedProxies(['172.16.0.0/12', 'fd00::/8']);
+    expect(clientAddress(req('172.18.0.5', '6.6.6.6, 198.51.100.1'), ranges)).toBe('198.51.100.1');
+    expect(clientAddress(req('172.32.0.5', '198.51.100.1'), ranges)).toBe('172.32.0.5');
+    expect(clientAddress(req('fd12::7', '2001:db8::1'), ranges)).toBe('2001:db8::1');
+    expect(clientAddress(req('10.0.0.1', '198.51.100.1'), trustedProxies([]))).toBe('10.0.0.1');
+    expect(['10.0.0.1', '10.0.0.0/8', '::1', 'fd00::/8'].map(isAddressOrRange)).toEqual([true, true, true, true]);
+    expect(['lb', '10.0.0.0/33', '10.0.0.0/8/1', 'fd00::/129', '10.0.0.0/x', ''].map(isAddressOrRange)).toEqual([false, false, false, false, false, false]);
   });
 });

@@ -13,7 +13,6 @@
  * Limited to TRIAL_RATE_LIMIT requests per client address per TRIAL_RATE_WINDOW_S, across API processes (the chat
  * gateway's slot store, fixed windows); X-Forwarded-For is trusted only from TRIAL_TRUSTED_PROXIES.
  */
-import net from 'node:net';
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -24,6 +23,7 @@ import type { Config } from '../../../core/config.node';
 import { AppError } from '../../../core/errors';
 import type { KnowledgeStore } from '../../../store/chat/knowledge';
 import { rateLimitKey } from '../../app';
+import { clientAddress, trustedProxies } from '../../client-address';
 import type { ChatServices } from '../../chat';
 import { ERROR_BODY } from '../../response-docs';
 
@@ -51,31 +51,8 @@ const answer = z.object({
   锚定: z.string()
 });
 
-/**
- * The client's address: the peer, or, when the peer is a trusted proxy, the right-most X-Forwarded-For entry that is
- * not a trusted proxy itself (entries to its left could be written by the client). An entry that is not an IP
- * address stops the walk at the proxy that sent it.
- */
-export function clientAddress(request: Pick<FastifyRequest, 'ip' | 'headers'>, trusted: ReadonlySet<string>): string {
-  const plain = (a: string) => (a.startsWith('::ffff:') && net.isIPv4(a.slice(7)) ? a.slice(7) : a);
-  let address = plain(request.ip);
-  if (!trusted.has(address)) return address;
-  const header = request.headers['x-forwarded-for'];
-  const hops = (Array.isArray(header) ? header.join(',') : (header ?? ''))
-    .split(',')
-    .map((h) => h.trim())
-    .filter(Boolean);
-  for (let i = hops.length - 1; i >= 0; i--) {
-    const hop = plain(hops[i]!);
-    if (!net.isIP(hop)) break;
-    address = hop;
-    if (!trusted.has(hop)) break;
-  }
-  return address;
-}
-
 export const trialChatRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; knowledge: KnowledgeStore; config: Config }> = async (app, { chat, knowledge, config }) => {
-  const trusted = new Set(config.TRIAL_TRUSTED_PROXIES);
+  const trusted = trustedProxies(config.TRIAL_TRUSTED_PROXIES);
   const windowMs = config.TRIAL_RATE_WINDOW_S * 1000;
   // Vector similarity, when an embeddings model is configured: passages are embedded at each rebuild, the question
   // per request; the nearest passage answers when its cosine reaches TRIAL_VECTOR_THRESHOLD.
