@@ -17,10 +17,11 @@ export function isAddressOrRange(entry: string): boolean {
   const [address = '', prefix, ...rest] = entry.split('/');
   const family = net.isIP(address);
   if (family === 0 || rest.length > 0) return false;
-  return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
+  // (A /0 would trust every address: refused.)
+  return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) >= 1 && Number(prefix) <= (family === 4 ? 32 : 128));
 }
 /** Comma-separated proxy addresses and CIDR ranges (api/client-address.ts). */
-const proxyList = csv.pipe(z.array(z.string().refine(isAddressOrRange, 'an IP address or a CIDR range such as 10.0.0.0/8')));
+const proxyList = csv.pipe(z.array(z.string().refine(isAddressOrRange, 'an IP address or a CIDR range such as 10.0.0.0/8 (not /0)')));
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -97,7 +98,7 @@ export const configSchema = z.object({
   LEDGER_WRITER_URL: z.url({ protocol: /^https?$/ }).optional(),
   LEDGER_WRITER_LEASE_S: z.coerce.number().int().min(3).max(300).default(10),
 
-  /** Registrations (POST /a2a/register, the join form) per client address per minute, per API process. */
+  /** Registrations (POST /a2a/register, the join form) per client address per calendar minute, across every API process. */
   REGISTER_RATE_LIMIT_PER_MIN: z.coerce.number().int().positive().default(60),
   /** Proxies (addresses, CIDR ranges) whose X-Forwarded-For names the client for per-address request limits. */
   TRUSTED_PROXIES: proxyList.default([]),

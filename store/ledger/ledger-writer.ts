@@ -38,8 +38,8 @@ export interface LedgerWriter {
 }
 
 /**
- * Forwarded appends as one process counts them (GET /health on the main listener): sent to the holder, and served
- * as the holder (POST /internal/ledger/appends).
+ * Forwarded appends as one process counts them (GET /health on the main listener): sent to the holder and answered
+ * by it, and served as the holder (POST /internal/ledger/appends and counted-appends).
  */
 export class ForwardingCounts {
   sent = 0;
@@ -61,19 +61,18 @@ export async function startLedgerWriter(
   await lease.start();
   const { forward, forwardCounted, quota, close } = forwardToWriter(lease, secret, (err) => logger.warn({ err }, 'ledger writer lease: a forwarded write was refused'));
   logger.info({ url, holds: lease.holds() }, 'ledger writer lease: taking part');
+  /** Counts a forwarded append once the holder answered it (not one it never received, then appended here). */
+  const answered = <T>(sent: Promise<T> | null): Promise<T> | null =>
+    sent &&
+    sent.then((result) => {
+      counts.sent++;
+      return result;
+    });
   let released = false;
   const giveUp = () => lease.stop().catch((err: unknown) => logger.warn({ err }, 'ledger writer lease could not be given up; another replica takes it when it expires'));
   return {
-    forward: (input, signal, how) => {
-      const sent = forward(input, signal, how);
-      if (sent) counts.sent++;
-      return sent;
-    },
-    forwardCounted: (input, claim, signal, deadline) => {
-      const sent = forwardCounted(input, claim, signal, deadline);
-      if (sent) counts.sent++;
-      return sent;
-    },
+    forward: (input, signal, how) => answered(forward(input, signal, how)),
+    forwardCounted: (input, claim, signal, deadline) => answered(forwardCounted(input, claim, signal, deadline)),
     quota,
     lease: () => ({ holds: lease.holds(), writer_url: lease.holds() ? url : lease.writerElsewhere() }),
     release: async () => {

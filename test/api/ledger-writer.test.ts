@@ -243,9 +243,9 @@ it('a holder of an older version without the counted route: truth writes go as a
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      void fetch(`${e!.url}${req.url}`, { method: req.method, headers: { authorization: String(req.headers.authorization ?? ''), 'content-type': 'application/json' }, body: Buffer.concat(chunks) }).then(async (answer) => {
-        res.writeHead(answer.status, { 'content-type': 'application/json' }).end(Buffer.from(await answer.arrayBuffer()));
-      });
+      fetch(`${e!.url}${req.url}`, { method: req.method, headers: { authorization: String(req.headers.authorization ?? ''), 'content-type': 'application/json' }, body: Buffer.concat(chunks) })
+        .then(async (answer) => res.writeHead(answer.status, { 'content-type': 'application/json' }).end(Buffer.from(await answer.arrayBuffer())))
+        .catch(() => res.writeHead(502).end());
     });
   });
   await new Promise<void>((r) => facade.listen(0, '127.0.0.1', () => r()));

@@ -267,6 +267,6 @@ describe('per-address limit', () => {
     expect(clientAddress(req('fd12::7', '2001:db8::1'), ranges)).toBe('2001:db8::1');
     expect(clientAddress(req('10.0.0.1', '198.51.100.1'), trustedProxies([]))).toBe('10.0.0.1');
     expect(['10.0.0.1', '10.0.0.0/8', '::1', 'fd00::/8'].map(isAddressOrRange)).toEqual([true, true, true, true]);
-    expect(['lb', '10.0.0.0/33', '10.0.0.0/8/1', 'fd00::/129', '10.0.0.0/x', ''].map(isAddressOrRange)).toEqual([false, false, false, false, false, false]);
+    expect(['lb', '10.0.0.0/33', '10.0.0.0/8/1', 'fd00::/129', '10.0.0.0/x', '', '0.0.0.0/0', '::/0'].map(isAddressOrRange)).toEqual(Array(8).fill(false));
   });
 });

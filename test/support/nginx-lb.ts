@@ -58,7 +58,7 @@ async function render(dataDir: string, replicas: Record<number, string>[]): Prom
   let conf = fs.readFileSync(CONF, 'utf8');
   const replace = (pattern: RegExp, by: (...groups: string[]) => string) => {
     if (!pattern.test(conf)) throw new Error(`docker/nginx-lb.conf no longer matches ${pattern}`);
-    conf = conf.replace(new RegExp(pattern.source, `${pattern.flags}g`), (_m, ...groups: string[]) => by(...groups));
+    conf = conf.replace(new RegExp(pattern.source, pattern.flags.includes('g') ? pattern.flags : `${pattern.flags}g`), (_m, ...groups: string[]) => by(...groups));
   };
   replace(/^\s*resolver [^;]*;\n/m, () => '');
   replace(/server api:(\d+) resolve;/, (port) =>
