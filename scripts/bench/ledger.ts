@@ -26,7 +26,8 @@
  * append directly and race for the next seq. BENCH_WRITER_LEASE=1 gives the stack's API the writer lease
  * (LEDGER_FORWARD_SECRET: it holds it) and, with 2 in BENCH_API_PROCESSES, adds a third line per measurement,
  * `2 API lease`: the writes alternate between the stack's API and a further API process with the secret, which
- * forwards its appends to the holder (the `2 API` line's second process has no secret and still races). The racing
+ * forwards its appends to the holder (the `2 API` line's second process has no secret and still races; its line runs
+ * after the lease line, which would otherwise meet what the race left behind). The racing
  * and the lease lines write from DIDs of their own (`did:bench:race<i>`, `did:bench:lease<i>`), so that one
  * configuration's quota counters do not weigh on another's lines, and with several lines per measurement each
  * starts 3 s after the last.
@@ -286,7 +287,10 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
     // With the lease: one more API process, with the secret, forwarding to the stack's (the holder, started first).
     const leaseBases = WRITER_LEASE && cluster <= 1 && API_PROCESSES.includes(2) ? [stack.base, await stack.startApi()] : null;
     if (leaseBases) console.log('and then between the stack\'s API (the writer lease holder) and one forwarding its appends to it (`2 API lease`)');
-    const modes = [...apiCounts.map((p) => ({ p, lease: false })), ...(leaseBases ? [{ p: 2, lease: true }] : [])];
+    // The lease line right after the one-process line, before the racing pair: a line run after the racing pair
+    // measured what the race left behind as well (session 26: 0.22-0.25x at c=16 in the bench where probes
+    // alternating one process and the lease gave 0.59-0.94x).
+    const modes = [...apiCounts.filter((p) => p === 1).map((p) => ({ p, lease: false })), ...(leaseBases ? [{ p: 2, lease: true }] : []), ...apiCounts.filter((p) => p !== 1).map((p) => ({ p, lease: false }))];
     // DIDs of their own for the racing and the lease lines: processes each keep a quota counter per DID, and a DID's
     // slots taken by the racing pair left the next line's process behind them (its claims refused, then the DID's
     // day of slots re-read: seconds per DID on SQLite), which is the race's cost, not the next line's.
