@@ -73,7 +73,9 @@ export const SECURITY: Record<AuthModel, SecurityRequirement[] | null> = {
   admin: [{ admin_token: [] }],
   daemon: [{ daemon_asset: [], daemon_order_root: [] }],
   node_or_homologous: [NODE, ...HOMOLOGOUS],
-  oauth_client: [{ oauth_client: [] }],
+  // HTTP Basic, or nothing in the headers: client_secret_post carries the client's id and secret in the form
+  // (RFC 6749 §2.3.1), for which OpenAPI has no scheme. The route answers 401 when neither authenticates.
+  oauth_client: [{ oauth_client: [] }, {}],
   dpop: [{ dpop_token: [], dpop_proof: [] }],
   group_key: [{ slim_group: [], slim_group_key: [] }],
   partner_federation: [{ partner_signature_input: [], partner_signature: [] }]
