@@ -116,12 +116,13 @@ export async function startTestService(extra: Record<string, string> = {}, optio
   const connection = await Connection.connect({ address: env.TEMPORAL_ADDRESS! });
   const temporal = new Client({ connection });
 
-  async function waitForPoller(taskQueue: string, handle: ServerHandle): Promise<void> {
+  /** Waits until `taskQueue` has pollers of at least `workers` worker processes (their identities). */
+  async function waitForPoller(taskQueue: string, handle: ServerHandle, workers = 1): Promise<void> {
     const deadline = Date.now() + 60_000;
     while (Date.now() < deadline) {
       if (handle.child.exitCode !== null) throw new Error('worker exited during start');
       const res = await connection.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: taskQueue }, taskQueueType: 1 });
-      if ((res.pollers ?? []).length > 0) return;
+      if (new Set((res.pollers ?? []).map((p) => p.identity)).size >= workers) return;
       await sleep(200);
     }
     throw new Error('worker did not start polling within 60 s');
@@ -160,23 +161,10 @@ export async function startTestService(extra: Record<string, string> = {}, optio
   };
 
   const startSecondWorker = async (own: Record<string, string> = {}) => {
-    const handle = spawnServer({
-      name: `worker2-${id}`,
-      ...typescriptProcess(path.join(ROOT, 'worker/main.ts')),
-      pidFile: path.join(dataDir, 'run', `worker-${randomBytes(3).toString('hex')}.pid`),
-      echo: process.env.ZH_TEST_ECHO === '1',
-      env: { ...childEnv, ...own }
-    });
+    const handle = spawnPart('worker2', 'worker/main.ts', own);
     extraProcesses.push(handle);
-    // (Its pollers join the first worker's: wait until the task queue has more than one.)
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      if (handle.child.exitCode !== null) throw new Error('the second worker exited during start');
-      const res = await connection.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: env.TEMPORAL_TASK_QUEUE! }, taskQueueType: 1 });
-      if (new Set((res.pollers ?? []).map((p) => p.identity)).size > (worker ? 1 : 0)) break;
-      if (Date.now() > deadline) throw new Error('the second worker did not start polling within 60 s');
-      await sleep(200);
-    }
+    // (Its pollers join the first worker's.)
+    await waitForPoller(env.TEMPORAL_TASK_QUEUE!, handle, worker ? 2 : 1);
     return { stop: () => handle.stop() };
   };
 
