@@ -18,7 +18,6 @@ export const ERROR_STATUS = {
   value_must_be_object: 400,
   empty_value_rejected: 400,
   invalid_key: 400,
-  invalid_patch: 400,
   unsupported_grant_type: 400,
   invalid_scope: 400,
   invalid_client: 401,

@@ -36,7 +36,7 @@ export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
 }
 
 /** When a body breaks several rules that carry their own code, the one the spec names first wins. */
-const CODE_PRIORITY: ErrorCode[] = ['empty_value_rejected', 'value_must_be_object', 'invalid_key', 'invalid_patch'];
+const CODE_PRIORITY: ErrorCode[] = ['empty_value_rejected', 'value_must_be_object', 'invalid_key'];
 
 /**
  * Validation issues as { field, message }. A schema may attach a domain error code to an issue (params.code);

@@ -29,23 +29,31 @@ describe('directory tree', () => {
     expect(v1).toMatchObject({ ok: true, version: 1, latest_version: 1, tree: { federation: { nodes: {} } } });
   });
 
-  it('rejects invalid patches with 400 before anything is stored, and checks who proposes', async () => {
-    const bad = [
+  it('rejects malformed proposals with 400 and patches that do not fit the tree with 409, storing nothing, and checks who proposes', async () => {
+    const malformed = [
       { base_version: 1, title: 't', rationale: 'r', patch: [{ op: 'explode', path: '/x' }] },
       { base_version: 1, title: 't', rationale: 'r', patch: [{ op: 'add', path: 'no-slash', value: 1 }] },
       { base_version: 1, title: 't', rationale: 'r', patch: [] },
-      { base_version: 1, title: 't', rationale: 'r', patch: [{ op: 'remove', path: '/federation/missing' }] },
-      { base_version: 1, title: 't', rationale: 'r', patch: [{ op: 'test', path: '/federation/nodes', value: 5 }] },
-      { base_version: 99, title: 't', rationale: 'r', patch: [{ op: 'add', path: '/x', value: 1 }] },
       { base_version: 1, patch: [{ op: 'add', path: '/x', value: 1 }] }
     ];
-    for (const body of bad) {
+    for (const body of malformed) {
       const res = await propose(body);
       expect(res.status).toBe(400);
-      expect(['invalid_request', 'invalid_patch']).toContain(res.body.error);
+      expect(res.body.error).toBe('invalid_request');
+    }
+    // Well-formed, but at odds with the tree: the state conflicts, not the request.
+    const unfit = [
+      { base_version: 1, title: 't', rationale: 'r', patch: [{ op: 'test', path: '/federation/nodes', value: 5 }] },
+      { base_version: 99, title: 't', rationale: 'r', patch: [{ op: 'add', path: '/x', value: 1 }] }
+    ];
+    for (const body of unfit) {
+      const res = await propose(body);
+      expect(res.status).toBe(409);
+      expect(res.body).toMatchObject({ ok: false, error: 'conflict', base_version: body.base_version, latest_version: 1 });
     }
     const missing = await propose({ base_version: 1, title: 't', rationale: 'r', patch: [{ op: 'remove', path: '/federation/missing' }] });
-    expect(missing.body).toMatchObject({ error: 'invalid_patch', operation: 0, path: '/federation/missing' });
+    expect(missing.status).toBe(409);
+    expect(missing.body).toMatchObject({ error: 'conflict', base_version: 1, latest_version: 1, conflicts: [{ operation: 0, path: '/federation/missing' }] });
     expect(await svc.db.collection('tree_proposals').countDocuments()).toBe(0);
 
     const valid = { base_version: 1, title: 't', rationale: 'r', patch: [{ op: 'add', path: '/federation/x', value: 1 }] };

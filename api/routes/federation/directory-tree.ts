@@ -3,8 +3,10 @@
  *   GET  /a2a/directory-tree/latest[?version=N]  the current (or an older) version and its tree
  *   POST /a2a/directory-tree/propose             (approved node or homologous) { base_version, title, rationale,
  *                                                patch: RFC 6902 operations, supersedes? } → 201 { proposal_id }.
- *                                                The patch must apply to the base version, else 400 before
- *                                                anything is stored. Starts tree-proposal/<id>.
+ *                                                A malformed body is 400; a well-formed patch that does not
+ *                                                apply to the base version, or a base version that does not
+ *                                                exist, is 409 (the tree's state, not the request, is at odds).
+ *                                                Nothing is stored either way. Starts tree-proposal/<id>.
  *   GET  /a2a/directory-tree/review[?state=open] proposals with their diffs (the patch, the paths it writes, and
  *                                                whether it still applies to the latest version)
  *   POST /a2a/directory-tree/merge               (homologous) { proposal_id, decision: merge|reject, reason }
@@ -122,6 +124,12 @@ const mergeConflict = ERROR_BODY.extend({
   conflicts: z.array(z.looseObject({ path: z.string(), reason: z.string(), operation: z.number().int().optional() })).optional().describe('what no longer applies to the latest version')
 }).describe('Already closed, or the patch conflicts with the latest version (conflicts)');
 
+const proposeConflict = ERROR_BODY.extend({
+  base_version: version.optional(),
+  latest_version: version.optional(),
+  conflicts: z.array(z.looseObject({ path: z.string(), reason: z.string(), operation: z.number().int().optional() })).optional().describe('the first operation that does not apply to the base version')
+}).describe('The base version does not exist, the patch does not apply to it (conflicts), or the superseded proposal is closed');
+
 export const directoryTreeRoutes: FastifyPluginAsyncZod<{ tree: DirectoryTreeStore; nodes: NodeStore; temporal: Client; config: Config }> = async (app, deps) => {
   const { tree: store, nodes, temporal, config } = deps;
   const group = (auth: 'none' | 'node_or_homologous' | 'homologous', summary: string) => ({ auth, directory: { group: 'directory_tree_collab' as const, summary } });
@@ -150,7 +158,7 @@ export const directoryTreeRoutes: FastifyPluginAsyncZod<{ tree: DirectoryTreeSto
         response: {
           201: proposedResponse.describe('Proposal opened'),
           403: ERROR_BODY.describe('Node not reviewed, or the superseded proposal is another author\'s'),
-          409: ERROR_BODY.describe('The superseded proposal is closed')
+          409: proposeConflict
         }
       }
     },
@@ -164,13 +172,21 @@ export const directoryTreeRoutes: FastifyPluginAsyncZod<{ tree: DirectoryTreeSto
       }
       const author = principal.did ?? principal.id;
       const base = await store.version(body.base_version);
-      if (!base) throw new AppError('invalid_request', `base_version ${body.base_version} does not exist`, { fields: [{ field: 'base_version', message: 'no such version' }] });
+      if (!base) {
+        const latest = await store.latest();
+        throw new AppError('conflict', `base_version ${body.base_version} does not exist (the latest version is ${latest._id})`, { base_version: body.base_version, latest_version: latest._id });
+      }
       const patch: PatchOperation[] = body.patch;
       try {
         applyPatch(JSON.parse(base.tree_json) as JsonValue, patch);
       } catch (err) {
         if (!(err instanceof PatchError)) throw err;
-        throw new AppError('invalid_patch', `patch does not apply to version ${body.base_version}: ${err.message}`, { operation: err.index, path: err.op.path });
+        const latest = await store.latest();
+        throw new AppError('conflict', `patch does not apply to version ${body.base_version}: ${err.message}`, {
+          base_version: body.base_version,
+          latest_version: latest._id,
+          conflicts: [{ operation: err.index, path: err.op.path, reason: err.message }]
+        });
       }
       if (body.supersedes) {
         const old = await store.findProposal(body.supersedes);
