@@ -17,6 +17,8 @@
  *   verify   verify time and memory (live heap after collections, and RSS) for BENCH_VERIFY_SIZES entries.
  * BENCH_COMPARE_ASSETS=0 skips the idle assets comparison (minutes at 1,000,000 entries).
  * BENCH_PHASES picks phases (default module,http,verify); BENCH_OPS is the writes per measurement (default 1000);
+ * BENCH_WARMUP_OPS (default 1000; 0: none) bare inserts and writes per API configuration (one process, the lease) at
+ * concurrency 16 run unmeasured before each ledger size's lines, so they do not meet the caches cold after a start;
  * BENCH_KEYED=1 gives every http write an Idempotency-Key of its own (and the filled entries idempotency records);
  * BENCH_HTTP_CLIENT (`request`, default, or `fetch`) is the client the http writes use, and each concurrency first
  * measures that client's HTTP floor (the agent card, no database read);
@@ -58,6 +60,8 @@ import { StackLog } from './stack-log';
 import { BenchStack, startBenchStack } from './stack';
 
 const OPS = Number(process.env.BENCH_OPS ?? 1000);
+/** Writes per configuration (and bare inserts) at concurrency 16 before each ledger size's lines, not measured. */
+const WARMUP_OPS = Number(process.env.BENCH_WARMUP_OPS ?? 1000);
 const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? '1,16,64').split(',').map(Number);
 const VERIFY_SIZES = (process.env.BENCH_VERIFY_SIZES ?? '10000,100000').split(',').map(Number);
 const LEDGER_SIZES = (process.env.BENCH_LEDGER_SIZES ?? '1000,100000').split(',').map(Number);
@@ -253,8 +257,8 @@ async function measureModule(uri: string): Promise<void> {
 }
 
 /** The floor: a document of the size of a ledger entry, inserted with nothing else around it. */
-function bareInserts(scratch: Collection, concurrency: number): Promise<Figures> {
-  return run(concurrency, OPS, async (i) => {
+function bareInserts(scratch: Collection, concurrency: number, ops = OPS): Promise<Figures> {
+  return run(concurrency, ops, async (i) => {
     await scratch.insertOne({ key: `bench.insert.${i}`, value_json: JSON.stringify(benchValue(i)), leaf_hash: 'x'.repeat(64), root: 'y'.repeat(64), frontier: ['z'.repeat(64)], created_at: new Date().toISOString() });
   });
 }
@@ -346,6 +350,20 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
         console.log(`ledger filled to ${await head()} entries (${missing} entries by appendBulk in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
       }
       if (COMPARE_ASSETS) await compareAssets(stack.base, db, size);
+      if (WARMUP_OPS > 0) {
+        // Not measured: the first writes after a start or a fill meet cold caches (FerretDB's, the database's, the
+        // page cache's), which at 1,000,000 entries made the first lines of a run a quarter to a half of the same
+        // lines run later; each size's lines now start warm, and two runs' lines compare.
+        const t0 = Date.now();
+        await bareInserts(scratch, 16, WARMUP_OPS);
+        for (const mode of modes.filter((m) => m.p === 1 || m.lease)) {
+          processes = mode.p;
+          lease = mode.lease;
+          await run(16, WARMUP_OPS, (i) => write((lease ? leaseDids : dids)[i % DIDS]!, `bench.warmup.${size}.${mode.p}${lease ? 'l' : ''}.${written + i}`, i));
+          written += WARMUP_OPS;
+        }
+        console.log(`warm-up (not measured): ${WARMUP_OPS} bare inserts and ${WARMUP_OPS} writes per configuration at concurrency 16 in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      }
       for (const c of CONCURRENCY) {
         const baseline = await bareInserts(scratch, c);
         console.log(`ledger ${size} entries, concurrency ${String(c).padStart(2)}  bare insertOne:   ${fmt(baseline)}`);
