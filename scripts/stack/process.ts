@@ -81,14 +81,37 @@ const running = new Set<ChildProcess>();
  */
 export function killEveryServer(): ChildProcess[] {
   const victims = [...running];
-  for (const child of victims) {
+  for (const child of victims) killWithChildren(child);
+  return victims;
+}
+
+/**
+ * SIGKILL to a server and, first, to its own children: nginx's workers outlive a master killed with SIGKILL (they are
+ * not told), and would keep serving its ports from a data dir that is gone.
+ */
+function killWithChildren(child: ChildProcess): void {
+  for (const pid of childPids(child.pid)) {
     try {
-      child.kill('SIGKILL');
+      process.kill(pid, 'SIGKILL');
     } catch {
       /* already gone */
     }
   }
-  return victims;
+  try {
+    child.kill('SIGKILL');
+  } catch {
+    /* already gone */
+  }
+}
+
+/** The direct children of `pid` (Linux: /proc/<pid>/task/<pid>/children; none where that is missing). */
+function childPids(pid: number | undefined): number[] {
+  if (!pid) return [];
+  try {
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
 }
 
 export function spawnServer(opts: {
@@ -161,14 +184,14 @@ export function spawnServer(opts: {
       if (exited) return;
       stopping = true;
       child.kill('SIGTERM');
-      const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      const killer = setTimeout(() => killWithChildren(child), 20_000);
       await exitPromise;
       clearTimeout(killer);
     },
     kill: () => {
       if (exited) return;
       stopping = true;
-      child.kill('SIGKILL');
+      killWithChildren(child);
     }
   };
 }

@@ -96,14 +96,28 @@ export function alive(pid: number): boolean {
   }
 }
 
-/** Test cleanup: SIGKILL whatever of `pids` still runs (a launcher that failed its test may have left them). */
+/** The direct children of `pid` (nginx's workers of its master), while it runs. */
+export function childPids(pid: number): number[] {
+  try {
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Test cleanup: SIGKILL whatever of `pids` still runs (a launcher that failed its test may have left them), their
+ * own children first (nginx's workers outlive a master killed with SIGKILL).
+ */
 export function killLeftovers(pids: Iterable<number>): void {
   for (const pid of pids) {
     if (!alive(pid)) continue;
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      /* gone */
+    for (const victim of [...childPids(pid), pid]) {
+      try {
+        process.kill(victim, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
     }
   }
 }

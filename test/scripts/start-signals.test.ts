@@ -9,7 +9,7 @@ import { registerDid } from '../support/credentials';
 import { eventually } from '../support/service';
 import { SIGNAL_ECHO_MS } from '../../scripts/stack/supervisor';
 import { findNginx } from '../../scripts/stack/nginx';
-import { alive, killLeftovers, launch, Launched, recordedPids, startWriters } from './launcher';
+import { alive, childPids, killLeftovers, launch, Launched, recordedPids, startWriters } from './launcher';
 
 const seen = new Set<number>();
 afterEach(() => killLeftovers(seen));
@@ -44,6 +44,10 @@ it.each(['/bin/sh', '/bin/bash'])('one Ctrl-C under load stops every process in 
 
 it('a second Ctrl-C kills every process at once when the orderly stop hangs', async () => {
   const { stack, servers, stopWriters } = await startUnderLoad();
+  // nginx's workers (children of its master): killed with it, not left serving its ports.
+  const nginxWorkers = servers.nginx ? childPids(servers.nginx) : [];
+  nginxWorkers.forEach((p) => seen.add(p));
+  if (servers.nginx) expect(nginxWorkers.length).toBeGreaterThan(0);
   // A worker that never finishes draining (frozen): the orderly stop waits for it.
   process.kill(servers.worker!, 'SIGSTOP');
 
@@ -57,6 +61,7 @@ it('a second Ctrl-C kills every process at once when the orderly stop hangs', as
   await stopWriters();
 
   expect(Object.entries(servers).filter(([, pid]) => alive(pid))).toEqual([]);
+  expect(nginxWorkers.filter(alive)).toEqual([]);
   expect(recordedPids(stack.dataDir)).toEqual({});
   expect(stack.output()).toMatch(/killing every process at once/);
   expect(stack.output()).toMatch(/\[stack\] killed\n/);
