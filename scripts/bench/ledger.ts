@@ -19,6 +19,9 @@
  * BENCH_PHASES picks phases (default module,http,verify); BENCH_OPS is the writes per measurement (default 1000);
  * BENCH_WARMUP_OPS (default 1000; 0: none) bare inserts and writes per API configuration (one process, the lease) at
  * concurrency 16 run unmeasured before each ledger size's lines, so they do not meet the caches cold after a start;
+ * BENCH_ROUNDS (default 1) measures each concurrency that many times over (each round the bare inserts, then every
+ * line once) and prints each line's median round by its ratio to that round's bare inserts, with the range of the
+ * rounds' ratios (and of the rounds' ratios to the one-process line): single figures here drift up to 2x between runs;
  * BENCH_KEYED=1 gives every http write an Idempotency-Key of its own (and the filled entries idempotency records);
  * BENCH_HTTP_CLIENT (`request`, default, or `fetch`) is the client the http writes use, and each concurrency first
  * measures that client's HTTP floor (the agent card, no database read);
@@ -62,6 +65,8 @@ import { BenchStack, startBenchStack } from './stack';
 const OPS = Number(process.env.BENCH_OPS ?? 1000);
 /** Writes per configuration (and bare inserts) at concurrency 16 before each ledger size's lines, not measured. */
 const WARMUP_OPS = Number(process.env.BENCH_WARMUP_OPS ?? 1000);
+/** Rounds per concurrency (each: the bare inserts, then every line once); a line reports its median round. */
+const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 1));
 const CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? '1,16,64').split(',').map(Number);
 const VERIFY_SIZES = (process.env.BENCH_VERIFY_SIZES ?? '10000,100000').split(',').map(Number);
 const LEDGER_SIZES = (process.env.BENCH_LEDGER_SIZES ?? '1000,100000').split(',').map(Number);
@@ -154,6 +159,11 @@ function percentiles(latencies: number[]): { p50: number; p99: number; max: numb
 }
 
 const fmt = (f: Figures) => `${f.opsPerSec.toFixed(0).padStart(6)} ops/s   p50 ${f.p50.toFixed(2).padStart(7)} ms   p99 ${f.p99.toFixed(2).padStart(7)} ms`;
+/** The item whose key is the median (the lower middle one of an even count). */
+function median<T>(items: T[], key: (t: T) => number): T {
+  return [...items].sort((a, b) => key(a) - key(b))[Math.floor((items.length - 1) / 2)]!;
+}
+const spread = (values: number[], digits: number, unit: string) => `${Math.min(...values).toFixed(digits)}-${Math.max(...values).toFixed(digits)}${unit}`;
 const fmtStatuses = (f: Figures) => [...f.statuses].sort(([a], [b]) => a - b).map(([s, n]) => `${n}×${s}`).join(' ');
 const benchValue = (i: number) => ({ i, payload: 'x'.repeat(64) });
 
@@ -365,29 +375,51 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
         console.log(`warm-up (not measured): ${WARMUP_OPS} bare inserts and ${WARMUP_OPS} writes per configuration at concurrency 16 in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
       }
       for (const c of CONCURRENCY) {
-        const baseline = await bareInserts(scratch, c);
-        console.log(`ledger ${size} entries, concurrency ${String(c).padStart(2)}  bare insertOne:   ${fmt(baseline)}`);
-        const http0 = await run(c, OPS, floor);
-        console.log(`  HTTP floor (${HTTP_CLIENT}): GET /.well-known/agent-card.json: ${fmt(http0)}   ${(http0.opsPerSec / baseline.opsPerSec).toFixed(2)}x of bare insert`);
-        for (const writers of [1, DIDS]) {
-          for (const mode of modes) {
-            const p = mode.p;
-            processes = p;
+        // Each round measures the bare inserts and then every line once; a line's figures are those of its median
+        // round by the ratio to that round's own bare inserts (the machine's pace drifts between rounds and runs).
+        const lines = [1, DIDS].flatMap((writers) => modes.map((mode) => ({ writers, mode, rounds: [] as { http: Figures; baseline: Figures; status: ReadLatencies }[] })));
+        const baselines: Figures[] = [];
+        let http0: Figures | null = null;
+        for (let round = 0; round < ROUNDS; round++) {
+          const baseline = await bareInserts(scratch, c);
+          baselines.push(baseline);
+          http0 ??= await run(c, OPS, floor);
+          for (const line of lines) {
+            const { writers, mode } = line;
+            processes = mode.p;
             lease = mode.lease;
             // Each line after the last one's unused quota leases are given back (idle 2 s, store/ledger/quota.ts).
             if (modes.length > 1) await new Promise((r) => setTimeout(r, 3000));
             const probe = sampleStatus(stack.base);
-            const http = await run(c, OPS, (i) => write((lease ? leaseDids : p > 1 && cluster <= 1 ? raceDids : dids)[i % writers]!, `bench.http.${size}.${c}.${writers}.${p}${lease ? 'l' : ''}.${written + i}`, i));
-            const status = await probe.stop();
+            const http = await run(c, OPS, (i) => write((lease ? leaseDids : mode.p > 1 && cluster <= 1 ? raceDids : dids)[i % writers]!, `bench.http.${size}.${c}.${writers}.${mode.p}${lease ? 'l' : ''}.${written + i}`, i));
+            line.rounds.push({ http, baseline, status: await probe.stop() });
             written += OPS;
-            rows.push({ backend, size, concurrency: c, writers, processes: p, lease, http, baseline });
-            const one = [...rows, ...single].find((r) => r.backend === backend && r.size === size && r.concurrency === c && r.writers === writers && r.processes === 1);
-            const vsSingle = p > 1 && one ? `; vs 1 process: throughput ${(http.opsPerSec / one.http.opsPerSec).toFixed(2)}x, p99 ${(http.p99 / one.http.p99).toFixed(2)}x` : '';
-            console.log(
-              `  ${String(writers).padStart(2)} DID${writers > 1 ? 's' : ' '}${modes.length > 1 || cluster > 1 ? ` ${p} API${cluster > 1 ? ' (cluster)' : ''}${lease ? ' lease' : ''}` : ''}  POST /api/report/truth: ${fmt(http)}   [${fmtStatuses(http)}]   ` +
-                `throughput ${(http.opsPerSec / baseline.opsPerSec).toFixed(2)}x of bare insert; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms; status-data reads p99 ${status.reads.p99.toFixed(1)} ms, max ${status.reads.max.toFixed(1)} ms; agent card p99 ${status.card.p99.toFixed(1)} ms${vsSingle}`
-            );
           }
+        }
+        const baseline = median(baselines, (b) => b.opsPerSec);
+        console.log(`ledger ${size} entries, concurrency ${String(c).padStart(2)}  bare insertOne:   ${fmt(baseline)}${ROUNDS > 1 ? `   (median of ${ROUNDS} rounds: ${spread(baselines.map((b) => b.opsPerSec), 0, '/s')})` : ''}`);
+        console.log(`  HTTP floor (${HTTP_CLIENT}): GET /.well-known/agent-card.json: ${fmt(http0!)}   ${(http0!.opsPerSec / baselines[0]!.opsPerSec).toFixed(2)}x of bare insert`);
+        for (const line of lines) {
+          const { writers, mode } = line;
+          const p = mode.p;
+          const ratios = line.rounds.map((r) => r.http.opsPerSec / r.baseline.opsPerSec);
+          const chosen = median(line.rounds, (r) => r.http.opsPerSec / r.baseline.opsPerSec);
+          const { http, status } = chosen;
+          rows.push({ backend, size, concurrency: c, writers, processes: p, lease: mode.lease, http, baseline: chosen.baseline });
+          // Against one process: round by round (each pair measured minutes apart at most), the median and range.
+          const oneLine = lines.find((l) => l.writers === writers && l.mode.p === 1);
+          const one = [...rows, ...single].find((r) => r.backend === backend && r.size === size && r.concurrency === c && r.writers === writers && r.processes === 1);
+          const vsOne = oneLine && oneLine !== line ? line.rounds.map((r, i) => r.http.opsPerSec / oneLine.rounds[i]!.http.opsPerSec) : null;
+          const vsSingle =
+            p > 1 && vsOne
+              ? `; vs 1 process: throughput ${median(vsOne, (x) => x).toFixed(2)}x${ROUNDS > 1 ? ` (${spread(vsOne, 2, 'x')})` : ''}, p99 ${(http.p99 / median(oneLine!.rounds, (r) => r.http.opsPerSec / r.baseline.opsPerSec).http.p99).toFixed(2)}x`
+              : p > 1 && one
+                ? `; vs 1 process: throughput ${(http.opsPerSec / one.http.opsPerSec).toFixed(2)}x, p99 ${(http.p99 / one.http.p99).toFixed(2)}x`
+                : '';
+          console.log(
+            `  ${String(writers).padStart(2)} DID${writers > 1 ? 's' : ' '}${modes.length > 1 || cluster > 1 ? ` ${p} API${cluster > 1 ? ' (cluster)' : ''}${mode.lease ? ' lease' : ''}` : ''}  POST /api/report/truth: ${fmt(http)}   [${fmtStatuses(http)}]   ` +
+              `throughput ${(http.opsPerSec / chosen.baseline.opsPerSec).toFixed(2)}x of bare insert${ROUNDS > 1 ? ` (${spread(ratios, 2, 'x')})` : ''}; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms; status-data reads p99 ${status.reads.p99.toFixed(1)} ms, max ${status.reads.max.toFixed(1)} ms; agent card p99 ${status.card.p99.toFixed(1)} ms${vsSingle}`
+          );
         }
       }
     }
