@@ -2,7 +2,7 @@
  * The MongoDB connection and the indexes every collection needs. Works on real MongoDB and on FerretDB alike:
  * no transactions, no change streams, no TTL indexes, no nested arrays, no user-supplied keys as field names.
  */
-import { Db, MongoClient } from 'mongodb';
+import { Collection, Db, Filter, MongoClient } from 'mongodb';
 import { nodeChangesCollection, NODE_CHANGES_SLOTS, NODE_CHANGES_SLOT_MS } from './federation/node-changes-ring';
 
 export interface Mongo {
@@ -144,4 +144,19 @@ export async function ensureIndexes(db: Db): Promise<void> {
 
 function ignoreAlreadyExists(err: unknown): void {
   if ((err as { codeName?: string }).codeName !== 'NamespaceExists') throw err;
+}
+
+/**
+ * Deletes the documents with these `_id`s: one delete statement per id, all in one unordered bulk write (one round
+ * trip). Not `deleteMany({ _id: { $in: ids } })`: FerretDB pushes only an `_id` equality down to its backend, so an
+ * `$in` read and decoded the whole collection in FerretDB itself, once per call (among 213,000 quota slots on
+ * PostgreSQL: 3.3 s for 8 ids, against 7 ms this way; on SQLite the same scan). Throws what the bulk write throws
+ * (some ids may have been deleted).
+ */
+export async function deleteByIds<T extends { _id: string }>(collection: Collection<T>, ids: string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await collection.bulkWrite(
+    ids.map((_id) => ({ deleteOne: { filter: { _id } as Filter<T> } })),
+    { ordered: false }
+  );
 }

@@ -27,7 +27,7 @@
 import { Collection, Db } from 'mongodb';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { InsertBatcher, writeErrorsOf } from '../insert-batch';
-import { retryingUpsert } from '../mongo';
+import { deleteByIds, retryingUpsert } from '../mongo';
 
 interface LimitSlot {
   _id: string;
@@ -281,14 +281,15 @@ export class ChatLimitStore {
       for (const n of ns) ids.push(`${s.scope}|${s.window}|${n}`);
     }
     if (ids.length === 0) return;
+    // Each by its `_id` (deleteByIds: FerretDB reads the whole collection for an `_id: { $in }`). A failed bulk write
+    // may have deleted some of them, so none is handed out as still leased: all are taken again by insert, which
+    // is refused (and the slot skipped) for one that is still there. A slot may be lost for the window, never used
+    // twice.
     try {
-      await this.slots.deleteMany({ _id: { $in: ids } });
-    } catch (err) {
-      // Not deleted: still this process's, handed out again.
-      for (const [s, ns] of given) s.leased.push(...ns), s.leased.sort((a, b) => a - b);
-      throw err;
+      await deleteByIds(this.slots, ids);
+    } finally {
+      for (const [s, ns] of given) for (const n of ns) giveBack(s, n);
     }
-    for (const [s, ns] of given) for (const n of ns) giveBack(s, n);
   }
 
   private counterState(counter: string, scope: string, window: string, limit: number, expiresAt: number): Promise<CounterState> {
