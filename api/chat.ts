@@ -51,7 +51,7 @@ export function createChatServices(config: Config, db: Db, logger: Logger): Chat
   });
   if (catalog.models.size === 0) logger.info('chat gateway: no provider configured (CHAT_PROVIDERS_FILE / CHAT_PROVIDERS); /v1/models is empty');
   else logger.info({ providers: [...catalog.providers.keys()], models: catalog.models.size }, 'chat gateway providers loaded');
-  const limits = new ChatLimitStore(db, (err) => logger.warn({ err }, 'chat limit prune failed'));
+  const limits = new ChatLimitStore(db, (err) => logger.warn({ err }, 'chat limit prune failed'), Date.now, config.MONGODB_ID_LOOKUPS);
   const usage = new ChatUsageStore(db, (err) => logger.warn({ err }, 'chat usage tally flush failed'));
   return {
     catalog,

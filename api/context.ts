@@ -79,7 +79,7 @@ export async function createServiceContext(config: Config, logger = createLogger
     const nodeCache = new NodeCache(nodes, config.NODE_CACHE_TTL_MS, (err) => logger.warn({ err }, 'node change log read failed; node cache entries are read again after NODE_CACHE_TTL_MS'));
     nodeCache.start();
     const chat = createChatServices(config, mongo.db, logger);
-    const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'));
+    const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'), { idLookups: config.MONGODB_ID_LOOKUPS });
     const presenceRecorder = new PresenceRecorder(
       presence,
       heartbeatHistory,

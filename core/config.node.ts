@@ -52,6 +52,12 @@ export const configSchema = z.object({
   FERRETDB_BACKEND: z.enum(['sqlite', 'postgresql']).default('sqlite'),
   /** The embedded PostgreSQL's port (loopback) with FERRETDB_BACKEND=postgresql. */
   POSTGRES_PORT: port.default(5433),
+  /**
+   * How the database answers a lookup by one `_id` (store/mongo.ts IdLookups): `indexed` (MongoDB; the embedded
+   * FerretDB on PostgreSQL) or `scan` (FerretDB on SQLite). The launcher sets it for the processes it starts with the
+   * embedded FerretDB; set `scan` for a FerretDB on SQLite of your own.
+   */
+  MONGODB_ID_LOOKUPS: z.enum(['indexed', 'scan']).default('indexed'),
   /** FerretDB's debug listener (loopback: /debug/metrics, Prometheus text, requests by command); 0 = off. */
   FERRETDB_DEBUG_PORT: port.default(0),
 

@@ -98,6 +98,8 @@ async function main(): Promise<void> {
       parts.push(ferret);
       await ferret.run();
       env.MONGODB_URI = `mongodb://127.0.0.1:${config.FERRETDB_PORT}/`;
+      // On SQLite FerretDB reads the collection for every `_id` lookup; on PostgreSQL the launcher indexes `_id`.
+      env.MONGODB_ID_LOOKUPS = postgresqlUrl ? 'indexed' : 'scan';
     } else {
       log('using MONGODB_URI');
     }

@@ -27,7 +27,7 @@
 import { Collection, Db } from 'mongodb';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { InsertBatcher, writeErrorsOf } from '../insert-batch';
-import { deleteByIds, retryingUpsert } from '../mongo';
+import { deleteByIds, IdLookups, retryingUpsert } from '../mongo';
 
 interface LimitSlot {
   _id: string;
@@ -104,7 +104,9 @@ export class ChatLimitStore {
   constructor(
     db: Db,
     private readonly onPruneError: (err: unknown) => void = () => undefined,
-    private readonly now: () => number = Date.now
+    private readonly now: () => number = Date.now,
+    /** How the database answers an `_id` lookup (store/mongo.ts IdLookups). */
+    private readonly idLookups: IdLookups = 'indexed'
   ) {
     this.slots = db.collection('chat_limit_slots');
     this.marks = db.collection('chat_limit_marks');
@@ -281,12 +283,11 @@ export class ChatLimitStore {
       for (const n of ns) ids.push(`${s.scope}|${s.window}|${n}`);
     }
     if (ids.length === 0) return;
-    // Each by its `_id` (deleteByIds: FerretDB reads the whole collection for an `_id: { $in }`). A failed bulk write
-    // may have deleted some of them, so none is handed out as still leased: all are taken again by insert, which
+    // By `_id`s as the database answers them best (deleteByIds). A failed delete may have deleted some of them, so none is handed out as still leased: all are taken again by insert, which
     // is refused (and the slot skipped) for one that is still there. A slot may be lost for the window, never used
     // twice.
     try {
-      await deleteByIds(this.slots, ids);
+      await deleteByIds(this.slots, ids, this.idLookups);
     } finally {
       for (const [s, ns] of given) for (const n of ns) giveBack(s, n);
     }

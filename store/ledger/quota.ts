@@ -43,7 +43,7 @@
 import { Collection, Db } from 'mongodb';
 import { AppError } from '../../core/errors';
 import { BatchedInsertError, InsertBatcher } from '../insert-batch';
-import { deleteByIds } from '../mongo';
+import { deleteByIds, IdLookups } from '../mongo';
 
 interface QuotaUse {
   _id: string;
@@ -103,6 +103,8 @@ export interface QuotaStoreOptions {
   /** Unused leased slots of a scope are given back after it has not been used for this long (ms). */
   leaseIdleMs?: number;
   onError?: (err: unknown) => void;
+  /** How the database answers an `_id` lookup (store/mongo.ts IdLookups; default `indexed`). */
+  idLookups?: IdLookups;
 }
 
 export class QuotaStore implements DailyQuota {
@@ -115,6 +117,7 @@ export class QuotaStore implements DailyQuota {
   /** Slot inserts, group-committed: one insertMany at a time for every claim made meanwhile. */
   private readonly slots: InsertBatcher<QuotaUse>;
   private readonly leaseIdleMs: number;
+  private readonly idLookups: IdLookups;
   private sweepTimer: NodeJS.Timeout | null = null;
   private closed = false;
   /** The give-back under way (close waits for it). */
@@ -128,6 +131,7 @@ export class QuotaStore implements DailyQuota {
     this.uses = db.collection('quota_uses');
     this.slots = new InsertBatcher(this.uses, 1, SLOT_CHUNK);
     this.leaseIdleMs = options.leaseIdleMs ?? DEFAULT_LEASE_IDLE_MS;
+    this.idLookups = options.idLookups ?? 'indexed';
   }
 
   /** Takes one use of `scope` on `day`; `count` is the slot taken (1-based), or `limit + 1` when refused. */
@@ -273,10 +277,10 @@ export class QuotaStore implements DailyQuota {
   }
 
   /**
-   * Gives back (deletes) the slots leased and not handed out; they become free to claim again. One bulk write for
-   * every scope given back at once, each slot deleted by its `_id` (store/mongo.ts deleteByIds: a `deleteMany` by
-   * `_id: { $in }` read the whole of `quota_uses` in FerretDB at every sweep, 3.3 s among 213,000 slots, which
-   * slowed every write of a hub that had written a lot that day).
+   * Gives back (deletes) the slots leased and not handed out; they become free to claim again. One delete for every
+   * scope given back at once, by `_id`s as the database answers them best (store/mongo.ts deleteByIds: on FerretDB
+   * on PostgreSQL a `deleteMany` by `_id: { $in }` read the whole of `quota_uses` at every sweep, 3.3 s among
+   * 213,000 slots, which slowed every write of a hub that had written a lot that day).
    */
   private async giveBackLeases(states: CounterState[]): Promise<void> {
     const claims = states.map((s) => s.claim).filter((c) => c !== null);
@@ -288,7 +292,7 @@ export class QuotaStore implements DailyQuota {
     });
     const ids = taken.flatMap(({ state, slots }) => slots.map((n) => `${state.counter}|${n}`));
     if (ids.length === 0) return;
-    const done = deleteByIds(this.uses, ids).then(
+    const done = deleteByIds(this.uses, ids, this.idLookups).then(
       () => undefined,
       // Left in the database, they stay taken: claiming one again is then refused and skipped (a slot lost for
       // the day, never a second use of one).

@@ -71,22 +71,28 @@ it('leases slots ahead for a steady writer and gives the unused ones back once i
   expect(await slots()).toBe(21);
 });
 
-it('gives leased slots back by `_id` equalities, which FerretDB looks up, never by an `_id: { $in }` it would scan for', async () => {
+it.each([
+  ['indexed', 'one `_id` equality each (FerretDB on PostgreSQL answers those from an index, an `_id: { $in }` by reading everything)'],
+  ['scan', 'one `_id: { $in }` for all (FerretDB on SQLite reads the collection for any of them: once, not once per slot)']
+] as const)('gives leased slots back where `_id` lookups are %s by %s', async (idLookups) => {
   const client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
   const deletes: unknown[] = [];
   client.on('commandStarted', (e) => {
     if (e.commandName === 'delete') deletes.push(...(e.command.deletes as { q: unknown }[]).map((d) => d.q));
   });
   try {
-    const store = new QuotaStore(client.db(testDb.db.databaseName), undefined, { leaseIdleMs: 200 });
-    const slots = () => testDb.db.collection('quota_uses').countDocuments({ scope: 'truth:did:by-id' });
-    for (let i = 1; i <= 20; i++) await store.consume('truth:did:by-id', '2026-11-21', 2000);
+    const store = new QuotaStore(client.db(testDb.db.databaseName), undefined, { leaseIdleMs: 200, idLookups });
+    const scope = `truth:did:by-id-${idLookups}`;
+    const slots = () => testDb.db.collection('quota_uses').countDocuments({ scope });
+    for (let i = 1; i <= 20; i++) await store.consume(scope, '2026-11-21', 2000);
     expect(await slots()).toBeGreaterThan(20);
     await eventually(async () => ((await slots()) === 20 ? true : undefined), 10000, 'the unused leased slots to be given back');
     await store.close();
-    const giveBacks = deletes.filter((q) => JSON.stringify(q).includes('truth:did:by-id'));
+    const giveBacks = deletes.filter((q) => JSON.stringify(q).includes(scope));
     expect(giveBacks.length).toBeGreaterThan(0);
-    for (const q of giveBacks) expect(q).toEqual({ _id: expect.stringMatching(/^truth:did:by-id\|2026-11-21\|\d+$/) });
+    const slotId = expect.stringMatching(new RegExp(`^${scope}\\|2026-11-21\\|\\d+$`));
+    if (idLookups === 'indexed') for (const q of giveBacks) expect(q).toEqual({ _id: slotId });
+    else for (const q of giveBacks) expect(q).toEqual({ _id: { $in: expect.arrayContaining([slotId]) } });
   } finally {
     await client.close();
   }
