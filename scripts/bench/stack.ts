@@ -73,7 +73,15 @@ export async function startBenchStack(name: string, log: StackLog, env: Record<s
       for (const k of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT']) apiPorts[k] = String(await freePort());
       const api = typescriptProcess(path.join(ROOT, 'api', 'server.ts'));
       const proc = spawn(api.binary, api.args, {
-        env: { ...childEnv, ...env, ...apiPorts, MONGODB_URI: `mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`, TEMPORAL_ADDRESS: `127.0.0.1:${ports.TEMPORAL_PORT}` },
+        // What the launcher tells the processes it starts (scripts/start.ts), as this one is started beside them.
+        env: {
+          ...childEnv,
+          MONGODB_ID_LOOKUPS: childEnv.FERRETDB_BACKEND === 'postgresql' ? 'indexed' : 'scan',
+          ...env,
+          ...apiPorts,
+          MONGODB_URI: `mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`,
+          TEMPORAL_ADDRESS: `127.0.0.1:${ports.TEMPORAL_PORT}`
+        },
         stdio: ['ignore', log.fd(), log.fd()]
       });
       extraApis.push(proc);

@@ -74,7 +74,7 @@ it('leases slots ahead for a steady writer and gives the unused ones back once i
 it.each([
   ['indexed', 'one `_id` equality each (FerretDB on PostgreSQL answers those from an index, an `_id: { $in }` by reading everything)'],
   ['scan', 'one `_id: { $in }` for all (FerretDB on SQLite reads the collection for any of them: once, not once per slot)']
-] as const)('gives leased slots back where `_id` lookups are %s by %s', async (idLookups) => {
+] as const)('gives leased slots back where `_id` lookups are %s by %s', async (idLookups, _how) => {
   const client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
   const deletes: unknown[] = [];
   client.on('commandStarted', (e) => {
