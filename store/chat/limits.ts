@@ -283,9 +283,9 @@ export class ChatLimitStore {
       for (const n of ns) ids.push(`${s.scope}|${s.window}|${n}`);
     }
     if (ids.length === 0) return;
-    // By `_id`s as the database answers them best (deleteByIds). A failed delete may have deleted some of them, so none is handed out as still leased: all are taken again by insert, which
-    // is refused (and the slot skipped) for one that is still there. A slot may be lost for the window, never used
-    // twice.
+    // By `_id`s as the database answers them best (deleteByIds). A failed delete may have deleted some of them, so
+    // none is handed out as still leased: all are taken again by insert, which is refused (and the slot skipped) for
+    // one that is still there. A slot may be lost for the window, never used twice.
     try {
       await deleteByIds(this.slots, ids, this.idLookups);
     } finally {
