@@ -423,12 +423,8 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
           const oneLine = lines.find((l) => l.writers === writers && l.mode.p === 1);
           const one = [...rows, ...single].find((r) => r.backend === backend && r.size === size && r.concurrency === c && r.writers === writers && r.processes === 1);
           const vsOne = oneLine && oneLine !== line ? line.rounds.map((r, i) => r.http.opsPerSec / oneLine.rounds[i]!.http.opsPerSec) : null;
-          const vsSingle =
-            p > 1 && vsOne
-              ? `; vs 1 process: throughput ${median(vsOne, (x) => x).toFixed(2)}x${ROUNDS > 1 ? ` (${spread(vsOne, 2, 'x')})` : ''}, p99 ${(http.p99 / median(oneLine!.rounds, (r) => r.http.opsPerSec / r.baseline.opsPerSec).http.p99).toFixed(2)}x`
-              : p > 1 && one
-                ? `; vs 1 process: throughput ${(http.opsPerSec / one.http.opsPerSec).toFixed(2)}x, p99 ${(http.p99 / one.http.p99).toFixed(2)}x`
-                : '';
+          const throughputVsOne = vsOne ? `${median(vsOne, (x) => x).toFixed(2)}x${ROUNDS > 1 ? ` (${spread(vsOne, 2, 'x')})` : ''}` : one ? `${(http.opsPerSec / one.http.opsPerSec).toFixed(2)}x` : '';
+          const vsSingle = p > 1 && one ? `; vs 1 process: throughput ${throughputVsOne}, p99 ${(http.p99 / one.http.p99).toFixed(2)}x` : '';
           console.log(
             `  ${String(writers).padStart(2)} DID${writers > 1 ? 's' : ' '}${modes.length > 1 || cluster > 1 ? ` ${p} API${cluster > 1 ? ' (cluster)' : ''}${mode.lease ? ' lease' : ''}` : ''}  POST /api/report/truth: ${fmt(http)}   [${fmtStatuses(http)}]   ` +
               `throughput ${(http.opsPerSec / chosen.baseline.opsPerSec).toFixed(2)}x of bare insert${ROUNDS > 1 ? ` (${spread(ratios, 2, 'x')})` : ''}; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms; status-data reads p99 ${status.reads.p99.toFixed(1)} ms, max ${status.reads.max.toFixed(1)} ms; agent card p99 ${status.card.p99.toFixed(1)} ms${vsSingle}`

@@ -105,7 +105,7 @@ function killWithChildren(child: ChildProcess): void {
 }
 
 /** The direct children of `pid` (Linux: /proc/<pid>/task/<pid>/children; none where that is missing). */
-function childPids(pid: number | undefined): number[] {
+export function childPids(pid: number | undefined): number[] {
   if (!pid) return [];
   try {
     return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);

@@ -8,7 +8,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { freePort, typescriptProcess } from '../../scripts/stack/process';
+import { childPids, freePort, typescriptProcess } from '../../scripts/stack/process';
 import { eventually, http } from '../support/service';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -93,15 +93,6 @@ export function alive(pid: number): boolean {
     return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return false;
-  }
-}
-
-/** The direct children of `pid` (nginx's workers of its master), while it runs. */
-export function childPids(pid: number): number[] {
-  try {
-    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-  } catch {
-    return [];
   }
 }
 

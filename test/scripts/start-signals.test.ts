@@ -9,7 +9,8 @@ import { registerDid } from '../support/credentials';
 import { eventually } from '../support/service';
 import { SIGNAL_ECHO_MS } from '../../scripts/stack/supervisor';
 import { findNginx } from '../../scripts/stack/nginx';
-import { alive, childPids, killLeftovers, launch, Launched, recordedPids, startWriters } from './launcher';
+import { childPids } from '../../scripts/stack/process';
+import { alive, killLeftovers, launch, Launched, recordedPids, startWriters } from './launcher';
 
 const seen = new Set<number>();
 afterEach(() => killLeftovers(seen));
