@@ -34,15 +34,26 @@ build() { # name module version
   local tmp
   tmp=$(mktemp -d "$dir/.build.XXXXXX")
   ( GOBIN="$tmp" GOFLAGS="${GOFLAGS:-} -trimpath" go install -v "$module@$version" 2>&1 | while read -r line; do log "  $name: $line"; done ) || true
+  # A binary that does not run is no build: FerretDB's module lacks its generated build/version/version.txt, so
+  # `go install` of it succeeds and the binary panics at its first start.
+  if [ -x "$tmp/$name" ] && ! "$tmp/$name" --version >/dev/null 2>&1; then
+    log "$name $version: the binary 'go install' built does not run ($name --version failed)"
+    rm -f "$tmp/$name"
+  fi
   if [ ! -x "$tmp/$name" ]; then
     # Some module proxies refuse the version list that `go install pkg@version` reads for its deprecation check.
     # Fall back to the same source built in place: download the module at that exact version and build it.
-    log "$name $version: 'go install' failed; building from the downloaded module instead..."
+    log "$name $version: no working binary from 'go install'; building from the downloaded module instead..."
     build_from_module "$module" "$version" "$tmp/$name" || true
   fi
   if [ ! -x "$tmp/$name" ]; then
     rm -rf "$tmp"
     log "$name $version: build FAILED. Check that Go >= 1.25 is installed and the Go module proxy is reachable, then run 'npm run stack:install' again."
+    exit 1
+  fi
+  if ! "$tmp/$name" --version >/dev/null 2>&1; then
+    rm -rf "$tmp"
+    log "$name $version: build FAILED: the built binary does not run ($name --version)."
     exit 1
   fi
   mv "$tmp/$name" "$bin"

@@ -31,8 +31,14 @@ export interface Launched {
  * `scriptShell` is the shell npm runs the script with: Debian's sh (dash) stays between npm and the launcher, while
  * bash (sh on most other systems) replaces itself with the launcher, which then gets a Ctrl-C twice: from the
  * terminal and forwarded by npm.
+ * `readyWithinMs` bounds the wait for "ready in" (a start that builds a server first needs longer).
  */
-export async function launch(via: 'npm' | 'node', extra: Record<string, string> = {}, scriptShell = '/bin/sh'): Promise<Launched> {
+export async function launch(
+  via: 'npm' | 'node',
+  extra: Record<string, string> = {},
+  scriptShell = '/bin/sh',
+  readyWithinMs = 150_000
+): Promise<Launched> {
   const dataDir = fs.mkdtempSync(path.join(process.env.ZH_TEST_DATA_DIR!, 'launch-'));
   const adminToken = `adm_test_${randomBytes(16).toString('hex')}`;
   const env: Record<string, string> = {
@@ -63,7 +69,12 @@ export async function launch(via: 'npm' | 'node', extra: Record<string, string> 
   child.stdout!.on('data', (d) => (text += d));
   child.stderr!.on('data', (d) => (text += d));
   const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('exit', (code, signal) => resolve([code, signal])));
-  const ready = eventually(async () => (/ready in [\d.]+ s/.test(text) ? true : undefined), 150_000, 'the stack to be ready').then(() => undefined);
+  const ready = eventually(async () => (/ready in [\d.]+ s/.test(text) ? true : undefined), readyWithinMs, 'the stack to be ready').then(
+    () => undefined,
+    (e: Error) => {
+      throw new Error(`${e.message}; what it printed last:\n${text.split('\n').slice(-25).join('\n')}`);
+    }
+  );
   return { child, env, dataDir, base: `http://127.0.0.1:${env.PORT}`, adminToken, output: () => text, exited, ready };
 }
 

@@ -19,7 +19,8 @@ it('announces the first build with its expected duration and shows its progress 
   fs.mkdirSync(temporalDir);
   fs.symlinkSync(temporalBin, path.join(temporalDir, 'temporal'));
 
-  const stack = await launch('npm', { ZHONGSHU_TOOLS_DIR: toolsDir, ZH_PROGRESS_INTERVAL_MS: '1000' });
+  // With a cold Go cache the build takes minutes: the stack has as long as the progress line to be ready.
+  const stack = await launch('npm', { ZHONGSHU_TOOLS_DIR: toolsDir, ZH_PROGRESS_INTERVAL_MS: '1000' }, '/bin/sh', 300_000);
   // What was on screen when the first progress line came (or the stack was ready without one): the binary must not
   // exist yet then, i.e. the line was shown while the build ran.
   const progress = await eventually(async () => {
@@ -43,4 +44,4 @@ it('announces the first build with its expected duration and shows its progress 
   process.kill(-stack.child.pid!, 'SIGINT');
   await stack.exited;
   expect([...seen].filter(alive)).toEqual([]);
-}, 330_000);
+}, 360_000);
