@@ -102,7 +102,10 @@ export async function createServiceContext(config: Config, logger = createLogger
       // One writer per host: an API process of a cluster (API_PROCESSES > 1) hands its appends to the primary
       // (api/server.ts); the process appending for a host forwards to the lease holder when that is another host.
       // (A truth write's quota slot travels with its append to the lease holder: one request, forwardCounted.)
-      ledger: new Ledger(mongo.db, cluster.isWorker ? { forward: forwardAppendsTo(process) } : { forward: writer?.forward ?? null, forwardCounted: writer?.forwardCounted ?? null }),
+      ledger: new Ledger(mongo.db, {
+        idLookups: config.MONGODB_ID_LOOKUPS,
+        ...(cluster.isWorker ? { forward: forwardAppendsTo(process) } : { forward: writer?.forward ?? null, forwardCounted: writer?.forwardCounted ?? null })
+      }),
       credentials: new CredentialStore(mongo.db),
       nodes,
       // With API_PROCESSES > 1 the primary's QuotaStore leases every DID's slots for the host (api/server.ts).

@@ -2,7 +2,7 @@
  * The MongoDB connection and the indexes every collection needs. Works on real MongoDB and on FerretDB alike:
  * no transactions, no change streams, no TTL indexes, no nested arrays, no user-supplied keys as field names.
  */
-import { Collection, Db, Filter, MongoClient } from 'mongodb';
+import { Collection, Db, Filter, MongoClient, WithId } from 'mongodb';
 import { nodeChangesCollection, NODE_CHANGES_SLOTS, NODE_CHANGES_SLOT_MS } from './federation/node-changes-ring';
 
 export interface Mongo {
@@ -153,6 +153,18 @@ function ignoreAlreadyExists(err: unknown): void {
  * either backend.
  */
 export type IdLookups = 'indexed' | 'scan';
+
+/**
+ * The documents with these `_id`s (those that exist, in no particular order). Where `_id` lookups are indexed: one
+ * `_id` lookup per id, all at once (a `find({ _id: { $in } })` reads the whole collection in FerretDB); where every
+ * lookup scans: the `$in`, one scan for all.
+ */
+export async function findByIds<T extends { _id: string | number }>(collection: Collection<T>, ids: T['_id'][], lookups: IdLookups): Promise<WithId<T>[]> {
+  if (ids.length === 0) return [];
+  if (lookups === 'scan' && ids.length > 1) return collection.find({ _id: { $in: ids } } as Filter<T>).toArray();
+  const found = await Promise.all(ids.map((_id) => collection.findOne({ _id } as Filter<T>)));
+  return found.filter((d) => d !== null);
+}
 
 /**
  * Deletes the documents with these `_id`s in one round trip. Where `_id` lookups are indexed: one delete statement

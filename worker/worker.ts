@@ -38,7 +38,7 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
   // replica's appends; the worker never holds it (no listener to be reached at). Its appends all carry keys, so an
   // activity retried after an unanswered forward cannot append twice.
   const writer = await startLedgerWriter(mongo.db, config, logger, { mayHold: false });
-  const activities = createActivitiesByQueue({ db: mongo.db, ledger: new Ledger(mongo.db, { forward: writer?.forward ?? null }), deploy: deployActivityDeps(config), daemon: daemonActivityDeps(config) });
+  const activities = createActivitiesByQueue({ db: mongo.db, ledger: new Ledger(mongo.db, { forward: writer?.forward ?? null, idLookups: config.MONGODB_ID_LOOKUPS }), deploy: deployActivityDeps(config), daemon: daemonActivityDeps(config) });
   const workers: Worker[] = [];
   for (const kind of config.WORKER_TASK_QUEUES) {
     const taskQueue = taskQueueFor(config.TEMPORAL_TASK_QUEUE, kind);

@@ -36,6 +36,7 @@ import { LedgerEntryDocument, LedgerEntryKind, ledgerLeafBytes } from '../../cor
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { FreshReads } from '../../core/fresh-reads';
 import { addToTally, LedgerTally, tallyCategory } from '../../core/ledger/tally';
+import { findByIds, IdLookups } from '../mongo';
 import type { ForwardAppend, ForwardCountedAppend, QuotaClaim } from './ledger-forwarding';
 
 export const LEDGER_COLLECTION = 'ledger';
@@ -217,6 +218,8 @@ export class Ledger {
   private readonly entries: Collection<LedgerEntryDocument>;
   private readonly heads: Collection<LedgerHeadDocument>;
   private readonly idempotency: Collection<IdempotencyRecord>;
+  /** How the database answers `_id` lookups (store/mongo.ts IdLookups). */
+  private readonly idLookups: IdLookups;
   private readonly marks: Collection<LedgerMarkDocument>;
   /** created_at of entry 1, once read (appendsSince). */
   private bornAt: string | null = null;
@@ -252,7 +255,8 @@ export class Ledger {
   /** The newest entry an append forwarded from here came back with (head() answers at least that). */
   private forwardedHead: LedgerHeadWithTally | null = null;
 
-  constructor(db: Db, options: { forward?: ForwardAppend | null; forwardCounted?: ForwardCountedAppend | null } = {}) {
+  constructor(db: Db, options: { forward?: ForwardAppend | null; forwardCounted?: ForwardCountedAppend | null; idLookups?: IdLookups } = {}) {
+    this.idLookups = options.idLookups ?? 'indexed';
     this.forward = options.forward ?? null;
     this.forwardCounted = options.forwardCounted ?? null;
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
@@ -714,15 +718,19 @@ export class Ledger {
   }
 
   /**
-   * The entries written with these idems, found through their idempotency records: one read of the records and one
-   * of their entries, however many idems (on FerretDB/SQLite each read scans its collection once, where a lookup
-   * per idem scanned it once each).
+   * The entries written with these idems, found through their idempotency records by `_id` (store/mongo.ts
+   * findByIds: where every lookup scans, one read of the records and one of their entries however many idems, as a
+   * lookup per idem scanned its collection once each; where `_id` is indexed, a lookup each, as an `_id: { $in }`
+   * read the whole ledger on FerretDB).
    */
   private async findByIdems(idems: string[]): Promise<LedgerEntryDocument[]> {
-    const records = idems.length === 1 ? [await this.idempotency.findOne({ _id: idems[0]! })].filter((r) => r !== null) : await this.idempotency.find({ _id: { $in: idems } }).toArray();
+    const records = await findByIds(this.idempotency, idems, this.idLookups);
     if (records.length === 0) return [];
-    const seqs = records.map((r) => r.seq);
-    const entries = seqs.length === 1 ? [await this.entries.findOne({ _id: seqs[0]! })].filter((e) => e !== null) : await this.entries.find({ _id: { $in: seqs } }).toArray();
+    const entries = await findByIds(
+      this.entries,
+      records.map((r) => r.seq),
+      this.idLookups
+    );
     const wanted = new Set(idems);
     return entries.filter((e) => wanted.has(e.idem));
   }

@@ -28,12 +28,19 @@
  * from the lease synchronously (and the API processes of one host forward their claims to the cluster primary's one
  * store, store/ledger/ledger-forwarding.ts). Refused inserts happen only between processes: a refused slot is skipped (another
  * process took it), and after more than INSERT_PROBES refusals in a row the claim reads the counter's slots again and
- * moves past the highest taken. Slots given back are claimed again first (lowest first). What a process knows of a
- * counter starts from one read of its slots (`n` of the documents of that scope and day, at most the day's limit):
- * the first slot above the highest taken, and every hole below it (slots given back by others) to claim first.
- * One read, not a search by `_id` lookups: on FerretDB/SQLite every lookup of a missing `_id` scans the whole
- * collection, and a search of a counter of 2,000 slots took about seven such scans (a restarted API process's
- * first writes from 16 DIDs then kept FerretDB busy for seconds: status p99 5 s measured at 1,000,000 entries).
+ * moves past the highest taken. Slots given back are claimed again first (lowest first).
+ *
+ * What a process knows of a counter starts from the database, in the way it answers best (QuotaStoreOptions
+ * idLookups). Where every lookup scans (`scan`, FerretDB on SQLite): one read of the counter's slots (`n` of the
+ * documents of that scope and day): the first slot above the highest taken, and every hole below it (slots given
+ * back by others) to claim first; a search by `_id` lookups there costs a scan each (a search of a counter of 2,000
+ * slots took about seven, and a restarted API process's first writes from 16 DIDs kept FerretDB busy for seconds:
+ * status p99 5 s at 1,000,000 entries). Where `_id` lookups are indexed (`indexed`: MongoDB, FerretDB on PostgreSQL)
+ * the read by scope and day is the scan instead (FerretDB indexes no other field: 642 ms among 213,000 slots on
+ * PostgreSQL, at every DID's first write of the day in every process): the end of the run of taken slots is found
+ * by galloping `_id` lookups (about 2 log2 n: 22 at 2,000 slots), and the holes below it are read only when they
+ * matter, once the counter has nothing left above: one read by scope and day before a caller is refused, so the
+ * quota stays exact. A hole the search stepped over meanwhile costs a refused insert, as a slot another process took.
  * The first use of a day in a process deletes the slots of days before yesterday in the background.
  *
  * Slot inserts are group-committed per process (store/insert-batch.ts): the slots of the claims made while one
@@ -42,6 +49,7 @@
  */
 import { Collection, Db } from 'mongodb';
 import { AppError } from '../../core/errors';
+import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { BatchedInsertError, InsertBatcher } from '../insert-batch';
 import { deleteByIds, IdLookups } from '../mongo';
 
@@ -70,8 +78,10 @@ interface CounterState {
   limit: number;
   /** The lowest slot this process has not tried; every slot below it is taken, leased here, or in `free`. */
   next: number;
-  /** Slots this process gave back (deleted), claimed again first (lowest first). */
+  /** Slots this process gave back (deleted), and the holes others left, claimed again first (lowest first). */
   free: number[];
+  /** Whether the holes below `next` were read (see takenSlots); until then a caller is not refused. */
+  holesRead: boolean;
   /** Slots this process inserted and has not handed out yet (lowest first). */
   leased: number[];
   /** The claim under way (one at a time per counter). */
@@ -150,7 +160,7 @@ export class QuotaStore implements DailyQuota {
         this.topUp(state);
         return { allowed: true, count: n };
       }
-      if (!state.claim && state.free.length === 0 && state.next > limit) return { allowed: false, count: limit + 1 };
+      if (!state.claim && state.free.length === 0 && state.next > limit && state.holesRead) return { allowed: false, count: limit + 1 };
       state.waiting++;
       try {
         await this.claim(state);
@@ -206,8 +216,9 @@ export class QuotaStore implements DailyQuota {
     const counter = `${scope}|${day}`;
     let state = this.counters.get(counter);
     if (!state) {
-      state = this.takenSlots(scope, day, limit).then(({ next, free }) => {
-        const fresh: CounterState = { counter, scope, day, limit, next, free, leased: [], claim: null, claimSize: 0, uses: 0, waiting: 0, refusals: 0, lastUse: Date.now() };
+      const start = this.idLookups === 'indexed' ? this.runEnd(counter, 0, limit).then((next) => ({ next, free: [], holesRead: false })) : this.takenSlots(scope, day, limit);
+      state = start.then(({ next, free, holesRead }) => {
+        const fresh: CounterState = { counter, scope, day, limit, next, free, holesRead, leased: [], claim: null, claimSize: 0, uses: 0, waiting: 0, refusals: 0, lastUse: Date.now() };
         if (this.countersDay === day) this.live.set(counter, fresh);
         return fresh;
       });
@@ -236,7 +247,14 @@ export class QuotaStore implements DailyQuota {
     const slots: number[] = [];
     while (slots.length < size && state.free.length > 0) slots.push(state.free.shift()!);
     while (slots.length < size && state.next <= state.limit) slots.push(state.next++);
-    if (slots.length === 0) return Promise.resolve();
+    if (slots.length === 0) {
+      if (state.holesRead) return Promise.resolve();
+      // Nothing left above: the holes below, before anyone is refused (one read, as the claims: one at a time).
+      state.claim = this.readHoles(state).finally(() => {
+        state.claim = null;
+      });
+      return state.claim;
+    }
     state.claimSize = slots.length;
     state.claim = this.insertClaim(state, slots).finally(() => {
       state.claim = null;
@@ -268,8 +286,8 @@ export class QuotaStore implements DailyQuota {
       state.refusals += results.length;
       // Another process is taking this counter's slots: past a few refusals, move past what it took.
       if (state.refusals > INSERT_PROBES) {
-        const taken = await this.takenSlots(state.scope, state.day, state.limit);
-        state.next = Math.max(state.next, taken.next);
+        const next = this.idLookups === 'indexed' ? await this.runEnd(state.counter, lastRefused, state.limit) : (await this.takenSlots(state.scope, state.day, state.limit)).next;
+        state.next = Math.max(state.next, next);
         state.refusals = 0;
       }
     }
@@ -334,14 +352,28 @@ export class QuotaStore implements DailyQuota {
    * One read of a counter's slots: the first above the highest taken, and the holes below it (slots given back),
    * lowest first. A hole may be taken by another process meanwhile: claiming it is then refused and skipped.
    */
-  private async takenSlots(scope: string, day: string, limit: number): Promise<{ next: number; free: number[] }> {
+  private async takenSlots(scope: string, day: string, limit: number): Promise<{ next: number; free: number[]; holesRead: true }> {
     const docs = await this.uses.find({ scope, day }, { projection: { _id: 0, n: 1 } }).toArray();
     const taken = new Set(docs.map((d) => d.n));
     let highest = 0;
     for (const n of taken) highest = Math.max(highest, n);
     const free: number[] = [];
     for (let n = 1; n <= Math.min(highest, limit); n++) if (!taken.has(n)) free.push(n);
-    return { next: highest + 1, free };
+    return { next: highest + 1, free, holesRead: true };
+  }
+
+  /** The slot after the run of taken slots that `from` (taken, or 0) is in: galloping `_id` lookups, at most `limit`. */
+  private async runEnd(counter: string, from: number, limit: number): Promise<number> {
+    const taken = async (n: number) => (await this.uses.findOne({ _id: `${counter}|${n}` }, { projection: { _id: 1 } })) !== null;
+    return (await lastOfRun(from, taken, limit)) + 1;
+  }
+
+  /** The holes below `next` (read once a counter has nothing left above): free to claim, lowest first. */
+  private async readHoles(state: CounterState): Promise<void> {
+    const { free } = await this.takenSlots(state.scope, state.day, state.limit);
+    // Slots leased here are taken (not among the holes); slots this process gave back are among them already.
+    for (const n of free) if (n < state.next) insertSorted(state.free, n);
+    state.holesRead = true;
   }
 }
 

@@ -155,16 +155,20 @@ it('hands a refunded slot out again, in this process and, once given back, to a 
   await Promise.all([store.close(), fresh.close()]);
 });
 
-it('starts a counter from one read of its slots: past the highest taken, the holes below it first', async () => {
-  const scope = 'truth:did:holes';
-  const day = '2026-11-21';
-  // Another process took slots 1-10 and gave 3, 4 and 8 back.
+/** Another process took slots 1-10 of `scope` and gave 3, 4 and 8 back. */
+async function counterWithHoles(scope: string, day: string): Promise<void> {
   await testDb.db.collection('quota_uses').insertMany(
     [1, 2, 5, 6, 7, 9, 10].map((n) => ({ _id: `${scope}|${day}|${n}` as never, scope, day, n, at: new Date() }))
   );
+}
+
+it('where every _id lookup scans, starts a counter from one read of its slots: past the highest taken, the holes below it first', async () => {
+  const scope = 'truth:did:holes';
+  const day = '2026-11-21';
+  await counterWithHoles(scope, day);
   const { monitored, reads } = await findsCounted();
   try {
-    const store = new QuotaStore(monitored.db(testDb.db.databaseName));
+    const store = new QuotaStore(monitored.db(testDb.db.databaseName), undefined, { idLookups: 'scan' });
     const counts: number[] = [];
     for (let i = 0; i < 5; i++) counts.push((await store.consume(scope, day, 12)).count);
     expect(counts).toEqual([3, 4, 8, 11, 12]);
@@ -172,6 +176,36 @@ it('starts a counter from one read of its slots: past the highest taken, the hol
     // One read for the counter, no lookups by _id.
     expect(reads).toEqual([JSON.stringify({ scope, day })]);
     await store.close();
+  } finally {
+    await monitored.close();
+  }
+});
+
+it('where _id lookups are indexed, finds the end of a counter by _id and reads its holes only once nothing is left above, before refusing', async () => {
+  const scope = 'truth:did:holes-indexed';
+  const day = '2026-11-21';
+  await counterWithHoles(scope, day);
+  const { monitored, reads } = await findsCounted();
+  try {
+    const store = new QuotaStore(monitored.db(testDb.db.databaseName), undefined, { idLookups: 'indexed' });
+    const counts: number[] = [];
+    for (let i = 0; i < 4; i++) counts.push((await store.consume(scope, day, 12)).count);
+    // The search stops at the first hole (3); the slots others hold are refused inserts, skipped.
+    expect(counts).toEqual([3, 4, 8, 11]);
+    expect(reads.every((r) => /^\{"_id":"[^"]+"\}$/.test(r))).toBe(true);
+    expect(reads.length).toBeLessThanOrEqual(6);
+    // The last slot, then the holes are read (none left): refused, never past the limit.
+    expect((await store.consume(scope, day, 12)).count).toBe(12);
+    expect(reads.filter((r) => !r.startsWith('{"_id"'))).toEqual([]);
+    expect((await store.consume(scope, day, 12)).allowed).toBe(false);
+    expect(reads.filter((r) => !r.startsWith('{"_id"'))).toEqual([JSON.stringify({ scope, day })]);
+    await store.close();
+    // A hole left below what a fresh store's search finds is still handed out before a refusal.
+    await testDb.db.collection('quota_uses').deleteOne({ _id: `${scope}|${day}|6` as never });
+    const fresh = new QuotaStore(testDb.db, undefined, { idLookups: 'indexed' });
+    expect(await fresh.consume(scope, day, 12)).toEqual({ allowed: true, count: 6 });
+    expect((await fresh.consume(scope, day, 12)).allowed).toBe(false);
+    await fresh.close();
   } finally {
     await monitored.close();
   }
