@@ -8,6 +8,7 @@
  *            is the documented fast path, Ledger.appendBulk (one insertMany per 1,000 entries, the tail read once) from the bench process
  *            into the stack's database before the writes are measured; with BENCH_DATA_DIR the stack's data dir (and
  *            so the filled ledger) is kept there and reused by the next run. While writes run, GET /api/status is sampled
+ *            from a process of its own (status-sampler.ts)
  *            every 100 ms, each followed by one of /api/status-data/assets, metrics and sync in turn and by the agent
  *            card (no database read: what of a read's latency is the API process's own); p99 and worst of each are
  *            printed (reads must stay fast under write load). Last, an overload
@@ -61,6 +62,7 @@ import { startFerretDb } from '../stack/ferretdb';
 import { findPostgres } from '../stack/postgres';
 import { StackLog } from './stack-log';
 import { BenchStack, startBenchStack } from './stack';
+import { ReadLatencies, sampleStatus } from './status-sampler';
 
 const OPS = Number(process.env.BENCH_OPS ?? 1000);
 /** Writes per configuration (and bare inserts) at concurrency 16 before each ledger size's lines, not measured. */
@@ -403,7 +405,7 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
             lease = mode.lease;
             // Each line after the last one's unused quota leases are given back (idle 2 s, store/ledger/quota.ts).
             if (modes.length > 1) await new Promise((r) => setTimeout(r, 3000));
-            const probe = sampleStatus(stack.base);
+            const probe = await sampleStatus(stack.base);
             const http = await run(c, OPS, (i) => write((lease ? leaseDids : mode.p > 1 && cluster <= 1 ? raceDids : dids)[i % writers]!, `bench.http.${size}.${c}.${writers}.${mode.p}${lease ? 'l' : ''}.${written + i}`, i));
             line.rounds.push({ http, baseline, status: await probe.stop() });
             written += OPS;
@@ -494,53 +496,6 @@ async function compareAssets(base: string, db: Db, size: number): Promise<void> 
   console.log(`ledger ${size} entries, idle: GET /api/status-data/assets (${tallied}) p50 ${tally.toFixed(1)} ms; grouping the entries (before tallies) p50 ${grouping.toFixed(1)} ms: ${(grouping / tally).toFixed(0)}x`);
 }
 
-/** The status reads sampled while writes run, in turn after each GET /api/status. */
-const STATUS_DATA_READS = ['/api/status-data/assets', '/api/status-data/metrics', '/api/status-data/sync'];
-
-interface ReadLatencies {
-  p99: number;
-  max: number;
-  /** The status-data reads. */
-  reads: { p99: number; max: number };
-  /** The agent card: no database read, so its latency is the API process's own (the peer the others are read against). */
-  card: { p99: number; max: number };
-}
-
-/**
- * GET /api/status every 100 ms until stopped, each followed by one of the status-data reads in turn and by the agent
- * card: the latencies of all three (the reads users make of a hub under write load, and what of it is the process's).
- */
-function sampleStatus(base: string): { stop(): Promise<ReadLatencies> } {
-  const latencies: number[] = [];
-  const reads: number[] = [];
-  const card: number[] = [];
-  let running = true;
-  const timed = async (url: string, into: number[]) => {
-    const t0 = process.hrtime.bigint();
-    await fetch(url).then((r) => r.arrayBuffer()).catch(() => undefined);
-    into.push(Number(process.hrtime.bigint() - t0) / 1e6);
-  };
-  const loop = (async () => {
-    for (let n = 0; running; n++) {
-      await timed(`${base}/api/status`, latencies);
-      await timed(`${base}${STATUS_DATA_READS[n % STATUS_DATA_READS.length]}`, reads);
-      await timed(`${base}/.well-known/agent-card.json`, card);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  })();
-  const p = (l: number[]) => {
-    const { p99, max } = percentiles(l);
-    return { p99, max };
-  };
-  return {
-    stop: async () => {
-      running = false;
-      await loop;
-      return { ...p(latencies), reads: p(reads), card: p(card) };
-    }
-  };
-}
-
 /** Far more writers than a process admits, for a while; then whether anything keeps landing once they stop. */
 async function overload(stack: BenchStack, db: Db, dids: string[], write: (did: string, key: string, i: number) => Promise<number>): Promise<void> {
   // The ledger's size as its newest head record states it (a small collection): counting the entries themselves
@@ -553,7 +508,7 @@ async function overload(stack: BenchStack, db: Db, dids: string[], write: (did: 
   // (store/ledger/quota.ts): count from after that.
   const slotsBefore = await settled(slots, 4000);
   const entriesBefore = await entries();
-  const probe = sampleStatus(stack.base);
+  const probe = await sampleStatus(stack.base);
   const statuses = new Map<number, number>();
   const end = Date.now() + OVERLOAD_S * 1000;
   let n = 0;

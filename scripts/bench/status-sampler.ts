@@ -1,0 +1,92 @@
+/**
+ * The reads a user makes of a hub under write load, timed from a process of their own: GET /api/status every
+ * 100 ms, each followed by one of the status-data reads in turn and by the agent card (no database read: what of a
+ * read's latency is the API process's own). bench:ledger starts it beside its writers; in the bench's own process
+ * the timings would also carry the event-loop lag of the hundreds of writers that process drives (the overload
+ * phase's 512 clients), which no user polling status from elsewhere sees.
+ *
+ * Run by sampleStatus() as a child process (IPC): it samples until the parent sends 'stop', then sends its
+ * latencies back and exits.
+ */
+import { fork } from 'node:child_process';
+import { pathToFileURL } from 'node:url';
+
+/** The status reads sampled while writes run, in turn after each GET /api/status. */
+const STATUS_DATA_READS = ['/api/status-data/assets', '/api/status-data/metrics', '/api/status-data/sync'];
+
+export interface Latency {
+  p99: number;
+  max: number;
+}
+export interface ReadLatencies extends Latency {
+  /** The status-data reads. */
+  reads: Latency;
+  /** The agent card: no database read, so its latency is the API process's own (the peer the others are read against). */
+  card: Latency;
+}
+interface Samples {
+  status: number[];
+  reads: number[];
+  card: number[];
+}
+
+function latency(samples: number[]): Latency {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return { p99: sorted[Math.min(sorted.length - 1, Math.floor(0.99 * sorted.length))] ?? 0, max: sorted[sorted.length - 1] ?? 0 };
+}
+
+/** Starts the sampler process against `base`; resolves once it has taken its first samples. */
+export async function sampleStatus(base: string): Promise<{ stop(): Promise<ReadLatencies> }> {
+  const child = fork(__filename, [base], { execArgv: ['--import', pathToFileURL(require.resolve('tsx')).href], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const messages: unknown[] = [];
+  const waiters: ((m: unknown) => void)[] = [];
+  child.on('message', (m) => (waiters.length ? waiters.shift()!(m) : messages.push(m)));
+  const next = () =>
+    new Promise<unknown>((resolve, reject) => {
+      if (messages.length) return resolve(messages.shift());
+      waiters.push(resolve);
+      child.once('exit', (code) => reject(new Error(`the status sampler exited (${code})`)));
+    });
+  await next(); // 'started'
+  return {
+    stop: async () => {
+      child.send('stop');
+      const samples = (await next()) as Samples;
+      return { ...latency(samples.status), reads: latency(samples.reads), card: latency(samples.card) };
+    }
+  };
+}
+
+async function run(base: string): Promise<void> {
+  const samples: Samples = { status: [], reads: [], card: [] };
+  let running = true;
+  process.on('message', (m) => {
+    if (m === 'stop') running = false;
+  });
+  const timed = async (url: string, into: number[]) => {
+    const t0 = process.hrtime.bigint();
+    await fetch(url)
+      .then((r) => r.arrayBuffer())
+      .catch(() => undefined);
+    into.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  };
+  for (let n = 0; running; n++) {
+    await timed(`${base}/api/status`, samples.status);
+    await timed(`${base}${STATUS_DATA_READS[n % STATUS_DATA_READS.length]}`, samples.reads);
+    await timed(`${base}/.well-known/agent-card.json`, samples.card);
+    if (n === 0) {
+      // The first round opened the connection: not counted.
+      Object.values(samples).forEach((l: number[]) => (l.length = 0));
+      process.send!('started');
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  process.send!(samples, () => process.exit(0));
+}
+
+if (require.main === module) {
+  run(process.argv[2]!).catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}
