@@ -10,7 +10,7 @@
  * started is bounded separately (the truth write's deadline withdraws what has not started; see
  * api/routes/ledger/report.ts), so a client that hangs up cannot leave unbounded work behind.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { AppError } from '../../core/errors';
 
@@ -22,15 +22,35 @@ declare module 'fastify' {
   }
 }
 
+/** While a gate refuses requests, one warning per this interval says how many. */
+const REFUSALS_LOGGED_EVERY_MS = 10_000;
+
 export class AdmissionGate {
   private inFlight = 0;
-  /** Requests refused since the process started (reported by /api/status). */
+  /** Requests refused since the process started. */
   refused = 0;
 
   constructor(
     readonly name: AdmissionGateName,
     readonly limit: number
   ) {}
+
+  /** The refusals of the interval being logged (null: none pending). */
+  private logging: { refusedBefore: number } | null = null;
+
+  /**
+   * Logs the refusals as one warning per REFUSALS_LOGGED_EVERY_MS while they happen (how many since the last one),
+   * not a line per refusal: the gate is shared by the process's listeners, and so is its warning.
+   */
+  logRefusals(log: FastifyBaseLogger): void {
+    if (this.logging) return;
+    const logging = { refusedBefore: this.refused - 1 };
+    this.logging = logging;
+    setTimeout(() => {
+      this.logging = null;
+      log.warn({ gate: this.name, limit: this.limit, refused: this.refused - logging.refusedBefore, refused_total: this.refused }, `admission: ${this.name} refused requests at its limit (503 overloaded)`);
+    }, REFUSALS_LOGGED_EVERY_MS).unref();
+  }
 
   get active(): number {
     return this.inFlight;
@@ -65,6 +85,7 @@ function admissionPlugin(app: FastifyInstance, opts: { gates: AdmissionGates }):
     const gate = opts.gates[name];
     const leave = gate.tryEnter();
     if (!leave) {
+      gate.logRefusals(app.log);
       throw new AppError('overloaded', `This process is at its limit of ${gate.limit} concurrent ${name.replace('_', ' ')}s; retry shortly`, { limit: gate.limit }, { 'Retry-After': '1' });
     }
     reply.raw.once('close', leave);

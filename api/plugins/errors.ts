@@ -63,7 +63,10 @@ const unavailable = (what: string) => new AppError('unavailable', `${what} is un
 function errorsPlugin(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof AppError) {
-      if (err.status >= 500) request.log.error({ err }, 'request failed');
+      // A write shed by admission control is the overload working as designed, not a failure: counted and logged
+      // once per interval by the gate (api/plugins/admission.ts), not here once per refusal (a line with a stack
+      // for each of thousands of refusals a second would add to the overload it sheds).
+      if (err.status >= 500 && err.code !== 'overloaded') request.log.error({ err }, 'request failed');
       return sendError(reply, err);
     }
     if (hasZodFastifySchemaValidationErrors(err) || err.validation) {

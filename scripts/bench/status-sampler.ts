@@ -15,8 +15,11 @@ import { pathToFileURL } from 'node:url';
 const STATUS_DATA_READS = ['/api/status-data/assets', '/api/status-data/metrics', '/api/status-data/sync'];
 
 export interface Latency {
+  p50: number;
   p99: number;
   max: number;
+  /** When the slowest read began, in seconds after sampling started (0: the load's onset, when it began with it). */
+  maxAt: number;
 }
 export interface ReadLatencies extends Latency {
   /** The status-data reads. */
@@ -24,15 +27,19 @@ export interface ReadLatencies extends Latency {
   /** The agent card: no database read, so its latency is the API process's own (the peer the others are read against). */
   card: Latency;
 }
+/** [latency ms, when the read began: ms after sampling started] */
+type Sample = [number, number];
 interface Samples {
-  status: number[];
-  reads: number[];
-  card: number[];
+  status: Sample[];
+  reads: Sample[];
+  card: Sample[];
 }
 
-function latency(samples: number[]): Latency {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return { p99: sorted[Math.min(sorted.length - 1, Math.floor(0.99 * sorted.length))] ?? 0, max: sorted[sorted.length - 1] ?? 0 };
+function latency(samples: Sample[]): Latency {
+  const sorted = [...samples].sort((a, b) => a[0] - b[0]);
+  const at = (p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]?.[0] ?? 0;
+  const worst = sorted[sorted.length - 1];
+  return { p50: at(0.5), p99: at(0.99), max: worst?.[0] ?? 0, maxAt: (worst?.[1] ?? 0) / 1000 };
 }
 
 /** Starts the sampler process against `base`; resolves once it has taken its first samples. */
@@ -63,12 +70,13 @@ async function run(base: string): Promise<void> {
   process.on('message', (m) => {
     if (m === 'stop') running = false;
   });
-  const timed = async (url: string, into: number[]) => {
-    const t0 = process.hrtime.bigint();
+  let startedAt = performance.now();
+  const timed = async (url: string, into: Sample[]) => {
+    const t0 = performance.now();
     await fetch(url)
       .then((r) => r.arrayBuffer())
       .catch(() => undefined);
-    into.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    into.push([performance.now() - t0, t0 - startedAt]);
   };
   for (let n = 0; running; n++) {
     await timed(`${base}/api/status`, samples.status);
@@ -76,7 +84,8 @@ async function run(base: string): Promise<void> {
     await timed(`${base}/.well-known/agent-card.json`, samples.card);
     if (n === 0) {
       // The first round opened the connection: not counted.
-      Object.values(samples).forEach((l: number[]) => (l.length = 0));
+      Object.values(samples).forEach((l: Sample[]) => (l.length = 0));
+      startedAt = performance.now();
       process.send!('started');
     }
     await new Promise((r) => setTimeout(r, 100));
