@@ -27,8 +27,8 @@
  * Inside one process callers never race for a slot: claims of one scope run one at a time and callers take slots
  * from the lease synchronously (and the API processes of one host forward their claims to the cluster primary's one
  * store, store/ledger/ledger-forwarding.ts). Refused inserts happen only between processes: a refused slot is skipped (another
- * process took it), and after more than INSERT_PROBES refusals in a row the claim reads the counter's slots again and
- * moves past the highest taken. Slots given back are claimed again first (lowest first).
+ * process took it), and after more than INSERT_PROBES refusals in a row the claim looks the counter up again (as at
+ * its start, below) and moves past the highest taken. Slots given back are claimed again first (lowest first).
  *
  * What a process knows of a counter starts from the database, in the way it answers best (QuotaStoreOptions
  * idLookups). Where every lookup scans (`scan`, FerretDB on SQLite): one read of the counter's slots (`n` of the
