@@ -48,8 +48,11 @@ export const configSchema = z.object({
   MONGODB_URI: z.string().regex(/^mongodb(\+srv)?:\/\//, 'must start with mongodb:// or mongodb+srv://').optional(),
   MONGODB_DB: z.string().regex(/^[A-Za-z0-9_-]{1,60}$/, 'letters, digits, _ and - only').default('zhongshu_hub'),
   FERRETDB_PORT: port.default(27018),
-  /** FerretDB's storage (README "Storage backends"): SQLite files under DATA_DIR, or a PostgreSQL child server. */
-  FERRETDB_BACKEND: z.enum(['sqlite', 'postgresql']).default('sqlite'),
+  /**
+   * FerretDB's storage (README "Storage backends"): SQLite files under DATA_DIR, or a PostgreSQL child server;
+   * `auto`: PostgreSQL where it is installed (scripts/stack/postgres.ts chooseFerretBackend).
+   */
+  FERRETDB_BACKEND: z.enum(['auto', 'sqlite', 'postgresql']).default('sqlite'),
   /** The embedded PostgreSQL's port (loopback) with FERRETDB_BACKEND=postgresql. */
   POSTGRES_PORT: port.default(5433),
   /**

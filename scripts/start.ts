@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '../core/config.node';
 import { startFerretDb } from './stack/ferretdb';
-import { POSTGRES_ROLE, startPostgres } from './stack/postgres';
+import { chooseFerretBackend, POSTGRES_ROLE, startPostgres } from './stack/postgres';
 import { startTemporal } from './stack/temporal';
 import { findNginx, NGINX_INSTALL_HINT, startNginx } from './stack/nginx';
 import { killEveryServer, log, spawnServer, stopStale, typescriptProcess } from './stack/process';
@@ -83,9 +83,11 @@ async function main(): Promise<void> {
     void ensureTools(tools).catch(() => undefined);
 
     if (!config.MONGODB_URI) {
-      // FERRETDB_BACKEND=postgresql: FerretDB stores in a PostgreSQL child server (README "Storage backends").
+      // On PostgreSQL FerretDB stores in a PostgreSQL child server (README "Storage backends").
+      const { backend, why } = chooseFerretBackend(config.FERRETDB_BACKEND, config.dataDir);
+      log(`FerretDB on ${backend === 'postgresql' ? 'PostgreSQL' : 'SQLite'} (${why})`);
       let postgresqlUrl: string | undefined;
-      if (config.FERRETDB_BACKEND === 'postgresql') {
+      if (backend === 'postgresql') {
         log(`starting PostgreSQL on 127.0.0.1:${config.POSTGRES_PORT} (data in ${path.join(config.dataDir, 'postgres')})`);
         const postgres = new Supervised('postgres', () => startPostgres({ dataDir: config.dataDir, port: config.POSTGRES_PORT }), giveUp);
         parts.push(postgres);

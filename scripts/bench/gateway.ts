@@ -15,7 +15,7 @@
  * carrying content): p50, p99, requests/s, then each proxy's added p50 over direct and the ratios (targets: our
  * added p50 at most one fifth of LiteLLM's, and at least 5x its requests/s at concurrency 8).
  * BENCH_SECONDS (default 8) per cell and target, in 4 turns taken in rotation with the other targets (a pause of the
- * shared machine then falls on every column alike); FERRETDB_BACKEND (sqlite, the default, or postgresql) picks the stack's embedded
+ * shared machine then falls on every column alike); FERRETDB_BACKEND (sqlite, this bench's default, or postgresql) picks the stack's embedded
  * FerretDB storage. Prints figures; asserts nothing. Timings on a shared machine are noisy.
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';

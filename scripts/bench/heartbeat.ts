@@ -156,8 +156,9 @@ interface DbWork {
   xacts: number;
   tables: Map<string, { reads: number; writes: number; rowsScanned: number }>;
 }
-function dbWork(port: number | undefined): DbWork | null {
-  if (process.env.FERRETDB_BACKEND !== 'postgresql' || !port) return null;
+function dbWork(stack: BenchStack): DbWork | null {
+  const port = stack.ports.POSTGRES_PORT;
+  if (stack.backend !== 'postgresql' || !port) return null;
   const psql = (sql: string) => execFileSync('psql', ['-h', '127.0.0.1', '-p', String(port), '-U', 'ferret', '-d', 'postgres', '-Atc', sql], { encoding: 'utf8' });
   try {
     const xacts = Number(psql(`select xact_commit from pg_stat_database where datname = 'postgres'`).trim());
@@ -183,7 +184,7 @@ function dbWork(port: number | undefined): DbWork | null {
 
 /** PostgreSQL transactions per heartbeat, and the collections read or written most, between two dbWork readings. */
 function describeDbWork(before: DbWork | null, after: DbWork | null, heartbeats: number, elapsed: number): { perHb: number | null; line: string } {
-  if (!before || !after) return { perHb: null, line: 'database statements: not counted (FERRETDB_BACKEND=postgresql counts them)' };
+  if (!before || !after) return { perHb: null, line: 'database statements: not counted (FerretDB on PostgreSQL counts them)' };
   const xacts = after.xacts - before.xacts;
   const rows = [...after.tables].map(([name, a]) => {
     const b = before.tables.get(name) ?? { reads: 0, writes: 0, rowsScanned: 0 };
@@ -330,7 +331,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     const moPids = stackPids(stack.dataDir);
     const moCpu0 = Object.fromEntries(Object.entries(moPids).map(([k, pid]) => [k, cpuSeconds(pid)]));
     // And where the database's work goes (the same counters as the window's).
-    const moDb0 = dbWork(stack.ports.POSTGRES_PORT);
+    const moDb0 = dbWork(stack);
     const moCommands0 = await ferretCommands(stack.ports.FERRETDB_DEBUG_PORT);
     for (const node of nodes) {
       loops.push(
@@ -400,7 +401,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     console.log(`  CPU meanwhile (% of one core): ${Object.keys(moPids).sort().map((k) => `${k} ${(((cpuSeconds(moPids[k]!) - moCpu0[k]!) / moSeconds) * 100).toFixed(0)}%`).join(', ')}`);
     {
       const beats = massOnline.lat.length;
-      console.log(`  ${describeDbWork(moDb0, dbWork(stack.ports.POSTGRES_PORT), beats, moSeconds).line}`);
+      console.log(`  ${describeDbWork(moDb0, dbWork(stack), beats, moSeconds).line}`);
       console.log(`  ${describeCommands(moCommands0, await ferretCommands(stack.ports.FERRETDB_DEBUG_PORT), beats, moSeconds)}`);
     }
     // Every node beats through the mass online: any online → offline among these is a false transition.
@@ -439,7 +440,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     const pids = stackPids(stack.dataDir);
     const cpu0 = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));
     const h0 = await historyOf();
-    const db0 = dbWork(stack.ports.POSTGRES_PORT);
+    const db0 = dbWork(stack);
     const commands0 = await ferretCommands(stack.ports.FERRETDB_DEBUG_PORT);
     const since = new Date().toISOString();
     recording = { lat: [], errors: 0 };
@@ -457,7 +458,7 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     const client1 = process.cpuUsage(client0);
     const machine1 = machineCpu();
     const cpu1 = Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));
-    const db1 = dbWork(stack.ports.POSTGRES_PORT);
+    const db1 = dbWork(stack);
     const commands1 = await ferretCommands(stack.ports.FERRETDB_DEBUG_PORT);
     const h1 = await historyOf();
     stack.alive();

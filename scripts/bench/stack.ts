@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { chooseFerretBackend } from '../stack/postgres';
 import { freePort, typescriptProcess } from '../stack/process';
 import { StackLog } from './stack-log';
 
@@ -17,6 +18,8 @@ const PORT_NAMES = ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMOR
 export interface BenchStack {
   /** The main listener, e.g. http://127.0.0.1:40123 */
   base: string;
+  /** The embedded FerretDB's backend (FERRETDB_BACKEND as the launcher resolves it). */
+  backend: 'sqlite' | 'postgresql';
   ports: Record<(typeof PORT_NAMES)[number], number>;
   /** The embedded FerretDB, and the database the service uses in it. */
   mongoUri: string;
@@ -54,12 +57,17 @@ export async function startBenchStack(name: string, log: StackLog, env: Record<s
   };
   delete childEnv.MONGODB_URI;
   delete childEnv.TEMPORAL_ADDRESS;
+  // The backend the launcher will choose (with FERRETDB_BACKEND=auto, PostgreSQL where installed), decided here once and
+  // passed on, so this stack and the API processes started beside it agree.
+  const backend = chooseFerretBackend((childEnv.FERRETDB_BACKEND as 'auto' | 'sqlite' | 'postgresql' | undefined) ?? 'sqlite', dataDir).backend;
+  childEnv.FERRETDB_BACKEND = backend;
   console.log(`starting the stack (npm start) in ${dataDir}`);
   const launcher = typescriptProcess(path.join(ROOT, 'scripts', 'start.ts'));
   const child = spawn(launcher.binary, launcher.args, { env: childEnv, stdio: ['ignore', log.fd(), log.fd()] });
   const extraApis: ChildProcess[] = [];
   const stack: BenchStack = {
     base: `http://127.0.0.1:${ports.PORT}`,
+    backend,
     ports,
     mongoUri: `mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`,
     dbName: childEnv.MONGODB_DB ?? 'zhongshu_hub',
@@ -76,7 +84,7 @@ export async function startBenchStack(name: string, log: StackLog, env: Record<s
         // What the launcher tells the processes it starts (scripts/start.ts), as this one is started beside them.
         env: {
           ...childEnv,
-          MONGODB_ID_LOOKUPS: childEnv.FERRETDB_BACKEND === 'postgresql' ? 'indexed' : 'scan',
+          MONGODB_ID_LOOKUPS: backend === 'postgresql' ? 'indexed' : 'scan',
           ...env,
           ...apiPorts,
           MONGODB_URI: `mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`,

@@ -18,6 +18,21 @@ export const POSTGRES_INSTALL_HINT = 'apt-get install -y postgresql (or: bash sc
 /** The role FerretDB connects as; the database is `postgres`, created by initdb. */
 export const POSTGRES_ROLE = 'ferret';
 
+/**
+ * The embedded FerretDB's backend for FERRETDB_BACKEND (`auto`, the default: PostgreSQL where it is installed, else
+ * SQLite), and why, for the launcher to say. A data dir that holds SQLite data and no PostgreSQL cluster stays on
+ * SQLite under `auto` (its data is there: PostgreSQL would start empty); with both, PostgreSQL's is used, as before.
+ */
+export function chooseFerretBackend(setting: 'auto' | 'sqlite' | 'postgresql', dataDir: string, postgresInstalled = findPostgres() !== null): { backend: 'sqlite' | 'postgresql'; why: string } {
+  if (setting !== 'auto') return { backend: setting, why: `FERRETDB_BACKEND=${setting}` };
+  if (!postgresInstalled) return { backend: 'sqlite', why: `FERRETDB_BACKEND=auto: PostgreSQL is not installed (${POSTGRES_INSTALL_HINT})` };
+  const sqliteData = fs.existsSync(path.join(dataDir, 'ferretdb')) && fs.readdirSync(path.join(dataDir, 'ferretdb')).some((f) => f.endsWith('.sqlite'));
+  if (sqliteData && !fs.existsSync(path.join(dataDir, 'postgres'))) {
+    return { backend: 'sqlite', why: `FERRETDB_BACKEND=auto: this data dir holds SQLite data (${path.join(dataDir, 'ferretdb')}); set FERRETDB_BACKEND=postgresql to start on PostgreSQL instead` };
+  }
+  return { backend: 'postgresql', why: 'FERRETDB_BACKEND=auto: PostgreSQL is installed' };
+}
+
 /** The directory of the newest installed PostgreSQL's binaries (`PG_BIN_DIR` overrides), or null. */
 export function findPostgres(): string | null {
   const explicit = process.env.PG_BIN_DIR;

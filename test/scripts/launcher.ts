@@ -54,7 +54,7 @@ export async function launch(
     TEMPORAL_ADDRESS: '',
     npm_config_script_shell: scriptShell
   };
-  for (const name of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT', 'FERRETDB_PORT', 'TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'DEPLOY_WEB_PORT']) {
+  for (const name of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT', 'FERRETDB_PORT', 'POSTGRES_PORT', 'TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'DEPLOY_WEB_PORT']) {
     env[name] = String(await freePort());
   }
   env.PUBLIC_URL = `http://127.0.0.1:${env.PORT}`;

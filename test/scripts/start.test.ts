@@ -17,7 +17,7 @@ let dataDir: string;
 beforeAll(async () => {
   dataDir = fs.mkdtempSync(path.join(process.env.ZH_TEST_DATA_DIR!, 'start-'));
   env = { DATA_DIR: dataDir, LOG_LEVEL: 'warn', TEMPORAL_TASK_QUEUE: 'start-test' };
-  for (const name of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT', 'FERRETDB_PORT', 'TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'DEPLOY_WEB_PORT']) {
+  for (const name of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT', 'FERRETDB_PORT', 'POSTGRES_PORT', 'TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'DEPLOY_WEB_PORT']) {
     env[name] = String(await freePort());
   }
 });
