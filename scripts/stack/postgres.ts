@@ -19,9 +19,11 @@ export const POSTGRES_INSTALL_HINT = 'apt-get install -y postgresql (or: bash sc
 export const POSTGRES_ROLE = 'ferret';
 
 /**
- * The embedded FerretDB's backend for FERRETDB_BACKEND (`auto`, the default: PostgreSQL where it is installed, else
- * SQLite), and why, for the launcher to say. A data dir that holds SQLite data and no PostgreSQL cluster stays on
- * SQLite under `auto` (its data is there: PostgreSQL would start empty); with both, PostgreSQL's is used, as before.
+ * The embedded FerretDB's backend for FERRETDB_BACKEND (`sqlite`, the default; `postgresql`; `auto`: PostgreSQL where
+ * it is installed, else SQLite), and why, for the launcher to say. A data dir that holds SQLite data and no
+ * PostgreSQL cluster stays on SQLite under `auto` (its data is there: PostgreSQL would start empty); with both,
+ * PostgreSQL's is used, as before. (Not the default: run as root, PostgreSQL also needs every parent of DATA_DIR
+ * searchable by the `postgres` user, which `auto` does not check; README "Storage backends".)
  */
 export function chooseFerretBackend(setting: 'auto' | 'sqlite' | 'postgresql', dataDir: string, postgresInstalled = findPostgres() !== null): { backend: 'sqlite' | 'postgresql'; why: string } {
   if (setting !== 'auto') return { backend: setting, why: `FERRETDB_BACKEND=${setting}` };
