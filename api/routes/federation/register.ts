@@ -97,8 +97,14 @@ export const registerRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; temporal:
           nodeId = doc._id;
         } catch (err) {
           // Nothing half-registered: without its workflow the node could never be reviewed or go online.
-          void nodes.abandon([doc], (e) => request.log.error({ err: e, nodeId: doc._id }, 'a node whose workflow could not be started could not be removed'));
-          if (err instanceof WorkflowExecutionAlreadyStartedError && attempt < MAX_ID_SKIPS) continue;
+          const removed = nodes.abandon([doc], (e) => request.log.error({ err: e, nodeId: doc._id }, 'a node whose workflow could not be started could not be removed'));
+          if (err instanceof WorkflowExecutionAlreadyStartedError && attempt < MAX_ID_SKIPS) {
+            // The skipped number's document is gone before the answer (the database answers: it just took the
+            // insert), so a caller counting nodes after it never sees two for one registration. (Temporal being
+            // unreachable, below, is answered at once, the removal retrying behind.)
+            await removed;
+            continue;
+          }
           request.log.error({ err, nodeId: doc._id }, 'node workflow could not be started; registration undone');
           throw err;
         }
