@@ -15,7 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '../core/config.node';
 import { startFerretDb } from './stack/ferretdb';
-import { chooseFerretBackend, POSTGRES_ROLE, startPostgres } from './stack/postgres';
+import { chooseFerretBackend, idLookupsOf, POSTGRES_ROLE, startPostgres } from './stack/postgres';
 import { startTemporal } from './stack/temporal';
 import { findNginx, NGINX_INSTALL_HINT, startNginx } from './stack/nginx';
 import { killEveryServer, log, spawnServer, stopStale, typescriptProcess } from './stack/process';
@@ -100,8 +100,7 @@ async function main(): Promise<void> {
       parts.push(ferret);
       await ferret.run();
       env.MONGODB_URI = `mongodb://127.0.0.1:${config.FERRETDB_PORT}/`;
-      // On SQLite FerretDB reads the collection for every `_id` lookup; on PostgreSQL the launcher indexes `_id`.
-      env.MONGODB_ID_LOOKUPS = postgresqlUrl ? 'indexed' : 'scan';
+      env.MONGODB_ID_LOOKUPS = idLookupsOf(backend);
     } else {
       log('using MONGODB_URI');
     }

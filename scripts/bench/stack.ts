@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { chooseFerretBackend } from '../stack/postgres';
+import { chooseFerretBackend, idLookupsOf } from '../stack/postgres';
 import { freePort, typescriptProcess } from '../stack/process';
 import { StackLog } from './stack-log';
 
@@ -84,7 +84,7 @@ export async function startBenchStack(name: string, log: StackLog, env: Record<s
         // What the launcher tells the processes it starts (scripts/start.ts), as this one is started beside them.
         env: {
           ...childEnv,
-          MONGODB_ID_LOOKUPS: backend === 'postgresql' ? 'indexed' : 'scan',
+          MONGODB_ID_LOOKUPS: idLookupsOf(backend),
           ...env,
           ...apiPorts,
           MONGODB_URI: `mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`,

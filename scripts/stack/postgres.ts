@@ -35,6 +35,14 @@ export function chooseFerretBackend(setting: 'auto' | 'sqlite' | 'postgresql', d
   return { backend: 'postgresql', why: 'FERRETDB_BACKEND=auto: PostgreSQL is installed' };
 }
 
+/**
+ * MONGODB_ID_LOOKUPS for the processes using the embedded FerretDB on `backend`: on SQLite FerretDB reads the
+ * collection for every `_id` lookup; on PostgreSQL the launcher indexes `_id` (see startPostgres).
+ */
+export function idLookupsOf(backend: 'sqlite' | 'postgresql'): 'indexed' | 'scan' {
+  return backend === 'postgresql' ? 'indexed' : 'scan';
+}
+
 /** The directory of the newest installed PostgreSQL's binaries (`PG_BIN_DIR` overrides), or null. */
 export function findPostgres(): string | null {
   const explicit = process.env.PG_BIN_DIR;
