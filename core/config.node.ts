@@ -50,9 +50,10 @@ export const configSchema = z.object({
   FERRETDB_PORT: port.default(27018),
   /**
    * FerretDB's storage (README "Storage backends"): SQLite files under DATA_DIR, or a PostgreSQL child server;
-   * `auto`: PostgreSQL where it is installed (scripts/stack/postgres.ts chooseFerretBackend).
+   * `auto` (the default): PostgreSQL where it is installed and can run on DATA_DIR, else SQLite
+   * (scripts/stack/postgres.ts chooseFerretBackend).
    */
-  FERRETDB_BACKEND: z.enum(['auto', 'sqlite', 'postgresql']).default('sqlite'),
+  FERRETDB_BACKEND: z.enum(['auto', 'sqlite', 'postgresql']).default('auto'),
   /** The embedded PostgreSQL's port (loopback) with FERRETDB_BACKEND=postgresql. */
   POSTGRES_PORT: port.default(5433),
   /**

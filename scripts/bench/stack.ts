@@ -58,7 +58,8 @@ export async function startBenchStack(name: string, log: StackLog, env: Record<s
   delete childEnv.MONGODB_URI;
   delete childEnv.TEMPORAL_ADDRESS;
   // The backend the launcher will choose (with FERRETDB_BACKEND=auto, PostgreSQL where installed), decided here once and
-  // passed on, so this stack and the API processes started beside it agree.
+  // passed on, so this stack and the API processes started beside it agree. Unset, the benches run SQLite (not the
+  // launcher's default `auto`): each bench names the backend it measures, and their figures compare across machines.
   const backend = chooseFerretBackend((childEnv.FERRETDB_BACKEND as 'auto' | 'sqlite' | 'postgresql' | undefined) ?? 'sqlite', dataDir).backend;
   childEnv.FERRETDB_BACKEND = backend;
   console.log(`starting the stack (npm start) in ${dataDir}`);

@@ -19,20 +19,48 @@ export const POSTGRES_INSTALL_HINT = 'apt-get install -y postgresql (or: bash sc
 export const POSTGRES_ROLE = 'ferret';
 
 /**
- * The embedded FerretDB's backend for FERRETDB_BACKEND (`sqlite`, the default; `postgresql`; `auto`: PostgreSQL where
- * it is installed, else SQLite), and why, for the launcher to say. A data dir that holds SQLite data and no
- * PostgreSQL cluster stays on SQLite under `auto` (its data is there: PostgreSQL would start empty); with both,
- * PostgreSQL's is used, as before. (Not the default: run as root, PostgreSQL also needs every parent of DATA_DIR
- * searchable by the `postgres` user, which `auto` does not check; README "Storage backends".)
+ * The embedded FerretDB's backend for FERRETDB_BACKEND (`auto`, the default: PostgreSQL where it is installed and
+ * can run on this data dir, else SQLite; `sqlite`; `postgresql`), and why, for the launcher to say. Under `auto`:
+ * - a data dir that holds SQLite data and no PostgreSQL cluster stays on SQLite (its data is there: PostgreSQL would
+ *   start empty beside it; nothing is migrated); with both, PostgreSQL's is used;
+ * - a launcher run as root starts PostgreSQL as the `postgres` user (PostgreSQL refuses root), which must be able to
+ *   reach DATA_DIR: a new data dir below a directory that user cannot search (a private temporary directory,
+ *   `/root`) gets SQLite, with the directory named (`cannotReach`, from postgresCannotReach).
  */
-export function chooseFerretBackend(setting: 'auto' | 'sqlite' | 'postgresql', dataDir: string, postgresInstalled = findPostgres() !== null): { backend: 'sqlite' | 'postgresql'; why: string } {
+export function chooseFerretBackend(
+  setting: 'auto' | 'sqlite' | 'postgresql',
+  dataDir: string,
+  postgresInstalled = findPostgres() !== null,
+  cannotReach: (dataDir: string) => string | null = postgresCannotReach
+): { backend: 'sqlite' | 'postgresql'; why: string } {
   if (setting !== 'auto') return { backend: setting, why: `FERRETDB_BACKEND=${setting}` };
   if (!postgresInstalled) return { backend: 'sqlite', why: `FERRETDB_BACKEND=auto: PostgreSQL is not installed (${POSTGRES_INSTALL_HINT})` };
   const sqliteData = fs.existsSync(path.join(dataDir, 'ferretdb')) && fs.readdirSync(path.join(dataDir, 'ferretdb')).some((f) => f.endsWith('.sqlite'));
-  if (sqliteData && !fs.existsSync(path.join(dataDir, 'postgres'))) {
+  const cluster = fs.existsSync(path.join(dataDir, 'postgres'));
+  if (sqliteData && !cluster) {
     return { backend: 'sqlite', why: `FERRETDB_BACKEND=auto: this data dir holds SQLite data (${path.join(dataDir, 'ferretdb')}); set FERRETDB_BACKEND=postgresql to start on PostgreSQL instead` };
   }
+  const blocked = cluster ? null : cannotReach(dataDir);
+  if (blocked) return { backend: 'sqlite', why: `FERRETDB_BACKEND=auto: PostgreSQL is installed but cannot run on this data dir (${blocked})` };
   return { backend: 'postgresql', why: 'FERRETDB_BACKEND=auto: PostgreSQL is installed' };
+}
+
+/**
+ * Why the PostgreSQL server could not reach a cluster under `dataDir`, or null where it can. Only a launcher run as
+ * root has a question to answer: the server then runs as the `postgres` user, which needs the search bit on every
+ * directory above DATA_DIR (DATA_DIR itself is given it by initCluster). Asked the way the server will run, as that
+ * user: can it reach DATA_DIR (`test -e`) or, before DATA_DIR exists, search its nearest existing parent (`test -x`;
+ * the directories between are made with mode 0755)?
+ */
+export function postgresCannotReach(dataDir: string): string | null {
+  if (process.getuid?.() !== 0) return null;
+  const user = postgresUser();
+  if (!user) return 'running as root, PostgreSQL needs the `postgres` system user, which the Debian package creates';
+  let existing = path.resolve(dataDir);
+  while (!fs.existsSync(existing)) existing = path.dirname(existing);
+  const probe = spawnSync('test', [existing === path.resolve(dataDir) ? '-e' : '-x', existing], { ...user, cwd: '/' });
+  if (probe.status === 0) return null;
+  return `the postgres user, which PostgreSQL runs as under root, cannot reach ${existing === path.resolve(dataDir) ? existing : `into ${existing}`}: every directory above DATA_DIR must be searchable by others`;
 }
 
 /**
@@ -57,13 +85,20 @@ export function findPostgres(): string | null {
   return newest ? path.join(root, newest, 'bin') : null;
 }
 
+/** The `postgres` system user's uid and gid, or null where there is none. */
+function postgresUser(): { uid: number; gid: number } | null {
+  const info = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
+  const group = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
+  if (info.status !== 0 || group.status !== 0) return null;
+  return { uid: Number(info.stdout.trim()), gid: Number(group.stdout.trim()) };
+}
+
 /** The uid and gid to run PostgreSQL as: ours, or the `postgres` user's when we are root. */
 function runAs(): { uid: number; gid: number } | undefined {
   if (process.getuid?.() !== 0) return undefined;
-  const info = spawnSync('id', ['-u', 'postgres'], { encoding: 'utf8' });
-  const group = spawnSync('id', ['-g', 'postgres'], { encoding: 'utf8' });
-  if (info.status !== 0 || group.status !== 0) throw new Error('running as root, PostgreSQL needs the `postgres` system user (the Debian package creates it)');
-  return { uid: Number(info.stdout.trim()), gid: Number(group.stdout.trim()) };
+  const user = postgresUser();
+  if (!user) throw new Error('running as root, PostgreSQL needs the `postgres` system user (the Debian package creates it)');
+  return user;
 }
 
 function initCluster(binDir: string, dir: string, user: { uid: number; gid: number } | undefined): void {
@@ -145,8 +180,9 @@ SELECT count(*) FILTER (WHERE public.zhongshu_id_lookup_index(oid)) FROM pg_clas
 `;
 
 async function installIdLookupIndexes(binDir: string, port: number): Promise<void> {
-  // The port opens before the server accepts sessions ("the database system is starting up"): retried for 60 s.
-  const deadline = Date.now() + 60_000;
+  // The port opens before the server accepts sessions: "the database system is starting up", or "... is not yet
+  // accepting connections" while it recovers from a server that was killed (its WAL replayed): retried for 5 minutes.
+  const deadline = Date.now() + 300_000;
   for (;;) {
     // Asynchronous: a first start on a large data dir builds indexes for minutes, and the launcher's event loop
     // must keep draining the servers' output meanwhile (a full pipe would stall PostgreSQL itself).
@@ -160,7 +196,7 @@ async function installIdLookupIndexes(binDir: string, port: number): Promise<voi
       psql.stdin?.end(ID_LOOKUP_SQL);
     });
     if (why === null) return;
-    if (!/starting up|Connection refused/.test(why) || Date.now() > deadline) throw new Error(`PostgreSQL: installing the _id lookup indexes failed: ${why}`);
+    if (!/starting up|not yet accepting connections|in recovery mode|Connection refused/.test(why) || Date.now() > deadline) throw new Error(`PostgreSQL: installing the _id lookup indexes failed: ${why}`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
@@ -181,7 +217,8 @@ export async function startPostgres(opts: {
   initCluster(binDir, dir, user);
   const binary = path.join(binDir, 'postgres');
   const pidFile = path.join(opts.dataDir, 'run', 'postgres.pid');
-  await stopStale(pidFile, binary);
+  // A fast shutdown (SIGINT) for a leftover and at stop: clients (a leftover FerretDB) are disconnected, not waited for.
+  await stopStale(pidFile, binary, 'SIGINT');
   // A server killed outright leaves postmaster.pid; postgres itself checks whether that pid still runs.
   for (let attempt = 1; ; attempt++) {
     const port = opts.port || (await freePort());
@@ -192,6 +229,7 @@ export async function startPostgres(opts: {
       echo: opts.echo ?? true,
       logFile: opts.logFile,
       user,
+      stopSignal: 'SIGINT',
       args: [
         '-D',
         dir,

@@ -20,7 +20,7 @@ export interface ServerHandle {
   exitReason(): string | null;
   /** Its last output lines (at most 200; a Go panic's stack trace can be long). */
   output(lines?: number): string;
-  /** SIGTERM (the process drains), SIGKILL after 20 s. */
+  /** SIGTERM (the process drains; or the server's own stop signal), SIGKILL after 20 s. */
   stop(): Promise<void>;
   /** SIGKILL now, without waiting for a drain. */
   kill(): void;
@@ -42,8 +42,11 @@ export function log(message: string): void {
 /**
  * Stops a leftover server recorded in `pidFile` by an earlier run that crashed, then removes the file.
  * `marker` (the binary or script path) must appear in the process's command line, since pids get reused.
+ * `signal`: the server's own "stop now" (SIGTERM; PostgreSQL's is SIGINT, a fast shutdown: its SIGTERM waits for
+ * every client to leave, and a leftover FerretDB stays connected). SIGKILL after 5 s, and it is waited for: a server
+ * started on the same data dir while the old one is still there refuses (PostgreSQL's postmaster.pid).
  */
-export async function stopStale(pidFile: string, marker: string): Promise<void> {
+export async function stopStale(pidFile: string, marker: string, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
   if (!fs.existsSync(pidFile)) return;
   const pid = Number(fs.readFileSync(pidFile, 'utf8').trim());
   fs.rmSync(pidFile, { force: true });
@@ -56,9 +59,11 @@ export async function stopStale(pidFile: string, marker: string): Promise<void> 
   }
   if (!cmdline.includes(marker)) return;
   log(`stopping leftover ${path.basename(marker)} (pid ${pid}) from an earlier run`);
-  process.kill(pid, 'SIGTERM');
+  process.kill(pid, signal);
   for (let i = 0; i < 50 && isAlive(pid); i++) await sleep(100);
-  if (isAlive(pid)) process.kill(pid, 'SIGKILL');
+  if (!isAlive(pid)) return;
+  process.kill(pid, 'SIGKILL');
+  for (let i = 0; i < 50 && isAlive(pid); i++) await sleep(100);
 }
 
 function isAlive(pid: number): boolean {
@@ -126,6 +131,8 @@ export function spawnServer(opts: {
   env?: NodeJS.ProcessEnv;
   /** Run as this user (a server that refuses to run as root, started by a root launcher). */
   user?: { uid: number; gid: number };
+  /** The signal `stop` sends (SIGTERM; see stopStale for PostgreSQL's). */
+  stopSignal?: NodeJS.Signals;
 }): ServerHandle {
   // Own process group: a terminal's Ctrl-C reaches only the launcher, which stops the children in order.
   const child = spawn(opts.binary, opts.args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: opts.env ?? process.env, ...(opts.user ?? {}) });
@@ -183,7 +190,7 @@ export function spawnServer(opts: {
     stop: async () => {
       if (exited) return;
       stopping = true;
-      child.kill('SIGTERM');
+      child.kill(opts.stopSignal ?? 'SIGTERM');
       const killer = setTimeout(() => killWithChildren(child), 20_000);
       await exitPromise;
       clearTimeout(killer);

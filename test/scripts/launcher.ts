@@ -52,6 +52,8 @@ export async function launch(
     TRUTH_DAILY_QUOTA: '1000000',
     MONGODB_URI: '',
     TEMPORAL_ADDRESS: '',
+    // These suites test supervision, signals and ports on one backend everywhere; start.test.ts runs the default.
+    FERRETDB_BACKEND: 'sqlite',
     npm_config_script_shell: scriptShell
   };
   for (const name of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT', 'FERRETDB_PORT', 'POSTGRES_PORT', 'TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'DEPLOY_WEB_PORT']) {

@@ -1,12 +1,16 @@
 /**
  * `npm start` as a user runs it: the whole stack comes up on the embedded servers, the Temporal Web UI shows the
  * worker polling, a second start after a crash (launcher killed with SIGKILL, children left running) works, and
- * SIGINT stops every process.
+ * SIGINT stops every process. It runs the default FERRETDB_BACKEND (`auto`) on a data dir PostgreSQL can reach (under
+ * the system's temporary directory, not the suite's private one): PostgreSQL where it is installed (CI installs it),
+ * SQLite where not.
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { findNginx } from '../../scripts/stack/nginx';
+import { findPostgres } from '../../scripts/stack/postgres';
 import { freePort, typescriptProcess } from '../../scripts/stack/process';
 import { eventually, http } from '../support/service';
 
@@ -15,12 +19,13 @@ let env: Record<string, string>;
 let dataDir: string;
 
 beforeAll(async () => {
-  dataDir = fs.mkdtempSync(path.join(process.env.ZH_TEST_DATA_DIR!, 'start-'));
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zhongshu-start-'));
   env = { DATA_DIR: dataDir, LOG_LEVEL: 'warn', TEMPORAL_TASK_QUEUE: 'start-test' };
   for (const name of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT', 'FERRETDB_PORT', 'POSTGRES_PORT', 'TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'DEPLOY_WEB_PORT']) {
     env[name] = String(await freePort());
   }
 });
+afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
 
 function launch(): { child: ChildProcess; output: () => string; ready: Promise<void> } {
   // As `npm start` runs it (node --import tsx scripts/start.ts).
@@ -60,10 +65,14 @@ it('starts everything, survives a crashed launcher, and stops cleanly on SIGINT'
   }, 30000, 'the worker polling in the Temporal Web UI');
   expect(queue.pollers.length).toBeGreaterThan(0);
 
-  // A crash: the launcher dies without stopping its children (FerretDB, Temporal, the worker, the API, and nginx
-  // for deployment arbitration where it is installed).
+  // The default backend, and why.
+  const postgres = findPostgres() !== null;
+  expect(first.output()).toMatch(postgres ? /FerretDB on PostgreSQL \(FERRETDB_BACKEND=auto: PostgreSQL is installed\)/ : /FerretDB on SQLite \(FERRETDB_BACKEND=auto: PostgreSQL is not installed/);
+
+  // A crash: the launcher dies without stopping its children (FerretDB, Temporal, the worker, the API, PostgreSQL
+  // where FerretDB stores in it, and nginx for deployment arbitration where it is installed).
   const leftovers = pids();
-  expect(leftovers).toHaveLength(findNginx('/usr/sbin/nginx') ? 5 : 4);
+  expect(leftovers).toHaveLength(4 + (postgres ? 1 : 0) + (findNginx('/usr/sbin/nginx') ? 1 : 0));
   first.child.kill('SIGKILL');
   await new Promise((r) => first.child.once('exit', r));
   expect(leftovers.every(alive)).toBe(true);
