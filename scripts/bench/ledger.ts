@@ -18,8 +18,8 @@
  *   verify   verify time and memory (live heap after collections, and RSS) for BENCH_VERIFY_SIZES entries.
  * BENCH_COMPARE_ASSETS=0 skips the idle assets comparison (minutes at 1,000,000 entries).
  * BENCH_PHASES picks phases (default module,http,verify); BENCH_OPS is the writes per measurement (default 1000);
- * BENCH_WARMUP_OPS (default 4000; 0: none) bare inserts and writes per API configuration (one process, the lease) at
- * concurrency 16 run unmeasured before each ledger size's lines, so they do not meet the caches cold after a start
+ * BENCH_WARMUP_OPS (default 4000; 0: none) bare inserts, and writes per API process of each configuration (one
+ * process; the lease's two), at concurrency 16 run unmeasured before each ledger size's lines, so they do not meet the caches cold after a start
  * (an API process's CPU per write at concurrency 1 fell from 0.93 ms after 1,000 writes to 0.50 ms after 4,000);
  * BENCH_ROUNDS (default 1) measures each concurrency that many times over (each round the bare inserts, then every
  * line once) and prints each line's median round by its ratio to that round's bare inserts, with the range of the
@@ -374,10 +374,14 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
         for (const mode of modes.filter((m) => m.p === 1 || m.lease)) {
           processes = mode.p;
           lease = mode.lease;
-          await run(16, WARMUP_OPS, (i) => write((lease ? leaseDids : dids)[i % DIDS]!, `bench.warmup.${size}.${mode.p}${lease ? 'l' : ''}.${written + i}`, i));
-          written += WARMUP_OPS;
+          // WARMUP_OPS writes for each API process of the configuration (the lease's writes alternate between two):
+          // a process that had half as many was measured still warming up (a probe at concurrency 16, PostgreSQL:
+          // lease / one 0.65, 0.78, 0.92 in three rounds after 2,000 writes each; 0.80, 0.87, 0.73 after 4,000).
+          const ops = WARMUP_OPS * mode.p;
+          await run(16, ops, (i) => write((lease ? leaseDids : dids)[i % DIDS]!, `bench.warmup.${size}.${mode.p}${lease ? 'l' : ''}.${written + i}`, i));
+          written += ops;
         }
-        console.log(`warm-up (not measured): ${WARMUP_OPS} bare inserts and ${WARMUP_OPS} writes per configuration at concurrency 16 in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        console.log(`warm-up (not measured): ${WARMUP_OPS} bare inserts and ${WARMUP_OPS} writes per API process of each configuration at concurrency 16 in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
       }
       for (const c of CONCURRENCY) {
         // Each round measures the bare inserts and then every line once; a line's figures are those of its median
