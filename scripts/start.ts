@@ -91,7 +91,11 @@ async function main(): Promise<void> {
         log(`starting PostgreSQL on 127.0.0.1:${config.POSTGRES_PORT} (data in ${path.join(config.dataDir, 'postgres')})`);
         const postgres = new Supervised('postgres', () => startPostgres({ dataDir: config.dataDir, port: config.POSTGRES_PORT }), giveUp);
         parts.push(postgres);
-        await postgres.run();
+        await postgres.run().catch((err: unknown) => {
+          // Chosen by `auto`: say how to run without it.
+          if (config.FERRETDB_BACKEND !== 'auto' || !(err instanceof Error)) throw err;
+          throw new Error(`${err.message}\n(FERRETDB_BACKEND=auto chose PostgreSQL; FERRETDB_BACKEND=sqlite runs FerretDB on SQLite files instead)`);
+        });
         postgresqlUrl = `postgres://${POSTGRES_ROLE}@127.0.0.1:${config.POSTGRES_PORT}/postgres`;
       }
       const where = postgresqlUrl ? `on PostgreSQL ${config.POSTGRES_PORT}` : `data in ${path.join(config.dataDir, 'ferretdb')}`;
