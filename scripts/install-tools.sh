@@ -93,8 +93,9 @@ install_nginx() {
   $sudo apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q nginx >/dev/null || { log "nginx: install failed; run: sudo apt-get install -y nginx"; return 0; }
 }
 
-# PostgreSQL for FerretDB's postgresql backend (FERRETDB_BACKEND=postgresql, README "Storage backends"): optional,
-# not part of `all`; bench:ledger measures it beside SQLite when it is installed. Debian's package also creates and
+# PostgreSQL for FerretDB's postgresql backend (README "Storage backends"): optional, not part of `all`; once it is
+# installed, `npm start` stores in it by default (FERRETDB_BACKEND=auto) for a new data dir, and bench:ledger
+# measures it beside SQLite. Debian's package also creates and
 # may start a system cluster: the hub never uses it (scripts/stack/postgres.ts runs its own under DATA_DIR).
 install_postgresql() {
   if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then log "postgresql: $(ls -d /usr/lib/postgresql/*/bin/postgres | tail -1)"; return 0; fi

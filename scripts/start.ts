@@ -91,10 +91,13 @@ async function main(): Promise<void> {
         log(`starting PostgreSQL on 127.0.0.1:${config.POSTGRES_PORT} (data in ${path.join(config.dataDir, 'postgres')})`);
         const postgres = new Supervised('postgres', () => startPostgres({ dataDir: config.dataDir, port: config.POSTGRES_PORT }), giveUp);
         parts.push(postgres);
+        const cluster = path.join(config.dataDir, 'postgres');
+        const hadCluster = fs.existsSync(cluster);
         await postgres.run().catch((err: unknown) => {
-          // Chosen by `auto`: say how to run without it.
+          // Chosen by `auto`: say how to run without it (and, with a cluster there, that its data would not be used).
           if (config.FERRETDB_BACKEND !== 'auto' || !(err instanceof Error)) throw err;
-          throw new Error(`${err.message}\n(FERRETDB_BACKEND=auto chose PostgreSQL; FERRETDB_BACKEND=sqlite runs FerretDB on SQLite files instead)`);
+          const without = hadCluster ? `, without the data in ${cluster}` : '';
+          throw new Error(`${err.message}\n(FERRETDB_BACKEND=auto chose PostgreSQL; FERRETDB_BACKEND=sqlite runs FerretDB on SQLite files instead${without})`);
         });
         postgresqlUrl = `postgres://${POSTGRES_ROLE}@127.0.0.1:${config.POSTGRES_PORT}/postgres`;
       }

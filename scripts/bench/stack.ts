@@ -60,7 +60,7 @@ export async function startBenchStack(name: string, log: StackLog, env: Record<s
   // The backend the launcher will choose (with FERRETDB_BACKEND=auto, PostgreSQL where installed), decided here once and
   // passed on, so this stack and the API processes started beside it agree. Unset, the benches run SQLite (not the
   // launcher's default `auto`): each bench names the backend it measures, and their figures compare across machines.
-  const backend = chooseFerretBackend((childEnv.FERRETDB_BACKEND as 'auto' | 'sqlite' | 'postgresql' | undefined) ?? 'sqlite', dataDir).backend;
+  const backend = chooseFerretBackend(benchBackendSetting(childEnv.FERRETDB_BACKEND), dataDir).backend;
   childEnv.FERRETDB_BACKEND = backend;
   console.log(`starting the stack (npm start) in ${dataDir}`);
   const launcher = typescriptProcess(path.join(ROOT, 'scripts', 'start.ts'));
@@ -133,4 +133,11 @@ async function waitHealthy(url: string, child: ChildProcess): Promise<void> {
     await new Promise((r) => setTimeout(r, 500));
   }
   throw new Error('the stack did not become healthy');
+}
+
+/** FERRETDB_BACKEND as a bench takes it: unset or empty, SQLite (see startBenchStack); anything else must be valid. */
+function benchBackendSetting(value: string | undefined): 'auto' | 'sqlite' | 'postgresql' {
+  if (!value) return 'sqlite';
+  if (value === 'auto' || value === 'sqlite' || value === 'postgresql') return value;
+  throw new Error(`FERRETDB_BACKEND=${value}: expected auto, sqlite or postgresql`);
 }

@@ -60,6 +60,7 @@ export function postgresCannotReach(dataDir: string): string | null {
   while (!fs.existsSync(existing)) existing = path.dirname(existing);
   const probe = spawnSync('test', [existing === path.resolve(dataDir) ? '-e' : '-x', existing], { ...user, cwd: '/' });
   if (probe.status === 0) return null;
+  if (probe.error || probe.status === null) return `could not ask as the postgres user: ${probe.error?.message ?? `test ended by ${probe.signal}`}`;
   return `the postgres user, which PostgreSQL runs as under root, cannot reach ${existing === path.resolve(dataDir) ? existing : `into ${existing}`}: every directory above DATA_DIR must be searchable by others`;
 }
 
@@ -71,12 +72,18 @@ export function idLookupsOf(backend: 'sqlite' | 'postgresql'): 'indexed' | 'scan
   return backend === 'postgresql' ? 'indexed' : 'scan';
 }
 
-/** The directory of the newest installed PostgreSQL's binaries (`PG_BIN_DIR` overrides), or null. */
-export function findPostgres(): string | null {
+/**
+ * The directory of the installed PostgreSQL's binaries (`PG_BIN_DIR` overrides), or null: the version that made
+ * `clusterDir` (its PG_VERSION) where that one is installed, since another major version refuses its files; else
+ * the newest.
+ */
+export function findPostgres(clusterDir?: string): string | null {
   const explicit = process.env.PG_BIN_DIR;
   if (explicit) return fs.existsSync(path.join(explicit, 'postgres')) ? explicit : null;
   const root = '/usr/lib/postgresql';
   if (!fs.existsSync(root)) return null;
+  const made = clusterDir && fs.existsSync(path.join(clusterDir, 'PG_VERSION')) ? fs.readFileSync(path.join(clusterDir, 'PG_VERSION'), 'utf8').trim() : null;
+  if (made && /^\d+$/.test(made) && fs.existsSync(path.join(root, made, 'bin', 'postgres'))) return path.join(root, made, 'bin');
   const versions = fs
     .readdirSync(root)
     .filter((v) => fs.existsSync(path.join(root, v, 'bin', 'postgres')))
@@ -210,15 +217,18 @@ export async function startPostgres(opts: {
   /** More server settings (`-c name=value`), e.g. auto_explain's for a test reading plans from the log. */
   settings?: Record<string, string>;
 }): Promise<ServerHandle & { url: string; port: number }> {
-  const binDir = findPostgres();
-  if (!binDir) throw new Error(`FERRETDB_BACKEND=postgresql needs PostgreSQL: ${POSTGRES_INSTALL_HINT}`);
   const dir = path.join(opts.dataDir, 'postgres');
+  const binDir = findPostgres(dir);
+  if (!binDir) throw new Error(`FERRETDB_BACKEND=postgresql needs PostgreSQL: ${POSTGRES_INSTALL_HINT}`);
   const user = runAs();
+  const blocked = postgresCannotReach(opts.dataDir);
+  if (blocked) throw new Error(`PostgreSQL cannot run on ${opts.dataDir}: ${blocked}`);
   initCluster(binDir, dir, user);
   const binary = path.join(binDir, 'postgres');
   const pidFile = path.join(opts.dataDir, 'run', 'postgres.pid');
-  // A fast shutdown (SIGINT) for a leftover and at stop: clients (a leftover FerretDB) are disconnected, not waited for.
-  await stopStale(pidFile, binary, 'SIGINT');
+  // A fast shutdown (SIGINT) for a leftover and at stop: clients (a leftover FerretDB) are disconnected, not waited
+  // for; 20 s for its shutdown checkpoint, as at stop.
+  await stopStale(pidFile, binary, 'SIGINT', 20_000);
   // A server killed outright leaves postmaster.pid; postgres itself checks whether that pid still runs.
   for (let attempt = 1; ; attempt++) {
     const port = opts.port || (await freePort());

@@ -43,10 +43,12 @@ export function log(message: string): void {
  * Stops a leftover server recorded in `pidFile` by an earlier run that crashed, then removes the file.
  * `marker` (the binary or script path) must appear in the process's command line, since pids get reused.
  * `signal`: the server's own "stop now" (SIGTERM; PostgreSQL's is SIGINT, a fast shutdown: its SIGTERM waits for
- * every client to leave, and a leftover FerretDB stays connected). SIGKILL after 5 s, and it is waited for: a server
- * started on the same data dir while the old one is still there refuses (PostgreSQL's postmaster.pid).
+ * every client to leave, and a leftover FerretDB stays connected), given `graceMs` (5 s; PostgreSQL's shutdown
+ * checkpoint may take longer). Then SIGKILL to it and its children (PostgreSQL's backends, each a process group of
+ * its own, would otherwise keep its shared memory attached), and they are waited for: a server started on the same
+ * data dir while the old one is still there refuses (PostgreSQL's postmaster.pid).
  */
-export async function stopStale(pidFile: string, marker: string, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+export async function stopStale(pidFile: string, marker: string, signal: NodeJS.Signals = 'SIGTERM', graceMs = 5000): Promise<void> {
   if (!fs.existsSync(pidFile)) return;
   const pid = Number(fs.readFileSync(pidFile, 'utf8').trim());
   fs.rmSync(pidFile, { force: true });
@@ -58,20 +60,46 @@ export async function stopStale(pidFile: string, marker: string, signal: NodeJS.
     return;
   }
   if (!cmdline.includes(marker)) return;
-  log(`stopping leftover ${path.basename(marker)} (pid ${pid}) from an earlier run`);
+  const name = path.basename(marker);
+  log(`stopping leftover ${name} (pid ${pid}) from an earlier run`);
   process.kill(pid, signal);
-  for (let i = 0; i < 50 && isAlive(pid); i++) await sleep(100);
-  if (!isAlive(pid)) return;
-  process.kill(pid, 'SIGKILL');
-  for (let i = 0; i < 50 && isAlive(pid); i++) await sleep(100);
+  for (const end = Date.now() + graceMs; Date.now() < end && isAlive(pid); ) await sleep(100);
+  let victims = [pid];
+  if (isAlive(pid)) {
+    const children = childPids(pid);
+    log(`leftover ${name} (pid ${pid}) still runs after ${graceMs / 1000} s: SIGKILL to it and its ${children.length} children`);
+    victims = [...children, pid];
+    for (const victim of victims) {
+      try {
+        process.kill(victim, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    }
+    for (const end = Date.now() + 5000; Date.now() < end && victims.some(isAlive); ) await sleep(100);
+  }
+  // Exited; its parent gone, init reaps it: until then its pid still answers (PostgreSQL's own check of
+  // postmaster.pid takes such a zombie for a running server), so a moment is given for that too.
+  for (const end = Date.now() + 2000; Date.now() < end && victims.some(isPresent); ) await sleep(50);
 }
 
-function isAlive(pid: number): boolean {
+/** Whether `pid` is in the process table at all (running, or a zombie not yet reaped). */
+function isPresent(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
   } catch {
     return false;
+  }
+}
+
+/** Whether `pid` runs: a zombie (exited, not yet reaped) does not. */
+export function isAlive(pid: number): boolean {
+  if (!isPresent(pid)) return false;
+  try {
+    return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0] !== 'Z';
+  } catch {
+    return true; // no /proc: as kill(0) says
   }
 }
 

@@ -44,7 +44,7 @@ export class Supervised {
     return this.handle;
   }
 
-  /** Graceful stop: no more restarts; SIGTERM, so the process drains (SIGKILL after 20 s). */
+  /** Graceful stop: no more restarts; SIGTERM (PostgreSQL: SIGINT), so the process drains (SIGKILL after 20 s). */
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.restartTimer) clearTimeout(this.restartTimer);

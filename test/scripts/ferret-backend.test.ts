@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { chooseFerretBackend, postgresCannotReach } from '../../scripts/stack/postgres';
+import { chooseFerretBackend, findPostgres, postgresCannotReach, startPostgres } from '../../scripts/stack/postgres';
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => fs.rmSync(d, { recursive: true, force: true })));
@@ -44,7 +44,8 @@ it('takes an explicit FERRETDB_BACKEND as it is', () => {
 it('keeps a new data dir the PostgreSQL server cannot reach on SQLite, and says which directory is in the way', () => {
   const blocked = (dir: string) => `cannot reach ${dir}`;
   expect(chooseFerretBackend('auto', dataDir(), true, blocked)).toMatchObject({ backend: 'sqlite', why: expect.stringMatching(/^FERRETDB_BACKEND=auto: PostgreSQL is installed but cannot run on this data dir \(cannot reach /) });
-  // A cluster already there was reached before: PostgreSQL as before (a start that cannot reach it now says so).
+  // A cluster already there was reached before: PostgreSQL as before (startPostgres refuses, naming the directory in
+  // the way, when it cannot reach it now).
   expect(chooseFerretBackend('auto', dataDir({ postgres: true }), true, blocked).backend).toBe('postgresql');
 });
 
@@ -65,4 +66,14 @@ const asRootWithPostgresUser = process.getuid?.() === 0 && spawnSync('id', ['-u'
   fs.mkdirSync(inner);
   expect(postgresCannotReach(inner)).toMatch(new RegExp(`cannot reach ${inner}: every`));
   expect(chooseFerretBackend('auto', inner, true).backend).toBe('sqlite');
+});
+
+(asRootWithPostgresUser && findPostgres() ? it : it.skip)('refuses, as root, to start PostgreSQL on a cluster the postgres user cannot reach, and says which directory is in the way', async () => {
+  const secret = dataDir();
+  fs.chmodSync(secret, 0o700);
+  const inner = path.join(secret, 'data');
+  fs.mkdirSync(path.join(inner, 'postgres'), { recursive: true });
+  // Chosen all the same (its data is there), then refused before anything starts.
+  expect(chooseFerretBackend('auto', inner, true).backend).toBe('postgresql');
+  await expect(startPostgres({ dataDir: inner, echo: false })).rejects.toThrow(new RegExp(`PostgreSQL cannot run on ${inner}: .*cannot reach ${inner}: every directory above DATA_DIR must be searchable by others`));
 });
