@@ -19,8 +19,8 @@
  * BENCH_COMPARE_ASSETS=0 skips the idle assets comparison (minutes at 1,000,000 entries).
  * BENCH_PHASES picks phases (default module,http,verify); BENCH_OPS is the writes per measurement (default 1000);
  * BENCH_WARMUP_OPS (default 4000; 0: none) bare inserts, and writes per API process of each configuration (one
- * process; the lease's two), at concurrency 16 run unmeasured before each ledger size's lines, so they do not meet the caches cold after a start
- * (an API process's CPU per write at concurrency 1 fell from 0.93 ms after 1,000 writes to 0.50 ms after 4,000);
+ * process; the lease's two), at concurrency 16 run unmeasured before each ledger size's lines, so they do not meet
+ * the caches cold after a start (an API process's CPU per write at concurrency 1 fell from 0.93 ms after 1,000 writes to 0.50 ms after 4,000);
  * BENCH_ROUNDS (default 1) measures each concurrency that many times over (each round the bare inserts, then every
  * line once) and prints each line's median round by its ratio to that round's bare inserts, with the range of the
  * rounds' ratios (and of the rounds' ratios to the one-process line): single figures here drift up to 2x between runs;

@@ -93,7 +93,7 @@ it('bench:ledger, CI-sized: writes through HTTP beside bare inserts, reads meanw
   expect(run.code).toBe(0);
   for (const backend of backends) expect(run.output).toContain(`through the whole stack on FerretDB/${backend}`);
   expect(run.output.match(/ledger filled to \d+ entries/g)).toHaveLength(backends.length);
-  expect(run.output.match(/warm-up \(not measured\): 20 bare inserts and 20 writes per configuration/g)).toHaveLength(backends.length);
+  expect(run.output.match(/warm-up \(not measured\): 20 bare inserts and 20 writes per API process of each configuration/g)).toHaveLength(backends.length);
   expect(run.output.match(/bare insertOne: +\d+ ops\/s .*\(median of 2 rounds: \d+-\d+\/s\)/g)).toHaveLength(2 * backends.length);
   expect(run.output.match(/POST \/api\/report\/truth: +\d+ ops\/s .*x of bare insert \(\d+\.\d+-\d+\.\d+x\); GET \/api\/status meanwhile p99 .*; status-data reads p99/g)).toHaveLength(4 * backends.length);
   expect(run.output.match(/overload: 200 clients for 2 s: .*×200/g)).toHaveLength(backends.length);

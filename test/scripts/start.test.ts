@@ -25,7 +25,13 @@ beforeAll(async () => {
     env[name] = String(await freePort());
   }
 });
-afterAll(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+const launchers: ChildProcess[] = [];
+afterAll(() => {
+  // After a failure, nothing of this test's stacks is left running (the launchers, then what they recorded).
+  for (const child of launchers) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const pid of pids().filter(isAlive)) process.kill(pid, 'SIGKILL');
+  fs.rmSync(dataDir, { recursive: true, force: true });
+});
 
 function launch(): { child: ChildProcess; output: () => string; ready: Promise<void> } {
   // As `npm start` runs it (node --import tsx scripts/start.ts).
@@ -34,6 +40,7 @@ function launch(): { child: ChildProcess; output: () => string; ready: Promise<v
     env: { ...process.env, ...env, MONGODB_URI: '', TEMPORAL_ADDRESS: '', WORKFLOW_BUNDLE_PATH: '' },
     stdio: ['ignore', 'pipe', 'pipe']
   });
+  launchers.push(child);
   let text = '';
   child.stdout!.on('data', (d) => (text += d));
   child.stderr!.on('data', (d) => (text += d));
