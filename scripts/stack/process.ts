@@ -66,16 +66,14 @@ export async function stopStale(pidFile: string, marker: string, signal: NodeJS.
   for (const end = Date.now() + graceMs; Date.now() < end && isAlive(pid); ) await sleep(100);
   let victims = [pid];
   if (isAlive(pid)) {
-    const children = childPids(pid);
-    log(`leftover ${name} (pid ${pid}) still runs after ${graceMs / 1000} s: SIGKILL to it and its ${children.length} children`);
-    victims = [...children, pid];
-    for (const victim of victims) {
-      try {
-        process.kill(victim, 'SIGKILL');
-      } catch {
-        /* already gone */
-      }
+    log(`leftover ${name} (pid ${pid}) still runs after ${graceMs / 1000} s: SIGKILL to it and its children`);
+    const children = killChildrenOf(pid);
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* gone meanwhile */
     }
+    victims = [...children, pid];
     for (const end = Date.now() + 5000; Date.now() < end && victims.some(isAlive); ) await sleep(100);
   }
   // Exited; its parent gone, init reaps it: until then its pid still answers (PostgreSQL's own check of
@@ -123,18 +121,25 @@ export function killEveryServer(): ChildProcess[] {
  * not told), and would keep serving its ports from a data dir that is gone.
  */
 function killWithChildren(child: ChildProcess): void {
-  for (const pid of childPids(child.pid)) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      /* already gone */
-    }
-  }
+  killChildrenOf(child.pid);
   try {
     child.kill('SIGKILL');
   } catch {
     /* already gone */
   }
+}
+
+/** SIGKILL to the direct children of `pid`; answers their pids. */
+function killChildrenOf(pid: number | undefined): number[] {
+  const children = childPids(pid);
+  for (const child of children) {
+    try {
+      process.kill(child, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
+  return children;
 }
 
 /** The direct children of `pid` (Linux: /proc/<pid>/task/<pid>/children; none where that is missing). */
