@@ -25,6 +25,10 @@ const proxyList = csv.pipe(z.array(z.string().refine(isAddressOrRange, 'an IP ad
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
+/** FERRETDB_BACKEND's settings (scripts/stack/postgres.ts chooseFerretBackend resolves `auto`). */
+export const FERRETDB_BACKENDS = ['auto', 'sqlite', 'postgresql'] as const;
+export type FerretBackendSetting = (typeof FERRETDB_BACKENDS)[number];
+
 export const configSchema = z.object({
   LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
   HOST: z.string().min(1).default('0.0.0.0'),
@@ -53,7 +57,7 @@ export const configSchema = z.object({
    * `auto` (the default): PostgreSQL where it is installed and can run on DATA_DIR, else SQLite
    * (scripts/stack/postgres.ts chooseFerretBackend).
    */
-  FERRETDB_BACKEND: z.enum(['auto', 'sqlite', 'postgresql']).default('auto'),
+  FERRETDB_BACKEND: z.enum(FERRETDB_BACKENDS).default('auto'),
   /** The embedded PostgreSQL's port (loopback) with FERRETDB_BACKEND=postgresql. */
   POSTGRES_PORT: port.default(5433),
   /**

@@ -88,11 +88,11 @@ async function main(): Promise<void> {
       log(`FerretDB on ${backend === 'postgresql' ? 'PostgreSQL' : 'SQLite'} (${why})`);
       let postgresqlUrl: string | undefined;
       if (backend === 'postgresql') {
-        log(`starting PostgreSQL on 127.0.0.1:${config.POSTGRES_PORT} (data in ${path.join(config.dataDir, 'postgres')})`);
-        const postgres = new Supervised('postgres', () => startPostgres({ dataDir: config.dataDir, port: config.POSTGRES_PORT }), giveUp);
-        parts.push(postgres);
         const cluster = path.join(config.dataDir, 'postgres');
         const hadCluster = fs.existsSync(cluster);
+        log(`starting PostgreSQL on 127.0.0.1:${config.POSTGRES_PORT} (data in ${cluster})`);
+        const postgres = new Supervised('postgres', () => startPostgres({ dataDir: config.dataDir, port: config.POSTGRES_PORT }), giveUp);
+        parts.push(postgres);
         await postgres.run().catch((err: unknown) => {
           // Chosen by `auto`: say how to run without it (and, with a cluster there, that its data would not be used).
           if (config.FERRETDB_BACKEND !== 'auto' || !(err instanceof Error)) throw err;

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { FERRETDB_BACKENDS, type FerretBackendSetting } from '../../core/config.node';
 import { chooseFerretBackend, idLookupsOf } from '../stack/postgres';
 import { freePort, typescriptProcess } from '../stack/process';
 import { StackLog } from './stack-log';
@@ -136,8 +137,9 @@ async function waitHealthy(url: string, child: ChildProcess): Promise<void> {
 }
 
 /** FERRETDB_BACKEND as a bench takes it: unset or empty, SQLite (see startBenchStack); anything else must be valid. */
-function benchBackendSetting(value: string | undefined): 'auto' | 'sqlite' | 'postgresql' {
+function benchBackendSetting(value: string | undefined): FerretBackendSetting {
   if (!value) return 'sqlite';
-  if (value === 'auto' || value === 'sqlite' || value === 'postgresql') return value;
-  throw new Error(`FERRETDB_BACKEND=${value}: expected auto, sqlite or postgresql`);
+  const setting = FERRETDB_BACKENDS.find((b) => b === value);
+  if (!setting) throw new Error(`FERRETDB_BACKEND=${value}: expected ${FERRETDB_BACKENDS.join(', ')}`);
+  return setting;
 }

@@ -11,10 +11,16 @@ import { execFile, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { FerretBackendSetting } from '../../core/config.node';
 import { freePort, isBindFailure, log, ServerHandle, spawnServer, stopStale, waitForPort } from './process';
 import { START_ATTEMPTS } from './temporal';
 
 export const POSTGRES_INSTALL_HINT = 'apt-get install -y postgresql (or: bash scripts/install-tools.sh postgresql)';
+/**
+ * How a server of ours (and a leftover of a launcher killed outright) is stopped: a fast shutdown, whose clients (a
+ * leftover FerretDB) are disconnected, not waited for as PostgreSQL's SIGTERM (a smart shutdown) does.
+ */
+const STOP_SIGNAL = 'SIGINT';
 /** The role FerretDB connects as; the database is `postgres`, created by initdb. */
 export const POSTGRES_ROLE = 'ferret';
 
@@ -28,7 +34,7 @@ export const POSTGRES_ROLE = 'ferret';
  *   `/root`) gets SQLite, with the directory named (`cannotReach`, from postgresCannotReach).
  */
 export function chooseFerretBackend(
-  setting: 'auto' | 'sqlite' | 'postgresql',
+  setting: FerretBackendSetting,
   dataDir: string,
   postgresInstalled = findPostgres() !== null,
   cannotReach: (dataDir: string) => string | null = postgresCannotReach
@@ -226,9 +232,7 @@ export async function startPostgres(opts: {
   initCluster(binDir, dir, user);
   const binary = path.join(binDir, 'postgres');
   const pidFile = path.join(opts.dataDir, 'run', 'postgres.pid');
-  // A fast shutdown (SIGINT) for a leftover and at stop: clients (a leftover FerretDB) are disconnected, not waited
-  // for; 20 s for its shutdown checkpoint, as at stop.
-  await stopStale(pidFile, binary, 'SIGINT', 20_000);
+  await stopStale(pidFile, binary, STOP_SIGNAL, 20_000); // 20 s for its shutdown checkpoint, as at stop
   // A server killed outright leaves postmaster.pid; postgres itself checks whether that pid still runs.
   for (let attempt = 1; ; attempt++) {
     const port = opts.port || (await freePort());
@@ -239,7 +243,7 @@ export async function startPostgres(opts: {
       echo: opts.echo ?? true,
       logFile: opts.logFile,
       user,
-      stopSignal: 'SIGINT',
+      stopSignal: STOP_SIGNAL,
       args: [
         '-D',
         dir,
