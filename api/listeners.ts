@@ -166,6 +166,6 @@ function ledgerWriterHealth(ctx: Pick<ServiceContext, 'config' | 'ledgerWriter' 
   return () => {
     if (!ctx.config.LEDGER_FORWARD_SECRET) return undefined;
     const lease = ctx.ledgerWriter?.lease();
-    return { holds_lease: lease ? lease.holds : null, writer_url: lease ? lease.writer_url : null, forwarded: ctx.forwarding.sent, served: ctx.forwarding.served };
+    return { holds_lease: lease ? lease.holds : null, writer_url: lease ? lease.writer_url : null, forwarded: ctx.forwarding.sent, forward_requests: ctx.forwarding.requests, served: ctx.forwarding.served };
   };
 }

@@ -21,6 +21,7 @@ export const healthResponse = z.object({
       holds_lease: z.boolean().nullable().describe('this replica holds the writer lease (null: an API process of a cluster, whose primary takes part)'),
       writer_url: z.string().nullable().describe('the holder\'s main listener as this replica knows it (null: none known, or the holder did not answer: appended here)'),
       forwarded: z.number().int().describe('appends this process forwarded to the holder and the holder answered'),
+      forward_requests: z.number().int().describe('the requests those took (truth writes waiting behind others go together)'),
       served: z.number().int().describe('forwarded appends this process appended as the holder')
     })
     .optional()

@@ -11,6 +11,7 @@ import { z } from 'zod';
 
 export const WRITER_APPENDS_PATH = '/internal/ledger/appends';
 export const WRITER_COUNTED_APPENDS_PATH = '/internal/ledger/counted-appends';
+export const WRITER_COUNTED_APPEND_BATCHES_PATH = '/internal/ledger/counted-append-batches';
 export const WRITER_QUOTA_CONSUME_PATH = '/internal/quota/consume';
 export const WRITER_QUOTA_REFUND_PATH = '/internal/quota/refund';
 
@@ -73,12 +74,31 @@ export const forwardedCountedAppendBody = forwardedAppendBody.extend({
 });
 export type ForwardedCountedAppendBody = z.infer<typeof forwardedCountedAppendBody>;
 
-export const forwardedCountedAppendAnswer = z.discriminatedUnion('outcome', [
+const countedOutcomes = [
   z.object({ outcome: z.literal('appended'), entry: ledgerEntrySchema, duplicate: z.boolean() }),
   z.object({ outcome: z.literal('withdrawn') }).describe('the caller\'s deadline passed before its batch began: nothing was written, no slot spent'),
   z.object({ outcome: z.literal('over_quota') }).describe('the daily quota is used up: nothing was written')
-]);
+] as const;
+export const forwardedCountedAppendAnswer = z.discriminatedUnion('outcome', [...countedOutcomes]);
 export type ForwardedCountedAppendAnswer = z.infer<typeof forwardedCountedAppendAnswer>;
+
+/**
+ * Counted appends a replica had waiting while its earlier ones were on their way, in one request (at most
+ * MAX_FORWARD_BATCH, and about FORWARD_BATCH_BYTES of body unless it is a lone write): the holder takes each one's
+ * slot and appends them together, as if each had come alone, and answers each in the order sent.
+ */
+export const MAX_FORWARD_BATCH = 64;
+export const FORWARD_BATCH_BYTES = 1024 * 1024;
+export const forwardedCountedAppendBatchBody = z.strictObject({ writes: z.array(forwardedCountedAppendBody).min(1).max(MAX_FORWARD_BATCH) });
+export const forwardedCountedAppendBatchAnswer = z.object({
+  answers: z.array(
+    z.discriminatedUnion('outcome', [
+      ...countedOutcomes,
+      z.object({ outcome: z.literal('failed'), message: z.string() }).describe('the holder failed on this write (the database, say): it may or may not have landed')
+    ])
+  )
+});
+export type ForwardedCountedAppendBatchAnswer = z.infer<typeof forwardedCountedAppendBatchAnswer>;
 
 /** Up to `count` slots of the counter for the sender to hand out itself (fewer near the limit; none past it). */
 export const forwardedConsumeBody = z.strictObject({ ...quotaCounter, limit: slot, count: z.number().int().min(1).max(256) });

@@ -43,6 +43,8 @@ export interface LedgerWriter {
  */
 export class ForwardingCounts {
   sent = 0;
+  /** The requests `sent` took (a batch of counted appends is one). */
+  requests = 0;
   served = 0;
 }
 
@@ -59,7 +61,7 @@ export async function startLedgerWriter(
   const url = options.mayHold === false ? null : (config.LEDGER_WRITER_URL ?? `http://${advertisedHost(config.HOST)}:${config.PORT}`);
   const lease = new LedgerWriterLease(db, { url, ttlMs: config.LEDGER_WRITER_LEASE_S * 1000, onError: (err) => logger.warn({ err }, 'ledger writer lease: the database did not answer') });
   await lease.start();
-  const { forward, forwardCounted, quota, close } = forwardToWriter(lease, secret, (err) => logger.warn({ err }, 'ledger writer lease: a forwarded write was refused'));
+  const { forward, forwardCounted, quota, close } = forwardToWriter(lease, secret, (err) => logger.warn({ err }, 'ledger writer lease: a forwarded write was refused'), () => counts.requests++);
   logger.info({ url, holds: lease.holds() }, 'ledger writer lease: taking part');
   /** Counts a forwarded append once the holder answered it (not one it never received, then appended here). */
   const answered = <T>(sent: Promise<T> | null): Promise<T> | null =>

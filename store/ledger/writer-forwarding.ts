@@ -5,9 +5,11 @@
  * for every replica, as the cluster primary does for the processes of one host (ledger-forwarding.ts): apart, two
  * replicas writing one DID claimed the same quota slots, refused each other's inserts and re-read the DID's slots
  * of the day after every few refusals (bench:ledger, one DID at concurrency 16, FerretDB at a full core).
- * A truth write's slot goes with its append (`forwardCounted`, POST /internal/ledger/counted-appends: one request
- * per write); other claims take slots a block at a time (SlotBlocks below). A holder without that route (an older
- * version: 404) is sent the claim and the append apart for a minute, and stays the holder for everything else.
+ * A truth write's slot goes with its append (`forwardCounted`, POST /internal/ledger/counted-append-batches: the
+ * writes waiting while two requests are on their way go together in the next; /internal/ledger/counted-appends, one
+ * per request, to a holder without the batch route); other claims take slots a block at a time (SlotBlocks below).
+ * A holder without either (an older version: 404) is sent the claim and the append apart for a minute, and stays the
+ * holder for everything else.
  *
  * What the caller gets, as for an append or a claim made here:
  *   - the entry (or the earlier one its Idempotency-Key matched); the slot (or a refusal past the limit); for a
@@ -33,9 +35,15 @@ import {
   forwardedAppendAnswer,
   ForwardedAppendBody,
   forwardedCountedAppendAnswer,
+  forwardedCountedAppendBatchAnswer,
+  type ForwardedCountedAppendBatchAnswer,
+  type ForwardedCountedAppendBody,
   forwardedConsumeAnswer,
+  FORWARD_BATCH_BYTES,
+  MAX_FORWARD_BATCH,
   forwardedRefundAnswer,
   WRITER_APPENDS_PATH,
+  WRITER_COUNTED_APPEND_BATCHES_PATH,
   WRITER_COUNTED_APPENDS_PATH,
   WRITER_QUOTA_CONSUME_PATH,
   WRITER_QUOTA_REFUND_PATH
@@ -75,8 +83,11 @@ export interface WriterForwarding {
   close(): Promise<void>;
 }
 
-/** Forwards appends and quota claims to the lease holder when it is another process; `onError` hears of holders that refused us. */
-export function forwardToWriter(lease: LedgerWriterLease, secret: string, onError: (err: unknown) => void): WriterForwarding {
+/**
+ * Forwards appends and quota claims to the lease holder when it is another process; `onError` hears of holders that
+ * refused us, `onAnswered` of each request of appends the holder answered.
+ */
+export function forwardToWriter(lease: LedgerWriterLease, secret: string, onError: (err: unknown) => void, onAnswered: () => void = () => undefined): WriterForwarding {
   const agent = new Agent({ connect: { timeout: CONNECT_TIMEOUT_MS }, keepAliveTimeout: 30_000 });
   const closers: (() => Promise<void>)[] = [];
 
@@ -85,6 +96,8 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
    * writes go as a quota claim and an append, the two routes such a holder has, instead of turning forwarding off.
    */
   const countedRouteMissing = new Map<string, number>();
+  /** Holders found without the batch route (an older version), until when: their counted appends go one per request. */
+  const batchRouteMissing = new Map<string, number>();
 
   /** POSTs `body` to the holder at `url` and parses its 200 answer with `answer`; see the module comment for failures. */
   const post = async <T>(url: string, path: string, body: unknown, waitMs: number, answer: z.ZodType<T>): Promise<T> => {
@@ -115,6 +128,10 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
       countedRouteMissing.set(url, Date.now() + COUNTED_ROUTE_RECHECK_MS);
       throw new ForwardNotDelivered(`the ledger writer at ${url} has no ${path} (an older version): claim and append apart`);
     }
+    if (status === 404 && path === WRITER_COUNTED_APPEND_BATCHES_PATH) {
+      batchRouteMissing.set(url, Date.now() + COUNTED_ROUTE_RECHECK_MS);
+      throw new BatchRouteMissing();
+    }
     if (status === 401 || status === 404) {
       // A different LEDGER_FORWARD_SECRET there, or a version without the route.
       lease.skip(url);
@@ -129,6 +146,7 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
     if (status !== 200) throw unknownOutcome(`The ledger writer answered ${status}`);
     const parsed = answer.safeParse(safeJson(text));
     if (!parsed.success) throw unknownOutcome(`The ledger writer's answer to ${path} is not one`);
+    if (APPEND_PATHS.has(path)) onAnswered();
     return parsed.data;
   };
 
@@ -139,7 +157,7 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
     truth_type: input.truth_type ?? null,
     did: input.did ?? null,
     idempotency_key: input.idempotencyKey ?? null,
-    ...(deadline === null ? {} : { withdraw_after_ms: Math.min(MAX_WITHDRAW_AFTER_MS, Math.max(0, deadline - Date.now())) })
+    ...withdrawAfter(deadline)
   });
   /** How long to wait for the holder's answer to `body`. */
   const answerWait = (body: ForwardedAppendBody) => (body.withdraw_after_ms ?? NO_DEADLINE_WAIT_MS) + ANSWER_GRACE_MS;
@@ -157,6 +175,54 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
     if (answer.outcome === 'withdrawn') throw new AppendWithdrawn();
     if (answer.outcome === 'over_quota') return 'over_quota';
     return { entry: answer.entry, duplicate: answer.duplicate };
+  };
+
+  /**
+   * Counted appends on their way to each holder: at most BATCHES_IN_FLIGHT requests at a time, the writes that come
+   * meanwhile waiting in `waiting` and going together in the next request (see CountedBatches).
+   */
+  const batches = new Map<string, CountedBatches>();
+  const sendBatch = async (url: string, jobs: CountedJob[]): Promise<void> => {
+    // While these waited: the holder failed (skipped for a lease period) or gave the lease up, or it turned out to
+    // have no batch route. Nothing of them was sent: done here, or one per request.
+    if (lease.writerElsewhere() !== url) {
+      jobs.forEach((job) => job.settle(Promise.reject(new ForwardNotDelivered(`the ledger writer at ${url} is no longer the one to send to`))));
+      return;
+    }
+    if ((batchRouteMissing.get(url) ?? 0) > Date.now()) {
+      jobs.forEach((job) => job.settle(appendCounted(url, job.input, job.body.quota, job.deadline)));
+      return;
+    }
+    const bodies = jobs.map((job) => ({ ...job.body, ...withdrawAfter(job.deadline) }));
+    let answers: ForwardedCountedAppendBatchAnswer['answers'];
+    try {
+      const waitMs = Math.max(...bodies.map(answerWait));
+      ({ answers } = await post(url, WRITER_COUNTED_APPEND_BATCHES_PATH, { writes: bodies }, waitMs, forwardedCountedAppendBatchAnswer));
+      if (answers.length !== jobs.length) throw unknownOutcome(`The ledger writer answered ${answers.length} of ${jobs.length} writes`);
+    } catch (err) {
+      if (err instanceof BatchRouteMissing) {
+        // An older holder: each write alone, as before the batch route (nothing was done there).
+        jobs.forEach((job) => job.settle(appendCounted(url, job.input, job.body.quota, job.deadline)));
+        return;
+      }
+      jobs.forEach((job) => job.settle(Promise.reject(err)));
+      return;
+    }
+    answers.forEach((answer, i) => {
+      const job = jobs[i]!;
+      if (answer.outcome === 'appended') job.settle(Promise.resolve({ entry: answer.entry, duplicate: answer.duplicate }));
+      else if (answer.outcome === 'over_quota') job.settle(Promise.resolve('over_quota'));
+      else if (answer.outcome === 'withdrawn') job.settle(Promise.reject(new AppendWithdrawn()));
+      else job.settle(Promise.reject(unknownOutcome(`The ledger writer failed: ${answer.message}`)));
+    });
+  };
+  const countedBatches = (url: string): CountedBatches => {
+    let queue = batches.get(url);
+    if (!queue) {
+      queue = new CountedBatches((jobs) => sendBatch(url, jobs));
+      batches.set(url, queue);
+    }
+    return queue;
   };
 
   /** `remote` at the holder when there is one elsewhere; `here` when there is none or nothing reached it. */
@@ -183,7 +249,8 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
       const url = lease.writerElsewhere();
       if (!url || (countedRouteMissing.get(url) ?? 0) > Date.now()) return null;
       if (signal?.aborted) return Promise.reject(new AppendWithdrawn());
-      return appendCounted(url, input, quota, deadline);
+      if ((batchRouteMissing.get(url) ?? 0) > Date.now()) return appendCounted(url, input, quota, deadline);
+      return countedBatches(url).add(input, { ...appendBody(input, null), quota }, deadline, signal);
     },
     quota: (local) => {
       const blocks = new SlotBlocks(
@@ -214,6 +281,83 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
       await agent.close();
     }
   };
+}
+
+const APPEND_PATHS = new Set([WRITER_APPENDS_PATH, WRITER_COUNTED_APPENDS_PATH, WRITER_COUNTED_APPEND_BATCHES_PATH]);
+
+/** The holder has no batch route (an older version answering 404): nothing was done there. */
+class BatchRouteMissing extends Error {}
+
+/** Requests of counted appends on their way to one holder at a time: one being answered while the next is read. */
+const BATCHES_IN_FLIGHT = 2;
+
+/** A counted append waiting to be sent; `settle` answers its caller. */
+interface CountedJob {
+  input: AppendInput;
+  /** Its part of the request, but for the time left to its deadline (taken when it is sent). */
+  body: ForwardedCountedAppendBody;
+  deadline: number | null;
+  /**
+   * About that part's size as JSON: the value's text counted once, though escaping its quotes can make it up to twice
+   * that in the body (the budget only keeps batches small; the holder takes 16 MiB).
+   */
+  bytes: number;
+  settle(outcome: Promise<AppendResult | 'over_quota'>): void;
+}
+
+/**
+ * The counted appends of one holder, group-sent: a write is sent at once when fewer than BATCHES_IN_FLIGHT requests
+ * are on their way (so a lone writer waits for nothing), else it waits for one of them to be answered and goes with
+ * every write that came meanwhile, in one request of at most MAX_FORWARD_BATCH writes and about FORWARD_BATCH_BYTES
+ * (a larger write alone). The holder answers each write in its place; what befalls the request befalls all of them
+ * (refused before anything was done, 400 for one bad value included: all appended here; no answer: all 503). A write
+ * whose caller gives up (its signal) while it waits here is withdrawn unsent.
+ */
+class CountedBatches {
+  private readonly waiting: CountedJob[] = [];
+  private inFlight = 0;
+
+  constructor(private readonly send: (jobs: CountedJob[]) => Promise<void>) {}
+
+  add(input: AppendInput, body: ForwardedCountedAppendBody, deadline: number | null, signal: AbortSignal | undefined): Promise<AppendResult | 'over_quota'> {
+    return new Promise((resolve, reject) => {
+      const withdraw = () => {
+        const at = this.waiting.indexOf(job);
+        if (at < 0) return; // on its way: the holder withdraws it at its deadline
+        this.waiting.splice(at, 1);
+        reject(new AppendWithdrawn());
+      };
+      const job: CountedJob = {
+        input,
+        body,
+        deadline,
+        bytes: Buffer.byteLength(body.value_json) + 3 * (body.key.length + (body.did?.length ?? 0) + (body.idempotency_key?.length ?? 0) + body.quota.scope.length) + 256,
+        settle: (outcome) => {
+          signal?.removeEventListener('abort', withdraw);
+          outcome.then(resolve, reject);
+        }
+      };
+      signal?.addEventListener('abort', withdraw, { once: true });
+      this.waiting.push(job);
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.inFlight < BATCHES_IN_FLIGHT && this.waiting.length > 0) {
+      let bytes = 0;
+      let count = 0;
+      while (count < this.waiting.length && count < MAX_FORWARD_BATCH && (count === 0 || bytes + this.waiting[count]!.bytes <= FORWARD_BATCH_BYTES)) bytes += this.waiting[count++]!.bytes;
+      const jobs = this.waiting.splice(0, count);
+      this.inFlight++;
+      void this.send(jobs)
+        .catch((err: unknown) => jobs.forEach((job) => job.settle(Promise.reject(err)))) // (a job settled already stays so)
+        .finally(() => {
+          this.inFlight--;
+          this.pump();
+        });
+    }
+  }
 }
 
 /** A block of slots from the holder unused this long is given back. */
@@ -358,6 +502,11 @@ class SlotBlocks implements DailyQuota {
   private fetchesUnderWay(): Promise<Fetched>[] {
     return [...this.blocks.values()].flatMap((b) => (b.fetching ? [b.fetching] : []));
   }
+}
+
+/** The time left to `deadline`, as the holder takes it (absent: no deadline). */
+function withdrawAfter(deadline: number | null): { withdraw_after_ms?: number } {
+  return deadline === null ? {} : { withdraw_after_ms: Math.min(MAX_WITHDRAW_AFTER_MS, Math.max(0, deadline - Date.now())) };
 }
 
 function safeJson(text: string): unknown {

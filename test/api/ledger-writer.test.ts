@@ -14,7 +14,7 @@
  *     expires; at most the one write in flight at the kill is answered 503;
  *   - a worker with the secret appends the hub's own events (a registration's) through the holder;
  *   - a holder of an older version (no counted-appends route: 404) keeps being forwarded to, a truth write's slot
- *     claimed apart from its append.
+ *     claimed apart from its append; one without the batch route is sent a counted append per request.
  */
 import { randomBytes } from 'node:crypto';
 import http_ from 'node:http';
@@ -28,6 +28,7 @@ const SECRET = `lfs_${randomBytes(24).toString('hex')}`;
 const REPLICA_ENV = { LEDGER_FORWARD_SECRET: SECRET, LEDGER_WRITER_LEASE_S: '3' };
 const APPENDS = '/internal/ledger/appends';
 const COUNTED_APPENDS = '/internal/ledger/counted-appends';
+const COUNTED_APPEND_BATCHES = '/internal/ledger/counted-append-batches';
 const today = () => new Date().toISOString().slice(0, 10);
 
 const write = (url: string, n: number) => http('POST', `${url}/api/report/truth`, { headers: { 'x-did': DID }, body: { key: `replicas.write.${n}`, value: { n } } });
@@ -50,7 +51,7 @@ it('one replica holds the lease, the other forwards to it, and writes through ev
   b = await svc.startSecondApi({}, REPLICA_ENV);
   await eventually(async () => ((await writerHealth(b.url))?.holds_lease ? true : undefined), 10_000, 'B holding the lease');
   c = await svc.startSecondApi({}, REPLICA_ENV);
-  expect(await writerHealth(c.url)).toEqual({ holds_lease: false, writer_url: b.url, forwarded: 0, served: 0 });
+  expect(await writerHealth(c.url)).toEqual({ holds_lease: false, writer_url: b.url, forwarded: 0, forward_requests: 0, served: 0 });
   // A replica without the secret takes no part.
   expect(await writerHealth(svc.urls.main)).toBeUndefined();
 
@@ -74,7 +75,7 @@ it('one replica holds the lease, the other forwards to it, and writes through ev
 it('the daily quota is exact across the replicas: the holder hands out every slot', async () => {
   const did = await registerDid(svc.urls.main, svc.adminToken, 'did:example:quota-replicas');
   const before = await ledgerSize();
-  const forwardedBefore = (await writerHealth(c.url)).forwarded;
+  const { forwarded: forwardedBefore, forward_requests: requestsBefore } = await writerHealth(c.url);
   // 1,040 writes against a quota of 1,000, 32 at a time, alternating between the holder (B) and the forwarder (C).
   const statuses: number[] = [];
   let next = 0;
@@ -90,7 +91,10 @@ it('the daily quota is exact across the replicas: the holder hands out every slo
   expect(statuses.filter((s) => s === 429).length).toBe(40);
   // (Another process's /api/status sees the holder's head record, published within ~20 ms of its answers.)
   await eventually(async () => ((await ledgerSize()) === before + 1000 ? true : undefined), 5000, 'the ledger 1,000 entries longer');
-  expect((await writerHealth(c.url)).forwarded - forwardedBefore).toBeGreaterThanOrEqual(480);
+  const { forwarded, forward_requests: requests } = await writerHealth(c.url);
+  expect(forwarded - forwardedBefore).toBeGreaterThanOrEqual(480);
+  // C's writes waiting behind the ones on their way went to B together: fewer requests than writes.
+  expect(requests - requestsBefore).toBeLessThan(forwarded - forwardedBefore);
   // Every slot used once, none left over once the unused blocks are given back.
   const day = new Date().toISOString().slice(0, 10);
   const slots = await eventually(async () => {
@@ -170,7 +174,31 @@ it('the forwarding endpoints refuse missing and forged secrets and non-canonical
   expect(over.status).toBe(200);
   expect(over.body).toEqual({ outcome: 'over_quota' });
   expect(await ledgerSize()).toBe(before + 2);
-  expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, ledger_lines: before + 2 });
+
+  // Several counted appends in one request (what a replica's writes waiting behind its earlier ones send): the same
+  // refusals, one value that is not canonical refuses the whole batch before anything is done, and each write is
+  // answered in its place.
+  const postBatch = (body: unknown, authorization?: string) => http('POST', `${b.url}${COUNTED_APPEND_BATCHES}`, { headers: authorization ? { authorization } : {}, body });
+  const batchScope = 'truth:did:example:batch-limit';
+  const inBatch = (i: number) => ({ ...valid, key: `replicas.batch.${i}`, quota: { scope: batchScope, day: today(), limit: 2 } });
+  expect((await postBatch({ writes: [inBatch(1)] })).status).toBe(401);
+  expect((await postBatch({ writes: [inBatch(1)] }, `Bearer ${SECRET}x`)).status).toBe(401);
+  const oneBad = await postBatch({ writes: [inBatch(1), { ...inBatch(2), value_json: '[1]' }] }, `Bearer ${SECRET}`);
+  expect(oneBad.status).toBe(400);
+  expect(oneBad.body).toMatchObject({ ok: false, error: 'invalid_request', fields: [{ field: 'body.writes.1.value_json' }] });
+  expect((await postBatch({ writes: [] }, `Bearer ${SECRET}`)).status).toBe(400);
+  expect((await postBatch({ writes: Array.from({ length: 65 }, (_, i) => inBatch(i)) }, `Bearer ${SECRET}`)).status).toBe(400);
+  expect(await ledgerSize()).toBe(before + 2);
+  const batch = await postBatch({ writes: [inBatch(1), inBatch(2), inBatch(3)] }, `Bearer ${SECRET}`);
+  expect(batch.status).toBe(200);
+  const answers = batch.body.answers as { outcome: string; entry?: { key: string; value_json: string } }[];
+  expect(answers.map((a) => a.outcome).sort()).toEqual(['appended', 'appended', 'over_quota']);
+  answers.forEach((a, i) => {
+    if (a.outcome === 'appended') expect(a.entry).toMatchObject({ key: `replicas.batch.${i + 1}`, value_json: valid.value_json });
+  });
+  // (A's /api/status sees the holder's head record, published within ~20 ms of its answer.)
+  await eventually(async () => ((await ledgerSize()) === before + 4 ? true : undefined), 5000, 'the ledger 4 entries longer');
+  expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, ledger_lines: before + 4 });
 });
 
 /** Writes through `url` one after another until `until` settles and `after` more have been answered. */
@@ -229,13 +257,18 @@ it('the worker forwards the hub\'s own events to the holder (it never holds the 
   expect((await http('GET', `${svc.urls.main}/api/verify`)).body.consistent).toBe(true);
 });
 
-it('a holder of an older version without the counted route: truth writes go as a claim and an append, forwarding stays on', async () => {
-  // E holds the lease behind a façade that answers 404 to counted appends, as a holder of the version before them
-  // would (LEDGER_WRITER_URL names the façade, so the others reach E through it); F forwards to it.
-  let countedAsked = 0;
+let dStopped: Promise<void> | null = null;
+
+it.each([
+  { lacks: 'counted appends', missing: [COUNTED_APPEND_BATCHES, COUNTED_APPENDS], goes: 'a claim and an append' },
+  { lacks: 'batches of counted appends', missing: [COUNTED_APPEND_BATCHES], goes: 'a counted append each' }
+])('a holder of an older version without $lacks: truth writes go as $goes, forwarding stays on', async ({ missing }) => {
+  // E holds the lease behind a façade that answers 404 to the routes a holder of an older version lacks
+  // (LEDGER_WRITER_URL names the façade, so the others reach E through it); F forwards to it.
+  const asked = new Map<string, number>();
   const facade = http_.createServer((req, res) => {
-    if (req.url === COUNTED_APPENDS) {
-      countedAsked++;
+    asked.set(req.url!, (asked.get(req.url!) ?? 0) + 1);
+    if (missing.includes(req.url!)) {
       req.resume();
       res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: false, error: 'not_found', message: 'no such route' }));
       return;
@@ -252,18 +285,20 @@ it('a holder of an older version without the counted route: truth writes go as a
   const facadeUrl = `http://127.0.0.1:${(facade.address() as { port: number }).port}`;
   let e: Awaited<ReturnType<TestService['startSecondApi']>> | null = null;
   try {
-    await d.stop(); // (gives the lease up)
+    await (dStopped ??= d.stop()); // (gives the lease up)
     e = await svc.startSecondApi({}, { ...REPLICA_ENV, LEDGER_WRITER_URL: facadeUrl });
     await eventually(async () => ((await writerHealth(e!.url))?.holds_lease ? true : undefined), 10_000, 'E holding the lease');
     const f = await svc.startSecondApi({}, REPLICA_ENV);
     expect(await writerHealth(f.url)).toMatchObject({ holds_lease: false, writer_url: facadeUrl });
-    const did = await registerDid(svc.urls.main, svc.adminToken, 'did:example:older-holder');
+    const did = await registerDid(svc.urls.main, svc.adminToken, `did:example:older-holder-${missing.length}`);
     const before = await ledgerSize();
     const writeOne = (i: number) => http('POST', `${f.url}/api/report/truth`, { headers: { 'x-did': did }, body: { key: `older.write.${i}`, value: { i } } });
     const answers = [await writeOne(0), ...(await Promise.all(Array.from({ length: 9 }, (_, i) => writeOne(i + 1))))];
     expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
-    // Asked once (the first write; then not for a minute); every write still went to the holder, none appended by F.
-    expect(countedAsked).toBe(1);
+    // The missing routes asked once (the first write; then not for a minute); every write still went to the holder,
+    // none appended by F.
+    for (const path of missing) expect(asked.get(path)).toBe(1);
+    if (!missing.includes(COUNTED_APPENDS)) expect(asked.get(COUNTED_APPENDS)).toBe(10);
     expect(await writerHealth(f.url)).toMatchObject({ holds_lease: false, writer_url: facadeUrl });
     expect((await writerHealth(e.url)).served).toBe(10);
     expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, ledger_lines: before + 10 });

@@ -6,6 +6,10 @@
  *                                   a truth write's append with its daily-quota slot, taken here first (one request
  *                                   where a claim and an append would be two): `over_quota` when none is left; the
  *                                   slot is given back here when the write is withdrawn or is a retry (duplicate);
+ *   POST /internal/ledger/counted-append-batches
+ *                                   several of those in one request ({ writes } → { answers }, in order; `failed` for
+ *                                   one the holder failed on, whose outcome is then unknown): what a replica's writes
+ *                                   waiting while its earlier ones were on their way send;
  *   POST /internal/quota/consume    a block of daily-quota slots ({ scope, day, limit, count } → { slots }), which
  *                                   the sender hands out to its writes itself;
  *   POST /internal/quota/refund     slots it did not use ({ scope, day, slots } → { refunded }).
@@ -22,7 +26,7 @@
  *   - `withdraw_after_ms`: if the write's batch has not begun by then it is withdrawn, nothing is written, and the
  *     answer says `withdrawn: true` (the sender gives its caller's quota slot back).
  */
-import type { FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Config } from '../../../core/config.node';
 import { digestsEqual, hashSecret } from '../../../core/credentials.node';
@@ -34,13 +38,18 @@ import {
   forwardedAppendBody,
   ForwardedAppendBody,
   forwardedCountedAppendAnswer,
+  forwardedCountedAppendBatchAnswer,
+  type ForwardedCountedAppendBatchAnswer,
+  forwardedCountedAppendBatchBody,
   forwardedCountedAppendBody,
   type ForwardedCountedAppendAnswer,
+  type ForwardedCountedAppendBody,
   forwardedConsumeAnswer,
   forwardedConsumeBody,
   forwardedRefundAnswer,
   forwardedRefundBody,
   WRITER_APPENDS_PATH,
+  WRITER_COUNTED_APPEND_BATCHES_PATH,
   WRITER_COUNTED_APPENDS_PATH,
   WRITER_QUOTA_CONSUME_PATH,
   WRITER_QUOTA_REFUND_PATH
@@ -95,6 +104,28 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
     }
   );
 
+  /**
+   * A counted append as POST /api/report/truth makes it: the slot first, the append with the caller's deadline, the
+   * slot back if the write was withdrawn or is a retry of one already appended (which spent its own).
+   */
+  const countedAppend = async (body: ForwardedCountedAppendBody, value: { [key: string]: JsonValue }, log: FastifyBaseLogger): Promise<ForwardedCountedAppendAnswer> => {
+    const signal = withdrawalSignal(body);
+    const { scope, day, limit } = body.quota;
+    if (signal?.aborted) return { outcome: 'withdrawn' };
+    const allowance = await quota.consume(scope, day, limit, { direct: true });
+    if (!allowance.allowed) return { outcome: 'over_quota' };
+    const giveBack = () => quota.refund(scope, day, allowance.count, { direct: true }).catch((err: unknown) => log.warn({ err }, 'quota refund failed'));
+    try {
+      const { entry, duplicate } = await appendHere(body, value, signal);
+      if (duplicate) await giveBack();
+      return { outcome: 'appended', entry, duplicate };
+    } catch (err) {
+      if (!(err instanceof AppendWithdrawn)) throw err; // (the slot stays spent, as for a write answered 503 here)
+      await giveBack();
+      return { outcome: 'withdrawn' };
+    }
+  };
+
   app.post(
     WRITER_COUNTED_APPENDS_PATH,
     {
@@ -103,26 +134,32 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
       onRequest: replicasOnly,
       schema: { hide: true, body: forwardedCountedAppendBody, response: { 200: forwardedCountedAppendAnswer } }
     },
-    async (request): Promise<ForwardedCountedAppendAnswer> => {
-      const body = request.body;
-      const value = parseCanonicalObject(body.value_json);
-      const signal = withdrawalSignal(body);
-      const { scope, day, limit } = body.quota;
-      // As POST /api/report/truth does it: the slot first, the append with the caller's deadline, the slot back if
-      // the write was withdrawn or is a retry of one already appended (which spent its own).
-      if (signal?.aborted) return { outcome: 'withdrawn' };
-      const allowance = await quota.consume(scope, day, limit, { direct: true });
-      if (!allowance.allowed) return { outcome: 'over_quota' };
-      const giveBack = () => quota.refund(scope, day, allowance.count, { direct: true }).catch((err: unknown) => request.log.warn({ err }, 'quota refund failed'));
-      try {
-        const { entry, duplicate } = await appendHere(body, value, signal);
-        if (duplicate) await giveBack();
-        return { outcome: 'appended', entry, duplicate };
-      } catch (err) {
-        if (!(err instanceof AppendWithdrawn)) throw err; // (the slot stays spent, as for a write answered 503 here)
-        await giveBack();
-        return { outcome: 'withdrawn' };
-      }
+    async (request) => countedAppend(request.body, parseCanonicalObject(request.body.value_json), request.log)
+  );
+
+  app.post(
+    WRITER_COUNTED_APPEND_BATCHES_PATH,
+    {
+      config: { auth: 'none' },
+      // A sender puts a write larger than FORWARD_BATCH_BYTES in a batch of its own.
+      bodyLimit: MAX_VALUE_JSON + 64 * 1024,
+      onRequest: replicasOnly,
+      schema: { hide: true, body: forwardedCountedAppendBatchBody, response: { 200: forwardedCountedAppendBatchAnswer } }
+    },
+    async (request): Promise<ForwardedCountedAppendBatchAnswer> => {
+      const { writes } = request.body;
+      // Every value is checked before anything is done: a 400 means nothing was, and the sender does it all itself.
+      const values = writes.map((w, i) => parseCanonicalObject(w.value_json, `body.writes.${i}.value_json`));
+      // Together, so they join the same batches of the ledger (and of the quota's slot inserts).
+      const answers = await Promise.all(
+        writes.map((w, i) =>
+          countedAppend(w, values[i]!, request.log).catch((err: unknown) => {
+            request.log.error({ err }, 'a forwarded counted append failed');
+            return { outcome: 'failed' as const, message: err instanceof AppError ? err.message : 'the ledger writer failed' };
+          })
+        )
+      );
+      return { answers };
     }
   );
 
@@ -154,8 +191,8 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
   );
 };
 
-function parseCanonicalObject(text: string): { [key: string]: JsonValue } {
-  const invalid = () => new AppError('invalid_request', 'value_json must be a JSON object in canonical form', { fields: [{ field: 'body.value_json', message: 'not canonical JSON of an object' }] });
+function parseCanonicalObject(text: string, field = 'body.value_json'): { [key: string]: JsonValue } {
+  const invalid = () => new AppError('invalid_request', 'value_json must be a JSON object in canonical form', { fields: [{ field, message: 'not canonical JSON of an object' }] });
   let value: unknown;
   try {
     value = JSON.parse(text);
