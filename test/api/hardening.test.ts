@@ -283,6 +283,18 @@ describe('identifier lengths agree across routes', () => {
     expect(tooLong.status).toBe(400);
     expect(tooLong.body.fields[0]).toMatchObject({ field: 'body.did', message: expect.stringContaining('256') });
   });
+
+  it('a DID holding percent-encoded characters is revoked by its path segment with the % escaped', async () => {
+    for (const did of ['did:web:example.com%3A3000', 'did:example:%0A1']) {
+      expect((await http('POST', `${svc.urls.main}/admin/dids`, { headers: admin(), body: { did } })).status).toBe(201);
+      // The % sent unescaped is read as an escape: another DID (not registered) or no DID at all (a line feed).
+      const unescaped = await http('POST', `${svc.urls.main}/admin/dids/${did.replaceAll(':', '%3A')}/revoke`, { headers: admin() });
+      expect([404, 400]).toContain(unescaped.status);
+      const revoked = await http('POST', `${svc.urls.main}/admin/dids/${encodeURIComponent(did)}/revoke`, { headers: admin() });
+      expect(revoked.status).toBe(200);
+      expect((await http('POST', `${svc.urls.main}/api/report/truth`, { headers: { 'x-did': did }, body: { key: 'hardening.pct', value: { a: 1 } } })).status).toBe(401);
+    }
+  });
 });
 
 describe('credentials before anything else', () => {
