@@ -35,6 +35,7 @@ import {
   forwardedAppendAnswer,
   ForwardedAppendBody,
   forwardedCountedAppendAnswer,
+  type ForwardedCountedAppendAnswer,
   forwardedCountedAppendBatchAnswer,
   type ForwardedCountedAppendBatchAnswer,
   type ForwardedCountedAppendBody,
@@ -171,11 +172,10 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
 
   const appendCounted = async (url: string, input: AppendInput, quota: QuotaClaim, deadline: number | null): Promise<AppendResult | 'over_quota'> => {
     const body = { ...appendBody(input, deadline), quota };
-    const answer = await post(url, WRITER_COUNTED_APPENDS_PATH, body, answerWait(body), forwardedCountedAppendAnswer);
-    if (answer.outcome === 'withdrawn') throw new AppendWithdrawn();
-    if (answer.outcome === 'over_quota') return 'over_quota';
-    return { entry: answer.entry, duplicate: answer.duplicate };
+    return countedResult(await post(url, WRITER_COUNTED_APPENDS_PATH, body, answerWait(body), forwardedCountedAppendAnswer));
   };
+  /** Each write alone, as before the batch route (an older holder): nothing of them was sent yet. */
+  const appendEachCounted = (url: string, jobs: CountedJob[]) => jobs.forEach((job) => job.settle(appendCounted(url, job.input, job.body.quota, job.deadline)));
 
   /**
    * Counted appends on their way to each holder: at most BATCHES_IN_FLIGHT requests at a time, the writes that come
@@ -189,10 +189,7 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
       jobs.forEach((job) => job.settle(Promise.reject(new ForwardNotDelivered(`the ledger writer at ${url} is no longer the one to send to`))));
       return;
     }
-    if ((batchRouteMissing.get(url) ?? 0) > Date.now()) {
-      jobs.forEach((job) => job.settle(appendCounted(url, job.input, job.body.quota, job.deadline)));
-      return;
-    }
+    if ((batchRouteMissing.get(url) ?? 0) > Date.now()) return appendEachCounted(url, jobs);
     const bodies = jobs.map((job) => ({ ...job.body, ...withdrawAfter(job.deadline) }));
     let answers: ForwardedCountedAppendBatchAnswer['answers'];
     try {
@@ -200,21 +197,11 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
       ({ answers } = await post(url, WRITER_COUNTED_APPEND_BATCHES_PATH, { writes: bodies }, waitMs, forwardedCountedAppendBatchAnswer));
       if (answers.length !== jobs.length) throw unknownOutcome(`The ledger writer answered ${answers.length} of ${jobs.length} writes`);
     } catch (err) {
-      if (err instanceof BatchRouteMissing) {
-        // An older holder: each write alone, as before the batch route (nothing was done there).
-        jobs.forEach((job) => job.settle(appendCounted(url, job.input, job.body.quota, job.deadline)));
-        return;
-      }
+      if (err instanceof BatchRouteMissing) return appendEachCounted(url, jobs); // nothing was done there
       jobs.forEach((job) => job.settle(Promise.reject(err)));
       return;
     }
-    answers.forEach((answer, i) => {
-      const job = jobs[i]!;
-      if (answer.outcome === 'appended') job.settle(Promise.resolve({ entry: answer.entry, duplicate: answer.duplicate }));
-      else if (answer.outcome === 'over_quota') job.settle(Promise.resolve('over_quota'));
-      else if (answer.outcome === 'withdrawn') job.settle(Promise.reject(new AppendWithdrawn()));
-      else job.settle(Promise.reject(unknownOutcome(`The ledger writer failed: ${answer.message}`)));
-    });
+    answers.forEach((answer, i) => jobs[i]!.settle(Promise.resolve(answer).then(countedResult)));
   };
   const countedBatches = (url: string): CountedBatches => {
     let queue = batches.get(url);
@@ -284,6 +271,14 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
 }
 
 const APPEND_PATHS = new Set([WRITER_APPENDS_PATH, WRITER_COUNTED_APPENDS_PATH, WRITER_COUNTED_APPEND_BATCHES_PATH]);
+
+/** What a counted append's answer, alone or in a batch, means to its caller: a result, `over_quota`, or a throw. */
+function countedResult(answer: ForwardedCountedAppendAnswer | ForwardedCountedAppendBatchAnswer['answers'][number]): AppendResult | 'over_quota' {
+  if (answer.outcome === 'appended') return { entry: answer.entry, duplicate: answer.duplicate };
+  if (answer.outcome === 'over_quota') return 'over_quota';
+  if (answer.outcome === 'withdrawn') throw new AppendWithdrawn();
+  throw unknownOutcome(`The ledger writer failed: ${answer.message}`);
+}
 
 /** The holder has no batch route (an older version answering 404): nothing was done there. */
 class BatchRouteMissing extends Error {}
