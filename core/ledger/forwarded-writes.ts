@@ -48,7 +48,9 @@ export const ledgerEntrySchema = z.object({
   idem: z.string(),
   leaf_hash: z.string(),
   completed: z.array(z.string()),
-  frontier: z.array(z.string()),
+  // On an entry just appended (the holder answers what it built); not on one read back (a duplicate of a newer
+  // version's entry), which a sender of an earlier version, needing it, answers 503 (retry) while versions mix.
+  frontier: z.array(z.string()).optional(),
   root: z.string(),
   tally: z.record(z.string(), z.number()).optional()
 });

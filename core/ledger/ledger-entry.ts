@@ -33,8 +33,14 @@ export interface LedgerEntryDocument extends LedgerLeafFields {
   leaf_hash: string;
   /** Perfect subtrees completed by this leaf, level 0 (the leaf) upward. */
   completed: string[];
-  /** Roots of the perfect subtrees making up the tree of `seq` leaves, largest first. */
-  frontier: string[];
+  /**
+   * Roots of the perfect subtrees making up the tree of `seq` leaves, largest first. Stored with the entry by
+   * earlier versions only: each is also the `completed` hash of the entry that completed it (frontierEnds), and
+   * storing them (one hash per bit set in `seq`, 10 on average near a million entries) cost FerretDB/PostgreSQL a
+   * fifth of its CPU per insert at concurrency 16. Present on an entry an append has just built (the tail it
+   * leaves) and in the head records.
+   */
+  frontier?: string[];
   /** Merkle root of the tree of `seq` leaves. */
   root: string;
   /** Entries by category up to this one (core/ledger/tally.ts); absent in ledgers begun before tallies existed. */

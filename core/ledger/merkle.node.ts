@@ -49,6 +49,24 @@ export function appendToFrontier(frontier: Hash[], size: number, leaf: Hash): { 
   return { frontier: next, completed };
 }
 
+/**
+ * Where the frontier of a tree of `size` leaves was recorded: for each of its perfect subtrees, largest first, the
+ * leaf that completed it (`seq`, 1-based) and its level (2^level leaves), so frontier[i] = completed[level] of entry
+ * seq (appendToFrontier). E.g. size 6: the subtree of 4 leaves completed by leaf 4, then the one of 2 by leaf 6.
+ */
+export function frontierEnds(size: number): { seq: number; level: number }[] {
+  const ends: { seq: number; level: number }[] = [];
+  let seq = 0;
+  for (let level = Math.floor(Math.log2(Math.max(size, 1))) + 1; level >= 0; level--) {
+    const leaves = 2 ** level;
+    if (Math.floor(size / leaves) % 2 === 1) {
+      seq += leaves;
+      ends.push({ seq, level });
+    }
+  }
+  return ends;
+}
+
 /** The root of the tree whose perfect-subtree decomposition is `frontier` (largest first). */
 export function rootFromFrontier(frontier: Hash[]): Hash {
   if (frontier.length === 0) return EMPTY_ROOT;

@@ -2,9 +2,11 @@
  * The append-only ledger: one MongoDB collection, one document per entry, `_id` = seq (1, 2, 3, … with no gaps).
  * This module exposes appending and reading and nothing else: no code path updates or deletes an entry.
  *
- * Every entry carries the Merkle state after it (RFC 6962 hashing, see core/ledger/merkle.node.ts): its leaf hash, the
- * frontier (roots of the perfect subtrees of the tree of `seq` leaves) and the root, plus the perfect subtrees it
- * completes, so an append is one read of the tail plus one insert, and a proof needs O(log n) reads.
+ * Every entry carries the Merkle state after it (RFC 6962 hashing, see core/ledger/merkle.node.ts): its leaf hash and
+ * the root, plus the perfect subtrees it completes, so a proof needs O(log n) reads. The frontier after it (roots of
+ * the perfect subtrees of the tree of `seq` leaves) is what the next append builds on: the head records carry it, and
+ * where the tail must be read from the entries it is rebuilt from the subtrees they completed (frontierAt; entries of
+ * earlier versions stored it too). An append is then one insert after a read of the tail, usually none.
  *
  * Concurrency without transactions: the insert of seq n is computed from entry n-1, and `_id` is unique, so two
  * writers that race for the same seq cannot both win; the loser re-reads the tail and retries. Inside one process,
@@ -31,7 +33,7 @@
 import { randomBytes } from 'node:crypto';
 import { Collection, Db, MongoBulkWriteError } from 'mongodb';
 import { canonicalJson, JsonValue } from '../../core/ledger/canonical-json';
-import { appendToFrontier, fromHex, Hash, leafHash, rootFromFrontier, toHex, EMPTY_ROOT } from '../../core/ledger/merkle.node';
+import { appendToFrontier, fromHex, frontierEnds, Hash, leafHash, rootFromFrontier, toHex, EMPTY_ROOT } from '../../core/ledger/merkle.node';
 import { LedgerEntryDocument, LedgerEntryKind, ledgerLeafBytes } from '../../core/ledger/ledger-entry';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { FreshReads } from '../../core/fresh-reads';
@@ -201,7 +203,12 @@ interface Tail {
   tally: LedgerTally | null;
 }
 
-const tailOf = (doc: { _id: number; frontier: string[]; tally?: LedgerTally }): Tail => ({ size: doc._id, frontier: doc.frontier.map(fromHex), tally: doc.tally ?? null });
+/** An entry as an append builds it: with the frontier it leaves, which is not stored (LedgerEntryDocument.frontier). */
+type BuiltEntry = LedgerEntryDocument & { frontier: string[] };
+/** What is inserted for a built entry. */
+const stored = ({ frontier: _leaves, ...doc }: BuiltEntry): LedgerEntryDocument => doc;
+
+const tailOf = (doc: BuiltEntry): Tail => ({ size: doc._id, frontier: doc.frontier.map(fromHex), tally: doc.tally ?? null });
 const EMPTY_TAIL: Tail = { size: 0, frontier: [], tally: {} };
 
 /** A head this process wrote: an entry's size, root, frontier, time and tally. */
@@ -212,7 +219,7 @@ interface OwnHead {
   last_entry_at: string;
   tally: LedgerTally | null;
 }
-const ownHeadOf = (last: LedgerEntryDocument): OwnHead => ({ size: last._id, root: last.root, frontier: last.frontier, last_entry_at: last.created_at, tally: last.tally ?? null });
+const ownHeadOf = (last: BuiltEntry): OwnHead => ({ size: last._id, root: last.root, frontier: last.frontier, last_entry_at: last.created_at, tally: last.tally ?? null });
 
 export class Ledger {
   private readonly entries: Collection<LedgerEntryDocument>;
@@ -371,7 +378,7 @@ export class Ledger {
       try {
         // Ordered and at most INSERT_CHUNK at a time, so a concurrent writer can only make it stop, never leave
         // entries built on a stale tail behind the refused one.
-        for (let at = 0; at < docs.length; at += INSERT_CHUNK) await this.entries.insertMany(docs.slice(at, at + INSERT_CHUNK), { ordered: true });
+        for (let at = 0; at < docs.length; at += INSERT_CHUNK) await this.entries.insertMany(docs.slice(at, at + INSERT_CHUNK).map(stored), { ordered: true });
       } catch (err) {
         this.knownTail = null;
         throw err;
@@ -434,7 +441,7 @@ export class Ledger {
         while (inserted < docs.length) {
           const chunk = docs.slice(inserted, inserted + INSERT_CHUNK);
           try {
-            await this.entries.insertMany(chunk, { ordered: true });
+            await this.entries.insertMany(chunk.map(stored), { ordered: true });
           } catch (err) {
             inserted += landedBeforeRefusal(err);
             throw err;
@@ -544,7 +551,7 @@ export class Ledger {
     });
   }
 
-  private buildDocs(pending: Pending[], tail: Tail): LedgerEntryDocument[] {
+  private buildDocs(pending: Pending[], tail: Tail): BuiltEntry[] {
     let size = tail.size;
     let frontier = tail.frontier;
     let tally = tail.tally;
@@ -589,7 +596,21 @@ export class Ledger {
     const newest = seq > 0 ? await this.entries.findOne({ _id: seq }, { projection }) : null;
     // No entry at the head's size: entries were removed behind the ledger's back; take what is really there.
     const last = newest ?? (from > 0 ? await this.entries.find({}, { projection }).sort({ _id: -1 }).limit(1).next() : null);
-    return last ? tailOf(last) : EMPTY_TAIL;
+    if (!last) return EMPTY_TAIL;
+    // An entry of an earlier version carries its frontier; a newer one is rebuilt from the entries that completed it.
+    const frontier = last.frontier ? last.frontier.map(fromHex) : await this.frontierAt(last._id);
+    return { size: last._id, frontier, tally: last.tally ?? null };
+  }
+
+  /** The frontier of the tree of `size` leaves, from the `completed` hashes of the entries that recorded it. */
+  private async frontierAt(size: number): Promise<Hash[]> {
+    const ends = frontierEnds(size);
+    const bySeq = new Map((await findByIds(this.entries, ends.map((e) => e.seq), this.idLookups)).map((d) => [d._id, d]));
+    return ends.map(({ seq, level }) => {
+      const hex = bySeq.get(seq)?.completed[level];
+      if (!hex) throw new Error(`ledger entry ${seq} is missing or has no subtree at level ${level}`);
+      return fromHex(hex);
+    });
   }
 
   /**
@@ -627,7 +648,7 @@ export class Ledger {
    * on one ledger (bench:ledger, BENCH_API_PROCESSES=1,2): the wait for a record published up to
    * HEAD_RECORD_INTERVAL_MS late was paid at nearly every write (README, Benchmarks).
    */
-  private async publish(docs: LedgerEntryDocument[]): Promise<void> {
+  private async publish(docs: BuiltEntry[]): Promise<void> {
     const last = docs[docs.length - 1]!;
     this.knownTail = tailOf(last);
     if (!this.acknowledgedHead || this.acknowledgedHead.size < last._id) this.acknowledgedHead = ownHeadOf(last);
@@ -736,7 +757,7 @@ export class Ledger {
   }
 
   /** Records the new tail locally and inserts the shared head record for it (the newest record is the head). */
-  private async advanceHead(last: LedgerEntryDocument): Promise<void> {
+  private async advanceHead(last: BuiltEntry): Promise<void> {
     this.knownTail = tailOf(last);
     await this.insertHeadRecord(ownHeadOf(last));
   }

@@ -157,10 +157,11 @@ describe('appending', () => {
     // (Head records follow the answers within a few ms: store/ledger/ledger.ts, publishHead.)
     await eventually(async () => ((await svc.db.collection('ledger_head').countDocuments({ size: current.body.truth_count })) === 1 ? true : undefined), 10000, 'the head record of the last write');
     // The last three batches' head records never written: the published head is the older one, a valid prefix.
-    // (Writers prune the records older than theirs, so the older one is written back as its writer recorded it.)
+    // (Writers prune the records older than theirs, so the older one is written back, without its frontier: the
+    // entries do not store theirs, and a writer then rebuilds the tail from the entries.)
     const heads = svc.db.collection<Record<string, unknown> & { _id: string }>('ledger_head');
     await heads.deleteMany({});
-    await heads.insertOne({ _id: String(older!.seq).padStart(16, '0'), size: older!.seq, root: older!.root, frontier: older!.frontier, last_entry_at: older!.created_at, tally: older!.tally, updated_at: new Date().toISOString() });
+    await heads.insertOne({ _id: String(older!.seq).padStart(16, '0'), size: older!.seq, root: older!.root, last_entry_at: older!.created_at, tally: older!.tally, updated_at: new Date().toISOString() });
     const trailing = await http('GET', `${svc.urls.main}/api/status`);
     expect(trailing.body).toMatchObject({ truth_count: older!.seq, merkle_root: older!.root });
     expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, ledger_lines: current.body.truth_count });

@@ -3,6 +3,7 @@ import {
   appendToFrontier,
   consistencyProof,
   EMPTY_ROOT,
+  frontierEnds,
   Hash,
   inclusionProof,
   leafHash,
@@ -54,6 +55,21 @@ describe('RFC 6962 Merkle tree hashing', () => {
     // leaf 8 completes levels 0..3, leaf 4 levels 0..2, leaf 2 and 6 levels 0..1
     expect(completedLevels).toEqual([0, 1, 0, 2, 0, 1, 0, 3]);
     expect(frontier).toHaveLength(1);
+  });
+
+  it('finds every frontier hash among the perfect subtrees the earlier leaves completed (frontierEnds)', () => {
+    expect(frontierEnds(0)).toEqual([]);
+    expect(frontierEnds(6)).toEqual([{ seq: 4, level: 2 }, { seq: 6, level: 1 }]);
+    expect(frontierEnds(2 ** 20)).toEqual([{ seq: 2 ** 20, level: 20 }]);
+    expect(frontierEnds(1_000_001).map((e) => e.seq).at(-1)).toBe(1_000_001);
+    let frontier: Hash[] = [];
+    const completed: Hash[][] = [];
+    for (let size = 0; size < 300; size++) {
+      const res = appendToFrontier(frontier, size, leafHash(Buffer.from(String(size))));
+      frontier = res.frontier;
+      completed.push(res.completed);
+      expect(frontierEnds(size + 1).map(({ seq, level }) => completed[seq - 1]![level]!)).toEqual(frontier);
+    }
   });
 });
 
