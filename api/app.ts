@@ -2,7 +2,7 @@
  * The Fastify app for one listener, without listening: the pieces every listener shares (zod validation, the
  * error shape, X-Trace, auth, the endpoint directory). Tests build apps; api/server.ts makes them listen.
  */
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../core/random-hex.node';
 import Fastify, { FastifyInstance, LogController } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import { AppError } from '../core/errors';
@@ -48,7 +48,7 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName, o
     // The trace id doubles as Fastify's request id, so it is on every log line of the request.
     genReqId: (req) => {
       const incoming = req.headers['x-trace'];
-      return typeof incoming === 'string' && TRACE_PATTERN.test(incoming) ? incoming : randomBytes(12).toString('hex');
+      return typeof incoming === 'string' && TRACE_PATTERN.test(incoming) ? incoming : randomHex(12);
     },
     logController: new LogController({ requestIdLogLabel: 'trace_id' }),
     bodyLimit: 1024 * 1024,

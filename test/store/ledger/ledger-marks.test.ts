@@ -72,3 +72,29 @@ it('keeps no tally on a ledger begun before tallies existed, and starts one on a
   expect(next.entry.tally).toBeUndefined();
   expect((await fresh.headWithTally()).tally).toBeNull();
 });
+
+it('reads the marks around a past window start once, and those of a recent one at every call', async () => {
+  const ledger = new Ledger(testDb.db);
+  const marks = testDb.db.collection<{ _id: number; size: number; at: string }>(LEDGER_MARKS_COLLECTION);
+  await ledger.append({ kind: 'truth', key: 'marks.span', value: { n: 1 } });
+  await ledger.headPublished();
+  const head = await ledger.head();
+  const now = Date.now();
+  const at = (ms: number) => ({ _id: bucketOf(now - ms), at: new Date(now - ms).toISOString() });
+  await marks.insertMany([{ ...at(1_010_000), size: 0 }, { ...at(990_000), size: 1 }]);
+  const since = new Date(now - 1_000_000);
+  expect(await ledger.appendsSince(since)).toEqual({ appends: head.size - 1, marked: true });
+  // Marks of past buckets never change: the second call answers from what the first read (the marks are gone now).
+  await marks.deleteMany({ _id: { $in: [bucketOf(now - 1_010_000), bucketOf(now - 990_000)] } });
+  expect(await ledger.appendsSince(since)).toEqual({ appends: head.size - 1, marked: true });
+  // A window whose next mark is of the last seconds (this append's) is read again: another writer's clock may be
+  // a little behind.
+  const recent = new Date(now - 30_000);
+  const expected = async () => {
+    const next = await marks.find({ _id: { $gt: bucketOf(now - 30_000) } }).sort({ _id: 1 }).limit(1).next();
+    return { appends: next ? head.size - next.size : 0, marked: true };
+  };
+  expect(await ledger.appendsSince(recent)).toEqual(await expected());
+  await marks.deleteMany({ _id: { $gt: bucketOf(now - 30_000) } });
+  expect(await ledger.appendsSince(recent)).toEqual({ appends: 0, marked: true });
+});
