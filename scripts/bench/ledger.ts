@@ -7,7 +7,8 @@
  *            BENCH_LEDGER_SIZES entries first (1,000 and 100,000 by default; add 1000000 for the large run). The fill
  *            is the documented fast path, Ledger.appendBulk (one insertMany per 1,000 entries, the tail read once) from the bench process
  *            into the stack's database before the writes are measured; with BENCH_DATA_DIR the stack's data dir (and
- *            so the filled ledger) is kept there and reused by the next run. While writes run, GET /api/status is sampled
+ *            so the filled ledger) is kept there and reused by the next run. While writes run (and while the bare inserts
+ *            they are set against run), GET /api/status is sampled
  *            from a process of its own (status-sampler.ts)
  *            every 100 ms, each followed by one of /api/status-data/assets, metrics and sync in turn and by the agent
  *            card (no database read: what of a read's latency is the API process's own); p99 and worst of each are
@@ -390,7 +391,12 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
         const baselines: Figures[] = [];
         let http0: Figures | null = null;
         for (let round = 0; round < ROUNDS; round++) {
+          // The bare inserts run beside the same status reads as the lines (status-sampler.ts): on a machine of two
+          // cores those reads take their share of it (at c=1 they lowered the writes' throughput by 0.12-0.13x of a
+          // bare insert), and a floor measured without them set the lines against a machine they did not have.
+          const beside = await sampleStatus(stack.base);
           const baseline = await bareInserts(scratch, c);
+          await beside.stop();
           baselines.push(baseline);
           http0 ??= await run(c, OPS, floor);
           for (const line of lines) {
