@@ -64,13 +64,18 @@ type WriterDeps = { ledger: Ledger; quota: DailyQuota; config: Config; counts: F
 
 export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app, { ledger, quota, config, counts, released }) => {
   const secretHash = config.LEDGER_FORWARD_SECRET ? hashSecret(config.LEDGER_FORWARD_SECRET) : null;
-  // The replicas' shared secret, checked before the body is read. (Not an auth model of the directory: `none` there.)
+  // The replicas' shared secret, checked before the body is read.
   const replicasOnly = async (request: FastifyRequest) => {
     const token = bearer(request);
     if (!secretHash) throw unauthorized('Ledger forwarding is not enabled on this replica (LEDGER_FORWARD_SECRET)');
     if (!token || !digestsEqual(secretHash, hashSecret(token))) throw unauthorized('The replicas\' ledger forwarding secret is required');
     if (released()) throw new AppError('misdirected', 'This replica no longer holds the ledger writer lease; append and count yourself until another takes it');
   };
+
+  /** What every route here shares: the replicas' secret checked first (not an auth model of the directory: `none` there). */
+  const replicaRoute = { config: { auth: 'none' as const }, onRequest: replicasOnly };
+  /** The body of a forwarded write: its value at the largest a truth write takes, and the rest of the write. */
+  const writeBodyLimit = MAX_VALUE_JSON + 64 * 1024;
 
   /** The caller's deadline: withdrawn if its batch has not begun by then. */
   const withdrawalSignal = (body: ForwardedAppendBody) => (body.withdraw_after_ms === undefined ? undefined : AbortSignal.timeout(body.withdraw_after_ms));
@@ -86,12 +91,7 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
 
   app.post(
     WRITER_APPENDS_PATH,
-    {
-      config: { auth: 'none' },
-      bodyLimit: MAX_VALUE_JSON + 64 * 1024,
-      onRequest: replicasOnly,
-      schema: { hide: true, body: forwardedAppendBody, response: { 200: forwardedAppendAnswer } }
-    },
+    { ...replicaRoute, bodyLimit: writeBodyLimit, schema: { hide: true, body: forwardedAppendBody, response: { 200: forwardedAppendAnswer } } },
     async (request) => {
       const value = parseCanonicalObject(request.body.value_json);
       try {
@@ -128,24 +128,14 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
 
   app.post(
     WRITER_COUNTED_APPENDS_PATH,
-    {
-      config: { auth: 'none' },
-      bodyLimit: MAX_VALUE_JSON + 64 * 1024,
-      onRequest: replicasOnly,
-      schema: { hide: true, body: forwardedCountedAppendBody, response: { 200: forwardedCountedAppendAnswer } }
-    },
+    { ...replicaRoute, bodyLimit: writeBodyLimit, schema: { hide: true, body: forwardedCountedAppendBody, response: { 200: forwardedCountedAppendAnswer } } },
     async (request) => countedAppend(request.body, parseCanonicalObject(request.body.value_json), request.log)
   );
 
   app.post(
     WRITER_COUNTED_APPEND_BATCHES_PATH,
-    {
-      config: { auth: 'none' },
-      // A sender puts a write larger than FORWARD_BATCH_BYTES in a batch of its own.
-      bodyLimit: MAX_VALUE_JSON + 64 * 1024,
-      onRequest: replicasOnly,
-      schema: { hide: true, body: forwardedCountedAppendBatchBody, response: { 200: forwardedCountedAppendBatchAnswer } }
-    },
+    // A sender puts a write larger than FORWARD_BATCH_BYTES in a batch of its own.
+    { ...replicaRoute, bodyLimit: writeBodyLimit, schema: { hide: true, body: forwardedCountedAppendBatchBody, response: { 200: forwardedCountedAppendBatchAnswer } } },
     async (request): Promise<ForwardedCountedAppendBatchAnswer> => {
       const { writes } = request.body;
       // Every value is checked before anything is done: a 400 means nothing was, and the sender does it all itself.
@@ -165,7 +155,7 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
 
   app.post(
     WRITER_QUOTA_CONSUME_PATH,
-    { config: { auth: 'none' }, onRequest: replicasOnly, schema: { hide: true, body: forwardedConsumeBody, response: { 200: forwardedConsumeAnswer } } },
+    { ...replicaRoute, schema: { hide: true, body: forwardedConsumeBody, response: { 200: forwardedConsumeAnswer } } },
     async (request) => {
       // A block for the sender to hand out itself: the first slot, then as many more as asked, at most MAX_LEASE and
       // at most 1/LEASE_SHARE of the slots above the first (near the limit, one at a time; a first slot given back
@@ -182,7 +172,7 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
 
   app.post(
     WRITER_QUOTA_REFUND_PATH,
-    { config: { auth: 'none' }, onRequest: replicasOnly, schema: { hide: true, body: forwardedRefundBody, response: { 200: forwardedRefundAnswer } } },
+    { ...replicaRoute, schema: { hide: true, body: forwardedRefundBody, response: { 200: forwardedRefundAnswer } } },
     async (request) => {
       const { scope, day, slots } = request.body;
       for (const n of slots) await quota.refund(scope, day, n, { direct: true });
