@@ -174,7 +174,25 @@ it('where every _id lookup scans, starts a counter from one read of its slots: p
     expect(counts).toEqual([3, 4, 8, 11, 12]);
     expect((await store.consume(scope, day, 12)).allowed).toBe(false);
     // One read for the counter, no lookups by _id.
-    expect(reads).toEqual([JSON.stringify({ scope, day })]);
+    expect(reads).toEqual([JSON.stringify({ scope: { $in: [scope] }, day })]);
+    await store.close();
+  } finally {
+    await monitored.close();
+  }
+});
+
+it('where every _id lookup scans, reads the counters first used together in one read (one scan for a burst of DIDs)', async () => {
+  const day = '2026-11-21';
+  const scopes = Array.from({ length: 16 }, (_, i) => `truth:did:cold-${i}`);
+  // Each DID has used 3 slots today (through another process, say).
+  await testDb.db.collection('quota_uses').insertMany(scopes.flatMap((scope) => [1, 2, 3].map((n) => ({ _id: `${scope}|${day}|${n}`, scope, day, n, at: new Date() }))) as never[]);
+  const { monitored, reads } = await findsCounted();
+  try {
+    const store = new QuotaStore(monitored.db(testDb.db.databaseName), undefined, { idLookups: 'scan' });
+    // A burst of 64 writes of the 16 DIDs this store has not seen: each DID's uses are slots 4, 5, 6, 7.
+    const burst = await Promise.all(Array.from({ length: 64 }, (_, i) => store.consume(scopes[i % 16]!, day, 100).then((r) => ({ scope: scopes[i % 16]!, ...r }))));
+    for (const scope of scopes) expect(burst.filter((r) => r.scope === scope && r.allowed).map((r) => r.count).sort((a, b) => a - b)).toEqual([4, 5, 6, 7]);
+    expect(reads).toEqual([JSON.stringify({ scope: { $in: scopes }, day })]);
     await store.close();
   } finally {
     await monitored.close();
@@ -198,7 +216,7 @@ it('where _id lookups are indexed, finds the end of a counter by _id and reads i
     expect((await store.consume(scope, day, 12)).count).toBe(12);
     expect(reads.filter((r) => !r.startsWith('{"_id"'))).toEqual([]);
     expect((await store.consume(scope, day, 12)).allowed).toBe(false);
-    expect(reads.filter((r) => !r.startsWith('{"_id"'))).toEqual([JSON.stringify({ scope, day })]);
+    expect(reads.filter((r) => !r.startsWith('{"_id"'))).toEqual([JSON.stringify({ scope: { $in: [scope] }, day })]);
     await store.close();
     // A hole left below what a fresh store's search finds is still handed out before a refusal.
     await testDb.db.collection('quota_uses').deleteOne({ _id: `${scope}|${day}|6` as never });
