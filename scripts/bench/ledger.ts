@@ -519,6 +519,10 @@ async function overload(stack: BenchStack, db: Db, dids: string[], write: (did: 
   // (store/ledger/quota.ts): count from after that.
   const slotsBefore = await settled(slots, 4000);
   const entriesBefore = await entries();
+  // Who appends the stack's writes: with the writer lease, another process holding it (the stack's API can miss a
+  // renewal under a line's load) takes them, with the quota counters of DIDs it may not have seen that day.
+  const health = (await (await fetch(`${stack.base}/health`)).json()) as { ledger_writer?: { holds_lease: boolean | null; writer_url: string | null } };
+  const writer = !health.ledger_writer ? 'no lease (LEDGER_FORWARD_SECRET not set)' : health.ledger_writer.holds_lease ? "held by the stack's API" : `held by another process (${health.ledger_writer.writer_url ?? 'unknown'})`;
   const probe = await sampleStatus(stack.base);
   const statuses = new Map<number, number>();
   const end = Date.now() + OVERLOAD_S * 1000;
@@ -555,7 +559,7 @@ async function overload(stack: BenchStack, db: Db, dids: string[], write: (did: 
   );
   console.log(
     `  after the load stopped, entries kept landing for ${((settledAt - stoppedAt) / 1000).toFixed(1)} s; ` +
-      `${last - entriesBefore} entries for ${acknowledged} acknowledged writes; quota slots spent ${slotsAfter - slotsBefore} (the hub's own events take none; counted once unused leased slots were given back)`
+      `${last - entriesBefore} entries for ${acknowledged} acknowledged writes; quota slots spent ${slotsAfter - slotsBefore} (the hub's own events take none; counted once unused leased slots were given back); writer lease at the start: ${writer}`
   );
 }
 
