@@ -105,8 +105,6 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
     { key: { day: 1 }, name: 'day' },
     { key: { scope: 1, day: 1 }, name: 'scope_day' }
   ],
-  // Where every `_id` lookup scans (MONGODB_ID_LOOKUPS=scan): one mark per DID and day, the highest slot claimed.
-  quota_marks: [],
   daemon_assets: [],
   nodes: [
     { key: { seq: 1 }, name: 'seq_unique', unique: true },

@@ -27,37 +27,34 @@
  * Inside one process callers never race for a slot: claims of one scope run one at a time and callers take slots
  * from the lease synchronously (and the API processes of one host forward their claims to the cluster primary's one
  * store, store/ledger/ledger-forwarding.ts). Refused inserts happen only between processes: a refused slot is skipped (another
- * process took it), and after more than INSERT_PROBES refusals in a row the claim looks the counter up again (by
- * `_id` lookups, or where every lookup scans by one read of its slots: below) and moves past the highest taken. Slots given back are claimed again first (lowest first).
+ * process took it), and after more than INSERT_PROBES refusals in a row the claim looks the counter up again (as at
+ * its start, below) and moves past the highest taken. Slots given back are claimed again first (lowest first).
  *
  * What a process knows of a counter starts from the database, in the way it answers best (QuotaStoreOptions
- * idLookups); either way the holes below (slots given back) are read only when they matter, once the counter has
- * nothing left above: one read by scope and day before a caller is refused, so the quota stays exact. A hole passed
- * over meanwhile costs a refused insert, as a slot another process took.
- * - Where `_id` lookups are indexed (`indexed`: MongoDB, FerretDB on PostgreSQL): the end of the run of taken slots
- *   is found by galloping `_id` lookups (about 2 log2 n: 22 at 2,000 slots). A read by scope and day would be a scan
- *   there (FerretDB indexes no other field: 642 ms among 213,000 slots on PostgreSQL, at every DID's first write of
- *   the day in every process).
- * - Where every lookup scans (`scan`, FerretDB on SQLite), any read of `quota_uses` is a scan of it (a search by `_id`
- *   lookups a scan each: seven for a counter of 2,000 slots; one read of a counter's slots 1.6 s among 48,000 slots).
- *   So each counter has a mark in `quota_marks` (`_id` = the counter; a hint, set a little past the highest slot
- *   claimed whenever a claim passes it: see mark): a process starts past it, and past slot 0 where there is none.
- *   A mark that lags costs refused inserts, and after INSERT_PROBES of them one read of the counter's slots.
- * The first use of a day in a process deletes the slots (and marks) of days before yesterday in the background.
+ * idLookups). Where every lookup scans (`scan`, FerretDB on SQLite): one read of the counter's slots (`n` of the
+ * documents of that scope and day): the first slot above the highest taken, and every hole below it (slots given
+ * back by others) to claim first; a search by `_id` lookups there costs a scan each (a search of a counter of 2,000
+ * slots took about seven, and a restarted API process's first writes from 16 DIDs kept FerretDB busy for seconds:
+ * status p99 5 s at 1,000,000 entries). Where `_id` lookups are indexed (`indexed`: MongoDB, FerretDB on PostgreSQL)
+ * the read by scope and day is the scan instead (FerretDB indexes no other field: 642 ms among 213,000 slots on
+ * PostgreSQL, at every DID's first write of the day in every process): the end of the run of taken slots is found
+ * by galloping `_id` lookups (about 2 log2 n: 22 at 2,000 slots), and the holes below it are read only when they
+ * matter, once the counter has nothing left above: one read by scope and day before a caller is refused, so the
+ * quota stays exact. A hole the search stepped over meanwhile costs a refused insert, as a slot another process took.
+ * The first use of a day in a process deletes the slots of days before yesterday in the background.
  *
  * Slot inserts are group-committed per process (store/insert-batch.ts): the slots of the claims made while one
  * insert is under way (any scope) go together in the next unordered insertMany (at most SLOT_CHUNK), whose write
- * errors say which were refused. Reads of marks and of counters' slots are grouped the same way
- * (store/grouped-reads.ts): the counters asked for while one read is under way go together in the next, one read by
- * `_id: { $in }` (marks) or by `scope: { $in }` and day (slots). Where every read scans, one scan then serves them
- * all: a process meeting the writes of 16 DIDs it had not seen that day (just started, or just become the writer
- * lease holder) read their slots one scan each before marks, and among 48,000 slots on FerretDB/SQLite its first
- * write waited 14 s, every write of the burst past its 5 s deadline (bench:ledger's overload, README Known issues).
+ * errors say which were refused. Reads of counters' slots are grouped the same way (readSlots): the counters of a day
+ * asked for while one read is under way go together in the next, one read by `scope: { $in }` and day. Where every
+ * read scans, one scan then serves them all: a process meeting the writes of 16 DIDs it had not seen that day (just
+ * started, or just become the writer lease holder) read their counters one scan each, and among 48,000 slots on
+ * FerretDB/SQLite its first write waited 14 s, every write of the burst past its 5 s deadline (bench:ledger's
+ * overload, README Known issues).
  */
 import { Collection, Db } from 'mongodb';
 import { AppError } from '../../core/errors';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
-import { GroupedReads } from '../grouped-reads';
 import { BatchedInsertError, InsertBatcher } from '../insert-batch';
 import { deleteByIds, IdLookups } from '../mongo';
 
@@ -78,16 +75,7 @@ const INSERT_PROBES = 4;
 export const MAX_LEASE = 32;
 /** A claim leases at most this share (1/LEASE_SHARE) of the slots left in the day's quota. */
 export const LEASE_SHARE = 8;
-/** How far past the highest slot claimed a counter's mark is set (at most 1/LEASE_SHARE of the quota; see mark). */
-const MARK_AHEAD = 64;
 const DEFAULT_LEASE_IDLE_MS = 2000;
-
-/** Where every lookup scans: the highest slot claimed of a counter, a hint for a process that has not seen it. */
-interface QuotaMark {
-  _id: string; // the counter, `<scope>|<day>`
-  day: string;
-  n: number;
-}
 
 /** What this process knows of one counter (`<scope>|<day>`). */
 interface CounterState {
@@ -111,11 +99,6 @@ interface CounterState {
   uses: number;
   /** Callers waiting for a claim. */
   waiting: number;
-  /** The counter's mark as this process last set it (where every lookup scans; see mark). */
-  marked: number;
-  /** The mark's writes, one at a time; whether one is waiting to start (it writes the newest `marked`). */
-  marking: Promise<void>;
-  markQueued: boolean;
   /** Slots refused in a row. */
   refusals: number;
   lastUse: number;
@@ -150,11 +133,9 @@ export class QuotaStore implements DailyQuota {
   private countersDay = '';
   /** Slot inserts, group-committed: one insertMany at a time for every claim made meanwhile. */
   private readonly slots: InsertBatcher<QuotaUse>;
-  /** Reads of counters' slots (`<scope>|<day>` → the `n` taken), grouped: one query for the counters asked for meanwhile. */
-  private readonly slotReads: GroupedReads<number[]>;
-  /** Where every lookup scans: the counters' marks (`<scope>|<day>` → the highest slot claimed), grouped likewise. */
-  private readonly marks: Collection<QuotaMark>;
-  private readonly markReads: GroupedReads<number>;
+  /** Counters whose slots are to be read (readSlots), by day and scope, with the callers waiting for each. */
+  private readonly slotReads = new Map<string, Map<string, { resolve: (taken: number[]) => void; reject: (err: unknown) => void }[]>>();
+  private reading = false;
   private readonly leaseIdleMs: number;
   private readonly idLookups: IdLookups;
   private sweepTimer: NodeJS.Timeout | null = null;
@@ -169,9 +150,6 @@ export class QuotaStore implements DailyQuota {
   ) {
     this.uses = db.collection('quota_uses');
     this.slots = new InsertBatcher(this.uses, 1, SLOT_CHUNK);
-    this.marks = db.collection('quota_marks');
-    this.slotReads = new GroupedReads((counters) => this.readSlotsOf(counters), [], READ_CHUNK);
-    this.markReads = new GroupedReads(async (counters) => new Map((await this.marks.find({ _id: { $in: counters } }).toArray()).map((m) => [m._id, m.n])), 0, READ_CHUNK);
     this.leaseIdleMs = options.leaseIdleMs ?? DEFAULT_LEASE_IDLE_MS;
     this.idLookups = options.idLookups ?? 'indexed';
   }
@@ -217,9 +195,7 @@ export class QuotaStore implements DailyQuota {
 
   /** Deletes the slots of days before `keepFrom` (an ISO date); returns how many. */
   async prune(keepFrom: string): Promise<number> {
-    const deleted = (await this.uses.deleteMany({ day: { $lt: keepFrom } })).deletedCount;
-    if (this.idLookups === 'scan') await this.marks.deleteMany({ day: { $lt: keepFrom } });
-    return deleted;
+    return (await this.uses.deleteMany({ day: { $lt: keepFrom } })).deletedCount;
   }
 
   /** Gives back every unused leased slot (the process is stopping); later refunds delete their slot. */
@@ -229,7 +205,6 @@ export class QuotaStore implements DailyQuota {
     this.sweepTimer = null;
     await this.givingBack;
     await this.giveBackLeases([...this.live.values()]);
-    await Promise.all([...this.live.values()].map((s) => s.marking));
   }
 
   /** Gives back the unused leases of scopes idle for `leaseIdleMs` now (the sweep does it on its own). */
@@ -251,14 +226,9 @@ export class QuotaStore implements DailyQuota {
     const counter = `${scope}|${day}`;
     let state = this.counters.get(counter);
     if (!state) {
-      // Where every lookup scans, the counter's mark says where to start (no mark: slot 1, and a refused insert
-      // moves past what others took, see insertClaim); the holes below are read once nothing is left above.
-      const start = this.idLookups === 'indexed' ? this.runEnd(counter, 0, limit) : this.markReads.read(counter).then((marked) => Math.min(marked, limit) + 1);
-      state = start.then((next) => {
-        const fresh: CounterState = {
-          ...{ counter, scope, day, limit, next, free: [], holesRead: false, leased: [], claim: null, claimSize: 0, uses: 0, waiting: 0, refusals: 0, lastUse: Date.now() },
-          ...{ marked: 0, marking: Promise.resolve(), markQueued: false }
-        };
+      const start = this.idLookups === 'indexed' ? this.runEnd(counter, 0, limit).then((next) => ({ next, free: [], holesRead: false })) : this.takenSlots(scope, day, limit);
+      state = start.then(({ next, free, holesRead }) => {
+        const fresh: CounterState = { counter, scope, day, limit, next, free, holesRead, leased: [], claim: null, claimSize: 0, uses: 0, waiting: 0, refusals: 0, lastUse: Date.now() };
         if (this.countersDay === day) this.live.set(counter, fresh);
         return fresh;
       });
@@ -321,7 +291,6 @@ export class QuotaStore implements DailyQuota {
     });
     if (landed > 0) {
       state.refusals = 0;
-      this.mark(state, Math.max(...slots.filter((_, i) => results[i]!.status === 'fulfilled')));
       this.scheduleSweep();
     } else if (lastRefused > 0) {
       state.refusals += results.length;
@@ -394,7 +363,7 @@ export class QuotaStore implements DailyQuota {
    * lowest first. A hole may be taken by another process meanwhile: claiming it is then refused and skipped.
    */
   private async takenSlots(scope: string, day: string, limit: number): Promise<{ next: number; free: number[]; holesRead: true }> {
-    const taken = new Set(await this.slotReads.read(`${scope}|${day}`));
+    const taken = new Set(await this.readSlots(scope, day));
     let highest = 0;
     for (const n of taken) highest = Math.max(highest, n);
     const free: number[] = [];
@@ -402,48 +371,50 @@ export class QuotaStore implements DailyQuota {
     return { next: highest + 1, free, holesRead: true };
   }
 
-  /** The slots taken of each counter (`<scope>|<day>`): one query per day among them (usually one). */
-  private async readSlotsOf(counters: string[]): Promise<Map<string, number[]>> {
-    const byDay = new Map<string, string[]>();
-    for (const counter of counters) {
-      const at = counter.lastIndexOf('|');
-      const [scope, day] = [counter.slice(0, at), counter.slice(at + 1)];
-      byDay.set(day, [...(byDay.get(day) ?? []), scope]);
-    }
-    const taken = new Map<string, number[]>();
-    for (const [day, scopes] of byDay) {
-      for (const d of await this.uses.find({ scope: { $in: scopes }, day }, { projection: { _id: 0, scope: 1, n: 1 } }).toArray()) {
-        const counter = `${d.scope}|${day}`;
-        taken.set(counter, [...(taken.get(counter) ?? []), d.n]);
+  /**
+   * The slots taken of a counter, read together with those of the other counters asked for meanwhile (one read at a
+   * time: the counters asked for while it is under way go in the next; see the module comment).
+   */
+  private readSlots(scope: string, day: string): Promise<number[]> {
+    return new Promise((resolve, reject) => {
+      let scopes = this.slotReads.get(day);
+      if (!scopes) this.slotReads.set(day, (scopes = new Map()));
+      const waiting = scopes.get(scope);
+      if (waiting) waiting.push({ resolve, reject });
+      else scopes.set(scope, [{ resolve, reject }]);
+      if (!this.reading) {
+        this.reading = true;
+        // The counters asked for in this turn of the event loop (a burst's first writes) go together.
+        setImmediate(() => void this.pumpSlotReads());
       }
-    }
-    return taken;
+    });
   }
 
-  /**
-   * Where every lookup scans: records that slots up to `n` of the counter were claimed (a hint, written after the
-   * claim, one write at a time per counter). A process that has not seen the counter starts past it instead of
-   * reading the counter's slots (a scan of `quota_uses`); a mark that lags (a write that failed, or two processes'
-   * writes crossing, FerretDB's update being a read-modify-write) costs refused inserts, then a read of the slots.
-   * The mark is set MARK_AHEAD slots past `n` (at most 1/LEASE_SHARE of the quota, never past it) and written again
-   * only once a claim passes it: a DID writing now and then costs a mark write every MARK_AHEAD writes, not one
-   * each. The slots a process starting past the mark skips are holes, claimed once nothing is left above (the
-   * holes are read before anyone is refused): the quota stays exact.
-   */
-  private mark(state: CounterState, n: number): void {
-    if (this.idLookups !== 'scan' || n <= state.marked) return;
-    state.marked = Math.min(n + Math.min(MARK_AHEAD, Math.floor(state.limit / LEASE_SHARE)), state.limit);
-    if (state.markQueued) return;
-    state.markQueued = true;
-    state.marking = state.marking
-      .then(() => {
-        state.markQueued = false;
-        return this.marks.updateOne({ _id: state.counter }, { $max: { n: state.marked }, $set: { day: state.day } }, { upsert: true });
-      })
-      .then(
-        () => undefined,
-        () => undefined // a hint: a lagging mark costs speed only
-      );
+  private async pumpSlotReads(): Promise<void> {
+    try {
+      for (;;) {
+        const next = this.slotReads.entries().next();
+        if (next.done) return;
+        const [day, scopes] = next.value;
+        const batch = [...scopes].slice(0, READ_CHUNK);
+        for (const [scope] of batch) scopes.delete(scope);
+        if (scopes.size === 0) this.slotReads.delete(day);
+        try {
+          const docs = await this.uses.find({ scope: { $in: batch.map(([scope]) => scope) }, day }, { projection: { _id: 0, scope: 1, n: 1 } }).toArray();
+          const taken = new Map<string, number[]>();
+          for (const d of docs) {
+            const list = taken.get(d.scope);
+            if (list) list.push(d.n);
+            else taken.set(d.scope, [d.n]);
+          }
+          for (const [scope, waiting] of batch) for (const w of waiting) w.resolve(taken.get(scope) ?? []);
+        } catch (err) {
+          for (const [, waiting] of batch) for (const w of waiting) w.reject(err);
+        }
+      }
+    } finally {
+      this.reading = false;
+    }
   }
 
   /** The slot after the run of taken slots that `from` (taken, or 0) is in: galloping `_id` lookups, at most `limit`. */

@@ -98,17 +98,13 @@ it.each([
   }
 });
 
-it.each(['indexed', 'scan'] as const)('deletes the slots (and marks) of days before yesterday on the first use of a day (`_id` lookups %s)', async (idLookups) => {
-  const store = new QuotaStore(testDb.db, undefined, { idLookups });
-  const scope = `truth:did:c-${idLookups}`;
-  await store.consume(scope, '2026-11-18', 5);
-  await store.consume(scope, '2026-11-19', 5);
-  await store.consume(scope, '2026-11-20', 5);
-  const days = async (collection: string) =>
-    (await testDb.db.collection<{ _id: string }>(collection).distinct('day', collection === 'quota_uses' ? { scope } : { _id: { $regex: `^${scope}\\|` } })).sort();
-  await eventually(async () => ((await days('quota_uses')).join() === '2026-11-19,2026-11-20' ? true : undefined), 10000, 'the 2026-11-18 slots to be deleted');
-  if (idLookups === 'scan') await eventually(async () => ((await days('quota_marks')).join() === '2026-11-19,2026-11-20' ? true : undefined), 10000, 'the 2026-11-18 mark to be deleted');
-  await store.close();
+it('deletes the slots of days before yesterday on the first use of a day', async () => {
+  const store = new QuotaStore(testDb.db);
+  await store.consume('truth:did:c', '2026-11-18', 5);
+  await store.consume('truth:did:c', '2026-11-19', 5);
+  await store.consume('truth:did:c', '2026-11-20', 5);
+  const days = async () => (await testDb.db.collection('quota_uses').distinct('day', { scope: 'truth:did:c' })).sort();
+  await eventually(async () => ((await days()).join() === '2026-11-19,2026-11-20' ? true : undefined), 10000, 'the 2026-11-18 slots to be deleted');
 });
 
 it('serialises the callers of one process: a burst on one counter takes one slot per use in a few grouped inserts, none refused', async () => {
@@ -166,7 +162,7 @@ async function counterWithHoles(scope: string, day: string): Promise<void> {
   );
 }
 
-it('where every _id lookup scans, starts a counter without a mark from slot 1, moves past the slots others took by refused inserts, and reads the holes below before refusing', async () => {
+it('where every _id lookup scans, starts a counter from one read of its slots: past the highest taken, the holes below it first', async () => {
   const scope = 'truth:did:holes';
   const day = '2026-11-21';
   await counterWithHoles(scope, day);
@@ -176,56 +172,27 @@ it('where every _id lookup scans, starts a counter without a mark from slot 1, m
     const counts: number[] = [];
     for (let i = 0; i < 5; i++) counts.push((await store.consume(scope, day, 12)).count);
     expect(counts).toEqual([3, 4, 8, 11, 12]);
-    // Its mark (none), and no read of its slots until nothing is left above.
-    expect(reads).toEqual([JSON.stringify({ _id: { $in: [`${scope}|${day}`] } })]);
     expect((await store.consume(scope, day, 12)).allowed).toBe(false);
-    expect(reads.slice(1)).toEqual([JSON.stringify({ scope: { $in: [scope] }, day })]);
+    // One read for the counter, no lookups by _id.
+    expect(reads).toEqual([JSON.stringify({ scope: { $in: [scope] }, day })]);
     await store.close();
   } finally {
     await monitored.close();
   }
 });
 
-it('where every _id lookup scans, marks a counter past the highest slot claimed, and a store that has not seen it starts past the mark without reading its slots', async () => {
-  const scope = 'truth:did:marked';
-  const day = '2026-11-21';
-  const first = new QuotaStore(testDb.db, undefined, { idLookups: 'scan' });
-  for (let i = 1; i <= 5; i++) expect((await first.consume(scope, day, 96)).count).toBe(i);
-  await first.close();
-  // The store leased up to slot 15 (blocks of 1, 2, 4 and 8) and gave 6-15 back when it closed; its mark is 12 past
-  // the highest slot it claimed (an eighth of the quota, at most 64): 13 after its first claim, 27 once one passed that.
-  expect(await testDb.db.collection('quota_marks').findOne({ _id: `${scope}|${day}` as never })).toEqual({ _id: `${scope}|${day}`, day, n: 27 });
-  // Slot 3 given back too (a write withdrawn, say): a hole below the mark, as are 6-27.
-  await testDb.db.collection('quota_uses').deleteOne({ _id: `${scope}|${day}|3` as never });
-  const { monitored, reads } = await findsCounted();
-  try {
-    const fresh = new QuotaStore(monitored.db(testDb.db.databaseName), undefined, { idLookups: 'scan' });
-    const counts: number[] = [];
-    for (let i = 0; i < 92; i++) counts.push((await fresh.consume(scope, day, 96)).count);
-    // Past the mark, none refused; the holes once nothing is left above; then refused: never more than 96.
-    expect(counts).toEqual([...Array.from({ length: 69 }, (_, i) => 28 + i), 3, ...Array.from({ length: 22 }, (_, i) => 6 + i)]);
-    expect((await fresh.consume(scope, day, 96)).allowed).toBe(false);
-    expect(reads).toEqual([JSON.stringify({ _id: { $in: [`${scope}|${day}`] } }), JSON.stringify({ scope: { $in: [scope] }, day })]);
-    await fresh.close();
-    expect(await testDb.db.collection('quota_uses').countDocuments({ scope })).toBe(96);
-  } finally {
-    await monitored.close();
-  }
-});
-
-it('where every _id lookup scans, reads the marks of the counters first used together in one read (one scan for a burst of DIDs)', async () => {
+it('where every _id lookup scans, reads the counters first used together in one read (one scan for a burst of DIDs)', async () => {
   const day = '2026-11-21';
   const scopes = Array.from({ length: 16 }, (_, i) => `truth:did:cold-${i}`);
-  // Each DID has used 3 slots today (through another process, say), which marked them.
+  // Each DID has used 3 slots today (through another process, say).
   await testDb.db.collection('quota_uses').insertMany(scopes.flatMap((scope) => [1, 2, 3].map((n) => ({ _id: `${scope}|${day}|${n}`, scope, day, n, at: new Date() }))) as never[]);
-  await testDb.db.collection('quota_marks').insertMany(scopes.map((scope) => ({ _id: `${scope}|${day}`, day, n: 3 })) as never[]);
   const { monitored, reads } = await findsCounted();
   try {
     const store = new QuotaStore(monitored.db(testDb.db.databaseName), undefined, { idLookups: 'scan' });
     // A burst of 64 writes of the 16 DIDs this store has not seen: each DID's uses are slots 4, 5, 6, 7.
     const burst = await Promise.all(Array.from({ length: 64 }, (_, i) => store.consume(scopes[i % 16]!, day, 100).then((r) => ({ scope: scopes[i % 16]!, ...r }))));
     for (const scope of scopes) expect(burst.filter((r) => r.scope === scope && r.allowed).map((r) => r.count).sort((a, b) => a - b)).toEqual([4, 5, 6, 7]);
-    expect(reads).toEqual([JSON.stringify({ _id: { $in: scopes.map((scope) => `${scope}|${day}`) } })]);
+    expect(reads).toEqual([JSON.stringify({ scope: { $in: scopes }, day })]);
     await store.close();
   } finally {
     await monitored.close();
