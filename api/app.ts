@@ -2,8 +2,9 @@
  * The Fastify app for one listener, without listening: the pieces every listener shares (zod validation, the
  * error shape, X-Trace, auth, the endpoint directory). Tests build apps; api/server.ts makes them listen.
  */
+import http from 'node:http';
 import { randomHex } from '../core/random-hex.node';
-import Fastify, { FastifyInstance, LogController } from 'fastify';
+import Fastify, { FastifyInstance, FastifyServerFactory, LogController } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import { AppError } from '../core/errors';
 import { validatorCompiler, ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -13,7 +14,7 @@ import type { ListenerName } from './directory';
 import errorsPlugin, { clientErrorHandler, frameworkErrorHandler } from './plugins/errors';
 import authPlugin from './plugins/auth';
 import presenceHoldPlugin from './plugins/presence-hold';
-import admissionPlugin from './plugins/admission';
+import admissionPlugin, { EarlyRefusals } from './plugins/admission';
 import { sharedRateLimitStore } from './plugins/rate-limit-store';
 import { clientAddress, trustedProxies } from './client-address';
 import { documentResponses } from './response-docs';
@@ -38,18 +39,42 @@ export function rateLimitKey(request: { ip: string }): string {
   return `${groups.slice(0, 4).map((g) => g.toLowerCase().replace(/^0+(?=.)/, '')).join(':')}::/64`;
 }
 
+/** A request's trace id: the caller's X-Trace when well-formed, else a fresh one. */
+export function traceIdOf(req: http.IncomingMessage): string {
+  const incoming = req.headers['x-trace'];
+  return typeof incoming === 'string' && TRACE_PATTERN.test(incoming) ? incoming : randomHex(12);
+}
+
+/**
+ * The listener's HTTP server as Fastify would make it (its HTTP/1 defaults: keep-alive and request timeouts), with
+ * the admission gates' early refusals in front of Fastify's handler (api/plugins/admission.ts).
+ */
+function serverWithEarlyRefusals(early: EarlyRefusals): FastifyServerFactory {
+  return (handler, opts) => {
+    const o = opts as { keepAliveTimeout: number; requestTimeout: number; connectionTimeout: number; maxRequestsPerSocket: number };
+    const server = http.createServer((req, res) => {
+      if (!early.refuse(req, res)) handler(req, res);
+    });
+    server.keepAliveTimeout = o.keepAliveTimeout;
+    server.requestTimeout = o.requestTimeout;
+    server.setTimeout(o.connectionTimeout);
+    if (o.maxRequestsPerSocket > 0) server.maxRequestsPerSocket = o.maxRequestsPerSocket;
+    return server;
+  };
+}
+
 /**
  * `responseHeaders` go on every answer of the listener, 404s and errors included (the commercial gateway's X-DID);
  * they are set in the same first hook as X-Trace, which also runs for unknown paths.
  */
 export function createListenerApp(ctx: ServiceContext, listener: ListenerName, options: { responseHeaders?: Record<string, string> } = {}): FastifyInstance {
+  const responseHeaders = Object.entries(options.responseHeaders ?? {});
+  const early = new EarlyRefusals(ctx.admission, responseHeaders, traceIdOf);
   const app = Fastify({
     loggerInstance: ctx.logger.child({ listener }),
+    serverFactory: serverWithEarlyRefusals(early),
     // The trace id doubles as Fastify's request id, so it is on every log line of the request.
-    genReqId: (req) => {
-      const incoming = req.headers['x-trace'];
-      return typeof incoming === 'string' && TRACE_PATTERN.test(incoming) ? incoming : randomHex(12);
-    },
+    genReqId: traceIdOf,
     logController: new LogController({ requestIdLogLabel: 'trace_id' }),
     bodyLimit: 1024 * 1024,
     // Longer than any identifier the service issues or accepts (core/identifiers.ts), so a well-formed id always
@@ -67,14 +92,13 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName, o
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   documentResponses(app);
-  const responseHeaders = Object.entries(options.responseHeaders ?? {});
   app.addHook('onRequest', async (request, reply) => {
     reply.header('X-Trace', request.id);
     for (const [name, value] of responseHeaders) reply.header(name, value);
   });
   app.register(errorsPlugin);
   // Overload is refused first, before credentials or the body cost anything (api/plugins/admission.ts).
-  app.register(admissionPlugin, { gates: ctx.admission });
+  app.register(admissionPlugin, { gates: ctx.admission, early });
   // Per-route request limits per client address (routes opt in with config.rateLimit: the anonymous routes that
   // create state), counted in MongoDB so that they hold across API processes (api/plugins/rate-limit-store.ts).
   // The client is the connecting peer, or behind a proxy of TRUSTED_PROXIES the address it forwards

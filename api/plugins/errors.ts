@@ -23,16 +23,15 @@ export interface FieldProblem {
   message: string;
 }
 
+/** The one error shape, for an answer with this trace id. */
+export function errorBody(err: AppError, traceId: string): { ok: false; error: ErrorCode; message: string; trace_id: string } & Record<string, unknown> {
+  return { ok: false, error: err.code, message: err.message, trace_id: traceId, ...err.details };
+}
+
 export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
   reply.header('X-Trace', reply.request.id);
   for (const [name, value] of Object.entries(err.headers)) reply.header(name, value);
-  return reply.code(err.status).send({
-    ok: false,
-    error: err.code,
-    message: err.message,
-    trace_id: reply.request.id,
-    ...err.details
-  });
+  return reply.code(err.status).send(errorBody(err, reply.request.id));
 }
 
 /** When a body breaks several rules that carry their own code, the one the spec names first wins. */

@@ -39,3 +39,44 @@ it('logs the refusals of each 10 s as one warning with their count', () => {
     jest.useRealTimers();
   }
 });
+
+it('answers a full gate before the app sees the request, on the exact path of a gated route only', async () => {
+  const { createServer } = await import('node:http');
+  const { EarlyRefusals } = await import('../../api/plugins/admission');
+  const gate = new AdmissionGate('truth_write', 1);
+  const early = new EarlyRefusals({ truth_write: gate }, [['X-DID', 'did:example:hub']], () => 'trace-fresh-000');
+  const log = pino({ level: 'silent' });
+  early.add('POST', '/upsert', 'truth_write', log);
+  early.add('GET', '/entries/:id', 'truth_write', log);
+  const seen: string[] = [];
+  const server = createServer((req, res) => {
+    if (early.refuse(req, res)) return;
+    seen.push(`${req.method} ${req.url}`);
+    res.end('app');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  try {
+    const post = (path: string) => fetch(`${base}${path}`, { method: 'POST', body: '{}' });
+    expect((await post('/upsert')).status).toBe(200);
+    const leave = gate.tryEnter();
+    const refused = await post('/upsert?x=1');
+    expect(refused.status).toBe(503);
+    expect(await refused.json()).toEqual({ ok: false, error: 'overloaded', message: 'This process is at its limit of 1 concurrent truth writes; retry shortly', trace_id: 'trace-fresh-000', limit: 1 });
+    expect(Object.fromEntries(['x-trace', 'x-did', 'retry-after', 'content-type'].map((h) => [h, refused.headers.get(h)]))).toEqual({
+      'x-trace': 'trace-fresh-000',
+      'x-did': 'did:example:hub',
+      'retry-after': '1',
+      'content-type': 'application/json; charset=utf-8'
+    });
+    // Other routes, and gated paths with parameters (left to the app's own hook), reach the app.
+    expect((await post('/other')).status).toBe(200);
+    expect((await fetch(`${base}/entries/7`)).status).toBe(200);
+    expect(gate.refused).toBe(1);
+    leave!();
+    expect((await post('/upsert')).status).toBe(200);
+    expect(seen).toEqual(['POST /upsert', 'POST /other', 'GET /entries/7', 'POST /upsert']);
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+});

@@ -56,6 +56,20 @@ describe('admission control', () => {
       expect(crowded.body.error).toBe('overloaded');
       // The backup listener shares the process's gate.
       expect((await http('POST', `${svc.urls.backup}/api/report/truth`, { headers: { 'x-did': did }, body: { key: 'order.backup', value: {} } })).status).toBe(503);
+      // Refused by the listener's server before Fastify (the route's exact path, a query string or not), and through
+      // Fastify's first hook for another spelling of the path: one answer either way, the caller's X-Trace kept.
+      const answers = await Promise.all(
+        ['/api/report/truth', '/api/report/truth?from=probe', '/api/report/%74ruth'].map((path, i) =>
+          http('POST', `${svc.urls.main}${path}`, { headers: { 'x-did': did, 'x-trace': `early-refusal-${i}` }, body: { key: 'order.spelled', value: {} } })
+        )
+      );
+      answers.forEach((res, i) => {
+        expect(res.status).toBe(503);
+        expect(res.body).toEqual({ ok: false, error: 'overloaded', message: 'This process is at its limit of 4 concurrent truth writes; retry shortly', trace_id: `early-refusal-${i}`, limit: 4 });
+        expect(res.headers.get('x-trace')).toBe(`early-refusal-${i}`);
+        expect(res.headers.get('retry-after')).toBe('1');
+        expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      });
     } finally {
       holders.forEach((socket) => socket.destroy());
     }
@@ -65,6 +79,8 @@ describe('admission control', () => {
       return res.status === 200 ? res : undefined;
     }, 10000, 'a write to be admitted again');
     expect(after.body.seq).toBeGreaterThan(0);
+    // The listener's server (made by api/app.ts in front of Fastify) keeps Fastify's HTTP defaults.
+    expect(after.headers.get('keep-alive')).toBe('timeout=72');
     expect((await http('POST', url.href, { headers: { 'x-did': 'did:example:nobody' }, body: { key: 'order.forged', value: {} } })).status).toBe(401);
     expect(await svc.db.collection('ledger').countDocuments({ did })).toBe(1);
   });
