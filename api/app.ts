@@ -69,9 +69,10 @@ function serverWithEarlyRefusals(early: EarlyRefusals): FastifyServerFactory {
  */
 export function createListenerApp(ctx: ServiceContext, listener: ListenerName, options: { responseHeaders?: Record<string, string> } = {}): FastifyInstance {
   const responseHeaders = Object.entries(options.responseHeaders ?? {});
-  const early = new EarlyRefusals(ctx.admission, responseHeaders, traceIdOf);
+  const log = ctx.logger.child({ listener });
+  const early = new EarlyRefusals(ctx.admission, responseHeaders, traceIdOf, log);
   const app = Fastify({
-    loggerInstance: ctx.logger.child({ listener }),
+    loggerInstance: log,
     serverFactory: serverWithEarlyRefusals(early),
     // The trace id doubles as Fastify's request id, so it is on every log line of the request.
     genReqId: traceIdOf,

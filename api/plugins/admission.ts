@@ -71,20 +71,16 @@ export class AdmissionGate {
     return new AppError('overloaded', `This process is at its limit of ${this.limit} concurrent ${this.name.replace('_', ' ')}s; retry shortly`, { limit: this.limit }, { 'Retry-After': '1' });
   }
 
-  /** Counts a refusal made elsewhere (EarlyRefusals) when the gate is full; false when it has room. */
-  refuseIfFull(log: FastifyBaseLogger): boolean {
+  /** Whether the gate is full now, counting the refusal if it is (tryEnter, and EarlyRefusals without a place). */
+  refuses(): boolean {
     if (this.inFlight < this.limit) return false;
     this.refused++;
-    this.logRefusals(log);
     return true;
   }
 
   /** Takes a place, or returns null when the gate is full; the returned function gives the place back (once). */
   tryEnter(): (() => void) | null {
-    if (this.inFlight >= this.limit) {
-      this.refused++;
-      return null;
-    }
+    if (this.refuses()) return null;
     this.inFlight++;
     let left = false;
     return () => {
@@ -108,19 +104,19 @@ export function createAdmissionGates(limits: Record<AdmissionGateName, number>):
 export class EarlyRefusals {
   private readonly routes = new Map<string, AdmissionGate>();
   private readonly refusals = new Map<AdmissionGate, AppError>();
-  private log: FastifyBaseLogger | null = null;
 
   constructor(
     private readonly gates: AdmissionGates,
     /** Headers every answer of the listener carries besides X-Trace (api/app.ts responseHeaders). */
     private readonly responseHeaders: [string, string][],
     /** The request's trace id, as Fastify's genReqId gives it. */
-    private readonly traceId: (request: IncomingMessage) => string
+    private readonly traceId: (request: IncomingMessage) => string,
+    /** The listener's logger (the gates' refusal warnings). */
+    private readonly log: FastifyBaseLogger
   ) {}
 
   /** A gated route (a path with parameters is left to the hook: its requests are not matched here). */
-  add(method: string, url: string, gate: AdmissionGateName, log: FastifyBaseLogger): void {
-    this.log ??= log;
+  add(method: string, url: string, gate: AdmissionGateName): void {
     if (/[:*]/.test(url)) return;
     this.routes.set(`${method} ${url}`, this.gates[gate]);
   }
@@ -130,7 +126,8 @@ export class EarlyRefusals {
     if (this.routes.size === 0 || !request.url || !request.method) return false;
     const query = request.url.indexOf('?');
     const gate = this.routes.get(`${request.method} ${query < 0 ? request.url : request.url.slice(0, query)}`);
-    if (!gate || !this.log || !gate.refuseIfFull(this.log)) return false;
+    if (!gate?.refuses()) return false;
+    gate.logRefusals(this.log);
     const trace = this.traceId(request);
     // One per gate: read, never thrown (a stack taken per refusal was a tenth of a refusal's cost).
     let err = this.refusals.get(gate);
@@ -152,7 +149,7 @@ function admissionPlugin(app: FastifyInstance, opts: { gates: AdmissionGates; ea
   app.addHook('onRoute', (route) => {
     const gate = route.config?.admission;
     if (!gate || !opts.early) return;
-    for (const method of Array.isArray(route.method) ? route.method : [route.method]) opts.early.add(method.toUpperCase(), route.url, gate, app.log);
+    for (const method of Array.isArray(route.method) ? route.method : [route.method]) opts.early.add(method.toUpperCase(), route.url, gate);
   });
   app.addHook('onRequest', async (request, reply) => {
     const name = request.routeOptions.config.admission;
