@@ -3,7 +3,8 @@
  *   In: the one parser of `application/json` bodies. It refuses, with 400 and a precise code, what the ledger could
  *   not attest exactly or serve back (core/strict-json.ts): invalid UTF-8, a byte order mark, nesting deeper than
  *   JSON_MAX_DEPTH, duplicate member names, lone surrogates, numbers a double cannot carry. A charset other than
- *   UTF-8 is 415. An empty body counts as no body (the route's schema decides whether one is required).
+ *   UTF-8 is 415. An empty body (no bytes) counts as no body (the route's schema decides whether one is required);
+ *   white space alone is invalid JSON.
  *   Out: replies are checked against the route's response schema for their status and serialised by
  *   JSON.stringify, except that RawJson values (stored canonical JSON text) are spliced in as they are, so a read
  *   never re-serialises a stored value.
@@ -38,8 +39,9 @@ export function parseJsonBody(body: Buffer, contentType: string | undefined, max
   } catch {
     throw new AppError('invalid_utf8', 'The body is not valid UTF-8');
   }
-  // Only JSON's own white space (RFC 8259 §2) makes a body empty; U+00A0 or U+FEFF are not white space to JSON.
-  if (/^[ \t\n\r]*$/.test(text)) return undefined;
+  // Only a body of no bytes is no body. White space alone is not a JSON text (RFC 8259 §2: a value is required), so it
+  // is refused below like any other malformed body (schemathesis sent "\n" to a route whose body is optional).
+  if (text.length === 0) return undefined;
   try {
     return parseStrictJson(text, maxDepth);
   } catch (err) {

@@ -371,6 +371,9 @@ describe('heartbeats are liveness first', () => {
     expect(bare.status).toBe(200);
     const emptyJson = await postRaw(`${svc.urls.main}/a2a/heartbeat`, '', nodeHeaders(node));
     expect(emptyJson.status).toBe(200);
+    // White space alone is not an empty body but malformed JSON (RFC 8259 §2), as schemathesis expects.
+    const blank = await postRaw(`${svc.urls.main}/a2a/heartbeat`, '\n', nodeHeaders(node));
+    expect({ status: blank.status, error: blank.body.error }).toEqual({ status: 400, error: 'invalid_json' });
 
     const res = await heartbeat(svc.urls.main, node, {
       resources: { cpu_percent: 5, npu_count: 2, npu_util_percent: 40 },
