@@ -70,7 +70,7 @@ function serverWithEarlyRefusals(early: EarlyRefusals): FastifyServerFactory {
 export function createListenerApp(ctx: ServiceContext, listener: ListenerName, options: { responseHeaders?: Record<string, string> } = {}): FastifyInstance {
   const responseHeaders = Object.entries(options.responseHeaders ?? {});
   const log = ctx.logger.child({ listener });
-  const early = new EarlyRefusals(ctx.admission, responseHeaders, traceIdOf, log);
+  const early = new EarlyRefusals(ctx.admission, options.responseHeaders ?? {}, traceIdOf, log);
   const app = Fastify({
     loggerInstance: log,
     serverFactory: serverWithEarlyRefusals(early),

@@ -108,7 +108,7 @@ export class EarlyRefusals {
   constructor(
     private readonly gates: AdmissionGates,
     /** Headers every answer of the listener carries besides X-Trace (api/app.ts responseHeaders). */
-    private readonly responseHeaders: [string, string][],
+    private readonly responseHeaders: Record<string, string>,
     /** The request's trace id, as Fastify's genReqId gives it. */
     private readonly traceId: (request: IncomingMessage) => string,
     /** The listener's logger (the gates' refusal warnings). */
@@ -137,7 +137,7 @@ export class EarlyRefusals {
       'content-type': 'application/json; charset=utf-8',
       'content-length': Buffer.byteLength(body),
       'x-trace': trace,
-      ...Object.fromEntries(this.responseHeaders),
+      ...this.responseHeaders,
       ...err.headers
     });
     response.end(body);

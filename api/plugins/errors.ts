@@ -158,7 +158,7 @@ export function clientErrorHandler(this: FastifyInstance, err: Error & { code?: 
         : ['invalid_request', 'The HTTP request is malformed'];
   const status = ERROR_STATUS[code];
   const trace = randomBytes(12).toString('hex');
-  const body = JSON.stringify({ ok: false, error: code, message, trace_id: trace });
+  const body = JSON.stringify(errorBody(new AppError(code, message), trace));
   this.log.info({ trace_id: trace, code: err.code }, 'malformed HTTP request');
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +

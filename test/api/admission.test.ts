@@ -44,7 +44,7 @@ it('answers a full gate before the app sees the request, on the exact path of a 
   const { createServer } = await import('node:http');
   const { EarlyRefusals } = await import('../../api/plugins/admission');
   const gate = new AdmissionGate('truth_write', 1);
-  const early = new EarlyRefusals({ truth_write: gate }, [['X-DID', 'did:example:hub']], () => 'trace-fresh-000', pino({ level: 'silent' }));
+  const early = new EarlyRefusals({ truth_write: gate }, { 'X-DID': 'did:example:hub' }, () => 'trace-fresh-000', pino({ level: 'silent' }));
   early.add('POST', '/upsert', 'truth_write');
   early.add('GET', '/entries/:id', 'truth_write');
   const seen: string[] = [];
