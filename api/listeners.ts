@@ -114,7 +114,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
     temporal: ctx.temporal,
     config,
     ports: new PortPoolStore(ctx.mongo.db, config.PORT_POOL),
-    registry: new DidRegistryStore(ctx.mongo.db),
+    registry: new DidRegistryStore(ctx.mongo.db, ctx.credentials.activeDids),
     ledger: ctx.ledger,
     adminTokenHash: ctx.adminTokenHash,
     orders: workOrders

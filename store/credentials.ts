@@ -5,7 +5,7 @@
  */
 import { Collection, Db } from 'mongodb';
 import { hashSecret, newApiKey, newId, newSecret } from '../core/credentials.node';
-import { forgetDid } from './active-dids';
+import { ActiveDids, recordDidRevocation } from './active-dids';
 import { forgetApiKey } from './verified-api-keys';
 
 export interface DidDocument {
@@ -83,9 +83,12 @@ export class CredentialStore {
   readonly daemonAssets: Collection<DaemonAssetDocument>;
   readonly dpopJtis: Collection<DpopJtiDocument>;
   readonly dpopNonces: Collection<DpopNonceDocument>;
+  /** The DIDs this process found active lately: the truth write's X-DID check (store/active-dids.ts). */
+  readonly activeDids: ActiveDids;
 
-  constructor(db: Db) {
+  constructor(private readonly db: Db) {
     this.dids = db.collection('dids');
+    this.activeDids = new ActiveDids(db, async (did) => (await this.activeDid(did)) !== null);
     this.homologousTokens = db.collection('homologous_tokens');
     this.apiKeys = db.collection('api_keys');
     this.oauthClients = db.collection('oauth_clients');
@@ -155,8 +158,9 @@ export class CredentialStore {
   }
 
   async revokeDid(did: string): Promise<boolean> {
+    await recordDidRevocation(this.db, did); // before the update: other processes find it (store/active-dids.ts)
     const res = await this.dids.updateOne({ _id: did, revoked_at: null }, { $set: { revoked_at: now() } });
-    forgetDid(did); // after the update: a read that began before it is not remembered (store/active-dids.ts)
+    this.activeDids.forget(did); // after the update: a read that began before it is not remembered
     return res.modifiedCount === 1;
   }
 

@@ -97,6 +97,8 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   dpop_jtis: [{ key: { expires_at: 1 }, name: 'expires_at' }],
   dpop_nonces: [{ key: { expires_at: 1 }, name: 'expires_at' }],
   dids: [],
+  // One record per revoked DID, written before the revocation and kept ten minutes (store/active-dids.ts).
+  did_revocations: [],
   ledger_head: [],
   ledger_marks: [],
   ledger_idempotency: [],

@@ -3,11 +3,12 @@
  * `dids` records POST /admin/dids writes (store/credentials.ts, _id = the DID, revoked_at), with the registry's
  * fields beside them: node_id, public_key, autonomy_level and capability channels. A record written by
  * POST /admin/dids has none of these (no channels, level 0) until did_register completes it. The X-DID check reads
- * the record on every request, so a revocation is refused at once by every API process (no cache).
+ * the record on every request, so a revocation is refused at once by every API process (no cache), except on the
+ * truth write, which learns it from the revocation feed within TRUTH_DID_CACHE_MS (store/active-dids.ts).
  */
 import { Collection, Db } from 'mongodb';
 import { AppError } from '../../core/errors';
-import { forgetDid } from '../active-dids';
+import { recordDidRevocation, type ActiveDids } from '../active-dids';
 
 export interface RegistryEntry {
   _id: string;
@@ -26,7 +27,11 @@ const isDuplicate = (err: unknown) => (err as { code?: number }).code === 11000;
 
 export class DidRegistryStore {
   private readonly dids: Collection<RegistryEntry>;
-  constructor(db: Db) {
+  constructor(
+    private readonly db: Db,
+    /** The truth write's memory of active DIDs in this process (store/active-dids.ts). */
+    private readonly activeDids: ActiveDids
+  ) {
     this.dids = db.collection<RegistryEntry>('dids');
   }
 
@@ -57,8 +62,9 @@ export class DidRegistryStore {
 
   /** Revokes an active DID; false when there is none. */
   async revoke(did: string, by: string): Promise<boolean> {
+    await recordDidRevocation(this.db, did); // before the update: other processes find it (store/active-dids.ts)
     const res = await this.dids.updateOne({ _id: did, revoked_at: null }, { $set: { revoked_at: new Date().toISOString(), registered_by: by } });
-    forgetDid(did); // the truth write's memory of active DIDs (store/active-dids.ts)
+    this.activeDids.forget(did);
     return res.modifiedCount === 1;
   }
 }

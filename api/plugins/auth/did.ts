@@ -8,7 +8,6 @@
  * TRUTH_DID_CACHE_MS (default 1 s); a revocation by this process counts at once.
  */
 import { unauthorized } from '../../../core/errors';
-import { isRecentlyActiveDid } from '../../../store/active-dids';
 import { Authenticator, header } from './principal';
 
 declare module 'fastify' {
@@ -22,6 +21,6 @@ export const did: Authenticator = async (request, { credentials, config }) => {
   const value = header(request, 'x-did');
   if (!value) throw unauthorized('X-DID header is required');
   const ttl = request.routeOptions.config.didRecentlyActive ? config.TRUTH_DID_CACHE_MS : 0;
-  if (!(await isRecentlyActiveDid(credentials, value, ttl))) throw unauthorized('X-DID is not a registered DID');
+  if (!(await credentials.activeDids.isActive(value, ttl))) throw unauthorized('X-DID is not a registered DID');
   return { model: 'did', id: value, did: value };
 };
