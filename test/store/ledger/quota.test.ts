@@ -71,6 +71,29 @@ it('leases slots ahead for a steady writer and gives the unused ones back once i
   expect(await slots()).toBe(21);
 });
 
+it('takes exactly its own slot for each use of a writer idle between uses, and gives nothing back', async () => {
+  const client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
+  let inserted = 0;
+  let deletes = 0;
+  client.on('commandStarted', (e) => {
+    if (e.commandName === 'insert') inserted += (e.command as { documents: unknown[] }).documents.length;
+    // Give-backs (by _id); not the prune of days before yesterday at the day's first use (by day).
+    if (e.commandName === 'delete' && (e.command as { deletes: { q: object }[] }).deletes.some((d) => '_id' in d.q)) deletes++;
+  });
+  const store = new QuotaStore(client.db(testDb.db.databaseName), undefined, { leaseIdleMs: 200 });
+  try {
+    for (let i = 1; i <= 4; i++) {
+      expect(await store.consume('truth:did:rare', '2026-11-21', 2000)).toEqual({ allowed: true, count: i });
+      await new Promise((r) => setTimeout(r, 300));
+      await store.releaseIdleLeases();
+    }
+    expect({ inserted, deletes }).toEqual({ inserted: 4, deletes: 0 });
+  } finally {
+    await store.close();
+    await client.close();
+  }
+});
+
 it.each([
   ['indexed', 'one `_id` equality each (FerretDB on PostgreSQL answers those from an index, an `_id: { $in }` by reading everything)'],
   ['scan', 'one `_id: { $in }` for all (FerretDB on SQLite reads the collection for any of them: once, not once per slot)']
