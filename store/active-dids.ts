@@ -22,6 +22,7 @@
  * stopped for minutes between the record and the update: then MAX_AGE_MS bounds how long it is taken as active.
  */
 import type { Collection, Db } from 'mongodb';
+import { isDuplicateKey } from './mongo';
 
 export const DID_REVOCATIONS_COLLECTION = 'did_revocations';
 /** How long a DID found active is remembered without its own read (a backstop: see above). */
@@ -44,7 +45,7 @@ export async function recordDidRevocation(db: Db, did: string): Promise<void> {
   try {
     await db.collection<RevocationRecord>(DID_REVOCATIONS_COLLECTION).insertOne({ _id: did, at: new Date() });
   } catch (err) {
-    if ((err as { code?: number }).code !== 11000) throw err;
+    if (!isDuplicateKey(err)) throw err;
   }
 }
 

@@ -10,7 +10,7 @@ import { eventually } from '../support/service';
 import { useStoreDb } from '../support/store-db';
 
 const testDb = useStoreDb('active_dids');
-const TTL = 300;
+const TTL = 1000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** An ActiveDids whose DID reads go to `credentials` and are counted per DID. */
@@ -29,8 +29,8 @@ describe('ActiveDids', () => {
     const dids = ['did:example:steady-a', 'did:example:steady-b', 'did:example:steady-c'];
     for (const did of dids) await here.registerDid(did, null);
     const { memory, reads } = counted(here);
-    // Four times TRUTH_DID_CACHE_MS of checks, one every 20 ms.
-    for (let t = 0; t < (4 * TTL) / 20; t++) {
+    // Three times TRUTH_DID_CACHE_MS of checks, one every 20 ms.
+    for (let t = 0; t < (3 * TTL) / 20; t++) {
       for (const did of dids) expect(await memory.isActive(did, TTL)).toBe(true);
       await sleep(20);
     }
