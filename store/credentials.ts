@@ -7,6 +7,7 @@ import { Collection, Db } from 'mongodb';
 import { hashSecret, newApiKey, newId, newSecret } from '../core/credentials.node';
 import { ActiveDids, recordDidRevocation } from './active-dids';
 import { forgetApiKey } from './verified-api-keys';
+import { isDuplicateKey } from './mongo';
 
 export interface DidDocument {
   _id: string;
@@ -123,7 +124,7 @@ export class CredentialStore {
         await this.dpopJtis.insertOne({ _id: id, expires_at: expiresAt });
         return true;
       } catch (err) {
-        if ((err as { code?: number }).code !== 11000) throw err;
+        if (!isDuplicateKey(err)) throw err;
         // Taken: a replay, unless the record outlived its window and the TTL monitor has not removed it yet.
         const removed = await this.dpopJtis.deleteOne({ _id: id, expires_at: { $lte: new Date() } });
         if (removed.deletedCount === 0) return false;

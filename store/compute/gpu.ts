@@ -5,6 +5,7 @@
  * state (store/federation), read when the registry is listed.
  */
 import { Collection, Db } from 'mongodb';
+import { isDuplicateKey } from '../mongo';
 
 export interface GpuPrice {
   amount: number;
@@ -46,7 +47,7 @@ export class GpuStore {
       await this.gpus.replaceOne({ _id }, gpu, { upsert: true });
     } catch (err) {
       // Two first registrations of the same name raced to insert: the loser's write replaces the winner's.
-      if ((err as { code?: number }).code !== 11000) throw err;
+      if (!isDuplicateKey(err)) throw err;
       await this.gpus.replaceOne({ _id }, gpu);
       return { gpu, created: false };
     }

@@ -5,6 +5,7 @@
  */
 import { Collection, Db } from 'mongodb';
 import { AppError } from '../../core/errors';
+import { isDuplicateKey } from '../mongo';
 
 export interface PortDocument {
   _id: number;
@@ -12,8 +13,6 @@ export interface PortDocument {
   kind: 'pool' | 'registered';
   at: string;
 }
-
-const isDuplicate = (err: unknown) => (err as { code?: number }).code === 11000;
 
 export class PortPoolStore {
   private readonly ports: Collection<PortDocument>;
@@ -39,7 +38,7 @@ export class PortPoolStore {
         await this.ports.insertOne({ _id: port, app, kind: 'pool', at: new Date().toISOString() });
         return { port, app, existing: false };
       } catch (err) {
-        if (!isDuplicate(err)) throw err;
+        if (!isDuplicateKey(err)) throw err;
       }
     }
     throw new AppError('unavailable', 'the port pool is contended; retry', {}, { 'Retry-After': '1' });
@@ -51,7 +50,7 @@ export class PortPoolStore {
       await this.ports.insertOne({ _id: port, app, kind: 'registered', at: new Date().toISOString() });
       return { port, app, existing: false };
     } catch (err) {
-      if (!isDuplicate(err)) throw err;
+      if (!isDuplicateKey(err)) throw err;
       const same = await this.ports.findOne({ _id: port, app });
       if (same) return { port, app, existing: true };
       throw new AppError('conflict', `port ${port} or app ${app} is already registered`, { port, app });

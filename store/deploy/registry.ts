@@ -9,6 +9,7 @@
 import { Collection, Db } from 'mongodb';
 import { AppError } from '../../core/errors';
 import { recordDidRevocation, type ActiveDids } from '../active-dids';
+import { isDuplicateKey } from '../mongo';
 
 export interface RegistryEntry {
   _id: string;
@@ -22,8 +23,6 @@ export interface RegistryEntry {
   registry_updated_at?: string;
   registered_by?: string;
 }
-
-const isDuplicate = (err: unknown) => (err as { code?: number }).code === 11000;
 
 export class DidRegistryStore {
   private readonly dids: Collection<RegistryEntry>;
@@ -55,7 +54,7 @@ export class DidRegistryStore {
       return { entry: stored, created: res.upsertedCount === 1 };
     } catch (err) {
       // The filter missed an existing (revoked) record, so the upsert's insert collided with its _id.
-      if (isDuplicate(err)) throw new AppError('conflict', `DID ${entry.did} was revoked; register a new one`);
+      if (isDuplicateKey(err)) throw new AppError('conflict', `DID ${entry.did} was revoked; register a new one`);
       throw err;
     }
   }

@@ -5,6 +5,7 @@
  * work-order/<id> workflow's activity, idempotently), acknowledged once by the node it is for.
  */
 import { Collection, Db } from 'mongodb';
+import { isDuplicateKey } from '../mongo';
 
 export interface WorkOrderDocument {
   _id: string;
@@ -30,7 +31,7 @@ export class WorkOrderStore {
     try {
       await this.orders.insertOne({ ...order, created_at: new Date().toISOString(), acked_at: null, acked_by: null });
     } catch (err) {
-      if ((err as { code?: number }).code !== 11000) throw err;
+      if (!isDuplicateKey(err)) throw err;
     }
     return (await this.orders.findOne({ _id: order._id }))!;
   }

@@ -6,6 +6,7 @@
  */
 import { Collection, Db } from 'mongodb';
 import { canonicalJson, JsonValue } from '../../core/ledger/canonical-json';
+import { isDuplicateKey } from '../mongo';
 
 export type ProposalState = 'open' | 'merged' | 'rejected' | 'superseded';
 
@@ -61,7 +62,7 @@ export class DirectoryTreeStore {
     try {
       await this.versions.insertOne({ _id: 1, tree_json: canonicalJson(INITIAL_TREE), created_at: new Date().toISOString(), proposal_id: null, merged_by: null, title: 'initial tree' });
     } catch (err) {
-      if ((err as { code?: number }).code !== 11000) throw err;
+      if (!isDuplicateKey(err)) throw err;
     }
   }
 
@@ -85,7 +86,7 @@ export class DirectoryTreeStore {
       await this.versions.insertOne(doc);
       return true;
     } catch (err) {
-      if ((err as { code?: number }).code === 11000) return false;
+      if (isDuplicateKey(err)) return false;
       throw err;
     }
   }

@@ -21,6 +21,7 @@
 import { randomUUID } from 'node:crypto';
 import { Collection, Db, Filter } from 'mongodb';
 import type { TaskState } from '../../core/federation/vocabulary';
+import { isDuplicateKey } from '../mongo';
 
 /** What a submitter decides about a new task; everything else starts at its queued value. */
 export type NewTask = Pick<TaskDocument, '_id' | 'type' | 'payload_json' | 'required_capabilities' | 'priority' | 'submitted_by' | 'context_id'>;
@@ -87,7 +88,7 @@ export class TaskStore {
       await this.tasks.insertOne(doc);
       return { task: doc, duplicate: false };
     } catch (err) {
-      if ((err as { code?: number }).code !== 11000) throw err;
+      if (!isDuplicateKey(err)) throw err;
       const existing = await this.tasks.findOne({ _id: doc._id });
       if (!existing) throw err;
       return { task: existing, duplicate: true };
@@ -160,7 +161,7 @@ export class TaskStore {
       try {
         await this.claims.insertOne({ _id: `${c._id}#${c.attempts + 1}`, task_id: c._id, node_id: nodeId, claim_id: claimId, at });
       } catch (err) {
-        if ((err as { code?: number }).code === 11000) continue; // another claimant won this attempt
+        if (isDuplicateKey(err)) continue; // another claimant won this attempt
         throw err;
       }
       const got = await this.tasks.findOneAndUpdate(

@@ -38,7 +38,7 @@ import { LedgerEntryDocument, LedgerEntryKind, ledgerLeafBytes } from '../../cor
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { FreshReads } from '../../core/fresh-reads';
 import { addToTally, LedgerTally, tallyCategory } from '../../core/ledger/tally';
-import { findByIds, IdLookups } from '../mongo';
+import { findByIds, IdLookups, isDuplicateKey } from '../mongo';
 import type { ForwardAppend, ForwardCountedAppend, QuotaClaim } from './ledger-forwarding';
 
 export const LEDGER_COLLECTION = 'ledger';
@@ -459,7 +459,7 @@ export class Ledger {
         if (inserted > 0) await this.publish(docs.slice(0, inserted));
         this.knownTail = null;
         pending.slice(0, inserted).forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
-        if ((err as { code?: number }).code !== 11000) throw err;
+        if (!isDuplicateKey(err)) throw err;
         // Refused: another writer took this seq, or (only for a write with a caller's key) the key is in the ledger
         // already. Servers differ in saying which unique index refused (FerretDB does not say). A write with a
         // caller's key looks its key up (its record; failing that, the ledger further down). Otherwise the other
@@ -778,7 +778,7 @@ export class Ledger {
       updated_at: now.toISOString()
     };
     await this.heads.insertOne(record).catch((err) => {
-      if ((err as { code?: number }).code !== 11000) throw err; // another writer recorded this size: the same root
+      if (!isDuplicateKey(err)) throw err; // another writer recorded this size: the same root
     });
     await this.mark(head.size, now);
     if (++this.batchesSinceHeadPrune >= PRUNE_HEADS_EVERY) {

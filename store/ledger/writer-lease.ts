@@ -25,6 +25,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
+import { isDuplicateKey } from '../mongo';
 
 export const LEDGER_WRITER_COLLECTION = 'ledger_writer';
 const LEASE_ID = 'writer';
@@ -119,7 +120,7 @@ export class LedgerWriterLease {
         await this.leases.insertOne(mine);
         this.current = mine;
       } catch (err) {
-        if ((err as { code?: number }).code !== 11000) throw err;
+        if (!isDuplicateKey(err)) throw err;
         this.current = await this.leases.findOne({ _id: LEASE_ID }); // another replica took it first
       }
       return;

@@ -6,6 +6,7 @@
  * pruned here at most once a minute per process and every check compares `expires_at`.
  */
 import { Collection, Db } from 'mongodb';
+import { isDuplicateKey } from '../mongo';
 
 export interface PartnerDocument {
   _id: string; // partner id (the signature's keyid)
@@ -39,7 +40,7 @@ export class PartnerStore {
       await this.partners.insertOne(doc);
       return { partner: doc, created: true };
     } catch (err) {
-      if ((err as { code?: number }).code !== 11000) throw err;
+      if (!isDuplicateKey(err)) throw err;
       return { partner: (await this.partners.findOne({ _id: id }))!, created: false };
     }
   }
@@ -84,7 +85,7 @@ export class PartnerStore {
         await this.replays.insertOne({ _id: digest, partner_id: partnerId, expires_at: expiresAt });
         return true;
       } catch (err) {
-        if ((err as { code?: number }).code !== 11000) throw err;
+        if (!isDuplicateKey(err)) throw err;
         const removed = await this.replays.deleteOne({ _id: digest, expires_at: { $lte: new Date() } });
         if (removed.deletedCount === 0) return false;
       }

@@ -18,6 +18,7 @@ import { startNodeLifecycle } from '../../../workflows/federation/node-lifecycle
 import { NodeLifecycleInput, nodeWorkflowId } from '../../../workflows/federation/node-lifecycle.contract';
 import type { NodeDocument, NodeStore } from '../../../store/federation/nodes';
 import type { EndpointDirectory } from '../../directory';
+import { isDuplicateKey } from '../../../store/mongo';
 
 const registeredResponse = z
   .object({
@@ -76,7 +77,7 @@ export const registerRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; temporal:
           review: null
         })).catch((err: unknown) => {
           // Left only if other API processes took this registration's number MAX_SEQUENCE_ATTEMPTS times in a row.
-          if ((err as { code?: number }).code === 11000) {
+          if (isDuplicateKey(err)) {
             throw new AppError('unavailable', 'Too many concurrent registrations; nothing was kept, please retry', {}, { 'Retry-After': '1' });
           }
           throw err;
