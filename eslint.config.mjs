@@ -13,8 +13,16 @@ const ioPaths = (allowTypeImports) => [
   { group: ['**/store', '**/store/**'], message: 'store/ does I/O: call it from an activity', allowTypeImports },
   { group: ['**/api', '**/api/**'], message: 'api/ is the HTTP layer', allowTypeImports },
   { group: ['**/worker', '**/worker/**'], message: 'worker/ builds the worker process', allowTypeImports },
-  { group: ['**/*.node', '**/*.node.ts'], message: 'Node-only module (*.node.ts): not in the workflow sandbox', allowTypeImports },
-  { group: ['**/*.client', '**/client-support'], message: 'client modules run in the API, not in workflows', allowTypeImports }
+  {
+    group: ['**/*.node', '**/*.node.ts'],
+    message: 'Node-only module (*.node.ts): not in the workflow sandbox',
+    allowTypeImports
+  },
+  {
+    group: ['**/*.client', '**/client-support'],
+    message: 'client modules run in the API, not in workflows',
+    allowTypeImports
+  }
 ];
 
 const ioLibraries = [
@@ -36,7 +44,19 @@ const ioLibraries = [
 ];
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'dist/**', 'coverage/**', '.data/**', '.test-results/**', '.schemathesis/**', '**/*.js', '**/*.mjs', '**/*.cjs'] },
+  {
+    ignores: [
+      'node_modules/**',
+      'dist/**',
+      'coverage/**',
+      '.data/**',
+      '.test-results/**',
+      '.schemathesis/**',
+      '**/*.js',
+      '**/*.mjs',
+      '**/*.cjs'
+    ]
+  },
   {
     files: ['**/*.ts'],
     languageOptions: {
@@ -57,11 +77,18 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          paths: [...nodeBuiltins, ...ioLibraries].map((name) => ({ name, message: 'not allowed in the workflow sandbox (workflows must be deterministic and do no I/O)' })),
+          paths: [...nodeBuiltins, ...ioLibraries].map((name) => ({
+            name,
+            message: 'not allowed in the workflow sandbox (workflows must be deterministic and do no I/O)'
+          })),
           patterns: [
             // Types (a stored document's shape) are fine: they vanish at compile time.
             ...ioPaths(true),
-            { group: ['**/activities', '**/activities/**'], message: 'workflows import activities as types only (proxyActivities)', allowTypeImports: true },
+            {
+              group: ['**/activities', '**/activities/**'],
+              message: 'workflows import activities as types only (proxyActivities)',
+              allowTypeImports: true
+            },
             { group: ['node:*'], message: 'Node built-ins are not allowed in the workflow sandbox' }
           ]
         }
@@ -76,8 +103,15 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          paths: [...nodeBuiltins, ...ioLibraries].map((name) => ({ name, message: 'core/ is pure (no Node built-ins, no I/O): put Node-only code in a *.node.ts file' })),
-          patterns: [...ioPaths(false), { group: ['**/activities', '**/activities/**'], message: 'core/ is pure' }, { group: ['node:*'], message: 'core/ is pure: put Node-only code in a *.node.ts file' }]
+          paths: [...nodeBuiltins, ...ioLibraries].map((name) => ({
+            name,
+            message: 'core/ is pure (no Node built-ins, no I/O): put Node-only code in a *.node.ts file'
+          })),
+          patterns: [
+            ...ioPaths(false),
+            { group: ['**/activities', '**/activities/**'], message: 'core/ is pure' },
+            { group: ['node:*'], message: 'core/ is pure: put Node-only code in a *.node.ts file' }
+          ]
         }
       ]
     }

@@ -10,7 +10,10 @@ module.exports = {
   transform: {
     '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
     // The standard OAuth clients the tests drive unmodified are ESM-only: compiled to CommonJS for jest alone.
-    '/node_modules/(openid-client|oauth4webapi|dpop|jose)/.+\\.js$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }]
+    '/node_modules/(openid-client|oauth4webapi|dpop|jose)/.+\\.js$': [
+      '@swc/jest',
+      { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }
+    ]
   },
   transformIgnorePatterns: ['/node_modules/(?!(openid-client|oauth4webapi|dpop|jose)/)'],
   globalSetup: '<rootDir>/test/setup/global-setup.ts',

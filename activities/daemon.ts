@@ -89,10 +89,23 @@ export function createDaemonCoreActivities(deps: { db: Db; ledger: Ledger; daemo
   const chain = auditChainFor(deps.daemon.dataDir);
   return {
     async checkDaemonIdentity(input: IdentityCheckInput): Promise<{ ok: boolean; reason: string | null }> {
-      const verdict = await assets.check(input.asset_id, input.order_root_sha256, input.order_root_version, deps.daemon.protocolVersion);
+      const verdict = await assets.check(
+        input.asset_id,
+        input.order_root_sha256,
+        input.order_root_version,
+        deps.daemon.protocolVersion
+      );
       if (verdict.ok) return { ok: true, reason: null };
-      await chain.append({ event: 'rejected', stage: 'execution', asset_id: input.asset_id, dag_id: input.dag_id, task_id: input.task_id, reason: verdict.reason });
-      if (verdict.isolated_now) await chain.append({ event: 'isolated', asset_id: input.asset_id, reason: verdict.reason });
+      await chain.append({
+        event: 'rejected',
+        stage: 'execution',
+        asset_id: input.asset_id,
+        dag_id: input.dag_id,
+        task_id: input.task_id,
+        reason: verdict.reason
+      });
+      if (verdict.isolated_now)
+        await chain.append({ event: 'isolated', asset_id: input.asset_id, reason: verdict.reason });
       return { ok: false, reason: verdict.reason };
     },
 
@@ -104,7 +117,14 @@ export function createDaemonCoreActivities(deps: { db: Db; ledger: Ledger; daemo
       const { entry } = await deps.ledger.append({
         kind: 'event',
         key: 'hub.daemon.dag_finished',
-        value: { dag_id: input.dag_id, workflow_id: input.workflow_id, status: input.status, audit_root: input.audit_root, audit_seq: input.audit_seq, tasks: input.tasks },
+        value: {
+          dag_id: input.dag_id,
+          workflow_id: input.workflow_id,
+          status: input.status,
+          audit_root: input.audit_root,
+          audit_seq: input.audit_seq,
+          tasks: input.tasks
+        },
         truth_type: null,
         did: deps.daemon.serviceDid,
         idempotencyKey: input.workflow_id
@@ -117,7 +137,13 @@ export function createDaemonCoreActivities(deps: { db: Db; ledger: Ledger; daemo
 export function createDaemonModelActivities(daemon: DaemonActivityDeps) {
   const whitelist = daemonModelWhitelist(daemon.catalog, daemon.whitelist);
   // Retries and the per-provider breaker of the chat gateway are off: the daemon's own breaker counts each call.
-  const upstreams = new ChatUpstreams(daemon.catalog, { retries: 0, retryMaxWaitMs: 0, breakerFailures: 1_000_000, breakerCooldownMs: 1000, ...(daemon.env ? { env: daemon.env } : {}) });
+  const upstreams = new ChatUpstreams(daemon.catalog, {
+    retries: 0,
+    retryMaxWaitMs: 0,
+    breakerFailures: 1_000_000,
+    breakerCooldownMs: 1000,
+    ...(daemon.env ? { env: daemon.env } : {})
+  });
   const chain = auditChainFor(daemon.dataDir);
   return {
     async callDaemonModel(input: ModelCallInput): Promise<ModelCallResult> {
@@ -131,17 +157,43 @@ export function createDaemonModelActivities(daemon: DaemonActivityDeps) {
       const timeout = AbortSignal.timeout(input.timeout_s * 1000);
       const signal = AbortSignal.any([timeout, ctx.cancellationSignal]);
       try {
-        const res = await upstreams.complete([model], { messages: input.messages, ...(input.max_tokens ? { max_tokens: input.max_tokens } : {}) }, signal);
+        const res = await upstreams.complete(
+          [model],
+          { messages: input.messages, ...(input.max_tokens ? { max_tokens: input.max_tokens } : {}) },
+          signal
+        );
         const output = res.value.choices[0]?.message?.content ?? '';
-        const u = usageFrom(res.value.usage, () => ({ prompt: estimatePromptTokens(input.messages), completion: estimateTokens(output) }));
-        const usage = { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.total_tokens };
-        if (daemon.cleartext) await chain.append({ event: 'cleartext', dag_id: input.dag_id, task_id: input.task_id, prompt: JSON.stringify(input.messages), output });
-        return { output, output_sha256: sha256Hex(output), usage, cost: costOf(usage, model.price), upstream_model: model.upstream };
+        const u = usageFrom(res.value.usage, () => ({
+          prompt: estimatePromptTokens(input.messages),
+          completion: estimateTokens(output)
+        }));
+        const usage = {
+          prompt_tokens: u.prompt_tokens,
+          completion_tokens: u.completion_tokens,
+          total_tokens: u.total_tokens
+        };
+        if (daemon.cleartext)
+          await chain.append({
+            event: 'cleartext',
+            dag_id: input.dag_id,
+            task_id: input.task_id,
+            prompt: JSON.stringify(input.messages),
+            output
+          });
+        return {
+          output,
+          output_sha256: sha256Hex(output),
+          usage,
+          cost: costOf(usage, model.price),
+          upstream_model: model.upstream
+        };
       } catch (err) {
         // Cancelled, not failed: this attempt ends as the SDK decides (a shutting-down worker's attempt is retried
         // on another worker; a cancelled DAG stops). Only the model's own answer is the task's failure.
         if (ctx.cancellationSignal.aborted) throw new CancelledFailure('the model call was cancelled');
-        const why = timeout.aborted ? `the model call took longer than ${input.timeout_s} s` : upstreams.redact((err as Error).message ?? String(err));
+        const why = timeout.aborted
+          ? `the model call took longer than ${input.timeout_s} s`
+          : upstreams.redact((err as Error).message ?? String(err));
         throw ApplicationFailure.nonRetryable(why.slice(0, 500), MODEL_CALL_FAILED);
       } finally {
         clearInterval(beat);

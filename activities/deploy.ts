@@ -11,7 +11,13 @@ import { promisify } from 'node:util';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Db } from 'mongodb';
 import { WorkOrderStore } from '../store/deploy/work-orders';
-import { CONFIG_GENERATION_PATH, deployLayout, nginxFlags, RELEASE_PATTERN, renderGenerationLocation } from '../core/deploy/web';
+import {
+  CONFIG_GENERATION_PATH,
+  deployLayout,
+  nginxFlags,
+  RELEASE_PATTERN,
+  renderGenerationLocation
+} from '../core/deploy/web';
 import nodeHttp from 'node:http';
 import { FragmentError, parseFragment, renderFragment } from '../core/deploy/fragment';
 
@@ -88,7 +94,10 @@ export type ConfigTest = { ok: true; output: string } | { ok: false; nginx_error
 function releasesOf(dataDir: string, target: string): string[] {
   const dir = deployLayout(dataDir).releases(target);
   if (!fs.existsSync(dir)) return [];
-  return fs.readdirSync(dir).filter((n) => RELEASE_PATTERN.test(n)).sort();
+  return fs
+    .readdirSync(dir)
+    .filter((n) => RELEASE_PATTERN.test(n))
+    .sort();
 }
 
 export function createDeployActivities(deps: DeployActivityDeps) {
@@ -168,7 +177,11 @@ export function createDeployActivities(deps: DeployActivityDeps) {
           if (err instanceof FragmentError) throw ApplicationFailure.nonRetryable(err.message, 'InvalidFragment');
           throw err;
         }
-        const rendered = renderFragment(tree, { target: input.target, currentDir: layout.current(input.target), listenInclude: layout.listenConf });
+        const rendered = renderFragment(tree, {
+          target: input.target,
+          currentDir: layout.current(input.target),
+          listenInclude: layout.listenConf
+        });
         replaceFile(files.source, text);
         replaceFile(files.locations, rendered.locations);
         replaceFile(files.servers, rendered.servers);
@@ -212,7 +225,10 @@ export function createDeployActivities(deps: DeployActivityDeps) {
         } catch (err) {
           last = (err as Error).message;
         }
-        if (Date.now() > deadline) throw new Error(`nginx did not load the new config within ${input.wait_ms} ms (${url}: ${last}); see ${scrub(layout.nginxErrorLog)}`);
+        if (Date.now() > deadline)
+          throw new Error(
+            `nginx did not load the new config within ${input.wait_ms} ms (${url}: ${last}); see ${scrub(layout.nginxErrorLog)}`
+          );
         await new Promise((r) => setTimeout(r, 100));
       }
     },
@@ -246,7 +262,8 @@ export function createDeployActivities(deps: DeployActivityDeps) {
         for (const file of input.files) {
           const dest = path.join(tmp, file.path);
           // The path rules (core/deploy/web.ts) already confine it; this checks the resolved path once more.
-          if (!dest.startsWith(`${tmp}/`)) throw ApplicationFailure.nonRetryable(`file path escapes the release: ${file.path}`, 'InvalidRelease');
+          if (!dest.startsWith(`${tmp}/`))
+            throw ApplicationFailure.nonRetryable(`file path escapes the release: ${file.path}`, 'InvalidRelease');
           fs.mkdirSync(path.dirname(dest), { recursive: true, mode: 0o755 });
           fs.writeFileSync(dest, file.content, { mode: 0o644 });
           fsyncPath(dest);
@@ -291,13 +308,14 @@ export function createDeployActivities(deps: DeployActivityDeps) {
         const url = `${deps.webUrl}/${input.target}/${file.path}`;
         let res: Response;
         try {
-          res = await fetch(url, { signal: AbortSignal.timeout(5000)});
+          res = await fetch(url, { signal: AbortSignal.timeout(5000) });
         } catch (err) {
           throw new Error(`GET ${url} failed: ${(err as Error).message}`);
         }
         const body = Buffer.from(await res.arrayBuffer());
         if (res.status !== 200) throw new Error(`GET ${url} answered HTTP ${res.status}`);
-        if (sha256(body) !== file.sha256) throw new Error(`GET ${url} served other content (sha256 ${sha256(body)}, expected ${file.sha256})`);
+        if (sha256(body) !== file.sha256)
+          throw new Error(`GET ${url} served other content (sha256 ${sha256(body)}, expected ${file.sha256})`);
       }
     },
 
@@ -310,7 +328,9 @@ export function createDeployActivities(deps: DeployActivityDeps) {
     async findRollbackRelease(input: { target: string }): Promise<{ release_id: string; files: FileDigest[] } | null> {
       const current = readCurrentSync(input.target);
       const bad = new Set(fs.existsSync(layout.bad(input.target)) ? fs.readdirSync(layout.bad(input.target)) : []);
-      const candidates = releasesOf(deps.dataDir, input.target).filter((r) => !bad.has(r) && (current === null || r < current));
+      const candidates = releasesOf(deps.dataDir, input.target).filter(
+        (r) => !bad.has(r) && (current === null || r < current)
+      );
       const pick = candidates.at(-1);
       return pick ? { release_id: pick, files: digestsOf(input.target, pick) } : null;
     },
@@ -337,7 +357,14 @@ export type DeployActivities = ReturnType<typeof createDeployActivities>;
 export function createWorkOrderActivities(deps: { db: Db }) {
   const orders = new WorkOrderStore(deps.db);
   return {
-    async queueWorkOrder(input: { instruction_id: string; node_id: string; key: string; value_json: string; approval_id: string; pushed_by: string }): Promise<{ created_at: string }> {
+    async queueWorkOrder(input: {
+      instruction_id: string;
+      node_id: string;
+      key: string;
+      value_json: string;
+      approval_id: string;
+      pushed_by: string;
+    }): Promise<{ created_at: string }> {
       const { instruction_id, ...rest } = input;
       const order = await orders.insert({ _id: instruction_id, ...rest });
       return { created_at: order.created_at };

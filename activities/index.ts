@@ -26,7 +26,11 @@ export interface ActivityDeps {
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createLedgerActivities(deps.ledger),
-    ...createNodeActivities({ ledger: deps.ledger, nodes: new NodeStore(deps.db), presence: new PresenceStore(deps.db) }),
+    ...createNodeActivities({
+      ledger: deps.ledger,
+      nodes: new NodeStore(deps.db),
+      presence: new PresenceStore(deps.db)
+    }),
     ...createDirectoryTreeActivities({ ledger: deps.ledger, tree: new DirectoryTreeStore(deps.db) }),
     ...createTaskLeaseActivities({ db: deps.db }),
     ...createComputeActivities({ ledger: deps.ledger }),
@@ -40,10 +44,16 @@ export type Activities = ReturnType<typeof createActivities>;
  * The activities each task queue kind runs (workflows/task-queues.ts). Model calls (chat, daemon) and external
  * commands (deploys) register theirs under `models` and `commands`; a kind with no activities gets no worker.
  */
-export function createActivitiesByQueue(deps: ActivityDeps): Record<TaskQueueKind, Record<string, (...args: never[]) => Promise<unknown>>> {
+export function createActivitiesByQueue(
+  deps: ActivityDeps
+): Record<TaskQueueKind, Record<string, (...args: never[]) => Promise<unknown>>> {
   const daemon = deps.daemon;
   return {
-    core: { ...createActivities(deps), ...(daemon ? createDaemonCoreActivities({ db: deps.db, ledger: deps.ledger, daemon }) : {}) },
+    core: {
+      ...createActivities(deps),
+      ...(daemon ? createDaemonCoreActivities({ db: deps.db, ledger: deps.ledger, daemon }) : {})
+    },
     models: { ...(daemon ? createDaemonModelActivities(daemon) : {}) },
-    commands: { ...(deps.deploy ? createDeployActivities(deps.deploy) : {}) } };
+    commands: { ...(deps.deploy ? createDeployActivities(deps.deploy) : {}) }
+  };
 }

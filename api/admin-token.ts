@@ -10,14 +10,20 @@ export function adminTokenPath(dataDir: string): string {
   return path.join(dataDir, 'admin-token');
 }
 
-export function loadAdminTokenHash(dataDir: string, fromEnv: string | undefined, announce: (msg: string) => void): string {
+export function loadAdminTokenHash(
+  dataDir: string,
+  fromEnv: string | undefined,
+  announce: (msg: string) => void
+): string {
   if (fromEnv) return hashSecret(fromEnv);
   const file = adminTokenPath(dataDir);
   if (!fs.existsSync(file)) {
     fs.mkdirSync(dataDir, { recursive: true });
     try {
       fs.writeFileSync(file, newSecret('adm_') + '\n', { mode: 0o600, flag: 'wx' });
-      announce(`Generated an administrator token at ${file} (mode 0600). Use it as "Authorization: Bearer <token>" on /admin.`);
+      announce(
+        `Generated an administrator token at ${file} (mode 0600). Use it as "Authorization: Bearer <token>" on /admin.`
+      );
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }

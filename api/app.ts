@@ -36,7 +36,10 @@ export function rateLimitKey(request: { ip: string }): string {
   const left = head ? head.split(':') : [];
   const right = tail ? tail.split(':') : [];
   const groups = ip.includes('::') ? [...left, ...Array(8 - left.length - right.length).fill('0'), ...right] : left;
-  return `${groups.slice(0, 4).map((g) => g.toLowerCase().replace(/^0+(?=.)/, '')).join(':')}::/64`;
+  return `${groups
+    .slice(0, 4)
+    .map((g) => g.toLowerCase().replace(/^0+(?=.)/, ''))
+    .join(':')}::/64`;
 }
 
 /** A request's trace id: the caller's X-Trace when well-formed, else a fresh one. */
@@ -51,7 +54,12 @@ export function traceIdOf(req: http.IncomingMessage): string {
  */
 function serverWithEarlyRefusals(early: EarlyRefusals): FastifyServerFactory {
   return (handler, opts) => {
-    const o = opts as { keepAliveTimeout: number; requestTimeout: number; connectionTimeout: number; maxRequestsPerSocket: number };
+    const o = opts as {
+      keepAliveTimeout: number;
+      requestTimeout: number;
+      connectionTimeout: number;
+      maxRequestsPerSocket: number;
+    };
     const server = http.createServer((req, res) => {
       if (!early.refuse(req, res)) handler(req, res);
     });
@@ -67,7 +75,11 @@ function serverWithEarlyRefusals(early: EarlyRefusals): FastifyServerFactory {
  * `responseHeaders` go on every answer of the listener, 404s and errors included (the commercial gateway's X-DID);
  * they are set in the same first hook as X-Trace, which also runs for unknown paths.
  */
-export function createListenerApp(ctx: ServiceContext, listener: ListenerName, options: { responseHeaders?: Record<string, string> } = {}): FastifyInstance {
+export function createListenerApp(
+  ctx: ServiceContext,
+  listener: ListenerName,
+  options: { responseHeaders?: Record<string, string> } = {}
+): FastifyInstance {
   const responseHeaders = Object.entries(options.responseHeaders ?? {});
   const log = ctx.logger.child({ listener });
   const early = new EarlyRefusals(ctx.admission, options.responseHeaders ?? {}, traceIdOf, log);
@@ -110,9 +122,14 @@ export function createListenerApp(ctx: ServiceContext, listener: ListenerName, o
     keyGenerator: (request) => rateLimitKey({ ip: clientAddress(request, trusted) }),
     store: sharedRateLimitStore(ctx.chat.limits),
     errorResponseBuilder: (_request, limit) =>
-      new AppError('rate_limited', `Too many requests from this address: at most ${limit.max} per ${limit.ttl / 1000} s; retry after ${limit.after}`, { limit: limit.max }, {
-        'Retry-After': String(Math.max(1, Math.ceil(limit.ttl / 1000)))
-      })
+      new AppError(
+        'rate_limited',
+        `Too many requests from this address: at most ${limit.max} per ${limit.ttl / 1000} s; retry after ${limit.after}`,
+        { limit: limit.max },
+        {
+          'Retry-After': String(Math.max(1, Math.ceil(limit.ttl / 1000)))
+        }
+      )
   });
   app.register(jsonBodyPlugin, { maxDepth: ctx.config.JSON_MAX_DEPTH });
   // A heartbeat holds the presence clock from here, through authentication (api/plugins/presence-hold.ts).

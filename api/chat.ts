@@ -22,7 +22,12 @@ export interface ChatServices {
   /** The limits of a key's plan (an unknown plan name, from before plans were checked, counts as S1). */
   planOf(plan: string): PlanLimits;
   /** Circuit breaker state per provider, for /health. */
-  upstreamHealth(): { name: string; state: 'closed' | 'open' | 'half_open'; consecutive_failures: number; retry_after_s: number }[];
+  upstreamHealth(): {
+    name: string;
+    state: 'closed' | 'open' | 'half_open';
+    consecutive_failures: number;
+    retry_after_s: number;
+  }[];
   /** When the process stops: gives back the limit slots it leased and writes its token tallies. */
   close(): Promise<void>;
 }
@@ -38,7 +43,8 @@ export function createChatServices(config: Config, db: Db, logger: Logger): Chat
       throw new Error('CHAT_PLANS: not JSON (e.g. {"S1":{"requests_per_minute":5}})');
     }
     const parsed = plansOverrideSchema.safeParse(raw);
-    if (!parsed.success) throw new Error(`CHAT_PLANS: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    if (!parsed.success)
+      throw new Error(`CHAT_PLANS: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
     override = parsed.data;
   }
   const plans = planTable(override);
@@ -49,9 +55,19 @@ export function createChatServices(config: Config, db: Db, logger: Logger): Chat
     breakerCooldownMs: config.CHAT_BREAKER_COOLDOWN_S * 1000,
     onAttemptFailed: (info) => logger.warn(info, 'upstream attempt failed')
   });
-  if (catalog.models.size === 0) logger.info('chat gateway: no provider configured (CHAT_PROVIDERS_FILE / CHAT_PROVIDERS); /v1/models is empty');
-  else logger.info({ providers: [...catalog.providers.keys()], models: catalog.models.size }, 'chat gateway providers loaded');
-  const limits = new ChatLimitStore(db, (err) => logger.warn({ err }, 'chat limit prune failed'), Date.now, config.MONGODB_ID_LOOKUPS);
+  if (catalog.models.size === 0)
+    logger.info('chat gateway: no provider configured (CHAT_PROVIDERS_FILE / CHAT_PROVIDERS); /v1/models is empty');
+  else
+    logger.info(
+      { providers: [...catalog.providers.keys()], models: catalog.models.size },
+      'chat gateway providers loaded'
+    );
+  const limits = new ChatLimitStore(
+    db,
+    (err) => logger.warn({ err }, 'chat limit prune failed'),
+    Date.now,
+    config.MONGODB_ID_LOOKUPS
+  );
   const usage = new ChatUsageStore(db, (err) => logger.warn({ err }, 'chat usage tally flush failed'));
   return {
     catalog,

@@ -20,7 +20,10 @@ export function trustedProxies(list: readonly string[]): TrustedProxies {
     if (prefix === undefined) block.addAddress(address, family);
     else block.addSubnet(address, Number(prefix), family);
   }
-  return { has: (address) => list.length > 0 && net.isIP(address) !== 0 && block.check(address, net.isIPv6(address) ? 'ipv6' : 'ipv4') };
+  return {
+    has: (address) =>
+      list.length > 0 && net.isIP(address) !== 0 && block.check(address, net.isIPv6(address) ? 'ipv6' : 'ipv4')
+  };
 }
 
 export function clientAddress(request: Pick<FastifyRequest, 'ip' | 'headers'>, trusted: TrustedProxies): string {

@@ -59,7 +59,10 @@ export interface ServiceContext {
   close(): Promise<void>;
 }
 
-export async function createServiceContext(config: Config, logger = createLogger(config, 'zhongshu-hub')): Promise<ServiceContext> {
+export async function createServiceContext(
+  config: Config,
+  logger = createLogger(config, 'zhongshu-hub')
+): Promise<ServiceContext> {
   const mongo = await connectMongo({ uri: mongoUri(config), dbName: config.MONGODB_DB });
   try {
     await ensureIndexes(mongo.db);
@@ -73,13 +76,20 @@ export async function createServiceContext(config: Config, logger = createLogger
     const adminTokenHash = loadAdminTokenHash(config.dataDir, config.ADMIN_TOKEN, (msg) => logger.warn(msg));
     const nodes = new NodeStore(mongo.db);
     const presence = new PresenceStore(mongo.db);
-    const heartbeatHistory = new HeartbeatHistoryStore(mongo.db, { intervalMs: config.HEARTBEAT_HISTORY_INTERVAL_S * 1000, size: config.HEARTBEAT_HISTORY_SIZE });
+    const heartbeatHistory = new HeartbeatHistoryStore(mongo.db, {
+      intervalMs: config.HEARTBEAT_HISTORY_INTERVAL_S * 1000,
+      size: config.HEARTBEAT_HISTORY_SIZE
+    });
     const tree = new DirectoryTreeStore(mongo.db);
     await tree.ensureInitialVersion();
-    const nodeCache = new NodeCache(nodes, config.NODE_CACHE_TTL_MS, (err) => logger.warn({ err }, 'node change log read failed; node cache entries are read again after NODE_CACHE_TTL_MS'));
+    const nodeCache = new NodeCache(nodes, config.NODE_CACHE_TTL_MS, (err) =>
+      logger.warn({ err }, 'node change log read failed; node cache entries are read again after NODE_CACHE_TTL_MS')
+    );
     nodeCache.start();
     const chat = createChatServices(config, mongo.db, logger);
-    const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'), { idLookups: config.MONGODB_ID_LOOKUPS });
+    const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'), {
+      idLookups: config.MONGODB_ID_LOOKUPS
+    });
     const presenceRecorder = new PresenceRecorder(
       presence,
       heartbeatHistory,
@@ -104,7 +114,9 @@ export async function createServiceContext(config: Config, logger = createLogger
       // (A truth write's quota slot travels with its append to the lease holder: one request, forwardCounted.)
       ledger: new Ledger(mongo.db, {
         idLookups: config.MONGODB_ID_LOOKUPS,
-        ...(cluster.isWorker ? { forward: forwardAppendsTo(process) } : { forward: writer?.forward ?? null, forwardCounted: writer?.forwardCounted ?? null })
+        ...(cluster.isWorker
+          ? { forward: forwardAppendsTo(process) }
+          : { forward: writer?.forward ?? null, forwardCounted: writer?.forwardCounted ?? null })
       }),
       credentials: new CredentialStore(mongo.db),
       nodes,
@@ -130,11 +142,22 @@ export async function createServiceContext(config: Config, logger = createLogger
       close: async () => {
         nodeCache.stop();
         // Heartbeats acknowledged before their write are stored before the process ends (at most 5 s).
-        if (!(await presenceRecorder.drain(5000))) logger.warn('presence writes still pending at shutdown; heartbeats acknowledged in the last second may not be stored');
+        if (!(await presenceRecorder.drain(5000)))
+          logger.warn(
+            'presence writes still pending at shutdown; heartbeats acknowledged in the last second may not be stored'
+          );
         await presenceRecorder.stopClock();
-        await chat.close().catch((err: unknown) => logger.warn({ err }, 'chat limit leases, usage records or tallies could not be written back'));
-        await quota.close().catch((err: unknown) => logger.warn({ err }, 'unused leased quota slots could not be given back')); // store/ledger/quota.ts
-        await writer?.close().catch((err: unknown) => logger.warn({ err }, 'the ledger writer lease could not be closed cleanly'));
+        await chat
+          .close()
+          .catch((err: unknown) =>
+            logger.warn({ err }, 'chat limit leases, usage records or tallies could not be written back')
+          );
+        await quota
+          .close()
+          .catch((err: unknown) => logger.warn({ err }, 'unused leased quota slots could not be given back')); // store/ledger/quota.ts
+        await writer
+          ?.close()
+          .catch((err: unknown) => logger.warn({ err }, 'the ledger writer lease could not be closed cleanly'));
         await connection.close().catch(() => undefined);
         await mongo.close();
       }

@@ -34,7 +34,9 @@ export class EndpointDirectory {
   }
 
   entries(): DirectoryEntry[] {
-    return [...this.byKey.values()].sort((a, b) => a.group.localeCompare(b.group) || a.path.localeCompare(b.path) || a.method.localeCompare(b.method));
+    return [...this.byKey.values()].sort(
+      (a, b) => a.group.localeCompare(b.group) || a.path.localeCompare(b.path) || a.method.localeCompare(b.method)
+    );
   }
 
   countByGroup(): Map<EndpointGroup, number> {

@@ -19,7 +19,9 @@ export interface EventStream {
 }
 
 /** One per plugin: `open` starts a stream that the server's close ends. */
-export function eventStreams(app: FastifyInstance): { open(request: FastifyRequest, reply: FastifyReply): EventStream } {
+export function eventStreams(app: FastifyInstance): {
+  open(request: FastifyRequest, reply: FastifyReply): EventStream;
+} {
   const open = new Set<FastifyReply>();
   app.addHook('preClose', async () => {
     for (const reply of open) reply.raw.end();

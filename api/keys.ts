@@ -36,10 +36,15 @@ function loadOrCreatePem(file: string, create: () => KeyObject): KeyObject {
 }
 
 function loadKeyAgreement(dataDir: string): HubKeys['keyAgreement'] {
-  const privateKey = loadOrCreatePem(path.join(dataDir, 'keys', 'hub-x25519.pem'), () => generateKeyPairSync('x25519').privateKey);
+  const privateKey = loadOrCreatePem(
+    path.join(dataDir, 'keys', 'hub-x25519.pem'),
+    () => generateKeyPairSync('x25519').privateKey
+  );
   const publicKey = createPublicKey(privateKey);
   const jwk = publicKey.export({ format: 'jwk' }) as Record<string, string>;
-  const kid = createHash('sha256').update(JSON.stringify({ crv: jwk.crv, kty: jwk.kty, x: jwk.x })).digest('base64url');
+  const kid = createHash('sha256')
+    .update(JSON.stringify({ crv: jwk.crv, kty: jwk.kty, x: jwk.x }))
+    .digest('base64url');
   return { privateKey, publicKey, jwk: { ...jwk, kid, use: 'enc', alg: 'ECDH-ES' } };
 }
 
@@ -62,5 +67,13 @@ export function loadOrCreateHubKeys(dataDir: string): HubKeys {
   const jwk = publicKey.export({ format: 'jwk' }) as Record<string, string>;
   const raw = Buffer.from(jwk.x!, 'base64url');
   const kid = createHash('sha256').update(raw).digest('hex').slice(0, 16);
-  return { privateKey, publicKey, kid, publicKeyBase64: raw.toString('base64'), jwk: { ...jwk, kid, alg: 'EdDSA', use: 'sig' }, oauth: new OAuthKeyRing(dataDir), keyAgreement: loadKeyAgreement(dataDir) };
+  return {
+    privateKey,
+    publicKey,
+    kid,
+    publicKeyBase64: raw.toString('base64'),
+    jwk: { ...jwk, kid, alg: 'EdDSA', use: 'sig' },
+    oauth: new OAuthKeyRing(dataDir),
+    keyAgreement: loadKeyAgreement(dataDir)
+  };
 }

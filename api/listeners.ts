@@ -44,7 +44,13 @@ import { workDistributionRoutes } from './routes/federation/work';
 import { joinPageRoutes } from './routes/federation/join';
 import { reviewRoutes } from './routes/federation/review';
 import { directoryTreeRoutes } from './routes/federation/directory-tree';
-import { commercialHealthRoutes, COMMERCIAL_PREFIX, decisionRoutes, memoryProxyRoutes, productRoutes } from './routes/commercial/gateway';
+import {
+  commercialHealthRoutes,
+  COMMERCIAL_PREFIX,
+  decisionRoutes,
+  memoryProxyRoutes,
+  productRoutes
+} from './routes/commercial/gateway';
 import { MemoryGatewayClient } from './routes/commercial/memory-client';
 import { memoryGatewayRoutes } from './routes/memory/truth';
 import { MemoryStore } from '../store/memory/memory';
@@ -72,40 +78,102 @@ export const DAEMON_HOST = '127.0.0.1';
 
 export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   const { config } = ctx;
-  const make = (name: ListenerName, options?: Parameters<typeof createListenerApp>[2]) => createListenerApp(ctx, name, options);
+  const make = (name: ListenerName, options?: Parameters<typeof createListenerApp>[2]) =>
+    createListenerApp(ctx, name, options);
 
   const main = make('main');
   await registerOpenApi(main, config.publicUrl);
-  await main.register(healthRoutes, { db: ctx.mongo.db, listener: 'main', upstreams: () => ctx.chat.upstreamHealth(), ledgerWriter: ledgerWriterHealth(ctx) });
-  await main.register(agentCardRoutes, { config, directory: ctx.directory, keys: ctx.keys, tasks: ctx.tasks, nodes: ctx.nodes });
+  await main.register(healthRoutes, {
+    db: ctx.mongo.db,
+    listener: 'main',
+    upstreams: () => ctx.chat.upstreamHealth(),
+    ledgerWriter: ledgerWriterHealth(ctx)
+  });
+  await main.register(agentCardRoutes, {
+    config,
+    directory: ctx.directory,
+    keys: ctx.keys,
+    tasks: ctx.tasks,
+    nodes: ctx.nodes
+  });
   await main.register(endpointDirectoryRoutes, { directory: ctx.directory, config });
   await main.register(oauthRoutes, { config, keys: ctx.keys, credentials: ctx.credentials });
   await main.register(handshakeRoutes, { config, keys: ctx.keys, credentials: ctx.credentials });
-  await main.register(groupRoutes, { config, temporal: ctx.temporal, groups: new SlimGroupStore(ctx.mongo.db), credentials: ctx.credentials });
+  await main.register(groupRoutes, {
+    config,
+    temporal: ctx.temporal,
+    groups: new SlimGroupStore(ctx.mongo.db),
+    credentials: ctx.credentials
+  });
   await main.register(gpuRoutes, { gpus: new GpuStore(ctx.mongo.db), nodes: ctx.nodes, presence: ctx.presence });
   await main.register(webSocketRoutes, { ledger: ctx.ledger, config, keys: ctx.keys, credentials: ctx.credentials });
-  await main.register(kunlunRoutes, { config, keys: ctx.keys, ledger: ctx.ledger, partners: partnerStore(ctx.mongo.db) });
+  await main.register(kunlunRoutes, {
+    config,
+    keys: ctx.keys,
+    ledger: ctx.ledger,
+    partners: partnerStore(ctx.mongo.db)
+  });
   await main.register(partnerAdminRoutes, { partners: partnerStore(ctx.mongo.db), ledger: ctx.ledger, config });
   await main.register(adminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, config });
-  await main.register(daemonAdminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, temporal: ctx.temporal, config });
+  await main.register(daemonAdminRoutes, {
+    credentials: ctx.credentials,
+    ledger: ctx.ledger,
+    temporal: ctx.temporal,
+    config
+  });
   await main.register(truthReportRoutes, { ledger: ctx.ledger, quota: ctx.quota, temporal: ctx.temporal, config });
-  await main.register(ledgerWriterRoutes, { ledger: ctx.ledger, quota: ctx.quota, config, counts: ctx.forwarding, released: () => ctx.ledgerWriter?.released() ?? false });
+  await main.register(ledgerWriterRoutes, {
+    ledger: ctx.ledger,
+    quota: ctx.quota,
+    config,
+    counts: ctx.forwarding,
+    released: () => ctx.ledgerWriter?.released() ?? false
+  });
   await main.register(truthReadRoutes, { ledger: ctx.ledger, config, keys: ctx.keys });
   await main.register(subscriptionRoutes, { ledger: ctx.ledger });
   await main.register(approvalRoutes, { temporal: ctx.temporal, config });
   const workOrders = new WorkOrderStore(ctx.mongo.db);
-  await main.register(statusDataRoutes, { db: ctx.mongo.db, ledger: ctx.ledger, nodes: ctx.nodes, presence: ctx.presence, workOrders, config });
+  await main.register(statusDataRoutes, {
+    db: ctx.mongo.db,
+    ledger: ctx.ledger,
+    nodes: ctx.nodes,
+    presence: ctx.presence,
+    workOrders,
+    config
+  });
   await main.register(registerRoutes, { nodes: ctx.nodes, temporal: ctx.temporal, directory: ctx.directory, config });
-  await main.register(heartbeatRoutes, { presenceRecorder: ctx.presenceRecorder, nodeCache: ctx.nodeCache, temporal: ctx.temporal, config });
-  await main.register(nodeDirectoryRoutes, { nodes: ctx.nodes, presence: ctx.presence, heartbeatHistory: ctx.heartbeatHistory, config });
+  await main.register(heartbeatRoutes, {
+    presenceRecorder: ctx.presenceRecorder,
+    nodeCache: ctx.nodeCache,
+    temporal: ctx.temporal,
+    config
+  });
+  await main.register(nodeDirectoryRoutes, {
+    nodes: ctx.nodes,
+    presence: ctx.presence,
+    heartbeatHistory: ctx.heartbeatHistory,
+    config
+  });
   await main.register(peerRoutes, { peers: ctx.peers });
   await main.register(queueStatsRoutes, { tasks: ctx.tasks });
-  await main.register(workDistributionRoutes, { tasks: ctx.tasks, nodes: ctx.nodes, presence: ctx.presence, temporal: ctx.temporal, config });
+  await main.register(workDistributionRoutes, {
+    tasks: ctx.tasks,
+    nodes: ctx.nodes,
+    presence: ctx.presence,
+    temporal: ctx.temporal,
+    config
+  });
   await main.register(joinPageRoutes, { config });
   await main.register(reviewRoutes, { nodes: ctx.nodes, temporal: ctx.temporal });
   await main.register(directoryTreeRoutes, { tree: ctx.tree, nodes: ctx.nodes, temporal: ctx.temporal, config });
   await main.register(chatGatewayRoutes, { chat: ctx.chat, oauthPlan: config.CHAT_OAUTH_PLAN });
-  await main.register(chatAdminRoutes, { chat: ctx.chat, credentials: ctx.credentials, keyGroups: ctx.keyGroups, ledger: ctx.ledger, config });
+  await main.register(chatAdminRoutes, {
+    chat: ctx.chat,
+    credentials: ctx.credentials,
+    keyGroups: ctx.keyGroups,
+    ledger: ctx.ledger,
+    config
+  });
   await main.register(localModelChatRoutes, { chat: ctx.chat, config });
   const knowledge = new KnowledgeStore(ctx.mongo.db);
   await main.register(trialChatRoutes, { chat: ctx.chat, knowledge, config });
@@ -135,14 +203,33 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   const memoryUrl = memoryGatewayUrl(config);
   const memoryGateway = new MemoryGatewayClient(memoryUrl, config.MEMORY_GATEWAY_TIMEOUT_MS);
   commercial.addHook('onClose', () => memoryGateway.close());
-  await commercial.register(commercialHealthRoutes, { db: ctx.mongo.db, config, memoryGatewayUrl: memoryUrl, prefix: COMMERCIAL_PREFIX });
-  await commercial.register(decisionRoutes, { ledger: ctx.ledger, quota: ctx.quota, credentials: ctx.credentials, config, prefix: COMMERCIAL_PREFIX });
+  await commercial.register(commercialHealthRoutes, {
+    db: ctx.mongo.db,
+    config,
+    memoryGatewayUrl: memoryUrl,
+    prefix: COMMERCIAL_PREFIX
+  });
+  await commercial.register(decisionRoutes, {
+    ledger: ctx.ledger,
+    quota: ctx.quota,
+    credentials: ctx.credentials,
+    config,
+    prefix: COMMERCIAL_PREFIX
+  });
   await commercial.register(memoryProxyRoutes, { memoryGateway, prefix: COMMERCIAL_PREFIX });
-  await commercial.register(productRoutes, { products: loadProductMatrix(config.PRODUCTS_FILE), prefix: COMMERCIAL_PREFIX });
+  await commercial.register(productRoutes, {
+    products: loadProductMatrix(config.PRODUCTS_FILE),
+    prefix: COMMERCIAL_PREFIX
+  });
 
   const memory = make('memory');
   await memory.register(healthRoutes, { db: ctx.mongo.db, listener: 'memory' });
-  await memory.register(memoryGatewayRoutes, { ledger: ctx.ledger, memory: new MemoryStore(ctx.mongo.db), quota: ctx.quota, config });
+  await memory.register(memoryGatewayRoutes, {
+    ledger: ctx.ledger,
+    memory: new MemoryStore(ctx.mongo.db),
+    quota: ctx.quota,
+    config
+  });
 
   const daemon = make('daemon');
   await daemon.register(healthRoutes, { db: ctx.mongo.db, listener: 'daemon' });
@@ -166,6 +253,12 @@ function ledgerWriterHealth(ctx: Pick<ServiceContext, 'config' | 'ledgerWriter' 
   return () => {
     if (!ctx.config.LEDGER_FORWARD_SECRET) return undefined;
     const lease = ctx.ledgerWriter?.lease();
-    return { holds_lease: lease ? lease.holds : null, writer_url: lease ? lease.writer_url : null, forwarded: ctx.forwarding.sent, forward_requests: ctx.forwarding.requests, served: ctx.forwarding.served };
+    return {
+      holds_lease: lease ? lease.holds : null,
+      writer_url: lease ? lease.writer_url : null,
+      forwarded: ctx.forwarding.sent,
+      forward_requests: ctx.forwarding.requests,
+      served: ctx.forwarding.served
+    };
   };
 }

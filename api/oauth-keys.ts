@@ -6,7 +6,14 @@
  * one process (`npm run admin -- rotate-oauth-key`) reaches all of them without a restart. Every token names its
  * key (`kid`, the RFC 7638 thumbprint); the JWKS lists the current key and every retired key still verifying.
  */
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, KeyObject, randomBytes } from 'node:crypto';
+import {
+  createHash,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  KeyObject,
+  randomBytes
+} from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -58,7 +65,9 @@ export class OAuthKeyRing {
     const state = this.state();
     return [...state.keys.values()]
       .filter((k) => k.verify_until === null || Date.parse(k.verify_until) > now)
-      .sort((a, b) => (a.kid === state.current ? -1 : b.kid === state.current ? 1 : b.created_at.localeCompare(a.created_at)))
+      .sort((a, b) =>
+        a.kid === state.current ? -1 : b.kid === state.current ? 1 : b.created_at.localeCompare(a.created_at)
+      )
       .map((k) => k.jwk);
   }
 
@@ -74,7 +83,8 @@ export class OAuthKeyRing {
     const keys = set.keys
       .map((k) => (k.kid === set.current ? { ...k, verify_until: retiredUntil } : k))
       .filter((k) => k.verify_until === null || Date.parse(k.verify_until) > now);
-    for (const gone of set.keys.filter((k) => !keys.some((kept) => kept.kid === k.kid))) fs.rmSync(this.pemPath(gone.kid), { force: true });
+    for (const gone of set.keys.filter((k) => !keys.some((kept) => kept.kid === k.kid)))
+      fs.rmSync(this.pemPath(gone.kid), { force: true });
     keys.push({ kid, created_at: new Date(now).toISOString(), verify_until: null });
     this.writeSet({ current: kid, keys });
     return { kid, retired: set.current, retired_verify_until: retiredUntil };
@@ -88,7 +98,10 @@ export class OAuthKeyRing {
     fs.mkdirSync(this.dir, { recursive: true, mode: 0o700 });
     const { privateKey, publicKey } = generateKeyPairSync('ed25519');
     const kid = thumbprintSync(publicKey);
-    fs.writeFileSync(this.pemPath(kid), privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(), { mode: 0o600, flag: 'wx' });
+    fs.writeFileSync(this.pemPath(kid), privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(), {
+      mode: 0o600,
+      flag: 'wx'
+    });
     return { kid };
   }
 
@@ -98,13 +111,20 @@ export class OAuthKeyRing {
     const { privateKey } = generateKeyPairSync('ed25519');
     const kid = thumbprintSync(createPublicKey(privateKey));
     try {
-      fs.writeFileSync(this.pemPath(kid), privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(), { mode: 0o600, flag: 'wx' });
+      fs.writeFileSync(this.pemPath(kid), privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(), {
+        mode: 0o600,
+        flag: 'wx'
+      });
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
     // 'wx': when two processes race at first start, the loser keeps the winner's key set (its own key file stays unused).
     try {
-      fs.writeFileSync(this.setFile, JSON.stringify({ current: kid, keys: [{ kid, created_at: new Date().toISOString(), verify_until: null }] }), { mode: 0o600, flag: 'wx' });
+      fs.writeFileSync(
+        this.setFile,
+        JSON.stringify({ current: kid, keys: [{ kid, created_at: new Date().toISOString(), verify_until: null }] }),
+        { mode: 0o600, flag: 'wx' }
+      );
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
@@ -135,7 +155,14 @@ export class OAuthKeyRing {
       const privateKey = createPrivateKey(fs.readFileSync(this.pemPath(entry.kid)));
       const publicKey = createPublicKey(privateKey);
       const jwk = publicKey.export({ format: 'jwk' }) as Record<string, string>;
-      keys.set(entry.kid, { kid: entry.kid, privateKey, publicKey, jwk: { ...jwk, kid: entry.kid, alg: 'EdDSA', use: 'sig' }, created_at: entry.created_at, verify_until: entry.verify_until });
+      keys.set(entry.kid, {
+        kid: entry.kid,
+        privateKey,
+        publicKey,
+        jwk: { ...jwk, kid: entry.kid, alg: 'EdDSA', use: 'sig' },
+        created_at: entry.created_at,
+        verify_until: entry.verify_until
+      });
     }
     this.loaded = { mtimeMs: stat.mtimeMs, size: stat.size, keys, current: set.current };
     return this.loaded;

@@ -21,15 +21,20 @@ export async function registerOpenApi(app: FastifyInstance, publicUrl: string): 
   const transform = (document: RouteDocument) => {
     const body = (document.schema as { body?: unknown } | undefined)?.body;
     if (body instanceof z.ZodType && body.safeParse(undefined).success) {
-      for (const method of [document.route.method].flat()) optionalBodies.add(`${method.toLowerCase()} ${document.url}`);
+      for (const method of [document.route.method].flat())
+        optionalBodies.add(`${method.toLowerCase()} ${document.url}`);
     }
     return jsonSchemaTransform(document);
   };
   const transformObject = (documentObject: { openapiObject: Record<string, unknown> }) => {
-    const paths = (documentObject.openapiObject.paths ?? {}) as Record<string, Record<string, { requestBody?: { required?: boolean } }>>;
+    const paths = (documentObject.openapiObject.paths ?? {}) as Record<
+      string,
+      Record<string, { requestBody?: { required?: boolean } }>
+    >;
     for (const [p, item] of Object.entries(paths)) {
       const url = p.replace(/\{([^}]+)\}/g, ':$1');
-      for (const [method, op] of Object.entries(item)) if (op.requestBody && optionalBodies.has(`${method} ${url}`)) op.requestBody.required = false;
+      for (const [method, op] of Object.entries(item))
+        if (op.requestBody && optionalBodies.has(`${method} ${url}`)) op.requestBody.required = false;
     }
     return documentObject.openapiObject;
   };
@@ -38,7 +43,8 @@ export async function registerOpenApi(app: FastifyInstance, publicUrl: string): 
       info: {
         title: SERVICE_NAME,
         version: FEDERATION_API_VERSION,
-        description: 'Federation hub for AI agent nodes. Errors: { ok: false, error, message, trace_id, ...details } (the A2A binding under /a2a answers A2A errors).'
+        description:
+          'Federation hub for AI agent nodes. Errors: { ok: false, error, message, trace_id, ...details } (the A2A binding under /a2a answers A2A errors).'
       },
       servers: [{ url: publicUrl }],
       components: { securitySchemes: securitySchemes(publicUrl) as never }

@@ -21,7 +21,10 @@ export const ERROR_BODY = z
     error: z.string().describe('error code, e.g. invalid_request, unauthorized, not_found'),
     message: z.string(),
     trace_id: z.string().describe('the X-Trace header of the response'),
-    fields: z.array(z.object({ field: z.string(), message: z.string() })).optional().describe('each bad field, for 400')
+    fields: z
+      .array(z.object({ field: z.string(), message: z.string() }))
+      .optional()
+      .describe('each bad field, for 400')
   })
   .describe('Error');
 
@@ -36,22 +39,45 @@ export function securitySchemes(publicUrl: string): Record<string, Record<string
     zr_token: header('X-ZR-Token', 'Homologous token (POST /admin/homologous-tokens)'),
     did: header('X-DID', 'A registered DID (POST /admin/dids)'),
     capture_token: header('X-Capture-Token', 'Homologous token issued to the X-DID sent with it'),
-    admin_token: { type: 'http', scheme: 'bearer', bearerFormat: 'ADMIN_TOKEN', description: 'The administrator token' },
-    api_key: { type: 'http', scheme: 'bearer', bearerFormat: 'zk_<id>_<secret>', description: 'Chat gateway API key (POST /admin/api-keys)' },
+    admin_token: {
+      type: 'http',
+      scheme: 'bearer',
+      bearerFormat: 'ADMIN_TOKEN',
+      description: 'The administrator token'
+    },
+    api_key: {
+      type: 'http',
+      scheme: 'bearer',
+      bearerFormat: 'zk_<id>_<secret>',
+      description: 'Chat gateway API key (POST /admin/api-keys)'
+    },
     oauth: {
       type: 'oauth2',
       description: 'Access token (an EdDSA JWT) from the client credentials grant',
       flows: { clientCredentials: { tokenUrl: `${publicUrl}/v1/oauth/token`, scopes: {} } }
     },
-    oauth_client: { type: 'http', scheme: 'basic', description: 'OAuth client id and secret (RFC 6749 §2.3.1; client_secret_post in the form works too)' },
+    oauth_client: {
+      type: 'http',
+      scheme: 'basic',
+      description: 'OAuth client id and secret (RFC 6749 §2.3.1; client_secret_post in the form works too)'
+    },
     daemon_asset: header('X-Asset-Id', 'Daemon asset id (POST /admin/daemon-assets; sent together with X-Order-Root)'),
     daemon_order_root: header('X-Order-Root', 'Daemon order root or<version>_<secret>'),
     dpop_token: { type: 'http', scheme: 'DPoP', description: 'OAuth access token bound to a DPoP proof (RFC 9449)' },
     dpop_proof: header('DPoP', 'DPoP proof JWT (RFC 9449)'),
-    partner_signature_input: header('Signature-Input', 'RFC 9421 signature parameters: ("@method" "@path" "content-digest");created;keyid="<partner id>";alg="ed25519" (sent with Signature and Content-Digest)'),
-    partner_signature: header('Signature', 'RFC 9421 Ed25519 signature by the partner key registered at POST /admin/partners'),
+    partner_signature_input: header(
+      'Signature-Input',
+      'RFC 9421 signature parameters: ("@method" "@path" "content-digest");created;keyid="<partner id>";alg="ed25519" (sent with Signature and Content-Digest)'
+    ),
+    partner_signature: header(
+      'Signature',
+      'RFC 9421 Ed25519 signature by the partner key registered at POST /admin/partners'
+    ),
     slim_group: header('X-Slim-Group', 'SLIM group id (sent together with X-Slim-Group-Key)'),
-    slim_group_key: header('X-Slim-Group-Key', 'The group\'s current epoch key, unwrapped by the member (32 bytes, base64url)')
+    slim_group_key: header(
+      'X-Slim-Group-Key',
+      "The group's current epoch key, unwrapped by the member (32 bytes, base64url)"
+    )
   };
 }
 
@@ -84,7 +110,8 @@ export const SECURITY: Record<AuthModel, SecurityRequirement[] | null> = {
 /** Models whose check answers 401 on a missing or wrong credential (the daemon's two-factor check answers 403). */
 const ANSWERS_401 = (model: AuthModel) => model !== 'none' && model !== 'daemon';
 /** Models whose check can refuse a valid credential: a rejected node; the daemon's identity check. */
-const ANSWERS_403 = (model: AuthModel) => model === 'external_node' || model === 'node_or_homologous' || model === 'daemon';
+const ANSWERS_403 = (model: AuthModel) =>
+  model === 'external_node' || model === 'node_or_homologous' || model === 'daemon';
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -100,7 +127,9 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   500: 'Internal error (details only in the log; quote trace_id)',
   503: 'A dependency (MongoDB, Temporal) is unavailable, or the service is stopping; retry (Retry-After)'
 };
-const ERROR_RESPONSES = new Map(Object.entries(ERROR_DESCRIPTIONS).map(([status, text]) => [Number(status), ERROR_BODY.describe(text)]));
+const ERROR_RESPONSES = new Map(
+  Object.entries(ERROR_DESCRIPTIONS).map(([status, text]) => [Number(status), ERROR_BODY.describe(text)])
+);
 const errorResponse = (status: number) => ERROR_RESPONSES.get(status) ?? ERROR_BODY;
 
 /** The error statuses a route can answer, from what it declares: its auth model, its inputs, its method. */
@@ -122,7 +151,14 @@ export function errorStatuses(route: { method: string; auth: AuthModel; schema: 
  * `data` carries the JSON text described; `event` and `id` when the stream sets them.
  */
 export const sseEvent = (data: string) =>
-  z.object({ data: z.string().describe(data), event: z.string().optional(), id: z.string().optional(), retry: z.number().int().optional() }).describe('one server-sent event');
+  z
+    .object({
+      data: z.string().describe(data),
+      event: z.string().optional(),
+      id: z.string().optional(),
+      retry: z.number().int().optional()
+    })
+    .describe('one server-sent event');
 
 /** A response without a body (OpenAPI: no content); zod's null is a nullable string enum in OpenAPI 3.0. */
 export const noBody = (description: string) => z.null().meta({ type: 'null' }).describe(description);
@@ -136,12 +172,16 @@ export function documentRoute(route: RouteShape): void {
   if (schema.hide || !route.config?.auth) return;
   const auth = route.config.auth as AuthModel;
   const security = SECURITY[auth];
-  if (security === null) throw new Error(`Route ${methods.join(',')} ${route.url} declares auth ${auth}, whose credential has no OpenAPI security scheme yet (api/response-docs.ts)`);
+  if (security === null)
+    throw new Error(
+      `Route ${methods.join(',')} ${route.url} declares auth ${auth}, whose credential has no OpenAPI security scheme yet (api/response-docs.ts)`
+    );
   const response = { ...((schema.response ?? {}) as Record<string, unknown>) };
   const declared = Object.keys(response);
   // Every route documents what it answers (its successes; a route that only refuses, such as the A2A operations
   // not served yet, its errors): a route that declares nothing is a mistake caught at start-up.
-  if (declared.length === 0) throw new Error(`Route ${methods.join(',')} ${route.url} declares no response schema (schema.response[200|201|…])`);
+  if (declared.length === 0)
+    throw new Error(`Route ${methods.join(',')} ${route.url} declares no response schema (schema.response[200|201|…])`);
   for (const method of methods) {
     for (const status of errorStatuses({ method, auth, schema })) {
       if (!(String(status) in response)) response[String(status)] = errorResponse(status);

@@ -27,7 +27,8 @@ import { startApi } from './service';
 
 async function serve(config: Config, logger: Logger): Promise<void> {
   const api = await startApi(config, logger);
-  for (const l of api.listeners) logger.info({ listener: l.name, url: api.urls[l.name], bind: `${l.host}:${l.port}` }, 'listening');
+  for (const l of api.listeners)
+    logger.info({ listener: l.name, url: api.urls[l.name], bind: `${l.host}:${l.port}` }, 'listening');
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
@@ -70,7 +71,9 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
     throw err;
   });
   const ledger = new Ledger(mongo.db, { forward: writer?.forward ?? null, idLookups: config.MONGODB_ID_LOOKUPS });
-  const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'), { idLookups: config.MONGODB_ID_LOOKUPS });
+  const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'), {
+    idLookups: config.MONGODB_ID_LOOKUPS
+  });
   // The host's quota counter; its claims made by the writer lease holder when that is another replica.
   const hostQuota = writer?.quota(quota) ?? quota;
   let exiting = false;
@@ -89,7 +92,9 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
   const fork = (slot: number) => {
     const worker = cluster.fork({ API_PROCESS_INDEX: String(slot) });
     slots.set(worker, slot);
-    serveForwardedWrites({ ledger, quota: hostQuota }, worker, (err) => logger.warn({ err, slot }, 'a forwarded ledger append or quota claim failed'));
+    serveForwardedWrites({ ledger, quota: hostQuota }, worker, (err) =>
+      logger.warn({ err, slot }, 'a forwarded ledger append or quota claim failed')
+    );
   };
   cluster.on('exit', (worker, code, signal) => {
     const slot = slots.get(worker) ?? 0;
@@ -104,7 +109,10 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
     const now = Date.now();
     while (restarts.length > 0 && now - restarts[0]! > RESTART_WINDOW_MS) restarts.shift();
     if (restarts.length >= MAX_RESTARTS) {
-      logger.error({ slot, code, signal }, `API process ${slot} died ${MAX_RESTARTS + 1} times within ${RESTART_WINDOW_MS / 1000} s; stopping`);
+      logger.error(
+        { slot, code, signal },
+        `API process ${slot} died ${MAX_RESTARTS + 1} times within ${RESTART_WINDOW_MS / 1000} s; stopping`
+      );
       stopping = true;
       for (const w of slots.keys()) w.process.kill('SIGTERM');
       void exit(1); // (the head record and the unused leased quota slots first, at most 5 s)
@@ -112,7 +120,10 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
     }
     const delay = RESTART_DELAYS_MS[Math.min(restarts.length, RESTART_DELAYS_MS.length - 1)]!;
     restarts.push(now);
-    logger.warn({ slot, pid: worker.process.pid, code, signal }, `API process ${slot} died (${signal ? `killed by ${signal}` : `exit code ${code}`}); restarting it in ${delay / 1000} s`);
+    logger.warn(
+      { slot, pid: worker.process.pid, code, signal },
+      `API process ${slot} died (${signal ? `killed by ${signal}` : `exit code ${code}`}); restarting it in ${delay / 1000} s`
+    );
     setTimeout(() => {
       if (!stopping) fork(slot);
     }, delay);
@@ -141,7 +152,11 @@ async function main(): Promise<void> {
   const config = loadConfig();
   const logger = createLogger(config, 'zhongshu-hub');
   if (config.API_PROCESSES > 1 && cluster.isPrimary) await runPrimary(config, logger, config.API_PROCESSES);
-  else await serve(config, cluster.isPrimary ? logger : logger.child({ api_process: Number(process.env.API_PROCESS_INDEX ?? 0) }));
+  else
+    await serve(
+      config,
+      cluster.isPrimary ? logger : logger.child({ api_process: Number(process.env.API_PROCESS_INDEX ?? 0) })
+    );
 }
 
 main().catch((err) => {

@@ -8,9 +8,12 @@ import { z } from 'zod';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveSeconds = z.coerce.number().int().positive();
-const csv = z
-  .string()
-  .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean));
+const csv = z.string().transform((s) =>
+  s
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean)
+);
 
 /** An IP address or a CIDR range (IPv4 or IPv6), as the trusted proxy lists take them. */
 export function isAddressOrRange(entry: string): boolean {
@@ -18,10 +21,15 @@ export function isAddressOrRange(entry: string): boolean {
   const family = net.isIP(address);
   if (family === 0 || rest.length > 0) return false;
   // (A /0 would trust every address: refused.)
-  return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) >= 1 && Number(prefix) <= (family === 4 ? 32 : 128));
+  return (
+    prefix === undefined ||
+    (/^\d{1,3}$/.test(prefix) && Number(prefix) >= 1 && Number(prefix) <= (family === 4 ? 32 : 128))
+  );
 }
 /** Comma-separated proxy addresses and CIDR ranges (api/client-address.ts). */
-const proxyList = csv.pipe(z.array(z.string().refine(isAddressOrRange, 'an IP address or a CIDR range such as 10.0.0.0/8 (not /0)')));
+const proxyList = csv.pipe(
+  z.array(z.string().refine(isAddressOrRange, 'an IP address or a CIDR range such as 10.0.0.0/8 (not /0)'))
+);
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
@@ -49,8 +57,14 @@ export const configSchema = z.object({
   PUBLIC_URL: z.url().optional(),
   HUB_PUBLIC_URL: z.url().optional(),
 
-  MONGODB_URI: z.string().regex(/^mongodb(\+srv)?:\/\//, 'must start with mongodb:// or mongodb+srv://').optional(),
-  MONGODB_DB: z.string().regex(/^[A-Za-z0-9_-]{1,60}$/, 'letters, digits, _ and - only').default('zhongshu_hub'),
+  MONGODB_URI: z
+    .string()
+    .regex(/^mongodb(\+srv)?:\/\//, 'must start with mongodb:// or mongodb+srv://')
+    .optional(),
+  MONGODB_DB: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,60}$/, 'letters, digits, _ and - only')
+    .default('zhongshu_hub'),
   FERRETDB_PORT: port.default(27018),
   /**
    * FerretDB's storage (README "Storage backends"): SQLite files under DATA_DIR, or a PostgreSQL child server;
@@ -69,17 +83,25 @@ export const configSchema = z.object({
   /** FerretDB's debug listener (loopback: /debug/metrics, Prometheus text, requests by command); 0 = off. */
   FERRETDB_DEBUG_PORT: port.default(0),
 
-  TEMPORAL_ADDRESS: z.string().regex(/^[^\s:]+:\d+$/, 'must be host:port').optional(),
+  TEMPORAL_ADDRESS: z
+    .string()
+    .regex(/^[^\s:]+:\d+$/, 'must be host:port')
+    .optional(),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_TASK_QUEUE: z.string().min(1).default('zhongshu-hub'),
   /** Task queue kinds this worker process polls (workflows/task-queues.ts): all by default; e.g. `models` alone. */
-  WORKER_TASK_QUEUES: csv.pipe(z.array(z.enum(['core', 'models', 'commands'])).min(1)).default(['core', 'models', 'commands']),
+  WORKER_TASK_QUEUES: csv
+    .pipe(z.array(z.enum(['core', 'models', 'commands'])).min(1))
+    .default(['core', 'models', 'commands']),
   TEMPORAL_PORT: port.default(7233),
   TEMPORAL_UI_PORT: port.default(8233),
   WORKFLOW_BUNDLE_PATH: z.string().min(1).optional(),
 
   ADMIN_TOKEN: z.string().min(24, 'must be at least 24 characters').optional(),
-  SERVICE_DID: z.string().regex(/^did:[a-z0-9]+:.+$/, 'must be a DID such as did:zhongshu:hub').default('did:zhongshu:hub'),
+  SERVICE_DID: z
+    .string()
+    .regex(/^did:[a-z0-9]+:.+$/, 'must be a DID such as did:zhongshu:hub')
+    .default('did:zhongshu:hub'),
   OAUTH_TOKEN_TTL_S: positiveSeconds.default(3600),
   DAEMON_PROTOCOL_VERSION: z.coerce.number().int().positive().default(1),
   /** Local daemon (README "Local daemon"): models it may call (unset: the configured models marked free_tier), DAG
@@ -89,10 +111,17 @@ export const configSchema = z.object({
   DAEMON_BREAKER_THRESHOLD: z.coerce.number().int().min(1).max(1000).default(3),
   DAEMON_BREAKER_COOLDOWN_S: z.coerce.number().int().min(1).max(86_400).default(30),
   DAEMON_CALL_TIMEOUT_S: z.coerce.number().int().min(1).max(600).default(60),
-  DAEMON_AUDIT_CLEARTEXT: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+  DAEMON_AUDIT_CLEARTEXT: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true'),
 
   TRUTH_DAILY_QUOTA: z.coerce.number().int().positive().default(2000),
-  TRUTH_MAX_VALUE_BYTES: z.coerce.number().int().positive().default(64 * 1024),
+  TRUTH_MAX_VALUE_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(64 * 1024),
   /** Deepest nesting of any JSON body (objects and arrays, the body itself is level 1); deeper bodies get 400. */
   JSON_MAX_DEPTH: z.coerce.number().int().min(8).max(512).default(64),
   TRUTH_HIGH_RISK_TYPES: csv.default(['meta_law', 'protocol', 'risk']),
@@ -117,7 +146,10 @@ export const configSchema = z.object({
   /** Proxies (addresses, CIDR ranges) whose X-Forwarded-For names the client for per-address request limits. */
   TRUSTED_PROXIES: proxyList.default([]),
   NODE_OFFLINE_AFTER_S: positiveSeconds.default(90),
-  NODE_REVIEW_REQUIRED: z.enum(['true', 'false']).default('true').transform((v) => v === 'true'),
+  NODE_REVIEW_REQUIRED: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((v) => v === 'true'),
   NODE_CACHE_TTL_MS: z.coerce.number().int().min(0).default(5000),
   PRESENCE_FLUSH_MS: z.coerce.number().int().min(0).max(500).default(100),
   /** An approved node's heartbeat is answered before its presence write while the write lag is at most this (0: never). */
@@ -158,7 +190,10 @@ export const configSchema = z.object({
   /** `local`: a semantic answer is written by the first local model from the passages (else, or when it fails: the passages). */
   TRIAL_SEMANTIC_COMPOSE: z.enum(['passages', 'local']).default('passages'),
   /** The plan (models, limits) of OAuth clients on POST /v1/chat/stream. */
-  CHAT_OAUTH_PLAN: z.string().regex(/^[A-Za-z0-9_-]{1,20}$/, 'a plan name such as S1').default('S1'),
+  CHAT_OAUTH_PLAN: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,20}$/, 'a plan name such as S1')
+    .default('S1'),
 
   /** Deployment arbitration (README "Deployment arbitration"): the hub's own nginx and the releases it serves. */
   DEPLOY_WEB: z.enum(['on', 'off']).default('on'),
@@ -175,7 +210,10 @@ export const configSchema = z.object({
       const [first, last] = v.split('-').map(Number) as [number, number];
       return { first, last };
     })
-    .refine((r) => r.first >= 1 && r.last <= 65535 && r.first <= r.last && r.last - r.first < 10_000, 'PORT_POOL: first <= last, within 1-65535, at most 10,000 ports')
+    .refine(
+      (r) => r.first >= 1 && r.last <= 65535 && r.first <= r.last && r.last - r.first < 10_000,
+      'PORT_POOL: first <= last, within 1-65535, at most 10,000 ports'
+    )
 });
 
 export type Config = z.infer<typeof configSchema> & {
@@ -236,5 +274,9 @@ export function temporalAddress(config: Config): string {
 /** Where the worker's deploy activities find the hub's nginx and the releases (README "Deployment arbitration"). */
 export function deployActivityDeps(config: Config): { dataDir: string; nginxBin: string; webUrl: string } {
   const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
-  return { dataDir: config.dataDir, nginxBin: config.NGINX_BIN, webUrl: `http://${host.includes(':') ? `[${host}]` : host}:${config.DEPLOY_WEB_PORT}` };
+  return {
+    dataDir: config.dataDir,
+    nginxBin: config.NGINX_BIN,
+    webUrl: `http://${host.includes(':') ? `[${host}]` : host}:${config.DEPLOY_WEB_PORT}`
+  };
 }

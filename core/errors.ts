@@ -62,4 +62,5 @@ export class AppError extends Error {
 
 export const unauthorized = (message: string) => new AppError('unauthorized', message);
 export const notFound = (message: string) => new AppError('not_found', message);
-export const conflict = (message: string, details: Record<string, unknown> = {}) => new AppError('conflict', message, details);
+export const conflict = (message: string, details: Record<string, unknown> = {}) =>
+  new AppError('conflict', message, details);

@@ -2,5 +2,10 @@
 import { z } from 'zod';
 
 export const idempotencyKeyHeaders = z
-  .object({ 'idempotency-key': z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, '1-128 characters of letters, digits and _ . : -').optional() })
+  .object({
+    'idempotency-key': z
+      .string()
+      .regex(/^[A-Za-z0-9_.:-]{1,128}$/, '1-128 characters of letters, digits and _ . : -')
+      .optional()
+  })
   .passthrough();

@@ -28,7 +28,6 @@ export const didSchema = z
 /** Node ids: ext-<brand>-<hub-wide sequence>, e.g. ext-openai-000123. */
 export const NODE_ID_MAX_LENGTH = 64;
 
-
 /**
  * Text people read (node names, labels, titles, reasons): no control characters (C0, DEL, C1) and no bidirectional
  * embeddings, overrides or isolates (U+202A-U+202E, U+2066-U+2069), which can make a name display as another.
@@ -45,8 +44,16 @@ export function humanText(max: number, options: { multiline?: boolean; min?: num
   return z
     .string()
     .max(max)
-    .refine((s) => !control.test(s), options.multiline ? 'must not contain control characters other than line feeds and tabs' : 'must not contain control characters')
-    .refine((s) => !BIDI.test(s), 'must not contain bidirectional embedding, override or isolate characters (U+202A-U+202E, U+2066-U+2069)')
+    .refine(
+      (s) => !control.test(s),
+      options.multiline
+        ? 'must not contain control characters other than line feeds and tabs'
+        : 'must not contain control characters'
+    )
+    .refine(
+      (s) => !BIDI.test(s),
+      'must not contain bidirectional embedding, override or isolate characters (U+202A-U+202E, U+2066-U+2069)'
+    )
     .trim()
     .min(options.min ?? 1)
     .meta({ pattern: humanTextPattern(options.multiline ?? false, (options.min ?? 1) > 0) });
@@ -59,7 +66,8 @@ export function humanText(max: number, options: { multiline?: boolean; min?: num
  */
 function humanTextPattern(multiline: boolean, nonEmpty: boolean): string {
   const allowed = `[^${multiline ? '\\u0000-\\u0008\\u000b-\\u001f' : '\\u0000-\\u001f'}\\u007f-\\u009f\\u202a-\\u202e\\u2066-\\u2069]`;
-  const kept = '[^\\u0000-\\u0020\\u007f-\\u00a0\\u1680\\u2000-\\u200a\\u2028-\\u202f\\u205f\\u2066-\\u2069\\u3000\\ufeff]';
+  const kept =
+    '[^\\u0000-\\u0020\\u007f-\\u00a0\\u1680\\u2000-\\u200a\\u2028-\\u202f\\u205f\\u2066-\\u2069\\u3000\\ufeff]';
   return nonEmpty ? `^${allowed}*${kept}${allowed}*$` : `^${allowed}*$`;
 }
 

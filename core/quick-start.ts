@@ -1,5 +1,8 @@
 /** The five quick-start steps of the federation (SPEC §4.1 order), shown by the endpoint summary and the join page. */
-export function quickStartSteps(base: string, offlineAfterS: number): { step1: string; step2: string; step3: string; step4: string; step5: string } {
+export function quickStartSteps(
+  base: string,
+  offlineAfterS: number
+): { step1: string; step2: string; step3: string; step4: string; step5: string } {
   return {
     step1: `Discover the agent: GET ${base}/a2a/.well-known/agent.json`,
     step2: `Register anonymously: POST ${base}/a2a/register with {"name", "brand": {"code", "model_base"}}; keep the api_key it returns`,

@@ -26,6 +26,9 @@ export class RawJson {
  * The response schema of a RawJson member: checked to be a RawJson when the reply is serialised, documented in the
  * OpenAPI document as what it holds (a JSON object by default).
  */
-export function rawJsonSchema(description: string, jsonSchema: Record<string, unknown> = { type: 'object', additionalProperties: true }) {
+export function rawJsonSchema(
+  description: string,
+  jsonSchema: Record<string, unknown> = { type: 'object', additionalProperties: true }
+) {
   return z.custom<RawJson>((v) => v instanceof RawJson, 'a stored JSON value').meta({ ...jsonSchema, description });
 }

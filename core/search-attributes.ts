@@ -18,9 +18,22 @@ export const DeployStateAttr = defineSearchAttributeKey('DeployState', SearchAtt
 /** The daemon's circuit breaker (daemon-breaker/<queue>): closed, open, half_open. */
 export const BreakerStateAttr = defineSearchAttributeKey('BreakerState', SearchAttributeType.KEYWORD);
 
-const ALL = [TruthKeyAttr, TruthTypeAttr, ApprovalStateAttr, NodeIdAttr, BrandAttr, NodeStateAttr, ProposalStateAttr, DeployTargetAttr, DeployStateAttr, BreakerStateAttr];
+const ALL = [
+  TruthKeyAttr,
+  TruthTypeAttr,
+  ApprovalStateAttr,
+  NodeIdAttr,
+  BrandAttr,
+  NodeStateAttr,
+  ProposalStateAttr,
+  DeployTargetAttr,
+  DeployStateAttr,
+  BreakerStateAttr
+];
 
 /** Name → type as the dev server's `--search-attribute Name=Type` flag spells it (every one is a Keyword today). */
-export const SEARCH_ATTRIBUTES: Record<string, 'Keyword'> = Object.fromEntries(ALL.map((key) => [key.name, 'Keyword' as const]));
+export const SEARCH_ATTRIBUTES: Record<string, 'Keyword'> = Object.fromEntries(
+  ALL.map((key) => [key.name, 'Keyword' as const])
+);
 
 export type SearchAttributeName = (typeof ALL)[number]['name'];

@@ -75,10 +75,19 @@ export function scanStrictJson(text: string, maxDepth: number): void {
     }
   };
   const syntax = (what: string): never =>
-    fail('invalid_json', i >= n ? `Unexpected end of JSON input (expected ${what})` : `Unexpected character ${JSON.stringify(text[i])} at position ${i} (expected ${what})`);
+    fail(
+      'invalid_json',
+      i >= n
+        ? `Unexpected end of JSON input (expected ${what})`
+        : `Unexpected character ${JSON.stringify(text[i])} at position ${i} (expected ${what})`
+    );
 
   const noncharacter = (at: number, cp: number): never =>
-    fail('noncharacter', `A string contains the noncharacter U+${cp.toString(16).toUpperCase().padStart(4, '0')}, which I-JSON excludes (RFC 7493 §2.1)`, at);
+    fail(
+      'noncharacter',
+      `A string contains the noncharacter U+${cp.toString(16).toUpperCase().padStart(4, '0')}, which I-JSON excludes (RFC 7493 §2.1)`,
+      at
+    );
   /** U+FDD0-U+FDEF and the last two code points of every plane. */
   const isNoncharacter = (cp: number) => (cp >= 0xfdd0 && cp <= 0xfdef) || (cp & 0xfffe) === 0xfffe;
 
@@ -92,11 +101,17 @@ export function scanStrictJson(text: string, maxDepth: number): void {
       if (i >= n) fail('invalid_json', 'Unterminated string', start);
       const c = text.charCodeAt(i);
       if (c === 0x22) {
-        if (pendingHigh >= 0) fail('lone_surrogate', 'A string contains an unpaired surrogate escape (\\ud800-\\udbff without its low half)', pendingHigh);
+        if (pendingHigh >= 0)
+          fail(
+            'lone_surrogate',
+            'A string contains an unpaired surrogate escape (\\ud800-\\udbff without its low half)',
+            pendingHigh
+          );
         i++;
         return i;
       }
-      if (c < 0x20) fail('invalid_json', `Control character U+${c.toString(16).padStart(4, '0')} must be escaped in a string`);
+      if (c < 0x20)
+        fail('invalid_json', `Control character U+${c.toString(16).padStart(4, '0')} must be escaped in a string`);
       if (c === 0x5c) {
         const e = text[i + 1];
         if (e === 'u') {
@@ -104,12 +119,18 @@ export function scanStrictJson(text: string, maxDepth: number): void {
           if (!/^[0-9a-fA-F]{4}$/.test(hex)) fail('invalid_json', 'Bad \\u escape in a string');
           const unit = parseInt(hex, 16);
           if (unit >= 0xdc00 && unit <= 0xdfff) {
-            if (pendingHigh < 0) fail('lone_surrogate', 'A string contains an unpaired low surrogate escape (\\udc00-\\udfff)');
+            if (pendingHigh < 0)
+              fail('lone_surrogate', 'A string contains an unpaired low surrogate escape (\\udc00-\\udfff)');
             const cp = 0x10000 + ((highUnit - 0xd800) << 10) + (unit - 0xdc00);
             if (isNoncharacter(cp)) noncharacter(pendingHigh, cp);
             pendingHigh = -1;
           } else {
-            if (pendingHigh >= 0) fail('lone_surrogate', 'A string contains an unpaired surrogate escape (\\ud800-\\udbff without its low half)', pendingHigh);
+            if (pendingHigh >= 0)
+              fail(
+                'lone_surrogate',
+                'A string contains an unpaired surrogate escape (\\ud800-\\udbff without its low half)',
+                pendingHigh
+              );
             if (unit >= 0xd800 && unit <= 0xdbff) {
               pendingHigh = i;
               highUnit = unit;
@@ -121,11 +142,21 @@ export function scanStrictJson(text: string, maxDepth: number): void {
           continue;
         }
         if (e === undefined || !'"\\/bfnrt'.includes(e)) fail('invalid_json', 'Bad escape in a string');
-        if (pendingHigh >= 0) fail('lone_surrogate', 'A string contains an unpaired surrogate escape (\\ud800-\\udbff without its low half)', pendingHigh);
+        if (pendingHigh >= 0)
+          fail(
+            'lone_surrogate',
+            'A string contains an unpaired surrogate escape (\\ud800-\\udbff without its low half)',
+            pendingHigh
+          );
         i += 2;
         continue;
       }
-      if (pendingHigh >= 0) fail('lone_surrogate', 'A string contains an unpaired surrogate escape (\\ud800-\\udbff without its low half)', pendingHigh);
+      if (pendingHigh >= 0)
+        fail(
+          'lone_surrogate',
+          'A string contains an unpaired surrogate escape (\\ud800-\\udbff without its low half)',
+          pendingHigh
+        );
       // Raw surrogates can only be well-formed pairs: the text came from a fatal UTF-8 decode.
       if (c >= 0xd800 && c <= 0xdbff) {
         const cp = text.codePointAt(i)!;
@@ -220,9 +251,11 @@ export function scanStrictJson(text: string, maxDepth: number): void {
       const raw = text.slice(start + 1, end - 1);
       const name = raw.includes('\\') ? (JSON.parse(text.slice(start, end)) as string) : raw;
       const frame = stack[stack.length - 1]!;
-      if (frame.names!.has(name)) fail('duplicate_member', `Member name ${JSON.stringify(name)} appears twice in one object`, start);
+      if (frame.names!.has(name))
+        fail('duplicate_member', `Member name ${JSON.stringify(name)} appears twice in one object`, start);
       if (name === '__proto__') fail('invalid_json', 'A member named "__proto__" is not accepted', start);
-      if (name === 'prototype' && frame.constructorValue) fail('invalid_json', 'A "constructor" member holding a "prototype" member is not accepted', start);
+      if (name === 'prototype' && frame.constructorValue)
+        fail('invalid_json', 'A "constructor" member holding a "prototype" member is not accepted', start);
       frame.names!.add(name);
       frame.at = name;
       i = end;
@@ -265,7 +298,11 @@ export function scanStrictJson(text: string, maxDepth: number): void {
 function checkNumber(lexeme: string, integral: boolean, fail: (code: JsonProblemCode, message: string) => never): void {
   // No double needs more than 17 significant digits and a 3-digit exponent; a longer number is refused before any
   // work that grows with its length.
-  if (lexeme.length > MAX_NUMBER_LENGTH) fail('number_too_precise', `a number of ${lexeme.length} characters is longer than any IEEE 754 double needs (at most ${MAX_NUMBER_LENGTH})`);
+  if (lexeme.length > MAX_NUMBER_LENGTH)
+    fail(
+      'number_too_precise',
+      `a number of ${lexeme.length} characters is longer than any IEEE 754 double needs (at most ${MAX_NUMBER_LENGTH})`
+    );
   const value = Number(lexeme);
   if (!Number.isFinite(value)) fail('number_out_of_range', `${lexeme} is outside the range of an IEEE 754 double`);
   const outOfIntegerRange = Number.isInteger(value) && Math.abs(value) > MAX_SAFE && Math.abs(value) < 1e21;
@@ -276,9 +313,13 @@ function checkNumber(lexeme: string, integral: boolean, fail: (code: JsonProblem
   }
   const sent = decimalOf(lexeme);
   const kept = decimalOf(String(value));
-  if (sent.digits !== '0' && kept.digits === '0') fail('number_out_of_range', `${lexeme} is too small for an IEEE 754 double (it would become 0)`);
+  if (sent.digits !== '0' && kept.digits === '0')
+    fail('number_out_of_range', `${lexeme} is too small for an IEEE 754 double (it would become 0)`);
   if (sent.digits !== kept.digits || sent.exponent !== kept.exponent) {
-    fail('number_too_precise', `${lexeme} cannot be carried exactly by an IEEE 754 double (it would become ${String(value)})`);
+    fail(
+      'number_too_precise',
+      `${lexeme} cannot be carried exactly by an IEEE 754 double (it would become ${String(value)})`
+    );
   }
   // Integers beyond ±(2^53-1) are refused however they are written (1e16 would be served as 10000000000000000), up
   // to 1e21, from where ECMAScript (and so the canonical form) writes them with an exponent, as floats.

@@ -28,16 +28,30 @@ import { loadConfig } from '../core/config.node';
 import { adminTokenPath } from '../api/admin-token';
 
 const header = fs.readFileSync(__filename, 'utf8').split('\n');
-const USAGE = header.slice(1, header.indexOf(' */')).map((l) => l.replace(/^ \*\s?/, '')).join('\n');
+const USAGE = header
+  .slice(1, header.indexOf(' */'))
+  .map((l) => l.replace(/^ \*\s?/, ''))
+  .join('\n');
 
 async function main(): Promise<void> {
   const config = loadConfig();
   const [command, ...args] = process.argv.slice(2);
-  const token = config.ADMIN_TOKEN ?? (fs.existsSync(adminTokenPath(config.dataDir)) ? fs.readFileSync(adminTokenPath(config.dataDir), 'utf8').trim() : undefined);
-  if (!token) throw new Error(`no administrator token: set ADMIN_TOKEN or start the service once (it writes ${adminTokenPath(config.dataDir)})`);
+  const token =
+    config.ADMIN_TOKEN ??
+    (fs.existsSync(adminTokenPath(config.dataDir))
+      ? fs.readFileSync(adminTokenPath(config.dataDir), 'utf8').trim()
+      : undefined);
+  if (!token)
+    throw new Error(
+      `no administrator token: set ADMIN_TOKEN or start the service once (it writes ${adminTokenPath(config.dataDir)})`
+    );
   const base = (process.env.ADMIN_URL ?? `http://localhost:${config.PORT}`).replace(/\/+$/, '');
   const call = async (path: string, body: Record<string, unknown> = {}) => {
-    const res = await fetch(`${base}${path}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const res = await fetch(`${base}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body)
+    });
     const text = await res.text();
     process.stdout.write(`${text}\n`);
     if (!res.ok) process.exitCode = 1;
@@ -53,7 +67,10 @@ async function main(): Promise<void> {
     case 'did-revoke':
       return call(`/admin/dids/${encodeURIComponent(args[0] ?? '')}/revoke`);
     case 'homologous':
-      return call('/admin/homologous-tokens', { ...(args[0] ? { did: args[0] } : {}), ...(args[1] ? { label: args[1] } : {}) });
+      return call('/admin/homologous-tokens', {
+        ...(args[0] ? { did: args[0] } : {}),
+        ...(args[1] ? { label: args[1] } : {})
+      });
     case 'api-key':
       return call('/admin/api-keys', { ...(args[0] ? { label: args[0] } : {}), ...(args[1] ? { plan: args[1] } : {}) });
     case 'api-key-revoke':
@@ -85,14 +102,19 @@ async function main(): Promise<void> {
     case 'key-groups':
       return get(`/admin/api-keys/${args[0] ?? ''}/groups`);
     case 'key-group-key':
-      return call(`/admin/key-groups/${encodeURIComponent(args[0] ?? '')}/keys`, { ...(args[1] ? { label: args[1] } : {}), ...(args[2] ? { plan: args[2] } : {}) });
+      return call(`/admin/key-groups/${encodeURIComponent(args[0] ?? '')}/keys`, {
+        ...(args[1] ? { label: args[1] } : {}),
+        ...(args[2] ? { plan: args[2] } : {})
+      });
     case 'knowledge':
       return get('/admin/knowledge');
     case 'knowledge-import': {
       if (!args[0]) throw new Error('knowledge-import <file.json|file.md>');
       const text = fs.readFileSync(args[0], 'utf8');
       // .md / .markdown: the Markdown format (README "Trial chat"); anything else: JSON { cards, documents }.
-      return /\.(md|markdown)$/i.test(args[0]) ? call('/admin/knowledge/import/markdown', { markdown: text }) : call('/admin/knowledge/import', JSON.parse(text) as Record<string, unknown>);
+      return /\.(md|markdown)$/i.test(args[0])
+        ? call('/admin/knowledge/import/markdown', { markdown: text })
+        : call('/admin/knowledge/import', JSON.parse(text) as Record<string, unknown>);
     }
     default:
       process.stderr.write(`${USAGE}\n`);

@@ -55,7 +55,11 @@ async function main(): Promise<void> {
     killing = true;
     const victims = killEveryServer();
     log(`killing every process at once (SIGKILL): ${victims.length} left`);
-    await Promise.all(victims.map((c) => (c.exitCode !== null || c.signalCode !== null ? undefined : new Promise((r) => c.once('exit', r)))));
+    await Promise.all(
+      victims.map((c) =>
+        c.exitCode !== null || c.signalCode !== null ? undefined : new Promise((r) => c.once('exit', r))
+      )
+    );
     log('killed');
     process.exit(130);
   };
@@ -79,7 +83,10 @@ async function main(): Promise<void> {
 
   try {
     // Both builds (first start only) in parallel; each server below waits for its own binary.
-    const tools: ToolName[] = [...(config.MONGODB_URI ? [] : ['ferretdb' as const]), ...(config.TEMPORAL_ADDRESS ? [] : ['temporal' as const])];
+    const tools: ToolName[] = [
+      ...(config.MONGODB_URI ? [] : ['ferretdb' as const]),
+      ...(config.TEMPORAL_ADDRESS ? [] : ['temporal' as const])
+    ];
     void ensureTools(tools).catch(() => undefined);
 
     if (!config.MONGODB_URI) {
@@ -91,19 +98,37 @@ async function main(): Promise<void> {
         const cluster = path.join(config.dataDir, 'postgres');
         const hadCluster = fs.existsSync(cluster);
         log(`starting PostgreSQL on 127.0.0.1:${config.POSTGRES_PORT} (data in ${cluster})`);
-        const postgres = new Supervised('postgres', () => startPostgres({ dataDir: config.dataDir, port: config.POSTGRES_PORT }), giveUp);
+        const postgres = new Supervised(
+          'postgres',
+          () => startPostgres({ dataDir: config.dataDir, port: config.POSTGRES_PORT }),
+          giveUp
+        );
         parts.push(postgres);
         await postgres.run().catch((err: unknown) => {
           // Chosen by `auto`: say how to run without it (and, with a cluster there, that its data would not be used).
           if (config.FERRETDB_BACKEND !== 'auto' || !(err instanceof Error)) throw err;
           const without = hadCluster ? `, without the data in ${cluster}` : '';
-          throw new Error(`${err.message}\n(FERRETDB_BACKEND=auto chose PostgreSQL; FERRETDB_BACKEND=sqlite runs FerretDB on SQLite files instead${without})`);
+          throw new Error(
+            `${err.message}\n(FERRETDB_BACKEND=auto chose PostgreSQL; FERRETDB_BACKEND=sqlite runs FerretDB on SQLite files instead${without})`
+          );
         });
         postgresqlUrl = `postgres://${POSTGRES_ROLE}@127.0.0.1:${config.POSTGRES_PORT}/postgres`;
       }
-      const where = postgresqlUrl ? `on PostgreSQL ${config.POSTGRES_PORT}` : `data in ${path.join(config.dataDir, 'ferretdb')}`;
+      const where = postgresqlUrl
+        ? `on PostgreSQL ${config.POSTGRES_PORT}`
+        : `data in ${path.join(config.dataDir, 'ferretdb')}`;
       log(`starting FerretDB on 127.0.0.1:${config.FERRETDB_PORT} (${where})`);
-      const ferret = new Supervised('ferretdb', () => startFerretDb({ dataDir: config.dataDir, port: config.FERRETDB_PORT, postgresqlUrl, debugPort: config.FERRETDB_DEBUG_PORT }), giveUp);
+      const ferret = new Supervised(
+        'ferretdb',
+        () =>
+          startFerretDb({
+            dataDir: config.dataDir,
+            port: config.FERRETDB_PORT,
+            postgresqlUrl,
+            debugPort: config.FERRETDB_DEBUG_PORT
+          }),
+        giveUp
+      );
       parts.push(ferret);
       await ferret.run();
       env.MONGODB_URI = `mongodb://127.0.0.1:${config.FERRETDB_PORT}/`;
@@ -112,10 +137,18 @@ async function main(): Promise<void> {
       log('using MONGODB_URI');
     }
     if (!config.TEMPORAL_ADDRESS) {
-      log(`starting Temporal dev server on 127.0.0.1:${config.TEMPORAL_PORT}, Web UI on http://127.0.0.1:${config.TEMPORAL_UI_PORT}`);
+      log(
+        `starting Temporal dev server on 127.0.0.1:${config.TEMPORAL_PORT}, Web UI on http://127.0.0.1:${config.TEMPORAL_UI_PORT}`
+      );
       const temporal = new Supervised(
         'temporal',
-        () => startTemporal({ dataDir: config.dataDir, port: config.TEMPORAL_PORT, uiPort: config.TEMPORAL_UI_PORT, namespace: config.TEMPORAL_NAMESPACE }),
+        () =>
+          startTemporal({
+            dataDir: config.dataDir,
+            port: config.TEMPORAL_PORT,
+            uiPort: config.TEMPORAL_UI_PORT,
+            namespace: config.TEMPORAL_NAMESPACE
+          }),
         giveUp
       );
       parts.push(temporal);
@@ -128,10 +161,20 @@ async function main(): Promise<void> {
     // The deploy web server (README "Deployment arbitration"): optional; without it only deploys answer 503.
     const nginxBin = config.DEPLOY_WEB === 'on' ? findNginx(config.NGINX_BIN) : null;
     if (config.DEPLOY_WEB === 'off') log('DEPLOY_WEB=off: no deploy web server');
-    else if (!nginxBin) log(`nginx not found at ${config.NGINX_BIN}: deploys will answer 503 until it is installed (${NGINX_INSTALL_HINT})`);
+    else if (!nginxBin)
+      log(
+        `nginx not found at ${config.NGINX_BIN}: deploys will answer 503 until it is installed (${NGINX_INSTALL_HINT})`
+      );
     else {
-      log(`starting nginx (deploy web) on ${config.HOST}:${config.DEPLOY_WEB_PORT} (prefix ${path.join(config.dataDir, 'deploy', 'nginx')})`);
-      const nginx = new Supervised('nginx', () => startNginx({ dataDir: config.dataDir, binary: nginxBin, host: config.HOST, port: config.DEPLOY_WEB_PORT }), giveUp);
+      log(
+        `starting nginx (deploy web) on ${config.HOST}:${config.DEPLOY_WEB_PORT} (prefix ${path.join(config.dataDir, 'deploy', 'nginx')})`
+      );
+      const nginx = new Supervised(
+        'nginx',
+        () =>
+          startNginx({ dataDir: config.dataDir, binary: nginxBin, host: config.HOST, port: config.DEPLOY_WEB_PORT }),
+        giveUp
+      );
       parts.push(nginx);
       await nginx.run();
     }
@@ -142,15 +185,23 @@ async function main(): Promise<void> {
     ] as const) {
       const pidFile = path.join(config.dataDir, 'run', `${name}.pid`);
       await stopStale(pidFile, path.join(ROOT, script));
-      const part = new Supervised(name, () => spawnServer({ name, ...typescriptProcess(path.join(ROOT, script)), pidFile, echo: true, env }), giveUp);
+      const part = new Supervised(
+        name,
+        () => spawnServer({ name, ...typescriptProcess(path.join(ROOT, script)), pidFile, echo: true, env }),
+        giveUp
+      );
       parts.push(part);
       await part.run();
     }
     await waitForHealth(`http://127.0.0.1:${config.PORT}/health`, 120_000);
     log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-    log(`  API            ${config.publicUrl}  (try ${config.publicUrl}/a2a/endpoints/summary, docs at ${config.publicUrl}/docs)`);
+    log(
+      `  API            ${config.publicUrl}  (try ${config.publicUrl}/a2a/endpoints/summary, docs at ${config.publicUrl}/docs)`
+    );
     if (!config.TEMPORAL_ADDRESS) log(`  Temporal Web UI http://127.0.0.1:${config.TEMPORAL_UI_PORT}`);
-    log(`  admin token    ${config.ADMIN_TOKEN ? 'ADMIN_TOKEN from the environment' : path.join(config.dataDir, 'admin-token')}`);
+    log(
+      `  admin token    ${config.ADMIN_TOKEN ? 'ADMIN_TOKEN from the environment' : path.join(config.dataDir, 'admin-token')}`
+    );
     log('Press Ctrl-C to stop.');
   } catch (err) {
     if (stopping) return;

@@ -167,9 +167,19 @@ export class CredentialStore {
 
   // ---- homologous tokens (X-ZR-Token, or X-DID + X-Capture-Token) ----
 
-  async issueHomologousToken(label: string | null, did: string | null): Promise<{ token: string; doc: HomologousTokenDocument }> {
+  async issueHomologousToken(
+    label: string | null,
+    did: string | null
+  ): Promise<{ token: string; doc: HomologousTokenDocument }> {
     const token = newSecret('zr_');
-    const doc: HomologousTokenDocument = { _id: hashSecret(token), token_id: newId('hom_'), label, did, created_at: now(), revoked_at: null };
+    const doc: HomologousTokenDocument = {
+      _id: hashSecret(token),
+      token_id: newId('hom_'),
+      label,
+      did,
+      created_at: now(),
+      revoked_at: null
+    };
     await this.homologousTokens.insertOne(doc);
     return { token, doc };
   }
@@ -179,7 +189,10 @@ export class CredentialStore {
   }
 
   async revokeHomologousToken(tokenId: string): Promise<boolean> {
-    const res = await this.homologousTokens.updateOne({ token_id: tokenId, revoked_at: null }, { $set: { revoked_at: now() } });
+    const res = await this.homologousTokens.updateOne(
+      { token_id: tokenId, revoked_at: null },
+      { $set: { revoked_at: now() } }
+    );
     return res.modifiedCount === 1;
   }
 
@@ -188,7 +201,15 @@ export class CredentialStore {
   async issueApiKey(label: string | null, plan: string): Promise<{ apiKey: string; doc: ApiKeyDocument }> {
     const id = newId('').slice(0, 16);
     const apiKey = newApiKey(id);
-    const doc: ApiKeyDocument = { _id: id, secret_hash: hashSecret(apiKey), label, plan, created_at: now(), regenerated_at: null, revoked_at: null };
+    const doc: ApiKeyDocument = {
+      _id: id,
+      secret_hash: hashSecret(apiKey),
+      label,
+      plan,
+      created_at: now(),
+      regenerated_at: null,
+      revoked_at: null
+    };
     await this.apiKeys.insertOne(doc);
     return { apiKey, doc };
   }
@@ -217,9 +238,19 @@ export class CredentialStore {
 
   // ---- OAuth clients (client credentials flow) and revoked token ids ----
 
-  async issueOAuthClient(label: string | null, scopes: string[]): Promise<{ clientSecret: string; doc: OAuthClientDocument }> {
+  async issueOAuthClient(
+    label: string | null,
+    scopes: string[]
+  ): Promise<{ clientSecret: string; doc: OAuthClientDocument }> {
     const clientSecret = newSecret('cs_');
-    const doc: OAuthClientDocument = { _id: newId('client_'), secret_hash: hashSecret(clientSecret), label, scopes, created_at: now(), revoked_at: null };
+    const doc: OAuthClientDocument = {
+      _id: newId('client_'),
+      secret_hash: hashSecret(clientSecret),
+      label,
+      scopes,
+      created_at: now(),
+      revoked_at: null
+    };
     await this.oauthClients.insertOne(doc);
     return { clientSecret, doc };
   }
@@ -242,9 +273,19 @@ export class CredentialStore {
 
   // ---- daemon assets (the daemon's two factors: asset id + order root) ----
 
-  async issueDaemonAsset(label: string | null, version: number): Promise<{ orderRoot: string; doc: DaemonAssetDocument }> {
+  async issueDaemonAsset(
+    label: string | null,
+    version: number
+  ): Promise<{ orderRoot: string; doc: DaemonAssetDocument }> {
     const orderRoot = `or${version}_${newSecret('')}`;
-    const doc: DaemonAssetDocument = { _id: newId('asset_'), order_root_hash: hashSecret(orderRoot), version, label, created_at: now(), revoked_at: null };
+    const doc: DaemonAssetDocument = {
+      _id: newId('asset_'),
+      order_root_hash: hashSecret(orderRoot),
+      version,
+      label,
+      created_at: now(),
+      revoked_at: null
+    };
     await this.daemonAssets.insertOne(doc);
     return { orderRoot, doc };
   }

@@ -92,7 +92,11 @@ export class InsertBatcher<T extends Document> {
   private async send(batch: Queued<T>[]): Promise<void> {
     try {
       if (batch.length === 1) await this.collection.insertOne(batch[0]!.doc);
-      else await this.collection.insertMany(batch.map((q) => q.doc), { ordered: false });
+      else
+        await this.collection.insertMany(
+          batch.map((q) => q.doc),
+          { ordered: false }
+        );
       for (const q of batch) q.resolve();
     } catch (err) {
       const failed = writeErrorsOf(err);
@@ -113,7 +117,12 @@ export class InsertBatcher<T extends Document> {
 export function writeErrorsOf(err: unknown): Map<number, { index: number; code?: number; errmsg?: string }> | null {
   const raw = (err as { writeErrors?: unknown }).writeErrors;
   if (!raw) return null;
-  const list = (Array.isArray(raw) ? raw : [raw]) as { index: number; code?: number; errmsg?: string; err?: { index: number; code?: number; errmsg?: string } }[];
+  const list = (Array.isArray(raw) ? raw : [raw]) as {
+    index: number;
+    code?: number;
+    errmsg?: string;
+    err?: { index: number; code?: number; errmsg?: string };
+  }[];
   const out = new Map<number, { index: number; code?: number; errmsg?: string }>();
   for (const w of list) {
     const e = typeof w.index === 'number' ? w : w.err;

@@ -50,7 +50,8 @@ export async function connectMongo(options: MongoOptions): Promise<Mongo> {
  * Whether a write failed on a unique index. FerretDB reports such a clash in findAndModify without code 11000, in
  * the message only.
  */
-export const isDuplicateKey = (err: unknown): boolean => (err as { code?: unknown }).code === 11000 || /E11000|duplicate key/i.test((err as Error).message ?? '');
+export const isDuplicateKey = (err: unknown): boolean =>
+  (err as { code?: unknown }).code === 11000 || /E11000|duplicate key/i.test((err as Error).message ?? '');
 
 /**
  * Runs an upsert again when it lost the race to create its document. MongoDB retries such an upsert itself; FerretDB
@@ -75,9 +76,13 @@ export async function retryingUpsert<T>(write: () => Promise<T>, attempts = 3): 
  * is better than a process that silently stops recovering.
  */
 function assertDriverPatched(): void {
-  const { Connection } = require('mongodb/lib/cmap/connection') as { Connection: { prototype: Record<string, unknown> } };
+  const { Connection } = require('mongodb/lib/cmap/connection') as {
+    Connection: { prototype: Record<string, unknown> };
+  };
   if (typeof Connection.prototype.throwIfClosed !== 'function') {
-    throw new Error('The mongodb driver is not patched (patches/mongodb+*.patch); run `npx patch-package` after installing without scripts');
+    throw new Error(
+      'The mongodb driver is not patched (patches/mongodb+*.patch); run `npx patch-package` after installing without scripts'
+    );
   }
 }
 
@@ -131,7 +136,9 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   chat_key_groups: [{ key: { owner_key_id: 1 }, name: 'owner_key_id' }],
   // The node change log's ring (store/federation/nodes.ts, NODE_CHANGES_SLOT_MS): each collection holds at most a
   // few seconds of records, read whole (no index).
-  ...Object.fromEntries(Array.from({ length: NODE_CHANGES_SLOTS }, (_, s) => [nodeChangesCollection(s * NODE_CHANGES_SLOT_MS), []]))
+  ...Object.fromEntries(
+    Array.from({ length: NODE_CHANGES_SLOTS }, (_, s) => [nodeChangesCollection(s * NODE_CHANGES_SLOT_MS), []])
+  )
 };
 
 export async function ensureIndexes(db: Db): Promise<void> {
@@ -161,7 +168,11 @@ export type IdLookups = 'indexed' | 'scan';
  * `_id` lookup per id, all at once (a `find({ _id: { $in } })` reads the whole collection in FerretDB); where every
  * lookup scans: the `$in`, one scan for all.
  */
-export async function findByIds<T extends { _id: string | number }>(collection: Collection<T>, ids: T['_id'][], lookups: IdLookups): Promise<WithId<T>[]> {
+export async function findByIds<T extends { _id: string | number }>(
+  collection: Collection<T>,
+  ids: T['_id'][],
+  lookups: IdLookups
+): Promise<WithId<T>[]> {
   if (ids.length === 0) return [];
   if (lookups === 'scan' && ids.length > 1) return collection.find({ _id: { $in: ids } } as Filter<T>).toArray();
   const found = await Promise.all(ids.map((_id) => collection.findOne({ _id } as Filter<T>)));
@@ -175,7 +186,11 @@ export async function findByIds<T extends { _id: string | number }>(collection: 
  * scans: the `$in`, one scan for all (a statement per id scanned once each: 1.3 s for 8 among 50,000 on SQLite,
  * as many as the `$in`'s one). Throws what the write throws (some ids may have been deleted).
  */
-export async function deleteByIds<T extends { _id: string }>(collection: Collection<T>, ids: string[], lookups: IdLookups): Promise<void> {
+export async function deleteByIds<T extends { _id: string }>(
+  collection: Collection<T>,
+  ids: string[],
+  lookups: IdLookups
+): Promise<void> {
   if (ids.length === 0) return;
   if (lookups === 'scan') {
     await collection.deleteMany({ _id: { $in: ids } } as Filter<T>);

@@ -34,7 +34,11 @@ export function keyReadStarted(): { at: number; generation: number } {
 }
 
 /** A read that started at `started` found the key unrevoked with this digest and plan. */
-export function rememberApiKey(keyId: string, key: { secretHash: string; plan: string }, started: { at: number; generation: number }): void {
+export function rememberApiKey(
+  keyId: string,
+  key: { secretHash: string; plan: string },
+  started: { at: number; generation: number }
+): void {
   if (started.generation !== generation) return; // the key changed here after the read began
   const known = verified.get(keyId);
   // An older read finishing late does not replace what a newer one found.

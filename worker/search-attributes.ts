@@ -16,11 +16,16 @@ export async function ensureSearchAttributes(address: string, namespace: string,
     if (missing.length === 0) return;
     await connection.operatorService.addSearchAttributes({
       namespace,
-      searchAttributes: Object.fromEntries(missing.map((name) => [name, temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD]))
+      searchAttributes: Object.fromEntries(
+        missing.map((name) => [name, temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD])
+      )
     });
     logger.info({ added: missing }, 'registered search attributes');
   } catch (err) {
-    logger.warn({ err }, 'could not register search attributes; workflows that set them will fail until an operator adds them');
+    logger.warn(
+      { err },
+      'could not register search attributes; workflows that set them will fail until an operator adds them'
+    );
   } finally {
     await connection.close();
   }

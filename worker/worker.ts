@@ -31,14 +31,23 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
     : { workflowsPath: require.resolve('../workflows') };
   const address = temporalAddress(config);
   await ensureSearchAttributes(address, config.TEMPORAL_NAMESPACE, logger);
-  const mongo = await connectMongo({ uri: mongoUri(config), dbName: config.MONGODB_DB, appName: 'zhongshu-hub-worker' });
+  const mongo = await connectMongo({
+    uri: mongoUri(config),
+    dbName: config.MONGODB_DB,
+    appName: 'zhongshu-hub-worker'
+  });
   await ensureIndexes(mongo.db);
   const connection = await NativeConnection.connect({ address });
   // With the writer lease (LEDGER_FORWARD_SECRET) the hub's own events go to the API replica holding it, like every
   // replica's appends; the worker never holds it (no listener to be reached at). Its appends all carry keys, so an
   // activity retried after an unanswered forward cannot append twice.
   const writer = await startLedgerWriter(mongo.db, config, logger, { mayHold: false });
-  const activities = createActivitiesByQueue({ db: mongo.db, ledger: new Ledger(mongo.db, { forward: writer?.forward ?? null, idLookups: config.MONGODB_ID_LOOKUPS }), deploy: deployActivityDeps(config), daemon: daemonActivityDeps(config) });
+  const activities = createActivitiesByQueue({
+    db: mongo.db,
+    ledger: new Ledger(mongo.db, { forward: writer?.forward ?? null, idLookups: config.MONGODB_ID_LOOKUPS }),
+    deploy: deployActivityDeps(config),
+    daemon: daemonActivityDeps(config)
+  });
   const workers: Worker[] = [];
   for (const kind of config.WORKER_TASK_QUEUES) {
     const taskQueue = taskQueueFor(config.TEMPORAL_TASK_QUEUE, kind);
@@ -62,7 +71,9 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
     await writer?.close().catch(() => undefined);
     await connection.close().catch(() => undefined);
     await mongo.close().catch(() => undefined);
-    throw new Error(`WORKER_TASK_QUEUES=${config.WORKER_TASK_QUEUES.join(',')}: none of these task queues has activities yet, so this process would poll nothing`);
+    throw new Error(
+      `WORKER_TASK_QUEUES=${config.WORKER_TASK_QUEUES.join(',')}: none of these task queues has activities yet, so this process would poll nothing`
+    );
   }
   return {
     workers,

@@ -3,7 +3,14 @@
  * transient frontend failures; "already started" is left to the caller, since for most flows it means done) and
  * sending an update with a bounded wait. Client side only: never imported by workflow code.
  */
-import { Client, WorkflowExecutionAlreadyStartedError, WorkflowHandle, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowStartOptions } from '@temporalio/client';
+import {
+  Client,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowHandle,
+  WorkflowIdConflictPolicy,
+  WorkflowIdReusePolicy,
+  WorkflowStartOptions
+} from '@temporalio/client';
 import type { UpdateDefinition, Workflow } from '@temporalio/common';
 import { AppError } from '../core/errors';
 
@@ -11,7 +18,11 @@ const START_ATTEMPTS = 4;
 const UPDATE_WAIT_MS = 15_000;
 
 /** Starts a workflow, retrying a busy or restarting frontend for a few seconds. A duplicate id is not retried. */
-export async function startWorkflowWithRetry<T extends Workflow>(client: Client, workflowType: string, options: WorkflowStartOptions<T>): Promise<void> {
+export async function startWorkflowWithRetry<T extends Workflow>(
+  client: Client,
+  workflowType: string,
+  options: WorkflowStartOptions<T>
+): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
       await client.workflow.start<T>(workflowType, options);
@@ -28,14 +39,26 @@ export async function startWorkflowWithRetry<T extends Workflow>(client: Client,
  * polling, or it is busy): the caller may retry, since the update was not accepted. A refused update (validator or
  * handler failure) and a closed workflow are left to the caller to map.
  */
-export async function executeUpdateWithin<Ret, Args extends [unknown, ...unknown[]]>(handle: WorkflowHandle, update: UpdateDefinition<Ret, Args>, args: Args): Promise<Ret> {
+export async function executeUpdateWithin<Ret, Args extends [unknown, ...unknown[]]>(
+  handle: WorkflowHandle,
+  update: UpdateDefinition<Ret, Args>,
+  args: Args
+): Promise<Ret> {
   let timer: NodeJS.Timeout | undefined;
   try {
     return await Promise.race([
       handle.executeUpdate(update, { args }),
       new Promise<never>((_, reject) => {
         timer = setTimeout(
-          () => reject(new AppError('unavailable', `${handle.workflowId} did not answer within ${UPDATE_WAIT_MS / 1000} s (is a worker running?); retry`, {}, { 'Retry-After': '5' })),
+          () =>
+            reject(
+              new AppError(
+                'unavailable',
+                `${handle.workflowId} did not answer within ${UPDATE_WAIT_MS / 1000} s (is a worker running?); retry`,
+                {},
+                { 'Retry-After': '5' }
+              )
+            ),
           UPDATE_WAIT_MS
         );
       })
@@ -73,15 +96,29 @@ export async function startLocked<T extends Workflow>(
     } as WorkflowStartOptions<T>);
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) {
-      throw new AppError('conflict', conflict.message, { workflow_id: options.workflowId }, { 'Retry-After': String(conflict.retryAfterS) });
+      throw new AppError(
+        'conflict',
+        conflict.message,
+        { workflow_id: options.workflowId },
+        { 'Retry-After': String(conflict.retryAfterS) }
+      );
     }
     throw err;
   }
 }
 
 /** A run's result, or 504 `timeout` once `ms` have passed (the run goes on; the operator finds it in the UI). */
-export async function resultWithin<T extends Workflow>(client: Client, workflowId: string, ms: number): Promise<Awaited<ReturnType<T>>> {
+export async function resultWithin<T extends Workflow>(
+  client: Client,
+  workflowId: string,
+  ms: number
+): Promise<Awaited<ReturnType<T>>> {
   const result = await within(ms, client.workflow.getHandle<T>(workflowId).result());
-  if (result === null) throw new AppError('timeout', `${workflowId} has not finished within ${ms / 1000} s; it goes on (see the Temporal UI)`, { workflow_id: workflowId });
+  if (result === null)
+    throw new AppError(
+      'timeout',
+      `${workflowId} has not finished within ${ms / 1000} s; it goes on (see the Temporal UI)`,
+      { workflow_id: workflowId }
+    );
   return result as Awaited<ReturnType<T>>;
 }

@@ -9,8 +9,19 @@ import { Ledger } from '../../store/ledger/ledger';
 import { LivenessTransition, NodeStore } from '../../store/federation/nodes';
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { PresenceCheck, presenceHorizon, PresenceStore, presenceShardOf, PRESENCE_SHARDS } from '../../store/federation/presence';
-import { LivenessMirror, livenessChangedSignal, nodeWorkflowId, PRESENCE_SNAPSHOT_MAX_AGE_MS } from '../../workflows/federation/node-lifecycle.contract';
+import {
+  PresenceCheck,
+  presenceHorizon,
+  PresenceStore,
+  presenceShardOf,
+  PRESENCE_SHARDS
+} from '../../store/federation/presence';
+import {
+  LivenessMirror,
+  livenessChangedSignal,
+  nodeWorkflowId,
+  PRESENCE_SNAPSHOT_MAX_AGE_MS
+} from '../../workflows/federation/node-lifecycle.contract';
 
 /** Most mirror signals one sweep has in flight at once. */
 const SWEEP_SIGNALS_IN_FLIGHT = 16;
@@ -60,7 +71,12 @@ export interface NodeStateChange {
   review?: { decision: 'approved' | 'rejected'; reviewer: string; reason: string };
 }
 
-export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; presence: PresenceStore; hubDid?: string }) {
+export function createNodeActivities(deps: {
+  ledger: Ledger;
+  nodes: NodeStore;
+  presence: PresenceStore;
+  hubDid?: string;
+}) {
   // Many node workflows check presence around their deadlines; those of one presence shard share one read of that
   // shard (its few documents, one per API process), at most PRESENCE_SNAPSHOT_MAX_AGE_MS old (PRESENCE_GRACE_MS in
   // the workflow allows for it). A caller that must see a heartbeat acknowledged a moment ago (a review decision,
@@ -122,11 +138,20 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
      * (the previous one's worker died) appends again the events of the transitions of the last
      * LIVENESS_RECOVERY_MS and mirrors them again (both idempotent).
      */
-    async sweepPresence(input: { group: number; groups: number; offline_after_s: number; tick_ms: number; run_ms: number; hub_did?: string }): Promise<{ offline: number; online: number; mirrored: number }> {
+    async sweepPresence(input: {
+      group: number;
+      groups: number;
+      offline_after_s: number;
+      tick_ms: number;
+      run_ms: number;
+      hub_did?: string;
+    }): Promise<{ offline: number; online: number; mirrored: number }> {
       const ctx = Context.current();
       const client = ctx.client;
       const hubDid = input.hub_did ?? deps.hubDid ?? 'did:zhongshu:hub';
-      const shards = Array.from({ length: PRESENCE_SHARDS }, (_, s) => s).filter((s) => s % input.groups === input.group);
+      const shards = Array.from({ length: PRESENCE_SHARDS }, (_, s) => s).filter(
+        (s) => s % input.groups === input.group
+      );
       const mine = new Set(shards);
       const ours = (id: string) => mine.has(presenceShardOf(id));
       const offlineAfterMs = input.offline_after_s * 1000;
@@ -155,8 +180,19 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
       };
       if (ctx.info.attempt > 1) {
         for (const [id, v] of view) {
-          if (v.seq > 0 && (v.state === 'online' || v.state === 'offline') && Date.now() - v.state_at < LIVENESS_RECOVERY_MS) {
-            const t: LivenessTransition = { node_id: id, from: v.state === 'online' ? 'offline' : 'online', to: v.state, at: new Date(v.state_at).toISOString(), reason: reasons[v.state], seq: v.seq };
+          if (
+            v.seq > 0 &&
+            (v.state === 'online' || v.state === 'offline') &&
+            Date.now() - v.state_at < LIVENESS_RECOVERY_MS
+          ) {
+            const t: LivenessTransition = {
+              node_id: id,
+              from: v.state === 'online' ? 'offline' : 'online',
+              to: v.state,
+              at: new Date(v.state_at).toISOString(),
+              reason: reasons[v.state],
+              seq: v.seq
+            };
             events.push(t);
             mirrors.set(id, { to: t.to, at: t.at, seq: t.seq, reason: t.reason });
           }
@@ -175,7 +211,15 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
               .append({
                 kind: 'event',
                 key: 'hub.node.state_changed',
-                value: { node_id: t.node_id, from: t.from, to: t.to, at: t.at, reason: t.reason, actor: 'hub', liveness_seq: t.seq },
+                value: {
+                  node_id: t.node_id,
+                  from: t.from,
+                  to: t.to,
+                  at: t.at,
+                  reason: t.reason,
+                  actor: 'hub',
+                  liveness_seq: t.seq
+                },
                 truth_type: 'data',
                 did: hubDid,
                 idempotencyKey: `node-liveness:${t.node_id}:${t.seq}`
@@ -185,7 +229,10 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
                 (err: unknown) => {
                   failed = true;
                   events.push(t);
-                  ctx.log.warn('presence sweep: ledger append failed, retried', { nodeId: t.node_id, error: String(err) });
+                  ctx.log.warn('presence sweep: ledger append failed, retried', {
+                    nodeId: t.node_id,
+                    error: String(err)
+                  });
                 }
               )
           )
@@ -258,11 +305,27 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
 
       // Alive while a tick is long (thousands of transitions at once): Temporal's heartbeat timeout must not start a
       // second sweep of this group beside this one.
-      const beat = () => ctx.heartbeat({ offline, online, mirrored, adopted, watched: view.size, events: events.length, mirrors: mirrors.size });
+      const beat = () =>
+        ctx.heartbeat({
+          offline,
+          online,
+          mirrored,
+          adopted,
+          watched: view.size,
+          events: events.length,
+          mirrors: mirrors.size
+        });
       const alive = setInterval(beat, 1000);
       try {
         const end = Date.now() + input.run_ms;
-        while (Date.now() < end || events.length > 0 || appending || mirrors.size > 0 || sending > 0 || uncertain.length > 0) {
+        while (
+          Date.now() < end ||
+          events.length > 0 ||
+          appending ||
+          mirrors.size > 0 ||
+          sending > 0 ||
+          uncertain.length > 0
+        ) {
           const sweptAt = Date.now();
           // The group's presence read starts with the tick, beside the read of what changed in the node documents
           // (registrations, reviews, removals, others' writes): a judgement is stamped with the presence read's start,
@@ -277,7 +340,9 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           presence?.catch(() => undefined);
           const records = await deps.nodes.changesSince(new Date(cursor - CHANGES_CLOCK_MARGIN_MS));
           cursor = sweptAt;
-          records.sort((a, b) => a.state_at.getTime() - b.state_at.getTime() || a.written_at.getTime() - b.written_at.getTime());
+          records.sort(
+            (a, b) => a.state_at.getTime() - b.state_at.getTime() || a.written_at.getTime() - b.written_at.getTime()
+          );
           for (const r of records) {
             if (!ours(r.node_id)) continue;
             if (r.state === null) {
@@ -299,7 +364,7 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
             const settled = await deps.nodes.settleLiveness(uncertain);
             await deps.nodes.recordLivenessChanges(settled.applied);
             for (const t of settled.applied) applied(t);
-            for (const [id, v] of settled.refused) (v ? view.set(id, v) : view.delete(id));
+            for (const [id, v] of settled.refused) v ? view.set(id, v) : view.delete(id);
             uncertain = [];
           }
 
@@ -307,14 +372,18 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           // The changes brought the group's first approved node: read presence now (never judge without a read).
           if (!presence && judgesAny()) presence = readGroupPresence();
           // Every judgement applies to the presence horizon, at most the time the presence read started.
-          const { readAt, horizons, seen } = presence ? await presence : { readAt: sweptAt, horizons: new Map<number, number>(), seen: new Map<string, number>() };
+          const { readAt, horizons, seen } = presence
+            ? await presence
+            : { readAt: sweptAt, horizons: new Map<number, number>(), seen: new Map<string, number>() };
           /** The group's least horizon (the slow-tick log). */
           const horizon = Math.min(readAt, ...horizons.values());
           if (presence) lastPresenceRead = readAt;
           // A beating node the view does not know (its change record was lost, e.g. a registration's best-effort
           // record under overload) is read from its document; one that has none (removed) is asked again at most
           // every UNKNOWN_RECHECK_MS.
-          const unknown = [...seen.keys()].filter((id) => !view.has(id) && !(readAt - (absent.get(id) ?? -Infinity) < UNKNOWN_RECHECK_MS)).slice(0, MAX_UNKNOWN_PER_TICK);
+          const unknown = [...seen.keys()]
+            .filter((id) => !view.has(id) && !(readAt - (absent.get(id) ?? -Infinity) < UNKNOWN_RECHECK_MS))
+            .slice(0, MAX_UNKNOWN_PER_TICK);
           if (unknown.length > 0) {
             const found = await deps.nodes.livenessOf(unknown);
             for (const id of unknown) {
@@ -322,7 +391,8 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
               if (v) view.set(id, v);
               else absent.set(id, readAt);
             }
-            if (absent.size > 10 * MAX_UNKNOWN_PER_TICK) for (const [id, t] of absent) if (readAt - t >= UNKNOWN_RECHECK_MS) absent.delete(id);
+            if (absent.size > 10 * MAX_UNKNOWN_PER_TICK)
+              for (const [id, t] of absent) if (readAt - t >= UNKNOWN_RECHECK_MS) absent.delete(id);
             adopted += found.size;
           }
           const presenceMs = Date.now() - sweptAt - changesMs;
@@ -332,7 +402,13 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
           // with the clock (at least half as fast): a horizon held back by presence writes that stall would otherwise
           // keep a due node "almost due", and the sweep re-reading an overloaded database five times a second. Per
           // shard, so one stalled shard does not delay the judgements of the others by a whole tick.
-          const moving = new Set(shards.filter((sh) => lastReadAt === 0 || (horizons.get(sh) ?? readAt) - (lastHorizons.get(sh) ?? 0) >= (readAt - lastReadAt) / 2));
+          const moving = new Set(
+            shards.filter(
+              (sh) =>
+                lastReadAt === 0 ||
+                (horizons.get(sh) ?? readAt) - (lastHorizons.get(sh) ?? 0) >= (readAt - lastReadAt) / 2
+            )
+          );
           /**
            * When, by the clock, an online node not proposed now may lapse at the earliest: its due time plus its
            * shard's horizon lag in this read (the horizon moving as it did up to this read).
@@ -345,26 +421,54 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
             const nodeHorizon = horizons.get(shard) ?? readAt;
             if (v.state === 'online') {
               const due = Math.max(last ?? 0, v.state_at) + offlineAfterMs;
-              if (nodeHorizon >= due) proposals.push({ node_id: id, from: 'online', to: 'offline', at, reason: reasons.offline, seq: v.seq + 1 });
+              if (nodeHorizon >= due)
+                proposals.push({
+                  node_id: id,
+                  from: 'online',
+                  to: 'offline',
+                  at,
+                  reason: reasons.offline,
+                  seq: v.seq + 1
+                });
               else if (moving.has(shard)) nextWake = Math.min(nextWake, due + (readAt - nodeHorizon));
             } else if (v.state === 'offline') {
-              if (last !== undefined && last > v.state_at && nodeHorizon - last < offlineAfterMs) proposals.push({ node_id: id, from: 'offline', to: 'online', at, reason: reasons.online, seq: v.seq + 1 });
+              if (last !== undefined && last > v.state_at && nodeHorizon - last < offlineAfterMs)
+                proposals.push({
+                  node_id: id,
+                  from: 'offline',
+                  to: 'online',
+                  at,
+                  reason: reasons.online,
+                  seq: v.seq + 1
+                });
             }
           }
           if (proposals.length > 0) {
             const result = await deps.nodes.applyLiveness(proposals);
             for (const t of result.applied) applied(t);
-            for (const [id, v] of result.refused) (v ? view.set(id, v) : view.delete(id));
+            for (const [id, v] of result.refused) v ? view.set(id, v) : view.delete(id);
             uncertain = result.failed;
           }
           const tickMs = Date.now() - sweptAt;
           // A slow tick delays every judgement of the group: say where its time went (operators, benches).
           if (tickMs > SLOW_TICK_MS) {
-            ctx.log.warn('presence sweep tick slow', { group: input.group, tickMs, changesMs, presenceMs, applyMs: tickMs - changesMs - presenceMs, proposals: proposals.length, horizonLagMs: readAt - horizon, watched: view.size });
+            ctx.log.warn('presence sweep tick slow', {
+              group: input.group,
+              tickMs,
+              changesMs,
+              presenceMs,
+              applyMs: tickMs - changesMs - presenceMs,
+              proposals: proposals.length,
+              horizonLagMs: readAt - horizon,
+              watched: view.size
+            });
           }
           appendEvents();
           // Mirrors not started last tick (signals in flight at the limit) stay earned.
-          mirrorCredit = Math.min(maxCredit, mirrorCredit + mirrorBudget + (SWEEP_MIRRORS_PER_S * (sweptAt - lastTickAt)) / 1000);
+          mirrorCredit = Math.min(
+            maxCredit,
+            mirrorCredit + mirrorBudget + (SWEEP_MIRRORS_PER_S * (sweptAt - lastTickAt)) / 1000
+          );
           lastTickAt = sweptAt;
           mirrorBudget = Math.floor(mirrorCredit);
           mirrorCredit -= mirrorBudget;
@@ -377,7 +481,10 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
             lastHorizons = horizons;
           }
           const dueIn = nextWake - Date.now();
-          const rest = Math.max(SWEEP_MIN_TICK_MS - (Date.now() - sweptAt), Math.min(input.tick_ms - (Date.now() - sweptAt), dueIn));
+          const rest = Math.max(
+            SWEEP_MIN_TICK_MS - (Date.now() - sweptAt),
+            Math.min(input.tick_ms - (Date.now() - sweptAt), dueIn)
+          );
           if (rest > 0) await ctx.sleep(rest);
         }
       } finally {
@@ -396,12 +503,26 @@ export function createNodeActivities(deps: { ledger: Ledger; nodes: NodeStore; p
       const { entry } = await deps.ledger.append({
         kind: 'event',
         key: 'hub.node.state_changed',
-        value: { node_id: change.node_id, from: change.from, to: change.to, at: change.at, reason: change.reason, actor: change.actor, transition: change.transition },
+        value: {
+          node_id: change.node_id,
+          from: change.from,
+          to: change.to,
+          at: change.at,
+          reason: change.reason,
+          actor: change.actor,
+          transition: change.transition
+        },
         truth_type: 'data',
         did: change.hub_did,
         idempotencyKey: `node-state:${change.node_id}:${change.transition}`
       });
-      await deps.nodes.setState(change.node_id, change.to, change.at, change.review ? { ...change.review, at: change.at } : undefined, { registration: change.from === null });
+      await deps.nodes.setState(
+        change.node_id,
+        change.to,
+        change.at,
+        change.review ? { ...change.review, at: change.at } : undefined,
+        { registration: change.from === null }
+      );
       return { seq: entry.seq };
     }
   };

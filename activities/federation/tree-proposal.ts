@@ -8,7 +8,14 @@
  * latest version and checks again. A retried activity finds the version it already created.
  */
 import { canonicalJson, JsonValue } from '../../core/ledger/canonical-json';
-import { applyPatch, changedPaths, PatchError, PatchOperation, pathsOverlap, touchedPaths } from '../../core/federation/json-patch';
+import {
+  applyPatch,
+  changedPaths,
+  PatchError,
+  PatchOperation,
+  pathsOverlap,
+  touchedPaths
+} from '../../core/federation/json-patch';
 import { DirectoryTreeStore, ProposalState } from '../../store/federation/directory-tree';
 import { Ledger } from '../../store/ledger/ledger';
 
@@ -19,7 +26,9 @@ export interface TreeConflict {
   operation?: number;
 }
 
-export type MergeOutcome = { merged: true; version: number } | { merged: false; latest_version: number; base_version: number; conflicts: TreeConflict[] };
+export type MergeOutcome =
+  | { merged: true; version: number }
+  | { merged: false; latest_version: number; base_version: number; conflicts: TreeConflict[] };
 
 export interface ProposalDecisionRecord {
   proposal_id: string;
@@ -53,7 +62,12 @@ export function createDirectoryTreeActivities(deps: { ledger: Ledger; tree: Dire
           patch.forEach((op, index) => {
             const writes = touchedPaths([op]);
             for (const c of changed) {
-              if (writes.some((w) => pathsOverlap(w, c))) conflicts.push({ path: c, operation: index, reason: `changed between version ${proposal.base_version} and ${latest._id}` });
+              if (writes.some((w) => pathsOverlap(w, c)))
+                conflicts.push({
+                  path: c,
+                  operation: index,
+                  reason: `changed between version ${proposal.base_version} and ${latest._id}`
+                });
             }
           });
         }
@@ -64,7 +78,8 @@ export function createDirectoryTreeActivities(deps: { ledger: Ledger; tree: Dire
           if (!(err instanceof PatchError)) throw err;
           conflicts.push({ path: err.op.path, operation: err.index, reason: err.message });
         }
-        if (conflicts.length > 0 || next === null) return { merged: false, latest_version: latest._id, base_version: proposal.base_version, conflicts };
+        if (conflicts.length > 0 || next === null)
+          return { merged: false, latest_version: latest._id, base_version: proposal.base_version, conflicts };
         const stored = await deps.tree.insertVersion({
           _id: latest._id + 1,
           tree_json: canonicalJson(next),
@@ -83,7 +98,15 @@ export function createDirectoryTreeActivities(deps: { ledger: Ledger; tree: Dire
       const { entry } = await deps.ledger.append({
         kind: 'event',
         key: `hub.directory_tree.${record.state}`,
-        value: { proposal_id: record.proposal_id, state: record.state, at: record.at, by: record.by, reason: record.reason, merged_version: record.merged_version, superseded_by: record.superseded_by },
+        value: {
+          proposal_id: record.proposal_id,
+          state: record.state,
+          at: record.at,
+          by: record.by,
+          reason: record.reason,
+          merged_version: record.merged_version,
+          superseded_by: record.superseded_by
+        },
         truth_type: 'decision',
         did: record.hub_did,
         idempotencyKey: `tree-proposal:${record.proposal_id}`

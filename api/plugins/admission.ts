@@ -58,7 +58,15 @@ export class AdmissionGate {
     this.logging = logging;
     setTimeout(() => {
       this.logging = null;
-      log.warn({ gate: this.name, limit: this.limit, refused: this.refused - logging.refusedBefore, refused_total: this.refused }, `admission: ${this.name} refused requests at its limit (503 overloaded)`);
+      log.warn(
+        {
+          gate: this.name,
+          limit: this.limit,
+          refused: this.refused - logging.refusedBefore,
+          refused_total: this.refused
+        },
+        `admission: ${this.name} refused requests at its limit (503 overloaded)`
+      );
     }, REFUSALS_LOGGED_EVERY_MS).unref();
   }
 
@@ -68,7 +76,12 @@ export class AdmissionGate {
 
   /** The error a refusal answers with. */
   refusal(): AppError {
-    return new AppError('overloaded', `This process is at its limit of ${this.limit} concurrent ${this.name.replace('_', ' ')}s; retry shortly`, { limit: this.limit }, { 'Retry-After': '1' });
+    return new AppError(
+      'overloaded',
+      `This process is at its limit of ${this.limit} concurrent ${this.name.replace('_', ' ')}s; retry shortly`,
+      { limit: this.limit },
+      { 'Retry-After': '1' }
+    );
   }
 
   /** Whether the gate is full now, counting the refusal if it is (tryEnter, and EarlyRefusals without a place). */
@@ -149,7 +162,8 @@ function admissionPlugin(app: FastifyInstance, opts: { gates: AdmissionGates; ea
   app.addHook('onRoute', (route) => {
     const gate = route.config?.admission;
     if (!gate || !opts.early) return;
-    for (const method of Array.isArray(route.method) ? route.method : [route.method]) opts.early.add(method.toUpperCase(), route.url, gate);
+    for (const method of Array.isArray(route.method) ? route.method : [route.method])
+      opts.early.add(method.toUpperCase(), route.url, gate);
   });
   app.addHook('onRequest', async (request, reply) => {
     const name = request.routeOptions.config.admission;

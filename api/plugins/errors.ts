@@ -24,7 +24,10 @@ export interface FieldProblem {
 }
 
 /** The one error shape, for an answer with this trace id. */
-export function errorBody(err: AppError, traceId: string): { ok: false; error: ErrorCode; message: string; trace_id: string } & Record<string, unknown> {
+export function errorBody(
+  err: AppError,
+  traceId: string
+): { ok: false; error: ErrorCode; message: string; trace_id: string } & Record<string, unknown> {
   return { ok: false, error: err.code, message: err.message, trace_id: traceId, ...err.details };
 }
 
@@ -54,10 +57,15 @@ function readValidation(err: FastifyError): { problems: FieldProblem[]; code: Er
   const rank = (c: ErrorCode) => (CODE_PRIORITY.includes(c) ? CODE_PRIORITY.indexOf(c) : CODE_PRIORITY.length);
   const chosen = coded.sort((a, b) => rank(a.code) - rank(b.code))[0];
   if (chosen) return { problems, code: chosen.code, message: chosen.message };
-  return { problems, code: 'invalid_request', message: `Invalid request: ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')}` };
+  return {
+    problems,
+    code: 'invalid_request',
+    message: `Invalid request: ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')}`
+  };
 }
 
-const unavailable = (what: string) => new AppError('unavailable', `${what} is unavailable; retry later`, {}, { 'Retry-After': '5' });
+const unavailable = (what: string) =>
+  new AppError('unavailable', `${what} is unavailable; retry later`, {}, { 'Retry-After': '5' });
 
 function errorsPlugin(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
@@ -97,7 +105,11 @@ function errorsPlugin(app: FastifyInstance): void {
   });
 
   // Every route of this app, to tell an unknown path (404) from a known path asked with another method (405).
-  const routes = FindMyWay({ ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, maxParamLength: MAX_PATH_PARAM_LENGTH });
+  const routes = FindMyWay({
+    ignoreTrailingSlash: false,
+    ignoreDuplicateSlashes: false,
+    maxParamLength: MAX_PATH_PARAM_LENGTH
+  });
   const methods = new Set<HTTPMethod>();
   app.addHook('onRoute', (route) => {
     for (const m of Array.isArray(route.method) ? route.method : [route.method]) {
@@ -108,10 +120,20 @@ function errorsPlugin(app: FastifyInstance): void {
   });
 
   const allowedOn = (request: FastifyRequest, path: string) =>
-    [...methods].filter((m) => m !== request.method && routes.find(m, path) !== null && routes.find(m, path) !== undefined);
+    [...methods].filter(
+      (m) => m !== request.method && routes.find(m, path) !== null && routes.find(m, path) !== undefined
+    );
   const methodNotAllowed = (request: FastifyRequest, reply: FastifyReply, path: string, allowed: HTTPMethod[]) => {
     const allow = allowed.sort().join(', ');
-    return sendError(reply, new AppError('method_not_allowed', `${request.method} is not allowed on ${path}; use ${allow}`, { allow: allowed }, { Allow: allow }));
+    return sendError(
+      reply,
+      new AppError(
+        'method_not_allowed',
+        `${request.method} is not allowed on ${path}; use ${allow}`,
+        { allow: allowed },
+        { Allow: allow }
+      )
+    );
   };
   // Decided at onRequest, before Fastify looks at the body: a QUERY without Content-Type would otherwise get
   // Fastify's 400 (RFC 10008 §2) before the not-found handler could answer 405.
@@ -132,7 +154,10 @@ function errorsPlugin(app: FastifyInstance): void {
 /** Fastify's errors before routing (its `frameworkErrors` option): a malformed URL, an over-long path parameter. */
 export function frameworkErrorHandler(err: FastifyError, _request: FastifyRequest, reply: FastifyReply): void {
   if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
-    void sendError(reply, new AppError('uri_too_long', `A path segment is longer than ${MAX_PATH_PARAM_LENGTH} characters`));
+    void sendError(
+      reply,
+      new AppError('uri_too_long', `A path segment is longer than ${MAX_PATH_PARAM_LENGTH} characters`)
+    );
   } else if (err.code === 'FST_ERR_BAD_URL') {
     void sendError(reply, new AppError('invalid_request', 'The URL is not valid (malformed percent-encoding)'));
   } else {
@@ -198,7 +223,8 @@ export function isMongoUnavailable(err: unknown): boolean {
   if (!(err instanceof MongoError)) return false;
   if (MONGO_UNAVAILABLE_NAMES.test(err.name)) return true;
   // MongoServerError and its subclasses (a write concern or bulk write error carries the server's code too).
-  if (err instanceof MongoServerError && typeof err.code === 'number' && MONGO_UNAVAILABLE_CODES.has(err.code)) return true;
+  if (err instanceof MongoServerError && typeof err.code === 'number' && MONGO_UNAVAILABLE_CODES.has(err.code))
+    return true;
   return err.hasErrorLabel('RetryableWriteError') || err.hasErrorLabel('ResetPool');
 }
 

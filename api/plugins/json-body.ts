@@ -28,10 +28,17 @@ function charsetOf(contentType: string | undefined): string | null {
 export function parseJsonBody(body: Buffer, contentType: string | undefined, maxDepth: number): unknown {
   const charset = charsetOf(contentType);
   if (charset !== null && charset !== 'utf-8' && charset !== 'utf8') {
-    throw new AppError('unsupported_media_type', `JSON bodies must be UTF-8 (RFC 8259 §8.1); charset=${charset} is not accepted`);
+    throw new AppError(
+      'unsupported_media_type',
+      `JSON bodies must be UTF-8 (RFC 8259 §8.1); charset=${charset} is not accepted`
+    );
   }
   if (body.length >= 3 && body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf) {
-    throw new AppError('invalid_json', 'The body starts with a UTF-8 byte order mark; send JSON without one (RFC 8259 §8.1)', { position: 0 });
+    throw new AppError(
+      'invalid_json',
+      'The body starts with a UTF-8 byte order mark; send JSON without one (RFC 8259 §8.1)',
+      { position: 0 }
+    );
   }
   let text: string;
   try {
@@ -89,7 +96,9 @@ export function stringifyJson(value: unknown): string {
   return withRawJson(() => JSON.stringify(value, rawJsonReplacer));
 }
 
-const zodSerializerCompiler = createSerializerCompiler({ replacer: rawJsonReplacer as (key: string, value: unknown) => unknown });
+const zodSerializerCompiler = createSerializerCompiler({
+  replacer: rawJsonReplacer as (key: string, value: unknown) => unknown
+});
 
 /** The zod type provider's serializer (the reply must match the route's response schema), RawJson-aware. */
 export const serializerCompiler: typeof zodSerializerCompiler = (route) => {

@@ -32,7 +32,12 @@ function presenceHoldPlugin(app: FastifyInstance, opts: { recorder: PresenceReco
   app.decorateRequest('presenceHold', null);
   app.addHook('onRequest', async (request, reply) => {
     // A request without both credentials is answered 401 at once: nothing to hold for.
-    if (!request.routeOptions.config.presenceHold || !header(request, 'x-external-node') || !header(request, 'x-external-key')) return;
+    if (
+      !request.routeOptions.config.presenceHold ||
+      !header(request, 'x-external-node') ||
+      !header(request, 'x-external-key')
+    )
+      return;
     const hold = opts.recorder.hold(Date.now());
     request.presenceHold = hold;
     reply.raw.once('close', hold.release);

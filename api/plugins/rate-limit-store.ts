@@ -41,9 +41,13 @@ export function sharedRateLimitStore(limits: ChatLimitStore, now: () => number =
     child(routeOptions: Parameters<FastifyRateLimitStore['child']>[0]): FastifyRateLimitStore {
       const { routeInfo } = routeOptions as unknown as RouteLimitOptions;
       // (fastify.rateLimit() limiters have no route: they would all share one count.)
-      if (!routeInfo?.url) throw new Error('the shared rate-limit store counts per route: set config.rateLimit on a route');
+      if (!routeInfo?.url)
+        throw new Error('the shared rate-limit store counts per route: set config.rateLimit on a route');
       const method = routeInfo.method;
-      return new SharedRateLimitStore(null, `${Array.isArray(method) ? method.join(',') : (method ?? '')} ${routeInfo.url}`);
+      return new SharedRateLimitStore(
+        null,
+        `${Array.isArray(method) ? method.join(',') : (method ?? '')} ${routeInfo.url}`
+      );
     }
   }
   return SharedRateLimitStore;

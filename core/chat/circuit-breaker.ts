@@ -77,10 +77,22 @@ export class CircuitBreakers {
     return Math.max(0, Math.ceil((e.openedAt + this.cooldownMs - this.now()) / 1000));
   }
 
-  snapshot(names: string[]): { name: string; state: BreakerState; consecutive_failures: number; retry_after_s: number; last_error: string | null }[] {
+  snapshot(names: string[]): {
+    name: string;
+    state: BreakerState;
+    consecutive_failures: number;
+    retry_after_s: number;
+    last_error: string | null;
+  }[] {
     return names.map((name) => {
       const e = this.entries.get(name);
-      return { name, state: this.state(name), consecutive_failures: e?.consecutiveFailures ?? 0, retry_after_s: this.retryAfterS(name), last_error: e?.lastError ?? null };
+      return {
+        name,
+        state: this.state(name),
+        consecutive_failures: e?.consecutiveFailures ?? 0,
+        retry_after_s: this.retryAfterS(name),
+        last_error: e?.lastError ?? null
+      };
     });
   }
 }

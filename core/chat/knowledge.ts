@@ -56,7 +56,8 @@ const ENGLISH_STOP_WORDS = new Set(
   ).split(' ')
 );
 /** Function characters that split a Chinese run before bigrams are taken (question words, particles, pronouns). */
-const CHINESE_STOP_CHARS = /[的了是吗呢么怎什吧啊呀嘛请问我你您他她它们这那哪个和与及或在把被给如何该能可以会要多少]+/gu;
+const CHINESE_STOP_CHARS =
+  /[的了是吗呢么怎什吧啊呀嘛请问我你您他她它们这那哪个和与及或在把被给如何该能可以会要多少]+/gu;
 
 /** A light English stemmer: plural and verb endings, so "verified" finds "verify" and "heartbeats" "heartbeat". */
 function stem(word: string): string {
@@ -152,9 +153,12 @@ export class KnowledgeIndex {
   ) {
     for (const card of cards) this.cards.set(normaliseQuestion(card.question), card);
     const passages: Passage[] = [];
-    for (const card of cards) passages.push({ id: `${card.id}#0`, source_id: card.id, title: card.question, text: card.answer });
+    for (const card of cards)
+      passages.push({ id: `${card.id}#0`, source_id: card.id, title: card.question, text: card.answer });
     for (const doc of documents) {
-      splitPassages(doc.text).forEach((text, n) => passages.push({ id: `${doc.id}#${n}`, source_id: doc.id, title: doc.title, text }));
+      splitPassages(doc.text).forEach((text, n) =>
+        passages.push({ id: `${doc.id}#${n}`, source_id: doc.id, title: doc.title, text })
+      );
     }
     this.search = new MiniSearch<Passage>({
       fields: ['title', 'text'],
@@ -221,7 +225,12 @@ export class KnowledgeIndex {
       .map((r) => {
         const tokens = this.tokenSets.get(String(r.id)) ?? new Set<string>();
         const found = queryTokens.reduce((sum, t) => sum + (tokens.has(t) ? idf(t) : 0), 0);
-        const passage: Passage = { id: String(r.id), source_id: String(r.source_id), title: String(r.title), text: String(r.text) };
+        const passage: Passage = {
+          id: String(r.id),
+          source_id: String(r.source_id),
+          title: String(r.title),
+          text: String(r.text)
+        };
         return { passage, bm25: r.score, relevance: total > 0 ? found / total : 0 };
       });
   }

@@ -29,7 +29,8 @@ export class ChatError extends Error {
   }
 }
 
-export const invalidRequest = (message: string, param: string | null = null, code: string | null = null) => new ChatError(400, 'invalid_request_error', code, message, param);
+export const invalidRequest = (message: string, param: string | null = null, code: string | null = null) =>
+  new ChatError(400, 'invalid_request_error', code, message, param);
 
 export const modelNotFound = (model: string, configured: boolean) =>
   new ChatError(
@@ -43,9 +44,16 @@ export const modelNotFound = (model: string, configured: boolean) =>
   );
 
 export const modelNotPermitted = (model: string, plan: string) =>
-  new ChatError(403, 'permission_error', 'model_not_permitted', `Plan ${plan} may not use the model '${model}'`, 'model');
+  new ChatError(
+    403,
+    'permission_error',
+    'model_not_permitted',
+    `Plan ${plan} may not use the model '${model}'`,
+    'model'
+  );
 
-export const upstreamFailed = (message: string) => new ChatError(502, 'upstream_error', 'upstream_failed', `${message}; retry later`);
+export const upstreamFailed = (message: string) =>
+  new ChatError(502, 'upstream_error', 'upstream_failed', `${message}; retry later`);
 
 /** The OpenAI error type for a status (what the SDK's classes correspond to). */
 function typeFor(status: number): string {
@@ -65,4 +73,9 @@ export function fromAppError(err: AppError): ChatError {
   return new ChatError(err.status, typeFor(err.status), code, err.message, param, err.headers);
 }
 
-export const chatErrorFor = (status: number, message: string, code: string | null = null, param: string | null = null) => new ChatError(status, typeFor(status), code, message, param);
+export const chatErrorFor = (
+  status: number,
+  message: string,
+  code: string | null = null,
+  param: string | null = null
+) => new ChatError(status, typeFor(status), code, message, param);

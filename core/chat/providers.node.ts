@@ -39,7 +39,9 @@ export function loadProviderCatalog(env: { CHAT_PROVIDERS_FILE?: string; CHAT_PR
     try {
       text = fs.readFileSync(env.CHAT_PROVIDERS_FILE, 'utf8');
     } catch (err) {
-      throw new ProviderConfigError(`CHAT_PROVIDERS_FILE=${env.CHAT_PROVIDERS_FILE}: cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+      throw new ProviderConfigError(
+        `CHAT_PROVIDERS_FILE=${env.CHAT_PROVIDERS_FILE}: cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`
+      );
     }
     providers.push(...parseProviders(text, `CHAT_PROVIDERS_FILE=${env.CHAT_PROVIDERS_FILE}`));
   }

@@ -23,12 +23,17 @@ export const providerModelSchema = z.strictObject({
   owned_by: z.string().min(1).max(100).optional(),
   free_tier: z.boolean().default(false),
   /** Price per 1,000 tokens, in the account's currency unit. */
-  price: z.strictObject({ prompt_per_1k: price.default(0), completion_per_1k: price.default(0) }).default({ prompt_per_1k: 0, completion_per_1k: 0 }),
+  price: z
+    .strictObject({ prompt_per_1k: price.default(0), completion_per_1k: price.default(0) })
+    .default({ prompt_per_1k: 0, completion_per_1k: 0 }),
   kind: z.enum(MODEL_KINDS).default('chat'),
   /** Our model ids to try, in order, when every attempt at this one failed before its first byte. */
   fallbacks: z.array(modelId).max(10).default([]),
   /** Plans whose keys may use this model (default: every plan). */
-  plans: z.array(z.string().regex(/^[A-Za-z0-9_-]{1,20}$/)).max(20).optional()
+  plans: z
+    .array(z.string().regex(/^[A-Za-z0-9_-]{1,20}$/))
+    .max(20)
+    .optional()
 });
 
 export const providerSchema = z.strictObject({
@@ -43,7 +48,10 @@ export const providerSchema = z.strictObject({
   models: z.array(providerModelSchema).min(1).max(500)
 });
 
-export const providersFileSchema = z.union([z.array(providerSchema).max(100), z.strictObject({ providers: z.array(providerSchema).max(100) })]);
+export const providersFileSchema = z.union([
+  z.array(providerSchema).max(100),
+  z.strictObject({ providers: z.array(providerSchema).max(100) })
+]);
 
 export type ProviderConfig = z.infer<typeof providerSchema>;
 export type ProviderModelConfig = z.infer<typeof providerModelSchema>;
@@ -79,9 +87,17 @@ export class ProviderCatalog {
     this.created = Math.floor(createdAt / 1000);
     for (const p of providers) {
       if (this.providers.has(p.name)) throw new Error(`provider ${p.name} is declared twice`);
-      this.providers.set(p.name, { name: p.name, base_url: p.base_url.replace(/\/+$/, ''), api_key_env: p.api_key_env ?? null, timeout_ms: p.timeout_ms });
+      this.providers.set(p.name, {
+        name: p.name,
+        base_url: p.base_url.replace(/\/+$/, ''),
+        api_key_env: p.api_key_env ?? null,
+        timeout_ms: p.timeout_ms
+      });
       for (const m of p.models) {
-        if (this.models.has(m.id)) throw new Error(`model ${m.id} is declared twice (providers ${this.models.get(m.id)!.provider} and ${p.name})`);
+        if (this.models.has(m.id))
+          throw new Error(
+            `model ${m.id} is declared twice (providers ${this.models.get(m.id)!.provider} and ${p.name})`
+          );
         this.models.set(m.id, {
           id: m.id,
           upstream: m.upstream ?? m.id,
@@ -119,7 +135,9 @@ export class ProviderCatalog {
 
   /** Models a key of `plan` may use, optionally only those of one kind. */
   modelsFor(plan: string | null, kind?: ModelKind): CatalogModel[] {
-    return [...this.models.values()].filter((m) => (kind === undefined || m.kind === kind) && (plan === null || mayUse(m, plan)));
+    return [...this.models.values()].filter(
+      (m) => (kind === undefined || m.kind === kind) && (plan === null || mayUse(m, plan))
+    );
   }
 
   /** The chain of models to try for `id`: the model itself, then its fallbacks (each once, in order). */
@@ -137,4 +155,5 @@ export class ProviderCatalog {
   }
 }
 
-export const mayUse = (model: CatalogModel, plan: string): boolean => model.plans === null || model.plans.includes(plan);
+export const mayUse = (model: CatalogModel, plan: string): boolean =>
+  model.plans === null || model.plans.includes(plan);

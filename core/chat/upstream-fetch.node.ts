@@ -13,7 +13,12 @@ import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { Agent, request } from 'undici';
 
-type FetchInit = { method?: string; headers?: ConstructorParameters<typeof Headers>[0]; body?: string | Uint8Array | null; signal?: AbortSignal | null };
+type FetchInit = {
+  method?: string;
+  headers?: ConstructorParameters<typeof Headers>[0];
+  body?: string | Uint8Array | null;
+  signal?: AbortSignal | null;
+};
 
 export function upstreamFetch(agent: Agent = new Agent({ keepAliveTimeout: 30_000 })): typeof fetch {
   const call = async (input: string | URL | Request, init: FetchInit = {}): Promise<Response> => {
@@ -25,8 +30,17 @@ export function upstreamFetch(agent: Agent = new Agent({ keepAliveTimeout: 30_00
     const signal = init.signal ?? undefined;
     // Aborted (the caller, or the SDK's own timeout): an error named AbortError, as fetch raises, which the SDK tells
     // apart (a plain Error: the SDK takes an object that is not an instance of this realm's Error for another kind).
-    const aborted = (err: unknown) => (signal?.aborted ? Object.assign(new Error('This operation was aborted', { cause: err }), { name: 'AbortError' }) : err);
-    const res = await request(url, { method: (init.method ?? 'GET') as 'GET', headers, body: init.body ?? null, signal, dispatcher: agent }).catch((err: unknown) => {
+    const aborted = (err: unknown) =>
+      signal?.aborted
+        ? Object.assign(new Error('This operation was aborted', { cause: err }), { name: 'AbortError' })
+        : err;
+    const res = await request(url, {
+      method: (init.method ?? 'GET') as 'GET',
+      headers,
+      body: init.body ?? null,
+      signal,
+      dispatcher: agent
+    }).catch((err: unknown) => {
       throw aborted(err);
     });
     const answer = new Headers();

@@ -9,7 +9,11 @@
  * passed through `redact`.
  */
 import OpenAI, { APIConnectionError, APIError, APIUserAbortError } from 'openai';
-import type { ChatCompletion, ChatCompletionChunk, ChatCompletionCreateParams } from 'openai/resources/chat/completions';
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatCompletionCreateParams
+} from 'openai/resources/chat/completions';
 import type { Stream } from 'openai/streaming';
 import { Agent } from 'undici';
 import { CircuitBreakers } from './circuit-breaker';
@@ -98,21 +102,37 @@ export class ChatUpstreams {
   /** A non-streaming completion through the chain. */
   complete(chain: CatalogModel[], body: UpstreamBody, signal: AbortSignal): Promise<UpstreamResult<ChatCompletion>> {
     return this.run(chain, signal, (client, model, provider) =>
-      client.chat.completions.create({ ...body, model: model.upstream, stream: false } as ChatCompletionCreateParams & { stream: false }, { signal, timeout: provider.timeout_ms })
-    );
-  }
-
-  /** A streaming completion through the chain: resolves once an upstream has answered 200 (before any chunk). */
-  stream(chain: CatalogModel[], body: UpstreamBody, signal: AbortSignal): Promise<UpstreamResult<Stream<ChatCompletionChunk>>> {
-    return this.run(chain, signal, (client, model, provider) =>
       client.chat.completions.create(
-        { ...body, model: model.upstream, stream: true, stream_options: { include_usage: true } } as ChatCompletionCreateParams & { stream: true },
+        { ...body, model: model.upstream, stream: false } as ChatCompletionCreateParams & { stream: false },
         { signal, timeout: provider.timeout_ms }
       )
     );
   }
 
-  private async run<T>(chain: CatalogModel[], signal: AbortSignal, call: (client: OpenAI, model: CatalogModel, provider: CatalogProvider) => Promise<T>): Promise<UpstreamResult<T>> {
+  /** A streaming completion through the chain: resolves once an upstream has answered 200 (before any chunk). */
+  stream(
+    chain: CatalogModel[],
+    body: UpstreamBody,
+    signal: AbortSignal
+  ): Promise<UpstreamResult<Stream<ChatCompletionChunk>>> {
+    return this.run(chain, signal, (client, model, provider) =>
+      client.chat.completions.create(
+        {
+          ...body,
+          model: model.upstream,
+          stream: true,
+          stream_options: { include_usage: true }
+        } as ChatCompletionCreateParams & { stream: true },
+        { signal, timeout: provider.timeout_ms }
+      )
+    );
+  }
+
+  private async run<T>(
+    chain: CatalogModel[],
+    signal: AbortSignal,
+    call: (client: OpenAI, model: CatalogModel, provider: CatalogProvider) => Promise<T>
+  ): Promise<UpstreamResult<T>> {
     const sleep = this.options.sleep ?? abortableSleep;
     let attempts = 0;
     const reasons: string[] = [];
@@ -151,17 +171,34 @@ export class ChatUpstreams {
     throw upstreamFailed(`Every upstream failed (${attempts} attempts: ${this.redact(reasons.slice(-3).join('; '))})`);
   }
 
-  private classify(err: unknown): { kind: 'client'; error: ChatError } | { kind: 'retry'; reason: string; retryAfterMs?: number } {
-    if (err instanceof APIConnectionError) return { kind: 'retry', reason: err.constructor.name === 'APIConnectionTimeoutError' ? 'timed out' : 'connection failed' };
+  private classify(
+    err: unknown
+  ): { kind: 'client'; error: ChatError } | { kind: 'retry'; reason: string; retryAfterMs?: number } {
+    if (err instanceof APIConnectionError)
+      return {
+        kind: 'retry',
+        reason: err.constructor.name === 'APIConnectionTimeoutError' ? 'timed out' : 'connection failed'
+      };
     if (err instanceof APIError && typeof err.status === 'number') {
       const status = err.status;
-      if (status === 429 || status >= 500 || status === 408) return { kind: 'retry', reason: `upstream answered ${status}`, retryAfterMs: retryAfterMs(err.headers) };
+      if (status === 429 || status >= 500 || status === 408)
+        return { kind: 'retry', reason: `upstream answered ${status}`, retryAfterMs: retryAfterMs(err.headers) };
       if (status === 401 || status === 403) {
         // The provider refused our credentials: nothing the client can fix, and the message may quote the key.
-        return { kind: 'client', error: upstreamFailed(`The upstream provider refused the gateway's credentials (${status})`) };
+        return {
+          kind: 'client',
+          error: upstreamFailed(`The upstream provider refused the gateway's credentials (${status})`)
+        };
       }
-      const message = this.redact(typeof err.error === 'object' && err.error && 'message' in err.error ? String((err.error as { message: unknown }).message) : err.message);
-      return { kind: 'client', error: invalidRequest(`Upstream refused the request: ${message.slice(0, 500)}`, null, 'upstream_rejected') };
+      const message = this.redact(
+        typeof err.error === 'object' && err.error && 'message' in err.error
+          ? String((err.error as { message: unknown }).message)
+          : err.message
+      );
+      return {
+        kind: 'client',
+        error: invalidRequest(`Upstream refused the request: ${message.slice(0, 500)}`, null, 'upstream_rejected')
+      };
     }
     return { kind: 'retry', reason: `unexpected failure (${(err as Error)?.name ?? 'error'})` };
   }

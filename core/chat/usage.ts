@@ -26,11 +26,15 @@ export function estimateTokens(text: string): number {
 /** Prompt tokens of a message list when the upstream gives none: its text plus a few tokens per message. */
 export function estimatePromptTokens(messages: { content?: unknown }[]): number {
   let n = 3;
-  for (const m of messages) n += 4 + estimateTokens(typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? ''));
+  for (const m of messages)
+    n += 4 + estimateTokens(typeof m.content === 'string' ? m.content : JSON.stringify(m.content ?? ''));
   return n;
 }
 
-export function usageFrom(reported: { prompt_tokens?: number; completion_tokens?: number } | null | undefined, estimate: () => { prompt: number; completion: number }): ChatUsage {
+export function usageFrom(
+  reported: { prompt_tokens?: number; completion_tokens?: number } | null | undefined,
+  estimate: () => { prompt: number; completion: number }
+): ChatUsage {
   const valid = (n: unknown): n is number => typeof n === 'number' && Number.isFinite(n) && n >= 0;
   if (reported && valid(reported.prompt_tokens) && valid(reported.completion_tokens)) {
     const p = Math.round(reported.prompt_tokens);
@@ -38,11 +42,19 @@ export function usageFrom(reported: { prompt_tokens?: number; completion_tokens?
     return { prompt_tokens: p, completion_tokens: c, total_tokens: p + c, estimated: false };
   }
   const e = estimate();
-  return { prompt_tokens: e.prompt, completion_tokens: e.completion, total_tokens: e.prompt + e.completion, estimated: true };
+  return {
+    prompt_tokens: e.prompt,
+    completion_tokens: e.completion,
+    total_tokens: e.prompt + e.completion,
+    estimated: true
+  };
 }
 
 /** Cost in the price table's unit, rounded to 1e-9 so sums stay stable. */
-export function costOf(usage: { prompt_tokens: number; completion_tokens: number }, price: { prompt_per_1k: number; completion_per_1k: number }): number {
+export function costOf(
+  usage: { prompt_tokens: number; completion_tokens: number },
+  price: { prompt_per_1k: number; completion_per_1k: number }
+): number {
   const raw = (usage.prompt_tokens * price.prompt_per_1k + usage.completion_tokens * price.completion_per_1k) / 1000;
   return Math.round(raw * 1e9) / 1e9;
 }

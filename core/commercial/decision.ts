@@ -46,7 +46,12 @@ export const decisionOptions = z
     const seen = new Map<string, number>();
     options.forEach((o, i) => {
       const first = seen.get(o.name);
-      if (first !== undefined) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `duplicate option name '${o.name}' (also options.${first}.name)` });
+      if (first !== undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: [i, 'name'],
+          message: `duplicate option name '${o.name}' (also options.${first}.name)`
+        });
       else seen.set(o.name, i);
     });
   });
@@ -68,12 +73,27 @@ function normalised(values: number[], higherIsBetter: boolean): number[] {
 /** Scores the options and orders them best first (module comment: the formula and the tie rule). */
 export function scoreOptions(options: DecisionOption[]): { decision: ScoredOption[]; recommended: string } {
   if (options.length === 0) throw new Error('scoreOptions needs at least one option');
-  const b = normalised(options.map((o) => o.benefit), true);
-  const r = normalised(options.map((o) => o.risk), false);
-  const c = normalised(options.map((o) => o.cost), false);
+  const b = normalised(
+    options.map((o) => o.benefit),
+    true
+  );
+  const r = normalised(
+    options.map((o) => o.risk),
+    false
+  );
+  const c = normalised(
+    options.map((o) => o.cost),
+    false
+  );
   const scored = options.map((o, i) => ({
     index: i,
-    option: { name: o.name, benefit: o.benefit, risk: o.risk, cost: o.cost, score: round2(DECISION_WEIGHTS.benefit * b[i]! + DECISION_WEIGHTS.risk * r[i]! + DECISION_WEIGHTS.cost * c[i]!) }
+    option: {
+      name: o.name,
+      benefit: o.benefit,
+      risk: o.risk,
+      cost: o.cost,
+      score: round2(DECISION_WEIGHTS.benefit * b[i]! + DECISION_WEIGHTS.risk * r[i]! + DECISION_WEIGHTS.cost * c[i]!)
+    }
   }));
   scored.sort(
     (x, y) =>

@@ -18,7 +18,9 @@ export function loadProductMatrix(file: string | undefined): ProductMatrix {
   }
   const parsed = productMatrixSchema.safeParse(raw);
   if (!parsed.success) {
-    throw new Error(`${source} is not a valid product matrix: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+    throw new Error(
+      `${source} is not a valid product matrix: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`
+    );
   }
   return parsed.data;
 }

@@ -18,7 +18,19 @@
  *   ballot         Ed25519 over "zh-slim/v1 ballot|<group>|<epoch>|<consensus>|<member>|<choice>" (core/compute/consensus.ts).
  * All binary values travel as base64url without padding. Node-only (node:crypto).
  */
-import { createCipheriv, createDecipheriv, createHash, createPublicKey, diffieHellman, generateKeyPairSync, hkdfSync, KeyObject, randomBytes, timingSafeEqual, verify } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHash,
+  createPublicKey,
+  diffieHellman,
+  generateKeyPairSync,
+  hkdfSync,
+  KeyObject,
+  randomBytes,
+  timingSafeEqual,
+  verify
+} from 'node:crypto';
 
 export const SLIM_GROUP_PROTOCOL = 'zh-slim/v1' as const;
 const KEY_BYTES = 32;
@@ -26,10 +38,13 @@ const KEY_BYTES = 32;
 export const b64u = (buf: Uint8Array): string => Buffer.from(buf).toString('base64url');
 export const fromB64u = (text: string): Buffer => Buffer.from(text, 'base64url');
 
-const hkdf = (ikm: Uint8Array, salt: Uint8Array, info: string): Buffer => Buffer.from(hkdfSync('sha256', ikm, salt, Buffer.from(info, 'utf8'), KEY_BYTES));
+const hkdf = (ikm: Uint8Array, salt: Uint8Array, info: string): Buffer =>
+  Buffer.from(hkdfSync('sha256', ikm, salt, Buffer.from(info, 'utf8'), KEY_BYTES));
 
-export const wrapInfo = (groupId: string, epoch: number, memberId: string) => `${SLIM_GROUP_PROTOCOL} wrap|${groupId}|${epoch}|${memberId}`;
-export const commitmentInfo = (groupId: string, epoch: number) => `${SLIM_GROUP_PROTOCOL} commitment|${groupId}|${epoch}`;
+export const wrapInfo = (groupId: string, epoch: number, memberId: string) =>
+  `${SLIM_GROUP_PROTOCOL} wrap|${groupId}|${epoch}|${memberId}`;
+export const commitmentInfo = (groupId: string, epoch: number) =>
+  `${SLIM_GROUP_PROTOCOL} commitment|${groupId}|${epoch}`;
 export const messageInfo = (groupId: string, epoch: number) => `${SLIM_GROUP_PROTOCOL} message|${groupId}|${epoch}`;
 
 /** An OKP public key (raw 32 bytes) as a KeyObject. */
@@ -68,7 +83,11 @@ export function matchesCommitment(groupId: string, epoch: number, key: Uint8Arra
  * Starts an epoch: a fresh random epoch key and ephemeral X25519 key pair, one wrap per member, the commitment.
  * Neither the epoch key nor the ephemeral private key leaves this function.
  */
-export function startEpoch(groupId: string, epoch: number, members: { member_id: string; x25519: string }[]): EpochKeyMaterial {
+export function startEpoch(
+  groupId: string,
+  epoch: number,
+  members: { member_id: string; x25519: string }[]
+): EpochKeyMaterial {
   const epochKey = randomBytes(KEY_BYTES);
   const ephemeral = generateKeyPairSync('x25519');
   const ephemeralRaw = fromB64u(ephemeral.publicKey.export({ format: 'jwk' }).x!);
@@ -91,7 +110,14 @@ export function startEpoch(groupId: string, epoch: number, members: { member_id:
 }
 
 /** What a member does with its private key (here for the README's example and the tests' cross-check). */
-export function unwrapEpochKey(groupId: string, epoch: number, memberId: string, memberPrivate: KeyObject, ephemeralPublic: string, wrap: Pick<MemberWrap, 'iv' | 'wrapped_key'>): Buffer {
+export function unwrapEpochKey(
+  groupId: string,
+  epoch: number,
+  memberId: string,
+  memberPrivate: KeyObject,
+  ephemeralPublic: string,
+  wrap: Pick<MemberWrap, 'iv' | 'wrapped_key'>
+): Buffer {
   const memberRaw = fromB64u(createPublicKey(memberPrivate).export({ format: 'jwk' }).x!);
   const ephemeralRaw = fromB64u(ephemeralPublic);
   const shared = diffieHellman({ privateKey: memberPrivate, publicKey: okpPublicKey('X25519', ephemeralRaw) });
@@ -114,9 +140,16 @@ export interface SealedMessage {
   ciphertext: string;
 }
 
-const messageAad = (groupId: string, epoch: number, aad: string | undefined) => Buffer.from(aad === undefined ? messageInfo(groupId, epoch) : `${messageInfo(groupId, epoch)}|${aad}`, 'utf8');
+const messageAad = (groupId: string, epoch: number, aad: string | undefined) =>
+  Buffer.from(aad === undefined ? messageInfo(groupId, epoch) : `${messageInfo(groupId, epoch)}|${aad}`, 'utf8');
 
-export function sealMessage(groupId: string, epoch: number, epochKey: Uint8Array, plaintext: Uint8Array, aad?: string): SealedMessage {
+export function sealMessage(
+  groupId: string,
+  epoch: number,
+  epochKey: Uint8Array,
+  plaintext: Uint8Array,
+  aad?: string
+): SealedMessage {
   const salt = randomBytes(16);
   const iv = randomBytes(12);
   const key = hkdf(epochKey, salt, messageInfo(groupId, epoch));

@@ -104,7 +104,8 @@ export class AuditChain {
       const buf = Buffer.alloc(len);
       fs.readSync(fd, buf, 0, len, size - len);
       const tail = buf.toString('utf8');
-      if (!tail.endsWith('\n')) throw new AuditChainError(`${this.file}: the last line is torn (no newline); run npm run daemon:verify`);
+      if (!tail.endsWith('\n'))
+        throw new AuditChainError(`${this.file}: the last line is torn (no newline); run npm run daemon:verify`);
       const last = tail.slice(0, -1).split('\n').pop()!;
       let parsed: { seq?: unknown; hash?: unknown };
       try {
@@ -112,7 +113,8 @@ export class AuditChain {
       } catch {
         throw new AuditChainError(`${this.file}: the last line is not JSON; run npm run daemon:verify`);
       }
-      if (typeof parsed.seq !== 'number' || typeof parsed.hash !== 'string') throw new AuditChainError(`${this.file}: the last line has no seq or hash`);
+      if (typeof parsed.seq !== 'number' || typeof parsed.hash !== 'string')
+        throw new AuditChainError(`${this.file}: the last line has no seq or hash`);
       return { seq: parsed.seq, hash: parsed.hash };
     } finally {
       fs.closeSync(fd);
@@ -198,7 +200,13 @@ export interface VerifyResult {
 export function verifyAuditText(text: string): VerifyResult {
   let prev = GENESIS_HASH;
   let length = 0;
-  const bad = (line: number, reason: string): VerifyResult => ({ ok: false, length, root: prev, first_bad_line: line, reason });
+  const bad = (line: number, reason: string): VerifyResult => ({
+    ok: false,
+    length,
+    root: prev,
+    first_bad_line: line,
+    reason
+  });
   if (text.length === 0) return { ok: true, length: 0, root: prev, first_bad_line: null, reason: null };
   const lines = text.split('\n');
   const torn = !text.endsWith('\n');
@@ -215,9 +223,11 @@ export function verifyAuditText(text: string): VerifyResult {
     }
     if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) return bad(n, 'not a JSON object');
     const { hash, ...rest } = obj;
-    if (rest.seq !== length + 1) return bad(n, `seq is ${String(rest.seq)}, expected ${length + 1} (a line was deleted or moved)`);
+    if (rest.seq !== length + 1)
+      return bad(n, `seq is ${String(rest.seq)}, expected ${length + 1} (a line was deleted or moved)`);
     if (rest.prev_hash !== prev) return bad(n, 'prev_hash does not match the previous line');
-    if (typeof hash !== 'string' || hash !== lineHash(prev, rest)) return bad(n, 'hash does not match the line (edited)');
+    if (typeof hash !== 'string' || hash !== lineHash(prev, rest))
+      return bad(n, 'hash does not match the line (edited)');
     if (canonicalJson(obj) !== raw) return bad(n, 'not in canonical form (edited)');
     prev = hash;
     length++;

@@ -28,7 +28,19 @@ const QUOTE = /\{\{([A-Za-z0-9_-]{1,64})\.output\}\}/g;
 
 /** The tasks of a dispatch body, or the problems that make it unrunnable (each names its field). */
 export function validateDag(body: DispatchBody): { tasks: DagTask[]; order: string[] } | { problems: DagProblem[] } {
-  const raw: DagTaskInput[] = 'tasks' in body ? body.tasks : [{ id: body.id ?? 'task', model: body.model, prompt: body.prompt, messages: body.messages, max_tokens: body.max_tokens, depends_on: [] }];
+  const raw: DagTaskInput[] =
+    'tasks' in body
+      ? body.tasks
+      : [
+          {
+            id: body.id ?? 'task',
+            model: body.model,
+            prompt: body.prompt,
+            messages: body.messages,
+            max_tokens: body.max_tokens,
+            depends_on: []
+          }
+        ];
   const problems: DagProblem[] = [];
   const ids = new Set<string>();
   raw.forEach((t, i) => {
@@ -38,7 +50,8 @@ export function validateDag(body: DispatchBody): { tasks: DagTask[]; order: stri
   const tasks: DagTask[] = raw.map((t, i) => {
     const where = 'tasks' in body ? `tasks.${i}` : '';
     const at = (f: string) => (where ? `${where}.${f}` : f);
-    if ((t.prompt === undefined) === (t.messages === undefined)) problems.push({ field: at('prompt'), message: 'give exactly one of prompt and messages' });
+    if ((t.prompt === undefined) === (t.messages === undefined))
+      problems.push({ field: at('prompt'), message: 'give exactly one of prompt and messages' });
     t.depends_on.forEach((d, j) => {
       if (!ids.has(d)) problems.push({ field: at(`depends_on.${j}`), message: `unknown task ${d}` });
       if (d === t.id) problems.push({ field: at(`depends_on.${j}`), message: 'a task cannot depend on itself' });
@@ -46,10 +59,20 @@ export function validateDag(body: DispatchBody): { tasks: DagTask[]; order: stri
     const messages: ChatMessage[] = t.messages ?? (t.prompt !== undefined ? [{ role: 'user', content: t.prompt }] : []);
     for (const m of messages) {
       for (const q of m.content.matchAll(QUOTE)) {
-        if (!t.depends_on.includes(q[1]!)) problems.push({ field: at(t.prompt !== undefined ? 'prompt' : 'messages'), message: `quotes {{${q[1]}.output}} but does not depend on ${q[1]}` });
+        if (!t.depends_on.includes(q[1]!))
+          problems.push({
+            field: at(t.prompt !== undefined ? 'prompt' : 'messages'),
+            message: `quotes {{${q[1]}.output}} but does not depend on ${q[1]}`
+          });
       }
     }
-    return { id: t.id, model: t.model, messages, depends_on: [...new Set(t.depends_on)], max_tokens: t.max_tokens ?? null };
+    return {
+      id: t.id,
+      model: t.model,
+      messages,
+      depends_on: [...new Set(t.depends_on)],
+      max_tokens: t.max_tokens ?? null
+    };
   });
   if (problems.length) return { problems };
   const order = topologicalOrder(tasks);
@@ -62,7 +85,9 @@ export function topologicalOrder(tasks: Pick<DagTask, 'id' | 'depends_on'>[]): s
   const pending = new Map(tasks.map((t) => [t.id, new Set(t.depends_on)]));
   const order: string[] = [];
   while (pending.size) {
-    const ready = [...pending.entries()].filter(([, deps]) => [...deps].every((d) => order.includes(d))).map(([id]) => id);
+    const ready = [...pending.entries()]
+      .filter(([, deps]) => [...deps].every((d) => order.includes(d)))
+      .map(([id]) => id);
     if (!ready.length) return null;
     for (const id of ready) {
       order.push(id);

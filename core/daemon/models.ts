@@ -12,7 +12,8 @@ export function daemonModelWhitelist(catalog: ProviderCatalog, configured: strin
 
 /** Why a model may not be called, or null when it may. */
 export function modelRefusal(catalog: ProviderCatalog, whitelist: Set<string>, model: string): string | null {
-  if (!whitelist.has(model)) return `model ${model} is not on the daemon's free-tier whitelist (${[...whitelist].sort().join(', ') || 'empty'})`;
+  if (!whitelist.has(model))
+    return `model ${model} is not on the daemon's free-tier whitelist (${[...whitelist].sort().join(', ') || 'empty'})`;
   if (!catalog.model(model)) return `model ${model} is whitelisted but no provider declares it`;
   return null;
 }

@@ -94,7 +94,8 @@ function tokenize(text: string): Token[] {
         i++;
       }
       // A quote or # inside a word: refused rather than guessed at.
-      if (i < text.length && /["'#]/.test(text[i]!)) throw new FragmentError(`unexpected ${text[i]} inside a word`, line);
+      if (i < text.length && /["'#]/.test(text[i]!))
+        throw new FragmentError(`unexpected ${text[i]} inside a word`, line);
       const word = text.slice(start, i);
       tokens.push({ kind: 'word', value: word, raw: word, line });
     }
@@ -143,14 +144,45 @@ function parseTokens(tokens: Token[]): Directive[] {
   return parseBlock(0, false);
 }
 
-const MAIN_CONTEXT = new Set(['user', 'pid', 'env', 'daemon', 'master_process', 'working_directory', 'lock_file', 'thread_pool', 'timer_resolution', 'pcre_jit', 'debug_points', 'ssl_engine', 'google_perftools_profiles']);
-const NEVER = new Set(['include', 'load_module', 'listen', 'auth_basic_user_file', 'secure_link_secret', 'geo', 'map', 'split_clients', 'upstream', 'http', 'events', 'stream', 'mail', 'types_hash_max_size', 'mirror']);
+const MAIN_CONTEXT = new Set([
+  'user',
+  'pid',
+  'env',
+  'daemon',
+  'master_process',
+  'working_directory',
+  'lock_file',
+  'thread_pool',
+  'timer_resolution',
+  'pcre_jit',
+  'debug_points',
+  'ssl_engine',
+  'google_perftools_profiles'
+]);
+const NEVER = new Set([
+  'include',
+  'load_module',
+  'listen',
+  'auth_basic_user_file',
+  'secure_link_secret',
+  'geo',
+  'map',
+  'split_clients',
+  'upstream',
+  'http',
+  'events',
+  'stream',
+  'mail',
+  'types_hash_max_size',
+  'mirror'
+]);
 
 /** Why a directive is not allowed in a fragment, or null. */
 function refusal(d: Directive, opts: FragmentOptions): string | null {
   const n = d.name;
   if (NEVER.has(n) || MAIN_CONTEXT.has(n)) return `${n} is not allowed in a fragment`;
-  if (/^(perl|lua|js_|njs|ssl_|proxy_ssl_|grpc_ssl_|uwsgi_ssl_|worker_|debug_)/.test(n)) return `${n} is not allowed in a fragment`;
+  if (/^(perl|lua|js_|njs|ssl_|proxy_ssl_|grpc_ssl_|uwsgi_ssl_|worker_|debug_)/.test(n))
+    return `${n} is not allowed in a fragment`;
   if (/_log$/.test(n)) {
     if (n === 'access_log' && d.args.length === 1 && d.args[0] === 'off') return null;
     if (n === 'log_not_found' || n === 'log_subrequest') return null;
@@ -159,13 +191,19 @@ function refusal(d: Directive, opts: FragmentOptions): string | null {
   if (/(_path|_file|_files)$/.test(n) && n !== 'try_files') return `${n} names files outside the target`;
   if (n === 'root' || n === 'alias') {
     const arg = d.args[0] ?? '';
-    if (d.args.length !== 1 || !(arg === CURRENT_PLACEHOLDER || /^@current\/(?:[A-Za-z0-9_-][A-Za-z0-9._-]*\/?)*$/.test(arg)) || arg.includes('..')) {
+    if (
+      d.args.length !== 1 ||
+      !(arg === CURRENT_PLACEHOLDER || /^@current\/(?:[A-Za-z0-9_-][A-Za-z0-9._-]*\/?)*$/.test(arg)) ||
+      arg.includes('..')
+    ) {
       return `${n} may only name ${CURRENT_PLACEHOLDER} or ${CURRENT_PLACEHOLDER}/<path> (the target's current release)`;
     }
     return null;
   }
   if (n === 'proxy_pass') {
-    const m = /^http:\/\/(?:127\.0\.0\.1|localhost):(\d{1,5})(\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$/.exec(d.args[0] ?? '');
+    const m = /^http:\/\/(?:127\.0\.0\.1|localhost):(\d{1,5})(\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$/.exec(
+      d.args[0] ?? ''
+    );
     const port = m ? Number(m[1]) : NaN;
     if (d.args.length !== 1 || !m || port < opts.poolFirst || port > opts.poolLast) {
       return `proxy_pass may only name http://127.0.0.1:<port> with a port of the pool (${opts.poolFirst}-${opts.poolLast})`;
@@ -195,15 +233,18 @@ function checkTree(list: Directive[], opts: FragmentOptions, inServer: boolean):
 function checkLocation(d: Directive, opts: FragmentOptions, inServer: boolean): void {
   if (!d.block) throw new FragmentError('location needs a block', d.line);
   const [first, second] = d.args;
-  if (d.args.length < 1 || d.args.length > 2 || first === undefined) throw new FragmentError('location takes a path (and a modifier)', d.line);
+  if (d.args.length < 1 || d.args.length > 2 || first === undefined)
+    throw new FragmentError('location takes a path (and a modifier)', d.line);
   const modifier = d.args.length === 2 ? first : '';
   const where = d.args.length === 2 ? second! : first;
-  if (!['', '=', '^~', '~', '~*'].includes(modifier)) throw new FragmentError(`location modifier ${modifier} is not allowed`, d.line);
+  if (!['', '=', '^~', '~', '~*'].includes(modifier))
+    throw new FragmentError(`location modifier ${modifier} is not allowed`, d.line);
   if (where.startsWith('@')) throw new FragmentError('named locations are not allowed', d.line);
   if (inServer) return; // A server block of its own serves its own host names: any path.
   const t = opts.target;
   if (modifier === '~' || modifier === '~*') {
-    if (!where.startsWith(`^/${t}/`) || where.includes('|')) throw new FragmentError(`a regex location must start with ^/${t}/ and have no |`, d.line);
+    if (!where.startsWith(`^/${t}/`) || where.includes('|'))
+      throw new FragmentError(`a regex location must start with ^/${t}/ and have no |`, d.line);
   } else if (!(where === `/${t}` || where.startsWith(`/${t}/`))) {
     throw new FragmentError(`a location must be /${t} or under /${t}/`, d.line);
   }
@@ -211,7 +252,8 @@ function checkLocation(d: Directive, opts: FragmentOptions, inServer: boolean): 
 
 /** Parses and confines a fragment; throws FragmentError (line and rule) when it is refused. */
 export function parseFragment(text: string, opts: FragmentOptions): Directive[] {
-  if (new TextEncoder().encode(text).length > MAX_FRAGMENT_BYTES) throw new FragmentError(`a fragment is at most ${MAX_FRAGMENT_BYTES} bytes`, 1);
+  if (new TextEncoder().encode(text).length > MAX_FRAGMENT_BYTES)
+    throw new FragmentError(`a fragment is at most ${MAX_FRAGMENT_BYTES} bytes`, 1);
   if (text.includes('\0')) throw new FragmentError('NUL character', 1);
   const tree = parseTokens(tokenize(text));
   for (const d of tree) {
@@ -222,8 +264,18 @@ export function parseFragment(text: string, opts: FragmentOptions): Directive[] 
       if (!d.block || d.args.length) throw new FragmentError('server takes a block and no arguments', d.line);
       const names = d.block.filter((x) => x.name === 'server_name').flatMap((x) => x.args);
       if (names.length === 0) throw new FragmentError('a server block needs a server_name', d.line);
-      const bad = names.find((n) => n === '_' || n === '' || n === '*' || n === '~' || n === 'localhost' || /^\d+\.\d+\.\d+\.\d+$/.test(n) || n.startsWith('~'));
-      if (bad !== undefined) throw new FragmentError(`server_name ${bad || '""'} would catch other targets' requests`, d.line);
+      const bad = names.find(
+        (n) =>
+          n === '_' ||
+          n === '' ||
+          n === '*' ||
+          n === '~' ||
+          n === 'localhost' ||
+          /^\d+\.\d+\.\d+\.\d+$/.test(n) ||
+          n.startsWith('~')
+      );
+      if (bad !== undefined)
+        throw new FragmentError(`server_name ${bad || '""'} would catch other targets' requests`, d.line);
       checkTree(d.block, opts, true);
     } else {
       throw new FragmentError(`only location and server blocks at the top level (found ${d.name})`, d.line);
@@ -235,7 +287,10 @@ export function parseFragment(text: string, opts: FragmentOptions): Directive[] 
 function renderList(list: Directive[], indent: string, currentDir: string): string[] {
   const out: string[] = [];
   for (const d of list) {
-    const raw = d.name === 'root' || d.name === 'alias' ? d.args.map((a) => JSON.stringify(currentDir + a.slice(CURRENT_PLACEHOLDER.length))) : d.raw;
+    const raw =
+      d.name === 'root' || d.name === 'alias'
+        ? d.args.map((a) => JSON.stringify(currentDir + a.slice(CURRENT_PLACEHOLDER.length)))
+        : d.raw;
     const head = [d.name, ...raw].join(' ');
     if (d.block) out.push(`${indent}${head} {`, ...renderList(d.block, `${indent}  `, currentDir), `${indent}}`);
     else out.push(`${indent}${head};`);
@@ -247,7 +302,10 @@ function renderList(list: Directive[], indent: string, currentDir: string): stri
  * The two files a fragment becomes: its locations (included in the hub's server) and its servers (included in
  * http, each given the hub's listen include). `currentDir` is the target's absolute `current` path.
  */
-export function renderFragment(tree: Directive[], opts: { target: string; currentDir: string; listenInclude: string }): { locations: string; servers: string } {
+export function renderFragment(
+  tree: Directive[],
+  opts: { target: string; currentDir: string; listenInclude: string }
+): { locations: string; servers: string } {
   const header = `# target ${opts.target}: written by zhongshu-hub from its stored fragment (core/deploy/fragment.ts)\n`;
   const locations = renderList(
     tree.filter((d) => d.name === 'location'),

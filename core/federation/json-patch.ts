@@ -36,14 +36,19 @@ export class PatchError extends Error {
 export function applyPatch(doc: JsonValue, patch: PatchOperation[]): JsonValue {
   patch.forEach((op, index) => {
     // RFC 6902 §4.4: a location cannot be moved into one of its children (the library reports a missing path).
-    if (op.op === 'move' && op.path.startsWith(`${op.from}/`)) throw new PatchError(index, op, 'cannot move a value into itself');
+    if (op.op === 'move' && op.path.startsWith(`${op.from}/`))
+      throw new PatchError(index, op, 'cannot move a value into itself');
   });
   // The library patches in place and cannot replace the root: patch a holder whose one member is the document.
   const holder = { root: structuredClone(doc) };
   const under = (pointer: string) => `/root${pointer}`;
   const results = applyRfc6902(
     holder,
-    patch.map((op) => ({ ...op, path: under(op.path), ...('from' in op ? { from: under(op.from) } : {}) })) as Operation[]
+    patch.map((op) => ({
+      ...op,
+      path: under(op.path),
+      ...('from' in op ? { from: under(op.from) } : {})
+    })) as Operation[]
   );
   const failed = results.findIndex((r) => r !== null);
   if (failed >= 0) {
@@ -52,7 +57,11 @@ export function applyPatch(doc: JsonValue, patch: PatchOperation[]): JsonValue {
   }
   // The tree is served and re-serialised on every read: keep it as shallow as any JSON body may be.
   if (patch.length > 0 && jsonDepth(holder.root) > TREE_MAX_DEPTH) {
-    throw new PatchError(patch.length - 1, patch[patch.length - 1]!, `the result would nest deeper than ${TREE_MAX_DEPTH} levels`);
+    throw new PatchError(
+      patch.length - 1,
+      patch[patch.length - 1]!,
+      `the result would nest deeper than ${TREE_MAX_DEPTH} levels`
+    );
   }
   return holder.root;
 }
@@ -66,7 +75,8 @@ export function touchedPaths(patch: PatchOperation[]): string[] {
 }
 
 const isContainer = (v: unknown): v is object => typeof v === 'object' && v !== null;
-const deepEqual = (a: unknown, b: unknown): boolean => a === b || (a !== undefined && b !== undefined && canonicalJson(a) === canonicalJson(b));
+const deepEqual = (a: unknown, b: unknown): boolean =>
+  a === b || (a !== undefined && b !== undefined && canonicalJson(a) === canonicalJson(b));
 
 /** Pointers whose values differ between two documents (the deepest differing paths). */
 export function changedPaths(before: JsonValue | undefined, after: JsonValue | undefined, at = ''): string[] {
@@ -75,9 +85,14 @@ export function changedPaths(before: JsonValue | undefined, after: JsonValue | u
   if (!bothObjects) return [at];
   const keys = new Set([...Object.keys(before), ...Object.keys(after)]);
   return [...keys].flatMap((k) =>
-    changedPaths((before as Record<string, JsonValue>)[k], (after as Record<string, JsonValue>)[k], `${at}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`)
+    changedPaths(
+      (before as Record<string, JsonValue>)[k],
+      (after as Record<string, JsonValue>)[k],
+      `${at}/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`
+    )
   );
 }
 
 /** True when one pointer equals the other or contains it (a write to either affects the other). */
-export const pathsOverlap = (a: string, b: string): boolean => a === b || a.startsWith(`${b}/`) || b.startsWith(`${a}/`) || a === '' || b === '';
+export const pathsOverlap = (a: string, b: string): boolean =>
+  a === b || a.startsWith(`${b}/`) || b.startsWith(`${a}/`) || a === '' || b === '';

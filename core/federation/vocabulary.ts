@@ -9,7 +9,19 @@ import { humanText, NODE_ID_MAX_LENGTH } from '../identifiers';
  * Brand codes (SPEC §2.1: 'custom' plus ten codes named after model vendors). A node declares the vendor family of
  * the model it runs; 'custom' is for anything else (give the model in brand.model_base).
  */
-export const BRAND_CODES = ['custom', 'openai', 'anthropic', 'google', 'meta', 'mistral', 'deepseek', 'qwen', 'zhipu', 'moonshot', 'baidu'] as const;
+export const BRAND_CODES = [
+  'custom',
+  'openai',
+  'anthropic',
+  'google',
+  'meta',
+  'mistral',
+  'deepseek',
+  'qwen',
+  'zhipu',
+  'moonshot',
+  'baidu'
+] as const;
 export type BrandCode = (typeof BRAND_CODES)[number];
 
 /**
@@ -32,8 +44,12 @@ export const NODE_PERMISSIONS: Record<NodeState, { heartbeat: boolean; propose: 
 
 /** Node ids: ext-<system>-<sequence>, e.g. ext-openai-000123; system is the brand code, the sequence is hub-wide. */
 export const NODE_ID_PATTERN = /^ext-[a-z0-9]+-\d{6,}$/;
-export const formatNodeId = (brand: BrandCode, sequence: number): string => `ext-${brand}-${String(sequence).padStart(6, '0')}`;
-export const nodeIdParam = z.string().max(NODE_ID_MAX_LENGTH).regex(NODE_ID_PATTERN, 'a node id such as ext-custom-000001');
+export const formatNodeId = (brand: BrandCode, sequence: number): string =>
+  `ext-${brand}-${String(sequence).padStart(6, '0')}`;
+export const nodeIdParam = z
+  .string()
+  .max(NODE_ID_MAX_LENGTH)
+  .regex(NODE_ID_PATTERN, 'a node id such as ext-custom-000001');
 
 const shortText = (max: number) => humanText(max);
 
@@ -62,7 +78,10 @@ export const registrationBody = z
       })
       .strict()
       .optional(),
-    capabilities: z.object({ declared: z.array(shortText(80)).max(64).default([]) }).strict().optional()
+    capabilities: z
+      .object({ declared: z.array(shortText(80)).max(64).default([]) })
+      .strict()
+      .optional()
   })
   .strict();
 export type RegistrationBody = z.infer<typeof registrationBody>;
@@ -92,7 +111,13 @@ export const HEARTBEAT_EXTRA_MAX_BYTES = 4096;
 export const HEARTBEAT_EXTRA_MAX_STRING = 200;
 export type ExtraFigure = number | string | boolean | null;
 
-function splitExtras(input: { resources: Record<string, unknown>; performance: Record<string, unknown>; extra?: Record<string, unknown> } & Record<string, unknown>) {
+function splitExtras(
+  input: {
+    resources: Record<string, unknown>;
+    performance: Record<string, unknown>;
+    extra?: Record<string, unknown>;
+  } & Record<string, unknown>
+) {
   const candidates: [string, unknown][] = [];
   const known = <K extends string>(group: Record<string, unknown>, names: Record<K, unknown>, prefix: string) => {
     const out: Record<string, unknown> = {};
@@ -117,9 +142,18 @@ function splitExtras(input: { resources: Record<string, unknown>; performance: R
   let bytes = 2;
   for (const [name, value] of candidates) {
     const scalar =
-      value === null || typeof value === 'boolean' || (typeof value === 'number' && Number.isFinite(value)) || (typeof value === 'string' && value.length <= HEARTBEAT_EXTRA_MAX_STRING);
+      value === null ||
+      typeof value === 'boolean' ||
+      (typeof value === 'number' && Number.isFinite(value)) ||
+      (typeof value === 'string' && value.length <= HEARTBEAT_EXTRA_MAX_STRING);
     const size = JSON.stringify(name).length + JSON.stringify(value ?? null).length + 2;
-    if (!scalar || name.length > 100 || Object.keys(extra).length >= HEARTBEAT_EXTRA_MAX_MEMBERS || bytes + size > HEARTBEAT_EXTRA_MAX_BYTES || Object.hasOwn(extra, name)) {
+    if (
+      !scalar ||
+      name.length > 100 ||
+      Object.keys(extra).length >= HEARTBEAT_EXTRA_MAX_MEMBERS ||
+      bytes + size > HEARTBEAT_EXTRA_MAX_BYTES ||
+      Object.hasOwn(extra, name)
+    ) {
       ignored.push(name);
       continue;
     }
@@ -166,7 +200,9 @@ export type TaskState = (typeof TASK_STATES)[number];
 
 export const taskBody = z
   .object({
-    type: z.string().regex(/^[a-z][a-z0-9_.-]{0,63}$/, 'a task type such as inference.chat (lower case, digits, _ . -)'),
+    type: z
+      .string()
+      .regex(/^[a-z][a-z0-9_.-]{0,63}$/, 'a task type such as inference.chat (lower case, digits, _ . -)'),
     payload: z.record(z.string(), z.unknown()).default({}),
     required_capabilities: z.array(shortText(80)).max(32).default([]),
     priority: z.number().int().min(0).max(9).default(5)

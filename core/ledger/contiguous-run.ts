@@ -9,7 +9,11 @@
  * The last present number of the run, starting from `from` (0, or a number known to be present), probing no
  * number above `max`: returns at most `max`.
  */
-export async function lastOfRun(from: number, isPresent: (n: number) => Promise<boolean>, max = Number.MAX_SAFE_INTEGER): Promise<number> {
+export async function lastOfRun(
+  from: number,
+  isPresent: (n: number) => Promise<boolean>,
+  max = Number.MAX_SAFE_INTEGER
+): Promise<number> {
   let low = from; // present (or 0)
   let step = 1;
   let high = Math.min(from + step, max + 1); // candidate; max + 1 counts as absent without a lookup

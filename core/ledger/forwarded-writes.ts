@@ -57,7 +57,9 @@ export const ledgerEntrySchema = z.object({
 
 export const forwardedAppendAnswer = z.discriminatedUnion('withdrawn', [
   z.object({ withdrawn: z.literal(false), entry: ledgerEntrySchema, duplicate: z.boolean() }),
-  z.object({ withdrawn: z.literal(true) }).describe('the caller\'s deadline passed before its batch began: nothing was written')
+  z
+    .object({ withdrawn: z.literal(true) })
+    .describe("the caller's deadline passed before its batch began: nothing was written")
 ]);
 export type ForwardedAppendAnswer = z.infer<typeof forwardedAppendAnswer>;
 
@@ -78,7 +80,9 @@ export type ForwardedCountedAppendBody = z.infer<typeof forwardedCountedAppendBo
 
 const countedOutcomes = [
   z.object({ outcome: z.literal('appended'), entry: ledgerEntrySchema, duplicate: z.boolean() }),
-  z.object({ outcome: z.literal('withdrawn') }).describe('the caller\'s deadline passed before its batch began: nothing was written, no slot spent'),
+  z
+    .object({ outcome: z.literal('withdrawn') })
+    .describe("the caller's deadline passed before its batch began: nothing was written, no slot spent"),
   z.object({ outcome: z.literal('over_quota') }).describe('the daily quota is used up: nothing was written')
 ] as const;
 export const forwardedCountedAppendAnswer = z.discriminatedUnion('outcome', [...countedOutcomes]);
@@ -91,19 +95,27 @@ export type ForwardedCountedAppendAnswer = z.infer<typeof forwardedCountedAppend
  */
 export const MAX_FORWARD_BATCH = 64;
 export const FORWARD_BATCH_BYTES = 1024 * 1024;
-export const forwardedCountedAppendBatchBody = z.strictObject({ writes: z.array(forwardedCountedAppendBody).min(1).max(MAX_FORWARD_BATCH) });
+export const forwardedCountedAppendBatchBody = z.strictObject({
+  writes: z.array(forwardedCountedAppendBody).min(1).max(MAX_FORWARD_BATCH)
+});
 export const forwardedCountedAppendBatchAnswer = z.object({
   answers: z.array(
     z.discriminatedUnion('outcome', [
       ...countedOutcomes,
-      z.object({ outcome: z.literal('failed'), message: z.string() }).describe('the holder failed on this write (the database, say): it may or may not have landed')
+      z
+        .object({ outcome: z.literal('failed'), message: z.string() })
+        .describe('the holder failed on this write (the database, say): it may or may not have landed')
     ])
   )
 });
 export type ForwardedCountedAppendBatchAnswer = z.infer<typeof forwardedCountedAppendBatchAnswer>;
 
 /** Up to `count` slots of the counter for the sender to hand out itself (fewer near the limit; none past it). */
-export const forwardedConsumeBody = z.strictObject({ ...quotaCounter, limit: slot, count: z.number().int().min(1).max(256) });
+export const forwardedConsumeBody = z.strictObject({
+  ...quotaCounter,
+  limit: slot,
+  count: z.number().int().min(1).max(256)
+});
 export const forwardedConsumeAnswer = z.object({ slots: z.array(slot) });
 /** Slots the sender took and did not use: the holder hands them out again (or deletes them). */
 export const forwardedRefundBody = z.strictObject({ ...quotaCounter, slots: z.array(slot).min(1).max(256) });

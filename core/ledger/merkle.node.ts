@@ -10,11 +10,18 @@ import { createHash } from 'node:crypto';
 export type Hash = Buffer;
 
 export function leafHash(leafBytes: Buffer | string): Hash {
-  return createHash('sha256').update(Buffer.from([0])).update(leafBytes).digest();
+  return createHash('sha256')
+    .update(Buffer.from([0]))
+    .update(leafBytes)
+    .digest();
 }
 
 export function nodeHash(left: Hash, right: Hash): Hash {
-  return createHash('sha256').update(Buffer.from([1])).update(left).update(right).digest();
+  return createHash('sha256')
+    .update(Buffer.from([1]))
+    .update(left)
+    .update(right)
+    .digest();
 }
 
 export const EMPTY_ROOT: Hash = createHash('sha256').digest();
@@ -111,7 +118,8 @@ export async function inclusionProof(index: number, size: number, perfect: Perfe
 
 /** RFC 6962 PROOF(m, D[0:n]): proves that the tree of `first` leaves is a prefix of the tree of `second` leaves. */
 export async function consistencyProof(first: number, second: number, perfect: PerfectSubtree): Promise<Hash[]> {
-  if (!(first >= 0 && first <= second)) throw new RangeError(`consistency needs 0 <= first <= second, got ${first}, ${second}`);
+  if (!(first >= 0 && first <= second))
+    throw new RangeError(`consistency needs 0 <= first <= second, got ${first}, ${second}`);
   if (first === 0 || first === second) return [];
   const sub = async (m: number, start: number, end: number, complete: boolean): Promise<Hash[]> => {
     const n = end - start;
@@ -149,7 +157,13 @@ export function verifyInclusion(index: number, size: number, leaf: Hash, proof: 
 }
 
 /** RFC 9162 §2.1.4.2: checks a consistency proof between two roots. */
-export function verifyConsistency(first: number, second: number, firstRoot: Hash, secondRoot: Hash, proof: Hash[]): boolean {
+export function verifyConsistency(
+  first: number,
+  second: number,
+  firstRoot: Hash,
+  secondRoot: Hash,
+  proof: Hash[]
+): boolean {
   if (first > second || first < 0) return false;
   if (first === second) return proof.length === 0 && firstRoot.equals(secondRoot);
   if (first === 0) return proof.length === 0;

@@ -22,16 +22,27 @@ export interface SignedTreeHead extends TreeHead {
 }
 
 export function treeHeadBytes(head: TreeHead): Buffer {
-  return Buffer.from(canonicalJson({ root_hash: head.root_hash, timestamp: head.timestamp, tree_size: head.tree_size }), 'utf8');
+  return Buffer.from(
+    canonicalJson({ root_hash: head.root_hash, timestamp: head.timestamp, tree_size: head.tree_size }),
+    'utf8'
+  );
 }
 
 export function signTreeHead(head: TreeHead, privateKey: KeyObject, keyId: string): SignedTreeHead {
-  return { ...head, algorithm: 'Ed25519', key_id: keyId, signature: sign(null, treeHeadBytes(head), privateKey).toString('base64') };
+  return {
+    ...head,
+    algorithm: 'Ed25519',
+    key_id: keyId,
+    signature: sign(null, treeHeadBytes(head), privateKey).toString('base64')
+  };
 }
 
 /** `publicKeyBase64` is the raw 32-byte Ed25519 key as published in /api/status and the agent card. */
 export function verifyTreeHead(sth: SignedTreeHead, publicKeyBase64: string): boolean {
-  const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(publicKeyBase64, 'base64').toString('base64url') }, format: 'jwk' });
+  const key = createPublicKey({
+    key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(publicKeyBase64, 'base64').toString('base64url') },
+    format: 'jwk'
+  });
   return verify(null, treeHeadBytes(sth), key, Buffer.from(sth.signature, 'base64'));
 }
 
@@ -45,12 +56,29 @@ export function entryLeafHash(entry: PublishedEntry): string {
 }
 
 /** Checks, offline, that `entry` is in the tree a signed tree head commits to. */
-export function verifyEntryInTreeHead(entry: PublishedEntry, auditPath: string[], sth: SignedTreeHead, publicKeyBase64: string): boolean {
+export function verifyEntryInTreeHead(
+  entry: PublishedEntry,
+  auditPath: string[],
+  sth: SignedTreeHead,
+  publicKeyBase64: string
+): boolean {
   if (!verifyTreeHead(sth, publicKeyBase64)) return false;
-  return verifyInclusion(entry.seq - 1, sth.tree_size, fromHex(entryLeafHash(entry)), auditPath.map(fromHex), fromHex(sth.root_hash));
+  return verifyInclusion(
+    entry.seq - 1,
+    sth.tree_size,
+    fromHex(entryLeafHash(entry)),
+    auditPath.map(fromHex),
+    fromHex(sth.root_hash)
+  );
 }
 
 /** Checks that an older tree head is a prefix of a newer one (nothing rewritten in between). */
 export function verifyTreeHeadsConsistent(older: TreeHead, newer: TreeHead, proof: string[]): boolean {
-  return verifyConsistency(older.tree_size, newer.tree_size, fromHex(older.root_hash), fromHex(newer.root_hash), proof.map(fromHex));
+  return verifyConsistency(
+    older.tree_size,
+    newer.tree_size,
+    fromHex(older.root_hash),
+    fromHex(newer.root_hash),
+    proof.map(fromHex)
+  );
 }

@@ -5,7 +5,17 @@
 import { z } from 'zod';
 import { isJsonObject, JsonValue } from './canonical-json';
 
-export const TRUTH_TYPES = ['meta_law', 'rule', 'config', 'decision', 'data', 'creative', 'risk', 'protocol', 'unknown'] as const;
+export const TRUTH_TYPES = [
+  'meta_law',
+  'rule',
+  'config',
+  'decision',
+  'data',
+  'creative',
+  'risk',
+  'protocol',
+  'unknown'
+] as const;
 export type TruthType = (typeof TRUTH_TYPES)[number];
 
 /** Execution-seed records: chained by hash, checked by GET /api/verify-seed. */
@@ -21,7 +31,8 @@ export const MAX_KEY_LENGTH = 256;
 export function keyProblem(key: string): string | null {
   if (key.length > MAX_KEY_LENGTH) return `key must be at most ${MAX_KEY_LENGTH} characters`;
   if (/^truth-/i.test(key)) return "key must not start with 'truth-' (that prefix is reserved for event ids)";
-  if (!KEY_PATTERN.test(key)) return 'key must have the shape <namespace>.<key> (letters, digits, _ - : + in dot-separated segments), e.g. mysystem.deploy.20261120T101500Z';
+  if (!KEY_PATTERN.test(key))
+    return 'key must have the shape <namespace>.<key> (letters, digits, _ - : + in dot-separated segments), e.g. mysystem.deploy.20261120T101500Z';
   if (key.split('.')[0] === HUB_NAMESPACE) return `namespace '${HUB_NAMESPACE}' is reserved for the hub's own records`;
   return null;
 }
@@ -41,11 +52,21 @@ const truthReportFields = z
         pattern: `^(?![Tt][Rr][Uu][Tt][Hh]-)(?!hub\\.)${KEY_PATTERN.source.slice(1)}`,
         maxLength: MAX_KEY_LENGTH
       }),
-    value: z.unknown().optional().meta({ type: 'object', additionalProperties: true, description: 'a JSON object (value_must_be_object otherwise)' }),
+    value: z.unknown().optional().meta({
+      type: 'object',
+      additionalProperties: true,
+      description: 'a JSON object (value_must_be_object otherwise)'
+    }),
     truth_type: z.enum(TRUTH_TYPES).optional(),
     did: z.string().optional().describe('the writer DID, repeated from X-DID'),
-    content: z.unknown().optional().meta({ deprecated: true, description: 'old form: without value it is refused with empty_value_rejected' }),
-    truth_value: z.unknown().optional().meta({ deprecated: true, description: 'old form: without value it is refused with empty_value_rejected' })
+    content: z
+      .unknown()
+      .optional()
+      .meta({ deprecated: true, description: 'old form: without value it is refused with empty_value_rejected' }),
+    truth_value: z
+      .unknown()
+      .optional()
+      .meta({ deprecated: true, description: 'old form: without value it is refused with empty_value_rejected' })
   })
   .meta({ required: ['key', 'value'] });
 
@@ -59,13 +80,19 @@ export const truthReportBody = truthReportFields
       ctx.addIssue({
         code: 'custom',
         path: ['value'],
-        message: 'empty_value_rejected: the old top-level content/truth_value fields are no longer accepted; send value as a JSON object',
+        message:
+          'empty_value_rejected: the old top-level content/truth_value fields are no longer accepted; send value as a JSON object',
         params: { code: 'empty_value_rejected' }
       });
       return;
     }
     if (!isJsonObject(body.value)) {
-      ctx.addIssue({ code: 'custom', path: ['value'], message: 'value_must_be_object: value must be a JSON object', params: { code: 'value_must_be_object' } });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['value'],
+        message: 'value_must_be_object: value must be a JSON object',
+        params: { code: 'value_must_be_object' }
+      });
     }
     const problem = keyProblem(body.key);
     if (problem) ctx.addIssue({ code: 'custom', path: ['key'], message: problem, params: { code: 'invalid_key' } });

@@ -32,9 +32,19 @@ export const memoryKey = z
 const upsertFields = z
   .object({
     key: z.string().meta(keyMeta),
-    truth_value: z.unknown().optional().meta({ type: 'object', additionalProperties: true, description: 'a JSON object (value_must_be_object otherwise)' }),
-    content: z.unknown().optional().meta({ deprecated: true, description: 'old form: without truth_value it is refused with empty_value_rejected' }),
-    value: z.unknown().optional().meta({ deprecated: true, description: 'the truth report field name: without truth_value it is refused with empty_value_rejected' })
+    truth_value: z.unknown().optional().meta({
+      type: 'object',
+      additionalProperties: true,
+      description: 'a JSON object (value_must_be_object otherwise)'
+    }),
+    content: z
+      .unknown()
+      .optional()
+      .meta({ deprecated: true, description: 'old form: without truth_value it is refused with empty_value_rejected' }),
+    value: z.unknown().optional().meta({
+      deprecated: true,
+      description: 'the truth report field name: without truth_value it is refused with empty_value_rejected'
+    })
   })
   .meta({ required: ['key', 'truth_value'] });
 
@@ -44,13 +54,19 @@ export const memoryUpsertBody = upsertFields
       ctx.addIssue({
         code: 'custom',
         path: ['truth_value'],
-        message: 'empty_value_rejected: memory upserts send the value as truth_value (a JSON object); content and value are not accepted',
+        message:
+          'empty_value_rejected: memory upserts send the value as truth_value (a JSON object); content and value are not accepted',
         params: { code: 'empty_value_rejected' }
       });
       return;
     }
     if (!isJsonObject(body.truth_value)) {
-      ctx.addIssue({ code: 'custom', path: ['truth_value'], message: 'value_must_be_object: truth_value must be a JSON object', params: { code: 'value_must_be_object' } });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['truth_value'],
+        message: 'value_must_be_object: truth_value must be a JSON object',
+        params: { code: 'value_must_be_object' }
+      });
     }
     const problem = keyProblem(body.key);
     if (problem) ctx.addIssue({ code: 'custom', path: ['key'], message: problem, params: { code: 'invalid_key' } });

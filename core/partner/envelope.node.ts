@@ -8,7 +8,15 @@
  * encrypts exactly one message (the ephemeral key is new per request, the two directions use different infos), so
  * an iv is never reused under a key.
  */
-import { createCipheriv, createDecipheriv, createPublicKey, diffieHellman, hkdfSync, KeyObject, randomBytes } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createPublicKey,
+  diffieHellman,
+  hkdfSync,
+  KeyObject,
+  randomBytes
+} from 'node:crypto';
 
 export const ENVELOPE_VERSION = 1 as const;
 export const ENVELOPE_ALG = 'X25519-HKDF-SHA256-A256GCM' as const;
@@ -31,17 +39,23 @@ export interface RequestEnvelope extends Envelope {
 export class EnvelopeError extends Error {}
 
 const b64u = (b: Buffer) => b.toString('base64url');
-export const envelopeAad = (partnerId: string, epk: string) => Buffer.from(`kunlun/secure/v1|${partnerId}|${epk}`, 'utf8');
+export const envelopeAad = (partnerId: string, epk: string) =>
+  Buffer.from(`kunlun/secure/v1|${partnerId}|${epk}`, 'utf8');
 const rawX25519 = (key: KeyObject) => Buffer.from((key.export({ format: 'jwk' }) as { x: string }).x, 'base64url');
 
 function x25519Public(raw: string): KeyObject {
   const bytes = Buffer.from(raw, 'base64url');
-  if (bytes.length !== 32 || b64u(bytes) !== raw) throw new EnvelopeError('epk must be the 32-byte X25519 public key, base64url without padding');
+  if (bytes.length !== 32 || b64u(bytes) !== raw)
+    throw new EnvelopeError('epk must be the 32-byte X25519 public key, base64url without padding');
   return createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: raw }, format: 'jwk' });
 }
 
 /** The two directional keys of one exchange. */
-export function envelopeKeys(shared: Buffer, epkRaw: Buffer, hubPublicRaw: Buffer): { request: Buffer; response: Buffer } {
+export function envelopeKeys(
+  shared: Buffer,
+  epkRaw: Buffer,
+  hubPublicRaw: Buffer
+): { request: Buffer; response: Buffer } {
   const salt = Buffer.concat([epkRaw, hubPublicRaw]);
   return {
     request: Buffer.from(hkdfSync('sha256', shared, salt, INFO_REQUEST, 32)),
@@ -60,7 +74,8 @@ export function seal(key: Buffer, plaintext: Buffer, aad: Buffer): Envelope {
 export function open(key: Buffer, envelope: Envelope, aad: Buffer): Buffer {
   const iv = Buffer.from(envelope.iv, 'base64url');
   const data = Buffer.from(envelope.ciphertext, 'base64url');
-  if (iv.length !== 12 || data.length < 16) throw new EnvelopeError('iv must be 12 bytes and the ciphertext at least the 16-byte tag');
+  if (iv.length !== 12 || data.length < 16)
+    throw new EnvelopeError('iv must be 12 bytes and the ciphertext at least the 16-byte tag');
   try {
     const decipher = createDecipheriv('aes-256-gcm', key, iv);
     decipher.setAAD(aad);
@@ -75,8 +90,13 @@ export function open(key: Buffer, envelope: Envelope, aad: Buffer): Buffer {
  * The hub's side: opens a partner's request envelope with the hub's X25519 private key, and returns the plaintext
  * and a function sealing the answer under the response key.
  */
-export function openRequest(envelope: RequestEnvelope, partnerId: string, hub: { privateKey: KeyObject; publicKey: KeyObject }): { plaintext: Buffer; sealResponse: (plaintext: Buffer) => Envelope } {
-  if (envelope.v !== ENVELOPE_VERSION || envelope.alg !== ENVELOPE_ALG) throw new EnvelopeError(`unsupported envelope: v must be ${ENVELOPE_VERSION} and alg ${ENVELOPE_ALG}`);
+export function openRequest(
+  envelope: RequestEnvelope,
+  partnerId: string,
+  hub: { privateKey: KeyObject; publicKey: KeyObject }
+): { plaintext: Buffer; sealResponse: (plaintext: Buffer) => Envelope } {
+  if (envelope.v !== ENVELOPE_VERSION || envelope.alg !== ENVELOPE_ALG)
+    throw new EnvelopeError(`unsupported envelope: v must be ${ENVELOPE_VERSION} and alg ${ENVELOPE_ALG}`);
   const epk = x25519Public(envelope.epk);
   let shared: Buffer;
   try {

@@ -42,7 +42,8 @@ export function parseSignatureInput(field: string): SignatureInput[] {
         s = s.slice(1);
         break;
       }
-      const item = /^"([\x20-\x21\x23-\x5b\x5d-\x7e]*)"/.exec(s) ?? fail('components are quoted strings without parameters');
+      const item =
+        /^"([\x20-\x21\x23-\x5b\x5d-\x7e]*)"/.exec(s) ?? fail('components are quoted strings without parameters');
       components.push(item[1]!);
       s = s.slice(item[0].length);
       if (!s.startsWith(' ') && !s.startsWith(')')) fail('components are separated by spaces');
@@ -91,7 +92,11 @@ export function signatureBytes(field: string, label: string): Buffer | null {
 }
 
 const serializeParam = ([name, value]: [string, SignatureParamValue]) =>
-  value === true ? `;${name}` : typeof value === 'number' ? `;${name}=${value}` : `;${name}="${String(value).replace(/(["\\])/g, '\\$1')}"`;
+  value === true
+    ? `;${name}`
+    : typeof value === 'number'
+      ? `;${name}=${value}`
+      : `;${name}="${String(value).replace(/(["\\])/g, '\\$1')}"`;
 
 /** The value of `@signature-params`: the inner list serialized as RFC 8941 does. */
 export function serializeSignatureParams(input: Pick<SignatureInput, 'components' | 'params'>): string {
@@ -127,7 +132,8 @@ function componentValue(name: string, msg: MessageComponents): string {
     case '@status':
       return String(msg.status ?? missing());
     default: {
-      if (name.startsWith('@') || name !== name.toLowerCase()) throw new SignatureFormatError(`unsupported component ${name}`);
+      if (name.startsWith('@') || name !== name.toLowerCase())
+        throw new SignatureFormatError(`unsupported component ${name}`);
       const v = msg.headers[name];
       if (v === undefined) missing();
       return (Array.isArray(v) ? v.map((x) => x.trim()).join(', ') : v!.trim()).replace(/\s*\r?\n\s*/g, ' ');
@@ -156,14 +162,23 @@ export function verifyEd25519(base: string, signature: Buffer, publicKey: KeyObj
 }
 
 /** Signs a message: the Signature-Input and Signature field values for label `label`. */
-export function signMessage(label: string, input: Pick<SignatureInput, 'components' | 'params'>, msg: MessageComponents, privateKey: KeyObject): { signatureInput: string; signature: string } {
+export function signMessage(
+  label: string,
+  input: Pick<SignatureInput, 'components' | 'params'>,
+  msg: MessageComponents,
+  privateKey: KeyObject
+): { signatureInput: string; signature: string } {
   const base = signatureBase(input, msg);
   const sig = sign(null, Buffer.from(base, 'utf8'), privateKey);
-  return { signatureInput: `${label}=${serializeSignatureParams(input)}`, signature: `${label}=:${sig.toString('base64')}:` };
+  return {
+    signatureInput: `${label}=${serializeSignatureParams(input)}`,
+    signature: `${label}=:${sig.toString('base64')}:`
+  };
 }
 
 /** Content-Digest (RFC 9530) with SHA-256 over the bytes. */
-export const contentDigest = (body: Buffer | string): string => `sha-256=:${createHash('sha256').update(body).digest('base64')}:`;
+export const contentDigest = (body: Buffer | string): string =>
+  `sha-256=:${createHash('sha256').update(body).digest('base64')}:`;
 
 /**
  * Checks a Content-Digest field against the body: true when a sha-256 or sha-512 member matches (at least one of
@@ -175,7 +190,9 @@ export function contentDigestMatches(field: string, body: Buffer): boolean {
     const m = /^\s*(sha-256|sha-512)=:([A-Za-z0-9+/]*={0,2}):\s*$/.exec(member);
     if (!m) continue;
     known++;
-    const expected = createHash(m[1] === 'sha-256' ? 'sha256' : 'sha512').update(body).digest('base64');
+    const expected = createHash(m[1] === 'sha-256' ? 'sha256' : 'sha512')
+      .update(body)
+      .digest('base64');
     if (expected !== m[2]) return false;
   }
   return known > 0;

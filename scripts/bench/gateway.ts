@@ -53,8 +53,17 @@ interface Figures {
 /** One request: the whole answer (json) or the time to the first content chunk (ttft, the stream then read to its end). */
 async function once(t: Target, mode: Mode): Promise<number | null> {
   const t0 = performance.now();
-  const body = { model: t.model, messages: [{ role: 'user', content: PROMPT }], max_tokens: 32, ...(mode === 'ttft' ? { stream: true, stream_options: { include_usage: true } } : {}) };
-  const res = await fetch(t.url, { method: 'POST', headers: { 'content-type': 'application/json', ...t.headers }, body: JSON.stringify(body) });
+  const body = {
+    model: t.model,
+    messages: [{ role: 'user', content: PROMPT }],
+    max_tokens: 32,
+    ...(mode === 'ttft' ? { stream: true, stream_options: { include_usage: true } } : {})
+  };
+  const res = await fetch(t.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...t.headers },
+    body: JSON.stringify(body)
+  });
   if (mode === 'json') {
     const text = await res.text();
     return res.ok && text.includes('"choices"') ? performance.now() - t0 : null;
@@ -85,7 +94,13 @@ function figuresOf(samples: Sample[]): Figures {
   const latencies = samples.flatMap((s) => s.latencies).sort((a, b) => a - b);
   const seconds = samples.reduce((sum, s) => sum + s.seconds, 0);
   const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
-  return { ops: latencies.length, errors: samples.reduce((sum, s) => sum + s.errors, 0), perSec: latencies.length / seconds, p50: pct(50), p99: pct(99) };
+  return {
+    ops: latencies.length,
+    errors: samples.reduce((sum, s) => sum + s.errors, 0),
+    perSec: latencies.length / seconds,
+    p50: pct(50),
+    p99: pct(99)
+  };
 }
 
 async function load(t: Target, mode: Mode, concurrency: number, seconds: number): Promise<Sample> {
@@ -105,7 +120,13 @@ async function load(t: Target, mode: Mode, concurrency: number, seconds: number)
   return { latencies, errors, seconds: (performance.now() - started) / 1000 };
 }
 
-async function waitFor(url: string, child: ChildProcess, what: string, timeoutMs: number, headers: Record<string, string> = {}): Promise<void> {
+async function waitFor(
+  url: string,
+  child: ChildProcess,
+  what: string,
+  timeoutMs: number,
+  headers: Record<string, string> = {}
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${what} exited during start-up`);
@@ -144,16 +165,25 @@ async function startUpstream(log: StackLog): Promise<{ baseUrl: string; child: C
 }
 
 /** LiteLLM's proxy in a venv under the cache dir (installed once), or the reason it cannot run here. */
-async function startLiteLlm(upstreamBase: string, log: StackLog): Promise<{ target: Target; child: ChildProcess; version: string } | { skipped: string }> {
+async function startLiteLlm(
+  upstreamBase: string,
+  log: StackLog
+): Promise<{ target: Target; child: ChildProcess; version: string } | { skipped: string }> {
   if (process.env.BENCH_LITELLM === 'off') return { skipped: 'BENCH_LITELLM=off' };
   const python = process.env.PYTHON ?? 'python3';
   let pyVersion: string;
   try {
-    pyVersion = execFileSync(python, ['-c', 'import sys; print("py%d.%d" % sys.version_info[:2])'], { encoding: 'utf8' }).trim();
+    pyVersion = execFileSync(python, ['-c', 'import sys; print("py%d.%d" % sys.version_info[:2])'], {
+      encoding: 'utf8'
+    }).trim();
   } catch {
     return { skipped: `no ${python} on this machine` };
   }
-  const venv = path.join(process.env.ZH_CACHE_DIR ?? path.join(os.homedir(), '.cache', 'zhongshu-hub'), 'litellm', pyVersion);
+  const venv = path.join(
+    process.env.ZH_CACHE_DIR ?? path.join(os.homedir(), '.cache', 'zhongshu-hub'),
+    'litellm',
+    pyVersion
+  );
   const bin = (name: string) => path.join(venv, 'bin', name);
   if (!fs.existsSync(path.join(venv, '.complete'))) {
     console.log(`installing LiteLLM's proxy (litellm[proxy] from PyPI) into ${venv} (once; a few minutes)`);
@@ -161,10 +191,15 @@ async function startLiteLlm(upstreamBase: string, log: StackLog): Promise<{ targ
       fs.rmSync(venv, { recursive: true, force: true });
       fs.mkdirSync(path.dirname(venv), { recursive: true });
       execFileSync(python, ['-m', 'venv', venv], { stdio: ['ignore', log.fd(), log.fd()] });
-      execFileSync(bin('pip'), ['install', '--quiet', '--disable-pip-version-check', 'litellm[proxy]'], { stdio: ['ignore', log.fd(), log.fd()], timeout: 20 * 60_000 });
+      execFileSync(bin('pip'), ['install', '--quiet', '--disable-pip-version-check', 'litellm[proxy]'], {
+        stdio: ['ignore', log.fd(), log.fd()],
+        timeout: 20 * 60_000
+      });
       fs.writeFileSync(path.join(venv, '.complete'), '');
     } catch (err) {
-      return { skipped: `could not install litellm[proxy] into ${venv}: ${(err as Error).message.split('\n')[0]} (details in ${log.path})` };
+      return {
+        skipped: `could not install litellm[proxy] into ${venv}: ${(err as Error).message.split('\n')[0]} (details in ${log.path})`
+      };
     }
   }
   const version = (() => {
@@ -194,18 +229,31 @@ async function startLiteLlm(upstreamBase: string, log: StackLog): Promise<{ targ
     ].join('\n')
   );
   const port = await freePort();
-  const child = spawn(bin('litellm'), ['--config', config, '--host', '127.0.0.1', '--port', String(port), '--num_workers', '1'], {
-    stdio: ['ignore', log.fd(), log.fd()],
-    env: { ...process.env, LITELLM_LOG: 'ERROR', LITELLM_TELEMETRY: 'False', NO_DOCS: 'True' },
-    cwd: dir
-  });
+  const child = spawn(
+    bin('litellm'),
+    ['--config', config, '--host', '127.0.0.1', '--port', String(port), '--num_workers', '1'],
+    {
+      stdio: ['ignore', log.fd(), log.fd()],
+      env: { ...process.env, LITELLM_LOG: 'ERROR', LITELLM_TELEMETRY: 'False', NO_DOCS: 'True' },
+      cwd: dir
+    }
+  );
   try {
     await waitFor(`http://127.0.0.1:${port}/health/liveliness`, child, "LiteLLM's proxy", 180_000);
   } catch (err) {
     await stopChild(child);
     return { skipped: `LiteLLM's proxy did not start: ${(err as Error).message} (its output is in ${log.path})` };
   }
-  return { target: { name: 'litellm', url: `http://127.0.0.1:${port}/v1/chat/completions`, model: 'bench', headers: { authorization: `Bearer ${masterKey}` } }, child, version };
+  return {
+    target: {
+      name: 'litellm',
+      url: `http://127.0.0.1:${port}/v1/chat/completions`,
+      model: 'bench',
+      headers: { authorization: `Bearer ${masterKey}` }
+    },
+    child,
+    version
+  };
 }
 
 const ms = (v: number) => (Number.isFinite(v) ? `${v.toFixed(2)} ms` : '—');
@@ -214,9 +262,16 @@ const row = (name: string, f: Figures) =>
 
 async function main(): Promise<void> {
   const log = new StackLog('gateway');
-  console.log(`bench:gateway — ${SECONDS} s per cell, concurrency ${CONCURRENCIES.join(' and ')}, non-streaming and time to first token`);
+  console.log(
+    `bench:gateway — ${SECONDS} s per cell, concurrency ${CONCURRENCIES.join(' and ')}, non-streaming and time to first token`
+  );
   console.log(`the stack's embedded FerretDB on ${BACKEND} (FERRETDB_BACKEND)`);
-  console.log(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')} (other work on the machine makes these figures noisy)`);
+  console.log(
+    `machine: ${os.cpus().length} cores, load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')} (other work on the machine makes these figures noisy)`
+  );
   let stack: BenchStack | null = null;
   let upstream: ChildProcess | null = null;
   let litellm: ChildProcess | null = null;
@@ -224,13 +279,23 @@ async function main(): Promise<void> {
   try {
     const up = await startUpstream(log);
     upstream = up.child;
-    const providers = [{ name: 'bench', base_url: up.baseUrl, api_key_env: 'BENCH_UPSTREAM_KEY', timeout_ms: 30_000, models: [{ id: 'bench', upstream: 'bench-upstream', price: { prompt_per_1k: 0.001, completion_per_1k: 0.002 } }] }];
+    const providers = [
+      {
+        name: 'bench',
+        base_url: up.baseUrl,
+        api_key_env: 'BENCH_UPSTREAM_KEY',
+        timeout_ms: 30_000,
+        models: [{ id: 'bench', upstream: 'bench-upstream', price: { prompt_per_1k: 0.001, completion_per_1k: 0.002 } }]
+      }
+    ];
     const [stackStarted, lite] = await Promise.all([
       startBenchStack('gateway', log, {
         CHAT_PROVIDERS: JSON.stringify(providers),
         BENCH_UPSTREAM_KEY: 'sk-bench-upstream',
         // Limits stay on (every request takes its per-minute and per-day slots) but high enough not to refuse.
-        CHAT_PLANS: JSON.stringify({ S5: { requests_per_minute: 1_000_000, requests_per_day: 100_000_000, tokens_per_day: 1e12 } }),
+        CHAT_PLANS: JSON.stringify({
+          S5: { requests_per_minute: 1_000_000, requests_per_day: 100_000_000, tokens_per_day: 1e12 }
+        }),
         DEPLOY_WEB: 'off',
         FERRETDB_BACKEND: BACKEND
       }),
@@ -249,14 +314,31 @@ async function main(): Promise<void> {
     const apiKey = await issueKey();
 
     const targets: Target[] = [
-      { name: 'direct', url: `${up.baseUrl}/chat/completions`, model: 'bench-upstream', headers: { authorization: 'Bearer sk-bench-upstream' } },
-      { name: 'gateway', url: `${stack.base}/v1/chat/completions`, model: 'bench', headers: { authorization: `Bearer ${apiKey}` } }
+      {
+        name: 'direct',
+        url: `${up.baseUrl}/chat/completions`,
+        model: 'bench-upstream',
+        headers: { authorization: 'Bearer sk-bench-upstream' }
+      },
+      {
+        name: 'gateway',
+        url: `${stack.base}/v1/chat/completions`,
+        model: 'bench',
+        headers: { authorization: `Bearer ${apiKey}` }
+      }
     ];
     if (process.env.BENCH_EXACT_KEYS !== 'off') {
       const exact = await stack.startApi({ CHAT_KEY_CACHE_MS: '0' });
       const shared = process.env.BENCH_EXACT_KEYS === 'shared';
-      targets.push({ name: 'gw-exact', url: `${exact}/v1/chat/completions`, model: 'bench', headers: { authorization: `Bearer ${shared ? apiKey : await issueKey()}` } });
-      console.log(`gw-exact: a second API process with CHAT_KEY_CACHE_MS=0 (its key read at every request), ${shared ? "the gateway's key" : 'a key of its own'}`);
+      targets.push({
+        name: 'gw-exact',
+        url: `${exact}/v1/chat/completions`,
+        model: 'bench',
+        headers: { authorization: `Bearer ${shared ? apiKey : await issueKey()}` }
+      });
+      console.log(
+        `gw-exact: a second API process with CHAT_KEY_CACHE_MS=0 (its key read at every request), ${shared ? "the gateway's key" : 'a key of its own'}`
+      );
     }
     if ('target' in lite) {
       litellm = lite.child;
@@ -270,7 +352,9 @@ async function main(): Promise<void> {
     const results = new Map<string, Figures>();
     for (const mode of MODES) {
       for (const c of CONCURRENCIES) {
-        console.log(`\n${mode === 'json' ? 'non-streaming (whole answer)' : 'streaming, time to first token'}, concurrency ${c}:`);
+        console.log(
+          `\n${mode === 'json' ? 'non-streaming (whole answer)' : 'streaming, time to first token'}, concurrency ${c}:`
+        );
         // The targets take turns, SLICES times a cell, so a pause of the shared machine falls on all of them alike.
         const samples = new Map<string, Sample[]>(targets.map((t) => [t.name, []]));
         for (let slice = 0; slice < SLICES; slice++) {

@@ -46,7 +46,10 @@ import { BenchStack, startBenchStack } from './stack';
 import { presenceHorizon, PresenceStore, PRESENCE_SHARDS } from '../../store/federation/presence';
 import { nodeSweeperWorkflowId, NODE_SWEEPER_GROUPS } from '../../workflows/federation/node-lifecycle-sweeper.contract';
 
-const SIZES = (process.env.BENCH_NODES ?? '500').split(',').map((s) => Number(s.trim())).filter((n) => n > 0);
+const SIZES = (process.env.BENCH_NODES ?? '500')
+  .split(',')
+  .map((s) => Number(s.trim()))
+  .filter((n) => n > 0);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 60);
 const OFFLINE_AFTER_S = Number(process.env.BENCH_OFFLINE_AFTER_S ?? 30);
 /** A node beats well inside the offline window: 15 s, or a third of a shorter window. */
@@ -96,7 +99,10 @@ function cpuSeconds(pid: number): number {
   let total = 0;
   const stat = (p: number) => {
     try {
-      const fields = fs.readFileSync(`/proc/${p}/stat`, 'utf8').replace(/^.*\) /, '').split(' ');
+      const fields = fs
+        .readFileSync(`/proc/${p}/stat`, 'utf8')
+        .replace(/^.*\) /, '')
+        .split(' ');
       return { ppid: Number(fields[1]), cpu: (Number(fields[11]) + Number(fields[12])) / CLK_TCK };
     } catch {
       return null;
@@ -116,7 +122,8 @@ function cpuSeconds(pid: number): number {
 function stackPids(dataDir: string): Record<string, number> {
   const dir = path.join(dataDir, 'run');
   const out: Record<string, number> = {};
-  for (const f of fs.existsSync(dir) ? fs.readdirSync(dir) : []) if (f.endsWith('.pid')) out[f.replace(/\.pid$/, '')] = Number(fs.readFileSync(path.join(dir, f), 'utf8').trim());
+  for (const f of fs.existsSync(dir) ? fs.readdirSync(dir) : [])
+    if (f.endsWith('.pid')) out[f.replace(/\.pid$/, '')] = Number(fs.readFileSync(path.join(dir, f), 'utf8').trim());
   return out;
 }
 
@@ -131,7 +138,8 @@ async function restartApi(stack: BenchStack): Promise<string> {
   // seconds) or never wrote one. Name the stack's exit when that is the cause, as every other step of the bench does.
   for (const waitedFrom = Date.now(); !before; before = stackPids(stack.dataDir).api) {
     stack.alive();
-    if (Date.now() - waitedFrom > 120_000) throw new Error('restarting the API: no api.pid in the stack\'s run dir for 120 s');
+    if (Date.now() - waitedFrom > 120_000)
+      throw new Error("restarting the API: no api.pid in the stack's run dir for 120 s");
     await new Promise((r) => setTimeout(r, 250));
   }
   const t = Date.now();
@@ -139,10 +147,18 @@ async function restartApi(stack: BenchStack): Promise<string> {
   for (;;) {
     stack.alive();
     const now = stackPids(stack.dataDir).api;
-    if (now && now !== before && (await fetch(`${stack.base}/health`).then((r) => r.ok, () => false))) {
+    if (
+      now &&
+      now !== before &&
+      (await fetch(`${stack.base}/health`).then(
+        (r) => r.ok,
+        () => false
+      ))
+    ) {
       return `API process restarted before the mass online (pid ${before} → ${now}, answering again ${((Date.now() - t) / 1000).toFixed(1)} s after SIGTERM; BENCH_RESTART_API=0 keeps it)`;
     }
-    if (Date.now() - t > 120_000) throw new Error('restarting the API: it did not answer /health within 120 s of SIGTERM');
+    if (Date.now() - t > 120_000)
+      throw new Error('restarting the API: it did not answer /health within 120 s of SIGTERM');
     await new Promise((r) => setTimeout(r, 250));
   }
 }
@@ -159,17 +175,27 @@ interface DbWork {
 function dbWork(stack: BenchStack): DbWork | null {
   const port = stack.ports.POSTGRES_PORT;
   if (stack.backend !== 'postgresql' || !port) return null;
-  const psql = (sql: string) => execFileSync('psql', ['-h', '127.0.0.1', '-p', String(port), '-U', 'ferret', '-d', 'postgres', '-Atc', sql], { encoding: 'utf8' });
+  const psql = (sql: string) =>
+    execFileSync('psql', ['-h', '127.0.0.1', '-p', String(port), '-U', 'ferret', '-d', 'postgres', '-Atc', sql], {
+      encoding: 'utf8'
+    });
   try {
     const xacts = Number(psql(`select xact_commit from pg_stat_database where datname = 'postgres'`).trim());
     const tables = new Map<string, { reads: number; writes: number; rowsScanned: number }>();
-    for (const line of psql(`select relname, coalesce(seq_scan,0) + coalesce(idx_scan,0), n_tup_ins + n_tup_upd + n_tup_del, coalesce(seq_tup_read,0) from pg_stat_user_tables`).trim().split('\n')) {
+    for (const line of psql(
+      `select relname, coalesce(seq_scan,0) + coalesce(idx_scan,0), n_tup_ins + n_tup_upd + n_tup_del, coalesce(seq_tup_read,0) from pg_stat_user_tables`
+    )
+      .trim()
+      .split('\n')) {
       const [name, reads, writes, scanned] = line.split('|');
       if (!name) continue;
       // FerretDB names a collection's table after it with every character that is not a letter, and each character
       // following one that is not a letter, digits included, replaced by `_` (`node_presence_07` → `node_presence___`),
       // plus `_<fnv32a of the name>`.
-      const collection = name.replace(/_[0-9a-f]{8}$/, '').replace(/^node_presence(_samples)?_(\d\d|__)$/, 'node_presence$1_<ss>').replace(/^node_changes_(\d\d|__)$/, 'node_changes_<ss>');
+      const collection = name
+        .replace(/_[0-9a-f]{8}$/, '')
+        .replace(/^node_presence(_samples)?_(\d\d|__)$/, 'node_presence$1_<ss>')
+        .replace(/^node_changes_(\d\d|__)$/, 'node_changes_<ss>');
       const t = tables.get(collection) ?? { reads: 0, writes: 0, rowsScanned: 0 };
       t.reads += Number(reads);
       t.writes += Number(writes);
@@ -183,15 +209,27 @@ function dbWork(stack: BenchStack): DbWork | null {
 }
 
 /** PostgreSQL transactions per heartbeat, and the collections read or written most, between two dbWork readings. */
-function describeDbWork(before: DbWork | null, after: DbWork | null, heartbeats: number, elapsed: number): { perHb: number | null; line: string } {
-  if (!before || !after) return { perHb: null, line: 'database statements: not counted (FerretDB on PostgreSQL counts them)' };
+function describeDbWork(
+  before: DbWork | null,
+  after: DbWork | null,
+  heartbeats: number,
+  elapsed: number
+): { perHb: number | null; line: string } {
+  if (!before || !after)
+    return { perHb: null, line: 'database statements: not counted (FerretDB on PostgreSQL counts them)' };
   const xacts = after.xacts - before.xacts;
   const rows = [...after.tables].map(([name, a]) => {
     const b = before.tables.get(name) ?? { reads: 0, writes: 0, rowsScanned: 0 };
     return { name, reads: a.reads - b.reads, writes: a.writes - b.writes, rowsScanned: a.rowsScanned - b.rowsScanned };
   });
-  const scanned = rows.filter((r) => r.rowsScanned > 0).sort((x, y) => y.rowsScanned - x.rowsScanned).slice(0, 4);
-  const top = rows.filter((r) => r.reads + r.writes > 0).sort((x, y) => y.reads + y.writes - (x.reads + x.writes)).slice(0, 6);
+  const scanned = rows
+    .filter((r) => r.rowsScanned > 0)
+    .sort((x, y) => y.rowsScanned - x.rowsScanned)
+    .slice(0, 4);
+  const top = rows
+    .filter((r) => r.reads + r.writes > 0)
+    .sort((x, y) => y.reads + y.writes - (x.reads + x.writes))
+    .slice(0, 6);
   const perHb = xacts / Math.max(1, heartbeats);
   return {
     perHb,
@@ -204,7 +242,8 @@ async function ferretCommands(port: number): Promise<Map<string, number> | null>
   try {
     const text = await (await fetch(`http://127.0.0.1:${port}/debug/metrics`)).text();
     const counts = new Map<string, number>();
-    for (const m of text.matchAll(/^ferretdb_client_requests_total\{command="([^"]+)"[^}]*\} (\S+)$/gm)) counts.set(m[1]!, (counts.get(m[1]!) ?? 0) + Number(m[2]));
+    for (const m of text.matchAll(/^ferretdb_client_requests_total\{command="([^"]+)"[^}]*\} (\S+)$/gm))
+      counts.set(m[1]!, (counts.get(m[1]!) ?? 0) + Number(m[2]));
     return counts;
   } catch {
     return null;
@@ -212,9 +251,17 @@ async function ferretCommands(port: number): Promise<Map<string, number> | null>
 }
 
 /** Database commands per heartbeat between two ferretCommands readings, busiest first. */
-function describeCommands(before: Map<string, number> | null, after: Map<string, number> | null, heartbeats: number, elapsed: number): string {
-  if (!before || !after) return 'database commands: not counted (FerretDB\'s debug listener did not answer)';
-  const rows = [...after].map(([command, n]) => ({ command, n: n - (before.get(command) ?? 0) })).filter((r) => r.n > 0).sort((a, b) => b.n - a.n);
+function describeCommands(
+  before: Map<string, number> | null,
+  after: Map<string, number> | null,
+  heartbeats: number,
+  elapsed: number
+): string {
+  if (!before || !after) return "database commands: not counted (FerretDB's debug listener did not answer)";
+  const rows = [...after]
+    .map(([command, n]) => ({ command, n: n - (before.get(command) ?? 0) }))
+    .filter((r) => r.n > 0)
+    .sort((a, b) => b.n - a.n);
   const total = rows.reduce((s, r) => s + r.n, 0);
   return `database commands (FerretDB): ${(total / elapsed).toFixed(0)}/s, ${(total / Math.max(1, heartbeats)).toFixed(2)} per heartbeat: ${rows
     .slice(0, 8)
@@ -230,7 +277,9 @@ interface SizeFigures {
 }
 
 async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures> {
-  console.log(`\n== ${nodesWanted} nodes, each beating every ${BEAT_S} s (about ${(nodesWanted / BEAT_S).toFixed(0)} heartbeats/s), NODE_OFFLINE_AFTER_S=${OFFLINE_AFTER_S}`);
+  console.log(
+    `\n== ${nodesWanted} nodes, each beating every ${BEAT_S} s (about ${(nodesWanted / BEAT_S).toFixed(0)} heartbeats/s), NODE_OFFLINE_AFTER_S=${OFFLINE_AFTER_S}`
+  );
   let stack: BenchStack | null = null;
   let mongo: MongoClient | null = null;
   let connection: Connection | null = null;
@@ -238,7 +287,11 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
   const loops: Promise<void>[] = [];
   const heartbeats = new Agent({ connections: CONNECTIONS > 0 ? CONNECTIONS : null, keepAliveTimeout: 60_000 });
   try {
-    stack = await startBenchStack('hb', log, { NODE_REVIEW_REQUIRED: 'false', NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S), REGISTER_RATE_LIMIT_PER_MIN: '100000000' });
+    stack = await startBenchStack('hb', log, {
+      NODE_REVIEW_REQUIRED: 'false',
+      NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S),
+      REGISTER_RATE_LIMIT_PER_MIN: '100000000'
+    });
     const { base } = stack;
     mongo = await MongoClient.connect(stack.mongoUri);
     const db = mongo.db(stack.dbName);
@@ -251,14 +304,21 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     await Promise.all(
       Array.from({ length: REGISTER_CONCURRENCY }, async () => {
         while (requested++ < nodesWanted) {
-          const res = await fetch(`${base}/a2a/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: `bench-${requested}`, brand: { code: 'custom' }, instance: { memory_gb: 8 } }) });
+          const res = await fetch(`${base}/a2a/register`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/json' },
+            body: JSON.stringify({ name: `bench-${requested}`, brand: { code: 'custom' }, instance: { memory_gb: 8 } })
+          });
           if (res.status !== 201) throw new Error(`register: ${res.status} ${await res.text()}`);
           nodes.push((await res.json()) as Node);
         }
       })
     );
     console.log(`registered ${nodes.length} nodes in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-    const sampleIds = nodes.filter((_, i) => i % Math.max(1, Math.floor(nodes.length / SAMPLE)) === 0).slice(0, SAMPLE).map((n) => n.node_id);
+    const sampleIds = nodes
+      .filter((_, i) => i % Math.max(1, Math.floor(nodes.length / SAMPLE)) === 0)
+      .slice(0, SAMPLE)
+      .map((n) => n.node_id);
 
     // Settle: every registration recorded (ledger) and the sampled workflows past their first workflow task.
     const registeredAt = Date.now();
@@ -268,17 +328,24 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
       let shown = 0;
       if (recorded >= nodes.length) {
         for (const id of sampleIds) {
-          const d = await temporal.workflow.getHandle(`node/${id}`).describe().catch(() => null);
+          const d = await temporal.workflow
+            .getHandle(`node/${id}`)
+            .describe()
+            .catch(() => null);
           if ((d?.searchAttributes as Record<string, unknown[]> | undefined)?.NodeState?.[0]) shown++;
         }
         if (shown === sampleIds.length) break;
       }
       if (Date.now() - registeredAt > SETTLE_S * 1000) {
-        throw new Error(`settle: ${recorded} of ${nodes.length} registrations recorded, ${shown} of ${sampleIds.length} sampled workflows showing a state, ${SETTLE_S} s after the last registration (BENCH_SETTLE_S)`);
+        throw new Error(
+          `settle: ${recorded} of ${nodes.length} registrations recorded, ${shown} of ${sampleIds.length} sampled workflows showing a state, ${SETTLE_S} s after the last registration (BENCH_SETTLE_S)`
+        );
       }
       await new Promise((r) => setTimeout(r, 2000));
     }
-    console.log(`registrations settled (every one in the ledger, the sampled workflows showing their state) ${((Date.now() - registeredAt) / 1000).toFixed(1)} s after the last registration`);
+    console.log(
+      `registrations settled (every one in the ledger, the sampled workflows showing their state) ${((Date.now() - registeredAt) / 1000).toFixed(1)} s after the last registration`
+    );
 
     if (RESTART_API) console.log(await restartApi(stack));
     const origin = new URL(base).origin;
@@ -297,8 +364,15 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
           origin,
           path: '/a2a/heartbeat',
           method: 'POST',
-          headers: { 'content-type': 'application/json', 'x-external-node': node.node_id, 'x-external-key': node.api_key },
-          body: JSON.stringify({ resources: { cpu_percent: 35, memory_used_gb: 4, gpu_count: 1, gpu_util_percent: 50 }, performance: { latency_ms: 120, tasks_done: 3 } })
+          headers: {
+            'content-type': 'application/json',
+            'x-external-node': node.node_id,
+            'x-external-key': node.api_key
+          },
+          body: JSON.stringify({
+            resources: { cpu_percent: 35, memory_used_gb: 4, gpu_count: 1, gpu_util_percent: 50 },
+            performance: { latency_ms: 120, tasks_done: 3 }
+          })
         });
         await res.body.dump();
         ok = res.statusCode === 200;
@@ -310,7 +384,8 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
         }
         if (ok) {
           const prev = lastAck.get(node.node_id);
-          if (massOnline && prev !== undefined && Date.now() - prev > OFFLINE_AFTER_S * 1000) massOnline.late.add(node.node_id);
+          if (massOnline && prev !== undefined && Date.now() - prev > OFFLINE_AFTER_S * 1000)
+            massOnline.late.add(node.node_id);
           lastAck.set(node.node_id, Date.now());
         }
         massOnline?.lat.push(took);
@@ -386,33 +461,76 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
       const count = (state: string) =>
         Promise.race([
           db.collection('nodes').countDocuments({ state }),
-          new Promise<number>((_, reject) => setTimeout(() => reject(new Error(`warm-up: the database did not answer a count of ${state} nodes within 30 s (${((Date.now() - t1) / 1000).toFixed(0)} s into the warm-up)`)), 30_000))
+          new Promise<number>((_, reject) =>
+            setTimeout(
+              () =>
+                reject(
+                  new Error(
+                    `warm-up: the database did not answer a count of ${state} nodes within 30 s (${((Date.now() - t1) / 1000).toFixed(0)} s into the warm-up)`
+                  )
+                ),
+              30_000
+            )
+          )
         ]);
       const offline = await count('offline');
       const online = offline === 0 ? await count('online') : nodes.length - offline;
       if (offline === 0 && online >= nodes.length) break;
       if (Date.now() - t1 > WARMUP_S * 1000) {
-        throw new Error(`warm-up: only ${online} of ${nodes.length} nodes online after ${WARMUP_S} s of every node beating every ${BEAT_S} s (BENCH_WARMUP_S); the hub cannot keep this fleet online on this machine`);
+        throw new Error(
+          `warm-up: only ${online} of ${nodes.length} nodes online after ${WARMUP_S} s of every node beating every ${BEAT_S} s (BENCH_WARMUP_S); the hub cannot keep this fleet online on this machine`
+        );
       }
       await new Promise((r) => setTimeout(r, 2000));
     }
-    console.log(`mass online: all ${nodes.length} nodes online ${((Date.now() - t1) / 1000).toFixed(1)} s after the first heartbeats (settle target ${2 * OFFLINE_AFTER_S} s)`);
+    console.log(
+      `mass online: all ${nodes.length} nodes online ${((Date.now() - t1) / 1000).toFixed(1)} s after the first heartbeats (settle target ${2 * OFFLINE_AFTER_S} s)`
+    );
     const moSeconds = (Date.now() - t1) / 1000;
-    console.log(`  CPU meanwhile (% of one core): ${Object.keys(moPids).sort().map((k) => `${k} ${(((cpuSeconds(moPids[k]!) - moCpu0[k]!) / moSeconds) * 100).toFixed(0)}%`).join(', ')}`);
+    console.log(
+      `  CPU meanwhile (% of one core): ${Object.keys(moPids)
+        .sort()
+        .map((k) => `${k} ${(((cpuSeconds(moPids[k]!) - moCpu0[k]!) / moSeconds) * 100).toFixed(0)}%`)
+        .join(', ')}`
+    );
     {
       const beats = massOnline.lat.length;
       console.log(`  ${describeDbWork(moDb0, dbWork(stack), beats, moSeconds).line}`);
-      console.log(`  ${describeCommands(moCommands0, await ferretCommands(stack.ports.FERRETDB_DEBUG_PORT), beats, moSeconds)}`);
+      console.log(
+        `  ${describeCommands(moCommands0, await ferretCommands(stack.ports.FERRETDB_DEBUG_PORT), beats, moSeconds)}`
+      );
     }
     // Every node beats through the mass online: any online → offline among these is a false transition.
-    console.log(`transitions recorded during the mass online: ${await transitionsSince(db, new Date(t1).toISOString())}`);
+    console.log(
+      `transitions recorded during the mass online: ${await transitionsSince(db, new Date(t1).toISOString())}`
+    );
     const mo: MassOnlineBeats = massOnline;
     massOnline = null;
-    console.log(`heartbeats during the mass online: p50 ${pct(mo.lat, 50)} ms, p99 ${pct(mo.lat, 99)} ms, max ${mo.lat.reduce((a, b) => Math.max(a, b), 0)} ms, at most ${mo.maxInFlight} outstanding at once (sent, or waiting for a client connection); ${mo.late.size} nodes had acknowledged heartbeats more than ${OFFLINE_AFTER_S} s apart (silent as the hub saw them)`);
+    console.log(
+      `heartbeats during the mass online: p50 ${pct(mo.lat, 50)} ms, p99 ${pct(mo.lat, 99)} ms, max ${mo.lat.reduce((a, b) => Math.max(a, b), 0)} ms, at most ${mo.maxInFlight} outstanding at once (sent, or waiting for a client connection); ${mo.late.size} nodes had acknowledged heartbeats more than ${OFFLINE_AFTER_S} s apart (silent as the hub saw them)`
+    );
     if (mo.slow.length > 0) {
       const part = (f: (x: SlowBeat) => number) => mo.slow.map(f).filter((v) => Number.isFinite(v));
       console.log(
-        `  of them ${mo.slow.length} took over 1 s; their time, p50 / p99: in the hub's authentication (node read, body) ${pct(part((x) => x.auth), 50)} / ${pct(part((x) => x.auth), 99)} ms, its presence write ${pct(part((x) => x.presence), 50)} / ${pct(part((x) => x.presence), 99)} ms, outside the hub's handler (client and server queues, connection set-up) ${pct(part((x) => x.lat - x.auth - x.presence), 50)} / ${pct(part((x) => x.lat - x.auth - x.presence), 99)} ms`
+        `  of them ${mo.slow.length} took over 1 s; their time, p50 / p99: in the hub's authentication (node read, body) ${pct(
+          part((x) => x.auth),
+          50
+        )} / ${pct(
+          part((x) => x.auth),
+          99
+        )} ms, its presence write ${pct(
+          part((x) => x.presence),
+          50
+        )} / ${pct(
+          part((x) => x.presence),
+          99
+        )} ms, outside the hub's handler (client and server queues, connection set-up) ${pct(
+          part((x) => x.lat - x.auth - x.presence),
+          50
+        )} / ${pct(
+          part((x) => x.lat - x.auth - x.presence),
+          99
+        )} ms`
       );
     }
 
@@ -421,7 +539,10 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     const mirrorLine = async () => {
       let online = 0;
       for (const id of sampleIds) {
-        const d = await temporal.workflow.getHandle(`node/${id}`).describe().catch(() => null);
+        const d = await temporal.workflow
+          .getHandle(`node/${id}`)
+          .describe()
+          .catch(() => null);
         const v = (d?.searchAttributes as Record<string, unknown[]> | undefined)?.NodeState?.[0];
         if (v === 'online') online++;
       }
@@ -432,9 +553,17 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     clockLag.phase = 'window';
     const historyOf = async () => {
       let nodesTotal = 0;
-      for (const id of sampleIds) nodesTotal += (await temporal.workflow.getHandle(`node/${id}`).describe()).historyLength;
+      for (const id of sampleIds)
+        nodesTotal += (await temporal.workflow.getHandle(`node/${id}`).describe()).historyLength;
       let sweepers = 0;
-      for (let g = 0; g < NODE_SWEEPER_GROUPS; g++) sweepers += await temporal.workflow.getHandle(nodeSweeperWorkflowId(process.env.TEMPORAL_TASK_QUEUE ?? 'zhongshu-hub', g)).describe().then((d) => d.historyLength, () => 0);
+      for (let g = 0; g < NODE_SWEEPER_GROUPS; g++)
+        sweepers += await temporal.workflow
+          .getHandle(nodeSweeperWorkflowId(process.env.TEMPORAL_TASK_QUEUE ?? 'zhongshu-hub', g))
+          .describe()
+          .then(
+            (d) => d.historyLength,
+            () => 0
+          );
       return { nodesTotal, sweepers };
     };
     const pids = stackPids(stack.dataDir);
@@ -463,7 +592,9 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     const h1 = await historyOf();
     stack.alive();
     const hbPerSec = rec.lat.length / elapsed;
-    console.log(`heartbeats: ${hbPerSec.toFixed(0)}/s, p50 ${pct(rec.lat, 50)} ms, p99 ${pct(rec.lat, 99)} ms, ${rec.lat.length} requests, ${rec.errors} errors`);
+    console.log(
+      `heartbeats: ${hbPerSec.toFixed(0)}/s, p50 ${pct(rec.lat, 50)} ms, p99 ${pct(rec.lat, 99)} ms, ${rec.lat.length} requests, ${rec.errors} errors`
+    );
     const machineTicks = machine1.total - machine0.total;
     const busy = (machine1.busy - machine0.busy) / machineTicks;
     const stolen = (machine1.steal - machine0.steal) / machineTicks;
@@ -472,7 +603,9 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     );
     const nodeEvents = ((h1.nodesTotal - h0.nodesTotal) / sampleIds.length) * nodes.length;
     const eventsPerSec = (nodeEvents + (h1.sweepers - h0.sweepers)) / elapsed;
-    console.log(`Temporal history events: ${eventsPerSec.toFixed(1)}/s (${(nodeEvents / elapsed).toFixed(1)}/s in node workflows, extrapolated from ${sampleIds.length}; ${((h1.sweepers - h0.sweepers) / elapsed).toFixed(2)}/s in the sweepers), ${((eventsPerSec * 3600) / nodes.length).toFixed(2)} per node per hour`);
+    console.log(
+      `Temporal history events: ${eventsPerSec.toFixed(1)}/s (${(nodeEvents / elapsed).toFixed(1)}/s in node workflows, extrapolated from ${sampleIds.length}; ${((h1.sweepers - h0.sweepers) / elapsed).toFixed(2)}/s in the sweepers), ${((eventsPerSec * 3600) / nodes.length).toFixed(2)} per node per hour`
+    );
     let cpuTotal = 0;
     const parts: string[] = [];
     for (const k of Object.keys(pids).sort()) {
@@ -481,7 +614,9 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
       parts.push(`${k} ${(used * 100).toFixed(0)}%`);
     }
     const cpuMsPerHb = ((cpuTotal * elapsed) / Math.max(1, rec.lat.length)) * 1000;
-    console.log(`CPU (% of one core): ${parts.join(', ')}; all ${(cpuTotal * 100).toFixed(0)}% → ${cpuMsPerHb.toFixed(2)} ms of CPU per heartbeat`);
+    console.log(
+      `CPU (% of one core): ${parts.join(', ')}; all ${(cpuTotal * 100).toFixed(0)}% → ${cpuMsPerHb.toFixed(2)} ms of CPU per heartbeat`
+    );
     const work = describeDbWork(db0, db1, rec.lat.length, elapsed);
     console.log(work.line);
     console.log(describeCommands(commands0, commands1, rec.lat.length, elapsed));
@@ -501,14 +636,21 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
     while (Date.now() - stopAt < wait) {
       stack.alive();
       await new Promise((r) => setTimeout(r, 2000));
-      const offline = await db.collection('nodes').find({ state: 'offline' }, { projection: { _id: 1, state_changed_at: 1 } }).toArray();
-      delays = offline.filter((d) => stopped.has(String(d._id))).map((d) => (Date.parse(d.state_changed_at) - lastAck.get(String(d._id))!) / 1000);
+      const offline = await db
+        .collection('nodes')
+        .find({ state: 'offline' }, { projection: { _id: 1, state_changed_at: 1 } })
+        .toArray();
+      delays = offline
+        .filter((d) => stopped.has(String(d._id)))
+        .map((d) => (Date.parse(d.state_changed_at) - lastAck.get(String(d._id))!) / 1000);
       if (delays.length >= silent.length) break;
     }
     console.log(
       `mass silence: ${silent.length} nodes stopped at once; ${delays.length} offline within ${((Date.now() - stopAt) / 1000).toFixed(0)} s; delay after the last heartbeat p50 ${pct(delays, 50).toFixed(2)} s, max ${pct(delays, 100).toFixed(2)} s (target ≤ ${OFFLINE_AFTER_S + 2} s, settle ≤ ${2 * OFFLINE_AFTER_S} s)`
     );
-    console.log(`false offline transitions while they settled: ${await falseOfflines(db, silentSince, stopped)}; ${lagLine('mass silence')}`);
+    console.log(
+      `false offline transitions while they settled: ${await falseOfflines(db, silentSince, stopped)}; ${lagLine('mass silence')}`
+    );
     return { nodes: nodes.length, hbPerSec, cpuMsPerHb, dbPerHb: work.perHb };
   } finally {
     running.on = false;
@@ -521,9 +663,16 @@ async function runSize(nodesWanted: number, log: StackLog): Promise<SizeFigures>
 }
 
 /** Every node state change in the ledger (`hub.node.state_changed` events). */
-async function stateChanges(db: ReturnType<MongoClient['db']>): Promise<{ node_id: string; from: string | null; to: string; at: string }[]> {
-  const events = await db.collection('ledger').find({ key: 'hub.node.state_changed' }, { projection: { value_json: 1 } }).toArray();
-  return events.map((e) => JSON.parse(String(e.value_json)) as { node_id: string; from: string | null; to: string; at: string });
+async function stateChanges(
+  db: ReturnType<MongoClient['db']>
+): Promise<{ node_id: string; from: string | null; to: string; at: string }[]> {
+  const events = await db
+    .collection('ledger')
+    .find({ key: 'hub.node.state_changed' }, { projection: { value_json: 1 } })
+    .toArray();
+  return events.map(
+    (e) => JSON.parse(String(e.value_json)) as { node_id: string; from: string | null; to: string; at: string }
+  );
 }
 
 /** The liveness transitions recorded since `since`, by direction, and the most any one node had. */
@@ -541,12 +690,16 @@ async function transitionsSince(db: ReturnType<MongoClient['db']>, since: string
 
 /** Ledger events online → offline since `since` of nodes that kept beating. */
 async function falseOfflines(db: ReturnType<MongoClient['db']>, since: string, stopped: Set<string>): Promise<number> {
-  return (await stateChanges(db)).filter((v) => v.from === 'online' && v.to === 'offline' && v.at >= since && !stopped.has(v.node_id)).length;
+  return (await stateChanges(db)).filter(
+    (v) => v.from === 'online' && v.to === 'offline' && v.at >= since && !stopped.has(v.node_id)
+  ).length;
 }
 
 async function main(): Promise<void> {
   const log = new StackLog('heartbeat');
-  console.log(`bench:heartbeat — fleets of ${SIZES.join(', ')} nodes, beat every ${BEAT_S} s, ${SECONDS} s window, NODE_OFFLINE_AFTER_S=${OFFLINE_AFTER_S}, heartbeats over ${CONNECTIONS > 0 ? `${CONNECTIONS} keep-alive connections` : 'as many keep-alive connections as are in flight'} (figures are noisy when the machine has other load)`);
+  console.log(
+    `bench:heartbeat — fleets of ${SIZES.join(', ')} nodes, beat every ${BEAT_S} s, ${SECONDS} s window, NODE_OFFLINE_AFTER_S=${OFFLINE_AFTER_S}, heartbeats over ${CONNECTIONS > 0 ? `${CONNECTIONS} keep-alive connections` : 'as many keep-alive connections as are in flight'} (figures are noisy when the machine has other load)`
+  );
   const figures: SizeFigures[] = [];
   try {
     for (const size of SIZES) figures.push(await runSize(size, log));
@@ -557,9 +710,13 @@ async function main(): Promise<void> {
   if (figures.length > 1) {
     const first = figures[0]!;
     const last = figures[figures.length - 1]!;
-    console.log(`\ncost per heartbeat (CPU of FerretDB, Temporal, API and worker ÷ heartbeats), ${last.nodes} vs ${first.nodes} nodes: ${(last.cpuMsPerHb / first.cpuMsPerHb).toFixed(2)}x (${first.cpuMsPerHb.toFixed(2)} → ${last.cpuMsPerHb.toFixed(2)} ms; flat is 1.00x)`);
+    console.log(
+      `\ncost per heartbeat (CPU of FerretDB, Temporal, API and worker ÷ heartbeats), ${last.nodes} vs ${first.nodes} nodes: ${(last.cpuMsPerHb / first.cpuMsPerHb).toFixed(2)}x (${first.cpuMsPerHb.toFixed(2)} → ${last.cpuMsPerHb.toFixed(2)} ms; flat is 1.00x)`
+    );
     if (first.dbPerHb !== null && last.dbPerHb !== null)
-      console.log(`database transactions per heartbeat, ${last.nodes} vs ${first.nodes} nodes: ${(last.dbPerHb / first.dbPerHb).toFixed(2)}x (${first.dbPerHb.toFixed(2)} → ${last.dbPerHb.toFixed(2)})`);
+      console.log(
+        `database transactions per heartbeat, ${last.nodes} vs ${first.nodes} nodes: ${(last.dbPerHb / first.dbPerHb).toFixed(2)}x (${first.dbPerHb.toFixed(2)} → ${last.dbPerHb.toFixed(2)})`
+      );
   }
   log.reportSuccess();
 }
@@ -572,6 +729,15 @@ main().catch((err) => {
 /** The machine's CPU time so far (/proc/stat, in ticks, all cores): busy (user, nice, system, irq, softirq), stolen by the host, total. */
 function machineCpu(): { busy: number; steal: number; total: number; cores: number } {
   const lines = fs.readFileSync('/proc/stat', 'utf8').split('\n');
-  const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = lines[0]!.trim().split(/\s+/).slice(1).map(Number);
-  return { busy: user + nice + system + irq + softirq, steal, total: user + nice + system + idle + iowait + irq + softirq + steal, cores: lines.filter((l) => /^cpu\d/.test(l)).length };
+  const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] = lines[0]!
+    .trim()
+    .split(/\s+/)
+    .slice(1)
+    .map(Number);
+  return {
+    busy: user + nice + system + irq + softirq,
+    steal,
+    total: user + nice + system + idle + iowait + irq + softirq + steal,
+    cores: lines.filter((l) => /^cpu\d/.test(l)).length
+  };
 }

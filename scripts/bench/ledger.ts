@@ -102,13 +102,17 @@ const COMPARE_ASSETS = process.env.BENCH_COMPARE_ASSETS !== '0';
  * concurrency, so a write's figures can be read against what HTTP alone costs on the same machine.
  */
 const HTTP_CLIENT = process.env.BENCH_HTTP_CLIENT ?? 'request';
-if (HTTP_CLIENT !== 'request' && HTTP_CLIENT !== 'fetch') throw new Error(`BENCH_HTTP_CLIENT: ${HTTP_CLIENT} (request, fetch)`);
+if (HTTP_CLIENT !== 'request' && HTTP_CLIENT !== 'fetch')
+  throw new Error(`BENCH_HTTP_CLIENT: ${HTTP_CLIENT} (request, fetch)`);
 const PHASES = new Set((process.env.BENCH_PHASES ?? 'module,http,verify').split(','));
 type Backend = 'sqlite' | 'postgresql';
-const BACKENDS = (process.env.BENCH_BACKENDS ?? (findPostgres() ? 'sqlite,postgresql' : 'sqlite')).split(',').map((b): Backend => {
-  if (b !== 'sqlite' && b !== 'postgresql') throw new Error(`BENCH_BACKENDS: unknown backend ${b} (sqlite, postgresql)`);
-  return b;
-});
+const BACKENDS = (process.env.BENCH_BACKENDS ?? (findPostgres() ? 'sqlite,postgresql' : 'sqlite'))
+  .split(',')
+  .map((b): Backend => {
+    if (b !== 'sqlite' && b !== 'postgresql')
+      throw new Error(`BENCH_BACKENDS: unknown backend ${b} (sqlite, postgresql)`);
+    return b;
+  });
 
 /** One line of the closing comparison: an http measurement on one backend. */
 interface HttpRow {
@@ -162,13 +166,19 @@ function percentiles(latencies: number[]): { p50: number; p99: number; max: numb
   return { p50: pct(50), p99: pct(99), max: latencies[latencies.length - 1] ?? 0 };
 }
 
-const fmt = (f: Figures) => `${f.opsPerSec.toFixed(0).padStart(6)} ops/s   p50 ${f.p50.toFixed(2).padStart(7)} ms   p99 ${f.p99.toFixed(2).padStart(7)} ms`;
+const fmt = (f: Figures) =>
+  `${f.opsPerSec.toFixed(0).padStart(6)} ops/s   p50 ${f.p50.toFixed(2).padStart(7)} ms   p99 ${f.p99.toFixed(2).padStart(7)} ms`;
 /** The item whose key is the median (the lower middle one of an even count). */
 function median<T>(items: T[], key: (t: T) => number): T {
   return [...items].sort((a, b) => key(a) - key(b))[Math.floor((items.length - 1) / 2)]!;
 }
-const spread = (values: number[], digits: number, unit: string) => `${Math.min(...values).toFixed(digits)}-${Math.max(...values).toFixed(digits)}${unit}`;
-const fmtStatuses = (f: Figures) => [...f.statuses].sort(([a], [b]) => a - b).map(([s, n]) => `${n}×${s}`).join(' ');
+const spread = (values: number[], digits: number, unit: string) =>
+  `${Math.min(...values).toFixed(digits)}-${Math.max(...values).toFixed(digits)}${unit}`;
+const fmtStatuses = (f: Figures) =>
+  [...f.statuses]
+    .sort(([a], [b]) => a - b)
+    .map(([s, n]) => `${n}×${s}`)
+    .join(' ');
 const benchValue = (i: number) => ({ i, payload: 'x'.repeat(64) });
 
 async function main(): Promise<void> {
@@ -177,7 +187,10 @@ async function main(): Promise<void> {
   try {
     if (PHASES.has('module') || PHASES.has('verify')) await withModuleDatabase(log, measureModule);
     if (PHASES.has('http')) {
-      if (!process.env.BENCH_BACKENDS && !findPostgres()) console.log('PostgreSQL is not installed: the http phase runs on SQLite only (scripts/install-tools.sh postgresql adds the other column)');
+      if (!process.env.BENCH_BACKENDS && !findPostgres())
+        console.log(
+          'PostgreSQL is not installed: the http phase runs on SQLite only (scripts/install-tools.sh postgresql adds the other column)'
+        );
       const rows: HttpRow[] = [];
       for (const backend of BACKENDS) {
         const single = await measureHttp(log, backend);
@@ -217,17 +230,30 @@ async function withModuleDatabase(log: StackLog, measure: (uri: string) => Promi
 async function measureModule(uri: string): Promise<void> {
   const client = await MongoClient.connect(uri, { retryWrites: false });
   try {
-    if (PHASES.has('module')) console.log(`bench:ledger module — ${OPS} appends per concurrency level, against ${process.env.MONGODB_URI ? 'MONGODB_URI' : 'embedded FerretDB (SQLite)'}`);
+    if (PHASES.has('module'))
+      console.log(
+        `bench:ledger module — ${OPS} appends per concurrency level, against ${process.env.MONGODB_URI ? 'MONGODB_URI' : 'embedded FerretDB (SQLite)'}`
+      );
     for (const c of PHASES.has('module') ? CONCURRENCY : []) {
       const db = client.db(`bench_c${c}_${Date.now()}`);
       await ensureIndexes(db);
       const scratch = db.collection('scratch');
       const baseline = await bareInserts(scratch, c);
       const ledger = new Ledger(db);
-      const appends = await run(c, OPS, (i) => ledger.append({ kind: 'truth', key: `bench.append.${i}`, value: benchValue(i), truth_type: 'data', did: 'did:bench:writer' }));
+      const appends = await run(c, OPS, (i) =>
+        ledger.append({
+          kind: 'truth',
+          key: `bench.append.${i}`,
+          value: benchValue(i),
+          truth_type: 'data',
+          did: 'did:bench:writer'
+        })
+      );
       console.log(`concurrency ${String(c).padStart(2)}  bare insertOne: ${fmt(baseline)}`);
       console.log(`                ledger append:  ${fmt(appends)}`);
-      console.log(`                ratio (append cost / insert cost): ${(baseline.opsPerSec / appends.opsPerSec).toFixed(2)}x time per op, p50 ${(appends.p50 / baseline.p50).toFixed(2)}x`);
+      console.log(
+        `                ratio (append cost / insert cost): ${(baseline.opsPerSec / appends.opsPerSec).toFixed(2)}x time per op, p50 ${(appends.p50 / baseline.p50).toFixed(2)}x`
+      );
       await db.dropDatabase();
     }
 
@@ -236,7 +262,15 @@ async function measureModule(uri: string): Promise<void> {
       await ensureIndexes(db);
       const ledger = new Ledger(db);
       const fillStart = Date.now();
-      await run(64, size, (i) => ledger.append({ kind: 'truth', key: `bench.verify.${i}`, value: { i }, truth_type: 'data', did: 'did:bench:writer' }));
+      await run(64, size, (i) =>
+        ledger.append({
+          kind: 'truth',
+          key: `bench.verify.${i}`,
+          value: { i },
+          truth_type: 'data',
+          did: 'did:bench:writer'
+        })
+      );
       const fillSeconds = (Date.now() - fillStart) / 1000;
       // Time: one uninterrupted verify. Memory: a second verify with a collection every 100 ms; the largest heap
       // left after a collection is what verify holds (RSS only shows how lazily the collector runs).
@@ -273,7 +307,14 @@ async function measureModule(uri: string): Promise<void> {
 /** The floor: a document of the size of a ledger entry, inserted with nothing else around it. */
 function bareInserts(scratch: Collection, concurrency: number, ops = OPS): Promise<Figures> {
   return run(concurrency, ops, async (i) => {
-    await scratch.insertOne({ key: `bench.insert.${i}`, value_json: JSON.stringify(benchValue(i)), leaf_hash: 'x'.repeat(64), root: 'y'.repeat(64), frontier: ['z'.repeat(64)], created_at: new Date().toISOString() });
+    await scratch.insertOne({
+      key: `bench.insert.${i}`,
+      value_json: JSON.stringify(benchValue(i)),
+      leaf_hash: 'x'.repeat(64),
+      root: 'y'.repeat(64),
+      frontier: ['z'.repeat(64)],
+      created_at: new Date().toISOString()
+    });
   });
 }
 
@@ -287,7 +328,18 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
     `bench:ledger http — POST /api/report/truth through the whole stack on FerretDB/${backend}${cluster > 1 ? `, API_PROCESSES=${cluster} (cluster, one ledger writer)` : ''}, ${OPS} writes per measurement${KEYED ? ', each with an Idempotency-Key' : ''}, ledger at ${LEDGER_SIZES.join(', ')} entries`
   );
   const keep = process.env.BENCH_DATA_DIR ? path.join(process.env.BENCH_DATA_DIR, variant) : undefined;
-  const stack = await startBenchStack(`ledger-${variant}`, log, { TRUTH_DAILY_QUOTA: '100000000', NODE_REVIEW_REQUIRED: 'false', FERRETDB_BACKEND: backend, ...(cluster > 1 ? { API_PROCESSES: String(cluster) } : {}), ...(WRITER_LEASE ? { LEDGER_FORWARD_SECRET: LEASE_SECRET } : {}) }, keep);
+  const stack = await startBenchStack(
+    `ledger-${variant}`,
+    log,
+    {
+      TRUTH_DAILY_QUOTA: '100000000',
+      NODE_REVIEW_REQUIRED: 'false',
+      FERRETDB_BACKEND: backend,
+      ...(cluster > 1 ? { API_PROCESSES: String(cluster) } : {}),
+      ...(WRITER_LEASE ? { LEDGER_FORWARD_SECRET: LEASE_SECRET } : {})
+    },
+    keep
+  );
   // With a cluster run to come, both runs write through API_CLUSTER pools of connections, alternating.
   const pools = API_CLUSTER > 1 ? Array.from({ length: API_CLUSTER }, () => new Agent({ connections: 64 })) : [];
   // Without cluster pools, one keep-alive pool for the writes (fetch's global dispatcher keeps connections too).
@@ -297,22 +349,34 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
   const client = await MongoClient.connect(stack.mongoUri, { retryWrites: false });
   try {
     const db = client.db(stack.dbName);
-    const dids = await Promise.all(Array.from({ length: DIDS }, (_, i) => registerBenchDid(stack, `did:bench:writer${i}`)));
+    const dids = await Promise.all(
+      Array.from({ length: DIDS }, (_, i) => registerBenchDid(stack, `did:bench:writer${i}`))
+    );
     const bases = [stack.base];
     // The racing processes have no lease secret: each appends itself.
-    while (cluster <= 1 && bases.length < Math.max(...API_PROCESSES)) bases.push(await stack.startApi({ LEDGER_FORWARD_SECRET: '' }));
+    while (cluster <= 1 && bases.length < Math.max(...API_PROCESSES))
+      bases.push(await stack.startApi({ LEDGER_FORWARD_SECRET: '' }));
     if (bases.length > 1) console.log(`writes alternate between ${API_PROCESSES.join(' and then ')} API process(es)`);
     // With the lease: one more API process, with the secret, forwarding to the stack's (the holder, started first).
-    const leaseBases = WRITER_LEASE && cluster <= 1 && API_PROCESSES.includes(2) ? [stack.base, await stack.startApi()] : null;
-    if (leaseBases) console.log('and then between the stack\'s API (the writer lease holder) and one forwarding its appends to it (`2 API lease`)');
+    const leaseBases =
+      WRITER_LEASE && cluster <= 1 && API_PROCESSES.includes(2) ? [stack.base, await stack.startApi()] : null;
+    if (leaseBases)
+      console.log(
+        "and then between the stack's API (the writer lease holder) and one forwarding its appends to it (`2 API lease`)"
+      );
     // The lease line right after the one-process line, before the racing pair: a line run after the racing pair
     // measured what the race left behind as well (session 26: 0.22-0.25x at c=16 in the bench where probes
     // alternating one process and the lease gave 0.59-0.94x).
-    const modes = [...apiCounts.filter((p) => p === 1).map((p) => ({ p, lease: false })), ...(leaseBases ? [{ p: 2, lease: true }] : []), ...apiCounts.filter((p) => p !== 1).map((p) => ({ p, lease: false }))];
+    const modes = [
+      ...apiCounts.filter((p) => p === 1).map((p) => ({ p, lease: false })),
+      ...(leaseBases ? [{ p: 2, lease: true }] : []),
+      ...apiCounts.filter((p) => p !== 1).map((p) => ({ p, lease: false }))
+    ];
     // DIDs of their own for the racing and the lease lines: processes each keep a quota counter per DID, and a DID's
     // slots taken by the racing pair left the next line's process behind them (its claims refused, then the DID's
     // day of slots re-read: seconds per DID on SQLite), which is the race's cost, not the next line's.
-    const ownDids = (prefix: string) => Promise.all(Array.from({ length: DIDS }, (_, i) => registerBenchDid(stack, `did:bench:${prefix}${i}`)));
+    const ownDids = (prefix: string) =>
+      Promise.all(Array.from({ length: DIDS }, (_, i) => registerBenchDid(stack, `did:bench:${prefix}${i}`)));
     const raceDids = modes.some((m) => m.p > 1 && !m.lease) && cluster <= 1 ? await ownDids('race') : dids;
     const leaseDids = leaseBases ? await ownDids('lease') : dids;
     let lease = false;
@@ -322,35 +386,62 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
     /** The last line measured was a racing pair's (see the settling write before the next line). */
     let raced = false;
     let processes = apiCounts[0]!;
-    const send = async (url: string, i: number, init: { method: 'GET' | 'POST'; headers?: Record<string, string>; body?: string }): Promise<number> => {
+    const send = async (
+      url: string,
+      i: number,
+      init: { method: 'GET' | 'POST'; headers?: Record<string, string>; body?: string }
+    ): Promise<number> => {
       const dispatcher: Dispatcher = pools.length > 0 ? pools[i % pools.length]! : writerPool;
       if (HTTP_CLIENT === 'fetch') {
         const res = pools.length > 0 ? await undiciFetch(url, { ...init, dispatcher }) : await fetch(url, init);
         await res.arrayBuffer();
         return res.status;
       }
-      const res = await dispatcher.request({ origin: new URL(url).origin, path: new URL(url).pathname, method: init.method, headers: init.headers, body: init.body });
+      const res = await dispatcher.request({
+        origin: new URL(url).origin,
+        path: new URL(url).pathname,
+        method: init.method,
+        headers: init.headers,
+        body: init.body
+      });
       await res.body.arrayBuffer();
       return res.statusCode;
     };
     const write = (did: string, key: string, i: number): Promise<number> =>
-      send(`${lease && leaseBases ? leaseBases[i % 2] : bases[i % Math.min(processes, bases.length)]}/api/report/truth`, i, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-did': did, ...(KEYED ? { 'idempotency-key': `bench-${key}` } : {}) },
-        body: JSON.stringify({ key, value: benchValue(i), truth_type: 'data' })
-      });
+      send(
+        `${lease && leaseBases ? leaseBases[i % 2] : bases[i % Math.min(processes, bases.length)]}/api/report/truth`,
+        i,
+        {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            'x-did': did,
+            ...(KEYED ? { 'idempotency-key': `bench-${key}` } : {})
+          },
+          body: JSON.stringify({ key, value: benchValue(i), truth_type: 'data' })
+        }
+      );
     /** What HTTP alone costs with this client: the agent card (no database read) at the writes' concurrency. */
-    const floor = (i: number): Promise<number> => send(`${bases[i % Math.min(processes, bases.length)]}/.well-known/agent-card.json`, i, { method: 'GET' });
+    const floor = (i: number): Promise<number> =>
+      send(`${bases[i % Math.min(processes, bases.length)]}/.well-known/agent-card.json`, i, { method: 'GET' });
     for (const size of LEDGER_SIZES) {
-      const head = async () => ((await (await fetch(`${stack.base}/api/status`)).json()) as { truth_count: number }).truth_count;
+      const head = async () =>
+        ((await (await fetch(`${stack.base}/api/status`)).json()) as { truth_count: number }).truth_count;
       const missing = size - (await head());
       if (missing > 0) {
         const t0 = Date.now();
         // One call over a generator: appendBulk reads the tail once (a read that scans the ledger on SQLite).
         function* fill() {
           for (let i = 0; i < missing; i++) {
-            if (i > 0 && i % 100_000 === 0 && missing > 100_000) console.log(`  filling: ${i}/${missing} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
-            yield { kind: 'truth' as const, key: `bench.fill.${i}`, value: benchValue(i), truth_type: 'data', did: 'did:bench:filler' };
+            if (i > 0 && i % 100_000 === 0 && missing > 100_000)
+              console.log(`  filling: ${i}/${missing} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+            yield {
+              kind: 'truth' as const,
+              key: `bench.fill.${i}`,
+              value: benchValue(i),
+              truth_type: 'data',
+              did: 'did:bench:filler'
+            };
           }
         }
         const filledFrom = await head();
@@ -360,10 +451,20 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
           const records = db.collection<{ _id: string; seq: number }>('ledger_idempotency');
           for (let seq = filledFrom + 1; seq <= filledFrom + missing; seq += 1000) {
             const last = Math.min(seq + 999, filledFrom + missing);
-            await records.insertMany(Array.from({ length: last - seq + 1 }, (_, i) => ({ _id: `k:did:bench:filler:fill-${seq + i}`, seq: seq + i })), { ordered: false }).catch(() => undefined);
+            await records
+              .insertMany(
+                Array.from({ length: last - seq + 1 }, (_, i) => ({
+                  _id: `k:did:bench:filler:fill-${seq + i}`,
+                  seq: seq + i
+                })),
+                { ordered: false }
+              )
+              .catch(() => undefined);
           }
         }
-        console.log(`ledger filled to ${await head()} entries (${missing} entries by appendBulk in ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+        console.log(
+          `ledger filled to ${await head()} entries (${missing} entries by appendBulk in ${((Date.now() - t0) / 1000).toFixed(1)} s)`
+        );
       }
       if (COMPARE_ASSETS) await compareAssets(stack.base, db, size);
       if (WARMUP_OPS > 0) {
@@ -379,15 +480,29 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
           // a process that had half as many was measured still warming up (a probe at concurrency 16, PostgreSQL:
           // lease / one 0.65, 0.78, 0.92 in three rounds after 2,000 writes each; 0.80, 0.87, 0.73 after 4,000).
           const ops = WARMUP_OPS * mode.p;
-          await run(16, ops, (i) => write((lease ? leaseDids : dids)[i % DIDS]!, `bench.warmup.${size}.${mode.p}${lease ? 'l' : ''}.${written + i}`, i));
+          await run(16, ops, (i) =>
+            write(
+              (lease ? leaseDids : dids)[i % DIDS]!,
+              `bench.warmup.${size}.${mode.p}${lease ? 'l' : ''}.${written + i}`,
+              i
+            )
+          );
           written += ops;
         }
-        console.log(`warm-up (not measured): ${WARMUP_OPS} bare inserts and ${WARMUP_OPS} writes per API process of each configuration at concurrency 16 in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+        console.log(
+          `warm-up (not measured): ${WARMUP_OPS} bare inserts and ${WARMUP_OPS} writes per API process of each configuration at concurrency 16 in ${((Date.now() - t0) / 1000).toFixed(1)} s`
+        );
       }
       for (const c of CONCURRENCY) {
         // Each round measures the bare inserts and then every line once; a line's figures are those of its median
         // round by the ratio to that round's own bare inserts (the machine's pace drifts between rounds and runs).
-        const lines = [1, DIDS].flatMap((writers) => modes.map((mode) => ({ writers, mode, rounds: [] as { http: Figures; baseline: Figures; status: ReadLatencies }[] })));
+        const lines = [1, DIDS].flatMap((writers) =>
+          modes.map((mode) => ({
+            writers,
+            mode,
+            rounds: [] as { http: Figures; baseline: Figures; status: ReadLatencies }[]
+          }))
+        );
         const baselines: Figures[] = [];
         let http0: Figures | null = null;
         for (let round = 0; round < ROUNDS; round++) {
@@ -417,27 +532,71 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
             // Each line after the last one's unused quota leases are given back (idle 2 s, store/ledger/quota.ts).
             if (modes.length > 1) await new Promise((r) => setTimeout(r, 3000));
             const probe = await sampleStatus(stack.base);
-            const http = await run(c, OPS, (i) => write((lease ? leaseDids : mode.p > 1 && cluster <= 1 ? raceDids : dids)[i % writers]!, `bench.http.${size}.${c}.${writers}.${mode.p}${lease ? 'l' : ''}.${written + i}`, i));
+            const http = await run(c, OPS, (i) =>
+              write(
+                (lease ? leaseDids : mode.p > 1 && cluster <= 1 ? raceDids : dids)[i % writers]!,
+                `bench.http.${size}.${c}.${writers}.${mode.p}${lease ? 'l' : ''}.${written + i}`,
+                i
+              )
+            );
             line.rounds.push({ http, baseline, status: await probe.stop() });
             written += OPS;
           }
         }
         const baseline = median(baselines, (b) => b.opsPerSec);
-        console.log(`ledger ${size} entries, concurrency ${String(c).padStart(2)}  bare insertOne:   ${fmt(baseline)}${ROUNDS > 1 ? `   (median of ${ROUNDS} rounds: ${spread(baselines.map((b) => b.opsPerSec), 0, '/s')})` : ''}`);
-        console.log(`  HTTP floor (${HTTP_CLIENT}): GET /.well-known/agent-card.json: ${fmt(http0!)}   ${(http0!.opsPerSec / baselines[0]!.opsPerSec).toFixed(2)}x of bare insert`);
+        console.log(
+          `ledger ${size} entries, concurrency ${String(c).padStart(2)}  bare insertOne:   ${fmt(baseline)}${
+            ROUNDS > 1
+              ? `   (median of ${ROUNDS} rounds: ${spread(
+                  baselines.map((b) => b.opsPerSec),
+                  0,
+                  '/s'
+                )})`
+              : ''
+          }`
+        );
+        console.log(
+          `  HTTP floor (${HTTP_CLIENT}): GET /.well-known/agent-card.json: ${fmt(http0!)}   ${(http0!.opsPerSec / baselines[0]!.opsPerSec).toFixed(2)}x of bare insert`
+        );
         for (const line of lines) {
           const { writers, mode } = line;
           const p = mode.p;
           const ratios = line.rounds.map((r) => r.http.opsPerSec / r.baseline.opsPerSec);
           const chosen = median(line.rounds, (r) => r.http.opsPerSec / r.baseline.opsPerSec);
           const { http, status } = chosen;
-          rows.push({ backend, size, concurrency: c, writers, processes: p, lease: mode.lease, http, baseline: chosen.baseline });
+          rows.push({
+            backend,
+            size,
+            concurrency: c,
+            writers,
+            processes: p,
+            lease: mode.lease,
+            http,
+            baseline: chosen.baseline
+          });
           // Against one process: round by round (each pair measured minutes apart at most), the median and range.
           const oneLine = lines.find((l) => l.writers === writers && l.mode.p === 1);
-          const one = [...rows, ...single].find((r) => r.backend === backend && r.size === size && r.concurrency === c && r.writers === writers && r.processes === 1);
-          const vsOne = oneLine && oneLine !== line ? line.rounds.map((r, i) => r.http.opsPerSec / oneLine.rounds[i]!.http.opsPerSec) : null;
-          const throughputVsOne = vsOne ? `${median(vsOne, (x) => x).toFixed(2)}x${ROUNDS > 1 ? ` (${spread(vsOne, 2, 'x')})` : ''}` : one ? `${(http.opsPerSec / one.http.opsPerSec).toFixed(2)}x` : '';
-          const vsSingle = p > 1 && one ? `; vs 1 process: throughput ${throughputVsOne}, p99 ${(http.p99 / one.http.p99).toFixed(2)}x` : '';
+          const one = [...rows, ...single].find(
+            (r) =>
+              r.backend === backend &&
+              r.size === size &&
+              r.concurrency === c &&
+              r.writers === writers &&
+              r.processes === 1
+          );
+          const vsOne =
+            oneLine && oneLine !== line
+              ? line.rounds.map((r, i) => r.http.opsPerSec / oneLine.rounds[i]!.http.opsPerSec)
+              : null;
+          const throughputVsOne = vsOne
+            ? `${median(vsOne, (x) => x).toFixed(2)}x${ROUNDS > 1 ? ` (${spread(vsOne, 2, 'x')})` : ''}`
+            : one
+              ? `${(http.opsPerSec / one.http.opsPerSec).toFixed(2)}x`
+              : '';
+          const vsSingle =
+            p > 1 && one
+              ? `; vs 1 process: throughput ${throughputVsOne}, p99 ${(http.p99 / one.http.p99).toFixed(2)}x`
+              : '';
           console.log(
             `  ${String(writers).padStart(2)} DID${writers > 1 ? 's' : ' '}${modes.length > 1 || cluster > 1 ? ` ${p} API${cluster > 1 ? ' (cluster)' : ''}${mode.lease ? ' lease' : ''}` : ''}  POST /api/report/truth: ${fmt(http)}   [${fmtStatuses(http)}]   ` +
               `throughput ${(http.opsPerSec / chosen.baseline.opsPerSec).toFixed(2)}x of bare insert${ROUNDS > 1 ? ` (${spread(ratios, 2, 'x')})` : ''}; GET /api/status meanwhile p99 ${status.p99.toFixed(1)} ms, max ${status.max.toFixed(1)} ms; status-data reads p99 ${status.reads.p99.toFixed(1)} ms, max ${status.reads.max.toFixed(1)} ms; agent card p99 ${status.card.p99.toFixed(1)} ms${vsSingle}`
@@ -452,8 +611,18 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
       const [small, large] = [Math.min(...LEDGER_SIZES), Math.max(...LEDGER_SIZES)];
       console.log(`ledger ${large} entries against ${small} (flat is 1.00x):`);
       for (const row of rows.filter((r) => r.size === large)) {
-        const base = rows.find((r) => r.size === small && r.concurrency === row.concurrency && r.writers === row.writers && r.processes === row.processes && r.lease === row.lease);
-        if (base) console.log(`  c=${String(row.concurrency).padStart(2)} ${String(row.writers).padStart(2)} DID${row.writers > 1 ? 's' : ' '} ${row.processes} API${row.lease ? ' lease' : ''}: p99 ${(row.http.p99 / base.http.p99).toFixed(2)}x, throughput ${(row.http.opsPerSec / base.http.opsPerSec).toFixed(2)}x`);
+        const base = rows.find(
+          (r) =>
+            r.size === small &&
+            r.concurrency === row.concurrency &&
+            r.writers === row.writers &&
+            r.processes === row.processes &&
+            r.lease === row.lease
+        );
+        if (base)
+          console.log(
+            `  c=${String(row.concurrency).padStart(2)} ${String(row.writers).padStart(2)} DID${row.writers > 1 ? 's' : ' '} ${row.processes} API${row.lease ? ' lease' : ''}: p99 ${(row.http.p99 / base.http.p99).toFixed(2)}x, throughput ${(row.http.opsPerSec / base.http.opsPerSec).toFixed(2)}x`
+          );
       }
     }
     if (raced) await write(dids[0]!, `bench.settle.overload.${written++}`, 0); // see the settling write above
@@ -473,12 +642,16 @@ function compareBackends(rows: HttpRow[]): void {
   const keyOf = (r: HttpRow) => `${r.size}/${r.concurrency}/${r.writers}/${r.processes}/${r.lease}`;
   for (const row of rows.filter((r) => r.backend === first)) {
     const cells = [row, ...others.map((b) => rows.find((r) => r.backend === b && keyOf(r) === keyOf(row)))].map((r) =>
-      r ? `${r.backend} ${r.http.opsPerSec.toFixed(0).padStart(5)}/s p99 ${r.http.p99.toFixed(0).padStart(5)} ms [${r.baseline.opsPerSec.toFixed(0)}/s]` : 'n/a'
+      r
+        ? `${r.backend} ${r.http.opsPerSec.toFixed(0).padStart(5)}/s p99 ${r.http.p99.toFixed(0).padStart(5)} ms [${r.baseline.opsPerSec.toFixed(0)}/s]`
+        : 'n/a'
     );
     const ratios = others
       .map((backend) => rows.find((r) => r.backend === backend && keyOf(r) === keyOf(row)))
       .map((r) => (r ? `${r.backend}/${first} ${(r.http.opsPerSec / row.http.opsPerSec).toFixed(2)}x` : ''));
-    console.log(`  ledger ${String(row.size).padStart(7)}  c=${String(row.concurrency).padStart(2)}  ${String(row.writers).padStart(2)} DID${row.writers > 1 ? 's' : ' '} ${row.processes} API${row.lease ? ' lease' : ''}  ${cells.join('   ')}   ${ratios.join(' ')}`);
+    console.log(
+      `  ledger ${String(row.size).padStart(7)}  c=${String(row.concurrency).padStart(2)}  ${String(row.writers).padStart(2)} DID${row.writers > 1 ? 's' : ' '} ${row.processes} API${row.lease ? ' lease' : ''}  ${cells.join('   ')}   ${ratios.join(' ')}`
+    );
   }
 }
 
@@ -499,16 +672,32 @@ async function compareAssets(base: string, db: Db, size: number): Promise<void> 
   const ledger = db.collection('ledger');
   const tally = await time(() => fetch(`${base}/api/status-data/assets`).then((r) => r.arrayBuffer()), 20);
   const grouping = await time(
-    () => Promise.all([ledger.aggregate([{ $match: { kind: 'truth' } }, { $group: { _id: '$truth_type', count: { $sum: 1 } } }]).toArray(), ledger.countDocuments({ kind: 'event' })]),
+    () =>
+      Promise.all([
+        ledger
+          .aggregate([{ $match: { kind: 'truth' } }, { $group: { _id: '$truth_type', count: { $sum: 1 } } }])
+          .toArray(),
+        ledger.countDocuments({ kind: 'event' })
+      ]),
     size >= 100_000 ? 2 : 10
   );
   // A ledger kept from a run before tallies existed (BENCH_DATA_DIR) has none: assets groups then too.
-  const tallied = (await new Ledger(db).headWithTally()).tally !== null ? 'from the tally' : 'NO TALLY (a ledger filled before tallies: grouped too)';
-  console.log(`ledger ${size} entries, idle: GET /api/status-data/assets (${tallied}) p50 ${tally.toFixed(1)} ms; grouping the entries (before tallies) p50 ${grouping.toFixed(1)} ms: ${(grouping / tally).toFixed(0)}x`);
+  const tallied =
+    (await new Ledger(db).headWithTally()).tally !== null
+      ? 'from the tally'
+      : 'NO TALLY (a ledger filled before tallies: grouped too)';
+  console.log(
+    `ledger ${size} entries, idle: GET /api/status-data/assets (${tallied}) p50 ${tally.toFixed(1)} ms; grouping the entries (before tallies) p50 ${grouping.toFixed(1)} ms: ${(grouping / tally).toFixed(0)}x`
+  );
 }
 
 /** Far more writers than a process admits, for a while; then whether anything keeps landing once they stop. */
-async function overload(stack: BenchStack, db: Db, dids: string[], write: (did: string, key: string, i: number) => Promise<number>): Promise<void> {
+async function overload(
+  stack: BenchStack,
+  db: Db,
+  dids: string[],
+  write: (did: string, key: string, i: number) => Promise<number>
+): Promise<void> {
   // The ledger's size as its newest head record states it (a small collection): counting the entries themselves
   // scans the whole ledger on FerretDB/SQLite (minutes at 1,000,000 entries).
   const sizer = new Ledger(db);
@@ -521,8 +710,14 @@ async function overload(stack: BenchStack, db: Db, dids: string[], write: (did: 
   const entriesBefore = await entries();
   // Who appends the stack's writes: with the writer lease, another process holding it (the stack's API can miss a
   // renewal under a line's load) takes them, with the quota counters of DIDs it may not have seen that day.
-  const health = (await (await fetch(`${stack.base}/health`)).json()) as { ledger_writer?: { holds_lease: boolean | null; writer_url: string | null } };
-  const writer = !health.ledger_writer ? 'no lease (LEDGER_FORWARD_SECRET not set)' : health.ledger_writer.holds_lease ? "held by the stack's API" : `held by another process (${health.ledger_writer.writer_url ?? 'unknown'})`;
+  const health = (await (await fetch(`${stack.base}/health`)).json()) as {
+    ledger_writer?: { holds_lease: boolean | null; writer_url: string | null };
+  };
+  const writer = !health.ledger_writer
+    ? 'no lease (LEDGER_FORWARD_SECRET not set)'
+    : health.ledger_writer.holds_lease
+      ? "held by the stack's API"
+      : `held by another process (${health.ledger_writer.writer_url ?? 'unknown'})`;
   const probe = await sampleStatus(stack.base);
   const statuses = new Map<number, number>();
   const end = Date.now() + OVERLOAD_S * 1000;
@@ -550,10 +745,14 @@ async function overload(stack: BenchStack, db: Db, dids: string[], write: (did: 
     }
   }
   const slotsAfter = await settled(slots, 4000);
-  const summary = [...statuses].sort(([a], [b]) => a - b).map(([s, k]) => `${k}×${s || 'error'}`).join(' ');
+  const summary = [...statuses]
+    .sort(([a], [b]) => a - b)
+    .map(([s, k]) => `${k}×${s || 'error'}`)
+    .join(' ');
   const acknowledged = statuses.get(200) ?? 0;
   // Where the slowest read fell: at +0.0 s it met the load's onset (every client's first request at once).
-  const read = (l: Latency) => `p50 ${l.p50.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms, max ${l.max.toFixed(1)} ms (at +${l.maxAt.toFixed(1)} s)`;
+  const read = (l: Latency) =>
+    `p50 ${l.p50.toFixed(1)} ms, p99 ${l.p99.toFixed(1)} ms, max ${l.max.toFixed(1)} ms (at +${l.maxAt.toFixed(1)} s)`;
   console.log(
     `overload: ${OVERLOAD_CLIENTS} clients for ${OVERLOAD_S} s: ${summary}; GET /api/status meanwhile ${read(status)}; status-data reads (assets, metrics, sync) ${read(status.reads)}; agent card (no database read) ${read(status.card)}`
   );
@@ -580,8 +779,13 @@ async function settled(count: () => Promise<number>, quietMs: number): Promise<n
 }
 
 async function registerBenchDid(stack: BenchStack, did: string): Promise<string> {
-  const res = await fetch(`${stack.base}/admin/dids`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${stack.adminToken}` }, body: JSON.stringify({ did }) });
-  if (res.status !== 201 && res.status !== 200) throw new Error(`could not register ${did}: ${res.status} ${await res.text()}`);
+  const res = await fetch(`${stack.base}/admin/dids`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${stack.adminToken}` },
+    body: JSON.stringify({ did })
+  });
+  if (res.status !== 201 && res.status !== 200)
+    throw new Error(`could not register ${did}: ${res.status} ${await res.text()}`);
   return did;
 }
 

@@ -14,7 +14,20 @@ import { freePort, typescriptProcess } from '../stack/process';
 import { StackLog } from './stack-log';
 
 const ROOT = path.resolve(__dirname, '..', '..');
-const PORT_NAMES = ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT', 'FERRETDB_PORT', 'TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'DEPLOY_WEB_PORT', 'POSTGRES_PORT', 'FERRETDB_DEBUG_PORT'] as const;
+const PORT_NAMES = [
+  'PORT',
+  'BACKUP_PORT',
+  'HUB_PORT',
+  'COMMERCIAL_PORT',
+  'MEMORY_PORT',
+  'DAEMON_PORT',
+  'FERRETDB_PORT',
+  'TEMPORAL_PORT',
+  'TEMPORAL_UI_PORT',
+  'DEPLOY_WEB_PORT',
+  'POSTGRES_PORT',
+  'FERRETDB_DEBUG_PORT'
+] as const;
 
 export interface BenchStack {
   /** The main listener, e.g. http://127.0.0.1:40123 */
@@ -41,8 +54,15 @@ export interface BenchStack {
  * Starts the stack in a scratch data dir, removed when it stops; or in `keepDataDir`, which is created if missing,
  * reused as it is (a bench keeps a large ledger there between runs) and kept.
  */
-export async function startBenchStack(name: string, log: StackLog, env: Record<string, string>, keepDataDir?: string): Promise<BenchStack> {
-  const dataDir = keepDataDir ? path.resolve(keepDataDir) : fs.mkdtempSync(path.join(os.tmpdir(), `zhongshu-bench-${name}-`));
+export async function startBenchStack(
+  name: string,
+  log: StackLog,
+  env: Record<string, string>,
+  keepDataDir?: string
+): Promise<BenchStack> {
+  const dataDir = keepDataDir
+    ? path.resolve(keepDataDir)
+    : fs.mkdtempSync(path.join(os.tmpdir(), `zhongshu-bench-${name}-`));
   fs.mkdirSync(dataDir, { recursive: true });
   const ports = {} as BenchStack['ports'];
   for (const k of PORT_NAMES) ports[k] = await freePort();
@@ -76,11 +96,13 @@ export async function startBenchStack(name: string, log: StackLog, env: Record<s
     adminToken,
     dataDir,
     alive: () => {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the stack exited (${child.signalCode ?? `code ${child.exitCode}`})`);
+      if (child.exitCode !== null || child.signalCode !== null)
+        throw new Error(`the stack exited (${child.signalCode ?? `code ${child.exitCode}`})`);
     },
     startApi: async (env = {}) => {
       const apiPorts: Record<string, string> = {};
-      for (const k of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT']) apiPorts[k] = String(await freePort());
+      for (const k of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT'])
+        apiPorts[k] = String(await freePort());
       const api = typescriptProcess(path.join(ROOT, 'api', 'server.ts'));
       const proc = spawn(api.binary, api.args, {
         // What the launcher tells the processes it starts (scripts/start.ts), as this one is started beside them.

@@ -44,7 +44,10 @@ function latency(samples: Sample[]): Latency {
 
 /** Starts the sampler process against `base`; resolves once it has taken its first samples. */
 export async function sampleStatus(base: string): Promise<{ stop(): Promise<ReadLatencies> }> {
-  const child = fork(__filename, [base], { execArgv: ['--import', pathToFileURL(require.resolve('tsx')).href], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(__filename, [base], {
+    execArgv: ['--import', pathToFileURL(require.resolve('tsx')).href],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc']
+  });
   const messages: unknown[] = [];
   const waiters: ((m: unknown) => void)[] = [];
   child.on('message', (m) => (waiters.length ? waiters.shift()!(m) : messages.push(m)));

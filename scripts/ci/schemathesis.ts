@@ -110,7 +110,12 @@ const log = (line: string) => process.stderr.write(`[schemathesis] ${line}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A Node process (API or worker) whose output goes to the log file. */
-function startNodeProcess(name: string, script: string, env: NodeJS.ProcessEnv, logFd: number): { name: string; child: ChildProcess; stop(): Promise<void> } {
+function startNodeProcess(
+  name: string,
+  script: string,
+  env: NodeJS.ProcessEnv,
+  logFd: number
+): { name: string; child: ChildProcess; stop(): Promise<void> } {
   const { binary, args } = typescriptProcess(path.join(ROOT, script));
   fs.writeSync(logFd, `---- ${name} ----\n`);
   const child = spawn(binary, args, { stdio: ['ignore', logFd, logFd], env, detached: true });
@@ -129,24 +134,59 @@ function startNodeProcess(name: string, script: string, env: NodeJS.ProcessEnv, 
 }
 
 async function api(method: string, url: string, body: unknown, headers: Record<string, string> = {}): Promise<any> {
-  const res = await fetch(url, { method, headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const res = await fetch(url, {
+    method,
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body)
+  });
   const text = await res.text();
   if (res.status !== 200 && res.status !== 201) throw new Error(`${method} ${url} answered ${res.status}: ${text}`);
   return JSON.parse(text);
 }
 
 /** A SLIM group whose one member is the fuzzer's OAuth client, so the group_key routes are fuzzed past authentication. */
-async function slimGroupCredential(base: string, clientId: string, clientSecret: string): Promise<{ group: string; key: string; token: string; member: unknown }> {
-  const token = (await api('POST', `${base}/v1/oauth/token`, { grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret })).access_token as string;
+async function slimGroupCredential(
+  base: string,
+  clientId: string,
+  clientSecret: string
+): Promise<{ group: string; key: string; token: string; member: unknown }> {
+  const token = (
+    await api('POST', `${base}/v1/oauth/token`, {
+      grant_type: 'client_credentials',
+      client_id: clientId,
+      client_secret: clientSecret
+    })
+  ).access_token as string;
   const x = generateKeyPairSync('x25519');
   const jwk = (k: ReturnType<typeof generateKeyPairSync>['publicKey']) => k.export({ format: 'jwk' });
-  const member = { member_id: clientId, x25519: jwk(x.publicKey), ed25519: jwk(generateKeyPairSync('ed25519').publicKey) };
-  const group = await api('POST', `${base}/v1/slim/group/secret`, { action: 'create', name: 'schemathesis', members: [member] }, { authorization: `Bearer ${token}` });
-  const key = unwrapEpochKey(group.group_id, group.epoch, clientId, x.privateKey, group.ephemeral_public, group.wraps[0]);
+  const member = {
+    member_id: clientId,
+    x25519: jwk(x.publicKey),
+    ed25519: jwk(generateKeyPairSync('ed25519').publicKey)
+  };
+  const group = await api(
+    'POST',
+    `${base}/v1/slim/group/secret`,
+    { action: 'create', name: 'schemathesis', members: [member] },
+    { authorization: `Bearer ${token}` }
+  );
+  const key = unwrapEpochKey(
+    group.group_id,
+    group.epoch,
+    clientId,
+    x.privateKey,
+    group.ephemeral_public,
+    group.wraps[0]
+  );
   return { group: group.group_id, key: key.toString('base64url'), token, member };
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, child: ChildProcess, timeoutMs = 120_000): Promise<void> {
+async function waitFor(
+  what: string,
+  check: () => Promise<boolean>,
+  child: ChildProcess,
+  timeoutMs = 120_000
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`${what}: the process exited (see ${LOG_FILE})`);
@@ -160,7 +200,12 @@ async function waitFor(what: string, check: () => Promise<boolean>, child: Child
 function configToml(creds: Record<string, Record<string, string>>): string {
   const quote = (v: string) => JSON.stringify(v);
   const auth = Object.entries(creds)
-    .map(([scheme, fields]) => `[auth.openapi.${scheme}]\n${Object.entries(fields).map(([k, v]) => `${k} = ${quote(v)}`).join('\n')}\n`)
+    .map(
+      ([scheme, fields]) =>
+        `[auth.openapi.${scheme}]\n${Object.entries(fields)
+          .map(([k, v]) => `${k} = ${quote(v)}`)
+          .join('\n')}\n`
+    )
     .join('\n');
   // Examples per operation and phase, in the config rather than on the command line, where it would also override
   // the per-operation counts of SETTINGS.
@@ -168,7 +213,10 @@ function configToml(creds: Record<string, Record<string, string>>): string {
 }
 
 async function main(): Promise<number> {
-  const venv = execFileSync('bash', [path.join(ROOT, 'scripts/ci/python-venv.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+  const venv = execFileSync('bash', [path.join(ROOT, 'scripts/ci/python-venv.sh')], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit']
+  }).trim();
   fs.mkdirSync(path.dirname(LOG_FILE), { recursive: true });
   fs.rmSync(REPORT_DIR, { recursive: true, force: true });
   fs.mkdirSync(REPORT_DIR, { recursive: true });
@@ -181,18 +229,34 @@ async function main(): Promise<number> {
   try {
     const [ferret, temporal] = await Promise.all([
       startFerretDb({ dataDir, port: await freePort(), echo: false }),
-      startTemporal({ dataDir, port: await freePort(), uiPort: await freePort(), namespace: 'default', headless: true, echo: false })
+      startTemporal({
+        dataDir,
+        port: await freePort(),
+        uiPort: await freePort(),
+        namespace: 'default',
+        headless: true,
+        echo: false
+      })
     ]);
     servers.push(ferret, temporal);
     // Deployment arbitration needs the hub's nginx, as under `npm start` (CI installs Debian's package): a fuzzed deploy
     // is then really deployed and read back, not refused for want of a web server.
     const serviceDataDir = path.join(dataDir, 'service');
     const nginxBin = findNginx(process.env.NGINX_BIN ?? '/usr/sbin/nginx');
-    const nginx = nginxBin ? await startNginx({ dataDir: serviceDataDir, binary: nginxBin, host: '127.0.0.1', echo: false, logFile: LOG_FILE.replace(/\.log$/, '-nginx.log') }) : null;
+    const nginx = nginxBin
+      ? await startNginx({
+          dataDir: serviceDataDir,
+          binary: nginxBin,
+          host: '127.0.0.1',
+          echo: false,
+          logFile: LOG_FILE.replace(/\.log$/, '-nginx.log')
+        })
+      : null;
     if (nginx) servers.push(nginx);
     else log(`nginx not found: POST /dal/deploy answers 503 (${NGINX_INSTALL_HINT})`);
     const ports: Record<string, string> = {};
-    for (const name of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT']) ports[name] = String(await freePort());
+    for (const name of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT'])
+      ports[name] = String(await freePort());
     const base = `http://127.0.0.1:${ports.PORT}`;
     const adminToken = `adm_ci_${randomBytes(16).toString('hex')}`;
     const env: NodeJS.ProcessEnv = {
@@ -228,7 +292,16 @@ async function main(): Promise<number> {
     try {
       await waitFor(
         'the worker',
-        async () => ((await connection.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: 'schemathesis' }, taskQueueType: 1 })).pollers ?? []).length > 0,
+        async () =>
+          (
+            (
+              await connection.workflowService.describeTaskQueue({
+                namespace: 'default',
+                taskQueue: { name: 'schemathesis' },
+                taskQueueType: 1
+              })
+            ).pollers ?? []
+          ).length > 0,
         worker.child
       );
     } finally {
@@ -240,16 +313,29 @@ async function main(): Promise<number> {
     const did = (await api('POST', `${base}/admin/dids`, { did: 'did:example:schemathesis' }, admin)).did as string;
     // Deployment arbitration: the DID gets the deploy channel and the top autonomy level, so every action is fuzzed past
     // its permission check (README "Deployment arbitration": who may do what).
-    await api('POST', `${base}/dal/deploy`, { action: 'did_register', did, node_id: 'schemathesis', autonomy_level: 5, channels: ['deploy'] }, { ...admin, 'x-did': did });
-    const zrToken = (await api('POST', `${base}/admin/homologous-tokens`, { label: 'schemathesis' }, admin)).token as string;
-    const captureToken = (await api('POST', `${base}/admin/homologous-tokens`, { label: 'schemathesis capture', did }, admin)).token as string;
+    await api(
+      'POST',
+      `${base}/dal/deploy`,
+      { action: 'did_register', did, node_id: 'schemathesis', autonomy_level: 5, channels: ['deploy'] },
+      { ...admin, 'x-did': did }
+    );
+    const zrToken = (await api('POST', `${base}/admin/homologous-tokens`, { label: 'schemathesis' }, admin))
+      .token as string;
+    const captureToken = (
+      await api('POST', `${base}/admin/homologous-tokens`, { label: 'schemathesis capture', did }, admin)
+    ).token as string;
     const apiKey = (await api('POST', `${base}/admin/api-keys`, { label: 'schemathesis' }, admin)).api_key as string;
     const client = await api('POST', `${base}/admin/oauth-clients`, { label: 'schemathesis', scopes: [] }, admin);
     const node = await api('POST', `${base}/a2a/register`, { name: 'schemathesis node', brand: { code: 'custom' } });
     // Reviewed and heard from, so the node-only routes (task claims and reports) are fuzzed past their state check: a
     // node pending review is refused 403 there, and whether the fuzzer approved this one itself was left to chance
     // (one run reached them, the next answered only 403). NODE_OFFLINE_AFTER_S above keeps it online for the run.
-    await api('POST', `${base}/a2a/review/approve`, { node_id: node.node_id, reason: 'the fuzzer\'s node' }, { 'x-zr-token': zrToken });
+    await api(
+      'POST',
+      `${base}/a2a/review/approve`,
+      { node_id: node.node_id, reason: "the fuzzer's node" },
+      { 'x-zr-token': zrToken }
+    );
     await api('POST', `${base}/a2a/heartbeat`, {}, { 'x-external-node': node.node_id, 'x-external-key': node.api_key });
     const creds: Record<string, Record<string, string>> = {
       admin_token: { bearer: adminToken },
@@ -266,7 +352,16 @@ async function main(): Promise<number> {
     creds.slim_group_key = { api_key: slim.key };
     // A registered partner whose private key the hooks sign the partner channels' requests with (RFC 9421).
     const partnerKey = generateKeyPairSync('ed25519');
-    await api('POST', `${base}/admin/partners`, { partner_id: 'schemathesis', name: 'schemathesis', public_key: (partnerKey.publicKey.export({ format: 'jwk' }) as { x: string }).x }, admin);
+    await api(
+      'POST',
+      `${base}/admin/partners`,
+      {
+        partner_id: 'schemathesis',
+        name: 'schemathesis',
+        public_key: (partnerKey.publicKey.export({ format: 'jwk' }) as { x: string }).x
+      },
+      admin
+    );
     const partnerSecret = (partnerKey.privateKey.export({ format: 'jwk' }) as { d: string }).d;
     // Configured (so schemathesis counts the credential as given, not generated); the hooks replace both values with
     // the request's real signature.
@@ -298,7 +393,18 @@ async function main(): Promise<number> {
     ];
     log(`schemathesis ${args.join(' ')}`);
     // In the scratch dir: schemathesis keeps its example database (.schemathesis/) where it runs.
-    const run = spawn(path.join(venv, 'bin/schemathesis'), args, { cwd: dataDir, stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, ZH_SCHEMATHESIS_DID: did, ZH_SCHEMATHESIS_OAUTH_TOKEN: slim.token, ZH_SCHEMATHESIS_SLIM_MEMBER: JSON.stringify(slim.member), ZH_SCHEMATHESIS_PARTNER_ID: 'schemathesis', ZH_SCHEMATHESIS_PARTNER_KEY: partnerSecret } });
+    const run = spawn(path.join(venv, 'bin/schemathesis'), args, {
+      cwd: dataDir,
+      stdio: ['ignore', 'inherit', 'inherit'],
+      env: {
+        ...process.env,
+        ZH_SCHEMATHESIS_DID: did,
+        ZH_SCHEMATHESIS_OAUTH_TOKEN: slim.token,
+        ZH_SCHEMATHESIS_SLIM_MEMBER: JSON.stringify(slim.member),
+        ZH_SCHEMATHESIS_PARTNER_ID: 'schemathesis',
+        ZH_SCHEMATHESIS_PARTNER_KEY: partnerSecret
+      }
+    });
     const deadline = setTimeout(() => {
       log(`no end after ${RUN_DEADLINE_MS / 60_000} min: stopping schemathesis`);
       run.kill('SIGTERM');

@@ -37,7 +37,9 @@ export async function startFerretDb(opts: {
       echo: opts.echo ?? true,
       logFile: opts.logFile,
       args: [
-        ...(opts.postgresqlUrl ? ['--handler=postgresql', `--postgresql-url=${opts.postgresqlUrl}`] : ['--handler=sqlite', `--sqlite-url=file:${dir}/`]),
+        ...(opts.postgresqlUrl
+          ? ['--handler=postgresql', `--postgresql-url=${opts.postgresqlUrl}`]
+          : ['--handler=sqlite', `--sqlite-url=file:${dir}/`]),
         `--listen-addr=127.0.0.1:${port}`,
         `--state-dir=${dir}`,
         '--telemetry=disable',
@@ -52,7 +54,9 @@ export async function startFerretDb(opts: {
       await handle.stop();
       await handle.closed;
       if (!isBindFailure(handle.output()) || attempt >= START_ATTEMPTS) {
-        throw new Error(`FerretDB did not start: ${err instanceof Error ? err.message : String(err)}\n${handle.output(30)}`);
+        throw new Error(
+          `FerretDB did not start: ${err instanceof Error ? err.message : String(err)}\n${handle.output(30)}`
+        );
       }
       log(`ferretdb: port ${port} was taken; starting it again (attempt ${attempt + 1} of ${START_ATTEMPTS})`);
     }

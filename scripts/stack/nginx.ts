@@ -23,7 +23,14 @@ export function findNginx(configured: string): string | null {
 
 export function writeNginxConf(opts: { dataDir: string; host: string; port: number }): void {
   const l = deployLayout(opts.dataDir);
-  for (const dir of [l.nginxPrefix, path.join(l.nginxPrefix, 'logs'), path.join(l.nginxPrefix, 'temp'), l.confD, l.targets]) fs.mkdirSync(dir, { recursive: true });
+  for (const dir of [
+    l.nginxPrefix,
+    path.join(l.nginxPrefix, 'logs'),
+    path.join(l.nginxPrefix, 'temp'),
+    l.confD,
+    l.targets
+  ])
+    fs.mkdirSync(dir, { recursive: true });
   // The listen line every stored fragment's server block includes (the fragments in conf.d are kept across starts).
   fs.writeFileSync(l.listenConf, `listen ${nginxListen(opts.host, opts.port)};\n`);
   fs.writeFileSync(l.nginxConf, renderNginxConf({ ...opts, runAsRoot: process.getuid?.() === 0 }));
@@ -62,7 +69,9 @@ export async function startNginx(opts: {
       await handle.closed;
       const output = handle.output() + readTail(l.nginxErrorLog);
       if (opts.port || !(isBindFailure(output) || /Address already in use/.test(output)) || attempt >= 3) {
-        throw new Error(`nginx did not start: ${err instanceof Error ? err.message : String(err)}\n${output.slice(-2000)}`);
+        throw new Error(
+          `nginx did not start: ${err instanceof Error ? err.message : String(err)}\n${output.slice(-2000)}`
+        );
       }
       log(`nginx: port ${port} was taken; starting it again (attempt ${attempt + 1})`);
     }

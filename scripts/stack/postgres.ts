@@ -40,14 +40,24 @@ export function chooseFerretBackend(
   cannotReach: (dataDir: string) => string | null = postgresCannotReach
 ): { backend: 'sqlite' | 'postgresql'; why: string } {
   if (setting !== 'auto') return { backend: setting, why: `FERRETDB_BACKEND=${setting}` };
-  if (!postgresInstalled) return { backend: 'sqlite', why: `FERRETDB_BACKEND=auto: PostgreSQL is not installed (${POSTGRES_INSTALL_HINT})` };
-  const sqliteData = fs.existsSync(path.join(dataDir, 'ferretdb')) && fs.readdirSync(path.join(dataDir, 'ferretdb')).some((f) => f.endsWith('.sqlite'));
+  if (!postgresInstalled)
+    return { backend: 'sqlite', why: `FERRETDB_BACKEND=auto: PostgreSQL is not installed (${POSTGRES_INSTALL_HINT})` };
+  const sqliteData =
+    fs.existsSync(path.join(dataDir, 'ferretdb')) &&
+    fs.readdirSync(path.join(dataDir, 'ferretdb')).some((f) => f.endsWith('.sqlite'));
   const cluster = fs.existsSync(path.join(dataDir, 'postgres'));
   if (sqliteData && !cluster) {
-    return { backend: 'sqlite', why: `FERRETDB_BACKEND=auto: this data dir holds SQLite data (${path.join(dataDir, 'ferretdb')}); set FERRETDB_BACKEND=postgresql to start on PostgreSQL instead` };
+    return {
+      backend: 'sqlite',
+      why: `FERRETDB_BACKEND=auto: this data dir holds SQLite data (${path.join(dataDir, 'ferretdb')}); set FERRETDB_BACKEND=postgresql to start on PostgreSQL instead`
+    };
   }
   const blocked = cluster ? null : cannotReach(dataDir);
-  if (blocked) return { backend: 'sqlite', why: `FERRETDB_BACKEND=auto: PostgreSQL is installed but cannot run on this data dir (${blocked})` };
+  if (blocked)
+    return {
+      backend: 'sqlite',
+      why: `FERRETDB_BACKEND=auto: PostgreSQL is installed but cannot run on this data dir (${blocked})`
+    };
   return { backend: 'postgresql', why: 'FERRETDB_BACKEND=auto: PostgreSQL is installed' };
 }
 
@@ -66,7 +76,8 @@ export function postgresCannotReach(dataDir: string): string | null {
   while (!fs.existsSync(existing)) existing = path.dirname(existing);
   const probe = spawnSync('test', [existing === path.resolve(dataDir) ? '-e' : '-x', existing], { ...user, cwd: '/' });
   if (probe.status === 0) return null;
-  if (probe.error || probe.status === null) return `could not ask as the postgres user: ${probe.error?.message ?? `test ended by ${probe.signal}`}`;
+  if (probe.error || probe.status === null)
+    return `could not ask as the postgres user: ${probe.error?.message ?? `test ended by ${probe.signal}`}`;
   return `the postgres user, which PostgreSQL runs as under root, cannot reach ${existing === path.resolve(dataDir) ? existing : `into ${existing}`}: every directory above DATA_DIR must be searchable by others`;
 }
 
@@ -88,8 +99,12 @@ export function findPostgres(clusterDir?: string): string | null {
   if (explicit) return fs.existsSync(path.join(explicit, 'postgres')) ? explicit : null;
   const root = '/usr/lib/postgresql';
   if (!fs.existsSync(root)) return null;
-  const made = clusterDir && fs.existsSync(path.join(clusterDir, 'PG_VERSION')) ? fs.readFileSync(path.join(clusterDir, 'PG_VERSION'), 'utf8').trim() : null;
-  if (made && /^\d+$/.test(made) && fs.existsSync(path.join(root, made, 'bin', 'postgres'))) return path.join(root, made, 'bin');
+  const made =
+    clusterDir && fs.existsSync(path.join(clusterDir, 'PG_VERSION'))
+      ? fs.readFileSync(path.join(clusterDir, 'PG_VERSION'), 'utf8').trim()
+      : null;
+  if (made && /^\d+$/.test(made) && fs.existsSync(path.join(root, made, 'bin', 'postgres')))
+    return path.join(root, made, 'bin');
   const versions = fs
     .readdirSync(root)
     .filter((v) => fs.existsSync(path.join(root, v, 'bin', 'postgres')))
@@ -110,7 +125,8 @@ function postgresUser(): { uid: number; gid: number } | null {
 function runAs(): { uid: number; gid: number } | undefined {
   if (process.getuid?.() !== 0) return undefined;
   const user = postgresUser();
-  if (!user) throw new Error('running as root, PostgreSQL needs the `postgres` system user (the Debian package creates it)');
+  if (!user)
+    throw new Error('running as root, PostgreSQL needs the `postgres` system user (the Debian package creates it)');
   return user;
 }
 
@@ -202,14 +218,34 @@ async function installIdLookupIndexes(binDir: string, port: number): Promise<voi
     const why = await new Promise<string | null>((resolve) => {
       const psql = execFile(
         path.join(binDir, 'psql'),
-        ['-h', '127.0.0.1', '-p', String(port), '-U', POSTGRES_ROLE, '-d', 'postgres', '-X', '-q', '-At', '-v', 'ON_ERROR_STOP=1', '-f', '-'],
+        [
+          '-h',
+          '127.0.0.1',
+          '-p',
+          String(port),
+          '-U',
+          POSTGRES_ROLE,
+          '-d',
+          'postgres',
+          '-X',
+          '-q',
+          '-At',
+          '-v',
+          'ON_ERROR_STOP=1',
+          '-f',
+          '-'
+        ],
         { encoding: 'utf8', cwd: os.tmpdir(), timeout: 600_000 },
         (err, stdout, stderr) => resolve(err ? (stderr || stdout || String(err)).trim() : null)
       );
       psql.stdin?.end(ID_LOOKUP_SQL);
     });
     if (why === null) return;
-    if (!/starting up|not yet accepting connections|in recovery mode|Connection refused/.test(why) || Date.now() > deadline) throw new Error(`PostgreSQL: installing the _id lookup indexes failed: ${why}`);
+    if (
+      !/starting up|not yet accepting connections|in recovery mode|Connection refused/.test(why) ||
+      Date.now() > deadline
+    )
+      throw new Error(`PostgreSQL: installing the _id lookup indexes failed: ${why}`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
@@ -283,7 +319,9 @@ export async function startPostgres(opts: {
       await handle.stop();
       await handle.closed;
       if (!isBindFailure(handle.output()) || attempt >= START_ATTEMPTS) {
-        throw new Error(`PostgreSQL did not start: ${err instanceof Error ? err.message : String(err)}\n${handle.output(30)}`);
+        throw new Error(
+          `PostgreSQL did not start: ${err instanceof Error ? err.message : String(err)}\n${handle.output(30)}`
+        );
       }
       log(`postgres: port ${port} was taken; starting it again (attempt ${attempt + 1} of ${START_ATTEMPTS})`);
     }

@@ -48,7 +48,12 @@ export function log(message: string): void {
  * its own, would otherwise keep its shared memory attached), and they are waited for: a server started on the same
  * data dir while the old one is still there refuses (PostgreSQL's postmaster.pid).
  */
-export async function stopStale(pidFile: string, marker: string, signal: NodeJS.Signals = 'SIGTERM', graceMs = 5000): Promise<void> {
+export async function stopStale(
+  pidFile: string,
+  marker: string,
+  signal: NodeJS.Signals = 'SIGTERM',
+  graceMs = 5000
+): Promise<void> {
   if (!fs.existsSync(pidFile)) return;
   const pid = Number(fs.readFileSync(pidFile, 'utf8').trim());
   fs.rmSync(pidFile, { force: true });
@@ -63,7 +68,7 @@ export async function stopStale(pidFile: string, marker: string, signal: NodeJS.
   const name = path.basename(marker);
   log(`stopping leftover ${name} (pid ${pid}) from an earlier run`);
   process.kill(pid, signal);
-  for (const end = Date.now() + graceMs; Date.now() < end && isAlive(pid); ) await sleep(100);
+  for (const end = Date.now() + graceMs; Date.now() < end && isAlive(pid);) await sleep(100);
   let victims = [pid];
   if (isAlive(pid)) {
     log(`leftover ${name} (pid ${pid}) still runs after ${graceMs / 1000} s: SIGKILL to it and its children`);
@@ -74,11 +79,11 @@ export async function stopStale(pidFile: string, marker: string, signal: NodeJS.
       /* gone meanwhile */
     }
     victims = [...children, pid];
-    for (const end = Date.now() + 5000; Date.now() < end && victims.some(isAlive); ) await sleep(100);
+    for (const end = Date.now() + 5000; Date.now() < end && victims.some(isAlive);) await sleep(100);
   }
   // Exited; its parent gone, init reaps it: until then its pid still answers (PostgreSQL's own check of
   // postmaster.pid takes such a zombie for a running server), so a moment is given for that too.
-  for (const end = Date.now() + 2000; Date.now() < end && victims.some(isPresent); ) await sleep(50);
+  for (const end = Date.now() + 2000; Date.now() < end && victims.some(isPresent);) await sleep(50);
 }
 
 /** Whether `pid` is in the process table at all (running, or a zombie not yet reaped). */
@@ -168,7 +173,12 @@ export function spawnServer(opts: {
   stopSignal?: NodeJS.Signals;
 }): ServerHandle {
   // Own process group: a terminal's Ctrl-C reaches only the launcher, which stops the children in order.
-  const child = spawn(opts.binary, opts.args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env: opts.env ?? process.env, ...(opts.user ?? {}) });
+  const child = spawn(opts.binary, opts.args, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+    env: opts.env ?? process.env,
+    ...(opts.user ?? {})
+  });
   fs.mkdirSync(path.dirname(opts.pidFile), { recursive: true });
   if (child.pid) fs.writeFileSync(opts.pidFile, String(child.pid));
   running.add(child);
@@ -203,7 +213,8 @@ export function spawnServer(opts: {
       running.delete(child);
       reason = signal ? `killed by ${signal}` : `exit code ${code}`;
       // Only our own pid: a restarted server may have written its pid there already.
-      if (fs.existsSync(opts.pidFile) && fs.readFileSync(opts.pidFile, 'utf8').trim() === String(child.pid)) fs.rmSync(opts.pidFile, { force: true });
+      if (fs.existsSync(opts.pidFile) && fs.readFileSync(opts.pidFile, 'utf8').trim() === String(child.pid))
+        fs.rmSync(opts.pidFile, { force: true });
       if (!stopping && code !== 0) {
         log(`${opts.name} exited (${reason}); its last lines:\n${tail.slice(-30).join('\n')}`);
       }

@@ -91,7 +91,8 @@ export class Supervised {
           this.adopt(handle);
           log(`${this.name} restarted (pid ${handle.child.pid})`);
         } catch (err) {
-          if (!this.stopped) this.died(`its restart failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
+          if (!this.stopped)
+            this.died(`its restart failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
         } finally {
           this.starting = null;
         }

@@ -58,7 +58,14 @@ export async function startTemporal(opts: {
     if (uiPort === null) args.push('--headless');
     else args.push('--ui-port', String(uiPort));
     for (const [name, type] of Object.entries(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${name}=${type}`);
-    const handle = spawnServer({ name: 'temporal', binary, args, pidFile, echo: opts.echo ?? true, logFile: opts.logFile });
+    const handle = spawnServer({
+      name: 'temporal',
+      binary,
+      args,
+      pidFile,
+      echo: opts.echo ?? true,
+      logFile: opts.logFile
+    });
     try {
       await waitForPort('127.0.0.1', port, 60_000, handle.child);
       if (uiPort !== null) await waitForPort('127.0.0.1', uiPort, 30_000, handle.child);
@@ -67,13 +74,24 @@ export async function startTemporal(opts: {
       await handle.stop();
       await handle.closed;
       if (!isBindFailure(handle.output()) || attempt >= START_ATTEMPTS) {
-        throw new Error(`the Temporal dev server did not start: ${err instanceof Error ? err.message : String(err)}\n${handle.output(30)}`);
+        throw new Error(
+          `the Temporal dev server did not start: ${err instanceof Error ? err.message : String(err)}\n${handle.output(30)}`
+        );
       }
-      log(`temporal: a port was taken while it started (${lastLine(handle.output())}); starting it again (attempt ${attempt + 1} of ${START_ATTEMPTS})`);
+      log(
+        `temporal: a port was taken while it started (${lastLine(handle.output())}); starting it again (attempt ${attempt + 1} of ${START_ATTEMPTS})`
+      );
     }
   }
 }
 
 function lastLine(output: string): string {
-  return output.split('\n').reverse().find((l) => /address already in use/i.test(l)) ?? output.split('\n').pop() ?? '';
+  return (
+    output
+      .split('\n')
+      .reverse()
+      .find((l) => /address already in use/i.test(l)) ??
+    output.split('\n').pop() ??
+    ''
+  );
 }

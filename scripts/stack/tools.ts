@@ -96,7 +96,9 @@ function runInstall(name: ToolName): Promise<string> {
         status?.update(describe());
       } else if ((m = /: built in \d+s -> (\S+)$/.exec(line))) {
         binary = m[1];
-        status?.done(`[stack] built ${name} ${version} in ${minutes((Date.now() - started) / 1000)} (${compiled} packages) -> ${binary}`);
+        status?.done(
+          `[stack] built ${name} ${version} in ${minutes((Date.now() - started) / 1000)} (${compiled} packages) -> ${binary}`
+        );
         status = null;
       } else if (/building from the downloaded module/.test(line)) {
         current = 'building from the downloaded module';

@@ -34,7 +34,12 @@ export class KeyGroupStore {
   }
 
   async create(ownerKeyId: string, label: string | null): Promise<KeyGroupDocument> {
-    const doc: KeyGroupDocument = { _id: newId('grp_').slice(0, 24), owner_key_id: ownerKeyId, label, created_at: new Date().toISOString() };
+    const doc: KeyGroupDocument = {
+      _id: newId('grp_').slice(0, 24),
+      owner_key_id: ownerKeyId,
+      label,
+      created_at: new Date().toISOString()
+    };
     await this.groups.insertOne(doc);
     return doc;
   }
@@ -54,7 +59,10 @@ export class KeyGroupStore {
 
   members(groupId: string): Promise<GroupedKeyFields[]> {
     return this.keys
-      .find({ group_id: groupId }, { projection: { _id: 1, group_id: 1, owner_key_id: 1, plan: 1, label: 1, created_at: 1, revoked_at: 1 } })
+      .find(
+        { group_id: groupId },
+        { projection: { _id: 1, group_id: 1, owner_key_id: 1, plan: 1, label: 1, created_at: 1, revoked_at: 1 } }
+      )
       .limit(1000)
       .toArray();
   }

@@ -103,7 +103,10 @@ export class KnowledgeStore {
     this.rebuilding ??= (async () => {
       try {
         const { version, change } = await this.changeState();
-        const [cards, documents] = await Promise.all([this.cards.find({}).toArray(), this.documents.find({}).toArray()]);
+        const [cards, documents] = await Promise.all([
+          this.cards.find({}).toArray(),
+          this.documents.find({}).toArray()
+        ]);
         const index = new KnowledgeIndex(
           cards.map((c): KnowledgeCard => ({ id: c._id, question: c.question, answer: c.answer })),
           documents.map((d): KnowledgeDocument => ({ id: d._id, title: d.title, text: d.text })),
@@ -123,12 +126,20 @@ export class KnowledgeStore {
 
   private async attachVectors(index: KnowledgeIndex, embed: (texts: string[]) => Promise<number[][]>): Promise<void> {
     const textOf = (p: { title: string; text: string }) => `${p.title}\n${p.text}`;
-    const missing = [...new Set(index.allPassages().map(textOf).filter((t) => !this.embedded.has(t)))];
+    const missing = [
+      ...new Set(
+        index
+          .allPassages()
+          .map(textOf)
+          .filter((t) => !this.embedded.has(t))
+      )
+    ];
     try {
       for (let i = 0; i < missing.length; i += 64) {
         const batch = missing.slice(i, i + 64);
         const vectors = await embed(batch);
-        if (vectors.length !== batch.length) throw new Error(`the embeddings model answered ${vectors.length} vectors for ${batch.length} texts`);
+        if (vectors.length !== batch.length)
+          throw new Error(`the embeddings model answered ${vectors.length} vectors for ${batch.length} texts`);
         batch.forEach((t, n) => this.embedded.set(t, Float32Array.from(vectors[n]!)));
       }
     } catch (err) {
@@ -151,13 +162,22 @@ export class KnowledgeStore {
 
   /** Called after every change's data is written (the first changes of a new database may race to create the document). */
   private async changed(): Promise<void> {
-    await retryingUpsert(() => this.meta.updateOne({ _id: 'version' }, { $inc: { version: 1 }, $set: { change: randomBytes(8).toString('hex') } }, { upsert: true }));
+    await retryingUpsert(() =>
+      this.meta.updateOne(
+        { _id: 'version' },
+        { $inc: { version: 1 }, $set: { change: randomBytes(8).toString('hex') } },
+        { upsert: true }
+      )
+    );
   }
 
   // Cards
 
   async listCards(offset: number, limit: number): Promise<{ total: number; items: CardDocument[] }> {
-    const [total, items] = await Promise.all([this.cards.countDocuments({}), this.cards.find({}).sort({ _id: 1 }).skip(offset).limit(limit).toArray()]);
+    const [total, items] = await Promise.all([
+      this.cards.countDocuments({}),
+      this.cards.find({}).sort({ _id: 1 }).skip(offset).limit(limit).toArray()
+    ]);
     return { total, items };
   }
 
@@ -168,7 +188,14 @@ export class KnowledgeStore {
   async createCard(question: string, answer: string): Promise<CardDocument> {
     await this.ensureIndexes();
     const now = new Date().toISOString();
-    const doc: CardDocument = { _id: `kc_${randomBytes(8).toString('hex')}`, question, normalized: normaliseQuestion(question), answer, created_at: now, updated_at: now };
+    const doc: CardDocument = {
+      _id: `kc_${randomBytes(8).toString('hex')}`,
+      question,
+      normalized: normaliseQuestion(question),
+      answer,
+      created_at: now,
+      updated_at: now
+    };
     try {
       await this.cards.insertOne(doc);
     } catch (err) {
@@ -182,7 +209,13 @@ export class KnowledgeStore {
   async updateCard(id: string, question: string, answer: string): Promise<CardDocument | null> {
     await this.ensureIndexes();
     // Checked first as well: FerretDB reports a unique-index clash in findAndModify without code 11000.
-    if (await this.cards.findOne({ normalized: normaliseQuestion(question), _id: { $ne: id } }, { projection: { _id: 1 } })) throw new DuplicateQuestionError(question);
+    if (
+      await this.cards.findOne(
+        { normalized: normaliseQuestion(question), _id: { $ne: id } },
+        { projection: { _id: 1 } }
+      )
+    )
+      throw new DuplicateQuestionError(question);
     let doc: CardDocument | null;
     try {
       doc = await this.cards.findOneAndUpdate(
@@ -207,7 +240,10 @@ export class KnowledgeStore {
   // Documents
 
   async listDocuments(offset: number, limit: number): Promise<{ total: number; items: DocumentDocument[] }> {
-    const [total, items] = await Promise.all([this.documents.countDocuments({}), this.documents.find({}).sort({ _id: 1 }).skip(offset).limit(limit).toArray()]);
+    const [total, items] = await Promise.all([
+      this.documents.countDocuments({}),
+      this.documents.find({}).sort({ _id: 1 }).skip(offset).limit(limit).toArray()
+    ]);
     return { total, items };
   }
 
@@ -217,14 +253,24 @@ export class KnowledgeStore {
 
   async createDocument(title: string, text: string): Promise<DocumentDocument> {
     const now = new Date().toISOString();
-    const doc: DocumentDocument = { _id: `kd_${randomBytes(8).toString('hex')}`, title, text, created_at: now, updated_at: now };
+    const doc: DocumentDocument = {
+      _id: `kd_${randomBytes(8).toString('hex')}`,
+      title,
+      text,
+      created_at: now,
+      updated_at: now
+    };
     await this.documents.insertOne(doc);
     await this.changed();
     return doc;
   }
 
   async updateDocument(id: string, title: string, text: string): Promise<DocumentDocument | null> {
-    const doc = await this.documents.findOneAndUpdate({ _id: id }, { $set: { title, text, updated_at: new Date().toISOString() } }, { returnDocument: 'after' });
+    const doc = await this.documents.findOneAndUpdate(
+      { _id: id },
+      { $set: { title, text, updated_at: new Date().toISOString() } },
+      { returnDocument: 'after' }
+    );
     if (doc) await this.changed();
     return doc;
   }
@@ -240,7 +286,10 @@ export class KnowledgeStore {
    * the same file twice changes nothing); documents are added, or replace the document with the same title.
    * One change for the whole import.
    */
-  async importAll(cards: { question: string; answer: string }[], documents: { title: string; text: string }[]): Promise<{ cards_created: number; cards_updated: number; documents_created: number; documents_updated: number }> {
+  async importAll(
+    cards: { question: string; answer: string }[],
+    documents: { title: string; text: string }[]
+  ): Promise<{ cards_created: number; cards_updated: number; documents_created: number; documents_updated: number }> {
     await this.ensureIndexes();
     const now = new Date().toISOString();
     const result = { cards_created: 0, cards_updated: 0, documents_created: 0, documents_updated: 0 };
@@ -251,7 +300,10 @@ export class KnowledgeStore {
         const res = await retryingUpsert(() =>
           this.cards.updateOne(
             { normalized },
-            { $set: { question: card.question, answer: card.answer, updated_at: now }, $setOnInsert: { _id: `kc_${randomBytes(8).toString('hex')}`, normalized, created_at: now } },
+            {
+              $set: { question: card.question, answer: card.answer, updated_at: now },
+              $setOnInsert: { _id: `kc_${randomBytes(8).toString('hex')}`, normalized, created_at: now }
+            },
             { upsert: true }
           )
         );
@@ -268,7 +320,9 @@ export class KnowledgeStore {
         // Imported documents get an id derived from the title, so two imports of one file at once create it once (the
         // loser's insert clashes on _id and its retry updates it). A clash that persists is a document that took that
         // id and was renamed since: then a random id.
-        const res = await retryingUpsert(() => upsert(`kd_${createHash('sha256').update(doc.title).digest('hex').slice(0, 16)}`)).catch((err: unknown) => {
+        const res = await retryingUpsert(() =>
+          upsert(`kd_${createHash('sha256').update(doc.title).digest('hex').slice(0, 16)}`)
+        ).catch((err: unknown) => {
           if (!isDuplicateKey(err)) throw err;
           return retryingUpsert(() => upsert(`kd_${randomBytes(8).toString('hex')}`));
         });
@@ -277,7 +331,8 @@ export class KnowledgeStore {
       }
     } finally {
       // Also after a failure part-way: what was written must reach every process's index.
-      if (result.cards_created + result.cards_updated + result.documents_created + result.documents_updated > 0) await this.changed();
+      if (result.cards_created + result.cards_updated + result.documents_created + result.documents_updated > 0)
+        await this.changed();
     }
     return result;
   }

@@ -188,7 +188,13 @@ export class ChatLimitStore {
   }
 
   private slot(state: CounterState, n: number): LimitSlot {
-    return { _id: `${state.scope}|${state.window}|${n}`, scope: state.scope, window: state.window, n, expires_at: new Date(state.expiresAt) };
+    return {
+      _id: `${state.scope}|${state.window}|${n}`,
+      scope: state.scope,
+      window: state.window,
+      n,
+      expires_at: new Date(state.expiresAt)
+    };
   }
 
   private noteTake(state: CounterState): void {
@@ -249,7 +255,12 @@ export class ChatLimitStore {
           });
           // Another process leases from this counter too and is ahead: move past it before the next block.
           const taken = wanted.filter((_, i) => failed.get(i)?.code === 11000);
-          return taken.length > 0 ? this.catchUp(state, Math.max(...taken)).then(() => got, () => got) : got;
+          return taken.length > 0
+            ? this.catchUp(state, Math.max(...taken)).then(
+                () => got,
+                () => got
+              )
+            : got;
         }
       )
       .then((got) => {
@@ -293,15 +304,35 @@ export class ChatLimitStore {
     }
   }
 
-  private counterState(counter: string, scope: string, window: string, limit: number, expiresAt: number): Promise<CounterState> {
+  private counterState(
+    counter: string,
+    scope: string,
+    window: string,
+    limit: number,
+    expiresAt: number
+  ): Promise<CounterState> {
     let state = this.counters.get(counter);
     if (!state) {
       // Where the counter's mark says, else (no mark: a counter nobody has raised one for yet) by lookups.
       state = this.markOf(counter)
         .then(async (high) => (high > 0 ? high + 1 : this.firstFree(counter, 0, limit)))
-        .then(
-          (next): CounterState => ({ scope, window, limit, next, refunded: [], leased: [], leasing: null, expiresAt, takes: 0, takesBefore: 0, second: 0, lastTakeAt: 0, refusals: 0, marked: 0, marking: null })
-        );
+        .then((next): CounterState => ({
+          scope,
+          window,
+          limit,
+          next,
+          refunded: [],
+          leased: [],
+          leasing: null,
+          expiresAt,
+          takes: 0,
+          takesBefore: 0,
+          second: 0,
+          lastTakeAt: 0,
+          refusals: 0,
+          marked: 0,
+          marking: null
+        }));
       this.counters.set(counter, state);
       state.catch(() => this.counters.delete(counter));
     }
@@ -335,12 +366,19 @@ export class ChatLimitStore {
     if (state.marking) return; // the write under way is followed by one for the new high
     const counter = `${state.scope}|${state.window}`;
     const write = async () => {
-      for (let written = 0; written < state.marked; ) {
+      for (let written = 0; written < state.marked;) {
         const high = state.marked;
         // $max: a mark never goes down here (FerretDB's is a read-modify-write: a race between processes can leave
         // the lower of two highs, which only makes the other's next catch-up take more inserts).
         await retryingUpsert(() =>
-          this.marks.updateOne({ _id: counter }, { $max: { high }, $set: { scope: state.scope, window: state.window, expires_at: new Date(state.expiresAt) } }, { upsert: true })
+          this.marks.updateOne(
+            { _id: counter },
+            {
+              $max: { high },
+              $set: { scope: state.scope, window: state.window, expires_at: new Date(state.expiresAt) }
+            },
+            { upsert: true }
+          )
         );
         written = high;
       }
@@ -353,7 +391,8 @@ export class ChatLimitStore {
   }
 
   private async firstFree(counter: string, taken: number, limit: number): Promise<number> {
-    const isTaken = async (n: number) => (await this.slots.findOne({ _id: `${counter}|${n}` }, { projection: { _id: 1 } })) !== null;
+    const isTaken = async (n: number) =>
+      (await this.slots.findOne({ _id: `${counter}|${n}` }, { projection: { _id: 1 } })) !== null;
     return (await lastOfRun(taken, isTaken, limit)) + 1;
   }
 

@@ -114,7 +114,11 @@ export class ChatUsageStore {
     return (this.own.get(k) ?? 0) + o.tokens;
   }
 
-  private readOthers(keyId: string, day: string, into: { tokens: number; at: number; pending?: Promise<void> }): Promise<void> {
+  private readOthers(
+    keyId: string,
+    day: string,
+    into: { tokens: number; at: number; pending?: Promise<void> }
+  ): Promise<void> {
     return this.tallies
       .find({ key_id: keyId, day }, { projection: { process: 1, tokens: 1 } })
       .toArray()
@@ -135,12 +139,31 @@ export class ChatUsageStore {
     const byDay = new Map<string, DailyUsage>();
     const cursor = this.records.find(
       { key_id: keyId, day: { $gte: from, $lte: to } },
-      { projection: { day: 1, prompt_tokens: 1, completion_tokens: 1, total_tokens: 1, cost: 1, error_count: 1, estimated_count: 1 } }
+      {
+        projection: {
+          day: 1,
+          prompt_tokens: 1,
+          completion_tokens: 1,
+          total_tokens: 1,
+          cost: 1,
+          error_count: 1,
+          estimated_count: 1
+        }
+      }
     );
     for await (const r of cursor) {
       let d = byDay.get(r.day);
       if (!d) {
-        d = { day: r.day, requests: 0, errors: 0, prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, cost: 0, estimated_requests: 0 };
+        d = {
+          day: r.day,
+          requests: 0,
+          errors: 0,
+          prompt_tokens: 0,
+          completion_tokens: 0,
+          total_tokens: 0,
+          cost: 0,
+          estimated_requests: 0
+        };
         byDay.set(r.day, d);
       }
       d.requests++;
@@ -151,7 +174,9 @@ export class ChatUsageStore {
       d.cost += r.cost;
       d.estimated_requests += r.estimated_count;
     }
-    return [...byDay.values()].map((d) => ({ ...d, cost: Math.round(d.cost * 1e9) / 1e9 })).sort((a, b) => b.day.localeCompare(a.day));
+    return [...byDay.values()]
+      .map((d) => ({ ...d, cost: Math.round(d.cost * 1e9) / 1e9 }))
+      .sort((a, b) => b.day.localeCompare(a.day));
   }
 
   private scheduleFlush(): void {
@@ -177,7 +202,11 @@ export class ChatUsageStore {
         const [key_id = '', day = ''] = k.split('|');
         const tokens = this.own.get(k) ?? 0;
         await this.tallies
-          .updateOne({ _id: `${k}|${this.process}` }, { $set: { key_id, day, process: this.process, tokens, updated_at: new Date() } }, { upsert: true })
+          .updateOne(
+            { _id: `${k}|${this.process}` },
+            { $set: { key_id, day, process: this.process, tokens, updated_at: new Date() } },
+            { upsert: true }
+          )
           .catch((err) => {
             this.dirty.add(k);
             throw err;

@@ -26,7 +26,10 @@ export interface GpuDocument {
   updated_at: string;
 }
 
-export type GpuRecordInput = Pick<GpuDocument, 'node_id' | 'name' | 'model' | 'memory_gb' | 'count' | 'price' | 'endpoint'>;
+export type GpuRecordInput = Pick<
+  GpuDocument,
+  'node_id' | 'name' | 'model' | 'memory_gb' | 'count' | 'price' | 'endpoint'
+>;
 
 /** How many GPU records one node may hold (a node re-registering one updates it; this bounds new names). */
 export const MAX_GPUS_PER_NODE = 64;
@@ -38,7 +41,10 @@ export class GpuStore {
   }
 
   /** Creates or replaces the node's record of that name; `created` says which. Null when the node is at its limit. */
-  async upsert(input: GpuRecordInput, now = new Date().toISOString()): Promise<{ gpu: GpuDocument; created: boolean } | null> {
+  async upsert(
+    input: GpuRecordInput,
+    now = new Date().toISOString()
+  ): Promise<{ gpu: GpuDocument; created: boolean } | null> {
     const _id = `${input.node_id}/${input.name}`;
     const existing = await this.gpus.findOne({ _id });
     if (!existing && (await this.gpus.countDocuments({ node_id: input.node_id })) >= MAX_GPUS_PER_NODE) return null;

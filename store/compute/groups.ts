@@ -65,7 +65,10 @@ export class SlimGroupStore {
       current = next;
     }
     if (current.epoch !== group.epoch) {
-      await this.groups.updateOne({ _id: groupId, epoch: { $lt: current.epoch } }, { $set: { epoch: current.epoch, updated_at: current.created_at } });
+      await this.groups.updateOne(
+        { _id: groupId, epoch: { $lt: current.epoch } },
+        { $set: { epoch: current.epoch, updated_at: current.created_at } }
+      );
       group.epoch = current.epoch;
     }
     return { group, current };
@@ -83,7 +86,10 @@ export class SlimGroupStore {
       if (err instanceof MongoServerError && err.code === 11000) return false;
       throw err;
     }
-    await this.groups.updateOne({ _id: next.group_id, epoch: { $lt: next.epoch } }, { $set: { epoch: next.epoch, updated_at: next.created_at } });
+    await this.groups.updateOne(
+      { _id: next.group_id, epoch: { $lt: next.epoch } },
+      { $set: { epoch: next.epoch, updated_at: next.created_at } }
+    );
     return true;
   }
 }

@@ -28,10 +28,17 @@ export class PortPoolStore {
     for (let attempt = 0; attempt < 64; attempt++) {
       const held = await this.ports.findOne({ app });
       if (held) return { port: held._id, app, existing: true };
-      const taken = new Set((await this.ports.find({ _id: { $gte: this.range.first, $lte: this.range.last } }, { projection: { _id: 1 } }).toArray()).map((d) => d._id));
+      const taken = new Set(
+        (
+          await this.ports
+            .find({ _id: { $gte: this.range.first, $lte: this.range.last } }, { projection: { _id: 1 } })
+            .toArray()
+        ).map((d) => d._id)
+      );
       const free: number[] = [];
       for (let p = this.range.first; p <= this.range.last; p++) if (!taken.has(p)) free.push(p);
-      if (free.length === 0) throw new AppError('conflict', `the port pool ${this.range.first}-${this.range.last} is exhausted`);
+      if (free.length === 0)
+        throw new AppError('conflict', `the port pool ${this.range.first}-${this.range.last} is exhausted`);
       // A random free port: concurrent allocations rarely pick the same one; when they do, the unique _id decides.
       const port = free[Math.floor(Math.random() * free.length)]!;
       try {
@@ -66,7 +73,10 @@ export class PortPoolStore {
   }
 
   async list(limit: number, offset: number): Promise<{ total: number; ports: PortDocument[] }> {
-    const [total, ports] = await Promise.all([this.ports.countDocuments({}), this.ports.find({}).sort({ _id: 1 }).skip(offset).limit(limit).toArray()]);
+    const [total, ports] = await Promise.all([
+      this.ports.countDocuments({}),
+      this.ports.find({}).sort({ _id: 1 }).skip(offset).limit(limit).toArray()
+    ]);
     return { total, ports };
   }
 }

@@ -39,14 +39,28 @@ export class DidRegistryStore {
   }
 
   /** Registers a DID, or updates an active one's registry fields; 409 when the DID was revoked. */
-  async register(entry: { did: string; node_id: string; public_key: string | null; autonomy_level: number; channels: string[]; by: string }): Promise<{ entry: RegistryEntry; created: boolean }> {
+  async register(entry: {
+    did: string;
+    node_id: string;
+    public_key: string | null;
+    autonomy_level: number;
+    channels: string[];
+    by: string;
+  }): Promise<{ entry: RegistryEntry; created: boolean }> {
     const at = new Date().toISOString();
     try {
       const res = await this.dids.updateOne(
         { _id: entry.did, revoked_at: null },
         {
           $setOnInsert: { label: entry.node_id, created_at: at },
-          $set: { node_id: entry.node_id, public_key: entry.public_key, autonomy_level: entry.autonomy_level, channels: entry.channels, registry_updated_at: at, registered_by: entry.by }
+          $set: {
+            node_id: entry.node_id,
+            public_key: entry.public_key,
+            autonomy_level: entry.autonomy_level,
+            channels: entry.channels,
+            registry_updated_at: at,
+            registered_by: entry.by
+          }
         },
         { upsert: true }
       );
@@ -62,7 +76,10 @@ export class DidRegistryStore {
   /** Revokes an active DID; false when there is none. */
   async revoke(did: string, by: string): Promise<boolean> {
     await recordDidRevocation(this.db, did); // before the update: other processes find it (store/active-dids.ts)
-    const res = await this.dids.updateOne({ _id: did, revoked_at: null }, { $set: { revoked_at: new Date().toISOString(), registered_by: by } });
+    const res = await this.dids.updateOne(
+      { _id: did, revoked_at: null },
+      { $set: { revoked_at: new Date().toISOString(), registered_by: by } }
+    );
     this.activeDids.forget(did);
     return res.modifiedCount === 1;
   }

@@ -48,7 +48,10 @@ export class WorkOrderStore {
 
   /** Acknowledges an order; the stored record after it, and whether this call acknowledged it. */
   async ack(id: string, by: string): Promise<{ order: WorkOrderDocument | null; acked: boolean }> {
-    const res = await this.orders.updateOne({ _id: id, acked_at: null }, { $set: { acked_at: new Date().toISOString(), acked_by: by } });
+    const res = await this.orders.updateOne(
+      { _id: id, acked_at: null },
+      { $set: { acked_at: new Date().toISOString(), acked_by: by } }
+    );
     return { order: await this.orders.findOne({ _id: id }), acked: res.modifiedCount === 1 };
   }
 }

@@ -41,8 +41,19 @@ export interface ProposalDocument {
 export const INITIAL_TREE: JsonValue = {
   federation: {
     hub: {
-      listeners: { main: 'federation, truth ledger, OAuth, admin', backup: 'truth write + short status', hub: 'task submission', commercial: 'commercial gateway', memory: 'memory gateway', daemon: 'local daemon (127.0.0.1)' },
-      flows: { node_lifecycle: 'node/<node_id>', truth_approval: 'truth-approval/<id>', tree_proposal: 'tree-proposal/<id>' }
+      listeners: {
+        main: 'federation, truth ledger, OAuth, admin',
+        backup: 'truth write + short status',
+        hub: 'task submission',
+        commercial: 'commercial gateway',
+        memory: 'memory gateway',
+        daemon: 'local daemon (127.0.0.1)'
+      },
+      flows: {
+        node_lifecycle: 'node/<node_id>',
+        truth_approval: 'truth-approval/<id>',
+        tree_proposal: 'tree-proposal/<id>'
+      }
     },
     nodes: {},
     gateways: {}
@@ -60,7 +71,14 @@ export class DirectoryTreeStore {
   /** Creates version 1 if the tree is empty (safe to call from every process at start). */
   async ensureInitialVersion(): Promise<void> {
     try {
-      await this.versions.insertOne({ _id: 1, tree_json: canonicalJson(INITIAL_TREE), created_at: new Date().toISOString(), proposal_id: null, merged_by: null, title: 'initial tree' });
+      await this.versions.insertOne({
+        _id: 1,
+        tree_json: canonicalJson(INITIAL_TREE),
+        created_at: new Date().toISOString(),
+        proposal_id: null,
+        merged_by: null,
+        title: 'initial tree'
+      });
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
     }
@@ -107,7 +125,13 @@ export class DirectoryTreeStore {
     return this.proposals.find({ state }).sort({ created_at: 1 }).limit(limit).toArray();
   }
 
-  async setProposalState(id: string, fields: Pick<ProposalDocument, 'state' | 'decided_at' | 'decided_by' | 'reason' | 'merged_version' | 'superseded_by'>): Promise<void> {
+  async setProposalState(
+    id: string,
+    fields: Pick<
+      ProposalDocument,
+      'state' | 'decided_at' | 'decided_by' | 'reason' | 'merged_version' | 'superseded_by'
+    >
+  ): Promise<void> {
     await this.proposals.updateOne({ _id: id }, { $set: fields });
   }
 }

@@ -49,11 +49,17 @@ export class HeartbeatHistoryStore {
   /** Stores one sample per node (a node already holding a sample for that interval keeps the first). */
   async append(samples: { node_id: string; seen_at: number; sample: HeartbeatSample }[]): Promise<void> {
     if (samples.length === 0) return;
-    const docs = samples.map((s) => ({ _id: `${s.node_id}:${this.interval(s.seen_at)}`, node_id: s.node_id, at: new Date(s.seen_at), sample_json: JSON.stringify(s.sample) }));
+    const docs = samples.map((s) => ({
+      _id: `${s.node_id}:${this.interval(s.seen_at)}`,
+      node_id: s.node_id,
+      at: new Date(s.seen_at),
+      sample_json: JSON.stringify(s.sample)
+    }));
     try {
       await this.history.insertMany(docs, { ordered: false });
     } catch (err) {
-      const duplicatesOnly = err instanceof MongoBulkWriteError && [err.writeErrors].flat().every((e) => e.code === 11000);
+      const duplicatesOnly =
+        err instanceof MongoBulkWriteError && [err.writeErrors].flat().every((e) => e.code === 11000);
       if (!duplicatesOnly) throw err;
     }
   }

@@ -153,7 +153,11 @@ export class NodeCache {
   private fresh(entry: CachedNode, now: number): boolean {
     if (now - entry.loaded_at < this.ttlMs) return true;
     // Exact while the log is followed: read within two polls, and the entry was loaded before that read began.
-    return this.logReadAt > 0 && now - this.logReadAt < 2 * NODE_CHANGES_POLL_MS + CLOCK_MARGIN_MS && entry.loaded_at <= this.logReadAt;
+    return (
+      this.logReadAt > 0 &&
+      now - this.logReadAt < 2 * NODE_CHANGES_POLL_MS + CLOCK_MARGIN_MS &&
+      entry.loaded_at <= this.logReadAt
+    );
   }
 
   async get(nodeId: string): Promise<CachedNode | null> {
@@ -282,7 +286,16 @@ export class NodeCache {
     if (!r.registered || r.state === null) return;
     // Removed after it registered (its removal may sort first: the hosts' clocks that stamped state_at differ).
     if ((removedAt.get(r.node_id) ?? -Infinity) >= r.written_at.getTime()) return;
-    this.put({ _id: r.node_id, api_key_hash: r.registered.api_key_hash, state: r.state, brand: { code: r.registered.brand }, state_changed_at: r.state_at.toISOString() }, readAt);
+    this.put(
+      {
+        _id: r.node_id,
+        api_key_hash: r.registered.api_key_hash,
+        state: r.state,
+        brand: { code: r.registered.brand },
+        state_changed_at: r.state_at.toISOString()
+      },
+      readAt
+    );
     this.stats.registered++;
   }
 
@@ -302,9 +315,12 @@ export class NodeCache {
       }
       const since = this.logCursor > 0 ? this.logCursor - CLOCK_MARGIN_MS : startedAt - NODE_CHANGES_KEEP_MS;
       const records = await this.nodes.changesSince(new Date(since));
-      records.sort((a, b) => a.state_at.getTime() - b.state_at.getTime() || a.written_at.getTime() - b.written_at.getTime());
+      records.sort(
+        (a, b) => a.state_at.getTime() - b.state_at.getTime() || a.written_at.getTime() - b.written_at.getTime()
+      );
       const removedAt = new Map<string, number>();
-      for (const r of records) if (r.state === null) removedAt.set(r.node_id, Math.max(removedAt.get(r.node_id) ?? 0, r.written_at.getTime()));
+      for (const r of records)
+        if (r.state === null) removedAt.set(r.node_id, Math.max(removedAt.get(r.node_id) ?? 0, r.written_at.getTime()));
       for (const r of records) {
         const entry = this.entries.get(r.node_id);
         if (!entry) {

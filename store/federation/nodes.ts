@@ -13,7 +13,12 @@ import { Collection, Db } from 'mongodb';
 import type { BrandCode, NodeState } from '../../core/federation/vocabulary';
 import { writeErrorsOf } from '../insert-batch';
 import { retryingUpsert } from '../mongo';
-import { nodeChangesCollection, NODE_CHANGES_KEEP_MS, NODE_CHANGES_SLOTS, NODE_CHANGES_SLOT_MS } from './node-changes-ring';
+import {
+  nodeChangesCollection,
+  NODE_CHANGES_KEEP_MS,
+  NODE_CHANGES_SLOTS,
+  NODE_CHANGES_SLOT_MS
+} from './node-changes-ring';
 
 export type { NodeState };
 
@@ -166,7 +171,13 @@ export class NodeStore {
   private readonly db: Db;
   private lastChangesPrune = 0;
   /** State changes waiting for the next batch (see setState). */
-  private readonly stateQueue: { nodeId: string; set: Partial<NodeDocument>; registration: boolean; resolve: () => void; reject: (err: unknown) => void }[] = [];
+  private readonly stateQueue: {
+    nodeId: string;
+    set: Partial<NodeDocument>;
+    registration: boolean;
+    resolve: () => void;
+    reject: (err: unknown) => void;
+  }[] = [];
   private writingStates = false;
   /** Node-document writes in flight, and those waiting for a place (see write()). */
   private writesInFlight = 0;
@@ -218,17 +229,15 @@ export class NodeStore {
   private async insertChangesOnce(changes: ChangeRecordInput[]): Promise<void> {
     if (changes.length === 0) return;
     const now = new Date();
-    const docs = changes.map(
-      (c, i): NodeChangeDocument => ({
-        _id: `${c.nodeId}:${now.getTime()}:${i}:${Math.random().toString(36).slice(2, 10)}`,
-        node_id: c.nodeId,
-        state: c.state,
-        state_at: new Date(Date.parse(c.stateAt) || now.getTime()),
-        written_at: now,
-        ...(c.livenessSeq === undefined ? {} : { liveness_seq: c.livenessSeq }),
-        ...(c.registered ? { registered: c.registered } : {})
-      })
-    );
+    const docs = changes.map((c, i): NodeChangeDocument => ({
+      _id: `${c.nodeId}:${now.getTime()}:${i}:${Math.random().toString(36).slice(2, 10)}`,
+      node_id: c.nodeId,
+      state: c.state,
+      state_at: new Date(Date.parse(c.stateAt) || now.getTime()),
+      written_at: now,
+      ...(c.livenessSeq === undefined ? {} : { liveness_seq: c.livenessSeq }),
+      ...(c.registered ? { registered: c.registered } : {})
+    }));
     const log = this.changesAt(now.getTime());
     if (docs.length === 1) await log.insertOne(docs[0]!);
     else await log.insertMany(docs, { ordered: false });
@@ -245,7 +254,10 @@ export class NodeStore {
     if (now - this.lastChangesPrune < NODE_CHANGES_SLOT_MS) return;
     this.lastChangesPrune = now;
     const old = { written_at: { $lt: new Date(now - NODE_CHANGES_KEEP_MS) } };
-    for (let ahead = 1; ahead <= 3; ahead++) this.changesAt(now + ahead * NODE_CHANGES_SLOT_MS).deleteMany(old).catch(() => undefined);
+    for (let ahead = 1; ahead <= 3; ahead++)
+      this.changesAt(now + ahead * NODE_CHANGES_SLOT_MS)
+        .deleteMany(old)
+        .catch(() => undefined);
   }
 
   /**
@@ -259,8 +271,17 @@ export class NodeStore {
     this.pruneChanges();
     const first = Math.floor(since.getTime() / NODE_CHANGES_SLOT_MS);
     const last = Math.floor((Date.now() + CHANGES_CLOCK_MARGIN_MS) / NODE_CHANGES_SLOT_MS);
-    const intervals = Array.from({ length: Math.min(NODE_CHANGES_SLOTS, Math.max(1, last - first + 1)) }, (_, i) => last - i);
-    const reads = await Promise.all(intervals.map((n) => this.changesAt(n * NODE_CHANGES_SLOT_MS).find({ written_at: { $gt: since } }).toArray()));
+    const intervals = Array.from(
+      { length: Math.min(NODE_CHANGES_SLOTS, Math.max(1, last - first + 1)) },
+      (_, i) => last - i
+    );
+    const reads = await Promise.all(
+      intervals.map((n) =>
+        this.changesAt(n * NODE_CHANGES_SLOT_MS)
+          .find({ written_at: { $gt: since } })
+          .toArray()
+      )
+    );
     return reads.flat();
   }
 
@@ -270,7 +291,13 @@ export class NodeStore {
    */
   async nextSequence(count = 1): Promise<number> {
     // Two first registrations race to create the counter; the loser increments the winner's.
-    const doc = await retryingUpsert(() => this.counters.findOneAndUpdate({ _id: 'node_seq' }, { $inc: { value: count } }, { upsert: true, returnDocument: 'after' }));
+    const doc = await retryingUpsert(() =>
+      this.counters.findOneAndUpdate(
+        { _id: 'node_seq' },
+        { $inc: { value: count } },
+        { upsert: true, returnDocument: 'after' }
+      )
+    );
     return doc!.value - count + 1;
   }
 
@@ -333,14 +360,22 @@ export class NodeStore {
           const error = failed?.get(i);
           if (!error) inserted.push({ claim, doc: docs[i]! });
           else if (error.code === 11000 && claim.attempts < MAX_SEQUENCE_ATTEMPTS) retry.push(claim);
-          else claim.reject(Object.assign(new Error(error.errmsg ?? 'the node could not be stored'), { code: error.code }));
+          else
+            claim.reject(
+              Object.assign(new Error(error.errmsg ?? 'the node could not be stored'), { code: error.code })
+            );
         });
         // The round's new nodes go into the change log too (one insert), so the presence sweeper knows them at its
         // next tick without waiting for their workflows' first task (a registration burst queues thousands).
         // Best effort: otherwise the sweeper adopts them from presence when they first beat (sweepPresence).
         if (inserted.length > 0) {
           await this.insertChanges(
-            inserted.map(({ doc }) => ({ nodeId: doc._id, state: doc.state, stateAt: doc.state_changed_at, registered: { api_key_hash: doc.api_key_hash, brand: doc.brand.code } }))
+            inserted.map(({ doc }) => ({
+              nodeId: doc._id,
+              state: doc.state,
+              stateAt: doc.state_changed_at,
+              registered: { api_key_hash: doc.api_key_hash, brand: doc.brand.code }
+            }))
           ).catch(() => undefined);
           this.pruneChanges();
         }
@@ -370,7 +405,9 @@ export class NodeStore {
       try {
         const { deletedCount } = await this.nodes.deleteMany(filter);
         if (deletedCount > 0) {
-          await this.insertChanges(docs.map((d) => ({ nodeId: d._id, state: null, stateAt: new Date().toISOString() })));
+          await this.insertChanges(
+            docs.map((d) => ({ nodeId: d._id, state: null, stateAt: new Date().toISOString() }))
+          );
           this.pruneChanges();
         }
       } catch (err) {
@@ -396,20 +433,35 @@ export class NodeStore {
     return this.nodes.findOne({ _id: nodeId }, { projection: PUBLIC_NODE_PROJECTION });
   }
 
-  async list(filter: { state?: NodeState; brand?: BrandCode }, page: { limit: number; offset: number }): Promise<{ total: number; nodes: PublicNode[] }> {
+  async list(
+    filter: { state?: NodeState; brand?: BrandCode },
+    page: { limit: number; offset: number }
+  ): Promise<{ total: number; nodes: PublicNode[] }> {
     const query: Record<string, unknown> = {};
     if (filter.state) query.state = filter.state;
     if (filter.brand) query['brand.code'] = filter.brand;
     const [total, docs] = await Promise.all([
       this.nodes.countDocuments(query),
-      this.nodes.find(query, { projection: PUBLIC_NODE_PROJECTION }).sort({ seq: 1 }).skip(page.offset).limit(page.limit).toArray()
+      this.nodes
+        .find(query, { projection: PUBLIC_NODE_PROJECTION })
+        .sort({ seq: 1 })
+        .skip(page.offset)
+        .limit(page.limit)
+        .toArray()
     ]);
     return { total, nodes: docs.map(publicNode) };
   }
 
   /** Counts by state and by brand, and the memory nodes declared (for the dashboard). */
-  async aggregates(): Promise<{ byState: Record<string, number>; byBrand: Record<string, number>; memoryGb: number; total: number }> {
-    const docs = await this.nodes.find({}, { projection: { state: 1, 'brand.code': 1, 'instance.memory_gb': 1 } }).toArray();
+  async aggregates(): Promise<{
+    byState: Record<string, number>;
+    byBrand: Record<string, number>;
+    memoryGb: number;
+    total: number;
+  }> {
+    const docs = await this.nodes
+      .find({}, { projection: { state: 1, 'brand.code': 1, 'instance.memory_gb': 1 } })
+      .toArray();
     const byState: Record<string, number> = {};
     const byBrand: Record<string, number> = {};
     let memoryGb = 0;
@@ -427,7 +479,13 @@ export class NodeStore {
    * arrival order, NODE_WRITES_IN_FLIGHT at once) and one insert of their change records. Resolves once both are
    * stored.
    */
-  setState(nodeId: string, state: NodeState, at: string, review: NodeDocument['review'] | undefined, options: { registration?: boolean } = {}): Promise<void> {
+  setState(
+    nodeId: string,
+    state: NodeState,
+    at: string,
+    review: NodeDocument['review'] | undefined,
+    options: { registration?: boolean } = {}
+  ): Promise<void> {
     const set: Partial<NodeDocument> = { state, state_changed_at: at };
     if (review) set.review = review;
     const registration = options.registration === true;
@@ -472,9 +530,13 @@ export class NodeStore {
 
   /** Every node's liveness view (state, liveness_seq, state_changed_at) for which `keep` holds (the sweeper's shards). */
   async loadLiveness(keep: (nodeId: string) => boolean): Promise<Map<string, LivenessView>> {
-    const docs = await this.nodes.find({}, { projection: { _id: 1, state: 1, liveness_seq: 1, state_changed_at: 1 } }).toArray();
+    const docs = await this.nodes
+      .find({}, { projection: { _id: 1, state: 1, liveness_seq: 1, state_changed_at: 1 } })
+      .toArray();
     const out = new Map<string, LivenessView>();
-    for (const d of docs) if (keep(d._id)) out.set(d._id, { state: d.state, seq: d.liveness_seq ?? 0, state_at: Date.parse(d.state_changed_at) || 0 });
+    for (const d of docs)
+      if (keep(d._id))
+        out.set(d._id, { state: d.state, seq: d.liveness_seq ?? 0, state_at: Date.parse(d.state_changed_at) || 0 });
     return out;
   }
 
@@ -491,7 +553,11 @@ export class NodeStore {
    * concurrent writers; the only writer of liveness_seq is the sweeper of the node's group (one at a time, see
    * node-lifecycle-sweeper.contract.ts).
    */
-  async applyLiveness(transitions: LivenessTransition[]): Promise<{ applied: LivenessTransition[]; refused: Map<string, LivenessView | null>; failed: LivenessTransition[] }> {
+  async applyLiveness(transitions: LivenessTransition[]): Promise<{
+    applied: LivenessTransition[];
+    refused: Map<string, LivenessView | null>;
+    failed: LivenessTransition[];
+  }> {
     const applied: LivenessTransition[] = [];
     const refused = new Map<string, LivenessView | null>();
     const failed: LivenessTransition[] = [];
@@ -507,7 +573,10 @@ export class NodeStore {
           try {
             const result = await this.write(t.node_id, () => {
               if (broken) throw new Error('not sent: an earlier write of this batch failed');
-              return this.nodes.updateOne({ _id: t.node_id, state: t.from }, { $set: { state: t.to, state_changed_at: t.at }, $inc: { liveness_seq: 1 } });
+              return this.nodes.updateOne(
+                { _id: t.node_id, state: t.from },
+                { $set: { state: t.to, state_changed_at: t.at }, $inc: { liveness_seq: 1 } }
+              );
             });
             (result.matchedCount === 1 ? won : lost).push(t);
           } catch {
@@ -537,12 +606,21 @@ export class NodeStore {
 
   /** The liveness views of these nodes that exist (one read). */
   async livenessOf(nodeIds: string[]): Promise<Map<string, LivenessView>> {
-    const docs = await this.nodes.find({ _id: { $in: nodeIds } }, { projection: { _id: 1, state: 1, liveness_seq: 1, state_changed_at: 1 } }).toArray();
-    return new Map(docs.map((d) => [d._id, { state: d.state, seq: d.liveness_seq ?? 0, state_at: Date.parse(d.state_changed_at) || 0 }]));
+    const docs = await this.nodes
+      .find({ _id: { $in: nodeIds } }, { projection: { _id: 1, state: 1, liveness_seq: 1, state_changed_at: 1 } })
+      .toArray();
+    return new Map(
+      docs.map((d) => [
+        d._id,
+        { state: d.state, seq: d.liveness_seq ?? 0, state_at: Date.parse(d.state_changed_at) || 0 }
+      ])
+    );
   }
 
   /** Which of these transitions are in the node documents (one read); the others' current views (null: removed). */
-  async settleLiveness(batch: LivenessTransition[]): Promise<{ applied: LivenessTransition[]; refused: Map<string, LivenessView | null> }> {
+  async settleLiveness(
+    batch: LivenessTransition[]
+  ): Promise<{ applied: LivenessTransition[]; refused: Map<string, LivenessView | null> }> {
     const views = await this.livenessOf(batch.map((t) => t.node_id));
     const applied: LivenessTransition[] = [];
     const refused = new Map<string, LivenessView | null>();
@@ -557,7 +635,9 @@ export class NodeStore {
 
   /** The node_changes records of applied liveness transitions (one insert), for every API process's node cache. */
   async recordLivenessChanges(applied: LivenessTransition[]): Promise<void> {
-    await this.insertChanges(applied.map((t) => ({ nodeId: t.node_id, state: t.to, stateAt: t.at, livenessSeq: t.seq })));
+    await this.insertChanges(
+      applied.map((t) => ({ nodeId: t.node_id, state: t.to, stateAt: t.at, livenessSeq: t.seq }))
+    );
   }
 
   private async writeStates(): Promise<void> {
@@ -579,13 +659,22 @@ export class NodeStore {
           const outcomes = await Promise.allSettled(
             [...byNode.values()].map(async (changes) => {
               for (const c of changes) {
-                await this.write(c.nodeId, () => this.nodes.updateOne(c.registration ? { _id: c.nodeId, liveness_seq: { $exists: false } } : { _id: c.nodeId }, { $set: c.set }));
+                await this.write(c.nodeId, () =>
+                  this.nodes.updateOne(
+                    c.registration ? { _id: c.nodeId, liveness_seq: { $exists: false } } : { _id: c.nodeId },
+                    { $set: c.set }
+                  )
+                );
               }
             })
           );
           const failure = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected');
           if (failure) throw failure.reason;
-          await this.insertChanges(batch.filter((c) => !c.registration).map((c) => ({ nodeId: c.nodeId, state: c.set.state!, stateAt: c.set.state_changed_at! })));
+          await this.insertChanges(
+            batch
+              .filter((c) => !c.registration)
+              .map((c) => ({ nodeId: c.nodeId, state: c.set.state!, stateAt: c.set.state_changed_at! }))
+          );
           for (const c of batch) c.resolve();
         } catch (err) {
           // The activity retries; setting a state and recording it again are both harmless.

@@ -158,7 +158,8 @@ export class PresenceRecorder {
     // A heartbeat seen at its arrival (it held the presence clock through authentication) may be older than one
     // of the same node recorded meanwhile (a retry): the node's last-seen time never moves back.
     const previous = shard.entries.get(nodeId);
-    if (!previous || previous.seen_at <= seenAt) shard.entries.set(nodeId, { node_id: nodeId, seen_at: seenAt, sample });
+    if (!previous || previous.seen_at <= seenAt)
+      shard.entries.set(nodeId, { node_id: nodeId, seen_at: seenAt, sample });
     shard.samplesDirty = true;
     const second = Math.floor(seenAt / 1000);
     shard.perSecond.set(second, (shard.perSecond.get(second) ?? 0) + 1);
@@ -249,7 +250,9 @@ export class PresenceRecorder {
     clearInterval(this.clockTimer);
     this.clockTimer = null;
     while (this.clockWriting) await new Promise((r) => setTimeout(r, 10));
-    await this.store.removeClock(this.instanceId).catch((err: unknown) => this.logger.warn({ err }, 'presence clock could not be removed'));
+    await this.store
+      .removeClock(this.instanceId)
+      .catch((err: unknown) => this.logger.warn({ err }, 'presence clock could not be removed'));
   }
 
   /** Resolves true once every recorded heartbeat is stored (false if that takes longer than timeoutMs). */
@@ -289,7 +292,8 @@ export class PresenceRecorder {
       while (shard.pendingSince !== null) {
         // After a failed write with no heartbeat waiting for the next one (those acknowledged early are still to be
         // stored), the next attempt comes RETRY_AFTER_FAILURE_MS later, not at the heartbeats' pace.
-        const pace = shard.failing && shard.waiting.length === 0 ? RETRY_AFTER_FAILURE_MS : this.options.flushIntervalMs;
+        const pace =
+          shard.failing && shard.waiting.length === 0 ? RETRY_AFTER_FAILURE_MS : this.options.flushIntervalMs;
         const wait = shard.lastWrite + pace - Date.now();
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         await this.acquire();
@@ -310,7 +314,10 @@ export class PresenceRecorder {
           const through = this.heldThrough(now);
           // Samples due (none written for PRESENCE_SAMPLES_MS) go with this write, so a small fleet's directory
           // shows each heartbeat's sample once it is stored; a large one's are written every interval.
-          const samplesDue = !shard.samplesScheduled && shard.entries.size <= SAMPLES_INLINE_MAX_NODES && now - shard.lastSamplesWrite >= this.samplesIntervalMs;
+          const samplesDue =
+            !shard.samplesScheduled &&
+            shard.entries.size <= SAMPLES_INLINE_MAX_NODES &&
+            now - shard.lastSamplesWrite >= this.samplesIntervalMs;
           if (samplesDue) {
             shard.lastSamplesWrite = now;
             shard.samplesDirty = false;
@@ -373,7 +380,9 @@ export class PresenceRecorder {
     }
     if (now - this.lastPrune > 60_000) {
       this.lastPrune = now;
-      void this.store.prune(new Date(now - this.options.retentionMs)).catch((err) => this.logger.warn({ err }, 'presence prune failed'));
+      void this.store
+        .prune(new Date(now - this.options.retentionMs))
+        .catch((err) => this.logger.warn({ err }, 'presence prune failed'));
     }
   }
 
@@ -391,7 +400,9 @@ export class PresenceRecorder {
       }
     }
     for (const id of this.historyInterval.keys()) if (!live.has(id)) this.historyInterval.delete(id);
-    await this.history.append(due).catch((err) => this.logger.warn({ err, samples: due.length }, 'heartbeat history write failed'));
+    await this.history
+      .append(due)
+      .catch((err) => this.logger.warn({ err, samples: due.length }, 'heartbeat history write failed'));
     if (now - this.lastHistoryPrune > this.history.windowMs / 4) {
       this.lastHistoryPrune = now;
       await this.history.prune(now).catch((err) => this.logger.warn({ err }, 'heartbeat history prune failed'));

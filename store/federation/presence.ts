@@ -97,7 +97,12 @@ export interface PresenceClock {
  * heartbeat of the shard it received is stored, and the document's is usually the newer (the clock waits for the
  * slowest of the 16 shards and is rewritten every PRESENCE_CLOCK_MS).
  */
-export function presenceHorizon(clocks: PresenceClock[], now: number, liveMs: number, shardComplete?: Map<string, number>): number {
+export function presenceHorizon(
+  clocks: PresenceClock[],
+  now: number,
+  liveMs: number,
+  shardComplete?: Map<string, number>
+): number {
   let horizon = now;
   for (const c of clocks) {
     if (now - c.written_at >= liveMs) continue;
@@ -135,23 +140,43 @@ export class PresenceStore {
   private readonly clocks: Collection<ClockDocument>;
   constructor(db: Db) {
     this.clocks = db.collection<ClockDocument>('node_presence_clocks');
-    this.seen = Array.from({ length: PRESENCE_SHARDS }, (_, s) => db.collection<SeenDocument>(`node_presence_${pad(s)}`));
-    this.samples = Array.from({ length: PRESENCE_SHARDS }, (_, s) => db.collection<SamplesDocument>(`node_presence_samples_${pad(s)}`));
+    this.seen = Array.from({ length: PRESENCE_SHARDS }, (_, s) =>
+      db.collection<SeenDocument>(`node_presence_${pad(s)}`)
+    );
+    this.samples = Array.from({ length: PRESENCE_SHARDS }, (_, s) =>
+      db.collection<SamplesDocument>(`node_presence_samples_${pad(s)}`)
+    );
   }
 
   /**
    * Writes this process's last-seen document of one shard (every node must belong to that shard); `completeThrough`:
    * every heartbeat of the shard this process received before it is in `seen` (see SeenDocument).
    */
-  async writeSeen(shard: number, instanceId: string, seen: Map<string, number>, perSecond: HeartbeatsPerSecond[], completeThrough?: number): Promise<void> {
-    const doc: Omit<SeenDocument, '_id'> = { updated_at: new Date(), seen_json: JSON.stringify(Object.fromEntries(seen)), per_second_json: JSON.stringify(perSecond) };
+  async writeSeen(
+    shard: number,
+    instanceId: string,
+    seen: Map<string, number>,
+    perSecond: HeartbeatsPerSecond[],
+    completeThrough?: number
+  ): Promise<void> {
+    const doc: Omit<SeenDocument, '_id'> = {
+      updated_at: new Date(),
+      seen_json: JSON.stringify(Object.fromEntries(seen)),
+      per_second_json: JSON.stringify(perSecond)
+    };
     if (completeThrough !== undefined) doc.complete_through = completeThrough;
     await retryingUpsert(() => this.seen[shard]!.replaceOne({ _id: instanceId }, doc, { upsert: true }));
   }
 
   /** Writes this process's presence clock (see ClockDocument). */
   async writeClock(instanceId: string, completeThrough: number): Promise<void> {
-    await retryingUpsert(() => this.clocks.replaceOne({ _id: instanceId }, { complete_through: completeThrough, written_at: Date.now() }, { upsert: true }));
+    await retryingUpsert(() =>
+      this.clocks.replaceOne(
+        { _id: instanceId },
+        { complete_through: completeThrough, written_at: Date.now() },
+        { upsert: true }
+      )
+    );
   }
 
   /** Removes this process's presence clock (it stopped, every heartbeat it took stored). */
@@ -180,7 +205,12 @@ export class PresenceStore {
     }
     await Promise.all(
       [...byShard].map(async ([s, entries]) => {
-        await this.writeSeen(s, instanceId, new Map(entries.map((e) => [e.node_id, e.seen_at])), s === presenceShardOf(nodes[0]!.node_id) ? perSecond : []);
+        await this.writeSeen(
+          s,
+          instanceId,
+          new Map(entries.map((e) => [e.node_id, e.seen_at])),
+          s === presenceShardOf(nodes[0]!.node_id) ? perSecond : []
+        );
         await this.writeSamples(s, instanceId, entries);
       })
     );
@@ -197,15 +227,20 @@ export class PresenceStore {
    * Newest heartbeat time per node of one shard, across every API process's document, its recent rate, and each
    * process's `complete_through` for the shard (see SeenDocument; for presenceHorizon).
    */
-  async readSeen(shard: number, sinceSecond = Math.floor(Date.now() / 1000) - 60): Promise<{ nodes: Map<string, number>; heartbeatsLastMinute: number; complete: Map<string, number> }> {
+  async readSeen(
+    shard: number,
+    sinceSecond = Math.floor(Date.now() / 1000) - 60
+  ): Promise<{ nodes: Map<string, number>; heartbeatsLastMinute: number; complete: Map<string, number> }> {
     const docs = await this.seen[shard]!.find({}).toArray();
     const nodes = new Map<string, number>();
     const complete = new Map<string, number>();
     let heartbeatsLastMinute = 0;
     for (const doc of docs) {
       if (typeof doc.complete_through === 'number') complete.set(doc._id, doc.complete_through);
-      for (const [id, at] of Object.entries(JSON.parse(doc.seen_json ?? '{}') as Record<string, number>)) if ((nodes.get(id) ?? -1) < at) nodes.set(id, at);
-      for (const s of JSON.parse(doc.per_second_json ?? '[]') as HeartbeatsPerSecond[]) if (s.second > sinceSecond) heartbeatsLastMinute += s.count;
+      for (const [id, at] of Object.entries(JSON.parse(doc.seen_json ?? '{}') as Record<string, number>))
+        if ((nodes.get(id) ?? -1) < at) nodes.set(id, at);
+      for (const s of JSON.parse(doc.per_second_json ?? '[]') as HeartbeatsPerSecond[])
+        if (s.second > sinceSecond) heartbeatsLastMinute += s.count;
     }
     return { nodes, heartbeatsLastMinute, complete };
   }
@@ -225,7 +260,8 @@ export class PresenceStore {
       heartbeatsLastMinute += seen.heartbeatsLastMinute;
       const latest = new Map<string, PresenceEntry>();
       for (const doc of samples)
-        for (const e of JSON.parse(doc.entries_json ?? '[]') as PresenceEntry[]) if ((latest.get(e.node_id)?.seen_at ?? -1) < e.seen_at) latest.set(e.node_id, e);
+        for (const e of JSON.parse(doc.entries_json ?? '[]') as PresenceEntry[])
+          if ((latest.get(e.node_id)?.seen_at ?? -1) < e.seen_at) latest.set(e.node_id, e);
       for (const [id, at] of seen.nodes) {
         // A sample is written after its heartbeat (at most PRESENCE_SAMPLES_MS later): until then the newest known.
         const sample = latest.get(id)?.sample ?? { at: new Date(at).toISOString(), resources: {}, performance: {} };
@@ -237,7 +273,11 @@ export class PresenceStore {
 
   /** Drops documents of API processes that stopped writing long ago (a scan of each shard's few documents). */
   async prune(olderThan: Date): Promise<void> {
-    await Promise.all([...this.seen, ...this.samples].map((c: Collection<SeenDocument> | Collection<SamplesDocument>) => c.deleteMany({ updated_at: { $lt: olderThan } })));
+    await Promise.all(
+      [...this.seen, ...this.samples].map((c: Collection<SeenDocument> | Collection<SamplesDocument>) =>
+        c.deleteMany({ updated_at: { $lt: olderThan } })
+      )
+    );
     await this.clocks.deleteMany({ written_at: { $lt: olderThan.getTime() } });
   }
 }

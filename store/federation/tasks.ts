@@ -24,7 +24,10 @@ import type { TaskState } from '../../core/federation/vocabulary';
 import { isDuplicateKey } from '../mongo';
 
 /** What a submitter decides about a new task; everything else starts at its queued value. */
-export type NewTask = Pick<TaskDocument, '_id' | 'type' | 'payload_json' | 'required_capabilities' | 'priority' | 'submitted_by' | 'context_id'>;
+export type NewTask = Pick<
+  TaskDocument,
+  '_id' | 'type' | 'payload_json' | 'required_capabilities' | 'priority' | 'submitted_by' | 'context_id'
+>;
 
 export interface TaskDocument {
   _id: string; // task id
@@ -52,7 +55,9 @@ export interface TaskDocument {
   context_id?: string | null;
 }
 
-export type ClaimOutcome = { ok: true; task: TaskDocument } | { ok: false; reason: 'not_found' | 'not_yours' | 'canceled' | 'finished'; task: TaskDocument | null };
+export type ClaimOutcome =
+  | { ok: true; task: TaskDocument }
+  | { ok: false; reason: 'not_found' | 'not_yours' | 'canceled' | 'finished'; task: TaskDocument | null };
 
 const TERMINAL: TaskState[] = ['done', 'failed', 'canceled'];
 
@@ -114,16 +119,28 @@ export class TaskStore {
   async sweepLapsed(now = new Date(), batch = 500): Promise<{ requeued: number; failed: number; more: boolean }> {
     const at = now.toISOString();
     const lapsed = await this.tasks
-      .find({ state: 'claimed', lease_expires_at: { $lt: at } }, { projection: { _id: 1, attempts: 1, lease_expires_at: 1, claim_id: 1 } })
+      .find(
+        { state: 'claimed', lease_expires_at: { $lt: at } },
+        { projection: { _id: 1, attempts: 1, lease_expires_at: 1, claim_id: 1 } }
+      )
       .limit(batch)
       .toArray();
     const out = { requeued: 0, failed: 0, more: lapsed.length >= batch };
     for (const t of lapsed) {
       const exhausted = t.attempts >= this.opts.maxAttempts;
       const set: Partial<TaskDocument> = exhausted
-        ? { state: 'failed', error: `lease lapsed on attempt ${t.attempts} of ${this.opts.maxAttempts}`, lease_expires_at: null, finished_at: at, updated_at: at }
+        ? {
+            state: 'failed',
+            error: `lease lapsed on attempt ${t.attempts} of ${this.opts.maxAttempts}`,
+            lease_expires_at: null,
+            finished_at: at,
+            updated_at: at
+          }
         : { state: 'queued', claimed_by: null, claim_id: null, lease_expires_at: null, updated_at: at };
-      const res = await this.tasks.updateOne({ _id: t._id, state: 'claimed', claim_id: t.claim_id ?? null, lease_expires_at: t.lease_expires_at }, { $set: set });
+      const res = await this.tasks.updateOne(
+        { _id: t._id, state: 'claimed', claim_id: t.claim_id ?? null, lease_expires_at: t.lease_expires_at },
+        { $set: set }
+      );
       if (res.modifiedCount) out[exhausted ? 'failed' : 'requeued'] += 1;
     }
     return out;
@@ -143,7 +160,13 @@ export class TaskStore {
    * Claims up to `max` queued tasks whose required capabilities are all among `capabilities`, highest priority and
    * oldest first, each under a lease of leaseMs. Exclusive: see the header.
    */
-  async claim(nodeId: string, capabilities: string[], max: number, leaseMs: number, now = new Date()): Promise<TaskDocument[]> {
+  async claim(
+    nodeId: string,
+    capabilities: string[],
+    max: number,
+    leaseMs: number,
+    now = new Date()
+  ): Promise<TaskDocument[]> {
     await this.expireLapsed(now);
     const have = new Set(capabilities);
     const claimed: TaskDocument[] = [];
@@ -159,7 +182,13 @@ export class TaskStore {
       const at = now.toISOString();
       const claimId = randomUUID();
       try {
-        await this.claims.insertOne({ _id: `${c._id}#${c.attempts + 1}`, task_id: c._id, node_id: nodeId, claim_id: claimId, at });
+        await this.claims.insertOne({
+          _id: `${c._id}#${c.attempts + 1}`,
+          task_id: c._id,
+          node_id: nodeId,
+          claim_id: claimId,
+          at
+        });
       } catch (err) {
         if (isDuplicateKey(err)) continue; // another claimant won this attempt
         throw err;
@@ -195,26 +224,50 @@ export class TaskStore {
   }
 
   /** Progress from the claiming node: records the note and extends the lease. */
-  async progress(taskId: string, nodeId: string, note: string | null, leaseMs: number, now = new Date()): Promise<ClaimOutcome> {
+  async progress(
+    taskId: string,
+    nodeId: string,
+    note: string | null,
+    leaseMs: number,
+    now = new Date()
+  ): Promise<ClaimOutcome> {
     const at = now.toISOString();
     const got = await this.tasks.findOneAndUpdate(
       { _id: taskId, state: 'claimed', claimed_by: nodeId },
-      { $set: { lease_expires_at: new Date(now.getTime() + leaseMs).toISOString(), updated_at: at, ...(note === null ? {} : { progress: note }) } },
+      {
+        $set: {
+          lease_expires_at: new Date(now.getTime() + leaseMs).toISOString(),
+          updated_at: at,
+          ...(note === null ? {} : { progress: note })
+        }
+      },
       { returnDocument: 'after' }
     );
-    return got && got.claimed_by === nodeId && got.state === 'claimed' ? { ok: true, task: got } : this.refusal(taskId, nodeId);
+    return got && got.claimed_by === nodeId && got.state === 'claimed'
+      ? { ok: true, task: got }
+      : this.refusal(taskId, nodeId);
   }
 
   /** The claiming node's result (done) or reason (failed). A task whose lease lapsed but is not yet taken may still finish. */
-  async finish(taskId: string, nodeId: string, outcome: { result_json: string } | { error: string }, now = new Date()): Promise<ClaimOutcome> {
+  async finish(
+    taskId: string,
+    nodeId: string,
+    outcome: { result_json: string } | { error: string },
+    now = new Date()
+  ): Promise<ClaimOutcome> {
     const at = now.toISOString();
-    const set = 'result_json' in outcome ? { state: 'done' as const, result_json: outcome.result_json, error: null } : { state: 'failed' as const, error: outcome.error };
+    const set =
+      'result_json' in outcome
+        ? { state: 'done' as const, result_json: outcome.result_json, error: null }
+        : { state: 'failed' as const, error: outcome.error };
     const got = await this.tasks.findOneAndUpdate(
       { _id: taskId, state: 'claimed', claimed_by: nodeId },
       { $set: { ...set, lease_expires_at: null, finished_at: at, updated_at: at } },
       { returnDocument: 'after' }
     );
-    return got && got.claimed_by === nodeId && got.state === set.state ? { ok: true, task: got } : this.refusal(taskId, nodeId);
+    return got && got.claimed_by === nodeId && got.state === set.state
+      ? { ok: true, task: got }
+      : this.refusal(taskId, nodeId);
   }
 
   /** Cancels a queued or claimed task (the claiming node hears it at its next progress call); others are returned as they are. */
@@ -230,20 +283,44 @@ export class TaskStore {
   }
 
   /** A submitter's tasks, newest first. */
-  async listBySubmitter(submitter: string, filter: { state?: TaskState; contextId?: string }, page: { limit: number; offset: number }): Promise<{ total: number; tasks: TaskDocument[] }> {
+  async listBySubmitter(
+    submitter: string,
+    filter: { state?: TaskState; contextId?: string },
+    page: { limit: number; offset: number }
+  ): Promise<{ total: number; tasks: TaskDocument[] }> {
     await this.expireLapsed();
     const query: Filter<TaskDocument> = { submitted_by: submitter };
     if (filter.state) query.state = filter.state;
     if (filter.contextId) query.context_id = filter.contextId;
-    const [total, tasks] = await Promise.all([this.tasks.countDocuments(query), this.tasks.find(query).sort({ created_at: -1, _id: 1 }).skip(page.offset).limit(page.limit).toArray()]);
+    const [total, tasks] = await Promise.all([
+      this.tasks.countDocuments(query),
+      this.tasks.find(query).sort({ created_at: -1, _id: 1 }).skip(page.offset).limit(page.limit).toArray()
+    ]);
     return { total, tasks };
   }
 
   /** Counts per state (queued = depth, claimed = in flight), and mean wait (created → claimed) and run (claimed → done) times. */
-  async stats(): Promise<Record<TaskState, number> & { total: number; by_type: Record<string, number>; mean_wait_s: number | null; mean_run_s: number | null }> {
+  async stats(): Promise<
+    Record<TaskState, number> & {
+      total: number;
+      by_type: Record<string, number>;
+      mean_wait_s: number | null;
+      mean_run_s: number | null;
+    }
+  > {
     await this.expireLapsed();
-    const docs = await this.tasks.find({}, { projection: { state: 1, type: 1, created_at: 1, claimed_at: 1, finished_at: 1 } }).toArray();
-    const out = { queued: 0, claimed: 0, done: 0, failed: 0, canceled: 0, total: docs.length, by_type: {} as Record<string, number> };
+    const docs = await this.tasks
+      .find({}, { projection: { state: 1, type: 1, created_at: 1, claimed_at: 1, finished_at: 1 } })
+      .toArray();
+    const out = {
+      queued: 0,
+      claimed: 0,
+      done: 0,
+      failed: 0,
+      canceled: 0,
+      total: docs.length,
+      by_type: {} as Record<string, number>
+    };
     let waits = 0;
     let waitSum = 0;
     let runs = 0;
@@ -260,6 +337,10 @@ export class TaskStore {
         }
       }
     }
-    return { ...out, mean_wait_s: waits ? waitSum / waits / 1000 : null, mean_run_s: runs ? runSum / runs / 1000 : null };
+    return {
+      ...out,
+      mean_wait_s: waits ? waitSum / waits / 1000 : null,
+      mean_run_s: runs ? runSum / runs / 1000 : null
+    };
   }
 }

@@ -33,7 +33,11 @@ import type { DailyQuota } from './quota';
  * and `deadline` as in Ledger.append: the primary appends a `direct` write itself; `deadline` lets a writer on
  * another host withdraw a write the caller has given up on (store/ledger/writer-forwarding.ts).
  */
-export type ForwardAppend = (input: AppendInput, signal: AbortSignal | undefined, how: { direct: boolean; deadline: number | null }) => Promise<AppendResult> | null;
+export type ForwardAppend = (
+  input: AppendInput,
+  signal: AbortSignal | undefined,
+  how: { direct: boolean; deadline: number | null }
+) => Promise<AppendResult> | null;
 
 /** A daily-quota counter to take one slot of (DailyQuota.consume's arguments). */
 export interface QuotaClaim {
@@ -49,7 +53,12 @@ export interface QuotaClaim {
  * appends here). Rejects with ForwardNotDelivered when nothing reached the holder (likewise done here), with
  * AppendWithdrawn when the holder withdrew it at `deadline` (no slot spent).
  */
-export type ForwardCountedAppend = (input: AppendInput, quota: QuotaClaim, signal: AbortSignal | undefined, deadline: number | null) => Promise<AppendResult | 'over_quota'> | null;
+export type ForwardCountedAppend = (
+  input: AppendInput,
+  quota: QuotaClaim,
+  signal: AbortSignal | undefined,
+  deadline: number | null
+) => Promise<AppendResult | 'over_quota'> | null;
 
 type ForwardMessage =
   | { zh: 'ledger.append'; id: number; input: AppendInput; direct?: boolean; deadline?: number | null }
@@ -76,7 +85,11 @@ function isForwardMessage(message: unknown): message is ForwardMessage {
 }
 
 /** The primary's side: appends and takes quota for what one API process forwards, with the host's one `ledger` and `quota`. */
-export function serveForwardedWrites(writers: { ledger: Ledger; quota: DailyQuota }, channel: IpcEnd, onError: (err: unknown) => void = () => undefined): void {
+export function serveForwardedWrites(
+  writers: { ledger: Ledger; quota: DailyQuota },
+  channel: IpcEnd,
+  onError: (err: unknown) => void = () => undefined
+): void {
   const { ledger, quota } = writers;
   const withdrawals = new Map<number, AbortController>();
   const reply = (message: ForwardMessage) => {
@@ -96,7 +109,9 @@ export function serveForwardedWrites(writers: { ledger: Ledger; quota: DailyQuot
       const { id } = message;
       const how = { direct: message.direct ?? false };
       const done =
-        message.zh === 'quota.consume' ? quota.consume(message.scope, message.day, message.limit, how) : quota.refund(message.scope, message.day, message.n, how).then(() => ({ allowed: true, count: message.n }));
+        message.zh === 'quota.consume'
+          ? quota.consume(message.scope, message.day, message.limit, how)
+          : quota.refund(message.scope, message.day, message.n, how).then(() => ({ allowed: true, count: message.n }));
       done.then(
         (r) => reply({ zh: 'quota.done', id, allowed: r.allowed, count: r.count }),
         (err: unknown) => {
@@ -111,12 +126,21 @@ export function serveForwardedWrites(writers: { ledger: Ledger; quota: DailyQuot
     const controller = new AbortController();
     withdrawals.set(id, controller);
     ledger
-      .append(input, { signal: controller.signal, direct: message.direct ?? false, ...(message.deadline ? { deadline: message.deadline } : {}) })
+      .append(input, {
+        signal: controller.signal,
+        direct: message.direct ?? false,
+        ...(message.deadline ? { deadline: message.deadline } : {})
+      })
       .then(
         (result) => reply({ zh: 'ledger.appended', id, result }),
         (err: unknown) => {
           if (!(err instanceof AppendWithdrawn)) onError(err);
-          reply({ zh: 'ledger.failed', id, withdrawn: err instanceof AppendWithdrawn, message: err instanceof Error ? err.message : String(err) });
+          reply({
+            zh: 'ledger.failed',
+            id,
+            withdrawn: err instanceof AppendWithdrawn,
+            message: err instanceof Error ? err.message : String(err)
+          });
         }
       )
       .finally(() => withdrawals.delete(id));
@@ -132,7 +156,11 @@ type Request = ForwardMessage extends infer M ? (M extends { id: number } ? Omit
  * with `lost()`. `send` returns null when the channel cannot take the request (the caller then does the work
  * itself).
  */
-function requestsOver<T>(channel: IpcEnd, settle: (answer: ForwardMessage, resolve: (value: T) => void, reject: (err: unknown) => void) => boolean, lost: () => Error) {
+function requestsOver<T>(
+  channel: IpcEnd,
+  settle: (answer: ForwardMessage, resolve: (value: T) => void, reject: (err: unknown) => void) => boolean,
+  lost: () => Error
+) {
   const waiting = new Map<number, { resolve: (value: T) => void; reject: (err: unknown) => void }>();
   let nextId = 1;
   channel.on('message', (message) => {
@@ -168,24 +196,42 @@ export function forwardAppendsTo(channel: IpcEnd): ForwardAppend {
       else if (message.withdrawn) reject(new AppendWithdrawn());
       // Whatever failed there (the database, most likely) is not the caller's doing; nothing was acknowledged.
       // (The primary logged the details; they are the database's, not for the caller.)
-      else reject(new AppError('unavailable', 'The ledger could not store the write; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' }));
+      else
+        reject(
+          new AppError(
+            'unavailable',
+            'The ledger could not store the write; retry with the same Idempotency-Key',
+            {},
+            { 'Retry-After': '5' }
+          )
+        );
       return true;
     },
     // The primary is going away: whatever it had not answered may or may not have landed, as after a timeout.
-    () => new AppError('unavailable', 'The ledger writer stopped before answering; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' })
+    () =>
+      new AppError(
+        'unavailable',
+        'The ledger writer stopped before answering; retry with the same Idempotency-Key',
+        {},
+        { 'Retry-After': '5' }
+      )
   );
   return (input, signal, how) => {
     if (!channel.send || channel.connected === false) return null;
     if (signal?.aborted) return Promise.reject(new AppendWithdrawn());
     const sent = send({ zh: 'ledger.append', input, direct: how.direct, deadline: how.deadline });
     if (!sent) return null;
-    signal?.addEventListener('abort', () => {
-      try {
-        channel.send?.({ zh: 'ledger.withdraw', id: sent.id } satisfies ForwardMessage);
-      } catch {
-        // The channel closed: the answer never comes; the caller's deadline has already answered it.
-      }
-    }, { once: true });
+    signal?.addEventListener(
+      'abort',
+      () => {
+        try {
+          channel.send?.({ zh: 'ledger.withdraw', id: sent.id } satisfies ForwardMessage);
+        } catch {
+          // The channel closed: the answer never comes; the caller's deadline has already answered it.
+        }
+      },
+      { once: true }
+    );
     return sent.answer;
   };
 }
@@ -201,18 +247,23 @@ export function forwardQuotaTo(channel: IpcEnd, local: DailyQuota): DailyQuota {
     channel,
     (message, resolve, reject) => {
       if (message.zh === 'quota.done') resolve({ allowed: message.allowed, count: message.count });
-      else if (message.zh === 'quota.failed') reject(new AppError('unavailable', 'The quota could not be counted; retry later', {}, { 'Retry-After': '5' }));
+      else if (message.zh === 'quota.failed')
+        reject(new AppError('unavailable', 'The quota could not be counted; retry later', {}, { 'Retry-After': '5' }));
       else return false;
       return true;
     },
     // A slot the primary took for a caller whose answer is lost stays spent for the day (as a process dying with a lease).
-    () => new AppError('unavailable', 'The quota counter stopped before answering; retry later', {}, { 'Retry-After': '5' })
+    () =>
+      new AppError('unavailable', 'The quota counter stopped before answering; retry later', {}, { 'Retry-After': '5' })
   );
   return {
-    consume: (scope, day, limit, how) => send({ zh: 'quota.consume', scope, day, limit, direct: how?.direct ?? false })?.answer ?? local.consume(scope, day, limit),
+    consume: (scope, day, limit, how) =>
+      send({ zh: 'quota.consume', scope, day, limit, direct: how?.direct ?? false })?.answer ??
+      local.consume(scope, day, limit),
     // Without the primary, local gives it back (a counter it does not hold: the slot's document is deleted).
     refund: async (scope, day, n, how) => {
-      await (send({ zh: 'quota.refund', scope, day, n, direct: how?.direct ?? false })?.answer ?? local.refund(scope, day, n));
+      await (send({ zh: 'quota.refund', scope, day, n, direct: how?.direct ?? false })?.answer ??
+        local.refund(scope, day, n));
     }
   };
 }

@@ -31,21 +31,38 @@ export async function verifyLedger(ledger: Ledger): Promise<VerifyReport> {
   for await (const doc of ledger.scan()) {
     const expected = size + 1;
     if (!firstBad && (doc._id !== expected || doc.seq !== expected)) {
-      firstBad = doc._id > expected ? { seq: expected, problem: `entry ${expected} is missing` } : { seq: expected, problem: `entry at position ${expected} carries seq ${doc.seq}` };
+      firstBad =
+        doc._id > expected
+          ? { seq: expected, problem: `entry ${expected} is missing` }
+          : { seq: expected, problem: `entry at position ${expected} carries seq ${doc.seq}` };
     }
     const leaf = leafHash(ledgerLeafBytes(doc, doc.value_json));
-    if (!firstBad && toHex(leaf) !== doc.leaf_hash) firstBad = { seq: doc.seq, problem: `entry ${doc.seq} does not hash to its recorded leaf hash (content altered)` };
+    if (!firstBad && toHex(leaf) !== doc.leaf_hash)
+      firstBad = {
+        seq: doc.seq,
+        problem: `entry ${doc.seq} does not hash to its recorded leaf hash (content altered)`
+      };
     frontier = appendToFrontier(frontier, size, leaf).frontier;
     size += 1;
     const root = toHex(rootFromFrontier(frontier));
-    if (!firstBad && root !== doc.root) firstBad = { seq: doc.seq, problem: `root after entry ${doc.seq} differs from the root recorded at append time` };
+    if (!firstBad && root !== doc.root)
+      firstBad = { seq: doc.seq, problem: `root after entry ${doc.seq} differs from the root recorded at append time` };
     tally = addToTally(tally, tallyCategory(doc.kind, doc.truth_type));
-    if (!firstBad && doc.tally && !talliesEqual(doc.tally, tally)) firstBad = { seq: doc.seq, problem: `the tally recorded with entry ${doc.seq} differs from the entries up to it` };
+    if (!firstBad && doc.tally && !talliesEqual(doc.tally, tally))
+      firstBad = {
+        seq: doc.seq,
+        problem: `the tally recorded with entry ${doc.seq} differs from the entries up to it`
+      };
     lastRecordedRoot = doc.root;
   }
-  if (!firstBad && head.size > size) firstBad = { seq: size + 1, problem: `entries ${size + 1}..${head.size} are missing (the head records ${head.size})` };
+  if (!firstBad && head.size > size)
+    firstBad = {
+      seq: size + 1,
+      problem: `entries ${size + 1}..${head.size} are missing (the head records ${head.size})`
+    };
   // The head record's tally is what /api/status-data/assets serves.
-  if (!firstBad && head.size === size && head.tally && !talliesEqual(head.tally, tally)) firstBad = { seq: size, problem: `the tally of the head record at ${size} differs from the entries` };
+  if (!firstBad && head.size === size && head.tally && !talliesEqual(head.tally, tally))
+    firstBad = { seq: size, problem: `the tally of the head record at ${size} differs from the entries` };
   const computed = toHex(rootFromFrontier(frontier));
   // A head that lags the entries (a writer stopped between its insert and its head update) is not damage.
   const stored = head.size === size ? head.root : lastRecordedRoot;

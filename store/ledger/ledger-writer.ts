@@ -58,10 +58,22 @@ export async function startLedgerWriter(
   const secret = config.LEDGER_FORWARD_SECRET;
   if (!secret) return null;
   const counts = options.counts ?? new ForwardingCounts();
-  const url = options.mayHold === false ? null : (config.LEDGER_WRITER_URL ?? `http://${advertisedHost(config.HOST)}:${config.PORT}`);
-  const lease = new LedgerWriterLease(db, { url, ttlMs: config.LEDGER_WRITER_LEASE_S * 1000, onError: (err) => logger.warn({ err }, 'ledger writer lease: the database did not answer') });
+  const url =
+    options.mayHold === false
+      ? null
+      : (config.LEDGER_WRITER_URL ?? `http://${advertisedHost(config.HOST)}:${config.PORT}`);
+  const lease = new LedgerWriterLease(db, {
+    url,
+    ttlMs: config.LEDGER_WRITER_LEASE_S * 1000,
+    onError: (err) => logger.warn({ err }, 'ledger writer lease: the database did not answer')
+  });
   await lease.start();
-  const { forward, forwardCounted, quota, close } = forwardToWriter(lease, secret, (err) => logger.warn({ err }, 'ledger writer lease: a forwarded write was refused'), () => counts.requests++);
+  const { forward, forwardCounted, quota, close } = forwardToWriter(
+    lease,
+    secret,
+    (err) => logger.warn({ err }, 'ledger writer lease: a forwarded write was refused'),
+    () => counts.requests++
+  );
   logger.info({ url, holds: lease.holds() }, 'ledger writer lease: taking part');
   /** Counts a forwarded append once the holder answered it (not one it never received, then appended here). */
   const answered = <T>(sent: Promise<T> | null): Promise<T> | null =>
@@ -71,7 +83,12 @@ export async function startLedgerWriter(
       return result;
     });
   let released = false;
-  const giveUp = () => lease.stop().catch((err: unknown) => logger.warn({ err }, 'ledger writer lease could not be given up; another replica takes it when it expires'));
+  const giveUp = () =>
+    lease
+      .stop()
+      .catch((err: unknown) =>
+        logger.warn({ err }, 'ledger writer lease could not be given up; another replica takes it when it expires')
+      );
   return {
     forward: (input, signal, how) => answered(forward(input, signal, how)),
     forwardCounted: (input, claim, signal, deadline) => answered(forwardCounted(input, claim, signal, deadline)),
@@ -105,4 +122,3 @@ export function advertisedHost(host: string): string {
   }
   return os.hostname();
 }
-

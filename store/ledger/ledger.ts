@@ -33,7 +33,16 @@
 import { randomHex } from '../../core/random-hex.node';
 import { Collection, Db, MongoBulkWriteError } from 'mongodb';
 import { canonicalJson, JsonValue } from '../../core/ledger/canonical-json';
-import { appendToFrontier, fromHex, frontierEnds, Hash, leafHash, rootFromFrontier, toHex, EMPTY_ROOT } from '../../core/ledger/merkle.node';
+import {
+  appendToFrontier,
+  fromHex,
+  frontierEnds,
+  Hash,
+  leafHash,
+  rootFromFrontier,
+  toHex,
+  EMPTY_ROOT
+} from '../../core/ledger/merkle.node';
 import { LedgerEntryDocument, LedgerEntryKind, ledgerLeafBytes } from '../../core/ledger/ledger-entry';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { FreshReads } from '../../core/fresh-reads';
@@ -210,7 +219,11 @@ type BuiltEntry = LedgerEntryDocument & { frontier: string[] };
 /** What is inserted for a built entry. */
 const stored = ({ frontier: _leaves, ...doc }: BuiltEntry): LedgerEntryDocument => doc;
 
-const tailOf = (doc: BuiltEntry): Tail => ({ size: doc._id, frontier: doc.frontier.map(fromHex), tally: doc.tally ?? null });
+const tailOf = (doc: BuiltEntry): Tail => ({
+  size: doc._id,
+  frontier: doc.frontier.map(fromHex),
+  tally: doc.tally ?? null
+});
 const EMPTY_TAIL: Tail = { size: 0, frontier: [], tally: {} };
 
 /** A head this process wrote: an entry's size, root, frontier, time and tally. */
@@ -221,7 +234,13 @@ interface OwnHead {
   last_entry_at: string;
   tally: LedgerTally | null;
 }
-const ownHeadOf = (last: BuiltEntry): OwnHead => ({ size: last._id, root: last.root, frontier: last.frontier, last_entry_at: last.created_at, tally: last.tally ?? null });
+const ownHeadOf = (last: BuiltEntry): OwnHead => ({
+  size: last._id,
+  root: last.root,
+  frontier: last.frontier,
+  last_entry_at: last.created_at,
+  tally: last.tally ?? null
+});
 
 export class Ledger {
   private readonly entries: Collection<LedgerEntryDocument>;
@@ -256,7 +275,14 @@ export class Ledger {
   /** Reads of the newest head record, shared by the head() calls that arrive together. */
   private readonly headReads = new FreshReads<LedgerHeadWithTally | null>(async () => {
     const record = await this.newestHeadRecord();
-    return record ? { size: record.size, root: record.root, last_entry_at: record.last_entry_at ?? null, tally: record.tally ?? null } : null;
+    return record
+      ? {
+          size: record.size,
+          root: record.root,
+          last_entry_at: record.last_entry_at ?? null,
+          tally: record.tally ?? null
+        }
+      : null;
   });
 
   /** Where appends go when this process is not the writer (store/ledger/ledger-forwarding.ts); else appended here. */
@@ -266,7 +292,14 @@ export class Ledger {
   /** The newest entry an append forwarded from here came back with (head() answers at least that). */
   private forwardedHead: LedgerHeadWithTally | null = null;
 
-  constructor(db: Db, options: { forward?: ForwardAppend | null; forwardCounted?: ForwardCountedAppend | null; idLookups?: IdLookups } = {}) {
+  constructor(
+    db: Db,
+    options: {
+      forward?: ForwardAppend | null;
+      forwardCounted?: ForwardCountedAppend | null;
+      idLookups?: IdLookups;
+    } = {}
+  ) {
     this.idLookups = options.idLookups ?? 'indexed';
     this.forward = options.forward ?? null;
     this.forwardCounted = options.forwardCounted ?? null;
@@ -288,7 +321,10 @@ export class Ledger {
   append(input: AppendInput, options: AppendOptions = {}): Promise<AppendResult> {
     const { signal } = options;
     if (signal?.aborted) return Promise.reject(new AppendWithdrawn());
-    const forwarded = this.forward?.(input, signal, { direct: options.direct ?? false, deadline: options.deadline ?? null });
+    const forwarded = this.forward?.(input, signal, {
+      direct: options.direct ?? false,
+      deadline: options.deadline ?? null
+    });
     if (forwarded) {
       return forwarded.then(
         (result) => this.forwardedAnswer(result),
@@ -305,7 +341,11 @@ export class Ledger {
    * `'over_quota'` (nothing written). `null` when no other host holds the lease or nothing reached it: the caller
    * claims its slot and appends here as usual. AppendWithdrawn as for append (no slot spent).
    */
-  async appendCounted(input: AppendInput, quota: QuotaClaim, options: { signal?: AbortSignal; deadline?: number } = {}): Promise<AppendResult | 'over_quota' | null> {
+  async appendCounted(
+    input: AppendInput,
+    quota: QuotaClaim,
+    options: { signal?: AbortSignal; deadline?: number } = {}
+  ): Promise<AppendResult | 'over_quota' | null> {
     if (options.signal?.aborted) throw new AppendWithdrawn();
     const forwarded = this.forwardCounted?.(input, quota, options.signal, options.deadline ?? null);
     if (!forwarded) return null;
@@ -321,7 +361,13 @@ export class Ledger {
   /** An append forwarded from here was made: head() answers at least its entry. */
   private forwardedAnswer(result: AppendResult): AppendResult {
     const { entry } = result;
-    if (!this.forwardedHead || this.forwardedHead.size < entry._id) this.forwardedHead = { size: entry._id, root: entry.root, last_entry_at: entry.created_at, tally: entry.tally ?? null };
+    if (!this.forwardedHead || this.forwardedHead.size < entry._id)
+      this.forwardedHead = {
+        size: entry._id,
+        root: entry.root,
+        last_entry_at: entry.created_at,
+        tally: entry.tally ?? null
+      };
     return result;
   }
 
@@ -375,14 +421,23 @@ export class Ledger {
       const createdAt = new Date();
       const pending = part.map((input): Pending => {
         const eventId = newEventId();
-        return { input, eventId, createdAt, idem: `e:${eventId}`, valueJson: canonicalJson(input.value), resolve: () => undefined, reject: () => undefined };
+        return {
+          input,
+          eventId,
+          createdAt,
+          idem: `e:${eventId}`,
+          valueJson: canonicalJson(input.value),
+          resolve: () => undefined,
+          reject: () => undefined
+        };
       });
       part = [];
       const docs = this.buildDocs(pending, tail);
       try {
         // Ordered and at most INSERT_CHUNK at a time, so a concurrent writer can only make it stop, never leave
         // entries built on a stale tail behind the refused one.
-        for (let at = 0; at < docs.length; at += INSERT_CHUNK) await this.entries.insertMany(docs.slice(at, at + INSERT_CHUNK).map(stored), { ordered: true });
+        for (let at = 0; at < docs.length; at += INSERT_CHUNK)
+          await this.entries.insertMany(docs.slice(at, at + INSERT_CHUNK).map(stored), { ordered: true });
       } catch (err) {
         this.knownTail = null;
         throw err;
@@ -537,10 +592,14 @@ export class Ledger {
    */
   private async settleRefusedKey(rest: Pending[], where: 'record' | 'ledger'): Promise<Pending[]> {
     const refused = rest[0]!;
-    const entry = where === 'record' ? (await this.findByIdems([refused.idem]))[0] : await this.entries.findOne({ idem: refused.idem });
+    const entry =
+      where === 'record'
+        ? (await this.findByIdems([refused.idem]))[0]
+        : await this.entries.findOne({ idem: refused.idem });
     if (!entry) return rest;
     // Found in the ledger itself: its record was missing; written now, so the next retry of the key finds it fast.
-    if (where === 'ledger') await this.idempotency.insertOne({ _id: entry.idem, seq: entry._id }).catch(() => undefined);
+    if (where === 'ledger')
+      await this.idempotency.insertOne({ _id: entry.idem, seq: entry._id }).catch(() => undefined);
     refused.resolve({ entry, duplicate: true });
     // A retry seldom comes alone (a client resending a batch, an activity appending again what its last attempt
     // may have written): the other keys of the batch are looked up now, together, instead of one refusal each.
@@ -595,11 +654,13 @@ export class Ledger {
     const from = head?.size ?? 0;
     const seq = await this.lastSeqFrom(from);
     // The head is the tail (the usual case): its record has the frontier, no entry needs reading.
-    if (head?.frontier && seq === from) return { size: from, frontier: head.frontier.map(fromHex), tally: head.tally ?? null };
+    if (head?.frontier && seq === from)
+      return { size: from, frontier: head.frontier.map(fromHex), tally: head.tally ?? null };
     const projection = { _id: 1, frontier: 1, tally: 1 };
     const newest = seq > 0 ? await this.entries.findOne({ _id: seq }, { projection }) : null;
     // No entry at the head's size: entries were removed behind the ledger's back; take what is really there.
-    const last = newest ?? (from > 0 ? await this.entries.find({}, { projection }).sort({ _id: -1 }).limit(1).next() : null);
+    const last =
+      newest ?? (from > 0 ? await this.entries.find({}, { projection }).sort({ _id: -1 }).limit(1).next() : null);
     if (!last) return EMPTY_TAIL;
     // An entry of an earlier version carries its frontier; a newer one is rebuilt from the entries that completed it.
     const frontier = last.frontier ? last.frontier.map(fromHex) : await this.frontierAt(last._id);
@@ -609,7 +670,15 @@ export class Ledger {
   /** The frontier of the tree of `size` leaves, from the `completed` hashes of the entries that recorded it. */
   private async frontierAt(size: number): Promise<Hash[]> {
     const ends = frontierEnds(size);
-    const bySeq = new Map((await findByIds(this.entries, ends.map((e) => e.seq), this.idLookups)).map((d) => [d._id, d]));
+    const bySeq = new Map(
+      (
+        await findByIds(
+          this.entries,
+          ends.map((e) => e.seq),
+          this.idLookups
+        )
+      ).map((d) => [d._id, d])
+    );
     return ends.map(({ seq, level }) => {
       const hex = bySeq.get(seq)?.completed[level];
       if (!hex) throw new Error(`ledger entry ${seq} is missing or has no subtree at level ${level}`);
@@ -624,12 +693,17 @@ export class Ledger {
    */
   private async headRecordTail(atLeast: number): Promise<Tail | null> {
     const head = await this.newestHeadRecord();
-    return head?.frontier && head.size >= atLeast ? { size: head.size, frontier: head.frontier.map(fromHex), tally: head.tally ?? null } : null;
+    return head?.frontier && head.size >= atLeast
+      ? { size: head.size, frontier: head.frontier.map(fromHex), tally: head.tally ?? null }
+      : null;
   }
 
   /** The newest seq from `from` (0 or a seq that exists) on, by `_id` lookups (usually one: from + 1 is missing). */
   private lastSeqFrom(from: number): Promise<number> {
-    return lastOfRun(from, async (seq) => (await this.entries.findOne({ _id: seq }, { projection: { _id: 1 } })) !== null);
+    return lastOfRun(
+      from,
+      async (seq) => (await this.entries.findOne({ _id: seq }, { projection: { _id: 1 } })) !== null
+    );
   }
 
   /**
@@ -801,7 +875,12 @@ export class Ledger {
       this.marksSincePrune = 0;
       // The newest mark older than the time kept stays, so a ledger idle for longer still has one before any window.
       const cutoff = bucket - MARKS_KEPT_MS / MARK_BUCKET_MS;
-      const kept = await this.marks.find({ _id: { $lt: cutoff } }).sort({ _id: -1 }).limit(1).next().catch(() => null);
+      const kept = await this.marks
+        .find({ _id: { $lt: cutoff } })
+        .sort({ _id: -1 })
+        .limit(1)
+        .next()
+        .catch(() => null);
       if (kept) await this.marks.deleteMany({ _id: { $lt: kept._id } }).catch(() => undefined);
     }
   }
@@ -818,8 +897,19 @@ export class Ledger {
     const known = this.markSpans.get(bucket);
     const [current, before, after] = await Promise.all([
       head ?? this.head(),
-      known ? known.before : this.marks.find({ _id: { $lte: bucket } }).sort({ _id: -1 }).limit(1).next(),
-      known?.after ?? this.marks.find({ _id: { $gt: bucket } }).sort({ _id: 1 }).limit(1).next()
+      known
+        ? known.before
+        : this.marks
+            .find({ _id: { $lte: bucket } })
+            .sort({ _id: -1 })
+            .limit(1)
+            .next(),
+      known?.after ??
+        this.marks
+          .find({ _id: { $gt: bucket } })
+          .sort({ _id: 1 })
+          .limit(1)
+          .next()
     ]);
     // Marks are written for the bucket of their time, so the two around a past bucket (or the lack of one before
     // it) stay the same once the one after it is older than any clock difference between writers: kept, a
@@ -869,7 +959,8 @@ export class Ledger {
     // This process's own acknowledged tail while its record was on its way when this call began (see publish);
     // records inserted before that are the head again (the read sees them).
     const own = this.acknowledgedHead;
-    if (own && own.size > publishedBefore && own.size > (head?.size ?? 0)) return { size: own.size, root: own.root, last_entry_at: own.last_entry_at, tally: own.tally };
+    if (own && own.size > publishedBefore && own.size > (head?.size ?? 0))
+      return { size: own.size, root: own.root, last_entry_at: own.last_entry_at, tally: own.tally };
     // An entry the writer appended for this process, whose head record may still be on its way.
     if (this.forwardedHead && this.forwardedHead.size > (head?.size ?? 0)) return this.forwardedHead;
     return head ?? { size: 0, root: toHex(EMPTY_ROOT), last_entry_at: null, tally: {} };
@@ -891,7 +982,10 @@ export class Ledger {
   }
 
   /** The newest entries first, optionally filtered by truth type. */
-  latest(limit: number, filter: { truthTypes?: string[]; kind?: LedgerEntryKind } = {}): Promise<LedgerEntryDocument[]> {
+  latest(
+    limit: number,
+    filter: { truthTypes?: string[]; kind?: LedgerEntryKind } = {}
+  ): Promise<LedgerEntryDocument[]> {
     const q: Record<string, unknown> = {};
     if (filter.truthTypes) q.truth_type = { $in: filter.truthTypes };
     if (filter.kind) q.kind = filter.kind;

@@ -111,7 +111,12 @@ interface CounterState {
  */
 export interface DailyQuota {
   /** Takes one use of `scope` on `day`; `count` is the slot taken (1-based), or `limit + 1` when refused. */
-  consume(scope: string, day: string, limit: number, how?: { direct?: boolean }): Promise<{ allowed: boolean; count: number }>;
+  consume(
+    scope: string,
+    day: string,
+    limit: number,
+    how?: { direct?: boolean }
+  ): Promise<{ allowed: boolean; count: number }>;
   /** Gives back a slot taken by `consume` for a use that never happened (a write abandoned before it started). */
   refund(scope: string, day: string, n: number, how?: { direct?: boolean }): Promise<void>;
 }
@@ -134,7 +139,10 @@ export class QuotaStore implements DailyQuota {
   /** Slot inserts, group-committed: one insertMany at a time for every claim made meanwhile. */
   private readonly slots: InsertBatcher<QuotaUse>;
   /** Counters whose slots are to be read (readSlots), by day and scope, with the callers waiting for each. */
-  private readonly slotReads = new Map<string, Map<string, { resolve: (taken: number[]) => void; reject: (err: unknown) => void }[]>>();
+  private readonly slotReads = new Map<
+    string,
+    Map<string, { resolve: (taken: number[]) => void; reject: (err: unknown) => void }[]>
+  >();
   private reading = false;
   private readonly leaseIdleMs: number;
   private readonly idLookups: IdLookups;
@@ -177,7 +185,8 @@ export class QuotaStore implements DailyQuota {
         this.topUp(state);
         return { allowed: true, count: n };
       }
-      if (!state.claim && state.free.length === 0 && state.next > limit && state.holesRead) return { allowed: false, count: limit + 1 };
+      if (!state.claim && state.free.length === 0 && state.next > limit && state.holesRead)
+        return { allowed: false, count: limit + 1 };
       state.waiting++;
       try {
         await this.claim(state);
@@ -217,7 +226,9 @@ export class QuotaStore implements DailyQuota {
   /** Gives back the unused leases of scopes idle for `leaseIdleMs` now (the sweep does it on its own). */
   async releaseIdleLeases(): Promise<void> {
     const now = Date.now();
-    await this.giveBackLeases([...this.live.values()].filter((s) => s.leased.length > 0 && !s.claim && now - s.lastUse >= this.leaseIdleMs));
+    await this.giveBackLeases(
+      [...this.live.values()].filter((s) => s.leased.length > 0 && !s.claim && now - s.lastUse >= this.leaseIdleMs)
+    );
   }
 
   private rollDay(day: string): void {
@@ -233,9 +244,27 @@ export class QuotaStore implements DailyQuota {
     const counter = `${scope}|${day}`;
     let state = this.counters.get(counter);
     if (!state) {
-      const start = this.idLookups === 'indexed' ? this.runEnd(counter, 0, limit).then((next) => ({ next, free: [], holesRead: false })) : this.takenSlots(scope, day, limit);
+      const start =
+        this.idLookups === 'indexed'
+          ? this.runEnd(counter, 0, limit).then((next) => ({ next, free: [], holesRead: false }))
+          : this.takenSlots(scope, day, limit);
       state = start.then(({ next, free, holesRead }) => {
-        const fresh: CounterState = { counter, scope, day, limit, next, free, holesRead, leased: [], claim: null, claimSize: 0, uses: 0, waiting: 0, refusals: 0, lastUse: Date.now() };
+        const fresh: CounterState = {
+          counter,
+          scope,
+          day,
+          limit,
+          next,
+          free,
+          holesRead,
+          leased: [],
+          claim: null,
+          claimSize: 0,
+          uses: 0,
+          waiting: 0,
+          refusals: 0,
+          lastUse: Date.now()
+        };
         if (this.countersDay === day) this.live.set(counter, fresh);
         return fresh;
       });
@@ -260,7 +289,13 @@ export class QuotaStore implements DailyQuota {
   private claim(state: CounterState): Promise<void> {
     if (state.claim) return state.claim;
     const left = state.limit - state.next + 1 + state.free.length;
-    const size = state.uses === 0 ? 1 : Math.max(1, Math.min(MAX_LEASE, Math.floor(left / LEASE_SHARE), Math.max(state.waiting, 2 * state.claimSize)));
+    const size =
+      state.uses === 0
+        ? 1
+        : Math.max(
+            1,
+            Math.min(MAX_LEASE, Math.floor(left / LEASE_SHARE), Math.max(state.waiting, 2 * state.claimSize))
+          );
     const slots: number[] = [];
     while (slots.length < size && state.free.length > 0) slots.push(state.free.shift()!);
     while (slots.length < size && state.next <= state.limit) slots.push(state.next++);
@@ -280,7 +315,9 @@ export class QuotaStore implements DailyQuota {
   }
 
   private async insertClaim(state: CounterState, slots: number[]): Promise<void> {
-    const results = await this.insertSlots(slots.map((n) => ({ _id: `${state.counter}|${n}`, scope: state.scope, day: state.day, n, at: new Date() })));
+    const results = await this.insertSlots(
+      slots.map((n) => ({ _id: `${state.counter}|${n}`, scope: state.scope, day: state.day, n, at: new Date() }))
+    );
     let failure: unknown = null;
     let landed = 0;
     let lastRefused = 0;
@@ -303,7 +340,10 @@ export class QuotaStore implements DailyQuota {
       state.refusals += results.length;
       // Another process is taking this counter's slots: past a few refusals, move past what it took.
       if (state.refusals > INSERT_PROBES) {
-        const next = this.idLookups === 'indexed' ? await this.runEnd(state.counter, lastRefused, state.limit) : (await this.takenSlots(state.scope, state.day, state.limit)).next;
+        const next =
+          this.idLookups === 'indexed'
+            ? await this.runEnd(state.counter, lastRefused, state.limit)
+            : (await this.takenSlots(state.scope, state.day, state.limit)).next;
         state.next = Math.max(state.next, next);
         state.refusals = 0;
       }
@@ -340,12 +380,15 @@ export class QuotaStore implements DailyQuota {
 
   private scheduleSweep(): void {
     if (this.sweepTimer || this.closed) return;
-    this.sweepTimer = setTimeout(() => {
-      this.sweepTimer = null;
-      void this.releaseIdleLeases().finally(() => {
-        if ([...this.live.values()].some((s) => s.leased.length > 0)) this.scheduleSweep();
-      });
-    }, Math.max(10, this.leaseIdleMs / 2));
+    this.sweepTimer = setTimeout(
+      () => {
+        this.sweepTimer = null;
+        void this.releaseIdleLeases().finally(() => {
+          if ([...this.live.values()].some((s) => s.leased.length > 0)) this.scheduleSweep();
+        });
+      },
+      Math.max(10, this.leaseIdleMs / 2)
+    );
     this.sweepTimer.unref();
   }
 
@@ -369,7 +412,11 @@ export class QuotaStore implements DailyQuota {
    * One read of a counter's slots: the first above the highest taken, and the holes below it (slots given back),
    * lowest first. A hole may be taken by another process meanwhile: claiming it is then refused and skipped.
    */
-  private async takenSlots(scope: string, day: string, limit: number): Promise<{ next: number; free: number[]; holesRead: true }> {
+  private async takenSlots(
+    scope: string,
+    day: string,
+    limit: number
+  ): Promise<{ next: number; free: number[]; holesRead: true }> {
     const taken = new Set(await this.readSlots(scope, day));
     let highest = 0;
     for (const n of taken) highest = Math.max(highest, n);
@@ -407,7 +454,9 @@ export class QuotaStore implements DailyQuota {
         for (const [scope] of batch) scopes.delete(scope);
         if (scopes.size === 0) this.slotReads.delete(day);
         try {
-          const docs = await this.uses.find({ scope: { $in: batch.map(([scope]) => scope) }, day }, { projection: { _id: 0, scope: 1, n: 1 } }).toArray();
+          const docs = await this.uses
+            .find({ scope: { $in: batch.map(([scope]) => scope) }, day }, { projection: { _id: 0, scope: 1, n: 1 } })
+            .toArray();
           const taken = new Map<string, number[]>();
           for (const d of docs) {
             const list = taken.get(d.scope);
@@ -426,7 +475,8 @@ export class QuotaStore implements DailyQuota {
 
   /** The slot after the run of taken slots that `from` (taken, or 0) is in: galloping `_id` lookups, at most `limit`. */
   private async runEnd(counter: string, from: number, limit: number): Promise<number> {
-    const taken = async (n: number) => (await this.uses.findOne({ _id: `${counter}|${n}` }, { projection: { _id: 1 } })) !== null;
+    const taken = async (n: number) =>
+      (await this.uses.findOne({ _id: `${counter}|${n}` }, { projection: { _id: 1 } })) !== null;
     return (await lastOfRun(from, taken, limit)) + 1;
   }
 
@@ -453,5 +503,10 @@ function dayBefore(day: string): string {
 
 /** A quota slot the database refused to store for a reason other than a duplicate: 503, retry later. */
 function slotNotStored(reason: string | undefined): AppError {
-  return new AppError('unavailable', `The database did not store the quota slot (${reason ?? 'refused'}); retry later`, {}, { 'Retry-After': '5' });
+  return new AppError(
+    'unavailable',
+    `The database did not store the quota slot (${reason ?? 'refused'}); retry later`,
+    {},
+    { 'Retry-After': '5' }
+  );
 }

@@ -64,15 +64,24 @@ const NO_DEADLINE_WAIT_MS = 30_000;
 const ANSWER_GRACE_MS = 10_000;
 
 /** Errors raised before the request could have reached the holder. */
-const NOT_DELIVERED_CODES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+const NOT_DELIVERED_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'UND_ERR_CONNECT_TIMEOUT'
+]);
 
 function notDelivered(err: unknown): boolean {
   if (err instanceof undiciErrors.ConnectTimeoutError) return true;
-  const code = (err as { code?: unknown; cause?: { code?: unknown } }).code ?? (err as { cause?: { code?: unknown } }).cause?.code;
+  const code =
+    (err as { code?: unknown; cause?: { code?: unknown } }).code ?? (err as { cause?: { code?: unknown } }).cause?.code;
   return typeof code === 'string' && NOT_DELIVERED_CODES.has(code);
 }
 
-const unknownOutcome = (what: string) => new AppError('unavailable', `${what}; retry with the same Idempotency-Key`, {}, { 'Retry-After': '5' });
+const unknownOutcome = (what: string) =>
+  new AppError('unavailable', `${what}; retry with the same Idempotency-Key`, {}, { 'Retry-After': '5' });
 
 export interface WriterForwarding {
   /** The Ledger's `forward`: to the holder when another process holds the lease, else null (append here). */
@@ -88,7 +97,12 @@ export interface WriterForwarding {
  * Forwards appends and quota claims to the lease holder when it is another process; `onError` hears of holders that
  * refused us, `onAnswered` of each request of appends the holder answered.
  */
-export function forwardToWriter(lease: LedgerWriterLease, secret: string, onError: (err: unknown) => void, onAnswered: () => void = () => undefined): WriterForwarding {
+export function forwardToWriter(
+  lease: LedgerWriterLease,
+  secret: string,
+  onError: (err: unknown) => void,
+  onAnswered: () => void = () => undefined
+): WriterForwarding {
   const agent = new Agent({ connect: { timeout: CONNECT_TIMEOUT_MS }, keepAliveTimeout: 30_000 });
   const closers: (() => Promise<void>)[] = [];
 
@@ -101,7 +115,13 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
   const batchRouteMissing = new Map<string, number>();
 
   /** POSTs `body` to the holder at `url` and parses its 200 answer with `answer`; see the module comment for failures. */
-  const post = async <T>(url: string, path: string, body: unknown, waitMs: number, answer: z.ZodType<T>): Promise<T> => {
+  const post = async <T>(
+    url: string,
+    path: string,
+    body: unknown,
+    waitMs: number,
+    answer: z.ZodType<T>
+  ): Promise<T> => {
     let status: number;
     let text: string;
     try {
@@ -127,7 +147,9 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
     }
     if (status === 404 && path === WRITER_COUNTED_APPENDS_PATH) {
       countedRouteMissing.set(url, Date.now() + COUNTED_ROUTE_RECHECK_MS);
-      throw new ForwardNotDelivered(`the ledger writer at ${url} has no ${path} (an older version): claim and append apart`);
+      throw new ForwardNotDelivered(
+        `the ledger writer at ${url} has no ${path} (an older version): claim and append apart`
+      );
     }
     if (status === 404 && path === WRITER_COUNTED_APPEND_BATCHES_PATH) {
       batchRouteMissing.set(url, Date.now() + COUNTED_ROUTE_RECHECK_MS);
@@ -136,12 +158,18 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
     if (status === 401 || status === 404) {
       // A different LEDGER_FORWARD_SECRET there, or a version without the route.
       lease.skip(url);
-      onError(new Error(`the ledger writer at ${url} answered ${status} to ${path} (is LEDGER_FORWARD_SECRET the same on every replica?); appending here for a lease period`));
+      onError(
+        new Error(
+          `the ledger writer at ${url} answered ${status} to ${path} (is LEDGER_FORWARD_SECRET the same on every replica?); appending here for a lease period`
+        )
+      );
       throw new ForwardNotDelivered(`the ledger writer at ${url} refused ${path} (${status})`);
     }
     if (status === 400 || status === 413) {
       // This request only (a value larger than the route takes, say): a version mismatch worth a warning.
-      onError(new Error(`the ledger writer at ${url} answered ${status} to ${path}: ${text.slice(0, 300)}; done here instead`));
+      onError(
+        new Error(`the ledger writer at ${url} answered ${status} to ${path}: ${text.slice(0, 300)}; done here instead`)
+      );
       throw new ForwardNotDelivered(`the ledger writer at ${url} refused ${path} (${status})`);
     }
     if (status !== 200) throw unknownOutcome(`The ledger writer answered ${status}`);
@@ -170,12 +198,20 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
     return { entry: answer.entry, duplicate: answer.duplicate };
   };
 
-  const appendCounted = async (url: string, input: AppendInput, quota: QuotaClaim, deadline: number | null): Promise<AppendResult | 'over_quota'> => {
+  const appendCounted = async (
+    url: string,
+    input: AppendInput,
+    quota: QuotaClaim,
+    deadline: number | null
+  ): Promise<AppendResult | 'over_quota'> => {
     const body = { ...appendBody(input, deadline), quota };
-    return countedResult(await post(url, WRITER_COUNTED_APPENDS_PATH, body, answerWait(body), forwardedCountedAppendAnswer));
+    return countedResult(
+      await post(url, WRITER_COUNTED_APPENDS_PATH, body, answerWait(body), forwardedCountedAppendAnswer)
+    );
   };
   /** Each write alone, as before the batch route (an older holder): nothing of them was sent yet. */
-  const appendEachCounted = (url: string, jobs: CountedJob[]) => jobs.forEach((job) => job.settle(appendCounted(url, job.input, job.body.quota, job.deadline)));
+  const appendEachCounted = (url: string, jobs: CountedJob[]) =>
+    jobs.forEach((job) => job.settle(appendCounted(url, job.input, job.body.quota, job.deadline)));
 
   /**
    * Counted appends on their way to each holder: at most BATCHES_IN_FLIGHT requests at a time, the writes that come
@@ -186,7 +222,11 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
     // While these waited: the holder failed (skipped for a lease period) or gave the lease up, or it turned out to
     // have no batch route. Nothing of them was sent: done here, or one per request.
     if (lease.writerElsewhere() !== url) {
-      jobs.forEach((job) => job.settle(Promise.reject(new ForwardNotDelivered(`the ledger writer at ${url} is no longer the one to send to`))));
+      jobs.forEach((job) =>
+        job.settle(
+          Promise.reject(new ForwardNotDelivered(`the ledger writer at ${url} is no longer the one to send to`))
+        )
+      );
       return;
     }
     if ((batchRouteMissing.get(url) ?? 0) > Date.now()) return appendEachCounted(url, jobs);
@@ -194,8 +234,15 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
     let answers: ForwardedCountedAppendBatchAnswer['answers'];
     try {
       const waitMs = Math.max(...bodies.map(answerWait));
-      ({ answers } = await post(url, WRITER_COUNTED_APPEND_BATCHES_PATH, { writes: bodies }, waitMs, forwardedCountedAppendBatchAnswer));
-      if (answers.length !== jobs.length) throw unknownOutcome(`The ledger writer answered ${answers.length} of ${jobs.length} writes`);
+      ({ answers } = await post(
+        url,
+        WRITER_COUNTED_APPEND_BATCHES_PATH,
+        { writes: bodies },
+        waitMs,
+        forwardedCountedAppendBatchAnswer
+      ));
+      if (answers.length !== jobs.length)
+        throw unknownOutcome(`The ledger writer answered ${answers.length} of ${jobs.length} writes`);
     } catch (err) {
       if (err instanceof BatchRouteMissing) return appendEachCounted(url, jobs); // nothing was done there
       jobs.forEach((job) => job.settle(Promise.reject(err)));
@@ -244,7 +291,16 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
         local,
         (scope, day, limit, count) =>
           atHolder(
-            async (url) => (await post(url, WRITER_QUOTA_CONSUME_PATH, { scope, day, limit, count }, NO_DEADLINE_WAIT_MS, forwardedConsumeAnswer)).slots,
+            async (url) =>
+              (
+                await post(
+                  url,
+                  WRITER_QUOTA_CONSUME_PATH,
+                  { scope, day, limit, count },
+                  NO_DEADLINE_WAIT_MS,
+                  forwardedConsumeAnswer
+                )
+              ).slots,
             async () => null
           ),
         // Slots given back where they were not taken are still slots of the day given back: whoever holds the
@@ -252,7 +308,13 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
         (scope, day, slots) =>
           atHolder(
             async (url) => {
-              await post(url, WRITER_QUOTA_REFUND_PATH, { scope, day, slots }, NO_DEADLINE_WAIT_MS, forwardedRefundAnswer);
+              await post(
+                url,
+                WRITER_QUOTA_REFUND_PATH,
+                { scope, day, slots },
+                NO_DEADLINE_WAIT_MS,
+                forwardedRefundAnswer
+              );
             },
             async () => {
               for (const n of slots) await local.refund(scope, day, n);
@@ -273,7 +335,9 @@ export function forwardToWriter(lease: LedgerWriterLease, secret: string, onErro
 const APPEND_PATHS = new Set([WRITER_APPENDS_PATH, WRITER_COUNTED_APPENDS_PATH, WRITER_COUNTED_APPEND_BATCHES_PATH]);
 
 /** What a counted append's answer, alone or in a batch, means to its caller: a result, `over_quota`, or a throw. */
-function countedResult(answer: ForwardedCountedAppendAnswer | ForwardedCountedAppendBatchAnswer['answers'][number]): AppendResult | 'over_quota' {
+function countedResult(
+  answer: ForwardedCountedAppendAnswer | ForwardedCountedAppendBatchAnswer['answers'][number]
+): AppendResult | 'over_quota' {
   if (answer.outcome === 'appended') return { entry: answer.entry, duplicate: answer.duplicate };
   if (answer.outcome === 'over_quota') return 'over_quota';
   if (answer.outcome === 'withdrawn') throw new AppendWithdrawn();
@@ -314,7 +378,12 @@ class CountedBatches {
 
   constructor(private readonly send: (jobs: CountedJob[]) => Promise<void>) {}
 
-  add(input: AppendInput, body: ForwardedCountedAppendBody, deadline: number | null, signal: AbortSignal | undefined): Promise<AppendResult | 'over_quota'> {
+  add(
+    input: AppendInput,
+    body: ForwardedCountedAppendBody,
+    deadline: number | null,
+    signal: AbortSignal | undefined
+  ): Promise<AppendResult | 'over_quota'> {
     return new Promise((resolve, reject) => {
       const withdraw = () => {
         const at = this.waiting.indexOf(job);
@@ -326,7 +395,14 @@ class CountedBatches {
         input,
         body,
         deadline,
-        bytes: Buffer.byteLength(body.value_json) + 3 * (body.key.length + (body.did?.length ?? 0) + (body.idempotency_key?.length ?? 0) + body.quota.scope.length) + 256,
+        bytes:
+          Buffer.byteLength(body.value_json) +
+          3 *
+            (body.key.length +
+              (body.did?.length ?? 0) +
+              (body.idempotency_key?.length ?? 0) +
+              body.quota.scope.length) +
+          256,
         settle: (outcome) => {
           signal?.removeEventListener('abort', withdraw);
           outcome.then(resolve, reject);
@@ -342,7 +418,12 @@ class CountedBatches {
     while (this.inFlight < BATCHES_IN_FLIGHT && this.waiting.length > 0) {
       let bytes = 0;
       let count = 0;
-      while (count < this.waiting.length && count < MAX_FORWARD_BATCH && (count === 0 || bytes + this.waiting[count]!.bytes <= FORWARD_BATCH_BYTES)) bytes += this.waiting[count++]!.bytes;
+      while (
+        count < this.waiting.length &&
+        count < MAX_FORWARD_BATCH &&
+        (count === 0 || bytes + this.waiting[count]!.bytes <= FORWARD_BATCH_BYTES)
+      )
+        bytes += this.waiting[count++]!.bytes;
       const jobs = this.waiting.splice(0, count);
       this.inFlight++;
       void this.send(jobs)
@@ -407,13 +488,28 @@ class SlotBlocks implements DailyQuota {
     this.timer.unref();
   }
 
-  async consume(scope: string, day: string, limit: number, how?: { direct?: boolean }): Promise<{ allowed: boolean; count: number }> {
+  async consume(
+    scope: string,
+    day: string,
+    limit: number,
+    how?: { direct?: boolean }
+  ): Promise<{ allowed: boolean; count: number }> {
     // Closed: no block is fetched any more (what close gives back is then all there is).
     if (how?.direct || this.closed) return this.local.consume(scope, day, limit, how);
     const counter = `${scope}|${day}`;
     let block = this.blocks.get(counter);
     if (!block) {
-      block = { scope, day, slots: [], fetching: null, size: 0, waiting: 0, lastUse: Date.now(), exhausted: false, short: false };
+      block = {
+        scope,
+        day,
+        slots: [],
+        fetching: null,
+        size: 0,
+        waiting: 0,
+        lastUse: Date.now(),
+        exhausted: false,
+        short: false
+      };
       this.blocks.set(counter, block);
     }
     block.lastUse = Date.now();
@@ -490,7 +586,8 @@ class SlotBlocks implements DailyQuota {
     this.closed = true;
     clearInterval(this.timer);
     // No fetch starts once closed (consume and topUp check); wait for those under way, then give every block back.
-    for (let fetching = this.fetchesUnderWay(); fetching.length > 0; fetching = this.fetchesUnderWay()) await Promise.allSettled(fetching);
+    for (let fetching = this.fetchesUnderWay(); fetching.length > 0; fetching = this.fetchesUnderWay())
+      await Promise.allSettled(fetching);
     await this.giveBackIdle(Infinity);
   }
 
@@ -501,7 +598,9 @@ class SlotBlocks implements DailyQuota {
 
 /** The time left to `deadline`, as the holder takes it (absent: no deadline). */
 function withdrawAfter(deadline: number | null): { withdraw_after_ms?: number } {
-  return deadline === null ? {} : { withdraw_after_ms: Math.min(MAX_WITHDRAW_AFTER_MS, Math.max(0, deadline - Date.now())) };
+  return deadline === null
+    ? {}
+    : { withdraw_after_ms: Math.min(MAX_WITHDRAW_AFTER_MS, Math.max(0, deadline - Date.now())) };
 }
 
 function safeJson(text: string): unknown {

@@ -55,7 +55,10 @@ export class LedgerWriterLease {
   private timer: NodeJS.Timeout | null = null;
   private ticking: Promise<void> | null = null;
 
-  constructor(db: Db, private readonly options: WriterLeaseOptions) {
+  constructor(
+    db: Db,
+    private readonly options: WriterLeaseOptions
+  ) {
     this.leases = db.collection<WriterLeaseDocument>(LEDGER_WRITER_COLLECTION);
   }
 
@@ -130,7 +133,10 @@ export class LedgerWriterLease {
       return;
     }
     // Renew ours, or take an expired one: only if it is still what was read.
-    const taken = await this.leases.updateOne({ _id: LEASE_ID, holder: found.holder, expires_at: found.expires_at }, { $set: { holder: mine.holder, url, expires_at: mine.expires_at } });
+    const taken = await this.leases.updateOne(
+      { _id: LEASE_ID, holder: found.holder, expires_at: found.expires_at },
+      { $set: { holder: mine.holder, url, expires_at: mine.expires_at } }
+    );
     this.current = taken.matchedCount === 1 ? mine : await this.leases.findOne({ _id: LEASE_ID });
   }
 }

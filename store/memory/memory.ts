@@ -21,7 +21,9 @@ export class MemoryStore {
 
   /** How many versions the key has, counting only entries up to `throughSeq` when given. */
   countVersions(key: string, throughSeq?: number): Promise<number> {
-    return this.entries.countDocuments(throughSeq === undefined ? { key, kind: 'truth' } : { key, kind: 'truth', _id: { $lte: throughSeq } });
+    return this.entries.countDocuments(
+      throughSeq === undefined ? { key, kind: 'truth' } : { key, kind: 'truth', _id: { $lte: throughSeq } }
+    );
   }
 
   /** The newest version of the key and how many it has, or null when it has none. */
@@ -34,7 +36,8 @@ export class MemoryStore {
 
   /** Versions newest first, at most `limit`, those before seq `before` when given; `versions` counts them all. */
   async history(key: string, limit: number, before?: number): Promise<{ versions: number; page: MemoryVersion[] }> {
-    const filter = before === undefined ? { key, kind: 'truth' as const } : { key, kind: 'truth' as const, _id: { $lt: before } };
+    const filter =
+      before === undefined ? { key, kind: 'truth' as const } : { key, kind: 'truth' as const, _id: { $lt: before } };
     const [page, versions, olderThanPage] = await Promise.all([
       this.entries.find(filter).sort({ _id: -1 }).limit(limit).toArray(),
       this.countVersions(key),

@@ -35,7 +35,13 @@ export class PartnerStore {
 
   /** Registers a partner, or answers the existing one (`created` false); a revoked id is not reused. */
   async register(id: string, name: string, publicKey: string): Promise<{ partner: PartnerDocument; created: boolean }> {
-    const doc: PartnerDocument = { _id: id, name, public_key: publicKey, created_at: new Date().toISOString(), revoked_at: null };
+    const doc: PartnerDocument = {
+      _id: id,
+      name,
+      public_key: publicKey,
+      created_at: new Date().toISOString(),
+      revoked_at: null
+    };
     try {
       await this.partners.insertOne(doc);
       return { partner: doc, created: true };
@@ -59,7 +65,10 @@ export class PartnerStore {
   }
 
   async revoke(id: string): Promise<boolean> {
-    const res = await this.partners.updateOne({ _id: id, revoked_at: null }, { $set: { revoked_at: new Date().toISOString() } });
+    const res = await this.partners.updateOne(
+      { _id: id, revoked_at: null },
+      { $set: { revoked_at: new Date().toISOString() } }
+    );
     return res.modifiedCount === 1;
   }
 

@@ -11,7 +11,15 @@ it('logs the refusals of each 10 s as one warning with their count', () => {
   jest.useFakeTimers();
   try {
     const lines: Record<string, unknown>[] = [];
-    const log = pino({ level: 'info' }, new Writable({ write: (chunk: Buffer, _enc, done) => (lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>), done()) }));
+    const log = pino(
+      { level: 'info' },
+      new Writable({
+        write: (chunk: Buffer, _enc, done) => (
+          lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>),
+          done()
+        )
+      })
+    );
     const gate = new AdmissionGate('truth_write', 2);
     const places = [gate.tryEnter(), gate.tryEnter()];
     expect(places.every((p) => p !== null)).toBe(true);
@@ -44,7 +52,12 @@ it('answers a full gate before the app sees the request, on the exact path of a 
   const { createServer } = await import('node:http');
   const { EarlyRefusals } = await import('../../api/plugins/admission');
   const gate = new AdmissionGate('truth_write', 1);
-  const early = new EarlyRefusals({ truth_write: gate }, { 'X-DID': 'did:example:hub' }, () => 'trace-fresh-000', pino({ level: 'silent' }));
+  const early = new EarlyRefusals(
+    { truth_write: gate },
+    { 'X-DID': 'did:example:hub' },
+    () => 'trace-fresh-000',
+    pino({ level: 'silent' })
+  );
   early.add('POST', '/upsert', 'truth_write');
   early.add('GET', '/entries/:id', 'truth_write');
   const seen: string[] = [];
@@ -61,8 +74,16 @@ it('answers a full gate before the app sees the request, on the exact path of a 
     const leave = gate.tryEnter();
     const refused = await post('/upsert?x=1');
     expect(refused.status).toBe(503);
-    expect(await refused.json()).toEqual({ ok: false, error: 'overloaded', message: 'This process is at its limit of 1 concurrent truth writes; retry shortly', trace_id: 'trace-fresh-000', limit: 1 });
-    expect(Object.fromEntries(['x-trace', 'x-did', 'retry-after', 'content-type'].map((h) => [h, refused.headers.get(h)]))).toEqual({
+    expect(await refused.json()).toEqual({
+      ok: false,
+      error: 'overloaded',
+      message: 'This process is at its limit of 1 concurrent truth writes; retry shortly',
+      trace_id: 'trace-fresh-000',
+      limit: 1
+    });
+    expect(
+      Object.fromEntries(['x-trace', 'x-did', 'retry-after', 'content-type'].map((h) => [h, refused.headers.get(h)]))
+    ).toEqual({
       'x-trace': 'trace-fresh-000',
       'x-did': 'did:example:hub',
       'retry-after': '1',

@@ -25,9 +25,18 @@ const done: string[] = [];
 
 function runScript(headers: Record<string, string>): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', pathToFileURL(require.resolve('tsx')).href, path.join(ROOT, 'scripts/ci/check-agent-card.ts'), svc.urls.main], {
-      env: { ...process.env, A2A_HEADERS: JSON.stringify(headers) }
-    });
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        pathToFileURL(require.resolve('tsx')).href,
+        path.join(ROOT, 'scripts/ci/check-agent-card.ts'),
+        svc.urls.main
+      ],
+      {
+        env: { ...process.env, A2A_HEADERS: JSON.stringify(headers) }
+      }
+    );
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => (out += d));
@@ -45,14 +54,23 @@ function runScript(headers: Record<string, string>): Promise<string> {
 async function workUntil(stop: () => boolean): Promise<void> {
   while (!stop()) {
     await heartbeat(svc.urls.main, worker);
-    const claimed = await http('POST', `${svc.urls.main}/api/task/assign`, { headers: nodeHeaders(worker), body: { max_tasks: 5 } });
+    const claimed = await http('POST', `${svc.urls.main}/api/task/assign`, {
+      headers: nodeHeaders(worker),
+      body: { max_tasks: 5 }
+    });
     if (claimed.status !== 200) throw new Error(`assign: ${claimed.status} ${claimed.text}`);
     for (const task of claimed.body.tasks) {
-      const progress = await http('POST', `${svc.urls.main}/api/task/${task.task_id}/progress`, { headers: nodeHeaders(worker), body: { note: 'summarising' } });
+      const progress = await http('POST', `${svc.urls.main}/api/task/${task.task_id}/progress`, {
+        headers: nodeHeaders(worker),
+        body: { note: 'summarising' }
+      });
       if (progress.status !== 200 || progress.body.canceled) continue;
       await new Promise((r) => setTimeout(r, 400));
       const text = `summary of ${JSON.stringify(task.payload.message.parts[0].text)}`;
-      const complete = await http('POST', `${svc.urls.main}/api/task/${task.task_id}/complete`, { headers: nodeHeaders(worker), body: { result: { text, words: 3 } } });
+      const complete = await http('POST', `${svc.urls.main}/api/task/${task.task_id}/complete`, {
+        headers: nodeHeaders(worker),
+        body: { result: { text, words: 3 } }
+      });
       if (complete.status === 200) done.push(task.task_id);
     }
     await new Promise((r) => setTimeout(r, 200));
@@ -63,14 +81,21 @@ beforeAll(async () => {
   svc = await startTestService({});
   token = await issueHomologousToken(svc.urls.main, svc.adminToken, 'a2a-client');
   worker = await registerNode(svc.urls.main, 'summariser', 'custom', { capabilities: { declared: ['summarize'] } });
-  const approved = await http('POST', `${svc.urls.main}/a2a/review/approve`, { headers: { 'x-zr-token': token }, body: { node_id: worker.node_id, reason: 'test worker' } });
+  const approved = await http('POST', `${svc.urls.main}/a2a/review/approve`, {
+    headers: { 'x-zr-token': token },
+    body: { node_id: worker.node_id, reason: 'test worker' }
+  });
   if (approved.status !== 200) throw new Error(`approve: ${approved.status} ${approved.text}`);
   // Approved nodes are online while they heartbeat.
-  await eventually(async () => {
-    await heartbeat(svc.urls.main, worker);
-    const state = (await svc.db.collection('nodes').findOne({ _id: worker.node_id as never }))?.state;
-    return state === 'online' ? true : undefined;
-  }, 30_000, 'the worker node online');
+  await eventually(
+    async () => {
+      await heartbeat(svc.urls.main, worker);
+      const state = (await svc.db.collection('nodes').findOne({ _id: worker.node_id as never }))?.state;
+      return state === 'online' ? true : undefined;
+    },
+    30_000,
+    'the worker node online'
+  );
   let finished = false;
   const working = workUntil(() => finished);
   try {
@@ -94,10 +119,18 @@ test('both card paths resolve, with streaming on, the federation skill, a skill 
     expect.objectContaining({ url: `${svc.urls.main}/a2a/jsonrpc`, protocolBinding: 'JSONRPC', protocolVersion: '1.0' })
   ]);
   expect(card.capabilities).toMatchObject({ streaming: true, pushNotifications: false, extendedAgentCard: false });
-  expect(card.securityRequirements.map((r: { schemes: Record<string, unknown> }) => Object.keys(r.schemes))).toEqual([['external_node'], ['homologous'], ['oauth']]);
+  expect(card.securityRequirements.map((r: { schemes: Record<string, unknown> }) => Object.keys(r.schemes))).toEqual([
+    ['external_node'],
+    ['homologous'],
+    ['oauth']
+  ]);
   expect(card.skills[0]).toMatchObject({ id: 'federation', tags: expect.arrayContaining(['federation', 'tasks']) });
   // A skill per capability the online worker nodes declare (the simulated worker declares summarize).
-  expect(card.skills[1]).toMatchObject({ id: 'capability:summarize', tags: ['federation', 'tasks', 'summarize'], examples: ['metadata.required_capabilities: ["summarize"]'] });
+  expect(card.skills[1]).toMatchObject({
+    id: 'capability:summarize',
+    tags: ['federation', 'tasks', 'summarize'],
+    examples: ['metadata.required_capabilities: ["summarize"]']
+  });
 });
 
 test('a message becomes a task; a worker node claims, runs and completes it while the client streams', () => {
@@ -113,7 +146,10 @@ test('a message becomes a task; a worker node claims, runs and completes it whil
   expect(artifact.parts[0].content).toEqual({ $case: 'text', value: expect.stringContaining('summary of') });
   const streamedId = events[0]!.payload.value.id;
   expect(done).toContain(streamedId);
-  expect(seen.get_streamed).toMatchObject({ ok: true, value: { id: streamedId, status: { state: 3 }, artifacts: [{ name: 'result' }] } });
+  expect(seen.get_streamed).toMatchObject({
+    ok: true,
+    value: { id: streamedId, status: { state: 3 }, artifacts: [{ name: 'result' }] }
+  });
   expect(seen.get_streamed.value.history[0].parts[0].content.value).toContain('please summarise');
 });
 
@@ -145,31 +181,57 @@ test('the same life over the JSON-RPC interface, with the SDK JSON-RPC transport
   expect(rpc.get_held).toMatchObject({ ok: true, value: { id: heldId, status: { state: 1 } } });
   expect(rpc.list_tasks.value.tasks.map((t: { id: string }) => t.id)).toContain(heldId);
   expect(rpc.cancel_held).toMatchObject({ ok: true, value: { id: heldId, status: { state: 5 } } });
-  expect(rpc.cancel_again).toMatchObject({ ok: false, error: 'TaskNotCancelableError', transport: 'jsonrpc', code: -32002 });
+  expect(rpc.cancel_again).toMatchObject({
+    ok: false,
+    error: 'TaskNotCancelableError',
+    transport: 'jsonrpc',
+    code: -32002
+  });
   expect(rpc.get_unknown).toMatchObject({ ok: false, error: 'TaskNotFoundError', transport: 'jsonrpc', code: -32001 });
-  expect(rpc.unsupported).toMatchObject({ ok: false, error: 'UnsupportedOperationError', transport: 'jsonrpc', code: -32004 });
+  expect(rpc.unsupported).toMatchObject({
+    ok: false,
+    error: 'UnsupportedOperationError',
+    transport: 'jsonrpc',
+    code: -32004
+  });
   // The SDK refuses this one itself: the card says pushNotifications false.
   expect(rpc.get_push_config).toMatchObject({ ok: false, error: 'PushNotificationNotSupportedError' });
 });
 
 test('JSON-RPC: an unknown method, malformed params and a malformed envelope', async () => {
-  const rpc = (body: unknown) => http('POST', `${svc.urls.main}/a2a/jsonrpc`, { headers: { 'x-zr-token': token }, body });
+  const rpc = (body: unknown) =>
+    http('POST', `${svc.urls.main}/a2a/jsonrpc`, { headers: { 'x-zr-token': token }, body });
   const unknown = await rpc({ jsonrpc: '2.0', id: 7, method: 'NoSuchMethod' });
-  expect([unknown.status, unknown.body]).toEqual([200, { jsonrpc: '2.0', id: 7, error: { code: -32601, message: 'Method not found: NoSuchMethod' } }]);
+  expect([unknown.status, unknown.body]).toEqual([
+    200,
+    { jsonrpc: '2.0', id: 7, error: { code: -32601, message: 'Method not found: NoSuchMethod' } }
+  ]);
   const badParams = await rpc({ jsonrpc: '2.0', id: 'a', method: 'GetTask', params: { id: 5 } });
   expect([badParams.status, badParams.body.id, badParams.body.error.code]).toEqual([200, 'a', -32602]);
   const envelope = await rpc({ jsonrpc: '1.0', id: 1, method: 'GetTask' });
   expect([envelope.status, envelope.body.error.details[0].reason]).toEqual([400, 'INVALID_PARAMS']);
-  expect((await http('POST', `${svc.urls.main}/a2a/jsonrpc`, { body: { jsonrpc: '2.0', id: 1, method: 'ListTasks' } })).status).toBe(401);
+  expect(
+    (await http('POST', `${svc.urls.main}/a2a/jsonrpc`, { body: { jsonrpc: '2.0', id: 1, method: 'ListTasks' } }))
+      .status
+  ).toBe(401);
 });
 
 test('a client that ignores the card still gets the binding typed errors, not a 404', async () => {
   const auth = { 'x-zr-token': token };
-  const direct = async (method: string, p: string, body?: unknown) => http(method, `${svc.urls.main}/a2a${p}`, { headers: auth, ...(body === undefined ? {} : { body }) });
-  const msg = (extra: Record<string, unknown>) => ({ message: { messageId: `m-${Math.random()}`, role: 'ROLE_USER', parts: [{ text: 'hi' }], ...extra } });
+  const direct = async (method: string, p: string, body?: unknown) =>
+    http(method, `${svc.urls.main}/a2a${p}`, { headers: auth, ...(body === undefined ? {} : { body }) });
+  const msg = (extra: Record<string, unknown>) => ({
+    message: { messageId: `m-${Math.random()}`, role: 'ROLE_USER', parts: [{ text: 'hi' }], ...extra }
+  });
   const reasons = await Promise.all([
     direct('POST', '/message:send', msg({ taskId: 'task_000000000000000000000000' })),
-    direct('POST', '/message:send', { message: { messageId: 'm-file', role: 'ROLE_USER', parts: [{ url: 'https://example.org/a.png', mediaType: 'image/png' }] } }),
+    direct('POST', '/message:send', {
+      message: {
+        messageId: 'm-file',
+        role: 'ROLE_USER',
+        parts: [{ url: 'https://example.org/a.png', mediaType: 'image/png' }]
+      }
+    }),
     direct('GET', '/tasks/no-such:subscribe'),
     direct('GET', '/tasks/t-1/pushNotificationConfigs'),
     direct('GET', '/extendedAgentCard')
@@ -187,7 +249,10 @@ test('a client that ignores the card still gets the binding typed errors, not a 
   expect([anonymous.status, anonymous.body.error.status]).toEqual([401, 'UNAUTHENTICATED']);
   // Another caller sees none of these tasks.
   const other = await issueHomologousToken(svc.urls.main, svc.adminToken, 'other-client');
-  expect((await http('GET', `${svc.urls.main}/a2a/tasks`, { headers: { 'x-zr-token': other } })).body).toMatchObject({ tasks: [], totalSize: 0 });
+  expect((await http('GET', `${svc.urls.main}/a2a/tasks`, { headers: { 'x-zr-token': other } })).body).toMatchObject({
+    tasks: [],
+    totalSize: 0
+  });
 });
 
 test('every URL the card names is served', async () => {
@@ -195,7 +260,8 @@ test('every URL the card names is served', async () => {
   const urls = new Set<string>([card.documentationUrl, card.provider.url]);
   for (const ext of card.capabilities.extensions) {
     urls.add(ext.uri);
-    for (const [name, value] of Object.entries(ext.params ?? {})) if (name.endsWith('_url') || name.endsWith('_uri')) urls.add(value as string);
+    for (const [name, value] of Object.entries(ext.params ?? {}))
+      if (name.endsWith('_url') || name.endsWith('_uri')) urls.add(value as string);
   }
   for (const url of urls) {
     expect(url.startsWith(svc.urls.main)).toBe(true);
@@ -203,18 +269,32 @@ test('every URL the card names is served', async () => {
     expect({ url, status: res.status < 400 }).toEqual({ url, status: true });
   }
   // The interface answers (with credentials) rather than 404.
-  expect((await http('GET', `${card.supportedInterfaces[0].url}/tasks`, { headers: { 'x-zr-token': token } })).status).toBe(200);
+  expect(
+    (await http('GET', `${card.supportedInterfaces[0].url}/tasks`, { headers: { 'x-zr-token': token } })).status
+  ).toBe(200);
   expect(Object.keys(card.securitySchemes).sort()).toEqual(['did', 'external_node', 'homologous', 'oauth']);
   const oauth = card.securitySchemes.oauth.oauth2SecurityScheme;
-  expect(oauth).toMatchObject({ flows: { clientCredentials: { tokenUrl: `${svc.urls.main}/v1/oauth/token`, scopes: { a2a: expect.any(String) } } } });
-  for (const url of [oauth.flows.clientCredentials.tokenUrl, oauth.oauth2MetadataUrl]) expect({ url, served: (await fetch(url)).status !== 404 }).toEqual({ url, served: true });
+  expect(oauth).toMatchObject({
+    flows: { clientCredentials: { tokenUrl: `${svc.urls.main}/v1/oauth/token`, scopes: { a2a: expect.any(String) } } }
+  });
+  for (const url of [oauth.flows.clientCredentials.tokenUrl, oauth.oauth2MetadataUrl])
+    expect({ url, served: (await fetch(url)).status !== 404 }).toEqual({ url, served: true });
 });
 
 /** An OAuth client's access token (client credentials) with these scopes. */
 async function oauthToken(label: string, scopes: string[]): Promise<string> {
-  const client = await http('POST', `${svc.urls.main}/admin/oauth-clients`, { headers: { authorization: `Bearer ${svc.adminToken}` }, body: { label, scopes } });
+  const client = await http('POST', `${svc.urls.main}/admin/oauth-clients`, {
+    headers: { authorization: `Bearer ${svc.adminToken}` },
+    body: { label, scopes }
+  });
   expect(client.status).toBe(201);
-  const token = await http('POST', `${svc.urls.main}/v1/oauth/token`, { body: { grant_type: 'client_credentials', client_id: client.body.client_id, client_secret: client.body.client_secret } });
+  const token = await http('POST', `${svc.urls.main}/v1/oauth/token`, {
+    body: {
+      grant_type: 'client_credentials',
+      client_id: client.body.client_id,
+      client_secret: client.body.client_secret
+    }
+  });
   expect(token.status).toBe(200);
   return token.body.access_token as string;
 }
@@ -223,24 +303,53 @@ test('an OAuth client (client credentials, scope a2a) uses both bindings; a toke
   const bearer = { authorization: `Bearer ${await oauthToken('a2a client', ['a2a'])}` };
   const sent = await http('POST', `${svc.urls.main}/a2a/message:send`, {
     headers: bearer,
-    body: { message: { messageId: 'oauth-1', role: 'ROLE_USER', parts: [{ text: 'hi' }], metadata: { required_capabilities: ['nobody-declares-this'] } }, configuration: { returnImmediately: true } }
+    body: {
+      message: {
+        messageId: 'oauth-1',
+        role: 'ROLE_USER',
+        parts: [{ text: 'hi' }],
+        metadata: { required_capabilities: ['nobody-declares-this'] }
+      },
+      configuration: { returnImmediately: true }
+    }
   });
   expect([sent.status, sent.body.task.status.state]).toEqual([200, 'TASK_STATE_SUBMITTED']);
   const id = sent.body.task.id;
-  const viaRpc = await http('POST', `${svc.urls.main}/a2a/jsonrpc`, { headers: bearer, body: { jsonrpc: '2.0', id: 1, method: 'ListTasks', params: {} } });
+  const viaRpc = await http('POST', `${svc.urls.main}/a2a/jsonrpc`, {
+    headers: bearer,
+    body: { jsonrpc: '2.0', id: 1, method: 'ListTasks', params: {} }
+  });
   expect(viaRpc.body.result.tasks.map((t: { id: string }) => t.id)).toEqual([id]); // only its own
-  expect((await http('GET', `${svc.urls.main}/a2a/tasks/${id}`, { headers: { 'x-zr-token': token } })).status).toBe(404); // not the homologous caller's
-  expect((await http('POST', `${svc.urls.main}/a2a/jsonrpc`, { headers: bearer, body: { jsonrpc: '2.0', id: 2, method: 'CancelTask', params: { id } } })).body.result.status.state).toBe('TASK_STATE_CANCELED');
+  expect((await http('GET', `${svc.urls.main}/a2a/tasks/${id}`, { headers: { 'x-zr-token': token } })).status).toBe(
+    404
+  ); // not the homologous caller's
+  expect(
+    (
+      await http('POST', `${svc.urls.main}/a2a/jsonrpc`, {
+        headers: bearer,
+        body: { jsonrpc: '2.0', id: 2, method: 'CancelTask', params: { id } }
+      })
+    ).body.result.status.state
+  ).toBe('TASK_STATE_CANCELED');
   const narrow = { authorization: `Bearer ${await oauthToken('compute only', ['compute'])}` };
   const refused = await http('GET', `${svc.urls.main}/a2a/tasks`, { headers: narrow });
   expect([refused.status, refused.body.error.status]).toEqual([403, 'PERMISSION_DENIED']);
   expect(refused.body.error.message).toContain("scope 'a2a'");
-  expect((await http('POST', `${svc.urls.main}/a2a/jsonrpc`, { headers: narrow, body: { jsonrpc: '2.0', id: 3, method: 'ListTasks' } })).status).toBe(403);
+  expect(
+    (
+      await http('POST', `${svc.urls.main}/a2a/jsonrpc`, {
+        headers: narrow,
+        body: { jsonrpc: '2.0', id: 3, method: 'ListTasks' }
+      })
+    ).status
+  ).toBe(403);
 });
 
 /** The CI venv (scripts/ci/python-venv.sh --path), or null when it has not been created on this machine. */
 function pythonVenv(): string | null {
-  const dir = execFileSync('bash', [path.join(ROOT, 'scripts/ci/python-venv.sh'), '--path'], { encoding: 'utf8' }).trim();
+  const dir = execFileSync('bash', [path.join(ROOT, 'scripts/ci/python-venv.sh'), '--path'], {
+    encoding: 'utf8'
+  }).trim();
   return fs.existsSync(path.join(dir, '.complete')) ? dir : null;
 }
 
@@ -251,23 +360,41 @@ test('the Python A2A SDK validates the card and runs a task through both binding
     console.warn('skipped: no Python venv (bash scripts/ci/python-venv.sh creates it)');
     return;
   }
-  const run = spawnSync(path.join(venv, 'bin/python'), [path.join(ROOT, 'scripts/ci/check_agent_card.py'), svc.urls.main], {
-    encoding: 'utf8',
-    timeout: 60_000,
-    env: { ...process.env, A2A_HEADERS: JSON.stringify({ 'X-ZR-Token': token }) }
-  });
-  if (run.status !== 0) throw new Error(`check_agent_card.py failed (${run.status}):\n${run.stdout}\n${run.stderr.slice(-3000)}`);
+  const run = spawnSync(
+    path.join(venv, 'bin/python'),
+    [path.join(ROOT, 'scripts/ci/check_agent_card.py'), svc.urls.main],
+    {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...process.env, A2A_HEADERS: JSON.stringify({ 'X-ZR-Token': token }) }
+    }
+  );
+  if (run.status !== 0)
+    throw new Error(`check_agent_card.py failed (${run.status}):\n${run.stdout}\n${run.stderr.slice(-3000)}`);
   // The same with an OAuth access token (the card's oauth scheme) as the client's credentials.
   const bearer = await oauthToken('python a2a client', ['a2a']);
-  const viaOauth = spawnSync(path.join(venv, 'bin/python'), [path.join(ROOT, 'scripts/ci/check_agent_card.py'), svc.urls.main], {
-    encoding: 'utf8',
-    timeout: 60_000,
-    env: { ...process.env, A2A_HEADERS: JSON.stringify({ Authorization: `Bearer ${bearer}` }) }
-  });
-  if (viaOauth.status !== 0) throw new Error(`check_agent_card.py with an OAuth token failed (${viaOauth.status}):\n${viaOauth.stdout}\n${viaOauth.stderr.slice(-3000)}`);
+  const viaOauth = spawnSync(
+    path.join(venv, 'bin/python'),
+    [path.join(ROOT, 'scripts/ci/check_agent_card.py'), svc.urls.main],
+    {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...process.env, A2A_HEADERS: JSON.stringify({ Authorization: `Bearer ${bearer}` }) }
+    }
+  );
+  if (viaOauth.status !== 0)
+    throw new Error(
+      `check_agent_card.py with an OAuth token failed (${viaOauth.status}):\n${viaOauth.stdout}\n${viaOauth.stderr.slice(-3000)}`
+    );
   expect(viaOauth.stdout).toContain('ok: CancelTask cancels it [JSONRPC]');
   expect(run.stdout).toContain('ok: card at /.well-known/agent-card.json resolves and has every REQUIRED field');
   for (const binding of ['HTTP+JSON', 'JSONRPC'])
-    for (const line of ['ok: SendMessage queues a task (SUBMITTED)', 'ok: GetTask answers the task', 'ok: CancelTask cancels it', 'ok: SendStreamingMessage streams the task until it is final (CANCELED)', 'ok: GetTask of an unknown task answers TaskNotFoundError'])
+    for (const line of [
+      'ok: SendMessage queues a task (SUBMITTED)',
+      'ok: GetTask answers the task',
+      'ok: CancelTask cancels it',
+      'ok: SendStreamingMessage streams the task until it is final (CANCELED)',
+      'ok: GetTask of an unknown task answers TaskNotFoundError'
+    ])
       expect(run.stdout).toContain(`${line} [${binding}]`);
 });

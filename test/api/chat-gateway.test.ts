@@ -19,7 +19,8 @@ let backup: FakeOpenAi;
 const PROVIDER_KEY = `sk-test-${randomBytes(18).toString('hex')}`;
 const configDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zh-chat-'));
 
-const admin = (method: string, p: string, body?: unknown) => http(method, `${svc.urls.main}${p}`, { headers: { authorization: `Bearer ${svc.adminToken}` }, body });
+const admin = (method: string, p: string, body?: unknown) =>
+  http(method, `${svc.urls.main}${p}`, { headers: { authorization: `Bearer ${svc.adminToken}` }, body });
 async function issueKey(plan: string): Promise<{ key: string; id: string }> {
   const res = await admin('POST', '/admin/api-keys', { label: `chat ${plan}`, plan });
   expect(res.status).toBe(201);
@@ -57,7 +58,11 @@ beforeAll(async () => {
       CHAT_RETRY_MAX_WAIT_MS: '50',
       CHAT_BREAKER_FAILURES: '4',
       CHAT_BREAKER_COOLDOWN_S: '2',
-      CHAT_PLANS: JSON.stringify({ S1: { requests_per_minute: 1000, requests_per_day: 100000 }, S2: { requests_per_minute: 3 }, S3: { requests_per_minute: 1000, requests_per_day: 10 } })
+      CHAT_PLANS: JSON.stringify({
+        S1: { requests_per_minute: 1000, requests_per_day: 100000 },
+        S2: { requests_per_minute: 3 },
+        S3: { requests_per_minute: 1000, requests_per_day: 10 }
+      })
     },
     { worker: false, logFiles: true }
   );
@@ -86,7 +91,10 @@ it('lists the models a key may use, in the OpenAI list shape', async () => {
 
 it('answers a completion through the SDK with our id, the provider key sent upstream and temperature 1.0 by default', async () => {
   const { key } = await issueKey('S1');
-  const res = await sdk(key).chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hello there' }] });
+  const res = await sdk(key).chat.completions.create({
+    model: 'gpt-test',
+    messages: [{ role: 'user', content: 'hello there' }]
+  });
   expect(res.id).toMatch(/^chatcmpl-/);
   expect(res.model).toBe('gpt-test');
   expect(res.choices[0]!.message.content).toBe('echo: hello there');
@@ -122,7 +130,15 @@ it('streams chunks with incremental deltas and a final usage chunk when asked', 
     const r = await http('GET', `${svc.urls.main}/v1/usage`, { headers: { authorization: `Bearer ${key}` } });
     return r.body?.days?.[0]?.requests === 1 ? r : undefined;
   });
-  expect(usageRes.body.days[0]).toMatchObject({ requests: 1, errors: 0, prompt_tokens: 8, completion_tokens: 5, total_tokens: 13, estimated_requests: 0, cost: 0.018 });
+  expect(usageRes.body.days[0]).toMatchObject({
+    requests: 1,
+    errors: 0,
+    prompt_tokens: 8,
+    completion_tokens: 5,
+    total_tokens: 13,
+    estimated_requests: 0,
+    cost: 0.018
+  });
   const adminView = await admin('GET', `/admin/api-keys/${id}/usage`);
   expect(adminView.status).toBe(200);
   expect(adminView.body.usage.days[0]).toMatchObject({ requests: 1, total_tokens: 13 });
@@ -131,12 +147,19 @@ it('streams chunks with incremental deltas and a final usage chunk when asked', 
 it('counts a stream itself when the upstream sends no usage', async () => {
   const { key } = await issueKey('S1');
   primary.behaviour.omitUsage = true;
-  const stream = await sdk(key).chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'count me please' }], stream: true, stream_options: { include_usage: true } });
+  const stream = await sdk(key).chat.completions.create({
+    model: 'gpt-test',
+    messages: [{ role: 'user', content: 'count me please' }],
+    stream: true,
+    stream_options: { include_usage: true }
+  });
   let usage: OpenAI.CompletionUsage | undefined;
   for await (const chunk of stream) if (chunk.usage) usage = chunk.usage;
   expect(usage!.completion_tokens).toBeGreaterThan(0);
   expect(usage!.total_tokens).toBe(usage!.prompt_tokens + usage!.completion_tokens);
-  const rec = await eventually(async () => (await svc.db.collection('chat_usage').findOne({ estimated: true })) ?? undefined);
+  const rec = await eventually(
+    async () => (await svc.db.collection('chat_usage').findOne({ estimated: true })) ?? undefined
+  );
   expect(rec).toMatchObject({ stream: true, error: null, completion_tokens: usage!.completion_tokens });
 });
 
@@ -144,16 +167,27 @@ it('answers each error status in the OpenAI body, so the SDK raises its own clas
   const { key } = await issueKey('S1');
   const client = sdk(key);
   const msgs = [{ role: 'user' as const, content: 'x' }];
-  await expect(sdk('zk_0123456789abcdef_' + 'A'.repeat(43)).models.list()).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
-  await expect(sdk('not-a-key').chat.completions.create({ model: 'gpt-test', messages: msgs })).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
+  await expect(sdk('zk_0123456789abcdef_' + 'A'.repeat(43)).models.list()).rejects.toBeInstanceOf(
+    OpenAI.AuthenticationError
+  );
+  await expect(sdk('not-a-key').chat.completions.create({ model: 'gpt-test', messages: msgs })).rejects.toBeInstanceOf(
+    OpenAI.AuthenticationError
+  );
   const notFound = await client.chat.completions.create({ model: 'nope', messages: msgs }).catch((e: unknown) => e);
   expect(notFound).toBeInstanceOf(OpenAI.NotFoundError);
   expect((notFound as InstanceType<typeof OpenAI.NotFoundError>).code).toBe('model_not_found');
-  await expect(client.chat.completions.create({ model: 'premium', messages: msgs })).rejects.toBeInstanceOf(OpenAI.PermissionDeniedError);
-  const bad = await client.chat.completions.create({ model: 'gpt-test', messages: msgs, temperature: 3 }).catch((e: unknown) => e);
+  await expect(client.chat.completions.create({ model: 'premium', messages: msgs })).rejects.toBeInstanceOf(
+    OpenAI.PermissionDeniedError
+  );
+  const bad = await client.chat.completions
+    .create({ model: 'gpt-test', messages: msgs, temperature: 3 })
+    .catch((e: unknown) => e);
   expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
   expect((bad as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('temperature');
-  const raw = await http('POST', `${svc.urls.main}/v1/chat/completions`, { headers: { authorization: `Bearer ${key}` }, body: { model: 'gpt-test' } });
+  const raw = await http('POST', `${svc.urls.main}/v1/chat/completions`, {
+    headers: { authorization: `Bearer ${key}` },
+    body: { model: 'gpt-test' }
+  });
   expect(raw.status).toBe(400);
   expect(raw.body.error).toMatchObject({ type: 'invalid_request_error', param: 'messages' });
   // Every upstream failing: 502, the SDK's InternalServerError.
@@ -167,7 +201,11 @@ it('answers each error status in the OpenAI body, so the SDK raises its own clas
 it('rate limits per key per minute with 429, Retry-After and x-ratelimit headers on every answer', async () => {
   const { key } = await issueKey('S2'); // 3 per minute
   await waitAwayFromMinuteEnd();
-  const call = () => http('POST', `${svc.urls.main}/v1/chat/completions`, { headers: { authorization: `Bearer ${key}` }, body: { model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] } });
+  const call = () =>
+    http('POST', `${svc.urls.main}/v1/chat/completions`, {
+      headers: { authorization: `Bearer ${key}` },
+      body: { model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] }
+    });
   const answers = [await call(), await call(), await call()];
   expect(answers.map((a) => a.status)).toEqual([200, 200, 200]);
   expect(answers.map((a) => a.headers.get('x-ratelimit-remaining-requests'))).toEqual(['2', '1', '0']);
@@ -178,14 +216,17 @@ it('rate limits per key per minute with 429, Retry-After and x-ratelimit headers
   expect(refused.body.error).toMatchObject({ type: 'rate_limit_error', code: 'rate_limit_exceeded' });
   expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
   expect(refused.headers.get('x-ratelimit-remaining-requests')).toBe('0');
-  const viaSdk = await sdk(key).chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+  const viaSdk = await sdk(key)
+    .chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] })
+    .catch((e: unknown) => e);
   expect(viaSdk).toBeInstanceOf(OpenAI.RateLimitError);
 });
 
 it('retries an upstream 429 honouring Retry-After, then falls back, then cools the failing upstream down', async () => {
   const { key } = await issueKey('S1');
   const client = sdk(key);
-  const ask = () => client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'again' }] });
+  const ask = () =>
+    client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'again' }] });
 
   primary.behaviour.failNext = { count: 1, status: 429, retryAfterS: 0 };
   expect((await ask()).choices[0]!.message.content).toBe('echo: again');
@@ -208,14 +249,21 @@ it('retries an upstream 429 honouring Retry-After, then falls back, then cools t
   await ask();
   expect(primary.calls).toBe(2);
   const health = await http('GET', `${svc.urls.main}/health`);
-  expect(health.body.upstreams.find((u: { name: string }) => u.name === 'primary')).toMatchObject({ state: 'open', consecutive_failures: 4 });
+  expect(health.body.upstreams.find((u: { name: string }) => u.name === 'primary')).toMatchObject({
+    state: 'open',
+    consecutive_failures: 4
+  });
   primary.reset();
   backup.reset();
   await ask();
   expect(primary.calls).toBe(0);
   expect(backup.calls).toBe(1);
   // After the cool-down one trial goes through, and its success closes the breaker.
-  await eventually(async () => ((await http('GET', `${svc.urls.main}/health`)).body.upstreams[0].state === 'half_open' ? true : undefined), 10_000);
+  await eventually(
+    async () =>
+      (await http('GET', `${svc.urls.main}/health`)).body.upstreams[0].state === 'half_open' ? true : undefined,
+    10_000
+  );
   await ask();
   expect(primary.calls).toBe(1);
   expect((await http('GET', `${svc.urls.main}/health`)).body.upstreams[0].state).toBe('closed');
@@ -238,8 +286,14 @@ it('cancels the upstream call when the client disconnects mid-stream', async () 
   const first = await reader.read();
   expect(new TextDecoder().decode(first.value)).toMatch(/^data: \{/);
   ac.abort();
-  await eventually(async () => (primary.abandoned === 1 ? true : undefined), 10_000, 'the upstream call to be abandoned');
-  const rec = await eventually(async () => (await svc.db.collection('chat_usage').findOne({ error: 'client_closed' })) ?? undefined);
+  await eventually(
+    async () => (primary.abandoned === 1 ? true : undefined),
+    10_000,
+    'the upstream call to be abandoned'
+  );
+  const rec = await eventually(
+    async () => (await svc.db.collection('chat_usage').findOne({ error: 'client_closed' })) ?? undefined
+  );
   // What was used is still accounted: the prompt, and the text streamed before the client left (counted here).
   expect(rec).toMatchObject({ stream: true, estimated: true });
   expect(rec.prompt_tokens).toBeGreaterThan(0);
@@ -252,7 +306,10 @@ it('keeps the daily request quota exact across two API processes', async () => {
     const urls = [svc.urls.main, second.url];
     const answers = await Promise.all(
       Array.from({ length: 24 }, (_, i) =>
-        http('POST', `${urls[i % 2]}/v1/chat/completions`, { headers: { authorization: `Bearer ${key}` }, body: { model: 'gpt-test', messages: [{ role: 'user', content: `n${i}` }] } })
+        http('POST', `${urls[i % 2]}/v1/chat/completions`, {
+          headers: { authorization: `Bearer ${key}` },
+          body: { model: 'gpt-test', messages: [{ role: 'user', content: `n${i}` }] }
+        })
       )
     );
     const ok = answers.filter((a) => a.status === 200).length;
@@ -270,11 +327,15 @@ it('never writes the provider key to the database, the data dir or the logs', as
   const { key } = await issueKey('S1');
   // An upstream that echoes the key in its error must not leak it either.
   primary.behaviour.failNext = { count: 1, status: 401, message: `Incorrect API key provided: ${PROVIDER_KEY}` };
-  const err = await sdk(key).chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+  const err = await sdk(key)
+    .chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] })
+    .catch((e: unknown) => e);
   expect(err).toBeInstanceOf(OpenAI.InternalServerError);
   expect(JSON.stringify((err as InstanceType<typeof OpenAI.APIError>).error)).not.toContain(PROVIDER_KEY);
   primary.behaviour.failNext = { count: 1, status: 400, message: `bad request for key ${PROVIDER_KEY}` };
-  const bad = await sdk(key).chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+  const bad = await sdk(key)
+    .chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] })
+    .catch((e: unknown) => e);
   expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
   expect((bad as Error).message).not.toContain(PROVIDER_KEY);
   expect((bad as Error).message).toContain('***');
@@ -303,7 +364,10 @@ it('never writes the provider key to the database, the data dir or the logs', as
 
 it('chats with a self-hosted model with the kernel prompt first, and refuses a model that is not local', async () => {
   const did = await registerDid(svc.urls.main, svc.adminToken, 'did:example:local-chat');
-  const res = await http('POST', `${svc.urls.main}/api/local-small/v1/chat`, { headers: { 'x-did': did }, body: { messages: [{ role: 'user', content: '你好' }] } });
+  const res = await http('POST', `${svc.urls.main}/api/local-small/v1/chat`, {
+    headers: { 'x-did': did },
+    body: { messages: [{ role: 'user', content: '你好' }] }
+  });
   expect(res.status).toBe(200);
   expect(res.body).toMatchObject({ object: 'chat.completion', model: 'local-small' });
   expect(res.body.choices[0].message.content).toBe('echo: 你好');
@@ -312,10 +376,19 @@ it('chats with a self-hosted model with the kernel prompt first, and refuses a m
   expect(sent.messages[0]!.role).toBe('system');
   expect(sent.messages[0]!.content).toMatch(/zhongshu-hub/);
   expect(sent.messages[1]).toEqual({ role: 'user', content: '你好' });
-  const notLocal = await http('POST', `${svc.urls.main}/api/gpt-test/v1/chat`, { headers: { 'x-did': did }, body: { messages: [{ role: 'user', content: 'x' }] } });
+  const notLocal = await http('POST', `${svc.urls.main}/api/gpt-test/v1/chat`, {
+    headers: { 'x-did': did },
+    body: { messages: [{ role: 'user', content: 'x' }] }
+  });
   expect(notLocal.status).toBe(404);
   expect(notLocal.body).toMatchObject({ ok: false, error: 'model_not_found' });
-  expect((await http('POST', `${svc.urls.main}/api/local-small/v1/chat`, { body: { messages: [{ role: 'user', content: 'x' }] } })).status).toBe(401);
+  expect(
+    (
+      await http('POST', `${svc.urls.main}/api/local-small/v1/chat`, {
+        body: { messages: [{ role: 'user', content: 'x' }] }
+      })
+    ).status
+  ).toBe(401);
 });
 
 it('streams on POST /v1/chat/stream with the usage chunk by default, listed under federated_compute', async () => {
@@ -327,13 +400,23 @@ it('streams on POST /v1/chat/stream with the usage chunk by default, listed unde
   });
   expect(res.status).toBe(200);
   expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
-  const events = (await res.text()).split('\n\n').filter(Boolean).map((e) => e.replace(/^data: /, ''));
+  const events = (await res.text())
+    .split('\n\n')
+    .filter(Boolean)
+    .map((e) => e.replace(/^data: /, ''));
   expect(events.at(-1)).toBe('[DONE]');
   const chunks = events.slice(0, -1).map((e) => JSON.parse(e) as OpenAI.ChatCompletionChunk);
   expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe('echo: node says hi');
   expect(chunks.at(-1)!.usage).toEqual({ prompt_tokens: 8, completion_tokens: 4, total_tokens: 12 });
-  const entries = (await http('GET', `${svc.urls.main}/a2a/endpoints`)).body.endpoints as { path: string; group: string; auth: string }[];
-  expect(entries.find((e) => e.path === '/v1/chat/stream')).toMatchObject({ group: 'federated_compute', auth: 'api_key' });
+  const entries = (await http('GET', `${svc.urls.main}/a2a/endpoints`)).body.endpoints as {
+    path: string;
+    group: string;
+    auth: string;
+  }[];
+  expect(entries.find((e) => e.path === '/v1/chat/stream')).toMatchObject({
+    group: 'federated_compute',
+    auth: 'api_key'
+  });
 });
 
 it('changes plans and issues keys into key groups (S4 and above), each key with its own quota', async () => {
@@ -348,10 +431,16 @@ it('changes plans and issues keys into key groups (S4 and above), each key with 
   expect(member.status).toBe(201);
   expect(member.body).toMatchObject({ group_id: groupId, plan: 'S2' });
   const listed = await admin('GET', `/admin/api-keys/${owner.id}/groups`);
-  expect(listed.body.groups[0].keys).toEqual([expect.objectContaining({ key_id: member.body.key_id, plan: 'S2', revoked: false })]);
+  expect(listed.body.groups[0].keys).toEqual([
+    expect.objectContaining({ key_id: member.body.key_id, plan: 'S2', revoked: false })
+  ]);
   // The member's quota is its own: S2's 3 per minute here, whatever the owner's S4 allows.
   await waitAwayFromMinuteEnd();
-  const ask = (k: string) => http('POST', `${svc.urls.main}/v1/chat/completions`, { headers: { authorization: `Bearer ${k}` }, body: { model: 'gpt-test', messages: [{ role: 'user', content: 'g' }] } });
+  const ask = (k: string) =>
+    http('POST', `${svc.urls.main}/v1/chat/completions`, {
+      headers: { authorization: `Bearer ${k}` },
+      body: { model: 'gpt-test', messages: [{ role: 'user', content: 'g' }] }
+    });
   const statuses = [];
   for (let i = 0; i < 4; i++) statuses.push((await ask(member.body.api_key)).status);
   expect(statuses).toEqual([200, 200, 200, 429]);

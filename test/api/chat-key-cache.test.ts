@@ -21,14 +21,18 @@ const configDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zh-chat-cache-'));
 /** The first process's CHAT_KEY_CACHE_MS: long enough that "answered from memory" is seen on a loaded machine. */
 const CACHE_MS = 8000;
 
-const admin = (method: string, p: string, body?: unknown) => http(method, `${svc.urls.main}${p}`, { headers: { authorization: `Bearer ${svc.adminToken}` }, body });
+const admin = (method: string, p: string, body?: unknown) =>
+  http(method, `${svc.urls.main}${p}`, { headers: { authorization: `Bearer ${svc.adminToken}` }, body });
 async function issueKey(plan: string): Promise<{ key: string; id: string }> {
   const res = await admin('POST', '/admin/api-keys', { label: `cache ${plan}`, plan });
   expect(res.status).toBe(201);
   return { key: res.body.api_key, id: res.body.key_id };
 }
 const complete = (url: string, key: string, model = 'gpt-test', body: Record<string, unknown> = {}) =>
-  http('POST', `${url}/v1/chat/completions`, { headers: { authorization: `Bearer ${key}` }, body: { model, messages: [{ role: 'user', content: 'hi' }], ...body } });
+  http('POST', `${url}/v1/chat/completions`, {
+    headers: { authorization: `Bearer ${key}` },
+    body: { model, messages: [{ role: 'user', content: 'hi' }], ...body }
+  });
 const slots = async (id: string) => ({
   rpm: await svc.db.collection('chat_limit_slots').countDocuments({ scope: `key:${id}:rpm` }),
   rpd: await svc.db.collection('chat_limit_slots').countDocuments({ scope: `key:${id}:rpd` })
@@ -37,12 +41,22 @@ const slots = async (id: string) => ({
 beforeAll(async () => {
   upstream = await startFakeOpenAi('cache-upstream');
   const file = path.join(configDir, 'providers.json');
-  fs.writeFileSync(file, JSON.stringify([{ name: 'up', base_url: upstream.baseUrl, models: [{ id: 'gpt-test' }, { id: 'premium', plans: ['S5'] }] }]));
+  fs.writeFileSync(
+    file,
+    JSON.stringify([
+      { name: 'up', base_url: upstream.baseUrl, models: [{ id: 'gpt-test' }, { id: 'premium', plans: ['S5'] }] }
+    ])
+  );
   svc = await startTestService(
     {
       CHAT_PROVIDERS_FILE: file,
       CHAT_UPSTREAM_RETRIES: '0',
-      CHAT_PLANS: JSON.stringify({ S1: { requests_per_minute: 1000, requests_per_day: 100000 }, S3: { requests_per_minute: 1000, requests_per_day: 10 }, S4: { requests_per_minute: 5 }, S5: { requests_per_minute: 500 } }),
+      CHAT_PLANS: JSON.stringify({
+        S1: { requests_per_minute: 1000, requests_per_day: 100000 },
+        S3: { requests_per_minute: 1000, requests_per_day: 10 },
+        S4: { requests_per_minute: 5 },
+        S5: { requests_per_minute: 500 }
+      }),
       CHAT_KEY_CACHE_MS: String(CACHE_MS)
     },
     { worker: false }
@@ -66,7 +80,12 @@ it('refuses a revoked key at its next request on both processes while they hold 
   expect((await admin('POST', `/admin/api-keys/${id}/revoke`)).status).toBe(200);
   // The four answered requests' usage records (each waits up to 25 ms to share an insert).
   const usageBefore = 4;
-  await eventually(async () => ((await svc.db.collection('chat_usage').countDocuments({ key_id: id })) === usageBefore ? true : undefined), 5000, 'the usage records');
+  await eventually(
+    async () =>
+      (await svc.db.collection('chat_usage').countDocuments({ key_id: id })) === usageBefore ? true : undefined,
+    5000,
+    'the usage records'
+  );
   const callsBefore = upstream.calls;
   // An upstream slower than the key read: the call a cached key starts beside its read is seen being abandoned.
   upstream.behaviour = { delayMs: 3000 };
@@ -77,14 +96,25 @@ it('refuses a revoked key at its next request on both processes while they hold 
     // Whatever else is wrong with the request, a revoked key is told so first.
     expect((await complete(url, key, 'no-such-model')).status).toBe(401);
     expect((await complete(url, key, 'gpt-test', { temperature: 7 })).status).toBe(401);
-    expect((await http('POST', `${url}/v1/chat/stream`, { headers: { authorization: `Bearer ${key}` }, body: { model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] } })).status).toBe(401);
+    expect(
+      (
+        await http('POST', `${url}/v1/chat/stream`, {
+          headers: { authorization: `Bearer ${key}` },
+          body: { model: 'gpt-test', messages: [{ role: 'user', content: 'x' }] }
+        })
+      ).status
+    ).toBe(401);
   }
   // Only the first request on each process (it held the key verified) may start an upstream call beside its key
   // read (when the read answers first, the call is not even sent); any that reached the upstream was aborted, and
   // nothing was answered or recorded. Every later request was verified first.
   const started = upstream.calls - callsBefore;
   expect(started).toBeLessThanOrEqual(2);
-  await eventually(async () => (upstream.abandoned === started ? true : undefined), 10_000, 'the speculative upstream calls aborted');
+  await eventually(
+    async () => (upstream.abandoned === started ? true : undefined),
+    10_000,
+    'the speculative upstream calls aborted'
+  );
   expect(await svc.db.collection('chat_usage').countDocuments({ key_id: id })).toBe(usageBefore);
   expect(await slots(id)).toEqual({ rpm: 4, rpd: 4 });
 });
@@ -93,7 +123,9 @@ it('lets a revocation through another process reach a process that holds the key
   const { key, id } = await issueKey('S1');
   // Verified on the first process (a read just now), then answered from memory there.
   for (let i = 0; i < 2; i++) expect((await complete(svc.urls.main, key)).status).toBe(200);
-  const revoked = await http('POST', `${second.url}/admin/api-keys/${id}/revoke`, { headers: { authorization: `Bearer ${svc.adminToken}` } });
+  const revoked = await http('POST', `${second.url}/admin/api-keys/${id}/revoke`, {
+    headers: { authorization: `Bearer ${svc.adminToken}` }
+  });
   expect(revoked.status).toBe(200);
   // The second process reads at every request: refused at once.
   expect((await complete(second.url, key)).status).toBe(401);
@@ -127,7 +159,8 @@ it('never claims anything for a wrong secret of a key a process holds verified, 
   expect(regenerated.status).toBe(200);
   for (const url of [svc.urls.main, second.url]) expect((await complete(url, key)).status).toBe(401);
   expect(await slots(id)).toEqual({ rpm: 2, rpd: 2 });
-  for (const url of [svc.urls.main, second.url]) expect((await complete(url, regenerated.body.api_key)).status).toBe(200);
+  for (const url of [svc.urls.main, second.url])
+    expect((await complete(url, regenerated.body.api_key)).status).toBe(200);
   expect(await slots(id)).toEqual({ rpm: 4, rpd: 4 });
 });
 
@@ -164,7 +197,11 @@ it('keeps the daily cap exact across two processes for a key both hold verified'
   const { key, id } = await issueKey('S3'); // 10 per day
   const urls = [svc.urls.main, second.url];
   for (const url of urls) expect((await complete(url, key)).status).toBe(200);
-  const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => complete(urls[i % 2]!, key, 'gpt-test', { messages: [{ role: 'user', content: `n${i}` }] })));
+  const answers = await Promise.all(
+    Array.from({ length: 24 }, (_, i) =>
+      complete(urls[i % 2]!, key, 'gpt-test', { messages: [{ role: 'user', content: `n${i}` }] })
+    )
+  );
   expect(answers.filter((a) => a.status === 200)).toHaveLength(8);
   const refused = answers.filter((a) => a.status === 403);
   expect(refused).toHaveLength(16);
@@ -178,7 +215,11 @@ it('keeps the per-minute cap exact across two processes for a key both hold veri
   await waitAwayFromMinuteEnd();
   const urls = [svc.urls.main, second.url];
   for (const url of urls) expect((await complete(url, key)).status).toBe(200);
-  const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => complete(urls[i % 2]!, key, 'gpt-test', { messages: [{ role: 'user', content: `m${i}` }] })));
+  const answers = await Promise.all(
+    Array.from({ length: 12 }, (_, i) =>
+      complete(urls[i % 2]!, key, 'gpt-test', { messages: [{ role: 'user', content: `m${i}` }] })
+    )
+  );
   expect(answers.filter((a) => a.status === 200)).toHaveLength(3);
   const limited = answers.filter((a) => a.status === 429);
   expect(limited).toHaveLength(9);

@@ -15,7 +15,8 @@ let svc: TestService;
 let upstream: FakeOpenAi;
 const configDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zh-chat-oauth-'));
 
-const admin = (method: string, p: string, body?: unknown) => http(method, `${svc.urls.main}${p}`, { headers: { authorization: `Bearer ${svc.adminToken}` }, body });
+const admin = (method: string, p: string, body?: unknown) =>
+  http(method, `${svc.urls.main}${p}`, { headers: { authorization: `Bearer ${svc.adminToken}` }, body });
 
 async function tokenFor(scopes: string[]): Promise<{ token: string; clientId: string }> {
   const client = await admin('POST', '/admin/oauth-clients', { label: 'federated node', scopes });
@@ -31,7 +32,10 @@ async function tokenFor(scopes: string[]): Promise<{ token: string; clientId: st
 }
 
 const stream = (authorization: string, content = 'hello federated world') =>
-  http('POST', `${svc.urls.main}/v1/chat/stream`, { headers: { authorization }, body: { model: 'node-chat', messages: [{ role: 'user', content }] } });
+  http('POST', `${svc.urls.main}/v1/chat/stream`, {
+    headers: { authorization },
+    body: { model: 'node-chat', messages: [{ role: 'user', content }] }
+  });
 
 /** The SSE data lines of a stream, parsed (the final [DONE] kept as a string). */
 const events = (text: string) =>
@@ -45,8 +49,21 @@ const events = (text: string) =>
 beforeAll(async () => {
   upstream = await startFakeOpenAi('node-upstream');
   const file = path.join(configDir, 'providers.json');
-  fs.writeFileSync(file, JSON.stringify([{ name: 'nodes', base_url: upstream.baseUrl, models: [{ id: 'node-chat' }, { id: 'premium', plans: ['S5'] }] }]));
-  svc = await startTestService({ CHAT_PROVIDERS_FILE: file, CHAT_UPSTREAM_RETRIES: '0', CHAT_OAUTH_PLAN: 'S2', CHAT_PLANS: JSON.stringify({ S2: { requests_per_minute: 3 } }) }, { worker: false });
+  fs.writeFileSync(
+    file,
+    JSON.stringify([
+      { name: 'nodes', base_url: upstream.baseUrl, models: [{ id: 'node-chat' }, { id: 'premium', plans: ['S5'] }] }
+    ])
+  );
+  svc = await startTestService(
+    {
+      CHAT_PROVIDERS_FILE: file,
+      CHAT_UPSTREAM_RETRIES: '0',
+      CHAT_OAUTH_PLAN: 'S2',
+      CHAT_PLANS: JSON.stringify({ S2: { requests_per_minute: 3 } })
+    },
+    { worker: false }
+  );
 });
 afterAll(async () => {
   await svc?.close();
@@ -79,7 +96,10 @@ it('limits and counts per OAuth client with CHAT_OAUTH_PLAN numbers, and gives t
   expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
   // Another client has its own window.
   expect((await stream(`Bearer ${b.token}`)).status).toBe(200);
-  const premium = await http('POST', `${svc.urls.main}/v1/chat/stream`, { headers: { authorization: `Bearer ${b.token}` }, body: { model: 'premium', messages: [{ role: 'user', content: 'x' }] } });
+  const premium = await http('POST', `${svc.urls.main}/v1/chat/stream`, {
+    headers: { authorization: `Bearer ${b.token}` },
+    body: { model: 'premium', messages: [{ role: 'user', content: 'x' }] }
+  });
   expect(premium.status).toBe(403);
   expect(premium.body.error.code).toBe('model_not_permitted');
   // Usage is recorded under oauth:<client id> (each record waits up to 25 ms to share an insert).
@@ -96,7 +116,10 @@ it('refuses a token without the chat scope (403), a bad token (401), and tokens 
   expect(forged.status).toBe(401);
   expect(forged.body.error).toMatchObject({ type: 'authentication_error', code: 'invalid_api_key' });
   const { token } = await tokenFor(['chat']);
-  const completions = await http('POST', `${svc.urls.main}/v1/chat/completions`, { headers: { authorization: `Bearer ${token}` }, body: { model: 'node-chat', messages: [{ role: 'user', content: 'x' }] } });
+  const completions = await http('POST', `${svc.urls.main}/v1/chat/completions`, {
+    headers: { authorization: `Bearer ${token}` },
+    body: { model: 'node-chat', messages: [{ role: 'user', content: 'x' }] }
+  });
   expect(completions.status).toBe(401);
 });
 
@@ -113,16 +136,33 @@ it('still takes API keys, and the OpenAPI document lists both credentials for th
 it('reads an OAuth client’s own usage on GET /v1/usage (token from openid-client), and the admin reads it too', async () => {
   const client = await admin('POST', '/admin/oauth-clients', { label: 'usage reader', scopes: ['chat'] });
   expect(client.status).toBe(201);
-  const config = await oidc.discovery(new URL(svc.env.PUBLIC_URL!), client.body.client_id, client.body.client_secret, undefined, { execute: [oidc.allowInsecureRequests] });
+  const config = await oidc.discovery(
+    new URL(svc.env.PUBLIC_URL!),
+    client.body.client_id,
+    client.body.client_secret,
+    undefined,
+    { execute: [oidc.allowInsecureRequests] }
+  );
   const token = (await oidc.clientCredentialsGrant(config, { scope: 'chat' })).access_token;
   for (let i = 0; i < 2; i++) expect((await stream(`Bearer ${token}`, `count me ${i}`)).status).toBe(200);
   // A request shows in its usage shortly after its answer (records wait up to 25 ms to share an insert).
-  const usage = await eventually(async () => {
-    const r = await http('GET', `${svc.urls.main}/v1/usage?days=1`, { headers: { authorization: `Bearer ${token}` } });
-    return r.status !== 200 || r.body?.days?.[0]?.requests === 2 ? r : undefined;
-  }, 10_000, 'both streams in the usage');
+  const usage = await eventually(
+    async () => {
+      const r = await http('GET', `${svc.urls.main}/v1/usage?days=1`, {
+        headers: { authorization: `Bearer ${token}` }
+      });
+      return r.status !== 200 || r.body?.days?.[0]?.requests === 2 ? r : undefined;
+    },
+    10_000,
+    'both streams in the usage'
+  );
   expect(usage.status).toBe(200);
-  expect(usage.body).toMatchObject({ object: 'usage', key_id: `oauth:${client.body.client_id}`, plan: 'S2', limits: { requests_per_minute: 3 } });
+  expect(usage.body).toMatchObject({
+    object: 'usage',
+    key_id: `oauth:${client.body.client_id}`,
+    plan: 'S2',
+    limits: { requests_per_minute: 3 }
+  });
   expect(usage.body.days).toHaveLength(1);
   expect(usage.body.days[0]).toMatchObject({ requests: 2, errors: 0 });
   expect(usage.body.days[0].total_tokens).toBeGreaterThan(0);
@@ -133,7 +173,9 @@ it('reads an OAuth client’s own usage on GET /v1/usage (token from openid-clie
   expect(((await viaSdk.json()) as { key_id: string }).key_id).toBe(`oauth:${client.body.client_id}`);
   // A token without the chat scope reads nothing.
   const other = await tokenFor(['compute']);
-  expect((await http('GET', `${svc.urls.main}/v1/usage`, { headers: { authorization: `Bearer ${other.token}` } })).status).toBe(403);
+  expect(
+    (await http('GET', `${svc.urls.main}/v1/usage`, { headers: { authorization: `Bearer ${other.token}` } })).status
+  ).toBe(403);
   // The administrator's view of the same client, and 404 for a client never issued.
   const adminView = await admin('GET', `/admin/oauth-clients/${client.body.client_id}/chat-usage?days=1`);
   expect(adminView.status).toBe(200);

@@ -15,10 +15,15 @@ afterAll(async () => {
 });
 
 it('lists no models and explains how to configure a provider', async () => {
-  const res = await http('POST', `${svc.urls.main}/admin/api-keys`, { headers: { authorization: `Bearer ${svc.adminToken}` }, body: { plan: 'S1' } });
+  const res = await http('POST', `${svc.urls.main}/admin/api-keys`, {
+    headers: { authorization: `Bearer ${svc.adminToken}` },
+    body: { plan: 'S1' }
+  });
   const client = new OpenAI({ apiKey: res.body.api_key, baseURL: `${svc.urls.main}/v1`, maxRetries: 0 });
   expect((await client.models.list()).data).toEqual([]);
-  const err = await client.chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] }).catch((e: unknown) => e);
+  const err = await client.chat.completions
+    .create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] })
+    .catch((e: unknown) => e);
   expect(err).toBeInstanceOf(OpenAI.NotFoundError);
   expect((err as InstanceType<typeof OpenAI.NotFoundError>).code).toBe('model_not_found');
   expect((err as Error).message).toContain('CHAT_PROVIDERS_FILE');

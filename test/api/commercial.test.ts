@@ -20,7 +20,8 @@ let memoryApi: { url: string; stop(): Promise<void> } | null = null;
 const DID = 'did:example:commercial';
 const HUB_DID = 'did:zhongshu:hub';
 const api = (path: string) => `${svc.urls.commercial}/api/v1${path}`;
-const decide = (body: unknown, headers: Record<string, string> = {}) => http('POST', api('/decision'), { headers, body });
+const decide = (body: unknown, headers: Record<string, string> = {}) =>
+  http('POST', api('/decision'), { headers, body });
 const startMemoryGateway = async () => {
   memoryApi = await svc.startSecondApi({ MEMORY_PORT: memoryPort });
 };
@@ -31,7 +32,10 @@ const stopMemoryGateway = async () => {
 
 beforeAll(async () => {
   memoryPort = String(await freePort());
-  svc = await startTestService({ MEMORY_GATEWAY_URL: `http://127.0.0.1:${memoryPort}`, MEMORY_GATEWAY_TIMEOUT_MS: '1000' }, { worker: false });
+  svc = await startTestService(
+    { MEMORY_GATEWAY_URL: `http://127.0.0.1:${memoryPort}`, MEMORY_GATEWAY_TIMEOUT_MS: '1000' },
+    { worker: false }
+  );
   await registerDid(svc.urls.main, svc.adminToken, DID);
   await startMemoryGateway();
 });
@@ -49,7 +53,14 @@ describe('commercial gateway', () => {
   it('GET /health: status, service, version V1.0 and the simulation marker', async () => {
     const res = await http('GET', api('/health'));
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ ok: true, status: 'up', version: 'V1.0', simulation: true, listener: 'commercial', did: HUB_DID });
+    expect(res.body).toMatchObject({
+      ok: true,
+      status: 'up',
+      version: 'V1.0',
+      simulation: true,
+      listener: 'commercial',
+      did: HUB_DID
+    });
     expect(typeof res.body.service).toBe('string');
     expectGatewayHeaders(res);
   });
@@ -65,7 +76,12 @@ describe('commercial gateway', () => {
       ]
     });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ ok: true, recommended: 'A', weights: { benefit: 0.4, risk: 0.35, cost: 0.25 }, recorded: null });
+    expect(res.body).toMatchObject({
+      ok: true,
+      recommended: 'A',
+      weights: { benefit: 0.4, risk: 0.35, cost: 0.25 },
+      recorded: null
+    });
     expect(res.body.decision).toEqual([
       { name: 'A', benefit: 100, risk: 20, cost: 50, score: 75.83 },
       { name: 'B', benefit: 60, risk: 10, cost: 30, score: 60 },
@@ -75,7 +91,12 @@ describe('commercial gateway', () => {
   });
 
   it('POST /decision: equal options score 100 in the order given; a single option scores 100', async () => {
-    const equal = await decide({ options: [{ name: 'x', benefit: 2, risk: 2, cost: 2 }, { name: 'y', benefit: 2, risk: 2, cost: 2 }] });
+    const equal = await decide({
+      options: [
+        { name: 'x', benefit: 2, risk: 2, cost: 2 },
+        { name: 'y', benefit: 2, risk: 2, cost: 2 }
+      ]
+    });
     expect(equal.body.decision.map((o: { name: string; score: number }) => [o.name, o.score])).toEqual([
       ['x', 100],
       ['y', 100]
@@ -99,7 +120,11 @@ describe('commercial gateway', () => {
     ['a missing cost', { options: [{ name: 'a', benefit: 1, risk: 1 }] }, 'body.options.0.cost'],
     ['a string number', { options: [{ ...option, risk: '1' }] }, 'body.options.0.risk'],
     ['a number above the maximum', { options: [{ ...option, benefit: 1e13 }] }, 'body.options.0.benefit'],
-    ['more than 100 options', { options: Array.from({ length: 101 }, (_, i) => ({ ...option, name: `o${i}` })) }, 'body.options'],
+    [
+      'more than 100 options',
+      { options: Array.from({ length: 101 }, (_, i) => ({ ...option, name: `o${i}` })) },
+      'body.options'
+    ],
     ['record not a boolean', { options: [option], record: 'yes' }, 'body.record']
   ])('400 naming the field for %s', async (_what, body, field) => {
     const res = await decide(body);
@@ -110,10 +135,18 @@ describe('commercial gateway', () => {
   });
 
   it('400 for non-finite numbers (JSON cannot carry them: 1e400 is refused by the parser) and malformed bodies', async () => {
-    const huge = await http('POST', api('/decision'), { headers: { 'content-type': 'application/json' }, raw: '{"options":[{"name":"a","benefit":1e400,"risk":1,"cost":1}]}' });
+    const huge = await http('POST', api('/decision'), {
+      headers: { 'content-type': 'application/json' },
+      raw: '{"options":[{"name":"a","benefit":1e400,"risk":1,"cost":1}]}'
+    });
     expect(huge.status).toBe(400);
     expect(huge.body.error).toBe('number_out_of_range');
-    for (const raw of ['{"options":[{"name":"a","benefit":NaN,"risk":1,"cost":1}]}', '{"options":[{"name":"a","benefit":Infinity,"risk":1,"cost":1}]}', '{"options":', 'not json']) {
+    for (const raw of [
+      '{"options":[{"name":"a","benefit":NaN,"risk":1,"cost":1}]}',
+      '{"options":[{"name":"a","benefit":Infinity,"risk":1,"cost":1}]}',
+      '{"options":',
+      'not json'
+    ]) {
       const res = await http('POST', api('/decision'), { headers: { 'content-type': 'application/json' }, raw });
       expect(res.status).toBe(400);
       expect(res.body).toMatchObject({ ok: false, error: 'invalid_json' });
@@ -132,7 +165,12 @@ describe('commercial gateway', () => {
     expect(res.body.recommended).toBe('b');
     expect(res.body.recorded.key).toMatch(/^commercial\.decision\./);
     const entry = await svc.db.collection('ledger').findOne({ _id: res.body.recorded.seq });
-    expect(entry).toMatchObject({ key: res.body.recorded.key, event_id: res.body.recorded.event_id, truth_type: 'decision', did: DID });
+    expect(entry).toMatchObject({
+      key: res.body.recorded.key,
+      event_id: res.body.recorded.event_id,
+      truth_type: 'decision',
+      did: DID
+    });
     expect(JSON.parse(entry!.value_json)).toMatchObject({ recommended: 'b', decision: res.body.decision });
   });
 
@@ -163,17 +201,33 @@ describe('commercial gateway', () => {
 
   describe('memory proxy', () => {
     it('writes with the caller X-DID and reads back through the memory gateway', async () => {
-      const w1 = await http('POST', api('/memory/upsert'), { headers: { 'x-did': DID }, body: { key: 'shop.cart.7', truth_value: { items: 1 } } });
+      const w1 = await http('POST', api('/memory/upsert'), {
+        headers: { 'x-did': DID },
+        body: { key: 'shop.cart.7', truth_value: { items: 1 } }
+      });
       expect(w1.status).toBe(200);
       expect(w1.body).toMatchObject({ ok: true, key: 'shop.cart.7', version: 1 });
       expectGatewayHeaders(w1);
-      const w2 = await http('POST', api('/memory/upsert'), { headers: { 'x-did': DID, 'x-trace': 'trace-commercial-1' }, body: { key: 'shop.cart.7', truth_value: { items: 2 } } });
+      const w2 = await http('POST', api('/memory/upsert'), {
+        headers: { 'x-did': DID, 'x-trace': 'trace-commercial-1' },
+        body: { key: 'shop.cart.7', truth_value: { items: 2 } }
+      });
       expect(w2.body.version).toBe(2);
       expect(w2.headers.get('x-trace')).toBe('trace-commercial-1');
-      expect(await svc.db.collection('ledger').findOne({ _id: w2.body.seq })).toMatchObject({ did: DID, key: 'shop.cart.7' });
+      expect(await svc.db.collection('ledger').findOne({ _id: w2.body.seq })).toMatchObject({
+        did: DID,
+        key: 'shop.cart.7'
+      });
       const r = await http('GET', api('/memory/truth/shop.cart.7'));
       expect(r.status).toBe(200);
-      expect(r.body).toMatchObject({ ok: true, key: 'shop.cart.7', version: 2, versions: 2, value: { items: 2 }, seq: w2.body.seq });
+      expect(r.body).toMatchObject({
+        ok: true,
+        key: 'shop.cart.7',
+        version: 2,
+        versions: 2,
+        value: { items: 2 },
+        seq: w2.body.seq
+      });
       expectGatewayHeaders(r);
     });
 
@@ -192,7 +246,9 @@ describe('commercial gateway', () => {
         expect(res.body.error).toBe(code);
         expectGatewayHeaders(res);
       }
-      expect((await http('POST', api('/memory/upsert'), { body: { key: 'shop.x', truth_value: { a: 1 } } })).status).toBe(401);
+      expect(
+        (await http('POST', api('/memory/upsert'), { body: { key: 'shop.x', truth_value: { a: 1 } } })).status
+      ).toBe(401);
     });
 
     it("the memory gateway's 4xx pass through", async () => {
@@ -201,7 +257,10 @@ describe('commercial gateway', () => {
       expect(missing.body).toMatchObject({ ok: false, error: 'not_found' });
       expect(missing.body.message).toMatch(/shop\.none/);
       expectGatewayHeaders(missing);
-      const highRisk = await http('POST', api('/memory/upsert'), { headers: { 'x-did': DID }, body: { key: 'KERNEL.EVOLUTION.DIRECTIVE.9', truth_value: { a: 1 } } });
+      const highRisk = await http('POST', api('/memory/upsert'), {
+        headers: { 'x-did': DID },
+        body: { key: 'KERNEL.EVOLUTION.DIRECTIVE.9', truth_value: { a: 1 } }
+      });
       expect(highRisk.status).toBe(403);
       expect(highRisk.body.error).toBe('forbidden');
     });
@@ -213,7 +272,10 @@ describe('commercial gateway', () => {
       expect(read.body).toMatchObject({ ok: false, error: 'upstream_failed' });
       expect(read.body.trace_id).toBe(read.headers.get('x-trace'));
       expectGatewayHeaders(read);
-      const write = await http('POST', api('/memory/upsert'), { headers: { 'x-did': DID }, body: { key: 'shop.cart.7', truth_value: { items: 3 } } });
+      const write = await http('POST', api('/memory/upsert'), {
+        headers: { 'x-did': DID },
+        body: { key: 'shop.cart.7', truth_value: { items: 3 } }
+      });
       expect(write.status).toBe(502);
       expect(write.body.error).toBe('upstream_failed');
 
@@ -245,7 +307,10 @@ describe('commercial gateway', () => {
       });
       await new Promise<void>((resolve) => failing.listen(Number(memoryPort), '127.0.0.1', resolve));
       try {
-        const res = await http('POST', api('/memory/upsert'), { headers: { 'x-did': DID }, body: { key: 'shop.cart.7', truth_value: { items: 4 } } });
+        const res = await http('POST', api('/memory/upsert'), {
+          headers: { 'x-did': DID },
+          body: { key: 'shop.cart.7', truth_value: { items: 4 } }
+        });
         expect(res.status).toBe(502);
         expect(res.body).toMatchObject({ ok: false, error: 'upstream_failed' });
         expect(res.body.message).toMatch(/answered 500/);

@@ -4,7 +4,17 @@
  * of the hub's code; encryption and decryption (by the hub and locally), tampering refused, a new epoch after a
  * member leaves (its old key refused), and group consensus with Ed25519 ballots: quorum, deadline, forged ballot.
  */
-import { createCipheriv, createDecipheriv, createPublicKey, diffieHellman, generateKeyPairSync, hkdfSync, KeyObject, randomBytes, sign } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createPublicKey,
+  diffieHellman,
+  generateKeyPairSync,
+  hkdfSync,
+  KeyObject,
+  randomBytes,
+  sign
+} from 'node:crypto';
 import { eventually, http, startTestService, TestService } from '../support/service';
 
 jest.setTimeout(180_000);
@@ -22,17 +32,43 @@ let outsider: Member;
 
 const url = (p: string) => `${svc.urls.main}${p}`;
 const rawX = (key: KeyObject) => key.export({ format: 'jwk' }).x!;
-const publicJwk = (key: KeyObject) => ({ kty: 'OKP', crv: key.asymmetricKeyType === 'x25519' ? 'X25519' : 'Ed25519', x: rawX(key) });
-const memberEntry = (m: Member) => ({ member_id: m.id, x25519: publicJwk(m.x.publicKey), ed25519: publicJwk(m.ed.publicKey) });
+const publicJwk = (key: KeyObject) => ({
+  kty: 'OKP',
+  crv: key.asymmetricKeyType === 'x25519' ? 'X25519' : 'Ed25519',
+  x: rawX(key)
+});
+const memberEntry = (m: Member) => ({
+  member_id: m.id,
+  x25519: publicJwk(m.x.publicKey),
+  ed25519: publicJwk(m.ed.publicKey)
+});
 const asOAuth = (m: Member) => ({ authorization: `Bearer ${m.token}` });
-const asGroup = (groupId: string, key: Buffer) => ({ 'x-slim-group': groupId, 'x-slim-group-key': key.toString('base64url') });
+const asGroup = (groupId: string, key: Buffer) => ({
+  'x-slim-group': groupId,
+  'x-slim-group-key': key.toString('base64url')
+});
 
 async function newMember(label: string): Promise<Member> {
-  const client = await http('POST', url('/admin/oauth-clients'), { headers: { authorization: `Bearer ${svc.adminToken}` }, body: { label, scopes: ['compute'] } });
+  const client = await http('POST', url('/admin/oauth-clients'), {
+    headers: { authorization: `Bearer ${svc.adminToken}` },
+    body: { label, scopes: ['compute'] }
+  });
   expect(client.status).toBe(201);
-  const token = await http('POST', url('/v1/oauth/token'), { body: { grant_type: 'client_credentials', client_id: client.body.client_id, client_secret: client.body.client_secret } });
+  const token = await http('POST', url('/v1/oauth/token'), {
+    body: {
+      grant_type: 'client_credentials',
+      client_id: client.body.client_id,
+      client_secret: client.body.client_secret
+    }
+  });
   expect(token.status).toBe(200);
-  return { id: client.body.client_id, secret: client.body.client_secret, token: token.body.access_token, x: generateKeyPairSync('x25519'), ed: generateKeyPairSync('ed25519') };
+  return {
+    id: client.body.client_id,
+    secret: client.body.client_secret,
+    token: token.body.access_token,
+    x: generateKeyPairSync('x25519'),
+    ed: generateKeyPairSync('ed25519')
+  };
 }
 
 /** What a member does, per the README: X25519 with the epoch's ephemeral key, HKDF-SHA-256, AES-256-GCM. */
@@ -40,7 +76,10 @@ function unwrap(view: any, m: Member): Buffer {
   const wrap = view.wraps.find((w: any) => w.member_id === m.id);
   const eph = Buffer.from(view.ephemeral_public, 'base64url');
   const mine = Buffer.from(rawX(m.x.publicKey), 'base64url');
-  const z = diffieHellman({ privateKey: m.x.privateKey, publicKey: createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: view.ephemeral_public }, format: 'jwk' }) });
+  const z = diffieHellman({
+    privateKey: m.x.privateKey,
+    publicKey: createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: view.ephemeral_public }, format: 'jwk' })
+  });
   const info = `zh-slim/v1 wrap|${view.group_id}|${view.epoch}|${m.id}`;
   const k = Buffer.from(hkdfSync('sha256', z, Buffer.concat([eph, mine]), info, 32));
   const data = Buffer.from(wrap.wrapped_key, 'base64url');
@@ -48,12 +87,15 @@ function unwrap(view: any, m: Member): Buffer {
   d.setAAD(Buffer.from(info));
   d.setAuthTag(data.subarray(-16));
   const key = Buffer.concat([d.update(data.subarray(0, -16)), d.final()]);
-  const commitment = Buffer.from(hkdfSync('sha256', key, Buffer.alloc(0), `zh-slim/v1 commitment|${view.group_id}|${view.epoch}`, 32)).toString('base64url');
+  const commitment = Buffer.from(
+    hkdfSync('sha256', key, Buffer.alloc(0), `zh-slim/v1 commitment|${view.group_id}|${view.epoch}`, 32)
+  ).toString('base64url');
   expect(commitment).toBe(view.commitment);
   return key;
 }
 
-const messageKey = (key: Buffer, groupId: string, epoch: number, salt: Buffer) => Buffer.from(hkdfSync('sha256', key, salt, `zh-slim/v1 message|${groupId}|${epoch}`, 32));
+const messageKey = (key: Buffer, groupId: string, epoch: number, salt: Buffer) =>
+  Buffer.from(hkdfSync('sha256', key, salt, `zh-slim/v1 message|${groupId}|${epoch}`, 32));
 
 function sealLocally(key: Buffer, groupId: string, epoch: number, text: string) {
   const salt = randomBytes(16);
@@ -61,23 +103,45 @@ function sealLocally(key: Buffer, groupId: string, epoch: number, text: string) 
   const c = createCipheriv('aes-256-gcm', messageKey(key, groupId, epoch, salt), iv);
   c.setAAD(Buffer.from(`zh-slim/v1 message|${groupId}|${epoch}`));
   const ct = Buffer.concat([c.update(text, 'utf8'), c.final(), c.getAuthTag()]);
-  return { v: 1, group_id: groupId, epoch, salt: salt.toString('base64url'), iv: iv.toString('base64url'), ciphertext: ct.toString('base64url') };
+  return {
+    v: 1,
+    group_id: groupId,
+    epoch,
+    salt: salt.toString('base64url'),
+    iv: iv.toString('base64url'),
+    ciphertext: ct.toString('base64url')
+  };
 }
 
 function openLocally(key: Buffer, msg: any): string {
   const data = Buffer.from(msg.ciphertext, 'base64url');
-  const d = createDecipheriv('aes-256-gcm', messageKey(key, msg.group_id, msg.epoch, Buffer.from(msg.salt, 'base64url')), Buffer.from(msg.iv, 'base64url'));
+  const d = createDecipheriv(
+    'aes-256-gcm',
+    messageKey(key, msg.group_id, msg.epoch, Buffer.from(msg.salt, 'base64url')),
+    Buffer.from(msg.iv, 'base64url')
+  );
   d.setAAD(Buffer.from(`zh-slim/v1 message|${msg.group_id}|${msg.epoch}`));
   d.setAuthTag(data.subarray(-16));
   return Buffer.concat([d.update(data.subarray(0, -16)), d.final()]).toString('utf8');
 }
 
-const ballot = (m: Member, groupId: string, epoch: number, consensusId: string, choice: 'approve' | 'reject', signer = m) => ({
+const ballot = (
+  m: Member,
+  groupId: string,
+  epoch: number,
+  consensusId: string,
+  choice: 'approve' | 'reject',
+  signer = m
+) => ({
   action: 'vote',
   consensus_id: consensusId,
   member_id: m.id,
   choice,
-  signature: sign(null, Buffer.from(`zh-slim/v1 ballot|${groupId}|${epoch}|${consensusId}|${m.id}|${choice}`), signer.ed.privateKey).toString('base64url')
+  signature: sign(
+    null,
+    Buffer.from(`zh-slim/v1 ballot|${groupId}|${epoch}|${consensusId}|${m.id}|${choice}`),
+    signer.ed.privateKey
+  ).toString('base64url')
 });
 
 const secret = (m: Member, body: unknown) => http('POST', url('/v1/slim/group/secret'), { headers: asOAuth(m), body });
@@ -100,7 +164,14 @@ describe('group key agreement, encryption, a new epoch', () => {
     const [alice, bob, carol] = members as [Member, Member, Member];
     const res = await secret(alice, { action: 'create', name: 'trio', members: members.map(memberEntry) });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ ok: true, protocol: 'zh-slim/v1', epoch: 1, current_epoch: 1, owner: alice.id, name: 'trio' });
+    expect(res.body).toMatchObject({
+      ok: true,
+      protocol: 'zh-slim/v1',
+      epoch: 1,
+      current_epoch: 1,
+      owner: alice.id,
+      name: 'trio'
+    });
     groupId = res.body.group_id;
     expect(res.body.wraps).toHaveLength(3);
     keys = members.map((m) => unwrap(res.body, m));
@@ -120,7 +191,10 @@ describe('group key agreement, encryption, a new epoch', () => {
     const [alice, bob] = members as [Member, Member];
     const withD = { ...memberEntry(alice), x25519: alice.x.privateKey.export({ format: 'jwk' }) };
     expect((await secret(alice, { action: 'create', members: [withD] })).status).toBe(400);
-    const lowOrder = { ...memberEntry(alice), x25519: { kty: 'OKP', crv: 'X25519', x: Buffer.alloc(32).toString('base64url') } };
+    const lowOrder = {
+      ...memberEntry(alice),
+      x25519: { kty: 'OKP', crv: 'X25519', x: Buffer.alloc(32).toString('base64url') }
+    };
     const weak = await secret(alice, { action: 'create', members: [lowOrder] });
     expect(weak.status).toBe(400);
     expect(weak.body.fields[0].message).toContain('not a usable X25519 public key');
@@ -128,69 +202,139 @@ describe('group key agreement, encryption, a new epoch', () => {
     const unknown = await secret(alice, { action: 'create', members: [stranger] });
     expect(unknown.status).toBe(400);
     expect(unknown.body.fields[0].message).toContain('not a registered OAuth client');
-    expect((await secret(alice, { action: 'create', members: [memberEntry(alice), memberEntry(alice)] })).status).toBe(400);
+    expect((await secret(alice, { action: 'create', members: [memberEntry(alice), memberEntry(alice)] })).status).toBe(
+      400
+    );
     expect((await secret(bob, { action: 'rekey', group_id: groupId, members: [memberEntry(bob)] })).status).toBe(403);
-    expect((await http('POST', url('/v1/slim/group/secret'), { body: { action: 'get', group_id: groupId } })).status).toBe(401);
+    expect(
+      (await http('POST', url('/v1/slim/group/secret'), { body: { action: 'get', group_id: groupId } })).status
+    ).toBe(401);
   });
 
   it('encrypts and decrypts (hub and locally, both ways); a tampered message is refused', async () => {
-    const enc = await http('POST', url('/v1/slim/message/encrypt'), { headers: asGroup(groupId, keys[0]!), body: { plaintext: '你好, group' } });
+    const enc = await http('POST', url('/v1/slim/message/encrypt'), {
+      headers: asGroup(groupId, keys[0]!),
+      body: { plaintext: '你好, group' }
+    });
     expect(enc.status).toBe(200);
     expect(enc.body.message).toMatchObject({ v: 1, group_id: groupId, epoch: 1 });
     epoch1Message = enc.body.message;
     expect(openLocally(keys[2]!, enc.body.message)).toBe('你好, group');
-    const dec = await http('POST', url('/v1/slim/message/decrypt'), { headers: asGroup(groupId, keys[1]!), body: { message: enc.body.message } });
+    const dec = await http('POST', url('/v1/slim/message/decrypt'), {
+      headers: asGroup(groupId, keys[1]!),
+      body: { message: enc.body.message }
+    });
     expect(dec.status).toBe(200);
     expect(dec.body).toMatchObject({ ok: true, group_id: groupId, epoch: 1, plaintext: '你好, group' });
     const local = sealLocally(keys[2]!, groupId, 1, 'sealed by carol');
-    const fromCarol = await http('POST', url('/v1/slim/message/decrypt'), { headers: asGroup(groupId, keys[0]!), body: { message: local } });
+    const fromCarol = await http('POST', url('/v1/slim/message/decrypt'), {
+      headers: asGroup(groupId, keys[0]!),
+      body: { message: local }
+    });
     expect(fromCarol.body.plaintext).toBe('sealed by carol');
     // The longest plaintext (64 KiB as UTF-8) comes back through decrypt.
     const longest = '中'.repeat(21_845);
-    const big = await http('POST', url('/v1/slim/message/encrypt'), { headers: asGroup(groupId, keys[0]!), body: { plaintext: longest } });
+    const big = await http('POST', url('/v1/slim/message/encrypt'), {
+      headers: asGroup(groupId, keys[0]!),
+      body: { plaintext: longest }
+    });
     expect(big.status).toBe(200);
-    const bigBack = await http('POST', url('/v1/slim/message/decrypt'), { headers: asGroup(groupId, keys[1]!), body: { message: big.body.message } });
+    const bigBack = await http('POST', url('/v1/slim/message/decrypt'), {
+      headers: asGroup(groupId, keys[1]!),
+      body: { message: big.body.message }
+    });
     expect(bigBack.body.plaintext).toBe(longest);
-    expect((await http('POST', url('/v1/slim/message/encrypt'), { headers: asGroup(groupId, keys[0]!), body: { plaintext: longest + 'x' } })).status).toBe(400);
+    expect(
+      (
+        await http('POST', url('/v1/slim/message/encrypt'), {
+          headers: asGroup(groupId, keys[0]!),
+          body: { plaintext: longest + 'x' }
+        })
+      ).status
+    ).toBe(400);
     // Two encryptions of the same text never share salt, nonce or ciphertext.
-    const again = await http('POST', url('/v1/slim/message/encrypt'), { headers: asGroup(groupId, keys[0]!), body: { plaintext: '你好, group' } });
+    const again = await http('POST', url('/v1/slim/message/encrypt'), {
+      headers: asGroup(groupId, keys[0]!),
+      body: { plaintext: '你好, group' }
+    });
     expect(again.body.message.iv).not.toBe(enc.body.message.iv);
     expect(again.body.message.ciphertext).not.toBe(enc.body.message.ciphertext);
 
     const ct = Buffer.from(enc.body.message.ciphertext, 'base64url');
     ct[0]! ^= 1;
     const flipped = { ...enc.body.message, ciphertext: ct.toString('base64url') };
-    const tampered = await http('POST', url('/v1/slim/message/decrypt'), { headers: asGroup(groupId, keys[0]!), body: { message: flipped } });
+    const tampered = await http('POST', url('/v1/slim/message/decrypt'), {
+      headers: asGroup(groupId, keys[0]!),
+      body: { message: flipped }
+    });
     expect(tampered.status).toBe(400);
     expect(tampered.body.message).toContain('Decryption failed');
-    const aad = await http('POST', url('/v1/slim/message/decrypt'), { headers: asGroup(groupId, keys[0]!), body: { message: enc.body.message, associated_data: 'x' } });
+    const aad = await http('POST', url('/v1/slim/message/decrypt'), {
+      headers: asGroup(groupId, keys[0]!),
+      body: { message: enc.body.message, associated_data: 'x' }
+    });
     expect(aad.status).toBe(400);
-    const otherGroup = await http('POST', url('/v1/slim/message/decrypt'), { headers: asGroup(groupId, keys[0]!), body: { message: { ...enc.body.message, group_id: 'sg_0000000000000000' } } });
+    const otherGroup = await http('POST', url('/v1/slim/message/decrypt'), {
+      headers: asGroup(groupId, keys[0]!),
+      body: { message: { ...enc.body.message, group_id: 'sg_0000000000000000' } }
+    });
     expect(otherGroup.status).toBe(403);
     // Without the key, or with a wrong one: 401.
     expect((await http('POST', url('/v1/slim/message/encrypt'), { body: { plaintext: 'x' } })).status).toBe(401);
-    expect((await http('POST', url('/v1/slim/message/encrypt'), { headers: asGroup(groupId, randomBytes(32)), body: { plaintext: 'x' } })).status).toBe(401);
+    expect(
+      (
+        await http('POST', url('/v1/slim/message/encrypt'), {
+          headers: asGroup(groupId, randomBytes(32)),
+          body: { plaintext: 'x' }
+        })
+      ).status
+    ).toBe(401);
   });
 
-  it('starts epoch 2 when carol leaves: a new key for alice and bob only, carol\'s old key refused', async () => {
+  it("starts epoch 2 when carol leaves: a new key for alice and bob only, carol's old key refused", async () => {
     const [alice, bob, carol] = members as [Member, Member, Member];
-    const res = await secret(alice, { action: 'rekey', group_id: groupId, members: [memberEntry(alice), memberEntry(bob)], reason: 'carol left' });
+    const res = await secret(alice, {
+      action: 'rekey',
+      group_id: groupId,
+      members: [memberEntry(alice), memberEntry(bob)],
+      reason: 'carol left'
+    });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ epoch: 2, current_epoch: 2, reason: 'carol left' });
     expect(res.body.wraps.map((w: any) => w.member_id)).toEqual([alice.id, bob.id]);
     const k2 = unwrap(res.body, alice);
     expect(unwrap(res.body, bob).equals(k2)).toBe(true);
     expect(k2.equals(keys[0]!)).toBe(false);
-    expect((await http('POST', url('/v1/slim/message/encrypt'), { headers: asGroup(groupId, keys[2]!), body: { plaintext: 'still here?' } })).status).toBe(401);
+    expect(
+      (
+        await http('POST', url('/v1/slim/message/encrypt'), {
+          headers: asGroup(groupId, keys[2]!),
+          body: { plaintext: 'still here?' }
+        })
+      ).status
+    ).toBe(401);
     expect((await secret(carol, { action: 'get', group_id: groupId })).status).toBe(404);
     expect((await secret(carol, { action: 'get', group_id: groupId, epoch: 1 })).status).toBe(404);
-    const enc = await http('POST', url('/v1/slim/message/encrypt'), { headers: asGroup(groupId, k2), body: { plaintext: 'epoch two' } });
+    const enc = await http('POST', url('/v1/slim/message/encrypt'), {
+      headers: asGroup(groupId, k2),
+      body: { plaintext: 'epoch two' }
+    });
     expect(enc.body.message.epoch).toBe(2);
     expect(() => openLocally(keys[2]!, enc.body.message)).toThrow();
     // An epoch-1 message: decrypted with epoch 2's credential plus epoch 1's key; without it, 400.
-    const old = await http('POST', url('/v1/slim/message/decrypt'), { headers: asGroup(groupId, k2), body: { message: epoch1Message, epoch_key: keys[0]!.toString('base64url') } });
+    const old = await http('POST', url('/v1/slim/message/decrypt'), {
+      headers: asGroup(groupId, k2),
+      body: { message: epoch1Message, epoch_key: keys[0]!.toString('base64url') }
+    });
     expect(old.body.plaintext).toBe('你好, group');
-    expect((await http('POST', url('/v1/slim/message/decrypt'), { headers: asGroup(groupId, k2), body: { message: epoch1Message } })).status).toBe(400);
+    expect(
+      (
+        await http('POST', url('/v1/slim/message/decrypt'), {
+          headers: asGroup(groupId, k2),
+          body: { message: epoch1Message }
+        })
+      ).status
+    ).toBe(400);
     keys = [k2, k2];
   });
 });
@@ -200,7 +344,11 @@ describe('concurrent membership changes', () => {
     const [alice, bob] = members as [Member, Member];
     const created = await secret(alice, { action: 'create', members: [memberEntry(alice)] });
     const groupId = created.body.group_id;
-    const answers = await Promise.all(Array.from({ length: 6 }, () => secret(alice, { action: 'rekey', group_id: groupId, members: [memberEntry(alice), memberEntry(bob)] })));
+    const answers = await Promise.all(
+      Array.from({ length: 6 }, () =>
+        secret(alice, { action: 'rekey', group_id: groupId, members: [memberEntry(alice), memberEntry(bob)] })
+      )
+    );
     const statuses = answers.map((a) => a.status);
     expect(statuses.every((s) => s === 200 || s === 409)).toBe(true);
     const epochs = answers.filter((a) => a.status === 200).map((a) => a.body.epoch);
@@ -218,7 +366,8 @@ describe('concurrent membership changes', () => {
 describe('group consensus (workflow group-consensus/<id>)', () => {
   let groupId: string;
   let key: Buffer;
-  const consensus = (body: unknown) => http('POST', url('/v1/slim/group/consensus'), { headers: asGroup(groupId, key), body });
+  const consensus = (body: unknown) =>
+    http('POST', url('/v1/slim/group/consensus'), { headers: asGroup(groupId, key), body });
 
   beforeAll(async () => {
     const res = await secret(members[0]!, { action: 'create', name: 'council', members: members.map(memberEntry) });
@@ -231,7 +380,10 @@ describe('group consensus (workflow group-consensus/<id>)', () => {
     const opened = await consensus({ action: 'propose', proposal: 'Adopt model v2', quorum: 2, deadline_s: 600 });
     expect(opened.status).toBe(200);
     const id = opened.body.consensus.consensus_id;
-    expect(opened.body).toMatchObject({ workflow_id: `group-consensus/${id}`, consensus: { state: 'open', quorum: 2, members: 3, epoch: 1 } });
+    expect(opened.body).toMatchObject({
+      workflow_id: `group-consensus/${id}`,
+      consensus: { state: 'open', quorum: 2, members: 3, epoch: 1 }
+    });
     const forged = await consensus(ballot(bob, groupId, 1, id, 'approve', alice));
     expect(forged.status).toBe(403);
     expect(forged.body.message).toContain('does not verify');
@@ -243,15 +395,28 @@ describe('group consensus (workflow group-consensus/<id>)', () => {
     const second = await consensus(ballot(bob, groupId, 1, id, 'approve'));
     expect(second.status).toBe(200);
     expect(second.body.consensus.approvals).toBe(2);
-    const closed = await eventually(async () => {
-      const s = await consensus({ action: 'status', consensus_id: id });
-      return s.body.consensus.state === 'accepted' && s.body.consensus.outcome_seq !== null ? s.body.consensus : undefined;
-    }, 30_000, 'the accepted outcome');
+    const closed = await eventually(
+      async () => {
+        const s = await consensus({ action: 'status', consensus_id: id });
+        return s.body.consensus.state === 'accepted' && s.body.consensus.outcome_seq !== null
+          ? s.body.consensus
+          : undefined;
+      },
+      30_000,
+      'the accepted outcome'
+    );
     expect(closed.ballots.map((b: any) => b.member_id)).toEqual([alice.id, bob.id]);
     expect((await consensus(ballot(carol, groupId, 1, id, 'reject'))).status).toBe(409);
     const record = await svc.db.collection('ledger').findOne({ key: 'hub.slim.consensus.accepted' });
     const value = JSON.parse(record!.value_json as string);
-    expect(value).toMatchObject({ consensus_id: id, group_id: groupId, epoch: 1, quorum: 2, outcome: 'accepted', approvals: 2 });
+    expect(value).toMatchObject({
+      consensus_id: id,
+      group_id: groupId,
+      epoch: 1,
+      quorum: 2,
+      outcome: 'accepted',
+      approvals: 2
+    });
     expect(value.ballots.map((b: any) => b.signature)).toEqual(closed.ballots.map((b: any) => b.signature));
     expect(record!.seq).toBe(closed.outcome_seq);
   });
@@ -261,16 +426,22 @@ describe('group consensus (workflow group-consensus/<id>)', () => {
     const opened = await consensus({ action: 'propose', proposal: 'Spend the budget', quorum: 3, deadline_s: 2 });
     const id = opened.body.consensus.consensus_id;
     expect((await consensus(ballot(alice, groupId, 1, id, 'approve'))).status).toBe(200);
-    const closed = await eventually(async () => {
-      const s = await consensus({ action: 'status', consensus_id: id });
-      return s.body.consensus.state === 'expired' && s.body.consensus.outcome_seq !== null ? s.body.consensus : undefined;
-    }, 60_000, 'the expired outcome');
+    const closed = await eventually(
+      async () => {
+        const s = await consensus({ action: 'status', consensus_id: id });
+        return s.body.consensus.state === 'expired' && s.body.consensus.outcome_seq !== null
+          ? s.body.consensus
+          : undefined;
+      },
+      60_000,
+      'the expired outcome'
+    );
     expect(closed).toMatchObject({ approvals: 1, quorum: 3 });
     const record = await svc.db.collection('ledger').findOne({ key: 'hub.slim.consensus.expired' });
     expect(JSON.parse(record!.value_json as string)).toMatchObject({ consensus_id: id, outcome: 'expired' });
   });
 
-  it('refuses a quorum above the member count (409), and another group\'s consensus is not found', async () => {
+  it("refuses a quorum above the member count (409), and another group's consensus is not found", async () => {
     expect((await consensus({ action: 'propose', proposal: 'x', quorum: 4, deadline_s: 60 })).status).toBe(409);
     expect((await consensus({ action: 'status', consensus_id: 'gc_0000000000000000' })).status).toBe(404);
   });
@@ -278,9 +449,18 @@ describe('group consensus (workflow group-consensus/<id>)', () => {
   it('lists the routes in the directory under federated_compute with their auth models; the group counts nine', async () => {
     const res = await http('GET', url('/a2a/endpoints'));
     const entries = res.body.endpoints as { path: string; group: string; auth: string }[];
-    expect(entries.find((e) => e.path === '/v1/slim/group/secret')).toMatchObject({ group: 'federated_compute', auth: 'oauth' });
-    expect(entries.find((e) => e.path === '/v1/slim/group/consensus')).toMatchObject({ group: 'federated_compute', auth: 'group_key' });
-    expect(entries.find((e) => e.path === '/v1/slim/message/encrypt')).toMatchObject({ group: 'federated_compute', auth: 'group_key' });
+    expect(entries.find((e) => e.path === '/v1/slim/group/secret')).toMatchObject({
+      group: 'federated_compute',
+      auth: 'oauth'
+    });
+    expect(entries.find((e) => e.path === '/v1/slim/group/consensus')).toMatchObject({
+      group: 'federated_compute',
+      auth: 'group_key'
+    });
+    expect(entries.find((e) => e.path === '/v1/slim/message/encrypt')).toMatchObject({
+      group: 'federated_compute',
+      auth: 'group_key'
+    });
     expect(entries.find((e) => e.path === '/v1/slim/message/decrypt')).toBeUndefined();
     // With these three, the federated_compute group is complete (SPEC §4.5: nine), and group_key protects real routes.
     const summary = await http('GET', url('/a2a/endpoints/summary'));

@@ -29,11 +29,19 @@ function appendInChild(dataDir: string, count: number, who: string): Promise<num
 }
 
 test('three processes appending at once leave one valid chain with every line', async () => {
-  const statuses = await Promise.all([appendInChild(dir, 150, 'a'), appendInChild(dir, 150, 'b'), appendInChild(dir, 150, 'c')]);
+  const statuses = await Promise.all([
+    appendInChild(dir, 150, 'a'),
+    appendInChild(dir, 150, 'b'),
+    appendInChild(dir, 150, 'c')
+  ]);
   expect(statuses).toEqual([0, 0, 0]);
   const result = verifyAuditFile(dir);
   expect(result).toMatchObject({ ok: true, length: 450, first_bad_line: null });
-  const lines = fs.readFileSync(path.join(dir, 'daemon_audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const lines = fs
+    .readFileSync(path.join(dir, 'daemon_audit.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   expect(lines.map((l) => l.seq)).toEqual(Array.from({ length: 450 }, (_, i) => i + 1));
   expect(new Set(lines.map((l) => l.task_id)).size).toBe(450);
   expect(fs.existsSync(path.join(dir, 'daemon_audit.jsonl.lock'))).toBe(false);
@@ -44,18 +52,35 @@ test('a torn last line is refused by the next append and named by verify', async
   for (let i = 0; i < 3; i++) await chain.append({ event: 'admitted', dag_id: `d${i}` });
   fs.appendFileSync(chain.file, '{"at":"2026-11-21T00:00:00.000Z","event":"exec');
   await expect(chain.append({ event: 'admitted', dag_id: 'd3' })).rejects.toBeInstanceOf(AuditChainError);
-  expect(verifyAuditFile(dir)).toMatchObject({ ok: false, length: 3, first_bad_line: 4, reason: expect.stringContaining('torn') });
+  expect(verifyAuditFile(dir)).toMatchObject({
+    ok: false,
+    length: 3,
+    first_bad_line: 4,
+    reason: expect.stringContaining('torn')
+  });
 });
 
 test('an edited line and a deleted line are named; a lock left by a dead process is taken over', async () => {
   const chain = new AuditChain(dir);
-  for (let i = 0; i < 5; i++) await chain.append({ event: 'executed', task_id: `t${i}`, output_sha256: 'a'.repeat(64) });
+  for (let i = 0; i < 5; i++)
+    await chain.append({ event: 'executed', task_id: `t${i}`, output_sha256: 'a'.repeat(64) });
   const original = fs.readFileSync(chain.file, 'utf8');
   const lines = original.trim().split('\n');
-  fs.writeFileSync(chain.file, `${[...lines.slice(0, 2), lines[2]!.replace('"t2"', '"t9"'), ...lines.slice(3)].join('\n')}\n`);
-  expect(verifyAuditFile(dir)).toMatchObject({ ok: false, first_bad_line: 3, reason: expect.stringContaining('edited') });
+  fs.writeFileSync(
+    chain.file,
+    `${[...lines.slice(0, 2), lines[2]!.replace('"t2"', '"t9"'), ...lines.slice(3)].join('\n')}\n`
+  );
+  expect(verifyAuditFile(dir)).toMatchObject({
+    ok: false,
+    first_bad_line: 3,
+    reason: expect.stringContaining('edited')
+  });
   fs.writeFileSync(chain.file, `${[...lines.slice(0, 1), ...lines.slice(2)].join('\n')}\n`);
-  expect(verifyAuditFile(dir)).toMatchObject({ ok: false, first_bad_line: 2, reason: expect.stringContaining('deleted') });
+  expect(verifyAuditFile(dir)).toMatchObject({
+    ok: false,
+    first_bad_line: 2,
+    reason: expect.stringContaining('deleted')
+  });
 
   fs.writeFileSync(chain.file, original);
   fs.writeFileSync(`${chain.file}.lock`, '999999');

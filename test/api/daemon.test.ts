@@ -61,28 +61,48 @@ beforeEach(() => upstream.reset());
 
 type Asset = { asset_id: string; order_root: string };
 async function issueAsset(): Promise<Asset> {
-  const res = await http('POST', `${svc.urls.main}/admin/daemon-assets`, { headers: { authorization: `Bearer ${svc.adminToken}` }, body: {} });
+  const res = await http('POST', `${svc.urls.main}/admin/daemon-assets`, {
+    headers: { authorization: `Bearer ${svc.adminToken}` },
+    body: {}
+  });
   expect(res.status).toBe(201);
   return res.body;
 }
 const factors = (a: Asset) => ({ 'x-asset-id': a.asset_id, 'x-order-root': a.order_root });
-const admin = (p: string) => http('POST', `${svc.urls.main}${p}`, { headers: { authorization: `Bearer ${svc.adminToken}` } });
-const dispatch = (headers: Record<string, string>, body: unknown) => http('POST', `${svc.urls.daemon}/dispatch`, { headers, body });
+const admin = (p: string) =>
+  http('POST', `${svc.urls.main}${p}`, { headers: { authorization: `Bearer ${svc.adminToken}` } });
+const dispatch = (headers: Record<string, string>, body: unknown) =>
+  http('POST', `${svc.urls.daemon}/dispatch`, { headers, body });
 const one = { model: 'free-model', prompt: 'hello daemon' };
 
 test('a single task runs through the model: DONE with the output hash, usage, cost and the audit root', async () => {
   const a = await issueAsset();
   const res = await dispatch(factors(a), one);
   expect(res.status).toBe(200);
-  expect(res.body).toMatchObject({ ok: true, status: 'DONE', asset_id: a.asset_id, workflow_id: `daemon-dag/${res.body.dag_id}` });
+  expect(res.body).toMatchObject({
+    ok: true,
+    status: 'DONE',
+    asset_id: a.asset_id,
+    workflow_id: `daemon-dag/${res.body.dag_id}`
+  });
   const [t] = res.body.tasks;
   expect(t).toMatchObject({ task_id: `${res.body.dag_id}~task`, status: 'DONE', output: 'echo: hello daemon' });
   expect(t.output_sha256).toBe(require('node:crypto').createHash('sha256').update('echo: hello daemon').digest('hex'));
-  expect(t.usage).toEqual({ prompt_tokens: expect.any(Number), completion_tokens: expect.any(Number), total_tokens: expect.any(Number) });
+  expect(t.usage).toEqual({
+    prompt_tokens: expect.any(Number),
+    completion_tokens: expect.any(Number),
+    total_tokens: expect.any(Number)
+  });
   expect(t.cost).toEqual(expect.any(Number));
   expect(t.audit_root).toMatch(/^[0-9a-f]{64}$/);
   // A single task's result is also at the top level.
-  expect(res.body).toMatchObject({ task_id: t.task_id, output_sha256: t.output_sha256, usage: t.usage, cost: t.cost, audit_root: t.audit_root });
+  expect(res.body).toMatchObject({
+    task_id: t.task_id,
+    output_sha256: t.output_sha256,
+    usage: t.usage,
+    cost: t.cost,
+    audit_root: t.audit_root
+  });
   expect(upstream.calls).toBe(1);
   expect(upstream.authorizations[0]).toBe(`Bearer ${PROVIDER_KEY}`);
 
@@ -93,9 +113,13 @@ test('a single task runs through the model: DONE with the output hash, usage, co
   expect(byDag.body.tasks[0].audit_root).toBe(t.audit_root);
   // Another asset does not see it.
   const other = await issueAsset();
-  expect((await http('GET', `${svc.urls.daemon}/dags/${res.body.dag_id}`, { headers: factors(other) })).status).toBe(404);
+  expect((await http('GET', `${svc.urls.daemon}/dags/${res.body.dag_id}`, { headers: factors(other) })).status).toBe(
+    404
+  );
 
-  const mirrored = (await svc.db.collection(LEDGER_COLLECTION).find({ key: 'hub.daemon.dag_finished' }).toArray()).find((e) => JSON.stringify(e).includes(res.body.dag_id));
+  const mirrored = (await svc.db.collection(LEDGER_COLLECTION).find({ key: 'hub.daemon.dag_finished' }).toArray()).find(
+    (e) => JSON.stringify(e).includes(res.body.dag_id)
+  );
   expect(JSON.stringify(mirrored)).toContain(res.body.audit_root);
 
   const status = await http('GET', `${svc.urls.daemon}/status`, { headers: factors(a) });
@@ -133,9 +157,15 @@ test('missing, forged, wrong-version and revoked factors: 403, no model call, th
         });
         expect(JSON.parse(out)).toMatchObject({ ok: true, asset_id: a.asset_id, released: true });
       } else {
-        expect((await admin(`/admin/daemon-assets/${a.asset_id}/release`)).body).toMatchObject({ ok: true, released: true });
+        expect((await admin(`/admin/daemon-assets/${a.asset_id}/release`)).body).toMatchObject({
+          ok: true,
+          released: true
+        });
       }
-      expect((await admin(`/admin/daemon-assets/${a.asset_id}/release`)).body).toMatchObject({ ok: true, released: false });
+      expect((await admin(`/admin/daemon-assets/${a.asset_id}/release`)).body).toMatchObject({
+        ok: true,
+        released: false
+      });
       const released = await dispatch(factors(a), one);
       expect([name, released.status, released.body.status]).toEqual([name, 200, 'DONE']);
       upstream.reset();
@@ -150,7 +180,13 @@ test('missing, forged, wrong-version and revoked factors: 403, no model call, th
 test('a factor revoked between admission and execution stops the task before its call', async () => {
   const a = await issueAsset();
   await svc.stopWorker();
-  const res = await dispatch(factors(a), { wait: false, tasks: [{ id: 'first', ...one }, { id: 'second', ...one, depends_on: ['first'] }] });
+  const res = await dispatch(factors(a), {
+    wait: false,
+    tasks: [
+      { id: 'first', ...one },
+      { id: 'second', ...one, depends_on: ['first'] }
+    ]
+  });
   expect(res.status).toBe(202);
   expect(res.body).toMatchObject({ ok: true, status: 'queued', status_url: `/dags/${res.body.dag_id}` });
   expect((await admin(`/admin/daemon-assets/${a.asset_id}/revoke`)).status).toBe(200);
@@ -163,13 +199,23 @@ test('a factor revoked between admission and execution stops the task before its
 
 test('a cycle, an unknown dependency and a bad quote are 400, a model off the whitelist 403, before anything runs', async () => {
   const a = await issueAsset();
-  const cycle = await dispatch(factors(a), { tasks: [{ id: 'a', ...one, depends_on: ['b'] }, { id: 'b', ...one, depends_on: ['a'] }] });
+  const cycle = await dispatch(factors(a), {
+    tasks: [
+      { id: 'a', ...one, depends_on: ['b'] },
+      { id: 'b', ...one, depends_on: ['a'] }
+    ]
+  });
   expect(cycle.status).toBe(400);
   expect(cycle.body.message).toContain('cycle');
   const unknown = await dispatch(factors(a), { tasks: [{ id: 'a', ...one, depends_on: ['zzz'] }] });
   expect(unknown.status).toBe(400);
   expect(unknown.body.fields[0].field).toBe('tasks.0.depends_on.0');
-  const quote = await dispatch(factors(a), { tasks: [{ id: 'a', ...one }, { id: 'b', model: 'free-model', prompt: 'x {{a.output}}' }] });
+  const quote = await dispatch(factors(a), {
+    tasks: [
+      { id: 'a', ...one },
+      { id: 'b', model: 'free-model', prompt: 'x {{a.output}}' }
+    ]
+  });
   expect(quote.status).toBe(400);
   const paid = await dispatch(factors(a), { model: 'paid-model', prompt: 'hi' });
   expect(paid.status).toBe(403);
@@ -192,10 +238,14 @@ test('DAG order and parallelism: children after their parent, independent tasks 
     ]
   });
   expect(res.status).toBe(202);
-  const view = await eventually(async () => {
-    const r = await http('GET', `${svc.urls.daemon}${res.body.status_url}`, { headers: factors(a) });
-    return r.body.status === 'DONE' ? r.body : undefined;
-  }, 60_000, 'the DAG to finish');
+  const view = await eventually(
+    async () => {
+      const r = await http('GET', `${svc.urls.daemon}${res.body.status_url}`, { headers: factors(a) });
+      return r.body.status === 'DONE' ? r.body : undefined;
+    },
+    60_000,
+    'the DAG to finish'
+  );
   const t = Object.fromEntries(view.tasks.map((x: { id: string }) => [x.id, x]));
   expect(t.left.started_at >= t.root.finished_at).toBe(true);
   expect(t.right.started_at >= t.root.finished_at).toBe(true);
@@ -209,7 +259,13 @@ test('DAG order and parallelism: children after their parent, independent tasks 
 test('the breaker opens after the threshold, no call while open, the half-open probe closes it', async () => {
   const a = await issueAsset();
   upstream.behaviour.failNext = { count: 2, status: 500 };
-  const failing = await dispatch(factors(a), { tasks: [{ id: 'x', ...one }, { id: 'y', ...one }, { id: 'z', ...one, depends_on: ['x'] }] });
+  const failing = await dispatch(factors(a), {
+    tasks: [
+      { id: 'x', ...one },
+      { id: 'y', ...one },
+      { id: 'z', ...one, depends_on: ['x'] }
+    ]
+  });
   expect(failing.body.tasks.map((t: { status: string }) => t.status)).toEqual(['failed', 'failed', 'skipped']);
   expect(upstream.calls).toBe(2);
   const status = await http('GET', `${svc.urls.daemon}/status`, { headers: factors(a) });
@@ -218,7 +274,11 @@ test('the breaker opens after the threshold, no call while open, the half-open p
   expect(res.status).toBe(200);
   expect(res.body.status).toBe('DONE');
   expect(upstream.calls).toBe(3);
-  const lines = fs.readFileSync(path.join(svc.env.DATA_DIR!, 'daemon_audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const lines = fs
+    .readFileSync(path.join(svc.env.DATA_DIR!, 'daemon_audit.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   expect(lines.filter((l) => l.event === 'breaker').map((l) => l.to)).toEqual(['open', 'half_open', 'closed']);
   expect((await http('GET', `${svc.urls.daemon}/status`, { headers: factors(a) })).body.breaker.state).toBe('closed');
   const reset = await admin('/admin/daemon/breaker/reset');
@@ -236,17 +296,30 @@ const callsByPrompt = (): Record<string, number> => {
   return counts;
 };
 
-const taskLines = (view: { tasks: { id: string; status: string; error: string | null }[] }) => view.tasks.map((t) => `${t.id} ${t.status} ${t.error ?? ''}`.trim());
+const taskLines = (view: { tasks: { id: string; status: string; error: string | null }[] }) =>
+  view.tasks.map((t) => `${t.id} ${t.status} ${t.error ?? ''}`.trim());
 
 test('a worker restarted mid-DAG finishes it without repeating completed calls', async () => {
   const a = await issueAsset();
   upstream.behaviour.delayMs = 500;
-  const step = (id: string, prompt: string, after?: string) => ({ id, model: one.model, prompt, ...(after ? { depends_on: [after] } : {}) });
-  const res = await dispatch(factors(a), { wait: false, tasks: [step('s1', 'restart one'), step('s2', 'restart two', 's1'), step('s3', 'restart three', 's2')] });
-  await eventually(async () => {
-    const r = await http('GET', `${svc.urls.daemon}/tasks/${res.body.dag_id}~s1`, { headers: factors(a) });
-    return r.body.status === 'DONE' ? true : undefined;
-  }, 60_000, 's1 DONE');
+  const step = (id: string, prompt: string, after?: string) => ({
+    id,
+    model: one.model,
+    prompt,
+    ...(after ? { depends_on: [after] } : {})
+  });
+  const res = await dispatch(factors(a), {
+    wait: false,
+    tasks: [step('s1', 'restart one'), step('s2', 'restart two', 's1'), step('s3', 'restart three', 's2')]
+  });
+  await eventually(
+    async () => {
+      const r = await http('GET', `${svc.urls.daemon}/tasks/${res.body.dag_id}~s1`, { headers: factors(a) });
+      return r.body.status === 'DONE' ? true : undefined;
+    },
+    60_000,
+    's1 DONE'
+  );
   await svc.stopWorker();
   await svc.startWorker();
   const view = await svc.temporal.workflow.getHandle(daemonDagWorkflowId(res.body.dag_id)).result();
@@ -262,8 +335,18 @@ test('a worker restarted mid-DAG finishes it without repeating completed calls',
 test('a worker killed during a call: the call is made again on the next worker and the DAG finishes', async () => {
   const a = await issueAsset();
   upstream.behaviour.delayMs = 2000;
-  const res = await dispatch(factors(a), { wait: false, tasks: [{ id: 'k1', model: one.model, prompt: 'killed one' }, { id: 'k2', model: one.model, prompt: 'killed two', depends_on: ['k1'] }] });
-  await eventually(async () => (callsByPrompt()['killed one'] === 1 ? true : undefined), 60_000, 'k1 reached the upstream');
+  const res = await dispatch(factors(a), {
+    wait: false,
+    tasks: [
+      { id: 'k1', model: one.model, prompt: 'killed one' },
+      { id: 'k2', model: one.model, prompt: 'killed two', depends_on: ['k1'] }
+    ]
+  });
+  await eventually(
+    async () => (callsByPrompt()['killed one'] === 1 ? true : undefined),
+    60_000,
+    'k1 reached the upstream'
+  );
   await svc.killWorker();
   await svc.startWorker();
   // The lost attempt is noticed when its heartbeats stop (the 30 s heartbeat timeout), then made again.
@@ -277,7 +360,11 @@ test('a worker shut down during a long call cancels it after its grace time (10 
   const a = await issueAsset();
   upstream.behaviour.delayMs = 30_000;
   const res = await dispatch(factors(a), { wait: false, tasks: [{ id: 'g1', model: one.model, prompt: 'grace one' }] });
-  await eventually(async () => (callsByPrompt()['grace one'] === 1 ? true : undefined), 60_000, 'g1 reached the upstream');
+  await eventually(
+    async () => (callsByPrompt()['grace one'] === 1 ? true : undefined),
+    60_000,
+    'g1 reached the upstream'
+  );
   await svc.stopWorker();
   upstream.behaviour.delayMs = 0;
   await svc.startWorker();
@@ -288,14 +375,22 @@ test('a worker shut down during a long call cancels it after its grace time (10 
 
 test('npm run daemon:verify recomputes the chain; an edited, a deleted and a torn line are named', () => {
   const file = path.join(svc.env.DATA_DIR!, 'daemon_audit.jsonl');
-  const verify = (f: string) => spawnSync(path.join(ROOT, 'node_modules', '.bin', 'tsx'), [path.join(ROOT, 'scripts', 'daemon-verify.ts'), f], { encoding: 'utf8', env: { ...process.env, DATA_DIR: svc.env.DATA_DIR } });
+  const verify = (f: string) =>
+    spawnSync(path.join(ROOT, 'node_modules', '.bin', 'tsx'), [path.join(ROOT, 'scripts', 'daemon-verify.ts'), f], {
+      encoding: 'utf8',
+      env: { ...process.env, DATA_DIR: svc.env.DATA_DIR }
+    });
   const good = verify(file);
   expect(good.status).toBe(0);
   const result = JSON.parse(good.stdout);
   expect(result).toMatchObject({ ok: true, first_bad_line: null });
   expect(result.length).toBeGreaterThan(10);
   // The same through npm, with DATA_DIR.
-  const viaNpm = execFileSync('npm', ['run', '--silent', 'daemon:verify'], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, DATA_DIR: svc.env.DATA_DIR } });
+  const viaNpm = execFileSync('npm', ['run', '--silent', 'daemon:verify'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    env: { ...process.env, DATA_DIR: svc.env.DATA_DIR }
+  });
   expect(JSON.parse(viaNpm).ok).toBe(true);
 
   const lines = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean);
@@ -315,7 +410,11 @@ test('npm run daemon:verify recomputes the chain; an edited, a deleted and a tor
 
   fs.writeFileSync(copy, `${lines.join('\n')}\n${lines[1]!.slice(0, 20)}`);
   r = verify(copy);
-  expect(JSON.parse(r.stdout)).toMatchObject({ ok: false, first_bad_line: lines.length + 1, reason: expect.stringContaining('torn') });
+  expect(JSON.parse(r.stdout)).toMatchObject({
+    ok: false,
+    first_bad_line: lines.length + 1,
+    reason: expect.stringContaining('torn')
+  });
 });
 
 test('the provider key appears nowhere: not in DATA_DIR (audit file, logs), the ledger, workflow histories or the project', async () => {
@@ -324,7 +423,8 @@ test('the provider key appears nowhere: not in DATA_DIR (audit file, logs), the 
     for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
       const p = path.join(dir, e.name);
       if (e.isDirectory()) walk(p);
-      else if (e.isFile() && fs.statSync(p).size < 50_000_000 && fs.readFileSync(p).includes(PROVIDER_KEY)) hits.push(p);
+      else if (e.isFile() && fs.statSync(p).size < 50_000_000 && fs.readFileSync(p).includes(PROVIDER_KEY))
+        hits.push(p);
     }
   };
   walk(svc.env.DATA_DIR!);
@@ -339,7 +439,9 @@ test('the provider key appears nowhere: not in DATA_DIR (audit file, logs), the 
     const history = await svc.temporal.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
     expect(JSON.stringify(history).includes(PROVIDER_KEY)).toBe(false);
   }
-  const grep = spawnSync('grep', ['-rlF', '--exclude-dir=node_modules', '--exclude-dir=.git', PROVIDER_KEY, ROOT], { encoding: 'utf8' });
+  const grep = spawnSync('grep', ['-rlF', '--exclude-dir=node_modules', '--exclude-dir=.git', PROVIDER_KEY, ROOT], {
+    encoding: 'utf8'
+  });
   // The key is built at run time, so not even this file holds it.
   expect(grep.stdout.trim()).toBe('');
 });

@@ -13,7 +13,12 @@ import { eventually, http, startTestService, TestService } from '../support/serv
 import { issueHomologousToken, registerDid } from '../support/credentials';
 
 /** Registers a DID (POST /admin/dids) and gives it registry fields through did_register with the admin token. */
-async function registerWithChannels(mainUrl: string, adminToken: string, did: string, fields: { autonomy_level: number; channels: string[] }): Promise<void> {
+async function registerWithChannels(
+  mainUrl: string,
+  adminToken: string,
+  did: string,
+  fields: { autonomy_level: number; channels: string[] }
+): Promise<void> {
   await registerDid(mainUrl, adminToken, did);
   const res = await http('POST', `${mainUrl}/dal/deploy`, {
     body: { action: 'did_register', did, node_id: `node-${did.split(':').at(-1)}`, ...fields },
@@ -28,7 +33,8 @@ function workerPidOf(taskQueue: string): number {
     if (!/^\d+$/.test(entry)) continue;
     try {
       if (!fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes('worker/main.ts')) continue;
-      if (fs.readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0').includes(`TEMPORAL_TASK_QUEUE=${taskQueue}`)) return Number(entry);
+      if (fs.readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0').includes(`TEMPORAL_TASK_QUEUE=${taskQueue}`))
+        return Number(entry);
     } catch {
       // gone meanwhile, or not ours to read
     }
@@ -69,7 +75,12 @@ describeWithNginx('deployment arbitration (real nginx)', () => {
     fs.mkdirSync(dataDir, { recursive: true });
     nginx = await startNginx({ dataDir, binary: nginxBin!, host: '127.0.0.1', echo: false });
     webPort = nginx.port;
-    svc = await startTestService({ DATA_DIR: dataDir, DEPLOY_WEB_PORT: String(webPort), NGINX_BIN: nginxBin!, DEPLOY_KEEP_RELEASES: '3' });
+    svc = await startTestService({
+      DATA_DIR: dataDir,
+      DEPLOY_WEB_PORT: String(webPort),
+      NGINX_BIN: nginxBin!,
+      DEPLOY_KEEP_RELEASES: '3'
+    });
     await registerWithChannels(svc.urls.main, svc.adminToken, did, { autonomy_level: 1, channels: ['deploy'] });
   });
   afterAll(async () => {
@@ -87,25 +98,51 @@ describeWithNginx('deployment arbitration (real nginx)', () => {
 
   test('deploy needs a registered X-DID and JSON; an unknown action is 400 listing the actions', async () => {
     expect((await http('POST', dal(), { body: { action: 'deploy', target: 'site', content: 'x' } })).status).toBe(401);
-    expect((await http('POST', dal(), { body: { action: 'deploy', target: 'site', content: 'x' }, headers: { 'X-DID': 'did:example:nobody' } })).status).toBe(401);
-    expect((await http('POST', dal(), { raw: 'action=deploy', headers: { ...headers, 'content-type': 'text/plain' } })).status).toBe(415);
+    expect(
+      (
+        await http('POST', dal(), {
+          body: { action: 'deploy', target: 'site', content: 'x' },
+          headers: { 'X-DID': 'did:example:nobody' }
+        })
+      ).status
+    ).toBe(401);
+    expect(
+      (await http('POST', dal(), { raw: 'action=deploy', headers: { ...headers, 'content-type': 'text/plain' } }))
+        .status
+    ).toBe(415);
     const unknown = await http('POST', dal(), { body: { action: 'launch', target: 'site' }, headers });
     expect(unknown.status).toBe(400);
     expect(JSON.stringify(unknown.body)).toContain('deploy, rollback');
-    const escape = await http('POST', dal(), { body: { action: 'deploy', target: 'site', files: { '../../etc/x': 'no' } }, headers });
+    const escape = await http('POST', dal(), {
+      body: { action: 'deploy', target: 'site', files: { '../../etc/x': 'no' } },
+      headers
+    });
     expect(escape.status).toBe(400);
     const badTarget = await http('POST', dal(), { body: { action: 'deploy', target: '../x', content: 'no' }, headers });
     expect(badTarget.status).toBe(400);
   });
 
   test('two versions are each served by nginx; rollback serves the previous one; the ledger records each outcome', async () => {
-    const v1 = await http('POST', dal(), { body: { action: 'deploy', target: 'site', content: '<h1>version one</h1>', files: { 'css/app.css': 'body{}' } }, headers });
+    const v1 = await http('POST', dal(), {
+      body: { action: 'deploy', target: 'site', content: '<h1>version one</h1>', files: { 'css/app.css': 'body{}' } },
+      headers
+    });
     expect(v1.status).toBe(200);
-    expect(v1.body).toMatchObject({ ok: true, outcome: 'deployed', target: 'site', previous_release: null, workflow_id: 'deploy/site', failed_step: null });
+    expect(v1.body).toMatchObject({
+      ok: true,
+      outcome: 'deployed',
+      target: 'site',
+      previous_release: null,
+      workflow_id: 'deploy/site',
+      failed_step: null
+    });
     expect((await served('/site/')).text).toBe('<h1>version one</h1>');
     expect((await served('/site/css/app.css')).text).toBe('body{}');
 
-    const v2 = await http('POST', dal(), { body: { action: 'deploy', target: 'site', content: '<h1>version two</h1>' }, headers });
+    const v2 = await http('POST', dal(), {
+      body: { action: 'deploy', target: 'site', content: '<h1>version two</h1>' },
+      headers
+    });
     expect(v2.status).toBe(200);
     expect(v2.body.previous_release).toBe(v1.body.release_id);
     expect((await served('/site/')).text).toBe('<h1>version two</h1>');
@@ -113,7 +150,13 @@ describeWithNginx('deployment arbitration (real nginx)', () => {
 
     const back = await http('POST', dal(), { body: { action: 'rollback', target: 'site' }, headers });
     expect(back.status).toBe(200);
-    expect(back.body).toMatchObject({ ok: true, action: 'rollback', outcome: 'deployed', release_id: v1.body.release_id, previous_release: v2.body.release_id });
+    expect(back.body).toMatchObject({
+      ok: true,
+      action: 'rollback',
+      outcome: 'deployed',
+      release_id: v1.body.release_id,
+      previous_release: v2.body.release_id
+    });
     expect((await served('/site/')).text).toBe('<h1>version one</h1>');
     // current is a symlink into releases/ (switched by rename, never edited in place)
     expect(fs.readlinkSync(deployLayout(dataDir).current('site'))).toBe(`releases/${v1.body.release_id}`);
@@ -135,9 +178,18 @@ describeWithNginx('deployment arbitration (real nginx)', () => {
     expect(good.status).toBe(200);
     await nginx!.stop();
     await nginx!.closed;
-    const bad = await http('POST', dal(), { body: { action: 'deploy', target: 'app', content: 'never served' }, headers });
+    const bad = await http('POST', dal(), {
+      body: { action: 'deploy', target: 'app', content: 'never served' },
+      headers
+    });
     expect(bad.status).toBe(502);
-    expect(bad.body).toMatchObject({ ok: false, error: 'deploy_failed', outcome: 'compensated', previous_release: good.body.release_id, current_release: good.body.release_id });
+    expect(bad.body).toMatchObject({
+      ok: false,
+      error: 'deploy_failed',
+      outcome: 'compensated',
+      previous_release: good.body.release_id,
+      current_release: good.body.release_id
+    });
     expect(['reload', 'health_check']).toContain(bad.body.failed_step);
     expect(typeof bad.body.reason).toBe('string');
     expect(typeof bad.body.trace_id).toBe('string');
@@ -147,15 +199,31 @@ describeWithNginx('deployment arbitration (real nginx)', () => {
     nginx = await startNginx({ dataDir, binary: nginxBin!, host: '127.0.0.1', port: webPort, echo: false });
     expect((await served('/app/')).text).toBe('good');
     const ledger = await http('GET', `${svc.urls.main}/api/truth?key=hub.deploy.compensated&limit=10`);
-    expect(ledger.body.results[0].value).toMatchObject({ target: 'app', failed_step: bad.body.failed_step, current_release: good.body.release_id });
+    expect(ledger.body.results[0].value).toMatchObject({
+      target: 'app',
+      failed_step: bad.body.failed_step,
+      current_release: good.body.release_id
+    });
   });
 
   test('config: a fragment is merged under nginx -t and reloaded; a failing one is restored (nginx keeps serving); confinement is 400', async () => {
-    const cfg = (fragment: string, target = 'cfg') => http('POST', dal(), { body: { action: 'config', target, fragment }, headers });
-    expect((await http('POST', dal(), { body: { action: 'deploy', target: 'cfg', content: 'cfg home' }, headers })).status).toBe(200);
-    const good = await cfg('location = /cfg/hello {\n  default_type text/plain;\n  return 200 "hello from a fragment";\n}\nlocation ^~ /cfg/static/ { alias @current/; add_header X-Frag yes; }\n');
+    const cfg = (fragment: string, target = 'cfg') =>
+      http('POST', dal(), { body: { action: 'config', target, fragment }, headers });
+    expect(
+      (await http('POST', dal(), { body: { action: 'deploy', target: 'cfg', content: 'cfg home' }, headers })).status
+    ).toBe(200);
+    const good = await cfg(
+      'location = /cfg/hello {\n  default_type text/plain;\n  return 200 "hello from a fragment";\n}\nlocation ^~ /cfg/static/ { alias @current/; add_header X-Frag yes; }\n'
+    );
     expect(good.status).toBe(200);
-    expect(good.body).toMatchObject({ ok: true, action: 'config', outcome: 'configured', target: 'cfg', workflow_id: 'deploy-config', removed: false });
+    expect(good.body).toMatchObject({
+      ok: true,
+      action: 'config',
+      outcome: 'configured',
+      target: 'cfg',
+      workflow_id: 'deploy-config',
+      removed: false
+    });
     expect((await served('/cfg/hello')).text).toBe('hello from a fragment');
     const aliased = await served('/cfg/static/index.html');
     expect(aliased.headers['x-frag']).toBe('yes');
@@ -194,14 +262,18 @@ describeWithNginx('deployment arbitration (real nginx)', () => {
     expect((await served('/cfg/hello')).text).toBe('hello from a fragment');
 
     // A server block of its own (the hub adds its listen), then removal with an empty fragment.
-    const vhost = await cfg('server {\n  server_name cfg.example;\n  location / { default_type text/plain; return 200 "vhost cfg"; }\n}\n');
+    const vhost = await cfg(
+      'server {\n  server_name cfg.example;\n  location / { default_type text/plain; return 200 "vhost cfg"; }\n}\n'
+    );
     expect(vhost.status).toBe(200);
     const byHost = await new Promise<string>((resolve, reject) => {
-      nodeHttp.get({ host: '127.0.0.1', port: webPort, path: '/', headers: { Host: 'cfg.example' } }, (res) => {
-        let text = '';
-        res.on('data', (c: Buffer) => (text += c.toString()));
-        res.on('end', () => resolve(text));
-      }).on('error', reject);
+      nodeHttp
+        .get({ host: '127.0.0.1', port: webPort, path: '/', headers: { Host: 'cfg.example' } }, (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c.toString()));
+          res.on('end', () => resolve(text));
+        })
+        .on('error', reject);
     });
     expect(byHost).toBe('vhost cfg');
     expect((await served('/cfg/hello')).status).toBe(404);
@@ -221,8 +293,15 @@ describeWithNginx('deployment arbitration (real nginx)', () => {
     await svc.stopWorker();
     const first = http('POST', dal(), { body: { action: 'deploy', target: 'race', content: 'first' }, headers });
     const handle = svc.temporal.workflow.getHandle('deploy/race');
-    await eventually(async () => ((await handle.describe().catch(() => null))?.status.name === 'RUNNING' ? true : undefined), 30_000, 'deploy/race running');
-    const second = await http('POST', dal(), { body: { action: 'deploy', target: 'race', content: 'second' }, headers });
+    await eventually(
+      async () => ((await handle.describe().catch(() => null))?.status.name === 'RUNNING' ? true : undefined),
+      30_000,
+      'deploy/race running'
+    );
+    const second = await http('POST', dal(), {
+      body: { action: 'deploy', target: 'race', content: 'second' },
+      headers
+    });
     expect(second.status).toBe(409);
     expect(second.body).toMatchObject({ ok: false, error: 'conflict', workflow_id: 'deploy/race' });
     expect(second.headers.get('retry-after')).toBeTruthy();
@@ -231,15 +310,22 @@ describeWithNginx('deployment arbitration (real nginx)', () => {
     expect(done.status).toBe(200);
     expect((await served('/race/')).text).toBe('first');
     // Once the first has finished, the next deploy of the target runs.
-    expect((await http('POST', dal(), { body: { action: 'deploy', target: 'race', content: 'second' }, headers })).status).toBe(200);
+    expect(
+      (await http('POST', dal(), { body: { action: 'deploy', target: 'race', content: 'second' }, headers })).status
+    ).toBe(200);
     expect((await served('/race/')).text).toBe('second');
   });
 
   test('a worker killed (SIGKILL) in the middle of a deploy: the run finishes on the next worker', async () => {
-    expect((await http('POST', dal(), { body: { action: 'deploy', target: 'crash', content: 'before' }, headers })).status).toBe(200);
+    expect(
+      (await http('POST', dal(), { body: { action: 'deploy', target: 'crash', content: 'before' }, headers })).status
+    ).toBe(200);
     // nginx paused: the health check's request hangs, so the run is surely inside that step when the worker dies.
     process.kill(-nginx!.child.pid!, 'SIGSTOP');
-    const pending = http('POST', dal(), { body: { action: 'deploy', target: 'crash', content: 'after the crash' }, headers });
+    const pending = http('POST', dal(), {
+      body: { action: 'deploy', target: 'crash', content: 'after the crash' },
+      headers
+    });
     try {
       const handle = svc.temporal.workflow.getHandle('deploy/crash');
       await eventually(
@@ -280,7 +366,10 @@ describe('deployment arbitration without nginx', () => {
   let svc: TestService;
   beforeAll(async () => {
     svc = await startTestService({ NGINX_BIN: '/nonexistent/sbin/nginx' }, { worker: false });
-    await registerWithChannels(svc.urls.main, svc.adminToken, 'did:example:deployer-2', { autonomy_level: 1, channels: ['deploy'] });
+    await registerWithChannels(svc.urls.main, svc.adminToken, 'did:example:deployer-2', {
+      autonomy_level: 1,
+      channels: ['deploy']
+    });
   });
   afterAll(async () => {
     await svc?.close();
@@ -289,7 +378,10 @@ describe('deployment arbitration without nginx', () => {
   test('nginx missing: every other route works and deploy answers 503 naming what to install', async () => {
     const health = await http('GET', `${svc.urls.main}/dal/health`);
     expect(health.body).toMatchObject({ ok: true, web: 'not_installed' });
-    const res = await http('POST', `${svc.urls.main}/dal/deploy`, { body: { action: 'deploy', target: 'site', content: 'x' }, headers: { 'X-DID': 'did:example:deployer-2' } });
+    const res = await http('POST', `${svc.urls.main}/dal/deploy`, {
+      body: { action: 'deploy', target: 'site', content: 'x' },
+      headers: { 'X-DID': 'did:example:deployer-2' }
+    });
     expect(res.status).toBe(503);
     expect(res.body.message).toContain('apt-get install -y nginx');
     expect((await http('GET', `${svc.urls.main}/api/status`)).status).toBe(200);
@@ -299,7 +391,9 @@ describe('deployment arbitration without nginx', () => {
     const headers = { 'X-DID': 'did:example:deployer-2' };
     const dal = `${svc.urls.main}/dal/deploy`;
     const apps = Array.from({ length: 50 }, (_, i) => `app-${i}`);
-    const answers = await Promise.all(apps.map((app) => http('POST', dal, { body: { action: 'port_alloc', app }, headers })));
+    const answers = await Promise.all(
+      apps.map((app) => http('POST', dal, { body: { action: 'port_alloc', app }, headers }))
+    );
     expect(answers.map((a) => a.status)).toEqual(apps.map(() => 200));
     const ports = answers.map((a) => a.body.port as number);
     expect(new Set(ports).size).toBe(50);
@@ -307,7 +401,10 @@ describe('deployment arbitration without nginx', () => {
     const again = await http('POST', dal, { body: { action: 'port_alloc', app: 'app-7' }, headers });
     expect(again.body).toMatchObject({ port: ports[7], existing: true });
 
-    const taken = await http('POST', dal, { body: { action: 'port_register', app: 'outsider', port: ports[3] }, headers });
+    const taken = await http('POST', dal, {
+      body: { action: 'port_register', app: 'outsider', port: ports[3] },
+      headers
+    });
     expect(taken.status).toBe(409);
     const reg = await http('POST', dal, { body: { action: 'port_register', app: 'outsider', port: 20001 }, headers });
     expect(reg.body).toMatchObject({ ok: true, port: 20001, existing: false });
@@ -315,7 +412,9 @@ describe('deployment arbitration without nginx', () => {
     const rel = await http('POST', dal, { body: { action: 'port_release', port: ports[3] }, headers });
     expect(rel.body).toMatchObject({ ok: true, app: 'app-3', port: ports[3] });
     expect((await http('POST', dal, { body: { action: 'port_release', app: 'app-3' }, headers })).status).toBe(404);
-    expect((await http('POST', dal, { body: { action: 'port_release', app: 'app-4', port: ports[4] }, headers })).status).toBe(400);
+    expect(
+      (await http('POST', dal, { body: { action: 'port_release', app: 'app-4', port: ports[4] }, headers })).status
+    ).toBe(400);
 
     const list = await http('GET', `${svc.urls.main}/dal/ports?limit=1000`, { headers });
     expect(list.status).toBe(200);
@@ -334,38 +433,91 @@ describe('deployment arbitration without nginx', () => {
     expect(refused.body.message).toContain('deploy');
     expect((await http('GET', `${svc.urls.main}/dal/ports`, { headers: plain })).status).toBe(403);
     // The admin token beside X-DID allows it.
-    expect((await http('POST', dal, { body: { action: 'port_alloc', app: 'plain-app' }, headers: { ...plain, ...admin } })).status).toBe(200);
+    expect(
+      (await http('POST', dal, { body: { action: 'port_alloc', app: 'plain-app' }, headers: { ...plain, ...admin } }))
+        .status
+    ).toBe(200);
     // A wrong admin token is no admin token.
-    expect((await http('POST', dal, { body: { action: 'port_alloc', app: 'plain-app' }, headers: { ...plain, authorization: 'Bearer wrong-token-wrong-token-wrong' } })).status).toBe(403);
+    expect(
+      (
+        await http('POST', dal, {
+          body: { action: 'port_alloc', app: 'plain-app' },
+          headers: { ...plain, authorization: 'Bearer wrong-token-wrong-token-wrong' }
+        })
+      ).status
+    ).toBe(403);
 
     // Registry actions need an arbitrator: the deployer (level 1) is not one.
     const deployer = { 'X-DID': 'did:example:deployer-2' };
-    const entry = { action: 'did_register', did: 'did:example:node-a', node_id: 'node-a', public_key: 'z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK', autonomy_level: 2, channels: ['deploy', 'truth'] };
+    const entry = {
+      action: 'did_register',
+      did: 'did:example:node-a',
+      node_id: 'node-a',
+      public_key: 'z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK',
+      autonomy_level: 2,
+      channels: ['deploy', 'truth']
+    };
     expect((await http('POST', dal, { body: entry, headers: deployer })).status).toBe(403);
-    await registerWithChannels(svc.urls.main, svc.adminToken, 'did:example:arbiter', { autonomy_level: 4, channels: [] });
+    await registerWithChannels(svc.urls.main, svc.adminToken, 'did:example:arbiter', {
+      autonomy_level: 4,
+      channels: []
+    });
     const arbiter = { 'X-DID': 'did:example:arbiter' };
     const reg = await http('POST', dal, { body: entry, headers: arbiter });
     expect(reg.status).toBe(200);
-    expect(reg.body).toMatchObject({ ok: true, action: 'did_register', did: 'did:example:node-a', node_id: 'node-a', autonomy_level: 2, channels: ['deploy', 'truth'], created: true, revoked: false });
+    expect(reg.body).toMatchObject({
+      ok: true,
+      action: 'did_register',
+      did: 'did:example:node-a',
+      node_id: 'node-a',
+      autonomy_level: 2,
+      channels: ['deploy', 'truth'],
+      created: true,
+      revoked: false
+    });
     // Above its own level: refused; the same record POST /admin/dids reads.
-    expect((await http('POST', dal, { body: { ...entry, did: 'did:example:node-b', autonomy_level: 5 }, headers: arbiter })).status).toBe(403);
-    expect((await http('POST', `${svc.urls.main}/admin/dids`, { body: { did: 'did:example:node-a' }, headers: admin })).body).toMatchObject({ created: false });
-    expect((await http('POST', dal, { body: { ...entry, channels: ['deploy', 'deploy'] }, headers: arbiter })).status).toBe(400);
+    expect(
+      (await http('POST', dal, { body: { ...entry, did: 'did:example:node-b', autonomy_level: 5 }, headers: arbiter }))
+        .status
+    ).toBe(403);
+    expect(
+      (await http('POST', `${svc.urls.main}/admin/dids`, { body: { did: 'did:example:node-a' }, headers: admin })).body
+    ).toMatchObject({ created: false });
+    expect(
+      (await http('POST', dal, { body: { ...entry, channels: ['deploy', 'deploy'] }, headers: arbiter })).status
+    ).toBe(400);
 
     // node-a may deploy (port pool), on this API process and on a second one.
     const second = await svc.startSecondApi();
     try {
       const nodeA = { 'X-DID': 'did:example:node-a' };
-      expect((await http('POST', dal, { body: { action: 'port_alloc', app: 'node-a-app' }, headers: nodeA })).status).toBe(200);
+      expect(
+        (await http('POST', dal, { body: { action: 'port_alloc', app: 'node-a-app' }, headers: nodeA })).status
+      ).toBe(200);
       expect((await http('GET', `${second.url}/dal/ports`, { headers: nodeA })).status).toBe(200);
-      const rev = await http('POST', dal, { body: { action: 'did_revoke', did: 'did:example:node-a' }, headers: arbiter });
+      const rev = await http('POST', dal, {
+        body: { action: 'did_revoke', did: 'did:example:node-a' },
+        headers: arbiter
+      });
       expect(rev.body).toMatchObject({ ok: true, action: 'did_revoke', revoked: true });
       // Refused at once, on every X-DID route, by both processes (the X-DID check reads the registry every time).
-      expect((await http('POST', dal, { body: { action: 'port_alloc', app: 'node-a-app' }, headers: nodeA })).status).toBe(401);
+      expect(
+        (await http('POST', dal, { body: { action: 'port_alloc', app: 'node-a-app' }, headers: nodeA })).status
+      ).toBe(401);
       expect((await http('GET', `${second.url}/dal/ports`, { headers: nodeA })).status).toBe(401);
-      expect((await http('POST', `${second.url}/api/report/truth`, { body: { key: 'node.a.x', value: { a: 1 } }, headers: nodeA })).status).toBe(401);
+      expect(
+        (
+          await http('POST', `${second.url}/api/report/truth`, {
+            body: { key: 'node.a.x', value: { a: 1 } },
+            headers: nodeA
+          })
+        ).status
+      ).toBe(401);
       // Revoked twice: 404; registered again: 409 (a revoked DID stays revoked).
-      expect((await http('POST', dal, { body: { action: 'did_revoke', did: 'did:example:node-a' }, headers: arbiter })).status).toBe(404);
+      expect(
+        (await http('POST', dal, { body: { action: 'did_revoke', did: 'did:example:node-a' }, headers: arbiter }))
+          .status
+      ).toBe(404);
       expect((await http('POST', dal, { body: entry, headers: arbiter })).status).toBe(409);
     } finally {
       await second.stop();
@@ -382,57 +534,120 @@ describe('deployment arbitration without nginx', () => {
     const deployer = { 'X-DID': 'did:example:deployer-2' };
     await registerWithChannels(svc.urls.main, svc.adminToken, 'did:example:w1', { autonomy_level: 1, channels: [] });
     const node = { 'X-DID': 'did:example:w1' };
-    const queue = async (all = false) => (await http('GET', `${svc.urls.main}/api/instructions/node-w1${all ? '?include_acked=true' : ''}`, { headers: node })).body;
+    const queue = async (all = false) =>
+      (
+        await http('GET', `${svc.urls.main}/api/instructions/node-w1${all ? '?include_acked=true' : ''}`, {
+          headers: node
+        })
+      ).body;
     const approver = { 'x-zr-token': await issueHomologousToken(svc.urls.main, svc.adminToken) };
-    const order = { action: 'inbox_push', key: 'KERNEL.EVOLUTION.DIRECTIVE.restart', value: { directive_action: 'restart', target: 'site' }, node_id: 'node-w1' };
+    const order = {
+      action: 'inbox_push',
+      key: 'KERNEL.EVOLUTION.DIRECTIVE.restart',
+      value: { directive_action: 'restart', target: 'site' },
+      node_id: 'node-w1'
+    };
 
-    expect((await http('POST', dal, { body: { ...order, key: 'mysys.not.a.seed' }, headers: deployer })).status).toBe(400);
-    expect((await http('POST', dal, { body: { ...order, value: { target: 'site' } }, headers: deployer })).status).toBe(400);
+    expect((await http('POST', dal, { body: { ...order, key: 'mysys.not.a.seed' }, headers: deployer })).status).toBe(
+      400
+    );
+    expect((await http('POST', dal, { body: { ...order, value: { target: 'site' } }, headers: deployer })).status).toBe(
+      400
+    );
     expect((await http('POST', dal, { body: order, headers: node })).status).toBe(403); // no deploy channel
 
     const pushed = await http('POST', dal, { body: order, headers: deployer });
     expect(pushed.status).toBe(202);
-    expect(pushed.body).toMatchObject({ ok: true, pending: true, node_id: 'node-w1', workflow_id: `work-order/${pushed.body.instruction_id}` });
+    expect(pushed.body).toMatchObject({
+      ok: true,
+      pending: true,
+      node_id: 'node-w1',
+      workflow_id: `work-order/${pushed.body.instruction_id}`
+    });
     // Held: nothing in the queue, nothing to acknowledge; the approval is listed like any held write.
     expect((await queue()).count).toBe(0);
-    expect((await http('POST', dal, { body: { action: 'inbox_ack', id: pushed.body.instruction_id }, headers: node })).status).toBe(404);
+    expect(
+      (await http('POST', dal, { body: { action: 'inbox_ack', id: pushed.body.instruction_id }, headers: node })).status
+    ).toBe(404);
     // The approval is the work order's child workflow: the answer waits briefly for it to exist, and on a loaded
     // machine it may appear a moment after the answer (README "Work orders"), never later than its first task.
-    const held = await eventually(async () => {
-      const res = await http('GET', `${svc.urls.main}/api/truth/approvals/${pushed.body.approval_id}`, { headers: approver });
-      return res.status === 404 ? undefined : res;
-    }, 30000, 'the approval to exist');
+    const held = await eventually(
+      async () => {
+        const res = await http('GET', `${svc.urls.main}/api/truth/approvals/${pushed.body.approval_id}`, {
+          headers: approver
+        });
+        return res.status === 404 ? undefined : res;
+      },
+      30000,
+      'the approval to exist'
+    );
     expect(held.status).toBe(200);
     expect(JSON.stringify(held.body)).toContain('KERNEL.EVOLUTION.DIRECTIVE.restart');
 
-    const approved = await http('POST', `${svc.urls.main}/api/truth/approvals/${pushed.body.approval_id}/approve`, { headers: approver, body: { reason: 'planned restart' } });
+    const approved = await http('POST', `${svc.urls.main}/api/truth/approvals/${pushed.body.approval_id}/approve`, {
+      headers: approver,
+      body: { reason: 'planned restart' }
+    });
     expect(approved.status).toBe(200);
     const outcome = await svc.temporal.workflow.getHandle(pushed.body.workflow_id).result();
     expect(outcome).toMatchObject({ state: 'approved', instruction_id: pushed.body.instruction_id });
     expect(typeof outcome.truth_seq).toBe('number');
     const queued = await queue();
     expect(queued.count).toBe(1);
-    expect(queued.instructions[0]).toMatchObject({ instruction_id: pushed.body.instruction_id, key: order.key, value: order.value, acked_at: null });
+    expect(queued.instructions[0]).toMatchObject({
+      instruction_id: pushed.body.instruction_id,
+      key: order.key,
+      value: order.value,
+      acked_at: null
+    });
 
     // Only that node acknowledges it (or the admin token); once.
-    expect((await http('POST', dal, { body: { action: 'inbox_ack', id: pushed.body.instruction_id }, headers: deployer })).status).toBe(403);
-    const ack = await http('POST', dal, { body: { action: 'inbox_ack', id: pushed.body.instruction_id }, headers: node });
+    expect(
+      (await http('POST', dal, { body: { action: 'inbox_ack', id: pushed.body.instruction_id }, headers: deployer }))
+        .status
+    ).toBe(403);
+    const ack = await http('POST', dal, {
+      body: { action: 'inbox_ack', id: pushed.body.instruction_id },
+      headers: node
+    });
     expect(ack.status).toBe(200);
-    expect(ack.body).toMatchObject({ ok: true, instruction_id: pushed.body.instruction_id, node_id: 'node-w1', already_acked: false });
-    expect((await http('POST', dal, { body: { action: 'inbox_ack', id: pushed.body.instruction_id }, headers: node })).body).toMatchObject({ already_acked: true, ledger_seq: null });
+    expect(ack.body).toMatchObject({
+      ok: true,
+      instruction_id: pushed.body.instruction_id,
+      node_id: 'node-w1',
+      already_acked: false
+    });
+    expect(
+      (await http('POST', dal, { body: { action: 'inbox_ack', id: pushed.body.instruction_id }, headers: node })).body
+    ).toMatchObject({ already_acked: true, ledger_seq: null });
     expect((await queue()).count).toBe(0);
     expect((await queue(true)).count).toBe(1);
 
     // A rejected order never reaches the queue.
-    const second = await http('POST', dal, { body: { ...order, value: { directive_action: 'wipe' } }, headers: deployer });
+    const second = await http('POST', dal, {
+      body: { ...order, value: { directive_action: 'wipe' } },
+      headers: deployer
+    });
     expect(second.status).toBe(202);
-    expect((await http('POST', `${svc.urls.main}/api/truth/approvals/${second.body.approval_id}/reject`, { headers: approver, body: { reason: 'no' } })).status).toBe(200);
-    expect(await svc.temporal.workflow.getHandle(second.body.workflow_id).result()).toMatchObject({ state: 'rejected', truth_seq: null });
+    expect(
+      (
+        await http('POST', `${svc.urls.main}/api/truth/approvals/${second.body.approval_id}/reject`, {
+          headers: approver,
+          body: { reason: 'no' }
+        })
+      ).status
+    ).toBe(200);
+    expect(await svc.temporal.workflow.getHandle(second.body.workflow_id).result()).toMatchObject({
+      state: 'rejected',
+      truth_seq: null
+    });
     expect((await queue(true)).count).toBe(1);
 
     const ledger = await http('GET', `${svc.urls.main}/api/truth?key=hub.deploy.inbox_&limit=50`);
     const keys = ledger.body.results.map((r: { key: string }) => r.key);
-    expect(keys).toEqual(expect.arrayContaining(['hub.deploy.inbox_pushed', 'hub.deploy.inbox_acked', 'hub.deploy.inbox_refused']));
+    expect(keys).toEqual(
+      expect.arrayContaining(['hub.deploy.inbox_pushed', 'hub.deploy.inbox_acked', 'hub.deploy.inbox_refused'])
+    );
     const truth = await http('GET', `${svc.urls.main}/api/truth?key=KERNEL.EVOLUTION.DIRECTIVE.restart&limit=10`);
     expect(truth.body.results).toHaveLength(1);
   });

@@ -19,7 +19,11 @@ let svc: TestService;
 let second: { url: string; stop(): Promise<void> };
 
 beforeAll(async () => {
-  svc = await startTestService({ NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S), NODE_REVIEW_REQUIRED: 'false', NODE_CACHE_TTL_MS: '2000' });
+  svc = await startTestService({
+    NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S),
+    NODE_REVIEW_REQUIRED: 'false',
+    NODE_CACHE_TTL_MS: '2000'
+  });
   second = await svc.startSecondApi();
 }, 120_000);
 afterAll(async () => {
@@ -28,7 +32,10 @@ afterAll(async () => {
 });
 
 const stateOf = async (ids: string[]) => {
-  const docs = await svc.db.collection('nodes').find({ _id: { $in: ids as never[] } }, { projection: { state: 1 } }).toArray();
+  const docs = await svc.db
+    .collection('nodes')
+    .find({ _id: { $in: ids as never[] } }, { projection: { state: 1 } })
+    .toArray();
   return new Map(docs.map((d) => [String(d._id), d.state as string]));
 };
 const offlineTransitions = async (ids: Set<string>, since: string) =>
@@ -61,13 +68,19 @@ it('mass online and mass silence settle within 2 × NODE_OFFLINE_AFTER_S, with n
   const withHeartbeats = (transitions: { node_id: string; at: string }[]) =>
     transitions.map((t) => {
       const at = Date.parse(t.at);
-      const beats = sent.get(t.node_id)!.filter((b) => b.answered >= at - (OFFLINE_AFTER_S + 5) * 1000 && b.sent <= at + 5000);
+      const beats = sent
+        .get(t.node_id)!
+        .filter((b) => b.answered >= at - (OFFLINE_AFTER_S + 5) * 1000 && b.sent <= at + 5000);
       return { ...t, heartbeats_ms_before: beats.map((b) => `sent ${at - b.sent}, answered ${at - b.answered}`) };
     });
   try {
     const start = new Date().toISOString();
     const t0 = Date.now();
-    await eventually(async () => ([...(await stateOf(ids)).values()].every((s) => s === 'online') ? true : undefined), 2 * OFFLINE_AFTER_S * 1000, 'mass online settled');
+    await eventually(
+      async () => ([...(await stateOf(ids)).values()].every((s) => s === 'online') ? true : undefined),
+      2 * OFFLINE_AFTER_S * 1000,
+      'mass online settled'
+    );
     const settled = Date.now() - t0;
     expect(settled).toBeLessThanOrEqual(2 * OFFLINE_AFTER_S * 1000);
     expect(withHeartbeats(await offlineTransitions(new Set(ids), start))).toEqual([]);
@@ -117,7 +130,7 @@ it('mass online and mass silence settle within 2 × NODE_OFFLINE_AFTER_S, with n
   }
 }, 420_000);
 
-it('an API process stopped right after answering an online node\'s heartbeat stores that heartbeat first', async () => {
+it("an API process stopped right after answering an online node's heartbeat stores that heartbeat first", async () => {
   const node = await registerNode(svc.urls.main, 'drain-on-stop');
   await eventually(
     async () => {
@@ -139,17 +152,27 @@ it('an API process stopped right after answering an online node\'s heartbeat sto
   await third.stop();
   const shard = `node_presence_${String(presenceShardOf(node.node_id)).padStart(2, '0')}`;
   const docs = await svc.db.collection(shard).find({}).toArray();
-  const stored = Math.max(...docs.map((d) => (JSON.parse(String(d.seen_json)) as Record<string, number>)[node.node_id] ?? 0));
+  const stored = Math.max(
+    ...docs.map((d) => (JSON.parse(String(d.seen_json)) as Record<string, number>)[node.node_id] ?? 0)
+  );
   expect(new Date(stored).toISOString()).toBe(last);
 }, 120_000);
 
 /** A heartbeat whose headers go at once and whose body follows `bodyAfterMs` later; its answer and when it came. */
-function slowBodyHeartbeat(url: string, node: RegisteredNode, bodyAfterMs: number): Promise<{ sentAt: number; bodySentAt: number; status: number; body: { received_at: string } }> {
+function slowBodyHeartbeat(
+  url: string,
+  node: RegisteredNode,
+  bodyAfterMs: number
+): Promise<{ sentAt: number; bodySentAt: number; status: number; body: { received_at: string } }> {
   const body = JSON.stringify({ resources: { cpu_percent: 5 } });
   return new Promise((resolve, reject) => {
     const req = request(`${url}/a2a/heartbeat`, {
       method: 'POST',
-      headers: { ...nodeHeaders(node), 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) }
+      headers: {
+        ...nodeHeaders(node),
+        'content-type': 'application/json',
+        'content-length': String(Buffer.byteLength(body))
+      }
     });
     const sentAt = Date.now();
     let bodySentAt = 0;
@@ -158,7 +181,9 @@ function slowBodyHeartbeat(url: string, node: RegisteredNode, bodyAfterMs: numbe
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => resolve({ sentAt, bodySentAt, status: res.statusCode ?? 0, body: JSON.parse(text) as { received_at: string } }));
+      res.on('end', () =>
+        resolve({ sentAt, bodySentAt, status: res.statusCode ?? 0, body: JSON.parse(text) as { received_at: string } })
+      );
     });
     req.flushHeaders();
     setTimeout(() => {
@@ -170,7 +195,11 @@ function slowBodyHeartbeat(url: string, node: RegisteredNode, bodyAfterMs: numbe
 
 it('a heartbeat counts as seen when it arrived, and holds the presence clock there, while its body is on the way for up to a second', async () => {
   const node = await registerNode(svc.urls.main, 'slow-body');
-  const liveClocks = async () => (await svc.db.collection<{ complete_through: number; written_at: number }>('node_presence_clocks').find({}).toArray()) as { complete_through: number; written_at: number }[];
+  const liveClocks = async () =>
+    (await svc.db
+      .collection<{ complete_through: number; written_at: number }>('node_presence_clocks')
+      .find({})
+      .toArray()) as { complete_through: number; written_at: number }[];
   // Body 400 ms after the headers: the hold lasts (the handler runs within a second of authentication), the presence
   // horizon stays at or before the arrival meanwhile, and the heartbeat is seen at its arrival, before its body.
   const pending = slowBodyHeartbeat(svc.urls.main, node, 400);

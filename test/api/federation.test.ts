@@ -15,7 +15,8 @@ let reviewer: string;
 const OFFLINE_AFTER_S = 3;
 const asReviewer = () => ({ 'x-zr-token': reviewer });
 const nodeState = async (id: string) => (await svc.db.collection('nodes').findOne({ _id: id as never }))?.state;
-const approve = (id: string, reason = 'looks fine') => http('POST', `${svc.urls.main}/a2a/review/approve`, { headers: asReviewer(), body: { node_id: id, reason } });
+const approve = (id: string, reason = 'looks fine') =>
+  http('POST', `${svc.urls.main}/a2a/review/approve`, { headers: asReviewer(), body: { node_id: id, reason } });
 const stateChanges = async (id: string) =>
   (await svc.db.collection('ledger').find({ key: 'hub.node.state_changed' }).sort({ _id: 1 }).toArray())
     .map((e) => JSON.parse(e.value_json as string))
@@ -23,7 +24,13 @@ const stateChanges = async (id: string) =>
     .map((v) => `${v.from}->${v.to}`);
 
 beforeAll(async () => {
-  svc = await startTestService({ NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S), NODE_CACHE_TTL_MS: '300', NODE_WORKFLOW_HISTORY_LIMIT: '40', HEARTBEAT_HISTORY_INTERVAL_S: '1', HEARTBEAT_HISTORY_SIZE: '3' });
+  svc = await startTestService({
+    NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S),
+    NODE_CACHE_TTL_MS: '300',
+    NODE_WORKFLOW_HISTORY_LIMIT: '40',
+    HEARTBEAT_HISTORY_INTERVAL_S: '1',
+    HEARTBEAT_HISTORY_SIZE: '3'
+  });
   reviewer = await issueHomologousToken(svc.urls.main, svc.adminToken, 'reviewer');
 });
 afterAll(async () => {
@@ -33,12 +40,16 @@ afterAll(async () => {
 describe('registration', () => {
   it('rejects bad bodies with 400 naming each bad field, and stores nothing', async () => {
     const before = await svc.db.collection('nodes').countDocuments();
-    const res = await http('POST', `${svc.urls.main}/a2a/register`, { body: { brand: { code: 'acme' }, instance: { memory_gb: -1 }, capabilities: { declared: 'chat' }, extra: 1 } });
+    const res = await http('POST', `${svc.urls.main}/a2a/register`, {
+      body: { brand: { code: 'acme' }, instance: { memory_gb: -1 }, capabilities: { declared: 'chat' }, extra: 1 }
+    });
     expect(res.status).toBe(400);
     expect(res.body.error).toBe('invalid_request');
     const fields = res.body.fields.map((f: { field: string }) => f.field).join(' ');
     for (const f of ['name', 'brand.code', 'instance.memory_gb', 'capabilities.declared']) expect(fields).toContain(f);
-    expect((await http('POST', `${svc.urls.main}/a2a/register`, { body: { name: 'x' } })).body.fields[0].field).toContain('brand');
+    expect(
+      (await http('POST', `${svc.urls.main}/a2a/register`, { body: { name: 'x' } })).body.fields[0].field
+    ).toContain('brand');
     expect(await svc.db.collection('nodes').countDocuments()).toBe(before);
   });
 
@@ -47,7 +58,14 @@ describe('registration', () => {
     try {
       const results = await Promise.all(
         Array.from({ length: 40 }, (_, i) =>
-          http('POST', `${i % 2 ? second.url : svc.urls.main}/a2a/register`, { body: { name: `burst-${i}`, brand: { code: i % 3 ? 'openai' : 'qwen', model_base: 'm' }, instance: { memory_gb: 16, gpu: 'A100' }, capabilities: { declared: ['chat'] } } })
+          http('POST', `${i % 2 ? second.url : svc.urls.main}/a2a/register`, {
+            body: {
+              name: `burst-${i}`,
+              brand: { code: i % 3 ? 'openai' : 'qwen', model_base: 'm' },
+              instance: { memory_gb: 16, gpu: 'A100' },
+              capabilities: { declared: ['chat'] }
+            }
+          })
         )
       );
       expect(results.map((r) => r.status)).toEqual(results.map(() => 201));
@@ -76,7 +94,11 @@ describe('node directory', () => {
     expect(all.status).toBe(200);
     expect(all.text).not.toContain('api_key');
     expect(all.text).not.toContain(node.api_key);
-    expect(all.body.nodes.find((n: { node_id: string }) => n.node_id === node.node_id)).toMatchObject({ name: 'directory-node', brand: { code: 'mistral' }, state: 'pending_review' });
+    expect(all.body.nodes.find((n: { node_id: string }) => n.node_id === node.node_id)).toMatchObject({
+      name: 'directory-node',
+      brand: { code: 'mistral' },
+      state: 'pending_review'
+    });
     const mistral = await http('GET', `${svc.urls.main}/a2a/nodes?brand=mistral`);
     expect(mistral.body.nodes.every((n: { brand: { code: string } }) => n.brand.code === 'mistral')).toBe(true);
     const page1 = await http('GET', `${svc.urls.main}/a2a/nodes?limit=5&offset=0`);
@@ -102,10 +124,20 @@ describe('heartbeat', () => {
     expect((await http('POST', url, { body: {} })).status).toBe(401);
     expect((await http('POST', url, { headers: { 'x-external-node': node.node_id }, body: {} })).status).toBe(401);
     expect((await http('POST', url, { headers: { 'x-external-key': node.api_key }, body: {} })).status).toBe(401);
-    const wrong = await http('POST', url, { headers: { ...nodeHeaders(node), 'x-external-key': 'nk_forged' }, body: {} });
+    const wrong = await http('POST', url, {
+      headers: { ...nodeHeaders(node), 'x-external-key': 'nk_forged' },
+      body: {}
+    });
     expect(wrong.status).toBe(401);
     expect(wrong.body).toMatchObject({ ok: false, error: 'unauthorized' });
-    expect((await http('POST', url, { headers: { 'x-external-node': 'ext-custom-999999', 'x-external-key': node.api_key }, body: {} })).status).toBe(401);
+    expect(
+      (
+        await http('POST', url, {
+          headers: { 'x-external-node': 'ext-custom-999999', 'x-external-key': node.api_key },
+          body: {}
+        })
+      ).status
+    ).toBe(401);
   });
 
   it('records the figures (pending nodes may heartbeat) and validates them', async () => {
@@ -116,25 +148,39 @@ describe('heartbeat', () => {
     expect(ok.headers.get('server-timing')).toMatch(/^auth;dur=\d+\.\d, presence;dur=\d+\.\d$/);
     expect((await heartbeat(svc.urls.main, node, { resources: { cpu_percent: 140 } })).status).toBe(400);
     const listed = await http('GET', `${svc.urls.main}/a2a/nodes/${node.node_id}`);
-    expect(listed.body.node.latest).toMatchObject({ resources: { cpu_percent: 12, gpu_count: 1 }, performance: { latency_ms: 40 } });
+    expect(listed.body.node.latest).toMatchObject({
+      resources: { cpu_percent: 12, gpu_count: 1 },
+      performance: { latency_ms: 40 }
+    });
     expect(listed.body.node.last_seen_at).toBe(ok.body.received_at);
-    const history = await eventually(async () => {
-      const res = await http('GET', `${svc.urls.main}/a2a/nodes/${node.node_id}`);
-      return res.body.node.heartbeat_history.length > 0 ? res.body.node.heartbeat_history : undefined;
-    }, 10000, 'a history sample');
+    const history = await eventually(
+      async () => {
+        const res = await http('GET', `${svc.urls.main}/a2a/nodes/${node.node_id}`);
+        return res.body.node.heartbeat_history.length > 0 ? res.body.node.heartbeat_history : undefined;
+      },
+      10000,
+      'a history sample'
+    );
     expect(history[0]).toMatchObject({ resources: { cpu_percent: 12 } });
 
     // One sample per HEARTBEAT_HISTORY_INTERVAL_S (1 s here), the newest HEARTBEAT_HISTORY_SIZE (3) kept, oldest first.
     // (Beating on until the history has two samples: on a slow machine the samples are written later.)
     const from = Date.now();
     let cpu = 1;
-    const bounded = await eventually(async () => {
-      expect((await heartbeat(svc.urls.main, node, { resources: { cpu_percent: cpu++ } })).status).toBe(200);
-      await new Promise((r) => setTimeout(r, 250));
-      if (Date.now() - from < 4500) return undefined;
-      const h = (await http('GET', `${svc.urls.main}/a2a/nodes/${node.node_id}`)).body.node.heartbeat_history as { at: string; resources: { cpu_percent: number } }[];
-      return h.length >= 2 ? h : undefined;
-    }, 30000, 'two history samples');
+    const bounded = await eventually(
+      async () => {
+        expect((await heartbeat(svc.urls.main, node, { resources: { cpu_percent: cpu++ } })).status).toBe(200);
+        await new Promise((r) => setTimeout(r, 250));
+        if (Date.now() - from < 4500) return undefined;
+        const h = (await http('GET', `${svc.urls.main}/a2a/nodes/${node.node_id}`)).body.node.heartbeat_history as {
+          at: string;
+          resources: { cpu_percent: number };
+        }[];
+        return h.length >= 2 ? h : undefined;
+      },
+      30000,
+      'two history samples'
+    );
     expect(bounded.length).toBeLessThanOrEqual(3);
     const times = bounded.map((h) => Date.parse(h.at));
     expect([...times].sort((a, b) => a - b)).toEqual(times);
@@ -146,7 +192,9 @@ describe('review and lifecycle', () => {
   it('lists pending nodes for reviewers only, approves (online), and refuses a second approval', async () => {
     const node = await registerNode(svc.urls.main, 'review-me');
     expect((await http('GET', `${svc.urls.main}/a2a/review/queue`)).status).toBe(401);
-    expect((await http('GET', `${svc.urls.main}/a2a/review/queue`, { headers: { 'x-zr-token': 'forged' } })).status).toBe(401);
+    expect(
+      (await http('GET', `${svc.urls.main}/a2a/review/queue`, { headers: { 'x-zr-token': 'forged' } })).status
+    ).toBe(401);
     const queue = await http('GET', `${svc.urls.main}/a2a/review/queue?limit=200`, { headers: asReviewer() });
     expect(queue.body.nodes.map((n: { node_id: string }) => n.node_id)).toContain(node.node_id);
     expect(queue.text).not.toContain('api_key');
@@ -154,33 +202,59 @@ describe('review and lifecycle', () => {
     expect((await heartbeat(svc.urls.main, node)).status).toBe(200);
     const approved = await approve(node.node_id, 'verified operator');
     expect(approved.status).toBe(200);
-    expect(approved.body).toMatchObject({ ok: true, state: 'online', node: { review: { decision: 'approved', reason: 'verified operator' } } });
+    expect(approved.body).toMatchObject({
+      ok: true,
+      state: 'online',
+      node: { review: { decision: 'approved', reason: 'verified operator' } }
+    });
     expect(await nodeState(node.node_id)).toBe('online');
     expect(await stateChanges(node.node_id)).toEqual(['null->pending_review', 'pending_review->online']);
     const again = await approve(node.node_id);
     expect(again.status).toBe(409);
     expect((await approve('ext-custom-999999')).status).toBe(404);
-    expect((await http('POST', `${svc.urls.main}/a2a/review/approve`, { headers: asReviewer(), body: { node_id: node.node_id } })).status).toBe(400);
+    expect(
+      (
+        await http('POST', `${svc.urls.main}/a2a/review/approve`, {
+          headers: asReviewer(),
+          body: { node_id: node.node_id }
+        })
+      ).status
+    ).toBe(400);
 
     // The window is 3 s here: on a slow machine the node may rightly have gone offline meanwhile; a heartbeat
     // brings it back, and the workflow's search attributes follow its state.
     await heartbeat(svc.urls.main, node);
-    const described = await eventually(async () => {
-      const d = await svc.temporal.workflow.getHandle(`node/${node.node_id}`).describe();
-      return (d.searchAttributes.NodeState as string[] | undefined)?.[0] === 'online' ? d : undefined;
-    }, 15000, 'NodeState online');
-    expect(described.searchAttributes).toMatchObject({ NodeId: [node.node_id], Brand: ['custom'], NodeState: ['online'] });
+    const described = await eventually(
+      async () => {
+        const d = await svc.temporal.workflow.getHandle(`node/${node.node_id}`).describe();
+        return (d.searchAttributes.NodeState as string[] | undefined)?.[0] === 'online' ? d : undefined;
+      },
+      15000,
+      'NodeState online'
+    );
+    expect(described.searchAttributes).toMatchObject({
+      NodeId: [node.node_id],
+      Brand: ['custom'],
+      NodeState: ['online']
+    });
   });
 
   it('rejects a node: its key stops working and the decision is recorded with reviewer and reason', async () => {
     const node = await registerNode(svc.urls.main, 'reject-me');
-    const rejected = await http('POST', `${svc.urls.main}/a2a/review/reject`, { headers: asReviewer(), body: { node_id: node.node_id, reason: 'spam' } });
+    const rejected = await http('POST', `${svc.urls.main}/a2a/review/reject`, {
+      headers: asReviewer(),
+      body: { node_id: node.node_id, reason: 'spam' }
+    });
     expect(rejected.status).toBe(200);
     expect(rejected.body.state).toBe('rejected');
     const doc = await svc.db.collection('nodes').findOne({ _id: node.node_id as never });
     expect(doc!.review).toMatchObject({ decision: 'rejected', reason: 'spam' });
     expect(doc!.review.reviewer).toMatch(/./);
-    await eventually(async () => ((await heartbeat(svc.urls.main, node)).status === 403 ? true : undefined), 5000, 'heartbeat refused');
+    await eventually(
+      async () => ((await heartbeat(svc.urls.main, node)).status === 403 ? true : undefined),
+      5000,
+      'heartbeat refused'
+    );
     expect((await approve(node.node_id)).status).toBe(409);
   });
 
@@ -198,17 +272,29 @@ describe('review and lifecycle', () => {
     const dashboard = await http('GET', `${svc.urls.main}/a2a/dashboard`);
     expect(dashboard.body.by_state.offline).toBeGreaterThanOrEqual(1);
 
-    const back = await eventually(async () => {
-      const res = await heartbeat(svc.urls.main, node);
-      return res.body.state === 'online' ? res : undefined;
-    }, 5000, 'heartbeat answer online');
+    const back = await eventually(
+      async () => {
+        const res = await heartbeat(svc.urls.main, node);
+        return res.body.state === 'online' ? res : undefined;
+      },
+      5000,
+      'heartbeat answer online'
+    );
     expect(back.status).toBe(200);
-    await eventually(async () => ((await nodeState(node.node_id)) === 'online' ? true : undefined), 10000, 'online again');
+    await eventually(
+      async () => ((await nodeState(node.node_id)) === 'online' ? true : undefined),
+      10000,
+      'online again'
+    );
     // The sweeper records a transition in the node document first and its ledger event right after (group-committed).
-    const changes = await eventually(async () => {
-      const all = await stateChanges(node.node_id);
-      return all.at(-1) === 'offline->online' ? all : undefined;
-    }, 10000, 'the ledger event of coming back online');
+    const changes = await eventually(
+      async () => {
+        const all = await stateChanges(node.node_id);
+        return all.at(-1) === 'offline->online' ? all : undefined;
+      },
+      10000,
+      'the ledger event of coming back online'
+    );
     expect(changes[0]).toBe('null->pending_review');
     expect(changes.slice(-2)).toEqual(['online->offline', 'offline->online']);
   });
@@ -219,20 +305,24 @@ describe('review and lifecycle', () => {
     await approve(node.node_id);
     const handle = svc.temporal.workflow.getHandle(`node/${node.node_id}`);
     const beatFor = async (ms: number) => {
-      for (const until = Date.now() + ms; Date.now() < until; ) {
+      for (const until = Date.now() + ms; Date.now() < until;) {
         expect((await heartbeat(svc.urls.main, node)).status).toBe(200);
         await new Promise((r) => setTimeout(r, 700));
       }
     };
     // Once what the approval started has reached the workflow (on a loaded machine a mirror signal can come late):
     let before = (await handle.describe()).historyLength;
-    await eventually(async () => {
-      await beatFor(1500);
-      const now = (await handle.describe()).historyLength;
-      if (now === before) return true;
-      before = now;
-      return undefined;
-    }, 30000, 'the workflow history to settle after the approval');
+    await eventually(
+      async () => {
+        await beatFor(1500);
+        const now = (await handle.describe()).historyLength;
+        if (now === before) return true;
+        before = now;
+        return undefined;
+      },
+      30000,
+      'the workflow history to settle after the approval'
+    );
     // Three offline windows of steady heartbeats: the presence sweeper never reports the node, so its workflow
     // does nothing (no timer per deadline, no event per heartbeat). Continue-as-new is covered by the workflow test.
     await beatFor(3 * OFFLINE_AFTER_S * 1000);
@@ -268,7 +358,11 @@ describe('review and lifecycle', () => {
       beating = false;
       await loop;
     }
-    await eventually(async () => ((await nodeState(node.node_id)) === 'offline' ? true : undefined), 30000, 'offline after the worker came back');
+    await eventually(
+      async () => ((await nodeState(node.node_id)) === 'offline' ? true : undefined),
+      30000,
+      'offline after the worker came back'
+    );
   });
 });
 
@@ -287,11 +381,23 @@ describe('dashboard, peers, tasks', () => {
 
   it('peers: an administrator adds peers; the hub probes their agent card', async () => {
     const admin = { authorization: `Bearer ${svc.adminToken}` };
-    expect((await http('POST', `${svc.urls.main}/admin/peers`, { body: { name: 'x', agent_card_url: 'http://127.0.0.1:1/' } })).status).toBe(401);
-    const ok = await http('POST', `${svc.urls.main}/admin/peers`, { headers: admin, body: { name: 'Sister Hub', agent_card_url: `${svc.urls.main}/a2a/.well-known/agent.json` } });
+    expect(
+      (
+        await http('POST', `${svc.urls.main}/admin/peers`, {
+          body: { name: 'x', agent_card_url: 'http://127.0.0.1:1/' }
+        })
+      ).status
+    ).toBe(401);
+    const ok = await http('POST', `${svc.urls.main}/admin/peers`, {
+      headers: admin,
+      body: { name: 'Sister Hub', agent_card_url: `${svc.urls.main}/a2a/.well-known/agent.json` }
+    });
     expect(ok.status).toBe(201);
     expect(ok.body.peer).toMatchObject({ peer_id: 'sister-hub', last_status: 'reachable' });
-    const down = await http('POST', `${svc.urls.main}/admin/peers`, { headers: admin, body: { name: 'Gone Hub', agent_card_url: 'http://127.0.0.1:1/card.json' } });
+    const down = await http('POST', `${svc.urls.main}/admin/peers`, {
+      headers: admin,
+      body: { name: 'Gone Hub', agent_card_url: 'http://127.0.0.1:1/card.json' }
+    });
     expect(down.body.peer).toMatchObject({ last_status: 'unreachable', last_contact_at: null });
     const list = await http('GET', `${svc.urls.main}/a2a/peers`);
     expect(list.body.peers.map((p: { peer_id: string }) => p.peer_id)).toEqual(['gone-hub', 'sister-hub']);
@@ -302,12 +408,25 @@ describe('dashboard, peers, tasks', () => {
     const body = { type: 'inference.chat', payload: { prompt: 'hi', 'a.b': [[1]] }, required_capabilities: ['chat'] };
     expect((await http('POST', `${svc.urls.hub}/a2a/task`, { body })).status).toBe(401);
     expect((await http('POST', `${svc.urls.main}/a2a/task`, { headers: asReviewer(), body })).status).toBe(404);
-    expect((await http('POST', `${svc.urls.hub}/a2a/task`, { headers: asReviewer(), body: { type: 'Bad Type' } })).status).toBe(400);
+    expect(
+      (await http('POST', `${svc.urls.hub}/a2a/task`, { headers: asReviewer(), body: { type: 'Bad Type' } })).status
+    ).toBe(400);
     const before = (await http('GET', `${svc.urls.main}/a2a/queue/stats`)).body;
-    const first = await http('POST', `${svc.urls.hub}/a2a/task`, { headers: { ...asReviewer(), 'idempotency-key': 'job-1' }, body });
+    const first = await http('POST', `${svc.urls.hub}/a2a/task`, {
+      headers: { ...asReviewer(), 'idempotency-key': 'job-1' },
+      body
+    });
     expect(first.status).toBe(200);
-    expect(first.body).toMatchObject({ ok: true, state: 'queued', duplicate: false, task: { type: 'inference.chat', payload: body.payload, required_capabilities: ['chat'], claimed_by: null } });
-    const retry = await http('POST', `${svc.urls.hub}/a2a/task`, { headers: { ...asReviewer(), 'idempotency-key': 'job-1' }, body });
+    expect(first.body).toMatchObject({
+      ok: true,
+      state: 'queued',
+      duplicate: false,
+      task: { type: 'inference.chat', payload: body.payload, required_capabilities: ['chat'], claimed_by: null }
+    });
+    const retry = await http('POST', `${svc.urls.hub}/a2a/task`, {
+      headers: { ...asReviewer(), 'idempotency-key': 'job-1' },
+      body
+    });
     expect(retry.body).toMatchObject({ task_id: first.body.task_id, duplicate: true });
     const after = (await http('GET', `${svc.urls.main}/a2a/queue/stats`)).body;
     expect(after.depth).toBe(before.depth + 1);
@@ -322,6 +441,8 @@ describe('dashboard, peers, tasks', () => {
     expect(summary.body.endpoint_groups.directory_tree_collab.count).toBe(4);
     expect(summary.body.endpoint_groups.review_admin.count).toBe(3);
     const card = await http('GET', `${svc.urls.main}/a2a/.well-known/agent.json`);
-    expect(card.body.skills.map((s: { id: string }) => s.id)).toEqual(expect.arrayContaining(['a2a_standard', 'directory_tree_collab', 'review_admin']));
+    expect(card.body.skills.map((s: { id: string }) => s.id)).toEqual(
+      expect.arrayContaining(['a2a_standard', 'directory_tree_collab', 'review_admin'])
+    );
   });
 });

@@ -16,7 +16,11 @@ let reviewer: string;
 let accessToken: string;
 const OFFLINE_AFTER_S = 3;
 const admin = () => ({ authorization: `Bearer ${svc.adminToken}` });
-const approve = (id: string) => http('POST', `${svc.urls.main}/a2a/review/approve`, { headers: { 'x-zr-token': reviewer }, body: { node_id: id, reason: 'gpu test' } });
+const approve = (id: string) =>
+  http('POST', `${svc.urls.main}/a2a/review/approve`, {
+    headers: { 'x-zr-token': reviewer },
+    body: { node_id: id, reason: 'gpu test' }
+  });
 const nodeState = async (id: string) => (await svc.db.collection('nodes').findOne({ _id: id as never }))?.state;
 
 const gpuBody = (extra: Record<string, unknown> = {}) => ({
@@ -32,9 +36,18 @@ const gpuBody = (extra: Record<string, unknown> = {}) => ({
 beforeAll(async () => {
   svc = await startTestService({ NODE_OFFLINE_AFTER_S: String(OFFLINE_AFTER_S), NODE_CACHE_TTL_MS: '300' });
   reviewer = await issueHomologousToken(svc.urls.main, svc.adminToken, 'reviewer');
-  const client = await http('POST', `${svc.urls.main}/admin/oauth-clients`, { headers: admin(), body: { label: 'ws', scopes: ['compute'] } });
+  const client = await http('POST', `${svc.urls.main}/admin/oauth-clients`, {
+    headers: admin(),
+    body: { label: 'ws', scopes: ['compute'] }
+  });
   expect(client.status).toBe(201);
-  const token = await http('POST', `${svc.urls.main}/v1/oauth/token`, { body: { grant_type: 'client_credentials', client_id: client.body.client_id, client_secret: client.body.client_secret } });
+  const token = await http('POST', `${svc.urls.main}/v1/oauth/token`, {
+    body: {
+      grant_type: 'client_credentials',
+      client_id: client.body.client_id,
+      client_secret: client.body.client_secret
+    }
+  });
   expect(token.status).toBe(200);
   accessToken = token.body.access_token;
 });
@@ -43,8 +56,14 @@ afterAll(async () => {
 });
 
 it('lists the GPU and WebSocket routes in the directory under federated_compute', async () => {
-  const entries = (await http('GET', `${svc.urls.main}/a2a/endpoints`)).body.endpoints as { path: string; group: string; auth: string }[];
-  const ours = Object.fromEntries(entries.filter((e) => ['/v1/gpu/register', '/v1/gpu/nodes', '/v1/ws/info'].includes(e.path)).map((e) => [e.path, e]));
+  const entries = (await http('GET', `${svc.urls.main}/a2a/endpoints`)).body.endpoints as {
+    path: string;
+    group: string;
+    auth: string;
+  }[];
+  const ours = Object.fromEntries(
+    entries.filter((e) => ['/v1/gpu/register', '/v1/gpu/nodes', '/v1/ws/info'].includes(e.path)).map((e) => [e.path, e])
+  );
   expect(ours['/v1/gpu/register']).toMatchObject({ group: 'federated_compute', auth: 'external_node' });
   expect(ours['/v1/gpu/nodes']).toMatchObject({ group: 'federated_compute', auth: 'none' });
   expect(ours['/v1/ws/info']).toMatchObject({ group: 'federated_compute', auth: 'none' });
@@ -59,42 +78,84 @@ describe('GPU registry', () => {
 
   it('refuses a registration without node credentials or with a wrong key', async () => {
     expect((await http('POST', `${svc.urls.main}/v1/gpu/register`, { body: gpuBody() })).status).toBe(401);
-    expect((await http('POST', `${svc.urls.main}/v1/gpu/register`, { headers: { ...nodeHeaders(node), 'x-external-key': 'wrong' }, body: gpuBody() })).status).toBe(401);
+    expect(
+      (
+        await http('POST', `${svc.urls.main}/v1/gpu/register`, {
+          headers: { ...nodeHeaders(node), 'x-external-key': 'wrong' },
+          body: gpuBody()
+        })
+      ).status
+    ).toBe(401);
   });
 
   it('refuses bad bodies with 400 naming each bad field', async () => {
-    const res = await http('POST', `${svc.urls.main}/v1/gpu/register`, { headers: nodeHeaders(node), body: { model: '', memory_gb: -1, count: 0, price: { amount: 1, currency: 'usd' }, endpoint: 'ftp://x', extra: 1 } });
+    const res = await http('POST', `${svc.urls.main}/v1/gpu/register`, {
+      headers: nodeHeaders(node),
+      body: { model: '', memory_gb: -1, count: 0, price: { amount: 1, currency: 'usd' }, endpoint: 'ftp://x', extra: 1 }
+    });
     expect(res.status).toBe(400);
     const fields = res.body.fields.map((f: { field: string }) => f.field).join(' ');
     for (const f of ['model', 'memory_gb', 'count', 'price.currency', 'endpoint']) expect(fields).toContain(f);
   });
 
   it('registers (201), updates the same name (200), and lists a pending node GPU as unavailable', async () => {
-    const first = await http('POST', `${svc.urls.main}/v1/gpu/register`, { headers: nodeHeaders(node), body: gpuBody() });
+    const first = await http('POST', `${svc.urls.main}/v1/gpu/register`, {
+      headers: nodeHeaders(node),
+      body: gpuBody()
+    });
     expect(first.status).toBe(201);
-    expect(first.body).toMatchObject({ ok: true, gpu: { gpu_id: `${node.node_id}/rack-a`, node_id: node.node_id, model: 'NVIDIA H100 80GB', count: 8, price: { amount: 2.5, currency: 'USD', unit: 'gpu_hour' } }, node_state: 'pending_review', available: false });
-    const again = await http('POST', `${svc.urls.main}/v1/gpu/register`, { headers: nodeHeaders(node), body: gpuBody({ count: 4 }) });
+    expect(first.body).toMatchObject({
+      ok: true,
+      gpu: {
+        gpu_id: `${node.node_id}/rack-a`,
+        node_id: node.node_id,
+        model: 'NVIDIA H100 80GB',
+        count: 8,
+        price: { amount: 2.5, currency: 'USD', unit: 'gpu_hour' }
+      },
+      node_state: 'pending_review',
+      available: false
+    });
+    const again = await http('POST', `${svc.urls.main}/v1/gpu/register`, {
+      headers: nodeHeaders(node),
+      body: gpuBody({ count: 4 })
+    });
     expect(again.status).toBe(200);
     expect(again.body.gpu).toMatchObject({ count: 4, registered_at: first.body.gpu.registered_at });
 
     const list = await http('GET', `${svc.urls.main}/v1/gpu/nodes?node_id=${node.node_id}`);
     expect(list.status).toBe(200);
-    expect(list.body).toMatchObject({ ok: true, total: 1, gpus: [{ gpu_id: `${node.node_id}/rack-a`, count: 4, node_state: 'pending_review', available: false }] });
+    expect(list.body).toMatchObject({
+      ok: true,
+      total: 1,
+      gpus: [{ gpu_id: `${node.node_id}/rack-a`, count: 4, node_state: 'pending_review', available: false }]
+    });
   });
 
   it('lists a GPU available while its node is online and unavailable once the node is offline', async () => {
     expect((await heartbeat(svc.urls.main, node)).status).toBe(200);
     expect((await approve(node.node_id)).status).toBe(200);
-    const online = await eventually(async () => {
-      const res = await http('GET', `${svc.urls.main}/v1/gpu/nodes?available=true`);
-      return res.body.gpus.find((g: { node_id: string }) => g.node_id === node.node_id);
-    }, 15000, 'gpu available');
+    const online = await eventually(
+      async () => {
+        const res = await http('GET', `${svc.urls.main}/v1/gpu/nodes?available=true`);
+        return res.body.gpus.find((g: { node_id: string }) => g.node_id === node.node_id);
+      },
+      15000,
+      'gpu available'
+    );
     expect(online).toMatchObject({ node_state: 'online', available: true });
     expect(online.last_seen_at).not.toBeNull();
 
-    await eventually(async () => ((await nodeState(node.node_id)) === 'offline' ? true : undefined), 20000, 'node offline');
+    await eventually(
+      async () => ((await nodeState(node.node_id)) === 'offline' ? true : undefined),
+      20000,
+      'node offline'
+    );
     const res = await http('GET', `${svc.urls.main}/v1/gpu/nodes?available=false`);
-    expect(res.body.gpus.find((g: { node_id: string }) => g.node_id === node.node_id)).toMatchObject({ node_state: 'offline', available: false });
+    expect(res.body.gpus.find((g: { node_id: string }) => g.node_id === node.node_id)).toMatchObject({
+      node_state: 'offline',
+      available: false
+    });
     const onlyAvailable = await http('GET', `${svc.urls.main}/v1/gpu/nodes?available=true`);
     expect(onlyAvailable.body.gpus.some((g: { node_id: string }) => g.node_id === node.node_id)).toBe(false);
   });
@@ -119,7 +180,11 @@ function connect(url: string, headers: Record<string, string> = {}) {
     subscribe: async (message: Record<string, unknown>) => {
       await opened;
       socket.send(JSON.stringify({ type: 'subscribe', ...message }));
-      await eventually(async () => messages.find((m) => m.type === 'subscribed' || m.type === 'error'), 10000, 'subscribe answer');
+      await eventually(
+        async () => messages.find((m) => m.type === 'subscribed' || m.type === 'error'),
+        10000,
+        'subscribe answer'
+      );
     },
     close: () => socket.close()
   };
@@ -130,7 +195,10 @@ describe('WebSocket', () => {
   const reportTruth = async (key: string) => {
     const did = 'did:example:ws-writer';
     await http('POST', `${svc.urls.main}/admin/dids`, { headers: admin(), body: { did } });
-    const res = await http('POST', `${svc.urls.main}/api/report/truth`, { headers: { 'x-did': did }, body: { key, value: { n: 1 }, truth_type: 'data' } });
+    const res = await http('POST', `${svc.urls.main}/api/report/truth`, {
+      headers: { 'x-did': did },
+      body: { key, value: { n: 1 }, truth_type: 'data' }
+    });
     expect(res.status).toBe(200);
     return res.body.seq as number;
   };
@@ -139,7 +207,10 @@ describe('WebSocket', () => {
     const res = await http('GET', `${svc.urls.main}/v1/ws/info`);
     expect(res.status).toBe(200);
     expect(res.body.url).toBe(`${svc.env.PUBLIC_URL!.replace(/^http/, 'ws')}/v1/ws`);
-    expect(res.body.streams).toEqual([expect.objectContaining({ name: 'ledger', public: true }), expect.objectContaining({ name: 'nodes', public: false })]);
+    expect(res.body.streams).toEqual([
+      expect.objectContaining({ name: 'ledger', public: true }),
+      expect.objectContaining({ name: 'nodes', public: false })
+    ]);
     wsUrl = res.body.url;
   });
 
@@ -149,7 +220,11 @@ describe('WebSocket', () => {
     await client.subscribe({ streams: ['ledger'], after: head });
     expect(client.messages[0]).toMatchObject({ type: 'subscribed', streams: ['ledger'], after: head });
     const seq = await reportTruth('ws.test.first');
-    const got = await eventually(async () => client.messages.find((m) => m.type === 'entry' && m.seq === seq), 10000, 'entry');
+    const got = await eventually(
+      async () => client.messages.find((m) => m.type === 'entry' && m.seq === seq),
+      10000,
+      'entry'
+    );
     expect(got.entry).toMatchObject({ seq, key: 'ws.test.first', value: { n: 1 } });
     client.close();
 
@@ -158,7 +233,11 @@ describe('WebSocket', () => {
     const third = await reportTruth('ws.test.third');
     const resumed = connect(wsUrl);
     await resumed.subscribe({ streams: ['ledger'], after: seq });
-    await eventually(async () => (resumed.messages.some((m) => m.seq === third) ? true : undefined), 10000, 'resumed entries');
+    await eventually(
+      async () => (resumed.messages.some((m) => m.seq === third) ? true : undefined),
+      10000,
+      'resumed entries'
+    );
     const seqs = resumed.messages.filter((m) => m.type === 'entry').map((m) => m.seq);
     expect(seqs[0]).toBe(seq + 1);
     expect(seqs).toContain(second);
@@ -181,7 +260,11 @@ describe('WebSocket', () => {
     written.push(await reportTruth('ws.test.shared.after-late'));
     const newest = written[written.length - 1]!;
     for (const client of [live, fromStart, late]) {
-      await eventually(async () => (client.messages.some((m) => m.seq === newest) ? true : undefined), 10000, 'newest entry');
+      await eventually(
+        async () => (client.messages.some((m) => m.seq === newest) ? true : undefined),
+        10000,
+        'newest entry'
+      );
       const seqs = client.messages.filter((m) => m.type === 'entry').map((m) => m.seq as number);
       // Contiguous from where it joined: no gap, no repeat.
       const first = seqs[0]!;
@@ -222,9 +305,16 @@ describe('WebSocket', () => {
     const node = await registerNode(svc.urls.main, 'ws-node');
     expect((await heartbeat(svc.urls.main, node)).status).toBe(200);
     expect((await approve(node.node_id)).status).toBe(200);
-    const online = await eventually(async () => viaHeader.messages.find((m) => m.type === 'node_state' && m.node_id === node.node_id && m.to === 'online'), 15000, 'online change');
+    const online = await eventually(
+      async () =>
+        viaHeader.messages.find((m) => m.type === 'node_state' && m.node_id === node.node_id && m.to === 'online'),
+      15000,
+      'online change'
+    );
     expect(online).toMatchObject({ from: 'pending_review', to: 'online' });
-    const registered = viaHeader.messages.find((m) => m.type === 'node_state' && m.node_id === node.node_id && m.to === 'pending_review');
+    const registered = viaHeader.messages.find(
+      (m) => m.type === 'node_state' && m.node_id === node.node_id && m.to === 'pending_review'
+    );
     expect(registered).toBeDefined();
     // Only node state changes on this stream.
     expect(viaHeader.messages.every((m) => m.type === 'subscribed' || m.type === 'node_state')).toBe(true);
@@ -233,7 +323,11 @@ describe('WebSocket', () => {
     // Resume: after the registration's seq, the next change is the approval.
     const viaMessage = connect(wsUrl);
     await viaMessage.subscribe({ streams: ['nodes'], after: registered.seq, access_token: accessToken });
-    const first = await eventually(async () => viaMessage.messages.find((m) => m.type === 'node_state' && m.node_id === node.node_id), 10000, 'resumed change');
+    const first = await eventually(
+      async () => viaMessage.messages.find((m) => m.type === 'node_state' && m.node_id === node.node_id),
+      10000,
+      'resumed change'
+    );
     expect(first).toMatchObject({ seq: online.seq, to: 'online' });
     viaMessage.close();
   });

@@ -22,7 +22,9 @@ const writer = () => ({ 'x-did': DID });
 
 beforeAll(async () => {
   svc = await startTestService({ TRUTH_DAILY_QUOTA: '100000' }, { worker: false });
-  expect((await http('POST', `${svc.urls.main}/admin/dids`, { headers: admin(), body: { did: DID } })).status).toBe(201);
+  expect((await http('POST', `${svc.urls.main}/admin/dids`, { headers: admin(), body: { did: DID } })).status).toBe(
+    201
+  );
 });
 afterAll(async () => {
   await svc?.close();
@@ -43,15 +45,24 @@ async function postRaw(url: string, body: string | Uint8Array, headers: Record<s
 
 const nested = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
 let keyCounter = 0;
-const truthBody = (valueText: string) => `{"key":"hardening.k${keyCounter++}","value":${valueText},"truth_type":"data"}`;
+const truthBody = (valueText: string) =>
+  `{"key":"hardening.k${keyCounter++}","value":${valueText},"truth_type":"data"}`;
 
 describe('the ledger serves back everything it accepts', () => {
   // The body is level 1, so its value may nest JSON_MAX_DEPTH - 1 (63) levels.
   const atLimits: Record<string, string> = {
     depth: nested(63),
     size: JSON.stringify({ blob: 'x'.repeat(64 * 1024 - 20) }),
-    unicode: JSON.stringify({ 'a.b': { $where: 'x\u0000y' }, rtl: 'שלום\u200f', astral: '😀𝄞', nested: [[[]], [{}]], '': 'empty key', esc: '"\\\n\t' }),
-    numbers: '{"max":9007199254740991,"min":-9007199254740991,"tiny":5e-324,"huge":1.7976931348623157e308,"neg0":-0,"exp":1E2,"frac":1.50,"third":0.30000000000000004}'
+    unicode: JSON.stringify({
+      'a.b': { $where: 'x\u0000y' },
+      rtl: 'שלום\u200f',
+      astral: '😀𝄞',
+      nested: [[[]], [{}]],
+      '': 'empty key',
+      esc: '"\\\n\t'
+    }),
+    numbers:
+      '{"max":9007199254740991,"min":-9007199254740991,"tiny":5e-324,"huge":1.7976931348623157e308,"neg0":-0,"exp":1E2,"frac":1.50,"third":0.30000000000000004}'
   };
   const written: Record<string, { seq: number; value: unknown; key: string }> = {};
 
@@ -61,7 +72,11 @@ describe('the ledger serves back everything it accepts', () => {
       const res = await postRaw(`${svc.urls.main}/api/report/truth`, body, writer());
       expect({ name, status: res.status, body: res.body }).toMatchObject({ name, status: 200 });
       // What a reader gets back is the canonical form (RFC 8785): the same value; -0 is written 0, 1.50 is 1.5.
-      written[name] = { seq: res.body.seq, value: JSON.parse(canonicalJson(JSON.parse(text))), key: JSON.parse(body).key };
+      written[name] = {
+        seq: res.body.seq,
+        value: JSON.parse(canonicalJson(JSON.parse(text))),
+        key: JSON.parse(body).key
+      };
     }
   });
 
@@ -69,36 +84,47 @@ describe('the ledger serves back everything it accepts', () => {
     const w = written[name]!;
     expect(entry.value).toEqual(w.value);
     // The leaf hash a reader recomputes from what it was served matches the stored one.
-    const leaf = createHash('sha256').update(Buffer.concat([Buffer.from([0]), ledgerLeafBytes(entry, canonicalJson(entry.value))])).digest('hex');
+    const leaf = createHash('sha256')
+      .update(Buffer.concat([Buffer.from([0]), ledgerLeafBytes(entry, canonicalJson(entry.value))]))
+      .digest('hex');
     expect(leaf).toBe(entry.leaf_hash);
   };
 
-  it.each(Object.keys(atLimits))('%s: through /api/ledger, /api/truth, /api/report/truths/list, /api/sub-l0 and /api/proof/inclusion', async (name) => {
-    const w = written[name]!;
-    const ledger = await http('GET', `${svc.urls.main}/api/ledger?limit=200`);
-    expect(ledger.status).toBe(200);
-    expectEntry(name, ledger.body.entries.find((e: any) => e.seq === w.seq));
+  it.each(Object.keys(atLimits))(
+    '%s: through /api/ledger, /api/truth, /api/report/truths/list, /api/sub-l0 and /api/proof/inclusion',
+    async (name) => {
+      const w = written[name]!;
+      const ledger = await http('GET', `${svc.urls.main}/api/ledger?limit=200`);
+      expect(ledger.status).toBe(200);
+      expectEntry(
+        name,
+        ledger.body.entries.find((e: any) => e.seq === w.seq)
+      );
 
-    const truth = await http('GET', `${svc.urls.main}/api/truth?key=${w.key}`);
-    expect(truth.status).toBe(200);
-    expectEntry(name, truth.body.results[0]);
+      const truth = await http('GET', `${svc.urls.main}/api/truth?key=${w.key}`);
+      expect(truth.status).toBe(200);
+      expectEntry(name, truth.body.results[0]);
 
-    const list = await http('GET', `${svc.urls.main}/api/report/truths/list?limit=200`);
-    expect(list.status).toBe(200);
-    expect(list.body.truths.find((t: any) => t.seq === w.seq).truth_value).toEqual(w.value);
+      const list = await http('GET', `${svc.urls.main}/api/report/truths/list?limit=200`);
+      expect(list.status).toBe(200);
+      expect(list.body.truths.find((t: any) => t.seq === w.seq).truth_value).toEqual(w.value);
 
-    const page = await http('GET', `${svc.urls.main}/api/sub-l0?after=${w.seq - 1}&limit=1`);
-    expect(page.status).toBe(200);
-    expectEntry(name, page.body.entries[0]);
+      const page = await http('GET', `${svc.urls.main}/api/sub-l0?after=${w.seq - 1}&limit=1`);
+      expect(page.status).toBe(200);
+      expectEntry(name, page.body.entries[0]);
 
-    const proof = await http('GET', `${svc.urls.main}/api/proof/inclusion?seq=${w.seq}`);
-    expect(proof.status).toBe(200);
-    expectEntry(name, proof.body.entry);
-  });
+      const proof = await http('GET', `${svc.urls.main}/api/proof/inclusion?seq=${w.seq}`);
+      expect(proof.status).toBe(200);
+      expectEntry(name, proof.body.entry);
+    }
+  );
 
   it('streams every one of them over SSE', async () => {
     const controller = new AbortController();
-    const res = await fetch(`${svc.urls.main}/api/sub-l0?after=0`, { headers: { accept: 'text/event-stream' }, signal: controller.signal });
+    const res = await fetch(`${svc.urls.main}/api/sub-l0?after=0`, {
+      headers: { accept: 'text/event-stream' },
+      signal: controller.signal
+    });
     const reader = res.body!.getReader();
     const want = new Set(Object.values(written).map((w) => w.seq));
     const seen = new Map<number, any>();
@@ -171,14 +197,22 @@ describe('I-JSON on every JSON route', () => {
   it('refuses duplicate member names instead of keeping the last', async () => {
     for (const { url, headers } of routes()) {
       const res = await postRaw(url, '{"key":"a.first","key":"a.second","value":{}}', headers);
-      expect({ url, status: res.status, error: res.body.error }).toEqual({ url, status: 400, error: 'duplicate_member' });
+      expect({ url, status: res.status, error: res.body.error }).toEqual({
+        url,
+        status: 400,
+        error: 'duplicate_member'
+      });
       expect(res.body.message).toContain('"key"');
     }
   });
 
   it('refuses invalid UTF-8 instead of storing U+FFFD', async () => {
     for (const { url, headers } of routes()) {
-      const bytes = Buffer.concat([Buffer.from('{"key":"a.b","value":{"s":"'), Buffer.from([0xc3, 0x28]), Buffer.from('"}}')]);
+      const bytes = Buffer.concat([
+        Buffer.from('{"key":"a.b","value":{"s":"'),
+        Buffer.from([0xc3, 0x28]),
+        Buffer.from('"}}')
+      ]);
       const res = await postRaw(url, bytes, headers);
       expect({ url, status: res.status, error: res.body.error }).toEqual({ url, status: 400, error: 'invalid_utf8' });
     }
@@ -186,22 +220,41 @@ describe('I-JSON on every JSON route', () => {
 
   it('refuses a byte order mark and a charset other than UTF-8; accepts charset=utf-8', async () => {
     const body = truthBody('{"x":1}');
-    const bom = await postRaw(`${svc.urls.main}/api/report/truth`, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(body)]), writer());
+    const bom = await postRaw(
+      `${svc.urls.main}/api/report/truth`,
+      Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(body)]),
+      writer()
+    );
     expect({ status: bom.status, error: bom.body.error }).toEqual({ status: 400, error: 'invalid_json' });
-    const utf16 = await postRaw(`${svc.urls.main}/api/report/truth`, body, { ...writer(), 'content-type': 'application/json; charset=utf-16' });
+    const utf16 = await postRaw(`${svc.urls.main}/api/report/truth`, body, {
+      ...writer(),
+      'content-type': 'application/json; charset=utf-16'
+    });
     expect({ status: utf16.status, error: utf16.body.error }).toEqual({ status: 415, error: 'unsupported_media_type' });
-    const utf8 = await postRaw(`${svc.urls.main}/api/report/truth`, body, { ...writer(), 'content-type': 'application/json; charset=UTF-8' });
+    const utf8 = await postRaw(`${svc.urls.main}/api/report/truth`, body, {
+      ...writer(),
+      'content-type': 'application/json; charset=UTF-8'
+    });
     expect(utf8.status).toBe(200);
   });
 
   it('refuses control characters and bidirectional overrides in human-readable fields', async () => {
     for (const name of ['evil\u202Egnp.exe', 'bell\u0007', 'two\nlines', 'iso\u2066late']) {
       const res = await http('POST', `${svc.urls.main}/a2a/register`, { body: { name, brand: { code: 'custom' } } });
-      expect({ name, status: res.status, field: res.body.fields?.[0]?.field }).toEqual({ name, status: 400, field: 'body.name' });
+      expect({ name, status: res.status, field: res.body.fields?.[0]?.field }).toEqual({
+        name,
+        status: 400,
+        field: 'body.name'
+      });
     }
-    const label = await http('POST', `${svc.urls.main}/admin/dids`, { headers: admin(), body: { did: 'did:example:label', label: 'x\u202Ey' } });
+    const label = await http('POST', `${svc.urls.main}/admin/dids`, {
+      headers: admin(),
+      body: { did: 'did:example:label', label: 'x\u202Ey' }
+    });
     expect(label.status).toBe(400);
-    const fine = await http('POST', `${svc.urls.main}/a2a/register`, { body: { name: 'ノード 東京 – שלום', brand: { code: 'custom' } } });
+    const fine = await http('POST', `${svc.urls.main}/a2a/register`, {
+      body: { name: 'ノード 東京 – שלום', brand: { code: 'custom' } }
+    });
     expect(fine.status).toBe(201);
   });
 });
@@ -223,7 +276,11 @@ describe('one error shape for the framework errors too', () => {
   });
 
   it('a 20 KB header: 431', async () => {
-    expectShape(await http('GET', `${svc.urls.main}/health`, { headers: { 'x-big': 'y'.repeat(20 * 1024) } }), 431, 'headers_too_large');
+    expectShape(
+      await http('GET', `${svc.urls.main}/health`, { headers: { 'x-big': 'y'.repeat(20 * 1024) } }),
+      431,
+      'headers_too_large'
+    );
   });
 
   it('a malformed request line: 400 in the shape', async () => {
@@ -273,13 +330,34 @@ describe('identifier lengths agree across routes', () => {
   it('a DID of the longest accepted length can be registered, used and revoked; one longer is refused at creation', async () => {
     const longest = `did:example:${'a'.repeat(256 - 12)}`;
     expect(longest).toHaveLength(256);
-    expect((await http('POST', `${svc.urls.main}/admin/dids`, { headers: admin(), body: { did: longest } })).status).toBe(201);
-    expect((await http('POST', `${svc.urls.main}/api/report/truth`, { headers: { 'x-did': longest }, body: { key: 'hardening.long', value: { a: 1 } } })).status).toBe(200);
-    const revoked = await http('POST', `${svc.urls.main}/admin/dids/${encodeURIComponent(longest)}/revoke`, { headers: admin() });
+    expect(
+      (await http('POST', `${svc.urls.main}/admin/dids`, { headers: admin(), body: { did: longest } })).status
+    ).toBe(201);
+    expect(
+      (
+        await http('POST', `${svc.urls.main}/api/report/truth`, {
+          headers: { 'x-did': longest },
+          body: { key: 'hardening.long', value: { a: 1 } }
+        })
+      ).status
+    ).toBe(200);
+    const revoked = await http('POST', `${svc.urls.main}/admin/dids/${encodeURIComponent(longest)}/revoke`, {
+      headers: admin()
+    });
     expect(revoked.status).toBe(200);
-    expect((await http('POST', `${svc.urls.main}/api/report/truth`, { headers: { 'x-did': longest }, body: { key: 'hardening.long2', value: { a: 1 } } })).status).toBe(401);
+    expect(
+      (
+        await http('POST', `${svc.urls.main}/api/report/truth`, {
+          headers: { 'x-did': longest },
+          body: { key: 'hardening.long2', value: { a: 1 } }
+        })
+      ).status
+    ).toBe(401);
 
-    const tooLong = await http('POST', `${svc.urls.main}/admin/dids`, { headers: admin(), body: { did: `${longest}b` } });
+    const tooLong = await http('POST', `${svc.urls.main}/admin/dids`, {
+      headers: admin(),
+      body: { did: `${longest}b` }
+    });
     expect(tooLong.status).toBe(400);
     expect(tooLong.body.fields[0]).toMatchObject({ field: 'body.did', message: expect.stringContaining('256') });
   });
@@ -288,18 +366,32 @@ describe('identifier lengths agree across routes', () => {
     for (const did of ['did:web:example.com%3A3000', 'did:example:%0A1']) {
       expect((await http('POST', `${svc.urls.main}/admin/dids`, { headers: admin(), body: { did } })).status).toBe(201);
       // The % sent unescaped is read as an escape: another DID (not registered) or no DID at all (a line feed).
-      const unescaped = await http('POST', `${svc.urls.main}/admin/dids/${did.replaceAll(':', '%3A')}/revoke`, { headers: admin() });
+      const unescaped = await http('POST', `${svc.urls.main}/admin/dids/${did.replaceAll(':', '%3A')}/revoke`, {
+        headers: admin()
+      });
       expect([404, 400]).toContain(unescaped.status);
-      const revoked = await http('POST', `${svc.urls.main}/admin/dids/${encodeURIComponent(did)}/revoke`, { headers: admin() });
+      const revoked = await http('POST', `${svc.urls.main}/admin/dids/${encodeURIComponent(did)}/revoke`, {
+        headers: admin()
+      });
       expect(revoked.status).toBe(200);
-      expect((await http('POST', `${svc.urls.main}/api/report/truth`, { headers: { 'x-did': did }, body: { key: 'hardening.pct', value: { a: 1 } } })).status).toBe(401);
+      expect(
+        (
+          await http('POST', `${svc.urls.main}/api/report/truth`, {
+            headers: { 'x-did': did },
+            body: { key: 'hardening.pct', value: { a: 1 } }
+          })
+        ).status
+      ).toBe(401);
     }
   });
 });
 
 describe('credentials before anything else', () => {
   it('a heartbeat with wrong credentials and a bad body is 401, not 400', async () => {
-    const res = await http('POST', `${svc.urls.main}/a2a/heartbeat`, { headers: { 'x-external-node': 'ext-custom-000999', 'x-external-key': 'nk_forged' }, body: { resources: { cpu_percent: 'lots' } } });
+    const res = await http('POST', `${svc.urls.main}/a2a/heartbeat`, {
+      headers: { 'x-external-node': 'ext-custom-000999', 'x-external-key': 'nk_forged' },
+      body: { resources: { cpu_percent: 'lots' } }
+    });
     expect(res.status).toBe(401);
     const malformed = await postRaw(`${svc.urls.main}/a2a/heartbeat`, '{"resources":', {});
     expect(malformed.status).toBe(401);
@@ -331,7 +423,13 @@ describe('credentials before anything else', () => {
       'x-external-key': 'nk_forged'
     };
     const publicPaths = new Set(
-      ((await http('GET', `${svc.urls.main}/a2a/endpoints`)).body.endpoints as { method: string; path: string; auth: string }[])
+      (
+        (await http('GET', `${svc.urls.main}/a2a/endpoints`)).body.endpoints as {
+          method: string;
+          path: string;
+          auth: string;
+        }[]
+      )
         .filter((e) => e.auth === 'none')
         .map((e) => `${e.method} ${e.path}`)
     );
@@ -339,13 +437,22 @@ describe('credentials before anything else', () => {
     for (const [template, operations] of Object.entries<Record<string, { security?: unknown[] }>>(doc.paths)) {
       for (const [method, op] of Object.entries(operations)) {
         const fastifyPath = template.replace(/\{(\w+)\}/g, ':$1');
-        const declaredPublic = op.security ? op.security.length === 0 || op.security.some((s) => Object.keys(s as object).length === 0) : undefined;
+        const declaredPublic = op.security
+          ? op.security.length === 0 || op.security.some((s) => Object.keys(s as object).length === 0)
+          : undefined;
         if (declaredPublic ?? publicPaths.has(`${method.toUpperCase()} ${fastifyPath}`)) continue;
         if (declaredPublic === undefined && !(await looksProtected(method, template))) continue;
         const url = `${svc.urls.main}${template.replace(/\{\w+\}/g, 'x')}`;
         for (const headers of [{}, forged]) {
-          const res = await http(method.toUpperCase(), url, { headers, ...(method === 'get' ? {} : { body: { bad: ['body'] } }) });
-          expect({ op: `${method} ${template}`, forged: headers !== undefined && Object.keys(headers).length > 0, status: [401, 403].includes(res.status) }).toEqual({
+          const res = await http(method.toUpperCase(), url, {
+            headers,
+            ...(method === 'get' ? {} : { body: { bad: ['body'] } })
+          });
+          expect({
+            op: `${method} ${template}`,
+            forged: headers !== undefined && Object.keys(headers).length > 0,
+            status: [401, 403].includes(res.status)
+          }).toEqual({
             op: `${method} ${template}`,
             forged: Object.keys(headers).length > 0,
             status: true
@@ -359,7 +466,11 @@ describe('credentials before anything else', () => {
 
   /** Without a declared security list, an operation counts as protected when the directory does not call it public. */
   async function looksProtected(method: string, template: string): Promise<boolean> {
-    const res = await http(method.toUpperCase(), `${svc.urls.main}${template.replace(/\{\w+\}/g, 'x')}`, method === 'get' ? {} : { body: {} });
+    const res = await http(
+      method.toUpperCase(),
+      `${svc.urls.main}${template.replace(/\{\w+\}/g, 'x')}`,
+      method === 'get' ? {} : { body: {} }
+    );
     return res.status === 401 || res.status === 403;
   }
 });
@@ -387,14 +498,25 @@ describe('heartbeats are liveness first', () => {
     expect(res.body.ignored_fields).toEqual(['nested']);
     // A node's figures reach the directory with its shard's next samples write (at most PRESENCE_SAMPLES_MS, 5 s,
     // after the earlier beats' samples: README "Heartbeat").
-    const latest = await eventually(async () => {
-      const shown = (await http('GET', `${svc.urls.main}/a2a/nodes/${node.node_id}`)).body.node.latest;
-      return shown?.resources?.cpu_percent === 5 ? shown : undefined;
-    }, 15000, 'the heartbeat figures in the directory');
+    const latest = await eventually(
+      async () => {
+        const shown = (await http('GET', `${svc.urls.main}/a2a/nodes/${node.node_id}`)).body.node.latest;
+        return shown?.resources?.cpu_percent === 5 ? shown : undefined;
+      },
+      15000,
+      'the heartbeat figures in the directory'
+    );
     expect(latest).toMatchObject({
       resources: { cpu_percent: 5 },
       performance: { latency_ms: 9 },
-      extra: { 'resources.npu_count': 2, 'resources.npu_util_percent': 40, 'performance.tokens_per_s': 310.5, uptime_s: 1234, firmware: 'v2', queue_depth: 3 }
+      extra: {
+        'resources.npu_count': 2,
+        'resources.npu_util_percent': 40,
+        'performance.tokens_per_s': 310.5,
+        uptime_s: 1234,
+        firmware: 'v2',
+        queue_depth: 3
+      }
     });
     expect(latest.resources).not.toHaveProperty('npu_count');
 
@@ -406,10 +528,20 @@ describe('heartbeats are liveness first', () => {
     // Two nodes reporting 1e308 used to make the dashboard's sums Infinity, and the dashboard answered 500.
     const nodes = [await registerNode(svc.urls.main, 'huge-a'), await registerNode(svc.urls.main, 'huge-b')];
     for (const node of nodes) {
-      const refused = await heartbeat(svc.urls.main, node, { resources: { memory_used_gb: 1.7e308 }, performance: { latency_ms: 1.7e308 } });
+      const refused = await heartbeat(svc.urls.main, node, {
+        resources: { memory_used_gb: 1.7e308 },
+        performance: { latency_ms: 1.7e308 }
+      });
       expect(refused.status).toBe(400);
       expect(JSON.stringify(refused.body)).toMatch(/memory_used_gb|latency_ms/);
-      expect((await heartbeat(svc.urls.main, node, { resources: { memory_used_gb: 1_000_000 }, performance: { latency_ms: 3_600_000 } })).status).toBe(200);
+      expect(
+        (
+          await heartbeat(svc.urls.main, node, {
+            resources: { memory_used_gb: 1_000_000 },
+            performance: { latency_ms: 3_600_000 }
+          })
+        ).status
+      ).toBe(200);
     }
     const dashboard = await http('GET', `${svc.urls.main}/a2a/dashboard`);
     expect(dashboard.status).toBe(200);
@@ -422,7 +554,9 @@ describe('heartbeats are liveness first', () => {
     const res = await heartbeat(svc.urls.main, node, many);
     expect(res.status).toBe(200);
     expect(res.body.ignored_fields).toHaveLength(50 - 32);
-    const latest = await eventually(async () => (await http('GET', `${svc.urls.main}/a2a/nodes/${node.node_id}`)).body.node.latest ?? undefined);
+    const latest = await eventually(
+      async () => (await http('GET', `${svc.urls.main}/a2a/nodes/${node.node_id}`)).body.node.latest ?? undefined
+    );
     expect(Object.keys(latest.extra)).toHaveLength(32);
   });
 });

@@ -31,12 +31,19 @@ const COUNTED_APPENDS = '/internal/ledger/counted-appends';
 const COUNTED_APPEND_BATCHES = '/internal/ledger/counted-append-batches';
 const today = () => new Date().toISOString().slice(0, 10);
 
-const write = (url: string, n: number) => http('POST', `${url}/api/report/truth`, { headers: { 'x-did': DID }, body: { key: `replicas.write.${n}`, value: { n } } });
+const write = (url: string, n: number) =>
+  http('POST', `${url}/api/report/truth`, {
+    headers: { 'x-did': DID },
+    body: { key: `replicas.write.${n}`, value: { n } }
+  });
 const writerHealth = async (url: string) => (await http('GET', `${url}/health`)).body.ledger_writer;
 const ledgerSize = async () => (await http('GET', `${svc.urls.main}/api/status`)).body.truth_count as number;
 
 beforeAll(async () => {
-  svc = await startTestService({ TRUTH_DAILY_QUOTA: '1000', TRUTH_MAX_IN_FLIGHT: '1000', TRUTH_WRITE_TIMEOUT_MS: '60000' }, { worker: false });
+  svc = await startTestService(
+    { TRUTH_DAILY_QUOTA: '1000', TRUTH_MAX_IN_FLIGHT: '1000', TRUTH_WRITE_TIMEOUT_MS: '60000' },
+    { worker: false }
+  );
   await registerDid(svc.urls.main, svc.adminToken, DID);
 });
 afterAll(async () => {
@@ -49,9 +56,19 @@ let d: { url: string; stop(): Promise<void>; kill(): Promise<void> };
 
 it('one replica holds the lease, the other forwards to it, and writes through every process are exact', async () => {
   b = await svc.startSecondApi({}, REPLICA_ENV);
-  await eventually(async () => ((await writerHealth(b.url))?.holds_lease ? true : undefined), 10_000, 'B holding the lease');
+  await eventually(
+    async () => ((await writerHealth(b.url))?.holds_lease ? true : undefined),
+    10_000,
+    'B holding the lease'
+  );
   c = await svc.startSecondApi({}, REPLICA_ENV);
-  expect(await writerHealth(c.url)).toEqual({ holds_lease: false, writer_url: b.url, forwarded: 0, forward_requests: 0, served: 0 });
+  expect(await writerHealth(c.url)).toEqual({
+    holds_lease: false,
+    writer_url: b.url,
+    forwarded: 0,
+    forward_requests: 0,
+    served: 0
+  });
   // A replica without the secret takes no part.
   expect(await writerHealth(svc.urls.main)).toBeUndefined();
 
@@ -83,31 +100,53 @@ it('the daily quota is exact across the replicas: the holder hands out every slo
     Array.from({ length: 32 }, async () => {
       for (let i = next++; i < 1040; i = next++) {
         const url = i % 2 === 0 ? b.url : c.url;
-        statuses.push((await http('POST', `${url}/api/report/truth`, { headers: { 'x-did': did }, body: { key: `quota.write.${i}`, value: { i } } })).status);
+        statuses.push(
+          (
+            await http('POST', `${url}/api/report/truth`, {
+              headers: { 'x-did': did },
+              body: { key: `quota.write.${i}`, value: { i } }
+            })
+          ).status
+        );
       }
     })
   );
   expect(statuses.filter((s) => s === 200).length).toBe(1000);
   expect(statuses.filter((s) => s === 429).length).toBe(40);
   // (Another process's /api/status sees the holder's head record, published within ~20 ms of its answers.)
-  await eventually(async () => ((await ledgerSize()) === before + 1000 ? true : undefined), 5000, 'the ledger 1,000 entries longer');
+  await eventually(
+    async () => ((await ledgerSize()) === before + 1000 ? true : undefined),
+    5000,
+    'the ledger 1,000 entries longer'
+  );
   const { forwarded, forward_requests: requests } = await writerHealth(c.url);
   expect(forwarded - forwardedBefore).toBeGreaterThanOrEqual(480);
   // C's writes waiting behind the ones on their way went to B together: fewer requests than writes.
   expect(requests - requestsBefore).toBeLessThan(forwarded - forwardedBefore);
   // Every slot used once, none left over once the unused blocks are given back.
   const day = new Date().toISOString().slice(0, 10);
-  const slots = await eventually(async () => {
-    const docs = await svc.db.collection('quota_uses').find({ scope: `truth:${did}`, day }).toArray();
-    return docs.length === 1000 ? docs : undefined;
-  }, 10_000, 'exactly 1,000 quota slots');
+  const slots = await eventually(
+    async () => {
+      const docs = await svc.db
+        .collection('quota_uses')
+        .find({ scope: `truth:${did}`, day })
+        .toArray();
+      return docs.length === 1000 ? docs : undefined;
+    },
+    10_000,
+    'exactly 1,000 quota slots'
+  );
   expect(new Set(slots.map((d) => d.n)).size).toBe(1000);
   expect(Math.max(...slots.map((d) => d.n as number))).toBe(1000);
 });
 
 it('a retry through a forwarding replica is answered with the first entry and spends no slot', async () => {
   const did = await registerDid(svc.urls.main, svc.adminToken, 'did:example:retry-replicas');
-  const keyed = () => http('POST', `${c.url}/api/report/truth`, { headers: { 'x-did': did, 'idempotency-key': 'retry-through-c' }, body: { key: 'replicas.retry', value: { n: 1 } } });
+  const keyed = () =>
+    http('POST', `${c.url}/api/report/truth`, {
+      headers: { 'x-did': did, 'idempotency-key': 'retry-through-c' },
+      body: { key: 'replicas.retry', value: { n: 1 } }
+    });
   const first = await keyed();
   expect(first.status).toBe(200);
   expect(first.body.duplicate).toBe(false);
@@ -115,12 +154,27 @@ it('a retry through a forwarding replica is answered with the first entry and sp
   expect(again.status).toBe(200);
   expect(again.body).toMatchObject({ duplicate: true, seq: first.body.seq, event_id: first.body.event_id });
   // The retry's slot was taken at the holder and given back there.
-  await eventually(async () => ((await svc.db.collection('quota_uses').countDocuments({ scope: `truth:${did}`, day: today() })) === 1 ? true : undefined), 10_000, 'one slot spent');
+  await eventually(
+    async () =>
+      (await svc.db.collection('quota_uses').countDocuments({ scope: `truth:${did}`, day: today() })) === 1
+        ? true
+        : undefined,
+    10_000,
+    'one slot spent'
+  );
 });
 
 it('the forwarding endpoints refuse missing and forged secrets and non-canonical values, writing nothing', async () => {
-  const valid = { kind: 'truth', key: 'replicas.direct.1', value_json: '{"a":1,"b":[true,null]}', truth_type: null, did: DID, idempotency_key: null };
-  const post = (url: string, body: unknown, authorization?: string) => http('POST', `${url}${APPENDS}`, { headers: authorization ? { authorization } : {}, body });
+  const valid = {
+    kind: 'truth',
+    key: 'replicas.direct.1',
+    value_json: '{"a":1,"b":[true,null]}',
+    truth_type: null,
+    did: DID,
+    idempotency_key: null
+  };
+  const post = (url: string, body: unknown, authorization?: string) =>
+    http('POST', `${url}${APPENDS}`, { headers: authorization ? { authorization } : {}, body });
   const before = await ledgerSize();
 
   for (const [authorization, message] of [
@@ -150,10 +204,15 @@ it('the forwarding endpoints refuse missing and forged secrets and non-canonical
   // The one the holder's peers would send: appended, and the entry's value is the canonical text sent.
   const ok = await post(b.url, valid, `Bearer ${SECRET}`);
   expect(ok.status).toBe(200);
-  expect(ok.body).toMatchObject({ withdrawn: false, duplicate: false, entry: { seq: before + 1, key: 'replicas.direct.1', value_json: valid.value_json, did: DID } });
+  expect(ok.body).toMatchObject({
+    withdrawn: false,
+    duplicate: false,
+    entry: { seq: before + 1, key: 'replicas.direct.1', value_json: valid.value_json, did: DID }
+  });
 
   // A truth write's append with its quota slot: the same refusals, then over_quota (nothing written) or appended.
-  const postCounted = (body: unknown, authorization?: string) => http('POST', `${b.url}${COUNTED_APPENDS}`, { headers: authorization ? { authorization } : {}, body });
+  const postCounted = (body: unknown, authorization?: string) =>
+    http('POST', `${b.url}${COUNTED_APPENDS}`, { headers: authorization ? { authorization } : {}, body });
   // A counter of its own with a limit of one: the first takes its slot and is appended, the second is refused.
   const scope = 'truth:did:example:counted-limit';
   const slotsOf = () => svc.db.collection('quota_uses').countDocuments({ scope, day: today() });
@@ -168,7 +227,11 @@ it('the forwarding endpoints refuse missing and forged secrets and non-canonical
   expect(await slotsOf()).toBe(0);
   const appended = await postCounted(counted, `Bearer ${SECRET}`);
   expect(appended.status).toBe(200);
-  expect(appended.body).toMatchObject({ outcome: 'appended', duplicate: false, entry: { seq: before + 2, key: 'replicas.counted.1', value_json: valid.value_json } });
+  expect(appended.body).toMatchObject({
+    outcome: 'appended',
+    duplicate: false,
+    entry: { seq: before + 2, key: 'replicas.counted.1', value_json: valid.value_json }
+  });
   expect(await slotsOf()).toBe(1);
   const over = await postCounted({ ...counted, key: 'replicas.counted.2' }, `Bearer ${SECRET}`);
   expect(over.status).toBe(200);
@@ -178,27 +241,46 @@ it('the forwarding endpoints refuse missing and forged secrets and non-canonical
   // Several counted appends in one request (what a replica's writes waiting behind its earlier ones send): the same
   // refusals, one value that is not canonical refuses the whole batch before anything is done, and each write is
   // answered in its place.
-  const postBatch = (body: unknown, authorization?: string) => http('POST', `${b.url}${COUNTED_APPEND_BATCHES}`, { headers: authorization ? { authorization } : {}, body });
+  const postBatch = (body: unknown, authorization?: string) =>
+    http('POST', `${b.url}${COUNTED_APPEND_BATCHES}`, { headers: authorization ? { authorization } : {}, body });
   const batchScope = 'truth:did:example:batch-limit';
-  const inBatch = (i: number) => ({ ...valid, key: `replicas.batch.${i}`, quota: { scope: batchScope, day: today(), limit: 2 } });
+  const inBatch = (i: number) => ({
+    ...valid,
+    key: `replicas.batch.${i}`,
+    quota: { scope: batchScope, day: today(), limit: 2 }
+  });
   expect((await postBatch({ writes: [inBatch(1)] })).status).toBe(401);
   expect((await postBatch({ writes: [inBatch(1)] }, `Bearer ${SECRET}x`)).status).toBe(401);
   const oneBad = await postBatch({ writes: [inBatch(1), { ...inBatch(2), value_json: '[1]' }] }, `Bearer ${SECRET}`);
   expect(oneBad.status).toBe(400);
-  expect(oneBad.body).toMatchObject({ ok: false, error: 'invalid_request', fields: [{ field: 'body.writes.1.value_json' }] });
+  expect(oneBad.body).toMatchObject({
+    ok: false,
+    error: 'invalid_request',
+    fields: [{ field: 'body.writes.1.value_json' }]
+  });
   expect((await postBatch({ writes: [] }, `Bearer ${SECRET}`)).status).toBe(400);
-  expect((await postBatch({ writes: Array.from({ length: 65 }, (_, i) => inBatch(i)) }, `Bearer ${SECRET}`)).status).toBe(400);
+  expect(
+    (await postBatch({ writes: Array.from({ length: 65 }, (_, i) => inBatch(i)) }, `Bearer ${SECRET}`)).status
+  ).toBe(400);
   expect(await ledgerSize()).toBe(before + 2);
   const batch = await postBatch({ writes: [inBatch(1), inBatch(2), inBatch(3)] }, `Bearer ${SECRET}`);
   expect(batch.status).toBe(200);
   const answers = batch.body.answers as { outcome: string; entry?: { key: string; value_json: string } }[];
   expect(answers.map((a) => a.outcome).sort()).toEqual(['appended', 'appended', 'over_quota']);
   answers.forEach((a, i) => {
-    if (a.outcome === 'appended') expect(a.entry).toMatchObject({ key: `replicas.batch.${i + 1}`, value_json: valid.value_json });
+    if (a.outcome === 'appended')
+      expect(a.entry).toMatchObject({ key: `replicas.batch.${i + 1}`, value_json: valid.value_json });
   });
   // (A's /api/status sees the holder's head record, published within ~20 ms of its answer.)
-  await eventually(async () => ((await ledgerSize()) === before + 4 ? true : undefined), 5000, 'the ledger 4 entries longer');
-  expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, ledger_lines: before + 4 });
+  await eventually(
+    async () => ((await ledgerSize()) === before + 4 ? true : undefined),
+    5000,
+    'the ledger 4 entries longer'
+  );
+  expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({
+    consistent: true,
+    ledger_lines: before + 4
+  });
 });
 
 /** Writes through `url` one after another until `until` settles and `after` more have been answered. */
@@ -219,9 +301,16 @@ it('a holder that stops gives the lease up; the other replica takes it and its w
   const statuses = await writeThrough(c.url, stopping, 20, 1000);
   expect(statuses.length).toBeGreaterThan(20);
   expect(statuses).toEqual(statuses.map(() => 200));
-  await eventually(async () => ((await writerHealth(c.url))?.holds_lease ? true : undefined), 10_000, 'C holding the lease');
+  await eventually(
+    async () => ((await writerHealth(c.url))?.holds_lease ? true : undefined),
+    10_000,
+    'C holding the lease'
+  );
   expect(await writerHealth(c.url)).toMatchObject({ holds_lease: true, writer_url: c.url });
-  expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, ledger_lines: before + statuses.length });
+  expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({
+    consistent: true,
+    ledger_lines: before + statuses.length
+  });
 });
 
 it('a holder killed mid-write: the other replica appends itself at once, then takes the expired lease', async () => {
@@ -236,7 +325,11 @@ it('a holder killed mid-write: the other replica appends itself at once, then ta
   // (The write in flight when the kill completed is the first counted after it.)
   expect(statuses.slice(-19)).toEqual(Array.from({ length: 19 }, () => 200));
   // The killed holder never gave the lease up: D takes it once it expires (LEDGER_WRITER_LEASE_S=3).
-  await eventually(async () => ((await writerHealth(d.url))?.holds_lease ? true : undefined), 10_000, 'D holding the lease');
+  await eventually(
+    async () => ((await writerHealth(d.url))?.holds_lease ? true : undefined),
+    10_000,
+    'D holding the lease'
+  );
   const verify = (await http('GET', `${svc.urls.main}/api/verify`)).body;
   expect(verify.consistent).toBe(true);
   // Every write answered 200 is in; one answered 503 may or may not be.
@@ -244,15 +337,22 @@ it('a holder killed mid-write: the other replica appends itself at once, then ta
   expect(verify.ledger_lines - before).toBeLessThanOrEqual(statuses.length);
 });
 
-it('the worker forwards the hub\'s own events to the holder (it never holds the lease)', async () => {
+it("the worker forwards the hub's own events to the holder (it never holds the lease)", async () => {
   const holder = d.url; // (it took the lease when C was killed)
   expect(await writerHealth(holder)).toMatchObject({ holds_lease: true });
   const served = (await writerHealth(holder)).served;
   await svc.startWorker(REPLICA_ENV);
   // A registration's state change is appended by the worker (the node lifecycle), through the holder.
   const node = await registerNode(holder, 'worker-forwards');
-  await eventually(async () => ((await writerHealth(holder)).served > served ? true : undefined), 30_000, 'the worker\'s event served by the holder');
-  const entries = await svc.db.collection('ledger').find({ kind: 'event', key: { $regex: '^hub\\.node' } }).toArray();
+  await eventually(
+    async () => ((await writerHealth(holder)).served > served ? true : undefined),
+    30_000,
+    "the worker's event served by the holder"
+  );
+  const entries = await svc.db
+    .collection('ledger')
+    .find({ kind: 'event', key: { $regex: '^hub\\.node' } })
+    .toArray();
   expect(entries.some((e) => String(e.value_json).includes(node.node_id))).toBe(true);
   expect((await http('GET', `${svc.urls.main}/api/verify`)).body.consistent).toBe(true);
 });
@@ -262,49 +362,73 @@ let dStopped: Promise<void> | null = null;
 it.each([
   { lacks: 'counted appends', missing: [COUNTED_APPEND_BATCHES, COUNTED_APPENDS], goes: 'a claim and an append' },
   { lacks: 'batches of counted appends', missing: [COUNTED_APPEND_BATCHES], goes: 'a counted append each' }
-])('a holder of an older version without $lacks: truth writes go as $goes, forwarding stays on', async ({ missing }) => {
-  // E holds the lease behind a façade that answers 404 to the routes a holder of an older version lacks
-  // (LEDGER_WRITER_URL names the façade, so the others reach E through it); F forwards to it.
-  const asked = new Map<string, number>();
-  const facade = http_.createServer((req, res) => {
-    asked.set(req.url!, (asked.get(req.url!) ?? 0) + 1);
-    if (missing.includes(req.url!)) {
-      req.resume();
-      res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: false, error: 'not_found', message: 'no such route' }));
-      return;
-    }
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      fetch(`${e!.url}${req.url}`, { method: req.method, headers: { authorization: String(req.headers.authorization ?? ''), 'content-type': 'application/json' }, body: Buffer.concat(chunks) })
-        .then(async (answer) => res.writeHead(answer.status, { 'content-type': 'application/json' }).end(Buffer.from(await answer.arrayBuffer())))
-        .catch(() => res.writeHead(502).end());
+])(
+  'a holder of an older version without $lacks: truth writes go as $goes, forwarding stays on',
+  async ({ missing }) => {
+    // E holds the lease behind a façade that answers 404 to the routes a holder of an older version lacks
+    // (LEDGER_WRITER_URL names the façade, so the others reach E through it); F forwards to it.
+    const asked = new Map<string, number>();
+    const facade = http_.createServer((req, res) => {
+      asked.set(req.url!, (asked.get(req.url!) ?? 0) + 1);
+      if (missing.includes(req.url!)) {
+        req.resume();
+        res
+          .writeHead(404, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ ok: false, error: 'not_found', message: 'no such route' }));
+        return;
+      }
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        fetch(`${e!.url}${req.url}`, {
+          method: req.method,
+          headers: { authorization: String(req.headers.authorization ?? ''), 'content-type': 'application/json' },
+          body: Buffer.concat(chunks)
+        })
+          .then(async (answer) =>
+            res
+              .writeHead(answer.status, { 'content-type': 'application/json' })
+              .end(Buffer.from(await answer.arrayBuffer()))
+          )
+          .catch(() => res.writeHead(502).end());
+      });
     });
-  });
-  await new Promise<void>((r) => facade.listen(0, '127.0.0.1', () => r()));
-  const facadeUrl = `http://127.0.0.1:${(facade.address() as { port: number }).port}`;
-  let e: Awaited<ReturnType<TestService['startSecondApi']>> | null = null;
-  try {
-    await (dStopped ??= d.stop()); // (gives the lease up)
-    e = await svc.startSecondApi({}, { ...REPLICA_ENV, LEDGER_WRITER_URL: facadeUrl });
-    await eventually(async () => ((await writerHealth(e!.url))?.holds_lease ? true : undefined), 10_000, 'E holding the lease');
-    const f = await svc.startSecondApi({}, REPLICA_ENV);
-    expect(await writerHealth(f.url)).toMatchObject({ holds_lease: false, writer_url: facadeUrl });
-    const did = await registerDid(svc.urls.main, svc.adminToken, `did:example:older-holder-${missing.length}`);
-    const before = await ledgerSize();
-    const writeOne = (i: number) => http('POST', `${f.url}/api/report/truth`, { headers: { 'x-did': did }, body: { key: `older.write.${i}`, value: { i } } });
-    const answers = [await writeOne(0), ...(await Promise.all(Array.from({ length: 9 }, (_, i) => writeOne(i + 1))))];
-    expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
-    // The missing routes asked once (the first write; then not for a minute); every write still went to the holder,
-    // none appended by F.
-    for (const path of missing) expect(asked.get(path)).toBe(1);
-    if (!missing.includes(COUNTED_APPENDS)) expect(asked.get(COUNTED_APPENDS)).toBe(10);
-    expect(await writerHealth(f.url)).toMatchObject({ holds_lease: false, writer_url: facadeUrl });
-    expect((await writerHealth(e.url)).served).toBe(10);
-    expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({ consistent: true, ledger_lines: before + 10 });
-    await f.stop();
-  } finally {
-    await e?.stop();
-    facade.close();
+    await new Promise<void>((r) => facade.listen(0, '127.0.0.1', () => r()));
+    const facadeUrl = `http://127.0.0.1:${(facade.address() as { port: number }).port}`;
+    let e: Awaited<ReturnType<TestService['startSecondApi']>> | null = null;
+    try {
+      await (dStopped ??= d.stop()); // (gives the lease up)
+      e = await svc.startSecondApi({}, { ...REPLICA_ENV, LEDGER_WRITER_URL: facadeUrl });
+      await eventually(
+        async () => ((await writerHealth(e!.url))?.holds_lease ? true : undefined),
+        10_000,
+        'E holding the lease'
+      );
+      const f = await svc.startSecondApi({}, REPLICA_ENV);
+      expect(await writerHealth(f.url)).toMatchObject({ holds_lease: false, writer_url: facadeUrl });
+      const did = await registerDid(svc.urls.main, svc.adminToken, `did:example:older-holder-${missing.length}`);
+      const before = await ledgerSize();
+      const writeOne = (i: number) =>
+        http('POST', `${f.url}/api/report/truth`, {
+          headers: { 'x-did': did },
+          body: { key: `older.write.${i}`, value: { i } }
+        });
+      const answers = [await writeOne(0), ...(await Promise.all(Array.from({ length: 9 }, (_, i) => writeOne(i + 1))))];
+      expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
+      // The missing routes asked once (the first write; then not for a minute); every write still went to the holder,
+      // none appended by F.
+      for (const path of missing) expect(asked.get(path)).toBe(1);
+      if (!missing.includes(COUNTED_APPENDS)) expect(asked.get(COUNTED_APPENDS)).toBe(10);
+      expect(await writerHealth(f.url)).toMatchObject({ holds_lease: false, writer_url: facadeUrl });
+      expect((await writerHealth(e.url)).served).toBe(10);
+      expect((await http('GET', `${svc.urls.main}/api/verify`)).body).toMatchObject({
+        consistent: true,
+        ledger_lines: before + 10
+      });
+      await f.stop();
+    } finally {
+      await e?.stop();
+      facade.close();
+    }
   }
-});
+);

@@ -47,7 +47,12 @@ describeWithNginx('docker/compose.yaml topology: API replicas behind docker/ngin
     });
     b = await svc.startSecondApi();
     await svc.startSecondWorker();
-    const ports = (urls: TestService['urls']) => ({ 8080: urls.main, 8081: urls.backup, 9001: urls.hub, 9099: urls.commercial });
+    const ports = (urls: TestService['urls']) => ({
+      8080: urls.main,
+      8081: urls.backup,
+      9001: urls.hub,
+      9099: urls.commercial
+    });
     lb = await startLoadBalancer(nginxBin!, svc.env.DATA_DIR!, [ports(svc.urls), ports(b.urls)]);
     main = lb.urls[8080]!;
   }, 180_000);
@@ -65,7 +70,10 @@ describeWithNginx('docker/compose.yaml topology: API replicas behind docker/ngin
     }
     // Round robin: both replicas answered, and exactly one of them holds the lease.
     expect([...seen].sort()).toEqual([false, true]);
-    for (const [port, listener] of [[8081, 'backup'], [9001, 'hub']] as const) {
+    for (const [port, listener] of [
+      [8081, 'backup'],
+      [9001, 'hub']
+    ] as const) {
       const res = await http('GET', `${lb.urls[port]}/health`);
       expect(res.status).toBe(200);
       expect(res.body).toMatchObject({ ok: true, listener });
@@ -82,17 +90,37 @@ describeWithNginx('docker/compose.yaml topology: API replicas behind docker/ngin
     const register = (name: string, from: string, headers: Record<string, string> = {}, url = main) =>
       new Promise<{ status: number; body: { node_id: string; api_key: string; error?: string } }>((resolve, reject) => {
         const body = JSON.stringify({ name, brand: { code: 'custom' } });
-        const req = httpRequest(`${url}/a2a/register`, { method: 'POST', localAddress: from, headers: { 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)), ...headers } }, (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) }));
-        });
+        const req = httpRequest(
+          `${url}/a2a/register`,
+          {
+            method: 'POST',
+            localAddress: from,
+            headers: {
+              'content-type': 'application/json',
+              'content-length': String(Buffer.byteLength(body)),
+              ...headers
+            }
+          },
+          (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (c: Buffer) => chunks.push(c));
+            res.on('end', () =>
+              resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) })
+            );
+          }
+        );
         req.on('error', reject);
         req.end(body);
       });
-    const answers = await Promise.all(Array.from({ length: REGISTER_LIMIT + 3 }, (_, i) => register(`lb-node-${i}`, '127.0.0.1')));
+    const answers = await Promise.all(
+      Array.from({ length: REGISTER_LIMIT + 3 }, (_, i) => register(`lb-node-${i}`, '127.0.0.1'))
+    );
     expect(answers.filter((r) => r.status === 201)).toHaveLength(REGISTER_LIMIT);
-    expect(answers.filter((r) => r.status === 429).map((r) => r.body.error)).toEqual(['rate_limited', 'rate_limited', 'rate_limited']);
+    expect(answers.filter((r) => r.status === 429).map((r) => r.body.error)).toEqual([
+      'rate_limited',
+      'rate_limited',
+      'rate_limited'
+    ]);
     // An address the client writes itself is not believed: the balancer adds the one it saw (right-most), and only
     // the balancer is trusted; a replica reached directly believes no header at all.
     expect((await register('lb-spoof', '127.0.0.1', { 'x-forwarded-for': '203.0.113.9' })).status).toBe(429);
@@ -100,7 +128,8 @@ describeWithNginx('docker/compose.yaml topology: API replicas behind docker/ngin
     // Another client behind the same balancer has its own budget.
     const other = await register('lb-other-client', '127.0.0.3');
     expect(other.status).toBe(201);
-    for (const r of [...answers, other]) if (r.status === 201) nodes.push({ node_id: r.body.node_id, api_key: r.body.api_key });
+    for (const r of [...answers, other])
+      if (r.status === 201) nodes.push({ node_id: r.body.node_id, api_key: r.body.api_key });
   });
 
   it('keeps nodes beating through the balancer online; one that stops goes offline once, recorded in the ledger', async () => {
@@ -127,7 +156,11 @@ describeWithNginx('docker/compose.yaml topology: API replicas behind docker/ngin
       );
       const since = new Date().toISOString();
       stopQuiet = true;
-      await eventually(async () => ((await stateOf(quiet!.node_id)) === 'offline' ? true : undefined), (OFFLINE_AFTER_S + 15) * 1000, 'the silent node offline');
+      await eventually(
+        async () => ((await stateOf(quiet!.node_id)) === 'offline' ? true : undefined),
+        (OFFLINE_AFTER_S + 15) * 1000,
+        'the silent node offline'
+      );
       for (const node of beating) expect(await stateOf(node.node_id)).toBe('online');
       const changes = (await svc.db.collection('ledger').find({ key: 'hub.node.state_changed' }).toArray())
         .map((e) => JSON.parse(e.value_json as string) as { node_id: string; from: string; to: string; at: string })
@@ -142,23 +175,37 @@ describeWithNginx('docker/compose.yaml topology: API replicas behind docker/ngin
 
   it('appends truth writes through the balancer once each, through the lease holder', async () => {
     const did = await registerDid(main, svc.adminToken, 'did:example:balanced');
-    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => http('POST', `${main}/api/report/truth`, { headers: { 'x-did': did }, body: { key: `lb.write.${i}`, value: { i } } })));
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        http('POST', `${main}/api/report/truth`, {
+          headers: { 'x-did': did },
+          body: { key: `lb.write.${i}`, value: { i } }
+        })
+      )
+    );
     expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
     // Each once, at the seq it was answered with (the hub's own node events may land between them).
-    const entries = await svc.db.collection('ledger').find({ key: { $regex: '^lb\\.write\\.' } }).toArray();
-    expect(entries.map((e) => Number(e._id)).sort((x, y) => x - y)).toEqual(answers.map((r) => r.body.seq as number).sort((x, y) => x - y));
+    const entries = await svc.db
+      .collection('ledger')
+      .find({ key: { $regex: '^lb\\.write\\.' } })
+      .toArray();
+    expect(entries.map((e) => Number(e._id)).sort((x, y) => x - y)).toEqual(
+      answers.map((r) => r.body.seq as number).sort((x, y) => x - y)
+    );
     expect(new Set(entries.map((e) => e.key)).size).toBe(40);
     const verify = await http('GET', `${svc.urls.main}/api/verify`);
     expect(verify.body).toMatchObject({ consistent: true });
     // The replica without the lease forwarded its share; the holder served it.
-    const healths = await Promise.all([svc.urls.main, b.url].map(async (url) => (await http('GET', `${url}/health`)).body.ledger_writer));
+    const healths = await Promise.all(
+      [svc.urls.main, b.url].map(async (url) => (await http('GET', `${url}/health`)).body.ledger_writer)
+    );
     const holder = healths.find((h) => h.holds_lease)!;
     const other = healths.find((h) => !h.holds_lease)!;
     expect(other.forwarded).toBeGreaterThan(0);
     expect(holder.served).toBeGreaterThanOrEqual(other.forwarded);
   });
 
-  it('does not offer the replicas\' internal routes outside', async () => {
+  it("does not offer the replicas' internal routes outside", async () => {
     const res = await http('POST', `${main}/internal/ledger/appends`, { body: {} });
     expect(res.status).toBe(404);
   });

@@ -9,7 +9,8 @@ import { http, startTestService, TestService } from '../support/service';
 
 let svc: TestService;
 const DID = 'did:example:memory-writer';
-const upsert = (body: unknown, headers: Record<string, string> = { 'x-did': DID }) => http('POST', `${svc.urls.memory}/upsert`, { headers, body });
+const upsert = (body: unknown, headers: Record<string, string> = { 'x-did': DID }) =>
+  http('POST', `${svc.urls.memory}/upsert`, { headers, body });
 
 beforeAll(async () => {
   // HOST=0.0.0.0: the memory gateway must still bind to loopback (MEMORY_HOST's default).
@@ -22,9 +23,16 @@ afterAll(async () => {
 
 describe('memory gateway', () => {
   it('binds to 127.0.0.1 by default even when HOST says 0.0.0.0', () => {
-    const listening = fs.readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1).filter((l) => / 0A /.test(l)).map((l) => l.trim().split(/\s+/)[1]!);
+    const listening = fs
+      .readFileSync('/proc/net/tcp', 'utf8')
+      .split('\n')
+      .slice(1)
+      .filter((l) => / 0A /.test(l))
+      .map((l) => l.trim().split(/\s+/)[1]!);
     const hex = (port: string) => Number(port).toString(16).toUpperCase().padStart(4, '0');
-    expect(listening.filter((a) => a.endsWith(`:${hex(svc.env.MEMORY_PORT!)}`))).toEqual([`0100007F:${hex(svc.env.MEMORY_PORT!)}`]);
+    expect(listening.filter((a) => a.endsWith(`:${hex(svc.env.MEMORY_PORT!)}`))).toEqual([
+      `0100007F:${hex(svc.env.MEMORY_PORT!)}`
+    ]);
     expect(listening).toContain(`00000000:${hex(svc.env.COMMERCIAL_PORT!)}`);
   });
 
@@ -41,7 +49,16 @@ describe('memory gateway', () => {
 
     const latest = await http('GET', `${svc.urls.memory}/truth/crm.customer.42`);
     expect(latest.status).toBe(200);
-    expect(latest.body).toMatchObject({ ok: true, key: 'crm.customer.42', versions: 2, version: 2, seq: second.body.seq, event_id: second.body.event_id, value: { tier: 'platinum', since: 2026 }, did: DID });
+    expect(latest.body).toMatchObject({
+      ok: true,
+      key: 'crm.customer.42',
+      versions: 2,
+      version: 2,
+      seq: second.body.seq,
+      event_id: second.body.event_id,
+      value: { tier: 'platinum', since: 2026 },
+      did: DID
+    });
     expect(latest.body.leaf_hash).toMatch(/^[0-9a-f]{64}$/);
 
     // Both versions are ledger entries; the first one is untouched.
@@ -62,7 +79,10 @@ describe('memory gateway', () => {
     const page = await http('GET', `${svc.urls.memory}/truth/crm.customer.42/history?limit=1`);
     expect(page.body.history.map((v: { version: number }) => v.version)).toEqual([2]);
     expect(page.body.next_before).toBe(second.body.seq);
-    const older = await http('GET', `${svc.urls.memory}/truth/crm.customer.42/history?limit=1&before=${page.body.next_before}`);
+    const older = await http(
+      'GET',
+      `${svc.urls.memory}/truth/crm.customer.42/history?limit=1&before=${page.body.next_before}`
+    );
     expect(older.body.history.map((v: { version: number }) => v.version)).toEqual([1]);
     expect(older.body.next_before).toBeNull();
   });
@@ -120,13 +140,22 @@ describe('memory gateway', () => {
   it('the commercial gateway proxies reads and writes to this memory gateway by default', async () => {
     const health = await http('GET', `${svc.urls.commercial}/api/v1/health`);
     expect(health.body.memory_gateway).toBe(svc.urls.memory);
-    const written = await http('POST', `${svc.urls.commercial}/api/v1/memory/upsert`, { headers: { 'x-did': DID }, body: { key: 'crm.proxy.1', truth_value: { via: 'commercial' } } });
+    const written = await http('POST', `${svc.urls.commercial}/api/v1/memory/upsert`, {
+      headers: { 'x-did': DID },
+      body: { key: 'crm.proxy.1', truth_value: { via: 'commercial' } }
+    });
     expect(written.status).toBe(200);
     expect(written.body).toMatchObject({ ok: true, key: 'crm.proxy.1', version: 1 });
     const entry = await svc.db.collection('ledger').findOne({ _id: written.body.seq });
     expect(entry).toMatchObject({ key: 'crm.proxy.1', did: DID });
     const read = await http('GET', `${svc.urls.commercial}/api/v1/memory/truth/crm.proxy.1`);
     expect(read.status).toBe(200);
-    expect(read.body).toMatchObject({ key: 'crm.proxy.1', version: 1, versions: 1, value: { via: 'commercial' }, seq: written.body.seq });
+    expect(read.body).toMatchObject({
+      key: 'crm.proxy.1',
+      version: 1,
+      versions: 1,
+      value: { via: 'commercial' },
+      seq: written.body.seq
+    });
   });
 });

@@ -3,7 +3,15 @@
  * openid-client (discovery, client credentials, introspection, revocation, DPoP), dpop (proofs), jose (JWKS).
  */
 import { generateKeyPair as dpopKeyPair, generateProof } from 'dpop';
-import { calculateJwkThumbprint, createRemoteJWKSet, decodeProtectedHeader, exportJWK, generateKeyPair, jwtVerify, SignJWT } from 'jose';
+import {
+  calculateJwkThumbprint,
+  createRemoteJWKSet,
+  decodeProtectedHeader,
+  exportJWK,
+  generateKeyPair,
+  jwtVerify,
+  SignJWT
+} from 'jose';
 import * as oidc from 'openid-client';
 import { http, startTestService, TestService } from '../support/service';
 
@@ -14,7 +22,10 @@ const admin = () => ({ authorization: `Bearer ${svc.adminToken}` });
 
 beforeAll(async () => {
   svc = await startTestService({}, { worker: false });
-  const client = await http('POST', `${svc.urls.main}/admin/oauth-clients`, { headers: admin(), body: { label: 'rfc', scopes: ['compute', 'truth:read'] } });
+  const client = await http('POST', `${svc.urls.main}/admin/oauth-clients`, {
+    headers: admin(),
+    body: { label: 'rfc', scopes: ['compute', 'truth:read'] }
+  });
   expect(client.status).toBe(201);
   ({ client_id: clientId, client_secret: clientSecret } = client.body);
 });
@@ -22,7 +33,10 @@ afterAll(async () => {
   await svc?.close();
 });
 
-const discover = () => oidc.discovery(new URL(svc.env.PUBLIC_URL!), clientId, clientSecret, undefined, { execute: [oidc.allowInsecureRequests] });
+const discover = () =>
+  oidc.discovery(new URL(svc.env.PUBLIC_URL!), clientId, clientSecret, undefined, {
+    execute: [oidc.allowInsecureRequests]
+  });
 
 describe('openid-client against the hub', () => {
   it('discovers, gets a client-credentials token, introspects it active, revokes it, introspects it inactive', async () => {
@@ -50,7 +64,11 @@ describe('openid-client against the hub', () => {
   it('gets a DPoP-bound token: token_type DPoP, cnf.jkt of the key, the server nonce handled by the client', async () => {
     const config = await discover();
     const keyPair = await oidc.randomDPoPKeyPair('ES256');
-    const token = await oidc.clientCredentialsGrant(config, { scope: 'compute' }, { DPoP: oidc.getDPoPHandle(config, keyPair) });
+    const token = await oidc.clientCredentialsGrant(
+      config,
+      { scope: 'compute' },
+      { DPoP: oidc.getDPoPHandle(config, keyPair) }
+    );
     expect(token.token_type).toBe('dpop');
     const jkt = await calculateJwkThumbprint(await exportJWK(keyPair.publicKey));
     const info = await oidc.tokenIntrospection(config, token.access_token);
@@ -60,7 +78,9 @@ describe('openid-client against the hub', () => {
 
 describe('RFC 6749 §5.2 errors at the token endpoint', () => {
   it('answers { error, error_description } only, 401 with WWW-Authenticate: Basic for a failed client authentication', async () => {
-    const wrong = await http('POST', `${svc.urls.main}/v1/oauth/token`, { body: { grant_type: 'client_credentials', client_id: clientId, client_secret: 'cs_wrong' } });
+    const wrong = await http('POST', `${svc.urls.main}/v1/oauth/token`, {
+      body: { grant_type: 'client_credentials', client_id: clientId, client_secret: 'cs_wrong' }
+    });
     expect(wrong.status).toBe(401);
     expect(wrong.headers.get('www-authenticate')).toMatch(/^Basic/);
     expect(Object.keys(wrong.body).sort()).toEqual(['error', 'error_description']);
@@ -70,7 +90,9 @@ describe('RFC 6749 §5.2 errors at the token endpoint', () => {
     expect(grant.status).toBe(400);
     expect(Object.keys(grant.body).sort()).toEqual(['error', 'error_description']);
     expect(grant.body.error).toBe('unsupported_grant_type');
-    const scope = await http('POST', `${svc.urls.main}/v1/oauth/token`, { body: { grant_type: 'client_credentials', scope: 'admin', ...creds } });
+    const scope = await http('POST', `${svc.urls.main}/v1/oauth/token`, {
+      body: { grant_type: 'client_credentials', scope: 'admin', ...creds }
+    });
     expect(scope.body.error).toBe('invalid_scope');
     const missing = await http('POST', `${svc.urls.main}/v1/oauth/token`, { body: { ...creds } });
     expect(missing.status).toBe(400);
@@ -82,7 +104,13 @@ describe('RFC 6749 §5.2 errors at the token endpoint', () => {
     expect(repeated.status).toBe(400);
     expect(repeated.body.error).toBe('invalid_request');
     // Statuses outside RFC 6749 §5.2 keep the service's error shape.
-    const media = await http('POST', `${svc.urls.main}/v1/oauth/token`, { headers: { authorization: `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`, 'content-type': 'application/xml' }, raw: '<x/>' });
+    const media = await http('POST', `${svc.urls.main}/v1/oauth/token`, {
+      headers: {
+        authorization: `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`,
+        'content-type': 'application/xml'
+      },
+      raw: '<x/>'
+    });
     expect(media.status).toBe(415);
     expect(media.body).toMatchObject({ ok: false, error: 'unsupported_media_type' });
   });
@@ -92,7 +120,10 @@ describe('RFC 6749 §5.2 errors at the token endpoint', () => {
     const basic = `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`;
     const url = `${svc.env.PUBLIC_URL}/v1/oauth/token`;
     const ask = (proof: string) =>
-      http('POST', `${svc.urls.main}/v1/oauth/token`, { headers: { authorization: basic, dpop: proof, 'content-type': 'application/x-www-form-urlencoded' }, raw: 'grant_type=client_credentials' });
+      http('POST', `${svc.urls.main}/v1/oauth/token`, {
+        headers: { authorization: basic, dpop: proof, 'content-type': 'application/x-www-form-urlencoded' },
+        raw: 'grant_type=client_credentials'
+      });
     const noNonce = await ask(await generateProof(keyPair, url, 'POST'));
     expect(noNonce.status).toBe(400);
     expect(noNonce.body.error).toBe('use_dpop_nonce');
@@ -139,7 +170,8 @@ describe('keys', () => {
       const config = await discover();
       const token = await oidc.clientCredentialsGrant(config, {});
       const basic = `Basic ${Buffer.from(`${clientId}:${clientSecret}`).toString('base64')}`;
-      const introspectAt = (base: string, t: string) => http('POST', `${base}/v1/oauth/introspect`, { headers: { authorization: basic }, body: { token: t } });
+      const introspectAt = (base: string, t: string) =>
+        http('POST', `${base}/v1/oauth/introspect`, { headers: { authorization: basic }, body: { token: t } });
       expect((await introspectAt(second.url, token.access_token)).body.active).toBe(true);
       await oidc.tokenRevocation(config, token.access_token);
       expect((await introspectAt(second.url, token.access_token)).body.active).toBe(false);
@@ -169,25 +201,45 @@ describe('POST /v1/dpop/verify (RFC 9449 §4.3, proofs from the dpop package)', 
     const fresh = noNonce.headers.get('dpop-nonce')!;
     const proof = await generateProof(keyPair, htu, 'POST', fresh);
     const ok = await verify({ proof, htm: 'POST', htu: `${htu}?q=1#f` });
-    expect(ok.body).toMatchObject({ valid: true, jkt: await calculateJwkThumbprint(await exportJWK(keyPair.publicKey)) });
+    expect(ok.body).toMatchObject({
+      valid: true,
+      jkt: await calculateJwkThumbprint(await exportJWK(keyPair.publicKey))
+    });
     expect((await verify({ proof, htm: 'POST', htu })).body).toMatchObject({ valid: false, check: 'jti' });
   });
 
   it('names the failing check: htu, htm, ath', async () => {
     const keyPair = await dpopKeyPair('ES256');
-    expect((await verify({ proof: await generateProof(keyPair, 'https://other.example/x', 'POST', nonce), htm: 'POST', htu })).body).toMatchObject({ valid: false, check: 'htu' });
-    expect((await verify({ proof: await generateProof(keyPair, htu, 'GET', nonce), htm: 'POST', htu })).body).toMatchObject({ valid: false, check: 'htm' });
+    expect(
+      (
+        await verify({
+          proof: await generateProof(keyPair, 'https://other.example/x', 'POST', nonce),
+          htm: 'POST',
+          htu
+        })
+      ).body
+    ).toMatchObject({ valid: false, check: 'htu' });
+    expect(
+      (await verify({ proof: await generateProof(keyPair, htu, 'GET', nonce), htm: 'POST', htu })).body
+    ).toMatchObject({ valid: false, check: 'htm' });
     const withAth = await generateProof(keyPair, htu, 'POST', nonce, 'the-token');
-    expect((await verify({ proof: withAth, htm: 'POST', htu, access_token: 'another-token' })).body).toMatchObject({ valid: false, check: 'ath' });
+    expect((await verify({ proof: withAth, htm: 'POST', htu, access_token: 'another-token' })).body).toMatchObject({
+      valid: false,
+      check: 'ath'
+    });
     const rightAth = await generateProof(keyPair, htu, 'POST', nonce, 'the-token');
-    expect((await verify({ proof: rightAth, htm: 'POST', htu, access_token: 'the-token' })).body).toMatchObject({ valid: true });
+    expect((await verify({ proof: rightAth, htm: 'POST', htu, access_token: 'the-token' })).body).toMatchObject({
+      valid: true
+    });
   });
 
   it('refuses a stale iat, a private key in the jwk and alg none', async () => {
     const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
     const jwk = await exportJWK(publicKey);
     const claims = (iat: number) => ({ jti: `jti-${Math.random()}`, htm: 'POST', htu, iat, nonce });
-    const stale = await new SignJWT(claims(Math.floor(Date.now() / 1000) - 3600)).setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk }).sign(privateKey);
+    const stale = await new SignJWT(claims(Math.floor(Date.now() / 1000) - 3600))
+      .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk })
+      .sign(privateKey);
     expect((await verify({ proof: stale, htm: 'POST', htu })).body).toMatchObject({ valid: false, check: 'iat' });
     const leaked = await new SignJWT(claims(Math.floor(Date.now() / 1000)))
       .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk: await exportJWK(privateKey) })
@@ -206,12 +258,20 @@ describe('GET /v1/slim/handshake', () => {
     const a = await http('GET', `${svc.urls.main}/v1/slim/handshake`);
     const b = await http('GET', `${svc.urls.main}/v1/slim/handshake`);
     expect(a.status).toBe(200);
-    expect(a.body).toMatchObject({ ok: true, protocol_version: 1, did: 'did:zhongshu:hub', signing_key: { kty: 'OKP', crv: 'Ed25519' }, key_agreement_key: { kty: 'OKP', crv: 'X25519' } });
+    expect(a.body).toMatchObject({
+      ok: true,
+      protocol_version: 1,
+      did: 'did:zhongshu:hub',
+      signing_key: { kty: 'OKP', crv: 'Ed25519' },
+      key_agreement_key: { kty: 'OKP', crv: 'X25519' }
+    });
     expect(a.body.signing_key).not.toHaveProperty('d');
     expect(a.body.key_agreement_key).not.toHaveProperty('d');
     expect(a.body.nonce).not.toBe(b.body.nonce);
     const htu = 'https://compute.example/v1/x';
     const proof = await generateProof(await dpopKeyPair('ES256'), htu, 'POST', a.body.nonce);
-    expect((await http('POST', `${svc.urls.main}/v1/dpop/verify`, { body: { proof, htm: 'POST', htu } })).body).toMatchObject({ valid: true });
+    expect(
+      (await http('POST', `${svc.urls.main}/v1/dpop/verify`, { body: { proof, htm: 'POST', htu } })).body
+    ).toMatchObject({ valid: true });
   });
 });

@@ -53,8 +53,14 @@ beforeAll(async () => {
   await app.register(authPlugin, { deps });
   await app.register(oauthRoutes, { config, keys, credentials });
   const probe = { response: { 200: z.object({ model: z.string(), id: z.string() }) } };
-  app.get('/probe/oauth', { config: { auth: 'oauth' }, schema: probe }, async (request) => ({ model: request.principal!.model, id: request.principal!.id }));
-  app.get('/probe/dpop', { config: { auth: 'dpop' }, schema: probe }, async (request) => ({ model: request.principal!.model, id: request.principal!.id }));
+  app.get('/probe/oauth', { config: { auth: 'oauth' }, schema: probe }, async (request) => ({
+    model: request.principal!.model,
+    id: request.principal!.id
+  }));
+  app.get('/probe/dpop', { config: { auth: 'dpop' }, schema: probe }, async (request) => ({
+    model: request.principal!.model,
+    id: request.principal!.id
+  }));
   await app.listen({ host: '127.0.0.1', port: 0 });
   const address = app.server.address();
   url = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
@@ -68,7 +74,8 @@ afterAll(async () => {
   if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
-const nonce = async () => (await send('POST', '/v1/dpop/verify', {}, { proof: 'a.b.c', htm: 'GET', htu: BASE })).headers['dpop-nonce']!;
+const nonce = async () =>
+  (await send('POST', '/v1/dpop/verify', {}, { proof: 'a.b.c', htm: 'GET', htu: BASE })).headers['dpop-nonce']!;
 
 async function tokenFor(keyPair?: Awaited<ReturnType<typeof generateKeyPair>>): Promise<string> {
   const headers: Record<string, string> = { authorization: basic, 'content-type': 'application/x-www-form-urlencoded' };
@@ -81,24 +88,53 @@ async function tokenFor(keyPair?: Awaited<ReturnType<typeof generateKeyPair>>): 
 it('accepts a bound token only as Authorization: DPoP with a proof by the bound key, for this method and URL', async () => {
   const keyPair = await generateKeyPair('ES256');
   const token = await tokenFor(keyPair);
-  const call = async (path: string, authorization: string, proof?: string) => send('GET', path, { authorization, ...(proof ? { dpop: proof } : {}) });
+  const call = async (path: string, authorization: string, proof?: string) =>
+    send('GET', path, { authorization, ...(proof ? { dpop: proof } : {}) });
 
   const asBearer = await call('/probe/oauth', `Bearer ${token}`);
   expect(asBearer.statusCode).toBe(401);
   expect(asBearer.headers['www-authenticate']).toMatch(/^DPoP error="invalid_token"/);
 
-  const good = await call('/probe/oauth', `DPoP ${token}`, await generateProof(keyPair, `${url}/probe/oauth`, 'GET', await nonce(), token));
+  const good = await call(
+    '/probe/oauth',
+    `DPoP ${token}`,
+    await generateProof(keyPair, `${url}/probe/oauth`, 'GET', await nonce(), token)
+  );
   expect(good.json()).toEqual({ model: 'oauth', id: expect.any(String) });
-  expect((await call('/probe/dpop', `DPoP ${token}`, await generateProof(keyPair, `${url}/probe/dpop`, 'GET', await nonce(), token))).statusCode).toBe(200);
+  expect(
+    (
+      await call(
+        '/probe/dpop',
+        `DPoP ${token}`,
+        await generateProof(keyPair, `${url}/probe/dpop`, 'GET', await nonce(), token)
+      )
+    ).statusCode
+  ).toBe(200);
 
   const other = await generateKeyPair('ES256');
-  const wrongKey = await call('/probe/dpop', `DPoP ${token}`, await generateProof(other, `${url}/probe/dpop`, 'GET', await nonce(), token));
+  const wrongKey = await call(
+    '/probe/dpop',
+    `DPoP ${token}`,
+    await generateProof(other, `${url}/probe/dpop`, 'GET', await nonce(), token)
+  );
   expect(wrongKey.statusCode).toBe(401);
-  const wrongUrl = await call('/probe/dpop', `DPoP ${token}`, await generateProof(keyPair, `${url}/probe/oauth`, 'GET', await nonce(), token));
+  const wrongUrl = await call(
+    '/probe/dpop',
+    `DPoP ${token}`,
+    await generateProof(keyPair, `${url}/probe/oauth`, 'GET', await nonce(), token)
+  );
   expect(wrongUrl.statusCode).toBe(401);
-  const noAth = await call('/probe/dpop', `DPoP ${token}`, await generateProof(keyPair, `${url}/probe/dpop`, 'GET', await nonce()));
+  const noAth = await call(
+    '/probe/dpop',
+    `DPoP ${token}`,
+    await generateProof(keyPair, `${url}/probe/dpop`, 'GET', await nonce())
+  );
   expect(noAth.statusCode).toBe(401);
-  const noNonce = await call('/probe/dpop', `DPoP ${token}`, await generateProof(keyPair, `${url}/probe/dpop`, 'GET', undefined, token));
+  const noNonce = await call(
+    '/probe/dpop',
+    `DPoP ${token}`,
+    await generateProof(keyPair, `${url}/probe/dpop`, 'GET', undefined, token)
+  );
   expect(noNonce.statusCode).toBe(401);
   expect(noNonce.headers['www-authenticate']).toMatch(/use_dpop_nonce/);
   expect(noNonce.headers['dpop-nonce']).toBeTruthy();

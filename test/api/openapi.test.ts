@@ -8,8 +8,17 @@ import { SECURITY } from '../../api/response-docs';
 import type { AuthModel } from '../../core/endpoint-groups';
 import { http, startTestService, TestService } from '../support/service';
 
-type Operation = { summary?: string; security?: Record<string, string[]>[]; responses: Record<string, { content?: Record<string, { schema: any }> }>; requestBody?: { required?: boolean; content: Record<string, { schema: any }> }; parameters?: unknown[] };
-type Document = { paths: Record<string, Record<string, Operation>>; components: { securitySchemes: Record<string, any> } };
+type Operation = {
+  summary?: string;
+  security?: Record<string, string[]>[];
+  responses: Record<string, { content?: Record<string, { schema: any }> }>;
+  requestBody?: { required?: boolean; content: Record<string, { schema: any }> };
+  parameters?: unknown[];
+};
+type Document = {
+  paths: Record<string, Record<string, Operation>>;
+  components: { securitySchemes: Record<string, any> };
+};
 
 let svc: TestService;
 let doc: Document;
@@ -23,7 +32,9 @@ beforeAll(async () => {
   const res = await http('GET', `${svc.urls.main}/openapi.json`);
   expect(res.status).toBe(200);
   doc = res.body;
-  operations = Object.entries(doc.paths).flatMap(([path, item]) => Object.entries(item).map(([method, op]) => ({ method: method.toUpperCase(), path, op })));
+  operations = Object.entries(doc.paths).flatMap(([path, item]) =>
+    Object.entries(item).map(([method, op]) => ({ method: method.toUpperCase(), path, op }))
+  );
 }, 120_000);
 
 afterAll(async () => {
@@ -34,17 +45,29 @@ test('every operation declares security, and the directory routes declare exactl
   expect(operations.length).toBeGreaterThan(40);
   for (const { method, path, op } of operations) {
     expect({ method, path, security: Array.isArray(op.security) }).toEqual({ method, path, security: true });
-    for (const requirement of op.security!) for (const scheme of Object.keys(requirement)) expect(doc.components.securitySchemes[scheme]).toBeDefined();
+    for (const requirement of op.security!)
+      for (const scheme of Object.keys(requirement)) expect(doc.components.securitySchemes[scheme]).toBeDefined();
   }
-  const directory = (await http('GET', `${svc.urls.main}/a2a/endpoints`)).body.endpoints as { method: string; path: string; auth: AuthModel; url: string }[];
+  const directory = (await http('GET', `${svc.urls.main}/a2a/endpoints`)).body.endpoints as {
+    method: string;
+    path: string;
+    auth: AuthModel;
+    url: string;
+  }[];
   const mainDirectory = directory.filter((e) => e.url.startsWith(svc.urls.main));
   expect(mainDirectory.length).toBeGreaterThan(20);
   // Routes that also accept further models (config.authAlso) list their alternatives after the directory's one.
   const also: Record<string, AuthModel[]> = { 'POST /v1/chat/stream': ['oauth'] };
   for (const e of mainDirectory) {
     const op = doc.paths[openapiPath(e.path)]?.[e.method.toLowerCase()];
-    const expected = [...(SECURITY[e.auth] ?? []), ...(also[`${e.method} ${e.path}`] ?? []).flatMap((m) => SECURITY[m] ?? [])];
-    expect({ endpoint: `${e.method} ${e.path}`, security: op?.security }).toEqual({ endpoint: `${e.method} ${e.path}`, security: expected });
+    const expected = [
+      ...(SECURITY[e.auth] ?? []),
+      ...(also[`${e.method} ${e.path}`] ?? []).flatMap((m) => SECURITY[m] ?? [])
+    ];
+    expect({ endpoint: `${e.method} ${e.path}`, security: op?.security }).toEqual({
+      endpoint: `${e.method} ${e.path}`,
+      security: expected
+    });
   }
   // Spot checks of the schemes themselves: two headers for a node, two alternatives for homologous, Basic for clients.
   const schemes = doc.components.securitySchemes;
@@ -66,23 +89,36 @@ test('every operation documents the error responses it can answer, in the one er
     const where = `${method} ${path}`;
     // The A2A binding's operations that the hub does not serve yet only refuse (typed A2A errors): they document
     // those errors and no success. Every other operation documents its success.
-    const refusesOnly = typeof op.summary === 'string' && op.summary.startsWith('A2A ') && /not supported|TaskNotFound|not configured/.test(op.summary);
+    const refusesOnly =
+      typeof op.summary === 'string' &&
+      op.summary.startsWith('A2A ') &&
+      /not supported|TaskNotFound|not configured/.test(op.summary);
     expect({ where, success: refusesOnly || statuses.some((s) => /^[23]/.test(s)) }).toEqual({ where, success: true });
-    for (const s of ['500', '503']) expect({ where, s, documented: s in op.responses }).toEqual({ where, s, documented: true });
+    for (const s of ['500', '503'])
+      expect({ where, s, documented: s in op.responses }).toEqual({ where, s, documented: true });
     const secured = (op.security ?? []).length > 0;
     const twoFactorDaemon = op.security?.some((r) => 'daemon_asset' in r);
     if (secured && !twoFactorDaemon) expect({ where, has401: '401' in op.responses }).toEqual({ where, has401: true });
-    if (op.requestBody || op.parameters?.length) expect({ where, has400: '400' in op.responses }).toEqual({ where, has400: true });
-    if (op.requestBody) for (const s of ['413', '415']) expect({ where, s, documented: s in op.responses }).toEqual({ where, s, documented: true });
+    if (op.requestBody || op.parameters?.length)
+      expect({ where, has400: '400' in op.responses }).toEqual({ where, has400: true });
+    if (op.requestBody)
+      for (const s of ['413', '415'])
+        expect({ where, s, documented: s in op.responses }).toEqual({ where, s, documented: true });
     if (path.startsWith('/a2a/') && /^\/a2a\/(message:|tasks|extendedAgentCard|jsonrpc)/.test(path)) continue; // the A2A binding's own error shape
     if (/^\/v1\/(models|usage|chat\/)/.test(path)) {
       // The OpenAI-compatible chat gateway answers OpenAI's error body, so OpenAI SDKs raise their own classes.
-      for (const s of statuses.filter((x) => /^[45]/.test(x))) expect({ where, s, required: errorShape(op, s)?.required }).toEqual({ where, s, required: ['error'] });
+      for (const s of statuses.filter((x) => /^[45]/.test(x)))
+        expect({ where, s, required: errorShape(op, s)?.required }).toEqual({ where, s, required: ['error'] });
       continue;
     }
     if (/^\/v1\/oauth\/(token|introspect|revoke)$/.test(path)) {
       // The OAuth endpoints answer 400 and 401 in RFC 6749 §5.2's shape, as OAuth clients parse them.
-      for (const s of ['400', '401']) expect({ where, s, required: errorShape(op, s)?.required }).toEqual({ where, s, required: ['error', 'error_description'] });
+      for (const s of ['400', '401'])
+        expect({ where, s, required: errorShape(op, s)?.required }).toEqual({
+          where,
+          s,
+          required: ['error', 'error_description']
+        });
       continue;
     }
     for (const s of statuses.filter((x) => /^[45]/.test(x))) {
@@ -90,14 +126,20 @@ test('every operation documents the error responses it can answer, in the one er
       // is a union whose every branch is the error shape.
       const schema = errorShape(op, s);
       for (const branch of schema?.anyOf ?? schema?.oneOf ?? [schema]) {
-        expect({ where, s, required: branch?.required }).toEqual({ where, s, required: expect.arrayContaining(['ok', 'error', 'message', 'trace_id']) });
+        expect({ where, s, required: branch?.required }).toEqual({
+          where,
+          s,
+          required: expect.arrayContaining(['ok', 'error', 'message', 'trace_id'])
+        });
         // Extra detail members (fields, limit, conflicts, error_description) are allowed.
         expect(branch.additionalProperties).not.toBe(false);
       }
     }
   }
   // Statuses a route declares itself are kept: the truth write's 202 (held for approval), node review's 409.
-  expect(Object.keys(doc.paths['/api/report/truth']!.post!.responses)).toEqual(expect.arrayContaining(['200', '202', '400', '401', '413', '429']));
+  expect(Object.keys(doc.paths['/api/report/truth']!.post!.responses)).toEqual(
+    expect.arrayContaining(['200', '202', '400', '401', '413', '429'])
+  );
   // A node key can be valid and refused (a rejected node): 403 besides 401.
   expect(Object.keys(doc.paths['/a2a/heartbeat']!.post!.responses)).toEqual(expect.arrayContaining(['401', '403']));
   // The daemon's two-factor check answers 403, never 401 (the daemon listener has no document, so its rule is
@@ -111,7 +153,9 @@ test('POST /a2a/register documents 201, and answers it', async () => {
   const op = doc.paths['/a2a/register']!.post!;
   expect(op.responses['201']).toBeDefined();
   expect(op.responses['200']).toBeUndefined();
-  const res = await http('POST', `${svc.urls.main}/a2a/register`, { body: { name: 'doc-check', brand: { code: 'custom' } } });
+  const res = await http('POST', `${svc.urls.main}/a2a/register`, {
+    body: { name: 'doc-check', brand: { code: 'custom' } }
+  });
   // No worker runs in this suite, but the workflow start only needs Temporal.
   expect(res.status).toBe(201);
 });
@@ -135,6 +179,8 @@ test('the OAuth bodies are form-urlencoded (RFC 6749, 7662, 7009) or JSON, and g
     const content = doc.paths[path]!.post!.requestBody!.content;
     expect(Object.keys(content)).toEqual(['application/x-www-form-urlencoded', 'application/json']);
   }
-  const grant = doc.paths['/v1/oauth/token']!.post!.requestBody!.content['application/x-www-form-urlencoded']!.schema.properties.grant_type;
+  const grant =
+    doc.paths['/v1/oauth/token']!.post!.requestBody!.content['application/x-www-form-urlencoded']!.schema.properties
+      .grant_type;
   expect(grant.enum).toEqual(['client_credentials']);
 });

@@ -7,7 +7,20 @@
  * requests and verifying the hub's answers; the secure channel's envelope (X25519 + HKDF-SHA-256 + AES-256-GCM to the
  * handshake's key-agreement key) round trip, and a tampered ciphertext refused.
  */
-import { createCipheriv, createDecipheriv, createHash, createPrivateKey, createPublicKey, diffieHellman, generateKeyPairSync, hkdfSync, KeyObject, randomBytes, sign, verify } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHash,
+  createPrivateKey,
+  createPublicKey,
+  diffieHellman,
+  generateKeyPairSync,
+  hkdfSync,
+  KeyObject,
+  randomBytes,
+  sign,
+  verify
+} from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { createSigner, createVerifier, httpbis } from 'http-message-signatures';
@@ -31,13 +44,28 @@ function newPartner(id: string): Partner {
 const sha256b64 = (data: Buffer | string) => createHash('sha256').update(data).digest('base64');
 
 /** Signs a POST as RFC 9421 §2.5 describes: the signature base, then Ed25519 over it. */
-function signRequest(partner: Partner, path: string, body: string, options: { created?: number; keyid?: string; signWith?: KeyObject } = {}) {
+function signRequest(
+  partner: Partner,
+  path: string,
+  body: string,
+  options: { created?: number; keyid?: string; signWith?: KeyObject } = {}
+) {
   const digest = `sha-256=:${sha256b64(body)}:`;
   const created = options.created ?? Math.floor(Date.now() / 1000);
   const params = `("@method" "@path" "content-digest");created=${created};keyid="${options.keyid ?? partner.id}";alg="ed25519"`;
-  const base = [`"@method": POST`, `"@path": ${path}`, `"content-digest": ${digest}`, `"@signature-params": ${params}`].join('\n');
+  const base = [
+    `"@method": POST`,
+    `"@path": ${path}`,
+    `"content-digest": ${digest}`,
+    `"@signature-params": ${params}`
+  ].join('\n');
   const signature = sign(null, Buffer.from(base), options.signWith ?? partner.privateKey).toString('base64');
-  return { 'content-type': 'application/json', 'content-digest': digest, 'signature-input': `sig1=${params}`, signature: `sig1=:${signature}:` };
+  return {
+    'content-type': 'application/json',
+    'content-digest': digest,
+    'signature-input': `sig1=${params}`,
+    signature: `sig1=:${signature}:`
+  };
 }
 
 async function send(url: string, headers: Record<string, string>, body: string) {
@@ -81,7 +109,11 @@ afterAll(async () => {
 });
 
 it('lists both partner channels in the directory under kunlun_federation, auth partner_federation, not public read', async () => {
-  const entries = (await http('GET', `${svc.urls.main}/a2a/endpoints`)).body.endpoints as { path: string; group: string; auth: string }[];
+  const entries = (await http('GET', `${svc.urls.main}/a2a/endpoints`)).body.endpoints as {
+    path: string;
+    group: string;
+    auth: string;
+  }[];
   const channels = entries.filter((e) => e.group === 'kunlun_federation');
   expect(channels.map((e) => e.path).sort()).toEqual(['/v1/federated/kunlun', '/v1/kunlun/secure']);
   expect(channels.every((e) => e.auth === 'partner_federation')).toBe(true);
@@ -90,7 +122,9 @@ it('lists both partner channels in the directory under kunlun_federation, auth p
 
   // The OpenAPI document names the signature headers as the channels' security, and their refusals.
   const doc = (await http('GET', `${svc.urls.main}/openapi.json`)).body;
-  expect(Object.keys(doc.components.securitySchemes)).toEqual(expect.arrayContaining(['partner_signature_input', 'partner_signature']));
+  expect(Object.keys(doc.components.securitySchemes)).toEqual(
+    expect.arrayContaining(['partner_signature_input', 'partner_signature'])
+  );
   for (const p of ['/v1/federated/kunlun', '/v1/kunlun/secure']) {
     expect(doc.paths[p].post.security).toEqual([{ partner_signature_input: [], partner_signature: [] }]);
     expect(Object.keys(doc.paths[p].post.responses)).toEqual(expect.arrayContaining(['200', '400', '401']));
@@ -99,15 +133,45 @@ it('lists both partner channels in the directory under kunlun_federation, auth p
 
 describe('partner registration (admin)', () => {
   it('registers with a raw key (201), again with the same key (200), refuses another key (409) and non-admins (401)', async () => {
-    const first = await http('POST', `${svc.urls.main}/admin/partners`, { headers: admin(), body: { partner_id: alice.id, name: 'Alice Federation', public_key: alice.publicRaw } });
+    const first = await http('POST', `${svc.urls.main}/admin/partners`, {
+      headers: admin(),
+      body: { partner_id: alice.id, name: 'Alice Federation', public_key: alice.publicRaw }
+    });
     expect(first.status).toBe(201);
-    expect(first.body).toMatchObject({ ok: true, created: true, partner: { partner_id: alice.id, public_key: alice.publicRaw, revoked_at: null } });
-    const again = await http('POST', `${svc.urls.main}/admin/partners`, { headers: admin(), body: { partner_id: alice.id, name: 'Alice Federation', public_key: { kty: 'OKP', crv: 'Ed25519', x: alice.publicRaw } } });
+    expect(first.body).toMatchObject({
+      ok: true,
+      created: true,
+      partner: { partner_id: alice.id, public_key: alice.publicRaw, revoked_at: null }
+    });
+    const again = await http('POST', `${svc.urls.main}/admin/partners`, {
+      headers: admin(),
+      body: {
+        partner_id: alice.id,
+        name: 'Alice Federation',
+        public_key: { kty: 'OKP', crv: 'Ed25519', x: alice.publicRaw }
+      }
+    });
     expect(again.status).toBe(200);
-    const other = await http('POST', `${svc.urls.main}/admin/partners`, { headers: admin(), body: { partner_id: alice.id, name: 'x', public_key: mallory.publicRaw } });
+    const other = await http('POST', `${svc.urls.main}/admin/partners`, {
+      headers: admin(),
+      body: { partner_id: alice.id, name: 'x', public_key: mallory.publicRaw }
+    });
     expect(other.status).toBe(409);
-    expect((await http('POST', `${svc.urls.main}/admin/partners`, { body: { partner_id: 'zed', name: 'x', public_key: mallory.publicRaw } })).status).toBe(401);
-    expect((await http('POST', `${svc.urls.main}/admin/partners`, { headers: admin(), body: { partner_id: 'zed', name: 'x', public_key: 'not-a-key' } })).status).toBe(400);
+    expect(
+      (
+        await http('POST', `${svc.urls.main}/admin/partners`, {
+          body: { partner_id: 'zed', name: 'x', public_key: mallory.publicRaw }
+        })
+      ).status
+    ).toBe(401);
+    expect(
+      (
+        await http('POST', `${svc.urls.main}/admin/partners`, {
+          headers: admin(),
+          body: { partner_id: 'zed', name: 'x', public_key: 'not-a-key' }
+        })
+      ).status
+    ).toBe(400);
     const list = await http('GET', `${svc.urls.main}/admin/partners`, { headers: admin() });
     expect(list.body.partners.map((p: { partner_id: string }) => p.partner_id)).toContain(alice.id);
   });
@@ -115,8 +179,17 @@ describe('partner registration (admin)', () => {
   it('registers and revokes from the admin CLI (npm run admin -- partner / partner-revoke)', async () => {
     const carol = newPartner('carol-federation');
     const cli = (...args: string[]) =>
-      JSON.parse(execFileSync(process.execPath, ['--import', 'tsx', path.join(__dirname, '../../scripts/admin.ts'), ...args], { env: { ...process.env, ...svc.env, ADMIN_URL: svc.urls.main }, encoding: 'utf8' }));
-    expect(cli('partner', carol.id, carol.publicRaw, 'Carol')).toMatchObject({ ok: true, created: true, partner: { partner_id: carol.id, name: 'Carol' } });
+      JSON.parse(
+        execFileSync(process.execPath, ['--import', 'tsx', path.join(__dirname, '../../scripts/admin.ts'), ...args], {
+          env: { ...process.env, ...svc.env, ADMIN_URL: svc.urls.main },
+          encoding: 'utf8'
+        })
+      );
+    expect(cli('partner', carol.id, carol.publicRaw, 'Carol')).toMatchObject({
+      ok: true,
+      created: true,
+      partner: { partner_id: carol.id, name: 'Carol' }
+    });
     expect(cli('partner-revoke', carol.id)).toEqual({ ok: true, partner_id: carol.id, revoked: true });
   });
 });
@@ -142,7 +215,10 @@ describe('POST /v1/federated/kunlun', () => {
     const request = {
       method: 'POST',
       url: kunlun(),
-      headers: { 'content-type': 'application/json', 'content-digest': `sha-256=:${sha256b64(body)}:` } as Record<string, string>
+      headers: { 'content-type': 'application/json', 'content-digest': `sha-256=:${sha256b64(body)}:` } as Record<
+        string,
+        string
+      >
     };
     const signed = await httpbis.signMessage(
       {
@@ -159,7 +235,12 @@ describe('POST /v1/federated/kunlun', () => {
 
     const response = { status: res.status, headers: Object.fromEntries(res.headers.entries()) };
     const keyLookup = async () => ({ id: 'hub', algs: ['ed25519'], verify: createVerifier(hubSigningKey, 'ed25519') });
-    await expect(httpbis.verifyMessage({ keyLookup, requiredFields: ['@status', 'content-digest'], requiredParams: ['created', 'keyid'] }, response)).resolves.toBe(true);
+    await expect(
+      httpbis.verifyMessage(
+        { keyLookup, requiredFields: ['@status', 'content-digest'], requiredParams: ['created', 'keyid'] },
+        response
+      )
+    ).resolves.toBe(true);
     const forgedStatus = { ...response, status: 201 };
     await expect(httpbis.verifyMessage({ keyLookup }, forgedStatus)).resolves.toBe(false);
   });
@@ -173,7 +254,11 @@ describe('POST /v1/federated/kunlun', () => {
 
   it('refuses a bad signature (another key, or a signature over other content)', async () => {
     const body = JSON.stringify({ op: 'hello' });
-    const forged = await send(kunlun(), signRequest(alice, '/v1/federated/kunlun', body, { signWith: mallory.privateKey }), body);
+    const forged = await send(
+      kunlun(),
+      signRequest(alice, '/v1/federated/kunlun', body, { signWith: mallory.privateKey }),
+      body
+    );
     expect(forged.status).toBe(401);
     expect(forged.body.message).toMatch(/bad signature/);
 
@@ -192,7 +277,11 @@ describe('POST /v1/federated/kunlun', () => {
 
   it('refuses a stale signature', async () => {
     const body = JSON.stringify({ op: 'hello' });
-    const res = await send(kunlun(), signRequest(alice, '/v1/federated/kunlun', body, { created: Math.floor(Date.now() / 1000) - 600 }), body);
+    const res = await send(
+      kunlun(),
+      signRequest(alice, '/v1/federated/kunlun', body, { created: Math.floor(Date.now() / 1000) - 600 }),
+      body
+    );
     expect(res.status).toBe(401);
     expect(res.body.message).toMatch(/stale/);
   });
@@ -217,7 +306,10 @@ describe('POST /v1/federated/kunlun', () => {
       expect(elsewhere.status).toBe(401);
       expect(elsewhere.body.message).toMatch(/replayed/);
       const fresh = JSON.stringify({ op: 'echo', message: 'hello from the second process' });
-      expect((await send(`${second.url}/v1/federated/kunlun`, signRequest(alice, '/v1/federated/kunlun', fresh), fresh)).status).toBe(200);
+      expect(
+        (await send(`${second.url}/v1/federated/kunlun`, signRequest(alice, '/v1/federated/kunlun', fresh), fresh))
+          .status
+      ).toBe(200);
     } finally {
       await second.stop();
     }
@@ -228,10 +320,23 @@ describe('POST /v1/federated/kunlun', () => {
     const unknown = await send(kunlun(), signRequest(mallory, '/v1/federated/kunlun', body), body);
     expect(unknown.status).toBe(401);
     const bob = newPartner('bob-federation');
-    expect((await http('POST', `${svc.urls.main}/admin/partners`, { headers: admin(), body: { partner_id: bob.id, name: 'Bob', public_key: bob.publicRaw } })).status).toBe(201);
+    expect(
+      (
+        await http('POST', `${svc.urls.main}/admin/partners`, {
+          headers: admin(),
+          body: { partner_id: bob.id, name: 'Bob', public_key: bob.publicRaw }
+        })
+      ).status
+    ).toBe(201);
     expect((await send(kunlun(), signRequest(bob, '/v1/federated/kunlun', body), body)).status).toBe(200);
-    expect((await http('POST', `${svc.urls.main}/admin/partners/${bob.id}/revoke`, { headers: admin() })).status).toBe(200);
-    const revoked = await send(kunlun(), signRequest(bob, '/v1/federated/kunlun', body, { created: Math.floor(Date.now() / 1000) - 1 }), body);
+    expect((await http('POST', `${svc.urls.main}/admin/partners/${bob.id}/revoke`, { headers: admin() })).status).toBe(
+      200
+    );
+    const revoked = await send(
+      kunlun(),
+      signRequest(bob, '/v1/federated/kunlun', body, { created: Math.floor(Date.now() / 1000) - 1 }),
+      body
+    );
     expect(revoked.status).toBe(401);
     expect(revoked.body.message).toMatch(/revoked/);
   });
@@ -248,7 +353,10 @@ function sealRequest(partnerId: string, operation: unknown) {
   const eph = generateKeyPairSync('x25519');
   const epk = (eph.publicKey.export({ format: 'jwk' }) as { x: string }).x;
   const hubPublic = createPublicKey({ key: { kty: 'OKP', crv: 'X25519', x: hubAgreementRaw }, format: 'jwk' });
-  const shared = diffieHellman({ privateKey: createPrivateKey(eph.privateKey.export({ format: 'pem', type: 'pkcs8' })), publicKey: hubPublic });
+  const shared = diffieHellman({
+    privateKey: createPrivateKey(eph.privateKey.export({ format: 'pem', type: 'pkcs8' })),
+    publicKey: hubPublic
+  });
   const salt = Buffer.concat([Buffer.from(epk, 'base64url'), Buffer.from(hubAgreementRaw, 'base64url')]);
   const requestKey = Buffer.from(hkdfSync('sha256', shared, salt, 'zhongshu-hub kunlun/secure v1 request', 32));
   const responseKey = Buffer.from(hkdfSync('sha256', shared, salt, 'zhongshu-hub kunlun/secure v1 response', 32));
@@ -257,13 +365,21 @@ function sealRequest(partnerId: string, operation: unknown) {
   const cipher = createCipheriv('aes-256-gcm', requestKey, iv);
   cipher.setAAD(aad);
   const ct = Buffer.concat([cipher.update(JSON.stringify(operation)), cipher.final(), cipher.getAuthTag()]);
-  const envelope = { v: 1, alg: 'X25519-HKDF-SHA256-A256GCM', epk, iv: iv.toString('base64url'), ciphertext: ct.toString('base64url') };
+  const envelope = {
+    v: 1,
+    alg: 'X25519-HKDF-SHA256-A256GCM',
+    epk,
+    iv: iv.toString('base64url'),
+    ciphertext: ct.toString('base64url')
+  };
   const openResponse = (answer: { iv: string; ciphertext: string }) => {
     const data = Buffer.from(answer.ciphertext, 'base64url');
     const decipher = createDecipheriv('aes-256-gcm', responseKey, Buffer.from(answer.iv, 'base64url'));
     decipher.setAAD(aad);
     decipher.setAuthTag(data.subarray(data.length - 16));
-    return JSON.parse(Buffer.concat([decipher.update(data.subarray(0, data.length - 16)), decipher.final()]).toString('utf8'));
+    return JSON.parse(
+      Buffer.concat([decipher.update(data.subarray(0, data.length - 16)), decipher.final()]).toString('utf8')
+    );
   };
   return { envelope, openResponse };
 }
@@ -278,13 +394,23 @@ describe('POST /v1/kunlun/secure', () => {
     expect(res.text).not.toContain('launch code');
     expect(res.body).toMatchObject({ ok: true, v: 1, alg: 'X25519-HKDF-SHA256-A256GCM' });
     expectSignedByHub(res, headers.signature);
-    expect(openResponse(res.body)).toEqual({ ok: true, op: 'echo', partner_id: alice.id, message: 'the launch code is 0000' });
+    expect(openResponse(res.body)).toEqual({
+      ok: true,
+      op: 'echo',
+      partner_id: alice.id,
+      message: 'the launch code is 0000'
+    });
 
     const head = sealRequest(alice.id, { op: 'ledger_head' });
     const headBody = JSON.stringify(head.envelope);
     const answer = await send(secure(), signRequest(alice, '/v1/kunlun/secure', headBody), headBody);
     expect(answer.status).toBe(200);
-    expect(head.openResponse(answer.body)).toMatchObject({ ok: true, op: 'ledger_head', size: expect.any(Number), root: expect.any(String) });
+    expect(head.openResponse(answer.body)).toMatchObject({
+      ok: true,
+      op: 'ledger_head',
+      size: expect.any(Number),
+      root: expect.any(String)
+    });
   });
 
   it('refuses a tampered ciphertext, an envelope sealed for another partner, and an invalid inner operation', async () => {

@@ -21,13 +21,20 @@ describe('listeners', () => {
     for (const [name, url] of Object.entries(svc.urls)) {
       const path = name === 'commercial' ? '/api/v1/health' : '/health';
       const res = await http('GET', `${url}${path}`);
-      expect({ name, status: res.status, ok: res.body.ok, listener: res.body.listener, mongo: res.body.mongo }).toEqual({ name, status: 200, ok: true, listener: name, mongo: 'up' });
+      expect({ name, status: res.status, ok: res.body.ok, listener: res.body.listener, mongo: res.body.mongo }).toEqual(
+        { name, status: 200, ok: true, listener: name, mongo: 'up' }
+      );
     }
   });
 
   it('binds the daemon to 127.0.0.1 even when HOST says 0.0.0.0', async () => {
     // This service runs with HOST=0.0.0.0 (see beforeAll): the daemon must still be loopback only.
-    const listening = fs.readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1).filter((l) => / 0A /.test(l)).map((l) => l.trim().split(/\s+/)[1]!);
+    const listening = fs
+      .readFileSync('/proc/net/tcp', 'utf8')
+      .split('\n')
+      .slice(1)
+      .filter((l) => / 0A /.test(l))
+      .map((l) => l.trim().split(/\s+/)[1]!);
     const port = Number(svc.env.DAEMON_PORT).toString(16).toUpperCase().padStart(4, '0');
     const main = Number(svc.env.PORT).toString(16).toUpperCase().padStart(4, '0');
     expect(listening).toContain(`0100007F:${port}`);
@@ -40,7 +47,12 @@ describe('errors and tracing', () => {
   it('gives unknown paths a 404 in the one error shape, with the X-Trace id inside', async () => {
     const res = await http('GET', `${svc.urls.main}/no/such/path`);
     expect(res.status).toBe(404);
-    expect(res.body).toEqual({ ok: false, error: 'not_found', message: 'No route GET /no/such/path', trace_id: res.headers.get('x-trace') });
+    expect(res.body).toEqual({
+      ok: false,
+      error: 'not_found',
+      message: 'No route GET /no/such/path',
+      trace_id: res.headers.get('x-trace')
+    });
   });
 
   it('keeps a caller-supplied X-Trace id', async () => {
@@ -49,7 +61,10 @@ describe('errors and tracing', () => {
   });
 
   it('answers a validation failure with 400 naming each bad field', async () => {
-    const res = await http('POST', `${svc.urls.main}/admin/dids`, { headers: admin(), body: { did: 'not-a-did', label: 42 } });
+    const res = await http('POST', `${svc.urls.main}/admin/dids`, {
+      headers: admin(),
+      body: { did: 'not-a-did', label: 42 }
+    });
     expect(res.status).toBe(400);
     expect(res.body.ok).toBe(false);
     expect(res.body.error).toBe('invalid_request');
@@ -58,7 +73,10 @@ describe('errors and tracing', () => {
   });
 
   it('answers malformed JSON with a clean 400, not a stack trace', async () => {
-    const res = await http('POST', `${svc.urls.main}/admin/dids`, { headers: { ...admin(), 'content-type': 'application/json' }, raw: '{"did": ' });
+    const res = await http('POST', `${svc.urls.main}/admin/dids`, {
+      headers: { ...admin(), 'content-type': 'application/json' },
+      raw: '{"did": '
+    });
     expect(res.status).toBe(400);
     expect(res.body).toMatchObject({ ok: false, error: 'invalid_json' });
     expect(res.text).not.toMatch(/node_modules|\.ts:\d+/);
@@ -71,7 +89,17 @@ describe('endpoint directory', () => {
     const directory = await http('GET', `${svc.urls.main}/a2a/endpoints`);
     expect(summary.status).toBe(200);
     expect(Object.keys(summary.body).sort()).toEqual(
-      ['ok', 'gateway', 'summary', 'quick_start', 'endpoint_groups', 'auth_models_quick', 'full_directory_url', 'doc_url', 'join_url'].sort()
+      [
+        'ok',
+        'gateway',
+        'summary',
+        'quick_start',
+        'endpoint_groups',
+        'auth_models_quick',
+        'full_directory_url',
+        'doc_url',
+        'join_url'
+      ].sort()
     );
     expect(Object.keys(summary.body.quick_start)).toEqual(['step1', 'step2', 'step3', 'step4', 'step5']);
     expect(Object.keys(summary.body.endpoint_groups)).toEqual([
@@ -113,12 +141,28 @@ describe('agent card', () => {
     const b = await http('GET', `${svc.urls.main}/.well-known/agent-card.json`);
     expect(a.status).toBe(200);
     expect(a.text).toBe(b.text);
-    for (const field of ['name', 'description', 'supportedInterfaces', 'version', 'provider', 'capabilities', 'defaultInputModes', 'defaultOutputModes', 'skills', 'securitySchemes']) {
+    for (const field of [
+      'name',
+      'description',
+      'supportedInterfaces',
+      'version',
+      'provider',
+      'capabilities',
+      'defaultInputModes',
+      'defaultOutputModes',
+      'skills',
+      'securitySchemes'
+    ]) {
       expect(a.body).toHaveProperty(field);
     }
     expect(a.body.version).toBe('2.0.0');
-    expect(a.body.supportedInterfaces[0]).toEqual({ url: `${svc.env.PUBLIC_URL}/a2a`, protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' });
-    for (const skill of a.body.skills) expect(Object.keys(skill)).toEqual(expect.arrayContaining(['id', 'name', 'description', 'tags']));
+    expect(a.body.supportedInterfaces[0]).toEqual({
+      url: `${svc.env.PUBLIC_URL}/a2a`,
+      protocolBinding: 'HTTP+JSON',
+      protocolVersion: '1.0'
+    });
+    for (const skill of a.body.skills)
+      expect(Object.keys(skill)).toEqual(expect.arrayContaining(['id', 'name', 'description', 'tags']));
     expect(a.headers.get('cache-control')).toMatch(/max-age/);
     const etag = a.headers.get('etag')!;
     const again = await fetch(`${svc.urls.main}/a2a/.well-known/agent.json`, { headers: { 'if-none-match': etag } });
@@ -141,15 +185,24 @@ describe('OpenAPI', () => {
 describe('administration', () => {
   it('rejects a missing or forged administrator token', async () => {
     expect((await http('POST', `${svc.urls.main}/admin/dids`, { body: {} })).status).toBe(401);
-    const forged = await http('POST', `${svc.urls.main}/admin/dids`, { body: {}, headers: { authorization: 'Bearer adm_forged_forged_forged_forged' } });
+    const forged = await http('POST', `${svc.urls.main}/admin/dids`, {
+      body: {},
+      headers: { authorization: 'Bearer adm_forged_forged_forged_forged' }
+    });
     expect(forged.status).toBe(401);
     expect(forged.body.error).toBe('unauthorized');
   });
 
   it('registers a DID idempotently and records it in the ledger', async () => {
-    const first = await http('POST', `${svc.urls.main}/admin/dids`, { headers: admin(), body: { did: 'did:example:alpha', label: 'alpha' } });
+    const first = await http('POST', `${svc.urls.main}/admin/dids`, {
+      headers: admin(),
+      body: { did: 'did:example:alpha', label: 'alpha' }
+    });
     expect(first.status).toBe(201);
-    const second = await http('POST', `${svc.urls.main}/admin/dids`, { headers: admin(), body: { did: 'did:example:alpha' } });
+    const second = await http('POST', `${svc.urls.main}/admin/dids`, {
+      headers: admin(),
+      body: { did: 'did:example:alpha' }
+    });
     expect(second.status).toBe(200);
     expect(second.body.created).toBe(false);
     const events = await svc.db.collection('ledger').find({ key: 'hub.admin.did_registered' }).toArray();
@@ -157,26 +210,38 @@ describe('administration', () => {
   });
 
   it('issues, revokes and regenerates zk_ API keys, storing only digests', async () => {
-    const issued = await http('POST', `${svc.urls.main}/admin/api-keys`, { headers: admin(), body: { label: 'server-1' } });
+    const issued = await http('POST', `${svc.urls.main}/admin/api-keys`, {
+      headers: admin(),
+      body: { label: 'server-1' }
+    });
     expect(issued.status).toBe(201);
     expect(issued.body.api_key).toMatch(/^zk_[a-f0-9]{16}_/);
-    const stored = await svc.db.collection<{ _id: string; secret_hash: string }>('api_keys').findOne({ _id: issued.body.key_id });
+    const stored = await svc.db
+      .collection<{ _id: string; secret_hash: string }>('api_keys')
+      .findOne({ _id: issued.body.key_id });
     const secretPart = issued.body.api_key.slice('zk_'.length + 16 + 1);
     expect(secretPart).toHaveLength(43);
     expect(JSON.stringify(stored)).not.toContain(secretPart);
     expect(stored!.secret_hash).toBe(createHash('sha256').update(issued.body.api_key).digest('hex'));
 
-    const regenerated = await http('POST', `${svc.urls.main}/admin/api-keys/${issued.body.key_id}/regenerate`, { headers: admin() });
+    const regenerated = await http('POST', `${svc.urls.main}/admin/api-keys/${issued.body.key_id}/regenerate`, {
+      headers: admin()
+    });
     expect(regenerated.status).toBe(200);
     expect(regenerated.body.api_key).not.toBe(issued.body.api_key);
-    const revoked = await http('POST', `${svc.urls.main}/admin/api-keys/${issued.body.key_id}/revoke`, { headers: admin() });
+    const revoked = await http('POST', `${svc.urls.main}/admin/api-keys/${issued.body.key_id}/revoke`, {
+      headers: admin()
+    });
     expect(revoked.body.revoked).toBe(true);
     const missing = await http('POST', `${svc.urls.main}/admin/api-keys/0000000000000000/revoke`, { headers: admin() });
     expect(missing.status).toBe(404);
   });
 
   it('refuses a capture token for a DID that is not registered', async () => {
-    const res = await http('POST', `${svc.urls.main}/admin/homologous-tokens`, { headers: admin(), body: { did: 'did:example:nobody' } });
+    const res = await http('POST', `${svc.urls.main}/admin/homologous-tokens`, {
+      headers: admin(),
+      body: { did: 'did:example:nobody' }
+    });
     expect(res.status).toBe(400);
     expect(res.body.fields[0].field).toBe('body.did');
   });
@@ -184,24 +249,36 @@ describe('administration', () => {
 
 describe('daemon two-factor identity', () => {
   it('answers /status 200 with both factors, 403 with a missing or forged factor', async () => {
-    const asset = await http('POST', `${svc.urls.main}/admin/daemon-assets`, { headers: admin(), body: { label: 'local' } });
+    const asset = await http('POST', `${svc.urls.main}/admin/daemon-assets`, {
+      headers: admin(),
+      body: { label: 'local' }
+    });
     expect(asset.status).toBe(201);
     const status = (headers: Record<string, string>) => http('GET', `${svc.urls.daemon}/status`, { headers });
     const ok = await status({ 'x-asset-id': asset.body.asset_id, 'x-order-root': asset.body.order_root });
     expect(ok.status).toBe(200);
     expect(ok.body).toMatchObject({ ok: true, asset_id: asset.body.asset_id, protocol_version: 1 });
     expect((await status({ 'x-asset-id': asset.body.asset_id })).status).toBe(403);
-    const forged = await status({ 'x-asset-id': asset.body.asset_id, 'x-order-root': `${asset.body.order_root.slice(0, -2)}xx` });
+    const forged = await status({
+      'x-asset-id': asset.body.asset_id,
+      'x-order-root': `${asset.body.order_root.slice(0, -2)}xx`
+    });
     expect(forged.status).toBe(403);
     expect(forged.body.error).toBe('identity_check_failed');
-    const wrongVersion = await status({ 'x-asset-id': asset.body.asset_id, 'x-order-root': asset.body.order_root.replace(/^or1_/, 'or2_') });
+    const wrongVersion = await status({
+      'x-asset-id': asset.body.asset_id,
+      'x-order-root': asset.body.order_root.replace(/^or1_/, 'or2_')
+    });
     expect(wrongVersion.status).toBe(403);
   });
 });
 
 describe('OAuth 2.0 client credentials', () => {
   it('issues a token, introspects it as active, revokes it, then introspects it as inactive', async () => {
-    const client = await http('POST', `${svc.urls.main}/admin/oauth-clients`, { headers: admin(), body: { label: 'partner', scopes: ['truth:read'] } });
+    const client = await http('POST', `${svc.urls.main}/admin/oauth-clients`, {
+      headers: admin(),
+      body: { label: 'partner', scopes: ['truth:read'] }
+    });
     expect(client.status).toBe(201);
     const basic = `Basic ${Buffer.from(`${client.body.client_id}:${client.body.client_secret}`).toString('base64')}`;
 
@@ -214,24 +291,37 @@ describe('OAuth 2.0 client credentials', () => {
     expect(token.headers.get('cache-control')).toBe('no-store');
 
     const introspect = (t: string) =>
-      http('POST', `${svc.urls.main}/v1/oauth/introspect`, { headers: { authorization: basic, 'content-type': 'application/x-www-form-urlencoded' }, raw: `token=${t}` });
+      http('POST', `${svc.urls.main}/v1/oauth/introspect`, {
+        headers: { authorization: basic, 'content-type': 'application/x-www-form-urlencoded' },
+        raw: `token=${t}`
+      });
     const active = await introspect(token.body.access_token);
     expect(active.body).toMatchObject({ active: true, client_id: client.body.client_id, scope: 'truth:read' });
 
-    const revoke = await http('POST', `${svc.urls.main}/v1/oauth/revoke`, { headers: { authorization: basic }, body: { token: token.body.access_token } });
+    const revoke = await http('POST', `${svc.urls.main}/v1/oauth/revoke`, {
+      headers: { authorization: basic },
+      body: { token: token.body.access_token }
+    });
     expect(revoke.status).toBe(200);
     expect((await introspect(token.body.access_token)).body).toEqual({ active: false });
   });
 
   it('rejects a wrong client secret, an unsupported grant and a scope the client does not have', async () => {
-    const client = await http('POST', `${svc.urls.main}/admin/oauth-clients`, { headers: admin(), body: { scopes: [] } });
-    const wrong = await http('POST', `${svc.urls.main}/v1/oauth/token`, { body: { grant_type: 'client_credentials', client_id: client.body.client_id, client_secret: 'cs_wrong' } });
+    const client = await http('POST', `${svc.urls.main}/admin/oauth-clients`, {
+      headers: admin(),
+      body: { scopes: [] }
+    });
+    const wrong = await http('POST', `${svc.urls.main}/v1/oauth/token`, {
+      body: { grant_type: 'client_credentials', client_id: client.body.client_id, client_secret: 'cs_wrong' }
+    });
     expect(wrong.status).toBe(401);
     expect(wrong.body.error).toBe('invalid_client');
     const creds = { client_id: client.body.client_id, client_secret: client.body.client_secret };
     const grant = await http('POST', `${svc.urls.main}/v1/oauth/token`, { body: { grant_type: 'password', ...creds } });
     expect(grant.body.error).toBe('unsupported_grant_type');
-    const scope = await http('POST', `${svc.urls.main}/v1/oauth/token`, { body: { grant_type: 'client_credentials', scope: 'admin', ...creds } });
+    const scope = await http('POST', `${svc.urls.main}/v1/oauth/token`, {
+      body: { grant_type: 'client_credentials', scope: 'admin', ...creds }
+    });
     expect(scope.body.error).toBe('invalid_scope');
   });
 

@@ -23,7 +23,10 @@ it('answers 429 rate_limited with Retry-After past the per-address limit across 
   // answer does not depend on how long a registration takes (on a loaded machine three in a row have outlasted the
   // one-minute window). Counted per process, each would have admitted three.
   await waitAwayFromMinuteEnd(5); // (windows are calendar minutes)
-  const register = (i: number) => http('POST', `${i % 2 === 0 ? svc.urls.main : secondUrl}/a2a/register`, { body: { name: `limited-${i}`, brand: { code: 'custom' } } });
+  const register = (i: number) =>
+    http('POST', `${i % 2 === 0 ? svc.urls.main : secondUrl}/a2a/register`, {
+      body: { name: `limited-${i}`, brand: { code: 'custom' } }
+    });
   const answers = await Promise.all([0, 1, 2, 3, 4, 5, 6, 7].map(register));
   const accepted = answers.filter((r) => r.status !== 429);
   // No worker runs here, so the node workflows start but nothing else; each registration itself is accepted.
@@ -33,7 +36,12 @@ it('answers 429 rate_limited with Retry-After past the per-address limit across 
   const refusedAll = answers.filter((r) => r.status === 429);
   expect(refusedAll).toHaveLength(5);
   const refused = refusedAll[0]!;
-  expect(refused.body).toMatchObject({ ok: false, error: 'rate_limited', limit: 3, trace_id: refused.headers.get('x-trace') });
+  expect(refused.body).toMatchObject({
+    ok: false,
+    error: 'rate_limited',
+    limit: 3,
+    trace_id: refused.headers.get('x-trace')
+  });
   expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
   expect((await svc.db.collection('nodes').countDocuments({})).valueOf()).toBe(3);
 

@@ -38,20 +38,30 @@ it(`answers 201 to each of ${BURSTS} bursts of ${PER_BURST} concurrent registrat
   for (let burst = 0; burst < BURSTS; burst++) {
     answers.push(
       ...(await Promise.all(
-        Array.from({ length: PER_BURST }, (_, i) => register(urls[i % urls.length]!, { name: `burst-${burst}-${i}`, brand: { code: i % 3 ? 'custom' : 'openai' }, instance: { memory_gb: 8 } }))
+        Array.from({ length: PER_BURST }, (_, i) =>
+          register(urls[i % urls.length]!, {
+            name: `burst-${burst}-${i}`,
+            brand: { code: i % 3 ? 'custom' : 'openai' },
+            instance: { memory_gb: 8 }
+          })
+        )
       ))
     );
   }
   // Every failure with what it said, so a regression shows its cause.
   expect(answers.filter((a) => a.status !== 201).map((a) => `${a.status} ${a.text}`)).toEqual([]);
-  if (refusals.length) console.log(`${refusals.length} registrations were answered 503 and retried: ${[...new Set(refusals)].join('; ')}`);
+  if (refusals.length)
+    console.log(`${refusals.length} registrations were answered 503 and retried: ${[...new Set(refusals)].join('; ')}`);
 
   const ids = answers.map((a) => a.body.node_id as string);
   expect(new Set(ids).size).toBe(ids.length);
   const seqs = ids.map((id) => Number(/^ext-(?:custom|openai)-(\d{6,})$/.exec(id)![1]));
   expect(new Set(seqs).size).toBe(seqs.length);
 
-  const stored = await svc.db.collection('nodes').find({}, { projection: { _id: 1, seq: 1 } }).toArray();
+  const stored = await svc.db
+    .collection('nodes')
+    .find({}, { projection: { _id: 1, seq: 1 } })
+    .toArray();
   expect(stored.map((d) => d._id as unknown as string).sort()).toEqual([...ids].sort());
   for (const d of stored) expect(String(d._id).endsWith(String(d.seq).padStart(6, '0'))).toBe(true);
 }, 420_000);

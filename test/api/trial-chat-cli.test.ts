@@ -18,7 +18,10 @@ function admin(...args: string[]): Promise<{ code: number; out: any; text: strin
     execFile(
       process.execPath,
       ['--import', 'tsx', path.join(ROOT, 'scripts', 'admin.ts'), ...args],
-      { cwd: ROOT, env: { ...process.env, ADMIN_URL: svc.urls.main, ADMIN_TOKEN: svc.adminToken, DATA_DIR: dir, PORT: '0' } },
+      {
+        cwd: ROOT,
+        env: { ...process.env, ADMIN_URL: svc.urls.main, ADMIN_TOKEN: svc.adminToken, DATA_DIR: dir, PORT: '0' }
+      },
       (err, stdout) => {
         let out: unknown = undefined;
         try {
@@ -42,7 +45,10 @@ afterAll(async () => {
 
 it('imports knowledge from a Markdown and a JSON file and reports the counts', async () => {
   const md = path.join(dir, 'kb.md');
-  fs.writeFileSync(md, '## Q: What is a knowledge card?\nA question with its answer.\n\n## Passages\nDocuments are split into passages.\n');
+  fs.writeFileSync(
+    md,
+    '## Q: What is a knowledge card?\nA question with its answer.\n\n## Passages\nDocuments are split into passages.\n'
+  );
   const json = path.join(dir, 'kb.json');
   fs.writeFileSync(json, JSON.stringify({ cards: [{ question: '什么是知识卡片？', answer: '一个问题及其答案。' }] }));
   const a = await admin('knowledge-import', md);
@@ -73,6 +79,8 @@ it('changes a plan, creates a key group, issues a key into it, lists groups and 
   const usage = await admin('api-key-usage', member.out.key_id, '3');
   expect(usage.out).toMatchObject({ ok: true, usage: { key_id: member.out.key_id, plan: 'S2' } });
   // The same through HTTP, to be sure the CLI changed the service and not a copy.
-  const viaHttp = await http('GET', `${svc.urls.main}/admin/api-keys/${keyId}/groups`, { headers: { authorization: `Bearer ${svc.adminToken}` } });
+  const viaHttp = await http('GET', `${svc.urls.main}/admin/api-keys/${keyId}/groups`, {
+    headers: { authorization: `Bearer ${svc.adminToken}` }
+  });
   expect(viaHttp.body.groups).toHaveLength(1);
 });

@@ -16,14 +16,27 @@ const DID = 'did:zhongshu:compose-tester';
 const configDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zh-trial-compose-'));
 let n = 0;
 const ask = (content: string) =>
-  http('POST', `${svc.urls.main}/try/chat`, { headers: { 'x-did': DID, 'x-forwarded-for': `198.51.100.${++n}` }, body: { messages: [{ role: 'user', content }] } });
+  http('POST', `${svc.urls.main}/try/chat`, {
+    headers: { 'x-did': DID, 'x-forwarded-for': `198.51.100.${++n}` },
+    body: { messages: [{ role: 'user', content }] }
+  });
 
 beforeAll(async () => {
   local = await startFakeOpenAi('local');
   const file = path.join(configDir, 'providers.json');
-  fs.writeFileSync(file, JSON.stringify([{ name: 'local', base_url: local.baseUrl, models: [{ id: 'qwen-1.5b', kind: 'local' }] }]));
+  fs.writeFileSync(
+    file,
+    JSON.stringify([{ name: 'local', base_url: local.baseUrl, models: [{ id: 'qwen-1.5b', kind: 'local' }] }])
+  );
   svc = await startTestService(
-    { CHAT_PROVIDERS_FILE: file, CHAT_UPSTREAM_RETRIES: '0', CHAT_BREAKER_FAILURES: '1000', TRIAL_TRUSTED_PROXIES: '127.0.0.1,::1', TRIAL_SEMANTIC_COMPOSE: 'local', TRIAL_RATE_LIMIT: '1000' },
+    {
+      CHAT_PROVIDERS_FILE: file,
+      CHAT_UPSTREAM_RETRIES: '0',
+      CHAT_BREAKER_FAILURES: '1000',
+      TRIAL_TRUSTED_PROXIES: '127.0.0.1,::1',
+      TRIAL_SEMANTIC_COMPOSE: 'local',
+      TRIAL_RATE_LIMIT: '1000'
+    },
     { worker: false }
   );
   await registerDid(svc.urls.main, svc.adminToken, DID);
@@ -52,7 +65,11 @@ it('composes a semantic answer through the local model, from the passages found'
   local.behaviour.reply = '节点用 POST /a2a/register 注册，审核后上线。';
   const res = await ask('节点怎么注册？');
   expect(res.status).toBe(200);
-  expect(res.body).toMatchObject({ ok: true, source: 'semantic', reply: '节点用 POST /a2a/register 注册，审核后上线。' });
+  expect(res.body).toMatchObject({
+    ok: true,
+    source: 'semantic',
+    reply: '节点用 POST /a2a/register 注册，审核后上线。'
+  });
   expect(local.calls).toBe(1);
   const sent = local.bodies[0] as { messages: { role: string; content: string }[] };
   expect(sent.messages[0]!.role).toBe('system');
@@ -66,6 +83,9 @@ it('answers with the passages when the local model fails, and with a card withou
   expect(res.body).toMatchObject({ source: 'semantic' });
   expect(res.body.reply).toContain('联邦节点通过 POST /a2a/register 注册');
   const card = await ask('what is the zhongshu hub');
-  expect(card.body).toMatchObject({ source: 'knowledge-card', reply: 'The Zhongshu hub is the federation hub for AI agent nodes.' });
+  expect(card.body).toMatchObject({
+    source: 'knowledge-card',
+    reply: 'The Zhongshu hub is the federation hub for AI agent nodes.'
+  });
   expect(local.calls).toBe(1);
 });

@@ -36,9 +36,13 @@ async function inOneWindow(check: () => Promise<void>): Promise<void> {
   }
 }
 
-const admin = (method: string, p: string, body?: unknown) => http(method, `${svc.urls.main}${p}`, { headers: { authorization: `Bearer ${svc.adminToken}` }, body });
+const admin = (method: string, p: string, body?: unknown) =>
+  http(method, `${svc.urls.main}${p}`, { headers: { authorization: `Bearer ${svc.adminToken}` }, body });
 const ask = (content: string, address = freshAddress(), base = svc.urls.main) =>
-  http('POST', `${base}/try/chat`, { headers: { 'x-did': DID, 'x-forwarded-for': `203.0.113.9, ${address}` }, body: { messages: [{ role: 'user', content }] } });
+  http('POST', `${base}/try/chat`, {
+    headers: { 'x-did': DID, 'x-forwarded-for': `203.0.113.9, ${address}` },
+    body: { messages: [{ role: 'user', content }] }
+  });
 
 beforeAll(async () => {
   [external, local] = await Promise.all([startFakeOpenAi('ark'), startFakeOpenAi('local')]);
@@ -50,13 +54,16 @@ beforeAll(async () => {
       { name: 'local', base_url: local.baseUrl, models: [{ id: 'qwen-1.5b', kind: 'local' }] }
     ])
   );
-  svc = await startTestService({
-    CHAT_PROVIDERS_FILE: file,
-    CHAT_UPSTREAM_RETRIES: '0',
-    CHAT_BREAKER_FAILURES: '1000',
-    TRIAL_TRUSTED_PROXIES: '127.0.0.1,::1',
-    TRIAL_EXTERNAL_TIMEOUT_MS: '1500'
-  }, { worker: false });
+  svc = await startTestService(
+    {
+      CHAT_PROVIDERS_FILE: file,
+      CHAT_UPSTREAM_RETRIES: '0',
+      CHAT_BREAKER_FAILURES: '1000',
+      TRIAL_TRUSTED_PROXIES: '127.0.0.1,::1',
+      TRIAL_EXTERNAL_TIMEOUT_MS: '1500'
+    },
+    { worker: false }
+  );
   await registerDid(svc.urls.main, svc.adminToken, DID);
   const imported = await admin('POST', '/admin/knowledge/import/markdown', {
     markdown: [
@@ -104,7 +111,10 @@ describe('routing', () => {
     const en = await ask('what is the ZHONGSHU hub');
     expect(en.status).toBe(200);
     expectShape(en.body);
-    expect(en.body).toMatchObject({ source: 'knowledge-card', reply: 'The Zhongshu hub is the federation hub for AI agent nodes.' });
+    expect(en.body).toMatchObject({
+      source: 'knowledge-card',
+      reply: 'The Zhongshu hub is the federation hub for AI agent nodes.'
+    });
     const zh = await ask('中枢的真理账本是什么?');
     expect(zh.body).toMatchObject({ source: 'knowledge-card', reply: '真理账本是一条只追加的 SHA-256 哈希链。' });
     const fullWidth = await ask('ＷＨＡＴ　ＩＳ　ＴＨＥ　ＺＨＯＮＧＳＨＵ　ＨＵＢ？');
@@ -159,29 +169,62 @@ describe('routing', () => {
   });
 
   it('refuses callers without a registered X-DID and bodies without messages; without a user message the last message is the question', async () => {
-    const anonymous = await http('POST', `${svc.urls.main}/try/chat`, { body: { messages: [{ role: 'user', content: 'hi' }] } });
+    const anonymous = await http('POST', `${svc.urls.main}/try/chat`, {
+      body: { messages: [{ role: 'user', content: 'hi' }] }
+    });
     expect(anonymous.status).toBe(401);
-    const bad = await http('POST', `${svc.urls.main}/try/chat`, { headers: { 'x-did': DID, 'x-forwarded-for': freshAddress() }, body: { messages: [] } });
+    const bad = await http('POST', `${svc.urls.main}/try/chat`, {
+      headers: { 'x-did': DID, 'x-forwarded-for': freshAddress() },
+      body: { messages: [] }
+    });
     expect(bad.status).toBe(400);
-    const noUser = await http('POST', `${svc.urls.main}/try/chat`, { headers: { 'x-did': DID, 'x-forwarded-for': freshAddress() }, body: { messages: [{ role: 'system', content: 'what is the zhongshu hub' }] } });
+    const noUser = await http('POST', `${svc.urls.main}/try/chat`, {
+      headers: { 'x-did': DID, 'x-forwarded-for': freshAddress() },
+      body: { messages: [{ role: 'system', content: 'what is the zhongshu hub' }] }
+    });
     expect(noUser.body.source).toBe('knowledge-card');
   });
 });
 
 describe('knowledge administration', () => {
   it('creates, updates and deletes a card, and the next question sees each change', async () => {
-    const created = await admin('POST', '/admin/knowledge/cards', { question: 'Where is the ledger kept?', answer: 'In MongoDB.' });
+    const created = await admin('POST', '/admin/knowledge/cards', {
+      question: 'Where is the ledger kept?',
+      answer: 'In MongoDB.'
+    });
     expect(created.status).toBe(201);
     const id = created.body.card.card_id;
-    expect((await ask('where is the ledger kept')).body).toMatchObject({ source: 'knowledge-card', reply: 'In MongoDB.' });
-    expect((await admin('POST', '/admin/knowledge/cards', { question: 'WHERE is the ledger kept?!', answer: 'x' })).status).toBe(409);
-    expect((await admin('PUT', `/admin/knowledge/cards/${id}`, { question: 'Where is the ledger kept?', answer: 'In MongoDB or FerretDB.' })).status).toBe(200);
+    expect((await ask('where is the ledger kept')).body).toMatchObject({
+      source: 'knowledge-card',
+      reply: 'In MongoDB.'
+    });
+    expect(
+      (await admin('POST', '/admin/knowledge/cards', { question: 'WHERE is the ledger kept?!', answer: 'x' })).status
+    ).toBe(409);
+    expect(
+      (
+        await admin('PUT', `/admin/knowledge/cards/${id}`, {
+          question: 'Where is the ledger kept?',
+          answer: 'In MongoDB or FerretDB.'
+        })
+      ).status
+    ).toBe(200);
     // Renaming another card to this question is a conflict too.
     const other = await admin('POST', '/admin/knowledge/cards', { question: '0'.repeat(1000), answer: 'zeros' });
     expect(other.status).toBe(201);
-    const clash = await admin('PUT', `/admin/knowledge/cards/${other.body.card.card_id}`, { question: 'where IS the ledger kept', answer: 'x' });
+    const clash = await admin('PUT', `/admin/knowledge/cards/${other.body.card.card_id}`, {
+      question: 'where IS the ledger kept',
+      answer: 'x'
+    });
     expect(clash.status).toBe(409);
-    expect((await admin('PUT', `/admin/knowledge/cards/${other.body.card.card_id}`, { question: '0'.repeat(1000), answer: '0'.repeat(20000) })).status).toBe(200);
+    expect(
+      (
+        await admin('PUT', `/admin/knowledge/cards/${other.body.card.card_id}`, {
+          question: '0'.repeat(1000),
+          answer: '0'.repeat(20000)
+        })
+      ).status
+    ).toBe(200);
     expect((await ask('Where is the ledger kept?')).body.reply).toBe('In MongoDB or FerretDB.');
     expect((await admin('DELETE', `/admin/knowledge/cards/${id}`)).status).toBe(200);
     expect((await admin('GET', `/admin/knowledge/cards/${id}`)).status).toBe(404);
@@ -189,9 +232,14 @@ describe('knowledge administration', () => {
   });
 
   it('imports what it can from Markdown and lists the entries it skipped', async () => {
-    const res = await admin('POST', '/admin/knowledge/import/markdown', { markdown: `## Q: ${'x'.repeat(1001)}\nanswer\n\n## Q: Is this card imported?\nYes.\n` });
+    const res = await admin('POST', '/admin/knowledge/import/markdown', {
+      markdown: `## Q: ${'x'.repeat(1001)}\nanswer\n\n## Q: Is this card imported?\nYes.\n`
+    });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ cards_created: 1, skipped: [{ kind: 'card', reason: expect.stringMatching(/question/) }] });
+    expect(res.body).toMatchObject({
+      cards_created: 1,
+      skipped: [{ kind: 'card', reason: expect.stringMatching(/question/) }]
+    });
     expect((await ask('is this card imported')).body).toMatchObject({ source: 'knowledge-card', reply: 'Yes.' });
   });
 
@@ -201,7 +249,9 @@ describe('knowledge administration', () => {
       const before = await ask('光合作用需要什么？', freshAddress(), second.url);
       expect(before.body.source).toBe('ark-external');
       const imported = await admin('POST', '/admin/knowledge/import', {
-        cards: [{ question: 'Does the hub store provider keys?', answer: 'Never: keys come from the environment only.' }],
+        cards: [
+          { question: 'Does the hub store provider keys?', answer: 'Never: keys come from the environment only.' }
+        ],
         documents: [{ title: '光合作用', text: '光合作用需要阳光、水和二氧化碳，植物由此制造养分。' }]
       });
       expect(imported.status).toBe(200);
@@ -209,25 +259,35 @@ describe('knowledge administration', () => {
       const zh = await ask('光合作用需要什么？', freshAddress(), second.url);
       expect(zh.body.source).toBe('semantic');
       expect(zh.body.reply).toContain('阳光');
-      expect((await ask('does the hub store provider keys', freshAddress(), second.url)).body.source).toBe('knowledge-card');
+      expect((await ask('does the hub store provider keys', freshAddress(), second.url)).body.source).toBe(
+        'knowledge-card'
+      );
       // Import again: the same entries are replaced, not duplicated.
       const again = await admin('POST', '/admin/knowledge/import', {
         cards: [{ question: 'Does the hub store provider keys?', answer: 'Never.' }],
         documents: [{ title: '光合作用', text: '光合作用需要阳光、水和二氧化碳。' }]
       });
-      expect(again.body).toMatchObject({ cards_created: 0, cards_updated: 1, documents_created: 0, documents_updated: 1 });
+      expect(again.body).toMatchObject({
+        cards_created: 0,
+        cards_updated: 1,
+        documents_created: 0,
+        documents_updated: 1
+      });
       const docs = await admin('GET', '/admin/knowledge/documents');
       const doc = docs.body.documents.find((d: { title: string }) => d.title === '光合作用');
       expect(doc.text).toBe('光合作用需要阳光、水和二氧化碳。');
       expect((await admin('DELETE', `/admin/knowledge/documents/${doc.document_id}`)).status).toBe(200);
       expect((await ask('光合作用需要什么？', freshAddress(), second.url)).body.source).toBe('ark-external');
-      const status = await http('GET', `${second.url}/admin/knowledge`, { headers: { authorization: `Bearer ${svc.adminToken}` } });
+      const status = await http('GET', `${second.url}/admin/knowledge`, {
+        headers: { authorization: `Bearer ${svc.adminToken}` }
+      });
       expect(status.body.indexed_version).toBe(status.body.version);
       // The per-address limit is shared by the two processes: 3 + 2 answered, the sixth refused on either.
       await inOneWindow(async () => {
         const address = freshAddress();
         for (let i = 0; i < 3; i++) expect((await ask('What is the Zhongshu hub?', address)).status).toBe(200);
-        for (let i = 0; i < 2; i++) expect((await ask('What is the Zhongshu hub?', address, second.url)).status).toBe(200);
+        for (let i = 0; i < 2; i++)
+          expect((await ask('What is the Zhongshu hub?', address, second.url)).status).toBe(200);
         expect((await ask('What is the Zhongshu hub?', address, second.url)).status).toBe(429);
         expect((await ask('What is the Zhongshu hub?', address)).status).toBe(429);
       });
@@ -267,6 +327,8 @@ describe('per-address limit', () => {
     expect(clientAddress(req('fd12::7', '2001:db8::1'), ranges)).toBe('2001:db8::1');
     expect(clientAddress(req('10.0.0.1', '198.51.100.1'), trustedProxies([]))).toBe('10.0.0.1');
     expect(['10.0.0.1', '10.0.0.0/8', '::1', 'fd00::/8'].map(isAddressOrRange)).toEqual([true, true, true, true]);
-    expect(['lb', '10.0.0.0/33', '10.0.0.0/8/1', 'fd00::/129', '10.0.0.0/x', '', '0.0.0.0/0', '::/0'].map(isAddressOrRange)).toEqual(Array(8).fill(false));
+    expect(
+      ['lb', '10.0.0.0/33', '10.0.0.0/8/1', 'fd00::/129', '10.0.0.0/x', '', '0.0.0.0/0', '::/0'].map(isAddressOrRange)
+    ).toEqual(Array(8).fill(false));
   });
 });

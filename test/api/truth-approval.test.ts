@@ -8,11 +8,13 @@ import { eventually, http, startTestService, TestService } from '../support/serv
 let svc: TestService;
 let approver: string;
 const DID = 'did:example:risky';
-const write = (body: unknown, headers: Record<string, string> = {}) => http('POST', `${svc.urls.main}/api/report/truth`, { headers: { 'x-did': DID, ...headers }, body });
+const write = (body: unknown, headers: Record<string, string> = {}) =>
+  http('POST', `${svc.urls.main}/api/report/truth`, { headers: { 'x-did': DID, ...headers }, body });
 const asApprover = () => ({ 'x-zr-token': approver });
 const decide = (id: string, verdict: 'approve' | 'reject', reason: string) =>
   http('POST', `${svc.urls.main}/api/truth/approvals/${id}/${verdict}`, { headers: asApprover(), body: { reason } });
-const ledgerKeys = async (prefix: string) => (await http('GET', `${svc.urls.main}/api/truth?key=${encodeURIComponent(prefix)}`)).body.results;
+const ledgerKeys = async (prefix: string) =>
+  (await http('GET', `${svc.urls.main}/api/truth?key=${encodeURIComponent(prefix)}`)).body.results;
 
 beforeAll(async () => {
   svc = await startTestService();
@@ -27,13 +29,21 @@ describe('held writes', () => {
   it('holds a risk write (202), lists it for approvers, and appends it once approved', async () => {
     const held = await write({ key: 'ops.risk.approve1', value: { blast_radius: 'all' }, truth_type: 'risk' });
     expect(held.status).toBe(202);
-    expect(held.body).toMatchObject({ ok: true, pending: true, workflow_id: `truth-approval/${held.body.approval_id}` });
+    expect(held.body).toMatchObject({
+      ok: true,
+      pending: true,
+      workflow_id: `truth-approval/${held.body.approval_id}`
+    });
     expect(await ledgerKeys('ops.risk.approve1')).toEqual([]);
 
-    const listed = await eventually(async () => {
-      const res = await http('GET', `${svc.urls.main}/api/truth/approvals?state=pending`, { headers: asApprover() });
-      return res.body.approvals.find((a: { approval_id: string }) => a.approval_id === held.body.approval_id);
-    }, 15000, 'the pending approval in the listing');
+    const listed = await eventually(
+      async () => {
+        const res = await http('GET', `${svc.urls.main}/api/truth/approvals?state=pending`, { headers: asApprover() });
+        return res.body.approvals.find((a: { approval_id: string }) => a.approval_id === held.body.approval_id);
+      },
+      15000,
+      'the pending approval in the listing'
+    );
     expect(listed).toMatchObject({ key: 'ops.risk.approve1', truth_type: 'risk', did: DID, state: 'pending' });
 
     const decided = await decide(held.body.approval_id, 'approve', 'reviewed the blast radius');
@@ -41,17 +51,34 @@ describe('held writes', () => {
     // final: false means the worker had not acted within the answer's wait (a loaded machine): the decision is
     // stored in Temporal, and the approval's own view shows it once applied.
     if (!decided.body.final) {
-      decided.body.approval = await eventually(async () => {
-        const res = await http('GET', `${svc.urls.main}/api/truth/approvals/${held.body.approval_id}`, { headers: asApprover() });
-        return res.body.approval?.state === 'approved' ? res.body.approval : undefined;
-      }, 60000, 'the approval to be applied');
+      decided.body.approval = await eventually(
+        async () => {
+          const res = await http('GET', `${svc.urls.main}/api/truth/approvals/${held.body.approval_id}`, {
+            headers: asApprover()
+          });
+          return res.body.approval?.state === 'approved' ? res.body.approval : undefined;
+        },
+        60000,
+        'the approval to be applied'
+      );
     }
     expect(decided.body.approval).toMatchObject({ state: 'approved', reason: 'reviewed the blast radius' });
     const [entry] = await ledgerKeys('ops.risk.approve1');
-    expect(entry).toMatchObject({ seq: decided.body.approval.seq, event_id: decided.body.approval.event_id, value: { blast_radius: 'all' }, did: DID, truth_type: 'risk' });
+    expect(entry).toMatchObject({
+      seq: decided.body.approval.seq,
+      event_id: decided.body.approval.event_id,
+      value: { blast_radius: 'all' },
+      did: DID,
+      truth_type: 'risk'
+    });
 
     const record = await svc.db.collection('ledger').findOne({ key: 'hub.truth_approval.approved' });
-    expect(JSON.parse(record!.value_json as string)).toMatchObject({ approval_id: held.body.approval_id, decision: 'approved', reason: 'reviewed the blast radius', seq: entry.seq });
+    expect(JSON.parse(record!.value_json as string)).toMatchObject({
+      approval_id: held.body.approval_id,
+      decision: 'approved',
+      reason: 'reviewed the blast radius',
+      seq: entry.seq
+    });
     const again = await decide(held.body.approval_id, 'reject', 'too late');
     expect(again.status).toBe(409);
   });
@@ -61,7 +88,9 @@ describe('held writes', () => {
     const decided = await decide(held.body.approval_id, 'reject', 'not agreed');
     expect(decided.body.approval).toMatchObject({ state: 'rejected', seq: null, reason: 'not agreed' });
     expect(await ledgerKeys('ops.protocol.reject1')).toEqual([]);
-    const status = await http('GET', `${svc.urls.main}/api/truth/approvals/${held.body.approval_id}`, { headers: asApprover() });
+    const status = await http('GET', `${svc.urls.main}/api/truth/approvals/${held.body.approval_id}`, {
+      headers: asApprover()
+    });
     expect(status.body.approval.state).toBe('rejected');
     const records = await svc.db.collection('ledger').find({ key: 'hub.truth_approval.rejected' }).toArray();
     expect(records.map((r) => JSON.parse(r.value_json as string).approval_id)).toContain(held.body.approval_id);
@@ -82,16 +111,27 @@ describe('held writes', () => {
 
   it('rejects approvers without homologous credentials', async () => {
     expect((await http('GET', `${svc.urls.main}/api/truth/approvals`)).status).toBe(401);
-    expect((await http('GET', `${svc.urls.main}/api/truth/approvals`, { headers: { 'x-zr-token': 'zr_forged' } })).status).toBe(401);
+    expect(
+      (await http('GET', `${svc.urls.main}/api/truth/approvals`, { headers: { 'x-zr-token': 'zr_forged' } })).status
+    ).toBe(401);
     const held = await write({ key: 'ops.risk.authz', value: {}, truth_type: 'risk' });
-    expect((await http('POST', `${svc.urls.main}/api/truth/approvals/${held.body.approval_id}/approve`, { body: { reason: 'x' } })).status).toBe(401);
+    expect(
+      (
+        await http('POST', `${svc.urls.main}/api/truth/approvals/${held.body.approval_id}/approve`, {
+          body: { reason: 'x' }
+        })
+      ).status
+    ).toBe(401);
   });
 });
 
 describe('execution-seed chain', () => {
   it('holds every seed record and reports the first broken link', async () => {
     const seed = async (name: string, prev: string | null) => {
-      const held = await write({ key: `KERNEL.EVOLUTION.DIRECTIVE.${name}`, value: { directive_action: name, prev_seed_hash: prev } });
+      const held = await write({
+        key: `KERNEL.EVOLUTION.DIRECTIVE.${name}`,
+        value: { directive_action: name, prev_seed_hash: prev }
+      });
       expect(held.status).toBe(202);
       const decided = await decide(held.body.approval_id, 'approve', 'seed ok');
       return (await ledgerKeys(`KERNEL.EVOLUTION.DIRECTIVE.${name}`))[0].leaf_hash as string;
@@ -115,12 +155,18 @@ describe('durability', () => {
     expect(whileDown.body.final).toBe(false);
     expect(await ledgerKeys('ops.risk.restart')).toEqual([]);
     await svc.startWorker();
-    const done = await eventually(async () => {
-      const res = await http('GET', `${svc.urls.main}/api/truth/approvals/${held.body.approval_id}`, { headers: asApprover() });
-      return res.body.approval.state === 'approved' ? res.body.approval : undefined;
-      // No time is promised, only that it completes: a new worker picks the task up once the dead one's sticky
-      // queue times out, which takes longer on a loaded machine.
-    }, 90000, 'the approval to complete after the worker restart');
+    const done = await eventually(
+      async () => {
+        const res = await http('GET', `${svc.urls.main}/api/truth/approvals/${held.body.approval_id}`, {
+          headers: asApprover()
+        });
+        return res.body.approval.state === 'approved' ? res.body.approval : undefined;
+        // No time is promised, only that it completes: a new worker picks the task up once the dead one's sticky
+        // queue times out, which takes longer on a loaded machine.
+      },
+      90000,
+      'the approval to complete after the worker restart'
+    );
     expect((await ledgerKeys('ops.risk.restart'))[0].seq).toBe(done.seq);
   }, 150_000);
 });
@@ -131,11 +177,20 @@ describe('expiry', () => {
     try {
       await registerDid(short.urls.main, short.adminToken, DID);
       const token = await issueHomologousToken(short.urls.main, short.adminToken);
-      const held = await http('POST', `${short.urls.main}/api/report/truth`, { headers: { 'x-did': DID }, body: { key: 'ops.risk.expire', value: {}, truth_type: 'risk' } });
-      const expired = await eventually(async () => {
-        const res = await http('GET', `${short.urls.main}/api/truth/approvals/${held.body.approval_id}`, { headers: { 'x-zr-token': token } });
-        return res.body.approval?.state === 'expired' ? res.body.approval : undefined;
-      }, 20000, 'expiry');
+      const held = await http('POST', `${short.urls.main}/api/report/truth`, {
+        headers: { 'x-did': DID },
+        body: { key: 'ops.risk.expire', value: {}, truth_type: 'risk' }
+      });
+      const expired = await eventually(
+        async () => {
+          const res = await http('GET', `${short.urls.main}/api/truth/approvals/${held.body.approval_id}`, {
+            headers: { 'x-zr-token': token }
+          });
+          return res.body.approval?.state === 'expired' ? res.body.approval : undefined;
+        },
+        20000,
+        'expiry'
+      );
       expect(expired).toMatchObject({ seq: null, approver: null });
       expect((await http('GET', `${short.urls.main}/api/truth?key=ops.risk.expire`)).body.count).toBe(0);
       const record = await short.db.collection('ledger').findOne({ key: 'hub.truth_approval.expired' });

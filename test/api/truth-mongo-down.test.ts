@@ -23,7 +23,10 @@ beforeAll(async () => {
   port = await freePort();
   await startDb();
   // A quota far above what 4 writers reach in the run (keyed writes are as fast as others: no lookup before them).
-  svc = await startTestService({ MONGODB_URI: ferret.uri, TRUTH_WRITE_TIMEOUT_MS: '3000', TRUTH_DAILY_QUOTA: '1000000' }, { worker: false });
+  svc = await startTestService(
+    { MONGODB_URI: ferret.uri, TRUTH_WRITE_TIMEOUT_MS: '3000', TRUTH_DAILY_QUOTA: '1000000' },
+    { worker: false }
+  );
   await registerDid(svc.urls.main, svc.adminToken, DID);
 });
 afterAll(async () => {
@@ -41,9 +44,18 @@ it('answers 503 while the database is down, loses no acknowledged write, and lan
       const i = n++;
       const key = `steady.w.${i}`;
       const idem = `w-${i}`;
-      const res = await http('POST', `${svc.urls.main}/api/report/truth`, { headers: { 'x-did': DID, 'idempotency-key': idem }, body: { key, value: { i } } });
+      const res = await http('POST', `${svc.urls.main}/api/report/truth`, {
+        headers: { 'x-did': DID, 'idempotency-key': idem },
+        body: { key, value: { i } }
+      });
       if (res.status === 200) acknowledged.push({ key, seq: res.body.seq, event_id: res.body.event_id });
-      else refused.push({ key, idem, status: res.status, error: `${res.status} ${res.body?.error}: ${res.body?.message}` });
+      else
+        refused.push({
+          key,
+          idem,
+          status: res.status,
+          error: `${res.status} ${res.body?.error}: ${res.body?.message}`
+        });
     }
   };
   const writers = Array.from({ length: 4 }, writer);
@@ -63,22 +75,32 @@ it('answers 503 while the database is down, loses no acknowledged write, and lan
   // Every acknowledged write is in the ledger as acknowledged.
   // (One read of the whole ledger: a query per entry would scan it each time on FerretDB.)
   const ledger = svc.db.collection('ledger');
-  const byEventId = new Map((await ledger.find({}, { projection: { seq: 1, key: 1, event_id: 1 } }).toArray()).map((d) => [d.event_id, d]));
+  const byEventId = new Map(
+    (await ledger.find({}, { projection: { seq: 1, key: 1, event_id: 1 } }).toArray()).map((d) => [d.event_id, d])
+  );
   for (const a of acknowledged) expect(byEventId.get(a.event_id)).toMatchObject({ seq: a.seq, key: a.key });
 
   // Once the service reports the database up again, retrying each refused write with its Idempotency-Key (as a
   // client would, after Retry-After) lands it exactly once, whether or not the refused attempt reached the database.
   // The running service sees the database again by itself: no restart (this once took a restart, until the
   // driver patch, README "Dependency patches").
-  const seesDatabase = async () => ((await http('GET', `${svc.urls.main}/health`)).body.mongo === 'up' ? true : undefined);
+  const seesDatabase = async () =>
+    (await http('GET', `${svc.urls.main}/health`)).body.mongo === 'up' ? true : undefined;
   await eventually(seesDatabase, 30000, 'the service to see the database again');
   for (const r of refused) {
-    await eventually(async () => {
-      const res = await http('POST', `${svc.urls.main}/api/report/truth`, { headers: { 'x-did': DID, 'idempotency-key': r.idem }, body: { key: r.key, value: {} } });
-      if (res.status === 503) return undefined;
-      expect(res.status).toBe(200);
-      return true;
-    }, 60000, `the retry of ${r.key}`);
+    await eventually(
+      async () => {
+        const res = await http('POST', `${svc.urls.main}/api/report/truth`, {
+          headers: { 'x-did': DID, 'idempotency-key': r.idem },
+          body: { key: r.key, value: {} }
+        });
+        if (res.status === 503) return undefined;
+        expect(res.status).toBe(200);
+        return true;
+      },
+      60000,
+      `the retry of ${r.key}`
+    );
     expect(await ledger.countDocuments({ key: r.key })).toBe(1);
   }
 

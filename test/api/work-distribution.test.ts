@@ -18,22 +18,36 @@ const asReviewer = () => ({ 'x-zr-token': reviewer });
 
 async function onlineNode(name: string, capabilities: string[]): Promise<RegisteredNode> {
   const node = await registerNode(svc.urls.main, name, 'custom', { capabilities: { declared: capabilities } });
-  const approved = await http('POST', `${svc.urls.main}/a2a/review/approve`, { headers: asReviewer(), body: { node_id: node.node_id, reason: 'worker' } });
+  const approved = await http('POST', `${svc.urls.main}/a2a/review/approve`, {
+    headers: asReviewer(),
+    body: { node_id: node.node_id, reason: 'worker' }
+  });
   expect(approved.status).toBe(200);
-  await eventually(async () => {
-    await heartbeat(svc.urls.main, node);
-    return (await svc.db.collection('nodes').findOne({ _id: node.node_id as never }))?.state === 'online' ? true : undefined;
-  }, 30_000, `${name} online`);
+  await eventually(
+    async () => {
+      await heartbeat(svc.urls.main, node);
+      return (await svc.db.collection('nodes').findOne({ _id: node.node_id as never }))?.state === 'online'
+        ? true
+        : undefined;
+    },
+    30_000,
+    `${name} online`
+  );
   return node;
 }
 
 const submit = async (type: string, required: string[], priority = 5) => {
-  const res = await http('POST', `${svc.urls.hub}/a2a/task`, { headers: asReviewer(), body: { type, payload: { n: 1 }, required_capabilities: required, priority } });
+  const res = await http('POST', `${svc.urls.hub}/a2a/task`, {
+    headers: asReviewer(),
+    body: { type, payload: { n: 1 }, required_capabilities: required, priority }
+  });
   expect(res.status).toBe(200);
   return res.body.task_id as string;
 };
-const assign = (url: string, node: RegisteredNode, max = 1) => http('POST', `${url}/api/task/assign`, { headers: nodeHeaders(node), body: { max_tasks: max } });
-const task = async (id: string) => (await http('GET', `${svc.urls.hub}/a2a/task/${id}`, { headers: asReviewer() })).body.task;
+const assign = (url: string, node: RegisteredNode, max = 1) =>
+  http('POST', `${url}/api/task/assign`, { headers: nodeHeaders(node), body: { max_tasks: max } });
+const task = async (id: string) =>
+  (await http('GET', `${svc.urls.hub}/a2a/task/${id}`, { headers: asReviewer() })).body.task;
 
 let alpha: RegisteredNode;
 let beta: RegisteredNode;
@@ -89,14 +103,30 @@ test('two nodes racing through two API processes never get the same task', async
   const [id, holder] = claims[0]!.split(':');
   const other = holder === alpha.node_id ? beta : alpha;
   const me = holder === alpha.node_id ? alpha : beta;
-  expect((await http('POST', `${svc.urls.main}/api/task/${id}/complete`, { headers: nodeHeaders(other), body: { result: { x: 1 } } })).status).toBe(409);
-  const completed = await http('POST', `${second.url}/api/task/${id}/complete`, { headers: nodeHeaders(me), body: { result: { x: 1 } } });
+  expect(
+    (
+      await http('POST', `${svc.urls.main}/api/task/${id}/complete`, {
+        headers: nodeHeaders(other),
+        body: { result: { x: 1 } }
+      })
+    ).status
+  ).toBe(409);
+  const completed = await http('POST', `${second.url}/api/task/${id}/complete`, {
+    headers: nodeHeaders(me),
+    body: { result: { x: 1 } }
+  });
   expect(completed.body.task).toMatchObject({ state: 'done', result: { x: 1 } });
-  expect((await http('POST', `${svc.urls.main}/api/task/${id}/fail`, { headers: nodeHeaders(me), body: { reason: 'late' } })).status).toBe(409);
+  expect(
+    (await http('POST', `${svc.urls.main}/api/task/${id}/fail`, { headers: nodeHeaders(me), body: { reason: 'late' } }))
+      .status
+  ).toBe(409);
   // Finish the rest so the next test starts from an empty queue.
   for (const claim of claims.slice(1)) {
     const [tid, node] = claim.split(':');
-    const res = await http('POST', `${svc.urls.main}/api/task/${tid}/fail`, { headers: nodeHeaders(node === alpha.node_id ? alpha : beta), body: { reason: 'test over' } });
+    const res = await http('POST', `${svc.urls.main}/api/task/${tid}/fail`, {
+      headers: nodeHeaders(node === alpha.node_id ? alpha : beta),
+      body: { reason: 'test over' }
+    });
     expect(res.body.task).toMatchObject({ state: 'failed', error: 'test over' });
   }
 });
@@ -108,24 +138,42 @@ test('a lapsed lease returns the task to the queue; the retry is claimed again; 
   // Progress extends the lease.
   const before = first.body.tasks[0].lease_expires_at;
   await new Promise((r) => setTimeout(r, 1100));
-  const progress = await http('POST', `${svc.urls.main}/api/task/${id}/progress`, { headers: nodeHeaders(alpha), body: { note: 'half way' } });
+  const progress = await http('POST', `${svc.urls.main}/api/task/${id}/progress`, {
+    headers: nodeHeaders(alpha),
+    body: { note: 'half way' }
+  });
   expect(progress.body).toMatchObject({ ok: true, canceled: false, task: { progress: 'half way' } });
   expect(progress.body.task.lease_expires_at > before).toBe(true);
   // alpha goes quiet: after the lease, beta gets the retry.
-  const retry = await eventually(async () => {
-    await heartbeat(svc.urls.main, beta);
-    const res = await assign(second.url, beta);
-    return res.body.tasks.length ? res.body.tasks[0] : undefined;
-  }, 20_000, 'the lapsed task claimed again');
+  const retry = await eventually(
+    async () => {
+      await heartbeat(svc.urls.main, beta);
+      const res = await assign(second.url, beta);
+      return res.body.tasks.length ? res.body.tasks[0] : undefined;
+    },
+    20_000,
+    'the lapsed task claimed again'
+  );
   expect(retry).toMatchObject({ task_id: id, attempts: 2, claimed_by: beta.node_id });
   // alpha's late result is refused; its progress call says the task is not its own.
-  expect((await http('POST', `${svc.urls.main}/api/task/${id}/complete`, { headers: nodeHeaders(alpha), body: { result: {} } })).status).toBe(409);
+  expect(
+    (
+      await http('POST', `${svc.urls.main}/api/task/${id}/complete`, {
+        headers: nodeHeaders(alpha),
+        body: { result: {} }
+      })
+    ).status
+  ).toBe(409);
   // beta lapses too: that was the last attempt. Nobody reads the queue meanwhile (the database is watched directly):
   // the task-leases workflow fails the task when the lease ends.
-  const failed = await eventually(async () => {
-    const t = await svc.db.collection('tasks').findOne({ _id: id as never });
-    return t?.state === 'failed' ? t : undefined;
-  }, 20_000, 'the task failed after its attempts, swept by the workflow');
+  const failed = await eventually(
+    async () => {
+      const t = await svc.db.collection('tasks').findOne({ _id: id as never });
+      return t?.state === 'failed' ? t : undefined;
+    },
+    20_000,
+    'the task failed after its attempts, swept by the workflow'
+  );
   expect(failed.error).toContain('lease lapsed on attempt 2 of 2');
   expect(Date.parse(failed.finished_at) - Date.parse(retry.lease_expires_at)).toBeGreaterThanOrEqual(0);
   expect(await task(id)).toMatchObject({ state: 'failed' });
@@ -140,9 +188,19 @@ test('cancelling a claimed task tells the node at its next progress call', async
   const claimed = await assign(svc.urls.main, alpha);
   expect(claimed.body.tasks[0].task_id).toBe(id);
   await svc.db.collection('tasks').updateOne({ _id: id as never }, { $set: { state: 'canceled' } });
-  const progress = await http('POST', `${svc.urls.main}/api/task/${id}/progress`, { headers: nodeHeaders(alpha), body: {} });
+  const progress = await http('POST', `${svc.urls.main}/api/task/${id}/progress`, {
+    headers: nodeHeaders(alpha),
+    body: {}
+  });
   expect(progress.body).toMatchObject({ ok: true, canceled: true, task: { state: 'canceled' } });
-  expect((await http('POST', `${svc.urls.main}/api/task/${id}/complete`, { headers: nodeHeaders(alpha), body: { result: {} } })).status).toBe(409);
+  expect(
+    (
+      await http('POST', `${svc.urls.main}/api/task/${id}/complete`, {
+        headers: nodeHeaders(alpha),
+        body: { result: {} }
+      })
+    ).status
+  ).toBe(409);
 });
 
 test('GET /api/nodes lists the online nodes for nodes and arbitrators', async () => {
@@ -150,17 +208,29 @@ test('GET /api/nodes lists the online nodes for nodes and arbitrators', async ()
   expect((await http('GET', `${svc.urls.main}/api/nodes`)).status).toBe(401);
   // An approved node's heartbeat may be answered before it is stored (PRESENCE_ACK_LAG_MS): the list shows it within
   // the write lag. Both reads below come after that, so they agree.
-  await eventually(async () => {
-    const res = await http('GET', `${svc.urls.main}/api/nodes`, { headers: asReviewer() });
-    const seen = (id: string) => Date.parse(res.body.nodes.find((n: { node_id: string }) => n.node_id === id)?.last_seen_at ?? '') || 0;
-    return seen(alpha.node_id) >= Date.parse(beats[0].body.received_at) && seen(beta.node_id) >= Date.parse(beats[1].body.received_at) ? true : undefined;
-  }, 15_000, 'both heartbeats in the list');
+  await eventually(
+    async () => {
+      const res = await http('GET', `${svc.urls.main}/api/nodes`, { headers: asReviewer() });
+      const seen = (id: string) =>
+        Date.parse(res.body.nodes.find((n: { node_id: string }) => n.node_id === id)?.last_seen_at ?? '') || 0;
+      return seen(alpha.node_id) >= Date.parse(beats[0].body.received_at) &&
+        seen(beta.node_id) >= Date.parse(beats[1].body.received_at)
+        ? true
+        : undefined;
+    },
+    15_000,
+    'both heartbeats in the list'
+  );
   const asNode = await http('GET', `${svc.urls.main}/api/nodes`, { headers: nodeHeaders(alpha) });
   const asArbitrator = await http('GET', `${svc.urls.main}/api/nodes`, { headers: asReviewer() });
   expect(asNode.body).toEqual(asArbitrator.body);
   const ids = asNode.body.nodes.map((n: { node_id: string }) => n.node_id);
   expect(ids).toEqual(expect.arrayContaining([alpha.node_id, beta.node_id]));
   expect(asNode.body.nodes.every((n: { last_seen_at: string | null }) => n.last_seen_at !== undefined)).toBe(true);
-  expect(asNode.body.nodes.find((n: { node_id: string }) => n.node_id === alpha.node_id)).toMatchObject({ name: 'alpha', capabilities: ['gpu', 'chat'], brand: { code: 'custom' } });
+  expect(asNode.body.nodes.find((n: { node_id: string }) => n.node_id === alpha.node_id)).toMatchObject({
+    name: 'alpha',
+    capabilities: ['gpu', 'chat'],
+    brand: { code: 'custom' }
+  });
   expect(JSON.stringify(asNode.body)).not.toContain('api_key');
 });

@@ -13,12 +13,21 @@ let svc: TestService;
 let browser: Browser;
 
 beforeAll(async () => {
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} not found: install Debian's chromium package (apt-get install chromium), as .ci/run does`);
+  if (!fs.existsSync(CHROMIUM))
+    throw new Error(
+      `${CHROMIUM} not found: install Debian's chromium package (apt-get install chromium), as .ci/run does`
+    );
   svc = await startTestService({ NODE_OFFLINE_AFTER_S: '60' });
   browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync']  // playwright gives each launch a fresh profile
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync'
+    ] // playwright gives each launch a fresh profile
   });
 });
 afterAll(async () => {
@@ -31,7 +40,10 @@ describe('join portal', () => {
     const reviewer = await issueHomologousToken(svc.urls.main, svc.adminToken);
     const online = await registerNode(svc.urls.main, 'already-online');
     await heartbeat(svc.urls.main, online);
-    await http('POST', `${svc.urls.main}/a2a/review/approve`, { headers: { 'x-zr-token': reviewer }, body: { node_id: online.node_id, reason: 'ok' } });
+    await http('POST', `${svc.urls.main}/a2a/review/approve`, {
+      headers: { 'x-zr-token': reviewer },
+      body: { node_id: online.node_id, reason: 'ok' }
+    });
 
     const page = await browser.newPage();
     const response = await page.goto(`${svc.urls.main}/a2a/join/`);
@@ -60,7 +72,13 @@ describe('join portal', () => {
     expect(nodeId).toMatch(/^ext-deepseek-\d{6}$/);
 
     const listed = await http('GET', `${svc.urls.main}/a2a/nodes/${nodeId}`);
-    expect(listed.body.node).toMatchObject({ name: 'browser-node', brand: { code: 'deepseek', model_base: 'deepseek-v3' }, instance: { memory_gb: 32 }, capabilities: ['chat', 'code'], state: 'pending_review' });
+    expect(listed.body.node).toMatchObject({
+      name: 'browser-node',
+      brand: { code: 'deepseek', model_base: 'deepseek-v3' },
+      instance: { memory_gb: 32 },
+      capabilities: ['chat', 'code'],
+      state: 'pending_review'
+    });
     expect((await heartbeat(svc.urls.main, { node_id: nodeId, api_key: apiKey })).status).toBe(200);
 
     // A bad submission shows the error instead.

@@ -6,7 +6,9 @@ import { leafHash, toHex } from '../../core/ledger/merkle.node';
 
 describe('canonical JSON', () => {
   it('sorts members by UTF-16 code units and drops white space', () => {
-    expect(canonicalJson(JSON.parse('{ "b": 1, "a": [3, {"z": null, "y": true}], "A": "x" }'))).toBe('{"A":"x","a":[3,{"y":true,"z":null}],"b":1}');
+    expect(canonicalJson(JSON.parse('{ "b": 1, "a": [3, {"z": null, "y": true}], "A": "x" }'))).toBe(
+      '{"A":"x","a":[3,{"y":true,"z":null}],"b":1}'
+    );
     // "€" (U+20AC) sorts before "😀" (U+D83D U+DE00) by code unit, though after it by code point in some orders
     expect(canonicalJson({ '😀': 1, '€': 2, '\r': 3 })).toBe('{"\\r":3,"€":2,"😀":1}');
   });
@@ -32,12 +34,16 @@ describe('canonical JSON', () => {
 
   describe('RFC 8785 test vectors', () => {
     it('the example of §3.2.2 (numbers, string escapes, literals)', () => {
-      const input = '{"numbers":[333333333.33333329,1E30,4.50,2e-3,0.000000000000000000000000001],"string":"\\u20ac$\\u000F\\u000aA\'\\u0042\\u0022\\u005c\\\\\\"\\/","literals":[null,true,false]}';
-      expect(canonicalJson(JSON.parse(input))).toBe('{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}');
+      const input =
+        '{"numbers":[333333333.33333329,1E30,4.50,2e-3,0.000000000000000000000000001],"string":"\\u20ac$\\u000F\\u000aA\'\\u0042\\u0022\\u005c\\\\\\"\\/","literals":[null,true,false]}';
+      expect(canonicalJson(JSON.parse(input))).toBe(
+        '{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}'
+      );
     });
 
     it('the property sorting of §3.2.3 (UTF-16 code units)', () => {
-      const input = '{"\\u20ac":"Euro Sign","\\r":"Carriage Return","\\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\\ud83d\\ude00":"Emoji: Grinning Face","\\u0080":"Control","\\u00f6":"Latin Small Letter O With Diaeresis"}';
+      const input =
+        '{"\\u20ac":"Euro Sign","\\r":"Carriage Return","\\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\\ud83d\\ude00":"Emoji: Grinning Face","\\u0080":"Control","\\u00f6":"Latin Small Letter O With Diaeresis"}';
       // Compared as text: Object.keys would list the integer-like "1" first whatever the order.
       expect(canonicalJson(JSON.parse(input))).toBe(
         '{"\\r":"Carriage Return","1":"One","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis","\u20ac":"Euro Sign","\ud83d\ude00":"Emoji: Grinning Face","\ufb33":"Hebrew Letter Dalet With Dagesh"}'
@@ -83,14 +89,26 @@ describe('canonical JSON', () => {
 
   it('pins the leaf bytes and leaf hash of one entry (a permanent contract: every stored root depends on it)', () => {
     const bytes = ledgerLeafBytes(
-      { created_at: '2026-11-20T10:15:00.000Z', did: 'did:example:node-1', event_id: 'truth-0001', key: 'mysystem.deploy.x', kind: 'truth', seq: 2, truth_type: 'data' },
-      canonicalJson({ 'é': [1, { 'a.b': null }], version: '1.4.2' })
+      {
+        created_at: '2026-11-20T10:15:00.000Z',
+        did: 'did:example:node-1',
+        event_id: 'truth-0001',
+        key: 'mysystem.deploy.x',
+        kind: 'truth',
+        seq: 2,
+        truth_type: 'data'
+      },
+      canonicalJson({ é: [1, { 'a.b': null }], version: '1.4.2' })
     );
     expect(bytes.toString('utf8')).toBe(
       '{"created_at":"2026-11-20T10:15:00.000Z","did":"did:example:node-1","event_id":"truth-0001","key":"mysystem.deploy.x","kind":"truth","seq":2,"truth_type":"data","value":{"version":"1.4.2","é":[1,{"a.b":null}]}}'
     );
     // SHA-256(0x00 ‖ bytes), checked independently with Python's hashlib and json (sort_keys, compact separators).
     expect(toHex(leafHash(bytes))).toBe('ad4ee574c8cf26ecebe9666d5588fc96a299fe8254de270bd932b740a489b62e');
-    expect(createHash('sha256').update(Buffer.concat([Buffer.from([0]), bytes])).digest('hex')).toBe('ad4ee574c8cf26ecebe9666d5588fc96a299fe8254de270bd932b740a489b62e');
+    expect(
+      createHash('sha256')
+        .update(Buffer.concat([Buffer.from([0]), bytes]))
+        .digest('hex')
+    ).toBe('ad4ee574c8cf26ecebe9666d5588fc96a299fe8254de270bd932b740a489b62e');
   });
 });

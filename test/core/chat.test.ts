@@ -15,10 +15,23 @@ describe('provider configuration', () => {
       - { id: m1, fallbacks: [m2], price: { prompt_per_1k: 0.5 } }
       - { id: only-s5, plans: [S5], kind: external }
 `;
-    const json = JSON.stringify([{ name: 'b', base_url: 'http://127.0.0.1:2/v1', models: [{ id: 'm2', upstream: 'small', kind: 'local' }] }]);
+    const json = JSON.stringify([
+      { name: 'b', base_url: 'http://127.0.0.1:2/v1', models: [{ id: 'm2', upstream: 'small', kind: 'local' }] }
+    ]);
     const catalog = new ProviderCatalog([...parseProviders(yaml, 'yaml'), ...parseProviders(json, 'json')]);
-    expect(catalog.provider('a')).toEqual({ name: 'a', base_url: 'http://127.0.0.1:1/v1', api_key_env: 'A_KEY', timeout_ms: 60000 });
-    expect(catalog.model('m1')).toMatchObject({ upstream: 'm1', owned_by: 'a', kind: 'chat', free_tier: false, price: { prompt_per_1k: 0.5, completion_per_1k: 0 } });
+    expect(catalog.provider('a')).toEqual({
+      name: 'a',
+      base_url: 'http://127.0.0.1:1/v1',
+      api_key_env: 'A_KEY',
+      timeout_ms: 60000
+    });
+    expect(catalog.model('m1')).toMatchObject({
+      upstream: 'm1',
+      owned_by: 'a',
+      kind: 'chat',
+      free_tier: false,
+      price: { prompt_per_1k: 0.5, completion_per_1k: 0 }
+    });
     expect(catalog.chain('m1').map((m) => m.id)).toEqual(['m1', 'm2']);
     expect(catalog.modelsFor('S1').map((m) => m.id)).toEqual(['m1', 'm2']);
     expect(catalog.modelsFor('S5').map((m) => m.id)).toEqual(['m1', 'only-s5', 'm2']);
@@ -26,12 +39,19 @@ describe('provider configuration', () => {
   });
 
   it('refuses a key in place of a variable name, unknown fields, duplicates and unknown fallbacks', () => {
-    const one = (extra: Record<string, unknown>, models: unknown[] = [{ id: 'm' }]) => JSON.stringify([{ name: 'p', base_url: 'http://x/v1', models, ...extra }]);
+    const one = (extra: Record<string, unknown>, models: unknown[] = [{ id: 'm' }]) =>
+      JSON.stringify([{ name: 'p', base_url: 'http://x/v1', models, ...extra }]);
     expect(() => parseProviders(one({ api_key_env: 'sk-proj-abc123' }), 'cfg')).toThrow(ProviderConfigError);
     expect(() => parseProviders(one({ api_key: 'sk-abc' }), 'cfg')).toThrow(/api_key/);
-    expect(() => new ProviderCatalog(parseProviders(one({}, [{ id: 'm' }, { id: 'm' }]), 'cfg'))).toThrow(/declared twice/);
-    expect(() => new ProviderCatalog(parseProviders(one({}, [{ id: 'm', fallbacks: ['nope'] }]), 'cfg'))).toThrow(/fallback nope/);
-    expect(() => loadProviderCatalog({ CHAT_PROVIDERS: one({}, [{ id: 'm', fallbacks: ['nope'] }]) })).toThrow(ProviderConfigError);
+    expect(() => new ProviderCatalog(parseProviders(one({}, [{ id: 'm' }, { id: 'm' }]), 'cfg'))).toThrow(
+      /declared twice/
+    );
+    expect(() => new ProviderCatalog(parseProviders(one({}, [{ id: 'm', fallbacks: ['nope'] }]), 'cfg'))).toThrow(
+      /fallback nope/
+    );
+    expect(() => loadProviderCatalog({ CHAT_PROVIDERS: one({}, [{ id: 'm', fallbacks: ['nope'] }]) })).toThrow(
+      ProviderConfigError
+    );
     expect(() => parseProviders('{ not: [valid', 'cfg')).toThrow(ProviderConfigError);
   });
 
@@ -81,7 +101,19 @@ it('usage: upstream figures when given, else counted (CJK one token per characte
   expect(estimateTokens('')).toBe(0);
   expect(estimateTokens('abcdefgh')).toBe(2);
   expect(estimateTokens('你好世界')).toBe(4);
-  expect(usageFrom({ prompt_tokens: 3, completion_tokens: 4 }, () => ({ prompt: 0, completion: 0 }))).toEqual({ prompt_tokens: 3, completion_tokens: 4, total_tokens: 7, estimated: false });
-  expect(usageFrom(null, () => ({ prompt: 5, completion: 6 }))).toEqual({ prompt_tokens: 5, completion_tokens: 6, total_tokens: 11, estimated: true });
-  expect(costOf({ prompt_tokens: 1000, completion_tokens: 500 }, { prompt_per_1k: 0.5, completion_per_1k: 2 })).toBe(1.5);
+  expect(usageFrom({ prompt_tokens: 3, completion_tokens: 4 }, () => ({ prompt: 0, completion: 0 }))).toEqual({
+    prompt_tokens: 3,
+    completion_tokens: 4,
+    total_tokens: 7,
+    estimated: false
+  });
+  expect(usageFrom(null, () => ({ prompt: 5, completion: 6 }))).toEqual({
+    prompt_tokens: 5,
+    completion_tokens: 6,
+    total_tokens: 11,
+    estimated: true
+  });
+  expect(costOf({ prompt_tokens: 1000, completion_tokens: 500 }, { prompt_per_1k: 0.5, completion_per_1k: 2 })).toBe(
+    1.5
+  );
 });

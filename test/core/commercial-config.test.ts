@@ -16,8 +16,16 @@ describe('product matrix', () => {
   it('PRODUCTS_FILE replaces it; a bad file stops the start naming the field', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'products-'));
     const good = path.join(dir, 'good.json');
-    fs.writeFileSync(good, JSON.stringify({ matrix_name: 'm', version: '2', products: [{ id: 'p', name: 'P' }], region: 'cn' }));
-    expect(loadProductMatrix(good)).toEqual({ matrix_name: 'm', version: '2', products: [{ id: 'p', name: 'P' }], region: 'cn' });
+    fs.writeFileSync(
+      good,
+      JSON.stringify({ matrix_name: 'm', version: '2', products: [{ id: 'p', name: 'P' }], region: 'cn' })
+    );
+    expect(loadProductMatrix(good)).toEqual({
+      matrix_name: 'm',
+      version: '2',
+      products: [{ id: 'p', name: 'P' }],
+      region: 'cn'
+    });
     const bad = path.join(dir, 'bad.json');
     fs.writeFileSync(bad, JSON.stringify({ matrix_name: 'm', products: [] }));
     expect(() => loadProductMatrix(bad)).toThrow(/version/);
@@ -40,7 +48,9 @@ describe('memory gateway address', () => {
     expect(memoryGatewayUrl(loadConfig({ MEMORY_HOST: '0.0.0.0' }))).toBe('http://127.0.0.1:9120');
     expect(memoryGatewayUrl(loadConfig({ MEMORY_HOST: '10.0.0.5' }))).toBe('http://10.0.0.5:9120');
     expect(memoryGatewayUrl(loadConfig({ MEMORY_HOST: '::1' }))).toBe('http://[::1]:9120');
-    expect(memoryGatewayUrl(loadConfig({ MEMORY_GATEWAY_URL: 'http://memory.internal:80/' }))).toBe('http://memory.internal:80');
+    expect(memoryGatewayUrl(loadConfig({ MEMORY_GATEWAY_URL: 'http://memory.internal:80/' }))).toBe(
+      'http://memory.internal:80'
+    );
     expect(() => loadConfig({ MEMORY_GATEWAY_URL: 'ftp://x' })).toThrow(/MEMORY_GATEWAY_URL/);
   });
 });

@@ -33,12 +33,19 @@ describe('decision scoring', () => {
   });
 
   it('a single option scores 100', () => {
-    expect(scoreOptions([{ name: 'only', benefit: 3, risk: 7, cost: 0 }])).toEqual({ decision: [{ name: 'only', benefit: 3, risk: 7, cost: 0, score: 100 }], recommended: 'only' });
+    expect(scoreOptions([{ name: 'only', benefit: 3, risk: 7, cost: 0 }])).toEqual({
+      decision: [{ name: 'only', benefit: 3, risk: 7, cost: 0, score: 100 }],
+      recommended: 'only'
+    });
   });
 
   it('equal options all score 100 and keep the order given', () => {
     const same = { benefit: 1, risk: 1, cost: 1 };
-    const { decision, recommended } = scoreOptions([{ name: 'first', ...same }, { name: 'second', ...same }, { name: 'third', ...same }]);
+    const { decision, recommended } = scoreOptions([
+      { name: 'first', ...same },
+      { name: 'second', ...same },
+      { name: 'third', ...same }
+    ]);
     expect(decision.map((o) => [o.name, o.score])).toEqual([
       ['first', 100],
       ['second', 100],

@@ -4,7 +4,9 @@ import { ConfigError, loadConfig } from '../../core/config.node';
 describe('configuration from the environment', () => {
   it('gives the documented defaults', () => {
     const c = loadConfig({});
-    expect([c.PORT, c.BACKUP_PORT, c.HUB_PORT, c.COMMERCIAL_PORT, c.MEMORY_PORT, c.DAEMON_PORT]).toEqual([8080, 8081, 9001, 9099, 9120, 9123]);
+    expect([c.PORT, c.BACKUP_PORT, c.HUB_PORT, c.COMMERCIAL_PORT, c.MEMORY_PORT, c.DAEMON_PORT]).toEqual([
+      8080, 8081, 9001, 9099, 9120, 9123
+    ]);
     expect(c.NODE_OFFLINE_AFTER_S).toBe(90);
     expect(c.TRUTH_DAILY_QUOTA).toBe(2000);
     expect(c.publicUrl).toBe('http://localhost:8080');

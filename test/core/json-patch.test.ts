@@ -2,7 +2,14 @@
  * JSON Patch for the directory tree: application is the rfc6902 package's (wrapped so a patch is all or nothing and
  * may replace the root); the conflict detection between proposals is ours, so it is tested here.
  */
-import { applyPatch, changedPaths, PatchError, pathsOverlap, touchedPaths, TREE_MAX_DEPTH } from '../../core/federation/json-patch';
+import {
+  applyPatch,
+  changedPaths,
+  PatchError,
+  pathsOverlap,
+  touchedPaths,
+  TREE_MAX_DEPTH
+} from '../../core/federation/json-patch';
 
 describe('applying a patch', () => {
   const doc = { services: { api: { port: 8080 } }, tags: ['a', 'b'] };
@@ -17,7 +24,11 @@ describe('applying a patch', () => {
       { op: 'move', from: '/services/api2', path: '/moved' },
       { op: 'test', path: '/moved/port', value: 9090 }
     ]);
-    expect(out).toEqual({ services: { api: { port: 9090 }, worker: { queue: 'q' } }, tags: ['b', 'c'], moved: { port: 9090 } });
+    expect(out).toEqual({
+      services: { api: { port: 9090 }, worker: { queue: 'q' } },
+      tags: ['b', 'c'],
+      moved: { port: 9090 }
+    });
     expect(doc).toEqual({ services: { api: { port: 8080 } }, tags: ['a', 'b'] });
   });
 
@@ -26,7 +37,12 @@ describe('applying a patch', () => {
   });
 
   it('is all or nothing and names the first operation that does not apply', () => {
-    const attempt = () => applyPatch(doc, [{ op: 'add', path: '/ok', value: 1 }, { op: 'remove', path: '/missing' }, { op: 'test', path: '/ok', value: 2 }]);
+    const attempt = () =>
+      applyPatch(doc, [
+        { op: 'add', path: '/ok', value: 1 },
+        { op: 'remove', path: '/missing' },
+        { op: 'test', path: '/ok', value: 2 }
+      ]);
     expect(attempt).toThrow(PatchError);
     try {
       attempt();
@@ -48,7 +64,13 @@ describe('applying a patch', () => {
 
 describe('conflict detection between proposals', () => {
   it('lists the paths a patch writes (both ends of a move, none for a test)', () => {
-    expect(touchedPaths([{ op: 'add', path: '/a', value: 1 }, { op: 'move', from: '/b', path: '/c' }, { op: 'test', path: '/d', value: 1 }])).toEqual(['/a', '/b', '/c']);
+    expect(
+      touchedPaths([
+        { op: 'add', path: '/a', value: 1 },
+        { op: 'move', from: '/b', path: '/c' },
+        { op: 'test', path: '/d', value: 1 }
+      ])
+    ).toEqual(['/a', '/b', '/c']);
   });
 
   it('finds the deepest paths that changed between two versions, escaping ~ and /', () => {

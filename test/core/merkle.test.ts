@@ -14,7 +14,9 @@ import {
   verifyInclusion
 } from '../../core/ledger/merkle.node';
 
-const INPUTS = ['', '00', '10', '2021', '3031', '40414243', '5051525354555657', '606162636465666768696a6b6c6d6e6f'].map((h) => Buffer.from(h, 'hex'));
+const INPUTS = ['', '00', '10', '2021', '3031', '40414243', '5051525354555657', '606162636465666768696a6b6c6d6e6f'].map(
+  (h) => Buffer.from(h, 'hex')
+);
 const LEAVES = INPUTS.map((b) => leafHash(b));
 const ROOTS = [
   'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855',
@@ -59,9 +61,16 @@ describe('RFC 6962 Merkle tree hashing', () => {
 
   it('finds every frontier hash among the perfect subtrees the earlier leaves completed (frontierEnds)', () => {
     expect(frontierEnds(0)).toEqual([]);
-    expect(frontierEnds(6)).toEqual([{ seq: 4, level: 2 }, { seq: 6, level: 1 }]);
+    expect(frontierEnds(6)).toEqual([
+      { seq: 4, level: 2 },
+      { seq: 6, level: 1 }
+    ]);
     expect(frontierEnds(2 ** 20)).toEqual([{ seq: 2 ** 20, level: 20 }]);
-    expect(frontierEnds(1_000_001).map((e) => e.seq).at(-1)).toBe(1_000_001);
+    expect(
+      frontierEnds(1_000_001)
+        .map((e) => e.seq)
+        .at(-1)
+    ).toBe(1_000_001);
     let frontier: Hash[] = [];
     const completed: Hash[][] = [];
     for (let size = 0; size < 300; size++) {

@@ -18,11 +18,14 @@ const problem = (text: string, depth = 64) => {
 describe('strict JSON', () => {
   it('agrees with JSON.parse on random valid documents', () => {
     let seed = 42;
-    const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    const rnd = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
     const strings = ['', 'a', 'é', '😀', '\u0000', '"\\', 'a.b', '$x', '\u2028'];
     const gen = (depth: number): unknown => {
       const r = rnd();
-      if (depth > 5 || r < 0.3) return [null, true, false, Math.floor(rnd() * 1e6) - 5e5, rnd() * 1e3, -rnd(), 1e-300 * rnd(), 1e300 * rnd()][Math.floor(rnd() * 8)];
+      if (depth > 5 || r < 0.3)
+        return [null, true, false, Math.floor(rnd() * 1e6) - 5e5, rnd() * 1e3, -rnd(), 1e-300 * rnd(), 1e300 * rnd()][
+          Math.floor(rnd() * 8)
+        ];
       if (r < 0.45) return strings[Math.floor(rnd() * strings.length)];
       if (r < 0.7) return Array.from({ length: Math.floor(rnd() * 4) }, () => gen(depth + 1));
       const o: Record<string, unknown> = {};
@@ -36,7 +39,32 @@ describe('strict JSON', () => {
   });
 
   it('refuses what JSON.parse refuses', () => {
-    for (const text of ['', ' ', '{', '[1,]', '{"a":1,}', '{a:1}', "{'a':1}", '01', '1.', '.5', '+1', '-', '1e', 'NaN', 'Infinity', 'tru', 'nul', '"\\x"', '"\\u12"', '"a\tb"', '{"a" 1}', '[1 2]', '{} {}', '"']) {
+    for (const text of [
+      '',
+      ' ',
+      '{',
+      '[1,]',
+      '{"a":1,}',
+      '{a:1}',
+      "{'a':1}",
+      '01',
+      '1.',
+      '.5',
+      '+1',
+      '-',
+      '1e',
+      'NaN',
+      'Infinity',
+      'tru',
+      'nul',
+      '"\\x"',
+      '"\\u12"',
+      '"a\tb"',
+      '{"a" 1}',
+      '[1 2]',
+      '{} {}',
+      '"'
+    ]) {
       expect(() => JSON.parse(text)).toThrow();
       expect({ text, code: problem(text)?.code }).toEqual({ text, code: 'invalid_json' });
     }
@@ -66,7 +94,21 @@ describe('strict JSON', () => {
   });
 
   it('accepts numbers a double carries exactly and refuses the rest', () => {
-    for (const ok of ['0', '-0', '1.50', '1E2', '5e-324', '1.7976931348623157e308', '9007199254740991', '-9007199254740991', '0.1', '1e300', '1e21', '123.456e-5', '1e007']) {
+    for (const ok of [
+      '0',
+      '-0',
+      '1.50',
+      '1E2',
+      '5e-324',
+      '1.7976931348623157e308',
+      '9007199254740991',
+      '-9007199254740991',
+      '0.1',
+      '1e300',
+      '1e21',
+      '123.456e-5',
+      '1e007'
+    ]) {
       expect({ ok, problem: problem(`[${ok}]`) }).toEqual({ ok, problem: null });
     }
     for (const [bad, code] of [

@@ -4,7 +4,13 @@
  * classes for an HTTP error, a dropped connection, its timeout and the caller's abort), and an abandoned stream is
  * seen as abandoned by the upstream.
  */
-import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIUserAbortError, InternalServerError, RateLimitError } from 'openai';
+import OpenAI, {
+  APIConnectionError,
+  APIConnectionTimeoutError,
+  APIUserAbortError,
+  InternalServerError,
+  RateLimitError
+} from 'openai';
 import { Agent } from 'undici';
 import { upstreamFetch } from '../../core/chat/upstream-fetch.node';
 import { FakeOpenAi, startFakeOpenAi } from '../support/fake-openai';
@@ -17,7 +23,13 @@ const messages = [{ role: 'user' as const, content: 'hello there' }];
 
 beforeAll(async () => {
   fake = await startFakeOpenAi('up');
-  sdk = new OpenAI({ baseURL: fake.baseUrl, apiKey: 'sk-test', maxRetries: 0, timeout: 2000, fetch: upstreamFetch(agent) });
+  sdk = new OpenAI({
+    baseURL: fake.baseUrl,
+    apiKey: 'sk-test',
+    maxRetries: 0,
+    timeout: 2000,
+    fetch: upstreamFetch(agent)
+  });
 });
 afterEach(() => fake.reset());
 afterAll(async () => {
@@ -33,7 +45,12 @@ it('answers a completion, with the headers and body the SDK sent', async () => {
 });
 
 it('streams chunk by chunk', async () => {
-  const stream = await sdk.chat.completions.create({ model: 'up', messages, stream: true, stream_options: { include_usage: true } });
+  const stream = await sdk.chat.completions.create({
+    model: 'up',
+    messages,
+    stream: true,
+    stream_options: { include_usage: true }
+  });
   let text = '';
   let usage: OpenAI.CompletionUsage | undefined;
   for await (const chunk of stream) {
@@ -64,23 +81,36 @@ it("raises the SDK's classes: HTTP errors with status and headers, a dropped con
   expect(slow).toBeInstanceOf(APIConnectionTimeoutError);
 });
 
-it("ends a call the caller aborts, before the answer and in the middle of a stream, and the upstream sees it abandoned", async () => {
+it('ends a call the caller aborts, before the answer and in the middle of a stream, and the upstream sees it abandoned', async () => {
   fake.behaviour.delayMs = 1000;
   const before = new AbortController();
-  const pending = sdk.chat.completions.create({ model: 'up', messages }, { signal: before.signal }).catch((e: unknown) => e);
+  const pending = sdk.chat.completions
+    .create({ model: 'up', messages }, { signal: before.signal })
+    .catch((e: unknown) => e);
   setTimeout(() => before.abort(), 100);
   expect(await pending).toBeInstanceOf(APIUserAbortError);
-  await eventually(async () => (fake.abandoned >= 1 ? true : undefined), 5000, 'the upstream to see the first call abandoned');
+  await eventually(
+    async () => (fake.abandoned >= 1 ? true : undefined),
+    5000,
+    'the upstream to see the first call abandoned'
+  );
 
   fake.reset();
   fake.behaviour.chunkDelayMs = 300;
   const during = new AbortController();
-  const stream = await sdk.chat.completions.create({ model: 'up', messages: [{ role: 'user', content: 'one two three four five six' }], stream: true }, { signal: during.signal });
+  const stream = await sdk.chat.completions.create(
+    { model: 'up', messages: [{ role: 'user', content: 'one two three four five six' }], stream: true },
+    { signal: during.signal }
+  );
   let chunks = 0;
   const read = (async () => {
     for await (const _ of stream) if (++chunks === 1) during.abort();
   })().catch((e: unknown) => e);
   await read;
   expect(chunks).toBeLessThan(4);
-  await eventually(async () => (fake.abandoned >= 1 ? true : undefined), 5000, 'the upstream to see the stream abandoned');
+  await eventually(
+    async () => (fake.abandoned >= 1 ? true : undefined),
+    5000,
+    'the upstream to see the stream abandoned'
+  );
 });

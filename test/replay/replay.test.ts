@@ -17,15 +17,25 @@ const files = fs.readdirSync(dir).filter((f) => f.endsWith('.json'));
 describe('workflow replay', () => {
   it('has a saved history for every workflow', () => {
     const workflows = Object.keys(require('../../workflows'));
-    const covered = new Set(files.map((f) => JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')).events[0].workflowExecutionStartedEventAttributes.workflowType.name));
+    const covered = new Set(
+      files.map(
+        (f) =>
+          JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')).events[0].workflowExecutionStartedEventAttributes
+            .workflowType.name
+      )
+    );
     expect(workflows.filter((w) => !covered.has(w))).toEqual([]);
   });
 
   it('replays every saved history deterministically', () => {
-    const run = spawnSync(path.join(ROOT, 'node_modules', '.bin', 'tsx'), [path.join(ROOT, 'scripts', 'replay-histories.ts')], {
-      env: { ...process.env, WORKFLOW_BUNDLE_PATH: process.env.ZH_TEST_WORKFLOW_BUNDLE },
-      encoding: 'utf8'
-    });
+    const run = spawnSync(
+      path.join(ROOT, 'node_modules', '.bin', 'tsx'),
+      [path.join(ROOT, 'scripts', 'replay-histories.ts')],
+      {
+        env: { ...process.env, WORKFLOW_BUNDLE_PATH: process.env.ZH_TEST_WORKFLOW_BUNDLE },
+        encoding: 'utf8'
+      }
+    );
     expect(run.stdout).toContain(`${files.length} replayed, 0 failed`);
     expect(run.status).toBe(0);
   });

@@ -11,10 +11,20 @@ import { findPostgres } from '../../scripts/stack/postgres';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
-function bench(env: Record<string, string>, onOutput: (text: string) => void = () => undefined, script = 'bench:heartbeat'): Promise<{ code: number | null; output: string }> {
+function bench(
+  env: Record<string, string>,
+  onOutput: (text: string) => void = () => undefined,
+  script = 'bench:heartbeat'
+): Promise<{ code: number | null; output: string }> {
   const child = spawn('npm', ['run', script], {
     cwd: ROOT,
-    env: { ...process.env, MONGODB_URI: '', TEMPORAL_ADDRESS: '', WORKFLOW_BUNDLE_PATH: process.env.ZH_TEST_WORKFLOW_BUNDLE!, ...env },
+    env: {
+      ...process.env,
+      MONGODB_URI: '',
+      TEMPORAL_ADDRESS: '',
+      WORKFLOW_BUNDLE_PATH: process.env.ZH_TEST_WORKFLOW_BUNDLE!,
+      ...env
+    },
     stdio: ['ignore', 'pipe', 'pipe']
   });
   let output = '';
@@ -53,7 +63,11 @@ function launcherOf(dataDir: string): number | undefined {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const cmdline = fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8');
-      if (cmdline.includes('scripts/start.ts') && fs.readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0').includes(`DATA_DIR=${dataDir}`)) return Number(entry);
+      if (
+        cmdline.includes('scripts/start.ts') &&
+        fs.readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0').includes(`DATA_DIR=${dataDir}`)
+      )
+        return Number(entry);
     } catch {
       /* gone, or not ours */
     }
@@ -63,14 +77,17 @@ function launcherOf(dataDir: string): number | undefined {
 
 it('names the stack log when the stack goes away in the middle of a run', async () => {
   let stopped = false;
-  const run = await bench({ BENCH_NODES: '4', BENCH_SECONDS: '5', BENCH_STOP: '1', BENCH_OFFLINE_AFTER_S: '3' }, (text) => {
-    const dir = /starting the stack \(npm start\) in (\S+)/.exec(text)?.[1];
-    if (stopped || !dir || !/registered 4 nodes/.test(text)) return;
-    const pid = launcherOf(dir);
-    if (!pid) return;
-    stopped = true;
-    process.kill(pid, 'SIGINT');
-  });
+  const run = await bench(
+    { BENCH_NODES: '4', BENCH_SECONDS: '5', BENCH_STOP: '1', BENCH_OFFLINE_AFTER_S: '3' },
+    (text) => {
+      const dir = /starting the stack \(npm start\) in (\S+)/.exec(text)?.[1];
+      if (stopped || !dir || !/registered 4 nodes/.test(text)) return;
+      const pid = launcherOf(dir);
+      if (!pid) return;
+      stopped = true;
+      process.kill(pid, 'SIGINT');
+    }
+  );
   expect(stopped).toBe(true);
   expect(run.code).toBe(1);
   // Whichever request notices first (a database read, or the check that the stack still runs).
@@ -86,16 +103,35 @@ it('bench:ledger, CI-sized: writes through HTTP beside bare inserts, reads meanw
   // once per embedded FerretDB backend (CI installs PostgreSQL; a machine without it runs SQLite only).
   const backends = findPostgres() ? ['sqlite', 'postgresql'] : ['sqlite'];
   const run = await bench(
-    { BENCH_PHASES: 'http', BENCH_LEDGER_SIZES: '100', BENCH_OPS: '40', BENCH_CONCURRENCY: '1,16', BENCH_DIDS: '4', BENCH_OVERLOAD_CLIENTS: '200', BENCH_OVERLOAD_S: '2', BENCH_WARMUP_OPS: '20', BENCH_ROUNDS: '2', BENCH_BACKENDS: backends.join(',') },
+    {
+      BENCH_PHASES: 'http',
+      BENCH_LEDGER_SIZES: '100',
+      BENCH_OPS: '40',
+      BENCH_CONCURRENCY: '1,16',
+      BENCH_DIDS: '4',
+      BENCH_OVERLOAD_CLIENTS: '200',
+      BENCH_OVERLOAD_S: '2',
+      BENCH_WARMUP_OPS: '20',
+      BENCH_ROUNDS: '2',
+      BENCH_BACKENDS: backends.join(',')
+    },
     undefined,
     'bench:ledger'
   );
   expect(run.code).toBe(0);
   for (const backend of backends) expect(run.output).toContain(`through the whole stack on FerretDB/${backend}`);
   expect(run.output.match(/ledger filled to \d+ entries/g)).toHaveLength(backends.length);
-  expect(run.output.match(/warm-up \(not measured\): 20 bare inserts and 20 writes per API process of each configuration/g)).toHaveLength(backends.length);
-  expect(run.output.match(/bare insertOne: +\d+ ops\/s .*\(median of 2 rounds: \d+-\d+\/s\)/g)).toHaveLength(2 * backends.length);
-  expect(run.output.match(/POST \/api\/report\/truth: +\d+ ops\/s .*x of bare insert \(\d+\.\d+-\d+\.\d+x\); GET \/api\/status meanwhile p99 .*; status-data reads p99/g)).toHaveLength(4 * backends.length);
+  expect(
+    run.output.match(/warm-up \(not measured\): 20 bare inserts and 20 writes per API process of each configuration/g)
+  ).toHaveLength(backends.length);
+  expect(run.output.match(/bare insertOne: +\d+ ops\/s .*\(median of 2 rounds: \d+-\d+\/s\)/g)).toHaveLength(
+    2 * backends.length
+  );
+  expect(
+    run.output.match(
+      /POST \/api\/report\/truth: +\d+ ops\/s .*x of bare insert \(\d+\.\d+-\d+\.\d+x\); GET \/api\/status meanwhile p99 .*; status-data reads p99/g
+    )
+  ).toHaveLength(4 * backends.length);
   expect(run.output.match(/overload: 200 clients for 2 s: .*×200/g)).toHaveLength(backends.length);
   // Every quota slot spent is an entry (a refused or withdrawn write spends none); every acknowledged write is there.
   const settled = [...run.output.matchAll(/(\d+) entries for (\d+) acknowledged writes; quota slots spent (\d+)/g)];

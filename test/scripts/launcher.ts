@@ -56,7 +56,19 @@ export async function launch(
     FERRETDB_BACKEND: 'sqlite',
     npm_config_script_shell: scriptShell
   };
-  for (const name of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT', 'FERRETDB_PORT', 'POSTGRES_PORT', 'TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'DEPLOY_WEB_PORT']) {
+  for (const name of [
+    'PORT',
+    'BACKUP_PORT',
+    'HUB_PORT',
+    'COMMERCIAL_PORT',
+    'MEMORY_PORT',
+    'DAEMON_PORT',
+    'FERRETDB_PORT',
+    'POSTGRES_PORT',
+    'TEMPORAL_PORT',
+    'TEMPORAL_UI_PORT',
+    'DEPLOY_WEB_PORT'
+  ]) {
     env[name] = String(await freePort());
   }
   env.PUBLIC_URL = `http://127.0.0.1:${env.PORT}`;
@@ -70,8 +82,14 @@ export async function launch(
   let text = '';
   child.stdout!.on('data', (d) => (text += d));
   child.stderr!.on('data', (d) => (text += d));
-  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('exit', (code, signal) => resolve([code, signal])));
-  const ready = eventually(async () => (/ready in [\d.]+ s/.test(text) ? true : undefined), readyWithinMs, 'the stack to be ready').then(
+  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+    child.once('exit', (code, signal) => resolve([code, signal]))
+  );
+  const ready = eventually(
+    async () => (/ready in [\d.]+ s/.test(text) ? true : undefined),
+    readyWithinMs,
+    'the stack to be ready'
+  ).then(
     () => undefined,
     (e: Error) => {
       throw new Error(`${e.message}; what it printed last:\n${text.split('\n').slice(-25).join('\n')}`);
@@ -197,7 +215,7 @@ export function startWriters(base: string, did: string, count: number, prefix: s
 /** Every ledger entry, read page by page through the public L0 subscription (GET /api/sub-l0). */
 export async function readLedger(base: string): Promise<{ seq: number; key: string; event_id: string }[]> {
   const entries: { seq: number; key: string; event_id: string }[] = [];
-  for (let after = 0; ; ) {
+  for (let after = 0; ;) {
     const page = await http('GET', `${base}/api/sub-l0?after=${after}&limit=500`);
     if (page.status !== 200) throw new Error(`sub-l0: ${page.status} ${page.text}`);
     entries.push(...page.body.entries);

@@ -44,11 +44,17 @@ it('starts the Temporal dev server with every port it binds set explicitly, and 
   try {
     const args = fs.readFileSync(`/proc/${temporal.child.pid}/cmdline`, 'utf8').split('\0');
     const flag = (name: string) => Number(args[args.indexOf(name) + 1]);
-    const ports = { grpc: flag('--port'), ui: flag('--ui-port'), http: flag('--http-port'), metrics: flag('--metrics-port') };
+    const ports = {
+      grpc: flag('--port'),
+      ui: flag('--ui-port'),
+      http: flag('--http-port'),
+      metrics: flag('--metrics-port')
+    };
     expect(Object.values(ports).every((p) => p > 0)).toBe(true);
     expect(ports.grpc).toBe(temporal.port);
     expect(ports.ui).toBe(temporal.uiPort);
-    for (const [name, port] of Object.entries(ports)) expect([name, listensOn(temporal.child.pid!, port)]).toEqual([name, true]);
+    for (const [name, port] of Object.entries(ports))
+      expect([name, listensOn(temporal.child.pid!, port)]).toEqual([name, true]);
   } finally {
     await temporal.stop();
   }
@@ -70,7 +76,9 @@ it('starts the dev server again when a port it was given turns out to be taken',
   try {
     const temporal = await startTemporal({ dataDir, uiPort, namespace: 'default', echo: false });
     try {
-      expect(said.join('')).toMatch(/temporal: a port was taken while it started \(.*address already in use.*\); starting it again \(attempt 2 of \d+\)/);
+      expect(said.join('')).toMatch(
+        /temporal: a port was taken while it started \(.*address already in use.*\); starting it again \(attempt 2 of \d+\)/
+      );
       expect(listensOn(temporal.child.pid!, uiPort)).toBe(true);
     } finally {
       await temporal.stop();

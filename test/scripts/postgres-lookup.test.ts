@@ -31,7 +31,11 @@ maybe('embedded PostgreSQL: lookups by _id use an index', () => {
   let logFile: string;
 
   const psql = (sql: string): string =>
-    execFileSync(path.join(pg!, 'psql'), ['-h', '127.0.0.1', '-p', String(port), '-U', POSTGRES_ROLE, '-d', 'postgres', '-X', '-At', '-c', sql], { encoding: 'utf8' }).trim();
+    execFileSync(
+      path.join(pg!, 'psql'),
+      ['-h', '127.0.0.1', '-p', String(port), '-U', POSTGRES_ROLE, '-d', 'postgres', '-X', '-At', '-c', sql],
+      { encoding: 'utf8' }
+    ).trim();
 
   const start = async () => {
     const postgres = await startPostgres({
@@ -56,8 +60,11 @@ maybe('embedded PostgreSQL: lookups by _id use an index', () => {
 
   /** The storage options of the table's GIN index on `_id` (e.g. "fastupdate=off"). */
   const ginOptions = (table: string) =>
-    psql(`select coalesce(array_to_string(i.reloptions, ','), '') from pg_indexes x join pg_class i on i.relname = x.indexname where x.tablename = '${table}' and x.indexdef like '%USING gin%'`);
-  const tableOf = (collection: string) => psql(`select tablename from pg_tables where schemaname = 'lookup' and tablename like '${collection}\\_%'`);
+    psql(
+      `select coalesce(array_to_string(i.reloptions, ','), '') from pg_indexes x join pg_class i on i.relname = x.indexname where x.tablename = '${table}' and x.indexdef like '%USING gin%'`
+    );
+  const tableOf = (collection: string) =>
+    psql(`select tablename from pg_tables where schemaname = 'lookup' and tablename like '${collection}\\_%'`);
   /**
    * The plans PostgreSQL logs for the statements `run` makes on `table`: how many read it by a table scan, and how
    * many statements touched it. The log is written as statements finish; a marker statement after `run` ends it.
@@ -67,12 +74,19 @@ maybe('embedded PostgreSQL: lookups by _id use an index', () => {
     await run();
     const marker = `marker_${Date.now()}`;
     psql(`select 1 as ${marker}`);
-    const text = await eventually(async () => {
-      const t = fs.readFileSync(logFile, 'utf8').slice(from);
-      return t.includes(marker) ? t : undefined;
-    }, 10_000, 'the marker statement in the PostgreSQL log');
+    const text = await eventually(
+      async () => {
+        const t = fs.readFileSync(logFile, 'utf8').slice(from);
+        return t.includes(marker) ? t : undefined;
+      },
+      10_000,
+      'the marker statement in the PostgreSQL log'
+    );
     const count = (re: RegExp) => (text.match(re) ?? []).length;
-    return { seqScans: count(new RegExp(`Seq Scan on ${table}\\b`, 'g')), statements: count(new RegExp(`Query Text: [^\\n]*"${table}"`, 'g')) };
+    return {
+      seqScans: count(new RegExp(`Seq Scan on ${table}\\b`, 'g')),
+      statements: count(new RegExp(`Query Text: [^\\n]*"${table}"`, 'g'))
+    };
   };
 
   beforeAll(async () => {
@@ -87,14 +101,20 @@ maybe('embedded PostgreSQL: lookups by _id use an index', () => {
 
   it('findOne, updateOne and deleteOne by _id scan no table, on a collection created while the server runs', async () => {
     const things = client.db('lookup').collection<{ _id: string; n: number; state: string }>('things');
-    for (let i = 0; i < 3000; i += 1000) await things.insertMany(Array.from({ length: 1000 }, (_, k) => ({ _id: `t-${i + k}`, n: i + k, state: 'a' })));
+    for (let i = 0; i < 3000; i += 1000)
+      await things.insertMany(Array.from({ length: 1000 }, (_, k) => ({ _id: `t-${i + k}`, n: i + k, state: 'a' })));
     const table = tableOf('things');
-    expect(psql(`select count(*) from pg_indexes where tablename = '${table}' and indexdef like '%USING gin%_id%'`)).toBe('1');
+    expect(
+      psql(`select count(*) from pg_indexes where tablename = '${table}' and indexdef like '%USING gin%_id%'`)
+    ).toBe('1');
     // Without GIN's pending list (every lookup would read it whole until a vacuum merges it).
     expect(ginOptions(table)).toBe('fastupdate=off');
     const seen = await plans(table, async () => {
       for (let i = 0; i < 10; i++) expect((await things.findOne({ _id: `t-${i * 97}` }))?.n).toBe(i * 97);
-      for (let i = 0; i < 10; i++) expect((await things.updateOne({ _id: `t-${i * 89}`, state: 'a' }, { $set: { state: 'b' } })).modifiedCount).toBe(1);
+      for (let i = 0; i < 10; i++)
+        expect(
+          (await things.updateOne({ _id: `t-${i * 89}`, state: 'a' }, { $set: { state: 'b' } })).modifiedCount
+        ).toBe(1);
       expect((await things.deleteOne({ _id: 't-5' })).deletedCount).toBe(1);
     });
     // A find, or a find and a write, per operation: every one by an index.
@@ -104,13 +124,19 @@ maybe('embedded PostgreSQL: lookups by _id use an index', () => {
 
   it('a table that predates the index gets it at the next start, and an index with a pending list loses it', async () => {
     const table = tableOf('things');
-    psql(`drop index lookup.${psql(`select indexname from pg_indexes where tablename = '${table}' and indexdef like '%USING gin%'`)}`);
-    expect(psql(`select count(*) from pg_indexes where tablename = '${table}' and indexdef like '%USING gin%'`)).toBe('0');
+    psql(
+      `drop index lookup.${psql(`select indexname from pg_indexes where tablename = '${table}' and indexdef like '%USING gin%'`)}`
+    );
+    expect(psql(`select count(*) from pg_indexes where tablename = '${table}' and indexdef like '%USING gin%'`)).toBe(
+      '0'
+    );
     // A data dir from before fastupdate was turned off: its index has GIN's default, and entries in the pending list.
     const other = client.db('lookup').collection<{ _id: string; n: number }>('others');
     await other.insertOne({ _id: 'o-0', n: 0 });
     const otherTable = tableOf('others');
-    const otherIndex = psql(`select indexname from pg_indexes where tablename = '${otherTable}' and indexdef like '%USING gin%'`);
+    const otherIndex = psql(
+      `select indexname from pg_indexes where tablename = '${otherTable}' and indexdef like '%USING gin%'`
+    );
     psql(`alter index lookup.${otherIndex} set (fastupdate = on)`);
     await other.insertMany(Array.from({ length: 500 }, (_, k) => ({ _id: `o-${k + 1}`, n: k + 1 })));
     expect(ginOptions(otherTable)).toBe('fastupdate=on');
@@ -120,11 +146,15 @@ maybe('embedded PostgreSQL: lookups by _id use an index', () => {
     expect(pending()).toBeGreaterThan(0);
     await stop();
     await start();
-    expect(psql(`select count(*) from pg_indexes where tablename = '${table}' and indexdef like '%USING gin%_id%'`)).toBe('1');
+    expect(
+      psql(`select count(*) from pg_indexes where tablename = '${table}' and indexdef like '%USING gin%_id%'`)
+    ).toBe('1');
     expect(ginOptions(otherTable)).toBe('fastupdate=off');
     expect(pending()).toBe(0);
     expect(ginOptions(table)).toBe('fastupdate=off');
-    expect((await client.db('lookup').collection<{ _id: string; n: number }>('others').findOne({ _id: 'o-500' }))?.n).toBe(500);
+    expect(
+      (await client.db('lookup').collection<{ _id: string; n: number }>('others').findOne({ _id: 'o-500' }))?.n
+    ).toBe(500);
     const things = client.db('lookup').collection<{ _id: string; n: number }>('things');
     const seen = await plans(table, async () => {
       for (let i = 0; i < 10; i++) expect((await things.findOne({ _id: `t-${1000 + i}` }))?.n).toBe(1000 + i);
@@ -137,10 +167,18 @@ maybe('embedded PostgreSQL: lookups by _id use an index', () => {
     const db = client.db('lookup');
     const nodes = new NodeStore(db);
     const docs = Array.from({ length: 3000 }, (_, i) => nodeDocument(`node-${i}`, i + 1, 'offline'));
-    for (let i = 0; i < docs.length; i += 1000) await db.collection('nodes').insertMany(docs.slice(i, i + 1000) as never[]);
+    for (let i = 0; i < docs.length; i += 1000)
+      await db.collection('nodes').insertMany(docs.slice(i, i + 1000) as never[]);
     const table = tableOf('nodes');
     const at = new Date().toISOString();
-    const transitions: LivenessTransition[] = Array.from({ length: 600 }, (_, i) => ({ node_id: `node-${i * 5}`, from: 'offline', to: 'online', at, reason: 'heartbeat received', seq: 1 }));
+    const transitions: LivenessTransition[] = Array.from({ length: 600 }, (_, i) => ({
+      node_id: `node-${i * 5}`,
+      from: 'offline',
+      to: 'online',
+      at,
+      reason: 'heartbeat received',
+      seq: 1
+    }));
     // A node that is not offline any more is refused, with its current view.
     await db.collection('nodes').updateOne({ _id: 'node-0' as never }, { $set: { state: 'rejected' } });
     let result!: Awaited<ReturnType<NodeStore['applyLiveness']>>;

@@ -20,24 +20,46 @@ it('announces the first build with its expected duration and shows its progress 
   fs.symlinkSync(temporalBin, path.join(temporalDir, 'temporal'));
 
   // With a cold Go cache the build takes minutes: the stack has as long as the progress line to be ready.
-  const stack = await launch('npm', { ZHONGSHU_TOOLS_DIR: toolsDir, ZH_PROGRESS_INTERVAL_MS: '1000' }, '/bin/sh', 300_000);
+  const stack = await launch(
+    'npm',
+    { ZHONGSHU_TOOLS_DIR: toolsDir, ZH_PROGRESS_INTERVAL_MS: '1000' },
+    '/bin/sh',
+    300_000
+  );
   // What was on screen when the first progress line came (or the stack was ready without one): the binary must not
   // exist yet then, i.e. the line was shown while the build ran.
-  const progress = await eventually(async () => {
-    const line = /\[stack\] building ferretdb (v[\d.]+): \d+:\d\d of about \d+:\d\d, \d+ of ~\d+ packages, .+/.exec(stack.output());
-    if (line) return { line: line[0], version: line[1]!, built: fs.existsSync(path.join(toolsDir, `ferretdb-${line[1]}`, 'ferretdb')) };
-    return /ready in/.test(stack.output()) ? { line: null, version: '', built: true } : undefined;
-  }, 300_000, 'a progress line');
+  const progress = await eventually(
+    async () => {
+      const line = /\[stack\] building ferretdb (v[\d.]+): \d+:\d\d of about \d+:\d\d, \d+ of ~\d+ packages, .+/.exec(
+        stack.output()
+      );
+      if (line)
+        return {
+          line: line[0],
+          version: line[1]!,
+          built: fs.existsSync(path.join(toolsDir, `ferretdb-${line[1]}`, 'ferretdb'))
+        };
+      return /ready in/.test(stack.output()) ? { line: null, version: '', built: true } : undefined;
+    },
+    300_000,
+    'a progress line'
+  );
   expect(progress.line).not.toBeNull();
   expect(progress.built).toBe(false);
   await stack.ready;
   Object.values(recordedPids(stack.dataDir)).forEach((p) => seen.add(p));
 
   const out = stack.output();
-  const announced = out.indexOf(`ferretdb ${progress.version} is not built yet: building FerretDB with Go now, once (about `);
+  const announced = out.indexOf(
+    `ferretdb ${progress.version} is not built yet: building FerretDB with Go now, once (about `
+  );
   expect(announced).toBeGreaterThanOrEqual(0);
   expect(out.indexOf(progress.line!)).toBeGreaterThan(announced);
-  expect(out).toMatch(new RegExp(`\\[stack\\] built ferretdb ${progress.version} in \\d+:\\d\\d \\(\\d+ packages\\) -> ${toolsDir}/ferretdb-`));
+  expect(out).toMatch(
+    new RegExp(
+      `\\[stack\\] built ferretdb ${progress.version} in \\d+:\\d\\d \\(\\d+ packages\\) -> ${toolsDir}/ferretdb-`
+    )
+  );
   // The Temporal CLI was there already: nothing said about building it.
   expect(out).not.toMatch(/temporal v[\d.]+ is not built yet/);
 

@@ -15,33 +15,49 @@ import { alive, killLeftovers, launch, Launched, recordedPids, startWriters } fr
 const seen = new Set<number>();
 afterEach(() => killLeftovers(seen));
 
-async function startUnderLoad(scriptShell?: string): Promise<{ stack: Launched; servers: Record<string, number>; stopWriters: () => Promise<void> }> {
+async function startUnderLoad(
+  scriptShell?: string
+): Promise<{ stack: Launched; servers: Record<string, number>; stopWriters: () => Promise<void> }> {
   const stack = await launch('npm', {}, scriptShell);
   await stack.ready;
   const servers = recordedPids(stack.dataDir);
   Object.values(servers).forEach((p) => seen.add(p));
   // nginx serves deployment arbitration where it is installed (CI installs it).
-  expect(Object.keys(servers).sort()).toEqual(['api', 'ferretdb', ...(findNginx('/usr/sbin/nginx') ? ['nginx'] : []), 'temporal', 'worker']);
+  expect(Object.keys(servers).sort()).toEqual([
+    'api',
+    'ferretdb',
+    ...(findNginx('/usr/sbin/nginx') ? ['nginx'] : []),
+    'temporal',
+    'worker'
+  ]);
   const did = await registerDid(stack.base, stack.adminToken, 'did:example:signals');
   const writers = startWriters(stack.base, did, 32, 'signals.load', 10);
-  await eventually(async () => (writers.acknowledged.length >= 100 && writers.held.length >= 5 ? true : undefined), 60_000, 'the writers to be under way');
+  await eventually(
+    async () => (writers.acknowledged.length >= 100 && writers.held.length >= 5 ? true : undefined),
+    60_000,
+    'the writers to be under way'
+  );
   return { stack, servers, stopWriters: writers.stop };
 }
 
 // With bash the launcher receives the one Ctrl-C twice (see launch()): that must still be one orderly stop.
-it.each(['/bin/sh', '/bin/bash'])('one Ctrl-C under load stops every process in order (npm script shell %s)', async (shell) => {
-  const { stack, servers, stopWriters } = await startUnderLoad(shell);
+it.each(['/bin/sh', '/bin/bash'])(
+  'one Ctrl-C under load stops every process in order (npm script shell %s)',
+  async (shell) => {
+    const { stack, servers, stopWriters } = await startUnderLoad(shell);
 
-  process.kill(-stack.child.pid!, 'SIGINT');
-  await stack.exited;
-  await stopWriters();
+    process.kill(-stack.child.pid!, 'SIGINT');
+    await stack.exited;
+    await stopWriters();
 
-  expect(Object.entries(servers).filter(([, pid]) => alive(pid))).toEqual([]);
-  expect(recordedPids(stack.dataDir)).toEqual({});
-  expect(stack.output()).toMatch(/SIGINT: stopping everything in order/);
-  expect(stack.output()).toMatch(/\[stack\] stopped\n/);
-  expect(stack.output()).not.toMatch(/killing every process/);
-}, 180_000);
+    expect(Object.entries(servers).filter(([, pid]) => alive(pid))).toEqual([]);
+    expect(recordedPids(stack.dataDir)).toEqual({});
+    expect(stack.output()).toMatch(/SIGINT: stopping everything in order/);
+    expect(stack.output()).toMatch(/\[stack\] stopped\n/);
+    expect(stack.output()).not.toMatch(/killing every process/);
+  },
+  180_000
+);
 
 it('a second Ctrl-C kills every process at once when the orderly stop hangs', async () => {
   const { stack, servers, stopWriters } = await startUnderLoad();
@@ -53,7 +69,11 @@ it('a second Ctrl-C kills every process at once when the orderly stop hangs', as
   process.kill(servers.worker!, 'SIGSTOP');
 
   process.kill(-stack.child.pid!, 'SIGINT');
-  await eventually(async () => (/stopping: api, worker/.test(stack.output()) ? true : undefined), 30_000, 'the orderly stop to begin');
+  await eventually(
+    async () => (/stopping: api, worker/.test(stack.output()) ? true : undefined),
+    30_000,
+    'the orderly stop to begin'
+  );
   // A second press, not the same one forwarded by npm.
   await new Promise((r) => setTimeout(r, SIGNAL_ECHO_MS + 500));
   expect(stack.output()).not.toMatch(/\[stack\] stopped\n/);

@@ -15,10 +15,14 @@ afterEach(() => killLeftovers(seen));
 
 /** Waits for the launcher to record a new pid for `name` (a restart) and returns it. */
 async function restartedPid(dataDir: string, name: string, old: number): Promise<number> {
-  const pid = await eventually(async () => {
-    const now = recordedPids(dataDir)[name];
-    return now && now !== old && alive(now) ? now : undefined;
-  }, 60_000, `${name} to be restarted`);
+  const pid = await eventually(
+    async () => {
+      const now = recordedPids(dataDir)[name];
+      return now && now !== old && alive(now) ? now : undefined;
+    },
+    60_000,
+    `${name} to be restarted`
+  );
   seen.add(pid);
   return pid;
 }
@@ -32,17 +36,25 @@ it('restarts a killed worker and API; acknowledged writes, seqs, the ledger root
   const approver = await issueHomologousToken(stack.base, stack.adminToken);
   const writers = startWriters(stack.base, did, 16, 'supervised.load', 20);
   const progress = (acks: number, held: number) =>
-    eventually(async () => (writers.acknowledged.length >= acks && writers.held.length >= held ? true : undefined), 90_000, `${acks} acknowledged writes`);
+    eventually(
+      async () => (writers.acknowledged.length >= acks && writers.held.length >= held ? true : undefined),
+      90_000,
+      `${acks} acknowledged writes`
+    );
   await progress(60, 2);
 
   process.kill(first.worker!, 'SIGKILL');
   const worker = await restartedPid(stack.dataDir, 'worker', first.worker!);
-  expect(stack.output()).toMatch(/worker died \(killed by SIGKILL: kill -9 or the out-of-memory killer\); restarting it in [\d.]+ s/);
+  expect(stack.output()).toMatch(
+    /worker died \(killed by SIGKILL: kill -9 or the out-of-memory killer\); restarting it in [\d.]+ s/
+  );
   await progress(writers.acknowledged.length + 60, writers.held.length + 1);
 
   process.kill(first.api!, 'SIGKILL');
   await restartedPid(stack.dataDir, 'api', first.api!);
-  expect(stack.output()).toMatch(/api died \(killed by SIGKILL: kill -9 or the out-of-memory killer\); restarting it in [\d.]+ s/);
+  expect(stack.output()).toMatch(
+    /api died \(killed by SIGKILL: kill -9 or the out-of-memory killer\); restarting it in [\d.]+ s/
+  );
   // Writes go on through the restarted API.
   await progress(writers.acknowledged.length + 60, writers.held.length + 1);
   await writers.stop();
@@ -54,7 +66,9 @@ it('restarts a killed worker and API; acknowledged writes, seqs, the ledger root
   const bySeq = new Map(entries.map((e) => [e.seq, e]));
   expect(bySeq.size).toBe(entries.length);
   expect(entries.map((e) => e.seq)).toEqual(entries.map((_, i) => i + 1));
-  const missing = writers.acknowledged.filter((a) => bySeq.get(a.seq)?.key !== a.key || bySeq.get(a.seq)?.event_id !== a.event_id);
+  const missing = writers.acknowledged.filter(
+    (a) => bySeq.get(a.seq)?.key !== a.key || bySeq.get(a.seq)?.event_id !== a.event_id
+  );
   expect(missing).toEqual([]);
   const loadKeys = entries.filter((e) => e.key.startsWith('supervised.load.')).map((e) => e.key);
   expect(new Set(loadKeys).size).toBe(loadKeys.length);
@@ -68,9 +82,15 @@ it('restarts a killed worker and API; acknowledged writes, seqs, the ledger root
     expect([h.key, status.status, status.body.approval?.state]).toEqual([h.key, 200, 'pending']);
   }
   const [approve, reject] = writers.held;
-  const approved = await http('POST', `${stack.base}/api/truth/approvals/${approve!.approval_id}/approve`, { headers, body: { reason: 'checked after the restarts' } });
+  const approved = await http('POST', `${stack.base}/api/truth/approvals/${approve!.approval_id}/approve`, {
+    headers,
+    body: { reason: 'checked after the restarts' }
+  });
   expect(approved.body.approval).toMatchObject({ state: 'approved' });
-  const rejected = await http('POST', `${stack.base}/api/truth/approvals/${reject!.approval_id}/reject`, { headers, body: { reason: 'not this one' } });
+  const rejected = await http('POST', `${stack.base}/api/truth/approvals/${reject!.approval_id}/reject`, {
+    headers,
+    body: { reason: 'not this one' }
+  });
   expect(rejected.body.approval).toMatchObject({ state: 'rejected' });
   const appended = (await readLedger(stack.base)).find((e) => e.key === approve!.key);
   expect(appended?.seq).toBe(approved.body.approval.seq);
@@ -98,7 +118,11 @@ it(`gives up and stops everything when the API dies more than ${RESTART_POLICY.m
   const [code] = await stack.exited;
 
   expect(code).toBe(1);
-  expect(stack.output()).toMatch(new RegExp(`api died ${RESTART_POLICY.maxRestarts + 1} times within ${RESTART_POLICY.windowMs / 1000} s \\(last: killed by SIGKILL[^)]*\\); giving up`));
+  expect(stack.output()).toMatch(
+    new RegExp(
+      `api died ${RESTART_POLICY.maxRestarts + 1} times within ${RESTART_POLICY.windowMs / 1000} s \\(last: killed by SIGKILL[^)]*\\); giving up`
+    )
+  );
   expect(stack.output()).toMatch(/\[stack\] stopped\n/);
   expect([...seen].filter(alive)).toEqual([]);
   expect(recordedPids(stack.dataDir)).toEqual({});

@@ -21,7 +21,19 @@ let dataDir: string;
 beforeAll(async () => {
   dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zhongshu-start-'));
   env = { DATA_DIR: dataDir, LOG_LEVEL: 'warn', TEMPORAL_TASK_QUEUE: 'start-test' };
-  for (const name of ['PORT', 'BACKUP_PORT', 'HUB_PORT', 'COMMERCIAL_PORT', 'MEMORY_PORT', 'DAEMON_PORT', 'FERRETDB_PORT', 'POSTGRES_PORT', 'TEMPORAL_PORT', 'TEMPORAL_UI_PORT', 'DEPLOY_WEB_PORT']) {
+  for (const name of [
+    'PORT',
+    'BACKUP_PORT',
+    'HUB_PORT',
+    'COMMERCIAL_PORT',
+    'MEMORY_PORT',
+    'DAEMON_PORT',
+    'FERRETDB_PORT',
+    'POSTGRES_PORT',
+    'TEMPORAL_PORT',
+    'TEMPORAL_UI_PORT',
+    'DEPLOY_WEB_PORT'
+  ]) {
     env[name] = String(await freePort());
   }
 });
@@ -44,13 +56,19 @@ function launch(): { child: ChildProcess; output: () => string; ready: Promise<v
   let text = '';
   child.stdout!.on('data', (d) => (text += d));
   child.stderr!.on('data', (d) => (text += d));
-  const ready = eventually(async () => (/ready in [\d.]+ s/.test(text) ? true : undefined), 120000, 'the stack to be ready').then(() => undefined);
+  const ready = eventually(
+    async () => (/ready in [\d.]+ s/.test(text) ? true : undefined),
+    120000,
+    'the stack to be ready'
+  ).then(() => undefined);
   return { child, output: () => text, ready };
 }
 
 const pids = () =>
   fs.existsSync(path.join(dataDir, 'run'))
-    ? fs.readdirSync(path.join(dataDir, 'run')).map((f) => Number(fs.readFileSync(path.join(dataDir, 'run', f), 'utf8')))
+    ? fs
+        .readdirSync(path.join(dataDir, 'run'))
+        .map((f) => Number(fs.readFileSync(path.join(dataDir, 'run', f), 'utf8')))
     : [];
 // Running (a leftover stopped may linger as a zombie until init reaps it: stopped all the same).
 const alive = isAlive;
@@ -61,14 +79,23 @@ it('starts everything, survives a crashed launcher, and stops cleanly on SIGINT'
   await first.ready;
   const summary = await http('GET', `http://127.0.0.1:${env.PORT}/a2a/endpoints/summary`);
   expect(summary.status).toBe(200);
-  const queue = await eventually(async () => {
-    const res = await http('GET', `http://127.0.0.1:${env.TEMPORAL_UI_PORT}/api/v1/namespaces/default/task-queues/start-test?taskQueueType=1`);
-    return res.status === 200 && (res.body.pollers ?? []).length > 0 ? res.body : undefined;
-  }, 30000, 'the worker polling in the Temporal Web UI');
+  const queue = await eventually(
+    async () => {
+      const res = await http(
+        'GET',
+        `http://127.0.0.1:${env.TEMPORAL_UI_PORT}/api/v1/namespaces/default/task-queues/start-test?taskQueueType=1`
+      );
+      return res.status === 200 && (res.body.pollers ?? []).length > 0 ? res.body : undefined;
+    },
+    30000,
+    'the worker polling in the Temporal Web UI'
+  );
   expect(queue.pollers.length).toBeGreaterThan(0);
 
   // The default backend, and why (PostgreSQL where it is installed: this data dir is within its reach).
-  expect(first.output()).toContain(`FerretDB on ${chosen.backend === 'postgresql' ? 'PostgreSQL' : 'SQLite'} (${chosen.why})`);
+  expect(first.output()).toContain(
+    `FerretDB on ${chosen.backend === 'postgresql' ? 'PostgreSQL' : 'SQLite'} (${chosen.why})`
+  );
   expect(chosen.backend).toBe(findPostgres() ? 'postgresql' : 'sqlite');
   const postgres = chosen.backend === 'postgresql';
 

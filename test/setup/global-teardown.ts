@@ -3,7 +3,8 @@ import fs from 'node:fs';
 import type { ServerHandle } from '../../scripts/stack/process';
 
 export default async function globalTeardown(): Promise<void> {
-  const stack = (globalThis as Record<string, unknown>).__ZH_STACK__ as { ferret: ServerHandle; temporal: ServerHandle; dataDir: string } | undefined;
+  const stack = (globalThis as Record<string, unknown>).__ZH_STACK__ as
+    { ferret: ServerHandle; temporal: ServerHandle; dataDir: string } | undefined;
   if (!stack) return;
   await Promise.all([stack.ferret.stop(), stack.temporal.stop()]);
   fs.rmSync(stack.dataDir, { recursive: true, force: true });

@@ -24,7 +24,7 @@ function counted(credentials: CredentialStore): { memory: ActiveDids; reads: Map
 }
 
 describe('ActiveDids', () => {
-  it('keeps a steady writer\'s DIDs checked by reads of the feed, without reading them again', async () => {
+  it("keeps a steady writer's DIDs checked by reads of the feed, without reading them again", async () => {
     const here = new CredentialStore(testDb.db);
     const dids = ['did:example:steady-a', 'did:example:steady-b', 'did:example:steady-c'];
     for (const did of dids) await here.registerDid(did, null);
@@ -49,8 +49,14 @@ describe('ActiveDids', () => {
     const { memory } = counted(here);
     expect(await memory.isActive('did:example:revoked-elsewhere', TTL)).toBe(true);
     await elsewhere.revokeDid('did:example:revoked-elsewhere');
-    expect(await testDb.db.collection('did_revocations').findOne({ _id: 'did:example:revoked-elsewhere' as never })).toMatchObject({ at: expect.any(Date) });
-    await eventually(async () => ((await memory.isActive('did:example:revoked-elsewhere', TTL)) ? undefined : true), 5000, 'the revocation to count');
+    expect(
+      await testDb.db.collection('did_revocations').findOne({ _id: 'did:example:revoked-elsewhere' as never })
+    ).toMatchObject({ at: expect.any(Date) });
+    await eventually(
+      async () => ((await memory.isActive('did:example:revoked-elsewhere', TTL)) ? undefined : true),
+      5000,
+      'the revocation to count'
+    );
 
     expect(await here.activeDids.isActive('did:example:revoked-here', TTL)).toBe(true);
     await here.revokeDid('did:example:revoked-here');

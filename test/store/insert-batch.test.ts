@@ -24,7 +24,13 @@ it('fails only the duplicate documents of a batch, with code 11000, and inserts 
   const batcher = new InsertBatcher(c);
   const ids = ['a', 'taken', 'b', 'b', 'c'];
   const results = await Promise.allSettled(ids.map((_id) => batcher.insert({ _id })));
-  expect(results.map((r) => (r.status === 'fulfilled' ? 'ok' : (r.reason as { code?: number }).code))).toEqual(['ok', 11000, 'ok', 11000, 'ok']);
+  expect(results.map((r) => (r.status === 'fulfilled' ? 'ok' : (r.reason as { code?: number }).code))).toEqual([
+    'ok',
+    11000,
+    'ok',
+    11000,
+    'ok'
+  ]);
   expect((await c.find({}).toArray()).map((d) => d._id).sort()).toEqual(['a', 'b', 'c', 'taken']);
 });
 

@@ -37,13 +37,20 @@ async function outcome(command: Promise<unknown>): Promise<unknown> {
   let timer: NodeJS.Timeout | undefined;
   const hung = new Promise((r) => (timer = setTimeout(() => r('hung'), 5000)));
   try {
-    return await Promise.race([command.then(() => 'answered', (err) => err), hung]);
+    return await Promise.race([
+      command.then(
+        () => 'answered',
+        (err) => err
+      ),
+      hung
+    ]);
   } finally {
     clearTimeout(timer);
   }
 }
 
-const ping = (connection: any) => connection.command({ db: 'admin', collection: '$cmd', toString: () => 'admin.$cmd' }, { ping: 1 }, {});
+const ping = (connection: any) =>
+  connection.command({ db: 'admin', collection: '$cmd', toString: () => 'admin.$cmd' }, { ping: 1 }, {});
 
 it('fails a command whose socket is destroyed as it is written', async () => {
   const { connection, socket } = await openConnection();

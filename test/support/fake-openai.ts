@@ -76,12 +76,16 @@ export async function startFakeOpenAi(name = 'fake'): Promise<FakeOpenAi> {
     const b = state.behaviour;
     if (req.method === 'GET' && req.url === '/v1/models') {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ object: 'list', data: [{ id: `${name}-model`, object: 'model', created: 0, owned_by: name }] }));
+      res.end(
+        JSON.stringify({ object: 'list', data: [{ id: `${name}-model`, object: 'model', created: 0, owned_by: name }] })
+      );
       return;
     }
     if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
       res.writeHead(404, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ error: { message: 'not found', type: 'invalid_request_error', param: null, code: null } }));
+      res.end(
+        JSON.stringify({ error: { message: 'not found', type: 'invalid_request_error', param: null, code: null } })
+      );
       return;
     }
     state.calls++;
@@ -91,7 +95,9 @@ export async function startFakeOpenAi(name = 'fake'): Promise<FakeOpenAi> {
       body = JSON.parse(raw) as Record<string, unknown>;
     } catch {
       res.writeHead(400, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ error: { message: 'bad json', type: 'invalid_request_error', param: null, code: null } }));
+      res.end(
+        JSON.stringify({ error: { message: 'bad json', type: 'invalid_request_error', param: null, code: null } })
+      );
       return;
     }
     state.bodies.push(body);
@@ -114,7 +120,16 @@ export async function startFakeOpenAi(name = 'fake'): Promise<FakeOpenAi> {
       const headers: Record<string, string> = { 'content-type': 'application/json' };
       if (b.failNext.retryAfterS !== undefined) headers['retry-after'] = String(b.failNext.retryAfterS);
       res.writeHead(b.failNext.status, headers);
-      res.end(JSON.stringify({ error: { message: b.failNext.message ?? `failing on purpose (${b.failNext.status})`, type: 'server_error', param: null, code: null } }));
+      res.end(
+        JSON.stringify({
+          error: {
+            message: b.failNext.message ?? `failing on purpose (${b.failNext.status})`,
+            type: 'server_error',
+            param: null,
+            code: null
+          }
+        })
+      );
       return;
     }
     const messages = (body.messages as { role: string; content: unknown }[] | undefined) ?? [];
@@ -122,7 +137,11 @@ export async function startFakeOpenAi(name = 'fake'): Promise<FakeOpenAi> {
     const text = b.reply ?? `echo: ${typeof lastUser?.content === 'string' ? lastUser.content : ''}`;
     const promptTokens = 7 + messages.length;
     const words = text.split(/(?<= )/);
-    const usage = { prompt_tokens: promptTokens, completion_tokens: words.length, total_tokens: promptTokens + words.length };
+    const usage = {
+      prompt_tokens: promptTokens,
+      completion_tokens: words.length,
+      total_tokens: promptTokens + words.length
+    };
     const id = `up-${state.calls}`;
     const created = Math.floor(Date.now() / 1000);
     const model = String(body.model);
@@ -134,7 +153,14 @@ export async function startFakeOpenAi(name = 'fake'): Promise<FakeOpenAi> {
           object: 'chat.completion',
           created,
           model,
-          choices: [{ index: 0, message: { role: 'assistant', content: text, refusal: null }, finish_reason: 'stop', logprobs: null }],
+          choices: [
+            {
+              index: 0,
+              message: { role: 'assistant', content: text, refusal: null },
+              finish_reason: 'stop',
+              logprobs: null
+            }
+          ],
           ...(b.omitUsage ? {} : { usage })
         })
       );
@@ -142,7 +168,13 @@ export async function startFakeOpenAi(name = 'fake'): Promise<FakeOpenAi> {
     }
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     const send = (obj: unknown) => res.write(`data: ${JSON.stringify(obj)}\n\n`);
-    const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }] });
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model,
+      choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }]
+    });
     send(chunk({ role: 'assistant', content: '' }));
     for (let i = 0; i < words.length; i++) {
       if (gone) return;

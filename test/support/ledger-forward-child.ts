@@ -18,7 +18,9 @@ process.on('message', (message: unknown) => {
   const take = message as { consume?: number; refund?: number; scope?: string; limit?: number };
   const day = new Date().toISOString().slice(0, 10);
   if (typeof take.consume === 'number') {
-    void Promise.allSettled(Array.from({ length: take.consume }, () => quota.consume(take.scope!, day, take.limit!))).then((results) =>
+    void Promise.allSettled(
+      Array.from({ length: take.consume }, () => quota.consume(take.scope!, day, take.limit!))
+    ).then((results) =>
       process.send!({
         taken: results.map((r) => (r.status === 'fulfilled' && r.value.allowed ? r.value.count : null)),
         errors: results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason))
@@ -36,13 +38,19 @@ process.on('message', (message: unknown) => {
   const run = (message as { run?: number }).run;
   if (typeof run !== 'number') return;
   void (async () => {
-    const results = await Promise.allSettled(Array.from({ length: run }, (_, i) => ledger.append({ kind: 'truth', key: `forwarded.${i}`, value: { i }, did: 'did:example:child' })));
+    const results = await Promise.allSettled(
+      Array.from({ length: run }, (_, i) =>
+        ledger.append({ kind: 'truth', key: `forwarded.${i}`, value: { i }, did: 'did:example:child' })
+      )
+    );
     const aborted = new AbortController();
     aborted.abort();
-    const withdrawn = await ledger.append({ kind: 'truth', key: 'forwarded.withdrawn', value: {} }, { signal: aborted.signal }).then(
-      () => false,
-      (err: unknown) => err instanceof AppendWithdrawn
-    );
+    const withdrawn = await ledger
+      .append({ kind: 'truth', key: 'forwarded.withdrawn', value: {} }, { signal: aborted.signal })
+      .then(
+        () => false,
+        (err: unknown) => err instanceof AppendWithdrawn
+      );
     process.send!({
       seqs: results.map((r) => (r.status === 'fulfilled' ? r.value.entry.seq : null)),
       errors: results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason)),

@@ -27,7 +27,11 @@ export interface LoadBalancer {
 export const LB_ADDRESS = '127.0.0.2';
 
 /** `replicas`: per replica, its address for each port the file balances (e.g. { 8080: 'http://127.0.0.1:41234' }). */
-export async function startLoadBalancer(nginxBin: string, dataDir: string, replicas: Record<number, string>[]): Promise<LoadBalancer> {
+export async function startLoadBalancer(
+  nginxBin: string,
+  dataDir: string,
+  replicas: Record<number, string>[]
+): Promise<LoadBalancer> {
   for (let attempt = 1; ; attempt++) {
     const { conf, urls } = await render(dataDir, replicas);
     const prefix = path.join(dataDir, 'lb');
@@ -41,24 +45,34 @@ export async function startLoadBalancer(nginxBin: string, dataDir: string, repli
       echo: process.env.ZH_TEST_ECHO === '1'
     });
     try {
-      for (const url of Object.values(urls)) await waitForPort('127.0.0.1', Number(new URL(url).port), 15_000, handle.child);
+      for (const url of Object.values(urls))
+        await waitForPort('127.0.0.1', Number(new URL(url).port), 15_000, handle.child);
       return { urls, stop: () => handle.stop() };
     } catch (err) {
       await handle.stop();
       // (A port picked free was taken meanwhile: new ones.)
-      if (attempt >= 3) throw new Error(`the load balancer did not start: ${err instanceof Error ? err.message : String(err)}\n${handle.output().slice(-2000)}`);
+      if (attempt >= 3)
+        throw new Error(
+          `the load balancer did not start: ${err instanceof Error ? err.message : String(err)}\n${handle.output().slice(-2000)}`
+        );
     }
   }
 }
 
 /** docker/nginx-lb.conf with the replacements above, and the balancer's address per port. */
-async function render(dataDir: string, replicas: Record<number, string>[]): Promise<{ conf: string; urls: Record<number, string> }> {
+async function render(
+  dataDir: string,
+  replicas: Record<number, string>[]
+): Promise<{ conf: string; urls: Record<number, string> }> {
   const prefix = path.join(dataDir, 'lb');
   for (const dir of ['logs', 'temp']) fs.mkdirSync(path.join(prefix, dir), { recursive: true });
   let conf = fs.readFileSync(CONF, 'utf8');
   const replace = (pattern: RegExp, by: (...groups: string[]) => string) => {
     if (!pattern.test(conf)) throw new Error(`docker/nginx-lb.conf no longer matches ${pattern}`);
-    conf = conf.replace(new RegExp(pattern.source, pattern.flags.includes('g') ? pattern.flags : `${pattern.flags}g`), (_m, ...groups: string[]) => by(...groups));
+    conf = conf.replace(
+      new RegExp(pattern.source, pattern.flags.includes('g') ? pattern.flags : `${pattern.flags}g`),
+      (_m, ...groups: string[]) => by(...groups)
+    );
   };
   replace(/^\s*resolver [^;]*;\n/m, () => '');
   replace(/server api:(\d+) resolve;/, (port) =>
@@ -88,13 +102,16 @@ async function render(dataDir: string, replicas: Record<number, string>[]): Prom
       'http {',
       `  access_log off;`,
       `  proxy_bind ${LB_ADDRESS};`,
-      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map((t) => `  ${t}_temp_path ${path.join(prefix, 'temp', t)};`),
+      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map(
+        (t) => `  ${t}_temp_path ${path.join(prefix, 'temp', t)};`
+      ),
       ''
     ].join('\n')
   );
   // Nothing of Docker's left: every listen and upstream server was replaced.
   for (const left of [/listen (?!127\.0\.0\.1:)/, /\bapi:\d/, /\bresolve\b/, /\bresolver\b/]) {
-    if (left.test(conf.replace(/#.*$/gm, ''))) throw new Error(`docker/nginx-lb.conf: ${left} is left after the replacements; update test/support/nginx-lb.ts`);
+    if (left.test(conf.replace(/#.*$/gm, '')))
+      throw new Error(`docker/nginx-lb.conf: ${left} is left after the replacements; update test/support/nginx-lb.ts`);
   }
   return { conf, urls };
 }

@@ -33,7 +33,10 @@ export interface TestService {
    * listeners (e.g. { MEMORY_PORT: '41234' }), so a test can stop one and start it again where clients expect it;
    * `env` holds settings of this process only, over the service's.
    */
-  startSecondApi(fixedPorts?: Record<string, string>, env?: Record<string, string>): Promise<{ url: string; urls: Record<ListenerName, string>; stop(): Promise<void>; kill(): Promise<void> }>;
+  startSecondApi(
+    fixedPorts?: Record<string, string>,
+    env?: Record<string, string>
+  ): Promise<{ url: string; urls: Record<ListenerName, string>; stop(): Promise<void>; kill(): Promise<void> }>;
   /** A second worker process on this service's task queues (as a deployment runs several); stopped at close. */
   startSecondWorker(env?: Record<string, string>): Promise<{ stop(): Promise<void> }>;
   close(): Promise<void>;
@@ -49,7 +52,10 @@ const LISTENER_PORTS: Record<ListenerName, string> = {
 };
 
 /** `logFiles`: each process's output also goes to `<DATA_DIR>/<name>.log` (for tests that read what was logged). */
-export async function startTestService(extra: Record<string, string> = {}, options: { worker?: boolean; logFiles?: boolean } = {}): Promise<TestService> {
+export async function startTestService(
+  extra: Record<string, string> = {},
+  options: { worker?: boolean; logFiles?: boolean } = {}
+): Promise<TestService> {
   const id = randomBytes(5).toString('hex');
   const dataDir = path.join(process.env.ZH_TEST_DATA_DIR!, `svc-${id}`);
   fs.mkdirSync(dataDir, { recursive: true });
@@ -77,13 +83,21 @@ export async function startTestService(extra: Record<string, string> = {}, optio
     env.PUBLIC_URL = `http://127.0.0.1:${env.PORT}`;
     env.HUB_PUBLIC_URL = `http://127.0.0.1:${env.HUB_PORT}`;
     Object.assign(env, extra);
-    for (const l of Object.keys(LISTENER_PORTS) as ListenerName[]) urls[l] = `http://127.0.0.1:${env[LISTENER_PORTS[l]]}`;
+    for (const l of Object.keys(LISTENER_PORTS) as ListenerName[])
+      urls[l] = `http://127.0.0.1:${env[LISTENER_PORTS[l]]}`;
     Object.assign(childEnv, env);
   };
   await pickPorts();
 
   const spawnPart = (name: string, script: string, own: Record<string, string> = {}) =>
-    spawnServer({ name: `${name}-${id}`, ...typescriptProcess(path.join(ROOT, script)), pidFile: path.join(dataDir, 'run', `${name}.pid`), echo: process.env.ZH_TEST_ECHO === '1', env: { ...childEnv, ...own }, ...(options.logFiles ? { logFile: path.join(dataDir, `${name}.log`) } : {}) });
+    spawnServer({
+      name: `${name}-${id}`,
+      ...typescriptProcess(path.join(ROOT, script)),
+      pidFile: path.join(dataDir, 'run', `${name}.pid`),
+      echo: process.env.ZH_TEST_ECHO === '1',
+      env: { ...childEnv, ...own },
+      ...(options.logFiles ? { logFile: path.join(dataDir, `${name}.log`) } : {})
+    });
 
   let api: ServerHandle | null = null;
   let worker: ServerHandle | null = null;
@@ -123,7 +137,11 @@ export async function startTestService(extra: Record<string, string> = {}, optio
     const deadline = Date.now() + 60_000;
     while (Date.now() < deadline) {
       if (handle.child.exitCode !== null) throw new Error('worker exited during start');
-      const res = await connection.workflowService.describeTaskQueue({ namespace: 'default', taskQueue: { name: taskQueue }, taskQueueType: 1 });
+      const res = await connection.workflowService.describeTaskQueue({
+        namespace: 'default',
+        taskQueue: { name: taskQueue },
+        taskQueueType: 1
+      });
       if (new Set((res.pollers ?? []).map((p) => p.identity)).size >= workers) return;
       await sleep(200);
     }
@@ -153,7 +171,9 @@ export async function startTestService(extra: Record<string, string> = {}, optio
     extraProcesses.push(handle);
     return {
       url: `http://127.0.0.1:${ports.PORT}`,
-      urls: Object.fromEntries((Object.keys(LISTENER_PORTS) as ListenerName[]).map((l) => [l, `http://127.0.0.1:${ports[LISTENER_PORTS[l]]}`])) as Record<ListenerName, string>,
+      urls: Object.fromEntries(
+        (Object.keys(LISTENER_PORTS) as ListenerName[]).map((l) => [l, `http://127.0.0.1:${ports[LISTENER_PORTS[l]]}`])
+      ) as Record<ListenerName, string>,
       stop: () => handle.stop(),
       kill: async () => {
         handle.kill();
@@ -184,7 +204,10 @@ export async function startTestService(extra: Record<string, string> = {}, optio
     startSecondWorker,
     close: async () => {
       await Promise.all([stopApi(), stopWorker(), ...extraProcesses.map((h) => h.stop())]);
-      await mongo.db(env.MONGODB_DB).dropDatabase().catch(() => undefined);
+      await mongo
+        .db(env.MONGODB_DB)
+        .dropDatabase()
+        .catch(() => undefined);
       await mongo.close();
       await connection.close();
     }
@@ -194,7 +217,11 @@ export async function startTestService(extra: Record<string, string> = {}, optio
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Starts an API process; one that fails to bind a port is started again after `newPorts`. */
-async function startWithRetry(spawnIt: () => ServerHandle, mainUrl: () => string, newPorts: () => Promise<void>): Promise<ServerHandle> {
+async function startWithRetry(
+  spawnIt: () => ServerHandle,
+  mainUrl: () => string,
+  newPorts: () => Promise<void>
+): Promise<ServerHandle> {
   for (let attempt = 1; ; attempt++) {
     const handle = spawnIt();
     try {
@@ -256,7 +283,11 @@ export async function waitAwayFromMinuteEnd(marginS = 15): Promise<void> {
 }
 
 /** Polls `check` until it returns a value that is not undefined, or fails after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined>, timeoutMs = 15000, what = 'condition'): Promise<T> {
+export async function eventually<T>(
+  check: () => Promise<T | undefined>,
+  timeoutMs = 15000,
+  what = 'condition'
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {

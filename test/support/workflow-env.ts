@@ -31,14 +31,22 @@ export interface WorkflowTestEnv {
 }
 
 export async function startWorkflowTestEnv(taskQueue: string): Promise<WorkflowTestEnv> {
-  Runtime.install({ telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } }, logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } });
+  Runtime.install({
+    telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR' }) } },
+    logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} }
+  });
   const env = await startDevServer();
   const mongo = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!);
   const db = mongo.db(`wf_${taskQueue.replace(/[^a-z0-9]/gi, '_')}_${Date.now()}`);
   await ensureIndexes(db);
   const activities = createActivities({ db, ledger: new Ledger(db) });
   const createWorker = (queue: string) =>
-    Worker.create({ connection: env.nativeConnection, taskQueue: queue, workflowBundle: { codePath: process.env.ZH_TEST_WORKFLOW_BUNDLE! }, activities });
+    Worker.create({
+      connection: env.nativeConnection,
+      taskQueue: queue,
+      workflowBundle: { codePath: process.env.ZH_TEST_WORKFLOW_BUNDLE! },
+      activities
+    });
   const worker = await createWorker(taskQueue);
   const running = worker.run();
 
@@ -52,7 +60,23 @@ export async function startWorkflowTestEnv(taskQueue: string): Promise<WorkflowT
     async saveHistory(workflowId, name, runId) {
       if (process.env.RECORD_HISTORIES !== '1') return;
       const run = runId ? ['--run-id', runId] : [];
-      const json = execFileSync(process.env.ZH_TEST_TEMPORAL_BIN!, ['workflow', 'show', '--workflow-id', workflowId, ...run, '--address', env.address, '--namespace', 'default', '--output', 'json'], { encoding: 'utf8' });
+      const json = execFileSync(
+        process.env.ZH_TEST_TEMPORAL_BIN!,
+        [
+          'workflow',
+          'show',
+          '--workflow-id',
+          workflowId,
+          ...run,
+          '--address',
+          env.address,
+          '--namespace',
+          'default',
+          '--output',
+          'json'
+        ],
+        { encoding: 'utf8' }
+      );
       const dir = path.join(__dirname, '..', 'replay', 'histories');
       fs.mkdirSync(dir, { recursive: true });
       fs.writeFileSync(path.join(dir, `${name}.json`), json);

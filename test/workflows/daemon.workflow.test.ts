@@ -41,9 +41,29 @@ beforeAll(async () => {
   upstream = await startFakeOpenAi('daemon');
   dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zh-daemon-wf-'));
   const catalog = new ProviderCatalog([
-    { name: 'local', base_url: upstream.baseUrl, timeout_ms: 5000, models: [{ id: 'free-model', free_tier: true, price: { prompt_per_1k: 1, completion_per_1k: 2 }, kind: 'chat', fallbacks: [] }] }
+    {
+      name: 'local',
+      base_url: upstream.baseUrl,
+      timeout_ms: 5000,
+      models: [
+        {
+          id: 'free-model',
+          free_tier: true,
+          price: { prompt_per_1k: 1, completion_per_1k: 2 },
+          kind: 'chat',
+          fallbacks: []
+        }
+      ]
+    }
   ]);
-  deps = { dataDir, protocolVersion: 1, catalog, whitelist: undefined, cleartext: false, serviceDid: 'did:zhongshu:hub' };
+  deps = {
+    dataDir,
+    protocolVersion: 1,
+    catalog,
+    whitelist: undefined,
+    cleartext: false,
+    serviceDid: 'did:zhongshu:hub'
+  };
   const issued = await new CredentialStore(wf.db).issueDaemonAsset('wf', 1);
   asset = { id: issued.doc._id, orderRoot: issued.orderRoot };
   const ledger = new Ledger(wf.db);
@@ -51,16 +71,27 @@ beforeAll(async () => {
     connection: wf.env.nativeConnection,
     taskQueue: QUEUE,
     workflowBundle: { codePath: process.env.ZH_TEST_WORKFLOW_BUNDLE! },
-    activities: { ...createActivities({ db: wf.db, ledger }), ...createDaemonCoreActivities({ db: wf.db, ledger, daemon: deps }) }
+    activities: {
+      ...createActivities({ db: wf.db, ledger }),
+      ...createDaemonCoreActivities({ db: wf.db, ledger, daemon: deps })
+    }
   });
-  const models = await Worker.create({ connection: wf.env.nativeConnection, taskQueue: taskQueueFor(QUEUE, 'models'), activities: createDaemonModelActivities(deps) });
+  const models = await Worker.create({
+    connection: wf.env.nativeConnection,
+    taskQueue: taskQueueFor(QUEUE, 'models'),
+    activities: createDaemonModelActivities(deps)
+  });
   const running = Promise.all([core.run(), models.run()]);
   stop = async () => {
     core.shutdown();
     models.shutdown();
     await running;
   };
-  breaker = await wf.env.client.workflow.start(daemonBreakerWorkflow, { workflowId: daemonBreakerWorkflowId(QUEUE), taskQueue: QUEUE, args: [{ version: 1, threshold: 2, cooldown_ms: 1500 }] });
+  breaker = await wf.env.client.workflow.start(daemonBreakerWorkflow, {
+    workflowId: daemonBreakerWorkflowId(QUEUE),
+    taskQueue: QUEUE,
+    args: [{ version: 1, threshold: 2, cooldown_ms: 1500 }]
+  });
 });
 afterAll(async () => {
   await breaker?.terminate().catch(() => undefined);
@@ -90,7 +121,12 @@ function input(dagId: string, body: DispatchBody, orderRoot = asset.orderRoot, m
   };
 }
 
-const run = (i: DagInput) => wf.env.client.workflow.execute(daemonDagWorkflow, { workflowId: daemonDagWorkflowId(i.dag_id), taskQueue: QUEUE, args: [i] });
+const run = (i: DagInput) =>
+  wf.env.client.workflow.execute(daemonDagWorkflow, {
+    workflowId: daemonDagWorkflowId(i.dag_id),
+    taskQueue: QUEUE,
+    args: [i]
+  });
 
 test('a DAG runs in topological order, a child quotes its parent, every result is hashed and chained', async () => {
   const res = await run(
@@ -113,7 +149,11 @@ test('a DAG runs in topological order, a child quotes its parent, every result i
   const a = res.tasks[0]!;
   expect(a.output).toBe('echo: alpha');
   expect(a.output_sha256).toBe(require('node:crypto').createHash('sha256').update('echo: alpha').digest('hex'));
-  expect(a.usage).toEqual({ prompt_tokens: expect.any(Number), completion_tokens: expect.any(Number), total_tokens: expect.any(Number) });
+  expect(a.usage).toEqual({
+    prompt_tokens: expect.any(Number),
+    completion_tokens: expect.any(Number),
+    total_tokens: expect.any(Number)
+  });
   expect(typeof a.cost).toBe('number');
   expect(JSON.stringify(upstream.bodies[0])).toContain('alpha');
   expect(upstream.bodies.map((b) => JSON.stringify(b)).some((b) => b.includes('after echo: alpha'))).toBe(true);
@@ -172,7 +212,20 @@ test('the breaker opens after the threshold, no call is made while open, the hal
   const handle = await wf.env.client.workflow.start(daemonDagWorkflow, {
     workflowId: daemonDagWorkflowId('wf-probe'),
     taskQueue: QUEUE,
-    args: [input('wf-probe', { wait: true, tasks: [{ id: 'p', model: 'free-model', prompt: 'probe', depends_on: [] }, { id: 'q', model: 'free-model', prompt: 'after', depends_on: [] }] }, asset.orderRoot, 2)]
+    args: [
+      input(
+        'wf-probe',
+        {
+          wait: true,
+          tasks: [
+            { id: 'p', model: 'free-model', prompt: 'probe', depends_on: [] },
+            { id: 'q', model: 'free-model', prompt: 'after', depends_on: [] }
+          ]
+        },
+        asset.orderRoot,
+        2
+      )
+    ]
   });
   // While open the tasks wait as paused and the upstream sees nothing.
   for (;;) {
@@ -188,7 +241,11 @@ test('the breaker opens after the threshold, no call is made while open, the hal
   const b = await breaker.query(breakerStateQuery);
   expect(b.state).toBe('closed');
   expect(b.changes).toBeGreaterThanOrEqual(3);
-  const lines = fs.readFileSync(path.join(dataDir, 'daemon_audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const lines = fs
+    .readFileSync(path.join(dataDir, 'daemon_audit.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   expect(lines.filter((l) => l.event === 'breaker').map((l) => l.to)).toEqual(['open', 'half_open', 'closed']);
   expect(verifyAuditFile(dataDir).ok).toBe(true);
   await wf.saveHistory(daemonDagWorkflowId('wf-probe'), 'daemon-dag-paused-by-breaker');
@@ -197,20 +254,39 @@ test('the breaker opens after the threshold, no call is made while open, the hal
 
 test('a reset signal closes an open breaker', async () => {
   upstream.behaviour.failNext = { count: 2, status: 503 };
-  await run(input('wf-fail-2', { wait: true, tasks: [{ id: 'x', model: 'free-model', prompt: 'x', depends_on: [] }, { id: 'y', model: 'free-model', prompt: 'y', depends_on: [] }] }, asset.orderRoot, 1));
+  await run(
+    input(
+      'wf-fail-2',
+      {
+        wait: true,
+        tasks: [
+          { id: 'x', model: 'free-model', prompt: 'x', depends_on: [] },
+          { id: 'y', model: 'free-model', prompt: 'y', depends_on: [] }
+        ]
+      },
+      asset.orderRoot,
+      1
+    )
+  );
   expect((await breaker.query(breakerStateQuery)).state).toBe('open');
   await breaker.signal('daemonBreakerReset', { actor: 'test' });
-  for (let i = 0; i < 100 && (await breaker.query(breakerStateQuery)).state !== 'closed'; i++) await new Promise((r) => setTimeout(r, 50));
+  for (let i = 0; i < 100 && (await breaker.query(breakerStateQuery)).state !== 'closed'; i++)
+    await new Promise((r) => setTimeout(r, 50));
   expect((await breaker.query(breakerStateQuery)).state).toBe('closed');
 });
 
 test('the breaker continues as new when its history grows, keeping its state and the paused tasks', async () => {
   const id = `${daemonBreakerWorkflowId(QUEUE)}-can`;
-  const handle = await wf.env.client.workflow.start(daemonBreakerWorkflow, { workflowId: id, taskQueue: QUEUE, args: [{ version: 1, threshold: 1, cooldown_ms: 3_600_000, history_limit: 40 }] });
+  const handle = await wf.env.client.workflow.start(daemonBreakerWorkflow, {
+    workflowId: id,
+    taskQueue: QUEUE,
+    args: [{ version: 1, threshold: 1, cooldown_ms: 3_600_000, history_limit: 40 }]
+  });
   const firstRun = handle.firstExecutionRunId;
   await handle.signal('daemonBreakerReport', { workflow_id: 'daemon-dag/none', task_id: 'f', ok: false });
   // Admissions while open wait; their answers go to DAGs that do not exist (ignored).
-  for (let i = 0; i < 12; i++) await handle.signal('daemonBreakerAdmit', { workflow_id: 'daemon-dag/none', task_id: `w${i}` });
+  for (let i = 0; i < 12; i++)
+    await handle.signal('daemonBreakerAdmit', { workflow_id: 'daemon-dag/none', task_id: `w${i}` });
   let described = await handle.describe();
   for (let i = 0; i < 200 && described.runId === firstRun; i++) {
     await new Promise((r) => setTimeout(r, 100));
@@ -229,7 +305,10 @@ test('independent tasks run at most max_parallel at a time', async () => {
   const res = await run(
     input(
       'wf-parallel',
-      { wait: true, tasks: ['p1', 'p2', 'p3', 'p4'].map((id) => ({ id, model: 'free-model', prompt: id, depends_on: [] })) },
+      {
+        wait: true,
+        tasks: ['p1', 'p2', 'p3', 'p4'].map((id) => ({ id, model: 'free-model', prompt: id, depends_on: [] }))
+      },
       asset.orderRoot,
       2
     )
@@ -237,9 +316,15 @@ test('independent tasks run at most max_parallel at a time', async () => {
   expect(res.status).toBe('DONE');
   // At every task's start, fewer than two others are running.
   for (const t of res.tasks) {
-    const overlapping = res.tasks.filter((o) => o.id !== t.id && o.started_at! <= t.started_at! && o.finished_at! > t.started_at!);
+    const overlapping = res.tasks.filter(
+      (o) => o.id !== t.id && o.started_at! <= t.started_at! && o.finished_at! > t.started_at!
+    );
     expect([t.id, overlapping.length <= 1]).toEqual([t.id, true]);
   }
   // And two did run at once.
-  expect(res.tasks.some((t) => res.tasks.some((o) => o.id !== t.id && o.started_at! <= t.started_at! && o.finished_at! > t.started_at!))).toBe(true);
+  expect(
+    res.tasks.some((t) =>
+      res.tasks.some((o) => o.id !== t.id && o.started_at! <= t.started_at! && o.finished_at! > t.started_at!)
+    )
+  ).toBe(true);
 });

@@ -44,7 +44,11 @@ describeWithNginx('deployConfigWorkflow', () => {
         if (reloadFails) throw new Error('nginx -s reload failed: nginx.pid not found');
       }
     };
-    const worker = await Worker.create({ connection: wf.env.nativeConnection, taskQueue: taskQueueFor(wf.taskQueue, 'commands'), activities });
+    const worker = await Worker.create({
+      connection: wf.env.nativeConnection,
+      taskQueue: taskQueueFor(wf.taskQueue, 'commands'),
+      activities
+    });
     return worker.runUntil(fn);
   }
 
@@ -58,7 +62,13 @@ describeWithNginx('deployConfigWorkflow', () => {
     actor: 'did:example:tester'
   });
   const execute = (i: DeployConfigInput) =>
-    withCommandsWorker(() => wf.env.client.workflow.execute(deployConfigWorkflow, { workflowId: 'deploy-config', taskQueue: wf.taskQueue, args: [i] }));
+    withCommandsWorker(() =>
+      wf.env.client.workflow.execute(deployConfigWorkflow, {
+        workflowId: 'deploy-config',
+        taskQueue: wf.taskQueue,
+        args: [i]
+      })
+    );
   const source = () => fs.readFileSync(deployLayout(dataDir).fragmentSource('site'), 'utf8');
   const GOOD = 'location = /site/ping { return 200 "pong"; }';
 

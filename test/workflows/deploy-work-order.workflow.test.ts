@@ -26,7 +26,13 @@ const input = (n: string, action: string): WorkOrderInput => ({
   approval: {
     version: 1,
     approval_id: `apr_00000000000000000000000${n}`,
-    truth: { key: 'KERNEL.EVOLUTION.DIRECTIVE.restart', value_json: JSON.stringify({ directive_action: action }), truth_type: null, did: 'did:example:deployer', idempotency_key: `work-order:wo_${n}` },
+    truth: {
+      key: 'KERNEL.EVOLUTION.DIRECTIVE.restart',
+      value_json: JSON.stringify({ directive_action: action }),
+      truth_type: null,
+      did: 'did:example:deployer',
+      idempotency_key: `work-order:wo_${n}`
+    },
     held_because: 'key prefix KERNEL.EVOLUTION.DIRECTIVE.',
     requested_at: new Date().toISOString(),
     timeout_seconds: 3600,
@@ -54,7 +60,11 @@ const orders = () => wf.db.collection('instructions').find({ node_id: 'node-w1' 
 
 test('approved: the order is queued for its node and the truth appended', async () => {
   const i = input('1', 'restart');
-  const run = wf.env.client.workflow.execute(workOrderWorkflow, { workflowId: `work-order/${i.instruction_id}`, taskQueue: wf.taskQueue, args: [i] });
+  const run = wf.env.client.workflow.execute(workOrderWorkflow, {
+    workflowId: `work-order/${i.instruction_id}`,
+    taskQueue: wf.taskQueue,
+    args: [i]
+  });
   expect(await orders()).toHaveLength(0);
   await decide(i.approval.approval_id, 'approve');
   const res = await run;
@@ -68,7 +78,11 @@ test('approved: the order is queued for its node and the truth appended', async 
 
 test('rejected: nothing is queued', async () => {
   const i = input('2', 'wipe');
-  const run = wf.env.client.workflow.execute(workOrderWorkflow, { workflowId: `work-order/${i.instruction_id}`, taskQueue: wf.taskQueue, args: [i] });
+  const run = wf.env.client.workflow.execute(workOrderWorkflow, {
+    workflowId: `work-order/${i.instruction_id}`,
+    taskQueue: wf.taskQueue,
+    args: [i]
+  });
   await decide(i.approval.approval_id, 'reject');
   expect(await run).toMatchObject({ state: 'rejected', truth_seq: null });
   expect(await orders()).toHaveLength(1);

@@ -39,7 +39,11 @@ async function withCommandsWorker<T>(fn: () => Promise<T>): Promise<T> {
       if (!healthy) throw new Error('GET /site/index.html answered HTTP 404');
     }
   };
-  const worker = await Worker.create({ connection: wf.env.nativeConnection, taskQueue: taskQueueFor(wf.taskQueue, 'commands'), activities });
+  const worker = await Worker.create({
+    connection: wf.env.nativeConnection,
+    taskQueue: taskQueueFor(wf.taskQueue, 'commands'),
+    activities
+  });
   return worker.runUntil(fn);
 }
 
@@ -58,9 +62,18 @@ const current = () => fs.readlinkSync(deployLayout(dataDir).current('site'));
 
 test('a deploy switches current and records the outcome', async () => {
   const res = await withCommandsWorker(() =>
-    wf.env.client.workflow.execute(deployWorkflow, { workflowId: 'deploy/site', taskQueue: wf.taskQueue, args: [input('deploy', 'r20261121T100000000-00000001', 'one')] })
+    wf.env.client.workflow.execute(deployWorkflow, {
+      workflowId: 'deploy/site',
+      taskQueue: wf.taskQueue,
+      args: [input('deploy', 'r20261121T100000000-00000001', 'one')]
+    })
   );
-  expect(res).toMatchObject({ outcome: 'deployed', release_id: 'r20261121T100000000-00000001', previous_release: null, failed_step: null });
+  expect(res).toMatchObject({
+    outcome: 'deployed',
+    release_id: 'r20261121T100000000-00000001',
+    previous_release: null,
+    failed_step: null
+  });
   expect(res.steps.map((s) => s.step)).toEqual(['write_release', 'switch_current', 'reload', 'health_check', 'prune']);
   expect(current()).toBe('releases/r20261121T100000000-00000001');
   await wf.saveHistory('deploy/site', 'deploy-deployed');
@@ -69,10 +82,19 @@ test('a deploy switches current and records the outcome', async () => {
 test('a failed health check is compensated: previous release current, new one marked bad, rollback skips it', async () => {
   healthy = false;
   const res = await withCommandsWorker(() =>
-    wf.env.client.workflow.execute(deployWorkflow, { workflowId: 'deploy/site', taskQueue: wf.taskQueue, args: [input('deploy', 'r20261121T100100000-00000002', 'two')] })
+    wf.env.client.workflow.execute(deployWorkflow, {
+      workflowId: 'deploy/site',
+      taskQueue: wf.taskQueue,
+      args: [input('deploy', 'r20261121T100100000-00000002', 'two')]
+    })
   );
   healthy = true;
-  expect(res).toMatchObject({ outcome: 'compensated', failed_step: 'health_check', previous_release: 'r20261121T100000000-00000001', current_release: 'r20261121T100000000-00000001' });
+  expect(res).toMatchObject({
+    outcome: 'compensated',
+    failed_step: 'health_check',
+    previous_release: 'r20261121T100000000-00000001',
+    current_release: 'r20261121T100000000-00000001'
+  });
   expect(res.error).toContain('404');
   expect(current()).toBe('releases/r20261121T100000000-00000001');
   expect(fs.existsSync(path.join(deployLayout(dataDir).bad('site'), 'r20261121T100100000-00000002'))).toBe(true);
@@ -80,7 +102,13 @@ test('a failed health check is compensated: previous release current, new one ma
 
   // Nothing older than the current release that is not bad: the rollback fails as NoRollbackTarget.
   const err = await withCommandsWorker(() =>
-    wf.env.client.workflow.execute(deployWorkflow, { workflowId: 'deploy/site', taskQueue: wf.taskQueue, args: [input('rollback', 'r20261121T100200000-00000003')] }).catch((e: unknown) => e)
+    wf.env.client.workflow
+      .execute(deployWorkflow, {
+        workflowId: 'deploy/site',
+        taskQueue: wf.taskQueue,
+        args: [input('rollback', 'r20261121T100200000-00000003')]
+      })
+      .catch((e: unknown) => e)
   );
   expect(err).toBeInstanceOf(WorkflowFailedError);
 });

@@ -8,13 +8,22 @@ import { ApplicationFailure } from '@temporalio/common';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { ballotMessage, BallotChoice } from '../../core/compute/consensus';
 import { groupConsensusWorkflow } from '../../workflows/compute/group-consensus';
-import { Ballot, ballotSignal, castBallotUpdate, FORGED_BALLOT, GroupConsensusInput } from '../../workflows/compute/group-consensus.contract';
+import {
+  Ballot,
+  ballotSignal,
+  castBallotUpdate,
+  FORGED_BALLOT,
+  GroupConsensusInput
+} from '../../workflows/compute/group-consensus.contract';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 
 jest.setTimeout(120_000);
 let wf: WorkflowTestEnv;
 
-const keys = ['client_00000000000000a1', 'client_00000000000000b2', 'client_00000000000000c3'].map((id) => ({ id, pair: generateKeyPairSync('ed25519') }));
+const keys = ['client_00000000000000a1', 'client_00000000000000b2', 'client_00000000000000c3'].map((id) => ({
+  id,
+  pair: generateKeyPairSync('ed25519')
+}));
 const raw = (k: KeyObject) => k.export({ format: 'jwk' }).x!;
 
 beforeAll(async () => {
@@ -42,20 +51,40 @@ const input = (id: string, quorum: number, deadline_s: number): GroupConsensusIn
 const ballot = (id: string, member: number, choice: BallotChoice, signer = member): Ballot => ({
   member_id: keys[member]!.id,
   choice,
-  signature: sign(null, Buffer.from(ballotMessage({ group_id: 'sg_00000000000000aa', epoch: 1, consensus_id: id, member_id: keys[member]!.id, choice })), keys[signer]!.pair.privateKey).toString('base64url')
+  signature: sign(
+    null,
+    Buffer.from(
+      ballotMessage({
+        group_id: 'sg_00000000000000aa',
+        epoch: 1,
+        consensus_id: id,
+        member_id: keys[member]!.id,
+        choice
+      })
+    ),
+    keys[signer]!.pair.privateKey
+  ).toString('base64url')
 });
 
 const start = (id: string, quorum: number, deadline_s: number) =>
-  wf.env.client.workflow.start(groupConsensusWorkflow, { workflowId: `group-consensus/${id}`, taskQueue: wf.taskQueue, args: [input(id, quorum, deadline_s)] });
+  wf.env.client.workflow.start(groupConsensusWorkflow, {
+    workflowId: `group-consensus/${id}`,
+    taskQueue: wf.taskQueue,
+    args: [input(id, quorum, deadline_s)]
+  });
 
 test('accepted at quorum; a forged ballot fails the update and counts for nothing; the outcome is in the ledger', async () => {
   const id = 'gc_00000000000000a1';
   const handle = await start(id, 2, 600);
-  const forged = await handle.executeUpdate(castBallotUpdate, { args: [ballot(id, 1, 'approve', 0)] }).catch((e: unknown) => e);
+  const forged = await handle
+    .executeUpdate(castBallotUpdate, { args: [ballot(id, 1, 'approve', 0)] })
+    .catch((e: unknown) => e);
   expect(forged).toBeInstanceOf(WorkflowUpdateFailedError);
   expect(((forged as WorkflowUpdateFailedError).cause as ApplicationFailure).type).toBe(FORGED_BALLOT);
   expect((await handle.executeUpdate(castBallotUpdate, { args: [ballot(id, 0, 'approve')] })).approvals).toBe(1);
-  const dup = await handle.executeUpdate(castBallotUpdate, { args: [ballot(id, 0, 'approve')] }).catch((e: unknown) => e);
+  const dup = await handle
+    .executeUpdate(castBallotUpdate, { args: [ballot(id, 0, 'approve')] })
+    .catch((e: unknown) => e);
   expect(dup).toBeInstanceOf(WorkflowUpdateFailedError);
   await handle.executeUpdate(castBallotUpdate, { args: [ballot(id, 1, 'approve')] });
   const result = await handle.result();

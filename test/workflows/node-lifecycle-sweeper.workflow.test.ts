@@ -52,21 +52,49 @@ const input = (id: string): NodeLifecycleInput => ({
 });
 
 const beat = (presence: PresenceStore, ids: string[], at = Date.now()) =>
-  presence.write(`test-api-${at}`, ids.map((node_id) => ({ node_id, seen_at: at, sample: { at: new Date(at).toISOString(), resources: {}, performance: {} } })), []);
+  presence.write(
+    `test-api-${at}`,
+    ids.map((node_id) => ({
+      node_id,
+      seen_at: at,
+      sample: { at: new Date(at).toISOString(), resources: {}, performance: {} }
+    })),
+    []
+  );
 
 it('the sweeper records online and offline from presence, the workflows mirror it; beating nodes stay online; a rejection wins', async () => {
   const presence = new PresenceStore(db);
   const ids = ['ext-custom-800001', 'ext-custom-800002', 'ext-custom-800003'];
   await db.collection('nodes').insertMany(ids.map((id, i) => nodeDocument(id, 800001 + i, 'offline')) as never[]);
-  const nodes = await Promise.all(ids.map((id) => env.client.workflow.start(nodeLifecycleWorkflow, { workflowId: `node/${id}`, taskQueue: wf.taskQueue, args: [input(id)] })));
+  const nodes = await Promise.all(
+    ids.map((id) =>
+      env.client.workflow.start(nodeLifecycleWorkflow, {
+        workflowId: `node/${id}`,
+        taskQueue: wf.taskQueue,
+        args: [input(id)]
+      })
+    )
+  );
   const docState = async (id: string) => (await db.collection('nodes').findOne({ _id: id as never }))?.state;
   // Each workflow's registration transition is in the ledger before the nodes beat (the order the test expects).
-  await waitFor(async () => (await db.collection('ledger').countDocuments({ key: 'hub.node.state_changed' })) >= ids.length);
+  await waitFor(
+    async () => (await db.collection('ledger').countDocuments({ key: 'hub.node.state_changed' })) >= ids.length
+  );
 
   const sweeper = await env.client.workflow.start(nodeSweeperWorkflow, {
     workflowId: 'node-sweeper/0',
     taskQueue: wf.taskQueue,
-    args: [{ version: 1, group: 0, groups: 1, offline_after_s: OFFLINE_AFTER_S, tick_ms: 200, run_ms: 60_000, hub_did: 'did:zhongshu:hub' }]
+    args: [
+      {
+        version: 1,
+        group: 0,
+        groups: 1,
+        offline_after_s: OFFLINE_AFTER_S,
+        tick_ms: 200,
+        run_ms: 60_000,
+        hub_did: 'did:zhongshu:hub'
+      }
+    ]
   });
   await beat(presence, ids);
   for (const [i, n] of nodes.entries()) {
@@ -108,7 +136,9 @@ it('the sweeper records online and offline from presence, the workflows mirror i
 
   beating = false;
   await keepBeating;
-  const changes = (await db.collection('ledger').find({ key: 'hub.node.state_changed' }).sort({ _id: 1 }).toArray()).map((e) => JSON.parse(e.value_json as string));
+  const changes = (
+    await db.collection('ledger').find({ key: 'hub.node.state_changed' }).sort({ _id: 1 }).toArray()
+  ).map((e) => JSON.parse(e.value_json as string));
   const of = (id: string) => changes.filter((c) => c.node_id === id).map((c) => `${c.from}->${c.to}`);
   expect(of(ids[0]!)).toEqual(['null->offline', 'offline->online']);
   expect(of(ids[1]!)).toEqual(['null->offline', 'offline->online', 'online->offline', 'offline->online']);
@@ -116,7 +146,8 @@ it('the sweeper records online and offline from presence, the workflows mirror i
   // Liveness events carry the node's liveness_seq (1, 2, 3: the idempotency of a retried sweep).
   expect(changes.filter((c) => c.node_id === ids[1]).map((c) => c.liveness_seq ?? null)).toEqual([null, 1, 2, 3]);
   // Each silent node went offline no sooner than its window after its last heartbeat.
-  for (const c of changes.filter((c) => c.to === 'offline' && c.from === 'online')) expect(Date.parse(c.at) - lastBeat).toBeGreaterThanOrEqual(OFFLINE_AFTER_S * 1000);
+  for (const c of changes.filter((c) => c.to === 'offline' && c.from === 'online'))
+    expect(Date.parse(c.at) - lastBeat).toBeGreaterThanOrEqual(OFFLINE_AFTER_S * 1000);
   // Node documents and the node_changes log (the API caches follow it) agree.
   const doc1 = await db.collection('nodes').findOne({ _id: ids[1] as never });
   expect(doc1).toMatchObject({ state: 'online', liveness_seq: 3 });
@@ -133,7 +164,17 @@ it('adopts a beating node whose change record it never read (a registration reco
   const sweeper = await env.client.workflow.start(nodeSweeperWorkflow, {
     workflowId: 'node-sweeper/adopt',
     taskQueue: wf.taskQueue,
-    args: [{ version: 1, group: 0, groups: 1, offline_after_s: OFFLINE_AFTER_S, tick_ms: 200, run_ms: 60_000, hub_did: 'did:zhongshu:hub' }]
+    args: [
+      {
+        version: 1,
+        group: 0,
+        groups: 1,
+        offline_after_s: OFFLINE_AFTER_S,
+        tick_ms: 200,
+        run_ms: 60_000,
+        hub_did: 'did:zhongshu:hub'
+      }
+    ]
   });
   // Registered after the sweeper read every node, with no change record: only presence tells the sweeper about it.
   // A node with no document (removed) beating beside it changes nothing.
@@ -164,11 +205,23 @@ it('adopts a beating node in a group whose view holds no approved node (it still
   await new Promise((r) => setTimeout(r, 7000));
   // A group of one shard (16 groups) that none of the nodes already in the database falls in.
   const taken = new Set((await db.collection('nodes').find({}).toArray()).map((d) => presenceShardOf(String(d._id))));
-  const id = Array.from({ length: 200 }, (_, i) => `ext-custom-${800100 + i}`).find((c) => !taken.has(presenceShardOf(c)))!;
+  const id = Array.from({ length: 200 }, (_, i) => `ext-custom-${800100 + i}`).find(
+    (c) => !taken.has(presenceShardOf(c))
+  )!;
   const sweeper = await env.client.workflow.start(nodeSweeperWorkflow, {
     workflowId: 'node-sweeper/adopt-empty',
     taskQueue: wf.taskQueue,
-    args: [{ version: 1, group: presenceShardOf(id), groups: 16, offline_after_s: OFFLINE_AFTER_S, tick_ms: 200, run_ms: 60_000, hub_did: 'did:zhongshu:hub' }]
+    args: [
+      {
+        version: 1,
+        group: presenceShardOf(id),
+        groups: 16,
+        offline_after_s: OFFLINE_AFTER_S,
+        tick_ms: 200,
+        run_ms: 60_000,
+        hub_did: 'did:zhongshu:hub'
+      }
+    ]
   });
   await new Promise((r) => setTimeout(r, 1000));
   await db.collection('nodes').insertOne(nodeDocument(id, Number(id.slice(-6)), 'offline') as never);
@@ -195,7 +248,17 @@ it('judges no node silent on presence an API process has not stored yet (its pre
   const sweeper = await env.client.workflow.start(nodeSweeperWorkflow, {
     workflowId: 'node-sweeper/clock',
     taskQueue: wf.taskQueue,
-    args: [{ version: 1, group: 0, groups: 1, offline_after_s: OFFLINE_AFTER_S, tick_ms: 200, run_ms: 60_000, hub_did: 'did:zhongshu:hub' }]
+    args: [
+      {
+        version: 1,
+        group: 0,
+        groups: 1,
+        offline_after_s: OFFLINE_AFTER_S,
+        tick_ms: 200,
+        run_ms: 60_000,
+        hub_did: 'did:zhongshu:hub'
+      }
+    ]
   });
   const docState = async () => (await db.collection('nodes').findOne({ _id: id as never }))?.state;
   const clocks = db.collection('node_presence_clocks');
@@ -208,7 +271,11 @@ it('judges no node silent on presence an API process has not stored yet (its pre
     const writing = { on: true };
     const clockWriter = (async () => {
       while (writing.on) {
-        await clocks.replaceOne({ _id: 'api-lagging' as never }, { complete_through: through, written_at: Date.now() }, { upsert: true });
+        await clocks.replaceOne(
+          { _id: 'api-lagging' as never },
+          { complete_through: through, written_at: Date.now() },
+          { upsert: true }
+        );
         await new Promise((r) => setTimeout(r, 200));
       }
     })();
@@ -232,10 +299,16 @@ it('never judges a node without reading presence: a beating node the change log 
   // The previous test's sweeper (every shard) stops within about 5 s of its termination.
   await new Promise((r) => setTimeout(r, 7000));
   const taken = new Set((await db.collection('nodes').find({}).toArray()).map((d) => presenceShardOf(String(d._id))));
-  const id = Array.from({ length: 200 }, (_, i) => `ext-custom-${800300 + i}`).find((c) => !taken.has(presenceShardOf(c)))!;
+  const id = Array.from({ length: 200 }, (_, i) => `ext-custom-${800300 + i}`).find(
+    (c) => !taken.has(presenceShardOf(c))
+  )!;
   // Registered two minutes ago, waiting for review since.
   const registeredAt = new Date(Date.now() - 120_000).toISOString();
-  await db.collection('nodes').insertOne({ ...nodeDocument(id, Number(id.slice(-6)), 'pending_review'), created_at: registeredAt, state_changed_at: registeredAt } as never);
+  await db.collection('nodes').insertOne({
+    ...nodeDocument(id, Number(id.slice(-6)), 'pending_review'),
+    created_at: registeredAt,
+    state_changed_at: registeredAt
+  } as never);
   const keep = { on: true };
   const beating = (async () => {
     while (keep.on) {
@@ -247,14 +320,29 @@ it('never judges a node without reading presence: a beating node the change log 
   const sweeper = await env.client.workflow.start(nodeSweeperWorkflow, {
     workflowId: 'node-sweeper/approved-late',
     taskQueue: wf.taskQueue,
-    args: [{ version: 1, group: presenceShardOf(id), groups: 16, offline_after_s: OFFLINE_AFTER_S, tick_ms: 200, run_ms: 60_000, hub_did: 'did:zhongshu:hub' }]
+    args: [
+      {
+        version: 1,
+        group: presenceShardOf(id),
+        groups: 16,
+        offline_after_s: OFFLINE_AFTER_S,
+        tick_ms: 200,
+        run_ms: 60_000,
+        hub_did: 'did:zhongshu:hub'
+      }
+    ]
   });
   try {
     await new Promise((r) => setTimeout(r, 1500));
     // An approval recorded late (a retried activity: its time is the workflow's, a minute ago) reaches the sweep
     // through the change log between two presence reads; the node has been beating all along.
     const approvedAt = new Date(Date.now() - 60_000).toISOString();
-    await new NodeStore(db).setState(id, 'online', approvedAt, { decision: 'approved', reviewer: 'admin', reason: 'test', at: approvedAt });
+    await new NodeStore(db).setState(id, 'online', approvedAt, {
+      decision: 'approved',
+      reviewer: 'admin',
+      reason: 'test',
+      at: approvedAt
+    });
     await new Promise((r) => setTimeout(r, 3000));
     const doc = await db.collection('nodes').findOne({ _id: id as never });
     expect(doc).toMatchObject({ state: 'online' });
@@ -271,12 +359,26 @@ it('judges each shard by what that shard holds: a process whose clock waits for 
   const presence = new PresenceStore(db);
   // Two nodes in different shards.
   const first = 'ext-custom-800400';
-  const second = Array.from({ length: 100 }, (_, i) => `ext-custom-${800401 + i}`).find((c) => presenceShardOf(c) !== presenceShardOf(first))!;
-  await db.collection('nodes').insertMany([first, second].map((id) => nodeDocument(id, Number(id.slice(-6)), 'offline')) as never[]);
+  const second = Array.from({ length: 100 }, (_, i) => `ext-custom-${800401 + i}`).find(
+    (c) => presenceShardOf(c) !== presenceShardOf(first)
+  )!;
+  await db
+    .collection('nodes')
+    .insertMany([first, second].map((id) => nodeDocument(id, Number(id.slice(-6)), 'offline')) as never[]);
   const sweeper = await env.client.workflow.start(nodeSweeperWorkflow, {
     workflowId: 'node-sweeper/shard-clock',
     taskQueue: wf.taskQueue,
-    args: [{ version: 1, group: 0, groups: 1, offline_after_s: OFFLINE_AFTER_S, tick_ms: 200, run_ms: 60_000, hub_did: 'did:zhongshu:hub' }]
+    args: [
+      {
+        version: 1,
+        group: 0,
+        groups: 1,
+        offline_after_s: OFFLINE_AFTER_S,
+        tick_ms: 200,
+        run_ms: 60_000,
+        hub_did: 'did:zhongshu:hub'
+      }
+    ]
   });
   const docState = async (id: string) => (await db.collection('nodes').findOne({ _id: id as never }))?.state;
   const clocks = db.collection('node_presence_clocks');
@@ -294,8 +396,16 @@ it('judges each shard by what that shard holds: a process whose clock waits for 
     clockWriter = (async () => {
       while (writing.on) {
         const now = Date.now();
-        await clocks.replaceOne({ _id: 'api-partial' as never }, { complete_through: through, written_at: now }, { upsert: true });
-        await shardDoc.replaceOne({ _id: 'api-partial' as never }, { updated_at: new Date(now), seen_json: '{}', per_second_json: '[]', complete_through: now }, { upsert: true });
+        await clocks.replaceOne(
+          { _id: 'api-partial' as never },
+          { complete_through: through, written_at: now },
+          { upsert: true }
+        );
+        await shardDoc.replaceOne(
+          { _id: 'api-partial' as never },
+          { updated_at: new Date(now), seen_json: '{}', per_second_json: '[]', complete_through: now },
+          { upsert: true }
+        );
         await new Promise((r) => setTimeout(r, 100));
       }
     })();

@@ -8,7 +8,11 @@
 import { Collection } from 'mongodb';
 import type { TaskDocument } from '../../store/federation/tasks';
 import { taskLeasesWorkflow } from '../../workflows/federation/task-lease';
-import { configureSignal, TaskLeasesInput, taskLeasesStatusQuery } from '../../workflows/federation/task-lease.contract';
+import {
+  configureSignal,
+  TaskLeasesInput,
+  taskLeasesStatusQuery
+} from '../../workflows/federation/task-lease.contract';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 
 jest.setTimeout(120_000);
@@ -23,7 +27,14 @@ afterAll(async () => {
   await wf?.close();
 });
 
-const input = (over: Partial<TaskLeasesInput> = {}): TaskLeasesInput => ({ version: 1, lease_s: 2, max_attempts: 2, min_interval_ms: 200, history_limit: 2000, ...over });
+const input = (over: Partial<TaskLeasesInput> = {}): TaskLeasesInput => ({
+  version: 1,
+  lease_s: 2,
+  max_attempts: 2,
+  min_interval_ms: 200,
+  history_limit: 2000,
+  ...over
+});
 
 async function waitFor<T>(check: () => Promise<T | undefined | null | false>, ms = 20_000): Promise<T> {
   const until = Date.now() + ms;
@@ -65,15 +76,28 @@ test('requeues a lapsed lease, fails one on its last attempt, leaves an extended
   // t-extended's holder extends it well before it would lapse (its first lease leaves slack for a loaded machine);
   // the sweeper must go by the lease as stored when it looks, never by what it read earlier.
   await claimed('t-extended', 1, 8000);
-  const handle = await wf.env.client.workflow.start(taskLeasesWorkflow, { workflowId: 'task-leases/wf-a', taskQueue: wf.taskQueue, args: [input()] });
+  const handle = await wf.env.client.workflow.start(taskLeasesWorkflow, {
+    workflowId: 'task-leases/wf-a',
+    taskQueue: wf.taskQueue,
+    args: [input()]
+  });
   await waitFor(async () => (await handle.query(taskLeasesStatusQuery)).sweeps >= 1);
   const extendedTo = new Date(Date.now() + 14_000).toISOString();
   const firstEnd = Date.now() + 8000;
   await tasks.updateOne({ _id: 't-extended' }, { $set: { lease_expires_at: extendedTo } });
 
   await waitFor(async () => (await state('t-requeue')) === 'queued' && (await state('t-exhausted')) === 'failed');
-  expect(await tasks.findOne({ _id: 't-requeue' })).toMatchObject({ state: 'queued', claimed_by: null, claim_id: null, lease_expires_at: null, attempts: 1 });
-  expect(await tasks.findOne({ _id: 't-exhausted' })).toMatchObject({ state: 'failed', error: 'lease lapsed on attempt 2 of 2' });
+  expect(await tasks.findOne({ _id: 't-requeue' })).toMatchObject({
+    state: 'queued',
+    claimed_by: null,
+    claim_id: null,
+    lease_expires_at: null,
+    attempts: 1
+  });
+  expect(await tasks.findOne({ _id: 't-exhausted' })).toMatchObject({
+    state: 'failed',
+    error: 'lease lapsed on attempt 2 of 2'
+  });
   // Past the end of its first lease, the extended one is still held.
   await new Promise((r) => setTimeout(r, Math.max(0, firstEnd + 1000 - Date.now())));
   expect(await tasks.findOne({ _id: 't-extended' })).toMatchObject({ state: 'claimed', lease_expires_at: extendedTo });
@@ -99,7 +123,11 @@ test('requeues a lapsed lease, fails one on its last attempt, leaves an extended
 
 test('continues as new once the history limit is reached, carrying its totals', async () => {
   await claimed('t-can-1', 1, 300);
-  const handle = await wf.env.client.workflow.start(taskLeasesWorkflow, { workflowId: 'task-leases/wf-b', taskQueue: wf.taskQueue, args: [input({ lease_s: 1, history_limit: 20 })] });
+  const handle = await wf.env.client.workflow.start(taskLeasesWorkflow, {
+    workflowId: 'task-leases/wf-b',
+    taskQueue: wf.taskQueue,
+    args: [input({ lease_s: 1, history_limit: 20 })]
+  });
   const status = await waitFor(async () => {
     const s = await handle.query(taskLeasesStatusQuery);
     return s.runs >= 1 ? s : undefined;

@@ -6,7 +6,12 @@
 import { Db } from 'mongodb';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { canonicalJson } from '../../core/ledger/canonical-json';
-import { approvalStatusQuery, approveSignal, rejectSignal, TruthApprovalInput } from '../../workflows/ledger/truth-approval.contract';
+import {
+  approvalStatusQuery,
+  approveSignal,
+  rejectSignal,
+  TruthApprovalInput
+} from '../../workflows/ledger/truth-approval.contract';
 import { truthApprovalWorkflow } from '../../workflows/ledger/truth-approval';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 
@@ -28,7 +33,13 @@ afterAll(async () => {
 const input = (id: string, timeout = 3600): TruthApprovalInput => ({
   version: 1,
   approval_id: id,
-  truth: { key: `wf.test.${id}`, value_json: canonicalJson({ id }), truth_type: 'risk', did: 'did:example:wf', idempotency_key: null },
+  truth: {
+    key: `wf.test.${id}`,
+    value_json: canonicalJson({ id }),
+    truth_type: 'risk',
+    did: 'did:example:wf',
+    idempotency_key: null
+  },
   held_because: 'truth_type risk is high-risk',
   requested_at: new Date().toISOString(),
   timeout_seconds: timeout,
@@ -38,7 +49,11 @@ const input = (id: string, timeout = 3600): TruthApprovalInput => ({
 describe('truthApprovalWorkflow', () => {
   it('appends the held truth and records the decision when approved', async () => {
     const id = 'apr_000000000000000000000001';
-    const handle = await env.client.workflow.start(truthApprovalWorkflow, { workflowId: `truth-approval/${id}`, taskQueue: TASK_QUEUE, args: [input(id)] });
+    const handle = await env.client.workflow.start(truthApprovalWorkflow, {
+      workflowId: `truth-approval/${id}`,
+      taskQueue: TASK_QUEUE,
+      args: [input(id)]
+    });
     expect((await handle.query(approvalStatusQuery)).state).toBe('pending');
     await handle.signal(approveSignal, { approver: 'alice', reason: 'ok' });
     const result = await handle.result();
@@ -52,7 +67,11 @@ describe('truthApprovalWorkflow', () => {
 
   it('ignores a second decision: the first one wins', async () => {
     const id = 'apr_000000000000000000000002';
-    const handle = await env.client.workflow.start(truthApprovalWorkflow, { workflowId: `truth-approval/${id}`, taskQueue: TASK_QUEUE, args: [input(id)] });
+    const handle = await env.client.workflow.start(truthApprovalWorkflow, {
+      workflowId: `truth-approval/${id}`,
+      taskQueue: TASK_QUEUE,
+      args: [input(id)]
+    });
     await handle.signal(rejectSignal, { approver: 'bob', reason: 'no' });
     await handle.signal(approveSignal, { approver: 'carol', reason: 'yes' });
     const result = await handle.result();
@@ -65,7 +84,11 @@ describe('truthApprovalWorkflow', () => {
     // No worker polls this queue until both signals are in the history, so the first workflow task sees both.
     const id = 'apr_000000000000000000000005';
     const queue = `${TASK_QUEUE}-late`;
-    const handle = await env.client.workflow.start(truthApprovalWorkflow, { workflowId: `truth-approval/${id}`, taskQueue: queue, args: [input(id)] });
+    const handle = await env.client.workflow.start(truthApprovalWorkflow, {
+      workflowId: `truth-approval/${id}`,
+      taskQueue: queue,
+      args: [input(id)]
+    });
     await handle.signal(rejectSignal, { approver: 'bob', reason: 'no' });
     await handle.signal(approveSignal, { approver: 'carol', reason: 'yes' });
     const result = await wf.runWorkerUntil(queue, () => handle.result());
@@ -76,7 +99,11 @@ describe('truthApprovalWorkflow', () => {
 
   it('expires when nobody decides in time', async () => {
     const id = 'apr_000000000000000000000003';
-    const handle = await env.client.workflow.start(truthApprovalWorkflow, { workflowId: `truth-approval/${id}`, taskQueue: TASK_QUEUE, args: [input(id, 1)] });
+    const handle = await env.client.workflow.start(truthApprovalWorkflow, {
+      workflowId: `truth-approval/${id}`,
+      taskQueue: TASK_QUEUE,
+      args: [input(id, 1)]
+    });
     const result = await handle.result();
     expect(result).toMatchObject({ state: 'expired', seq: null });
     await saveHistory(handle.workflowId, 'truth-approval-expired');

@@ -8,9 +8,22 @@ import { AppError, notFound } from '../../core/errors';
 import { taskQueueFor } from '../task-queues';
 import { executeUpdateWithin, startWorkflowWithRetry } from '../client-support';
 import type { groupConsensusWorkflow } from './group-consensus';
-import { Ballot, castBallotUpdate, ConsensusStatus, consensusStatusQuery, FORGED_BALLOT, GROUP_CONSENSUS_TASK_QUEUES, GroupConsensusInput, groupConsensusWorkflowId } from './group-consensus.contract';
+import {
+  Ballot,
+  castBallotUpdate,
+  ConsensusStatus,
+  consensusStatusQuery,
+  FORGED_BALLOT,
+  GROUP_CONSENSUS_TASK_QUEUES,
+  GroupConsensusInput,
+  groupConsensusWorkflowId
+} from './group-consensus.contract';
 
-export async function openGroupConsensus(client: Client, coreQueue: string, input: GroupConsensusInput): Promise<{ workflowId: string }> {
+export async function openGroupConsensus(
+  client: Client,
+  coreQueue: string,
+  input: GroupConsensusInput
+): Promise<{ workflowId: string }> {
   const workflowId = groupConsensusWorkflowId(input.consensus_id);
   await startWorkflowWithRetry<typeof groupConsensusWorkflow>(client, 'groupConsensusWorkflow', {
     workflowId,
@@ -35,14 +48,22 @@ export async function groupConsensusStatus(client: Client, consensusId: string):
 
 export async function castGroupBallot(client: Client, consensusId: string, ballot: Ballot): Promise<ConsensusStatus> {
   try {
-    return await executeUpdateWithin(client.workflow.getHandle(groupConsensusWorkflowId(consensusId)), castBallotUpdate, [ballot]);
+    return await executeUpdateWithin(
+      client.workflow.getHandle(groupConsensusWorkflowId(consensusId)),
+      castBallotUpdate,
+      [ballot]
+    );
   } catch (err) {
     if (err instanceof WorkflowUpdateFailedError) {
       const cause = err.cause;
-      if (cause instanceof ApplicationFailure && cause.type === FORGED_BALLOT) throw new AppError('forbidden', cause.message, { consensus_id: consensusId });
-      throw new AppError('conflict', (cause as Error | undefined)?.message ?? err.message, { consensus_id: consensusId });
+      if (cause instanceof ApplicationFailure && cause.type === FORGED_BALLOT)
+        throw new AppError('forbidden', cause.message, { consensus_id: consensusId });
+      throw new AppError('conflict', (cause as Error | undefined)?.message ?? err.message, {
+        consensus_id: consensusId
+      });
     }
-    if (err instanceof WorkflowNotFoundError) throw new AppError('conflict', `consensus ${consensusId} is closed`, { consensus_id: consensusId });
+    if (err instanceof WorkflowNotFoundError)
+      throw new AppError('conflict', `consensus ${consensusId} is closed`, { consensus_id: consensusId });
     throw err;
   }
 }

@@ -9,7 +9,15 @@
 import { ApplicationFailure, condition, proxyActivities, setHandler } from '@temporalio/workflow';
 import type { Activities } from '../../activities';
 import { ballotMessage, ConsensusOutcome, tally } from '../../core/compute/consensus';
-import { Ballot, ballotSignal, castBallotUpdate, ConsensusStatus, consensusStatusQuery, FORGED_BALLOT, GroupConsensusInput } from './group-consensus.contract';
+import {
+  Ballot,
+  ballotSignal,
+  castBallotUpdate,
+  ConsensusStatus,
+  consensusStatusQuery,
+  FORGED_BALLOT,
+  GroupConsensusInput
+} from './group-consensus.contract';
 
 const { verifyBallotSignature, recordConsensusOutcome } = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',
@@ -42,10 +50,14 @@ export async function groupConsensusWorkflow(input: GroupConsensusInput): Promis
   setHandler(consensusStatusQuery, () => status);
   /** Why a ballot cannot be counted now, or null. */
   const refusal = (ballot: Ballot): string | null => {
-    if (!ballot || (ballot.choice !== 'approve' && ballot.choice !== 'reject') || typeof ballot.signature !== 'string') return 'a ballot is { member_id, choice: approve|reject, signature }';
-    if (status.state !== 'open' || decided) return `consensus ${input.consensus_id} is closed (${decided ?? status.state})`;
-    if (!input.members.some((m) => m.member_id === ballot.member_id)) return `${String(ballot.member_id)} is not a member of epoch ${input.epoch}`;
-    if (pending.has(ballot.member_id) || status.ballots.some((b) => b.member_id === ballot.member_id)) return `${ballot.member_id} has already voted`;
+    if (!ballot || (ballot.choice !== 'approve' && ballot.choice !== 'reject') || typeof ballot.signature !== 'string')
+      return 'a ballot is { member_id, choice: approve|reject, signature }';
+    if (status.state !== 'open' || decided)
+      return `consensus ${input.consensus_id} is closed (${decided ?? status.state})`;
+    if (!input.members.some((m) => m.member_id === ballot.member_id))
+      return `${String(ballot.member_id)} is not a member of epoch ${input.epoch}`;
+    if (pending.has(ballot.member_id) || status.ballots.some((b) => b.member_id === ballot.member_id))
+      return `${ballot.member_id} has already voted`;
     return null;
   };
 
@@ -54,11 +66,32 @@ export async function groupConsensusWorkflow(input: GroupConsensusInput): Promis
     const member = input.members.find((m) => m.member_id === ballot.member_id)!;
     pending.add(ballot.member_id);
     try {
-      const message = ballotMessage({ group_id: input.group_id, epoch: input.epoch, consensus_id: input.consensus_id, member_id: ballot.member_id, choice: ballot.choice });
+      const message = ballotMessage({
+        group_id: input.group_id,
+        epoch: input.epoch,
+        consensus_id: input.consensus_id,
+        member_id: ballot.member_id,
+        choice: ballot.choice
+      });
       const valid = await verifyBallotSignature({ public_key: member.ed25519, message, signature: ballot.signature });
-      if (!valid) throw ApplicationFailure.create({ type: FORGED_BALLOT, message: `the ballot's signature does not verify with ${ballot.member_id}'s Ed25519 key`, nonRetryable: true });
-      if (status.state !== 'open' || decided) throw ApplicationFailure.create({ type: 'ConsensusClosed', message: `consensus ${input.consensus_id} closed while the ballot was checked`, nonRetryable: true });
-      status.ballots.push({ member_id: ballot.member_id, choice: ballot.choice, signature: ballot.signature, cast_at: new Date(Date.now()).toISOString() });
+      if (!valid)
+        throw ApplicationFailure.create({
+          type: FORGED_BALLOT,
+          message: `the ballot's signature does not verify with ${ballot.member_id}'s Ed25519 key`,
+          nonRetryable: true
+        });
+      if (status.state !== 'open' || decided)
+        throw ApplicationFailure.create({
+          type: 'ConsensusClosed',
+          message: `consensus ${input.consensus_id} closed while the ballot was checked`,
+          nonRetryable: true
+        });
+      status.ballots.push({
+        member_id: ballot.member_id,
+        choice: ballot.choice,
+        signature: ballot.signature,
+        cast_at: new Date(Date.now()).toISOString()
+      });
       const t = tally(status.ballots, input.members.length, input.quorum);
       status.approvals = t.approvals;
       status.rejections = t.rejections;

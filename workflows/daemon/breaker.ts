@@ -4,7 +4,16 @@
  * workflow as signals. Each state change sets the BreakerState search attribute and appends a `breaker` line to the
  * audit chain. Continues as new when the history grows, carrying its state (waiting tasks included).
  */
-import { condition, continueAsNew, getExternalWorkflowHandle, proxyActivities, setDefaultSignalHandler, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  continueAsNew,
+  getExternalWorkflowHandle,
+  proxyActivities,
+  setDefaultSignalHandler,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo
+} from '@temporalio/workflow';
 import type { DaemonCoreActivities } from '../../activities/daemon';
 import { BreakerStateAttr } from '../../core/search-attributes';
 import {
@@ -27,30 +36,39 @@ const { appendDaemonAudit } = proxyActivities<DaemonCoreActivities>({
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' }
 });
 
-type Message = { kind: 'admit'; who: BreakerRequester } | { kind: 'report'; report: BreakerReport } | { kind: 'reset'; actor: string };
+type Message =
+  | { kind: 'admit'; who: BreakerRequester }
+  | { kind: 'report'; report: BreakerReport }
+  | { kind: 'reset'; actor: string };
 
 const HISTORY_LIMIT = 2000;
 
 export async function daemonBreakerWorkflow(input: BreakerInput): Promise<void> {
-  const s: BreakerSnapshot = input.carried ?? { state: 'closed', consecutive_failures: 0, opened_at: null, probe: null, waiting: [], changes: 0 };
+  const s: BreakerSnapshot = input.carried ?? {
+    state: 'closed',
+    consecutive_failures: 0,
+    opened_at: null,
+    probe: null,
+    waiting: [],
+    changes: 0
+  };
   const inbox: Message[] = [];
   // One handler for the three signals: signals buffered before the first task are then taken in the order they
   // were sent (a handler per signal would drain its own kind first, e.g. admissions before a failure report).
   setDefaultSignalHandler((name, ...args) => {
     if (name === breakerAdmitSignal.name) inbox.push({ kind: 'admit', who: args[0] as BreakerRequester });
     else if (name === breakerReportSignal.name) inbox.push({ kind: 'report', report: args[0] as BreakerReport });
-    else if (name === breakerResetSignal.name) inbox.push({ kind: 'reset', actor: (args[0] as { actor?: string } | undefined)?.actor ?? 'operator' });
+    else if (name === breakerResetSignal.name)
+      inbox.push({ kind: 'reset', actor: (args[0] as { actor?: string } | undefined)?.actor ?? 'operator' });
   });
-  setHandler(
-    breakerStateQuery,
-    (): BreakerView => ({
-      ...s,
-      waiting: [...s.waiting],
-      threshold: input.threshold,
-      cooldown_ms: input.cooldown_ms,
-      half_open_at: s.state === 'open' && s.opened_at !== null ? new Date(s.opened_at + input.cooldown_ms).toISOString() : null
-    })
-  );
+  setHandler(breakerStateQuery, (): BreakerView => ({
+    ...s,
+    waiting: [...s.waiting],
+    threshold: input.threshold,
+    cooldown_ms: input.cooldown_ms,
+    half_open_at:
+      s.state === 'open' && s.opened_at !== null ? new Date(s.opened_at + input.cooldown_ms).toISOString() : null
+  }));
 
   const answer = async (who: BreakerRequester, a: Omit<BreakerAnswer, 'task_id' | 'state'>) => {
     // A DAG that is gone cannot be answered; nothing else depends on it.
@@ -70,7 +88,14 @@ export async function daemonBreakerWorkflow(input: BreakerInput): Promise<void> 
     }
     if (to !== 'half_open') s.probe = null;
     upsertSearchAttributes([{ key: BreakerStateAttr, value: to }]);
-    await appendDaemonAudit({ event: 'breaker', from, to, reason, consecutive_failures: s.consecutive_failures, breaker: workflowInfo().workflowId });
+    await appendDaemonAudit({
+      event: 'breaker',
+      from,
+      to,
+      reason,
+      consecutive_failures: s.consecutive_failures,
+      breaker: workflowInfo().workflowId
+    });
     if (to === 'closed') {
       const released = s.waiting.splice(0);
       for (const who of released) await answer(who, { allowed: true, probe: false });
@@ -86,12 +111,17 @@ export async function daemonBreakerWorkflow(input: BreakerInput): Promise<void> 
     await answer(next, { allowed: true, probe: true });
   };
 
-  const isProbe = (r: BreakerRequester) => s.probe !== null && s.probe.workflow_id === r.workflow_id && s.probe.task_id === r.task_id;
+  const isProbe = (r: BreakerRequester) =>
+    s.probe !== null && s.probe.workflow_id === r.workflow_id && s.probe.task_id === r.task_id;
 
   if (!input.carried) upsertSearchAttributes([{ key: BreakerStateAttr, value: 'closed' }]);
   for (;;) {
-    const cooldownLeft = s.state === 'open' && s.opened_at !== null ? Math.max(0, s.opened_at + input.cooldown_ms - Date.now()) : null;
-    const woke = cooldownLeft === null ? (await condition(() => inbox.length > 0), true) : await condition(() => inbox.length > 0, cooldownLeft);
+    const cooldownLeft =
+      s.state === 'open' && s.opened_at !== null ? Math.max(0, s.opened_at + input.cooldown_ms - Date.now()) : null;
+    const woke =
+      cooldownLeft === null
+        ? (await condition(() => inbox.length > 0), true)
+        : await condition(() => inbox.length > 0, cooldownLeft);
     if (!woke) {
       await moveTo('half_open', `cool-down of ${input.cooldown_ms} ms elapsed`);
       continue;
@@ -118,12 +148,16 @@ export async function daemonBreakerWorkflow(input: BreakerInput): Promise<void> 
       } else if (s.state === 'closed' && r.ok === true) s.consecutive_failures = 0;
       else if (s.state === 'closed' && r.ok === false) {
         s.consecutive_failures++;
-        if (s.consecutive_failures >= input.threshold) await moveTo('open', `${s.consecutive_failures} consecutive failed model calls`);
+        if (s.consecutive_failures >= input.threshold)
+          await moveTo('open', `${s.consecutive_failures} consecutive failed model calls`);
       }
     } else {
       await moveTo('closed', `reset by ${m.actor}`);
     }
-    if (inbox.length === 0 && (workflowInfo().historyLength > (input.history_limit ?? HISTORY_LIMIT) || workflowInfo().continueAsNewSuggested)) {
+    if (
+      inbox.length === 0 &&
+      (workflowInfo().historyLength > (input.history_limit ?? HISTORY_LIMIT) || workflowInfo().continueAsNewSuggested)
+    ) {
       return continueAsNew<typeof daemonBreakerWorkflow>({ ...input, carried: s });
     }
   }

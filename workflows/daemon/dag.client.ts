@@ -2,18 +2,35 @@
  * The client side of the daemon's workflows, for the routes and the admin CLI: make sure the breaker runs, start a
  * daemon-dag/<dag_id>, wait for it, read its state, read and reset the breaker. Not part of the workflow bundle.
  */
-import { Client, WorkflowExecutionAlreadyStartedError, WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
+import {
+  Client,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowIdConflictPolicy,
+  WorkflowIdReusePolicy,
+  WorkflowNotFoundError
+} from '@temporalio/client';
 import { AppError } from '../../core/errors';
 import { BreakerStateAttr } from '../../core/search-attributes';
 import { startWorkflowWithRetry, within } from '../client-support';
 import { taskQueueFor } from '../task-queues';
 import type { daemonBreakerWorkflow } from './breaker';
-import { BreakerInput, BreakerView, breakerResetSignal, breakerStateQuery, daemonBreakerWorkflowId, DAEMON_BREAKER_TASK_QUEUES } from './breaker.contract';
+import {
+  BreakerInput,
+  BreakerView,
+  breakerResetSignal,
+  breakerStateQuery,
+  daemonBreakerWorkflowId,
+  DAEMON_BREAKER_TASK_QUEUES
+} from './breaker.contract';
 import type { daemonDagWorkflow } from './dag';
 import { DAEMON_DAG_TASK_QUEUES, DagInput, DagView, daemonDagWorkflowId, dagStateQuery } from './dag.contract';
 
 /** Starts the breaker unless it runs already (its id is fixed per core queue). */
-export async function ensureBreaker(client: Client, coreQueue: string, settings: { threshold: number; cooldown_ms: number }): Promise<string> {
+export async function ensureBreaker(
+  client: Client,
+  coreQueue: string,
+  settings: { threshold: number; cooldown_ms: number }
+): Promise<string> {
   const workflowId = daemonBreakerWorkflowId(coreQueue);
   const input: BreakerInput = { version: 1, ...settings };
   try {
@@ -43,7 +60,10 @@ export async function startDag(client: Client, coreQueue: string, input: DagInpu
       memo: { asset_id: input.asset_id, tasks: input.tasks.length }
     });
   } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) throw new AppError('conflict', `dag_id ${input.dag_id} was used already (${workflowId}); choose another`, { workflow_id: workflowId });
+    if (err instanceof WorkflowExecutionAlreadyStartedError)
+      throw new AppError('conflict', `dag_id ${input.dag_id} was used already (${workflowId}); choose another`, {
+        workflow_id: workflowId
+      });
     throw err;
   }
   return workflowId;
@@ -61,7 +81,13 @@ export async function readDag(client: Client, dagId: string): Promise<DagView | 
     const d = await handle.describe();
     if (d.status.name === 'COMPLETED') return await handle.result();
     const view = await within(10_000, handle.query(dagStateQuery));
-    if (!view) throw new AppError('unavailable', `${handle.workflowId} did not answer within 10 s (is a worker running?); retry`, {}, { 'Retry-After': '5' });
+    if (!view)
+      throw new AppError(
+        'unavailable',
+        `${handle.workflowId} did not answer within 10 s (is a worker running?); retry`,
+        {},
+        { 'Retry-After': '5' }
+      );
     return view;
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return null;
@@ -71,7 +97,12 @@ export async function readDag(client: Client, dagId: string): Promise<DagView | 
 
 export async function readBreaker(client: Client, coreQueue: string): Promise<BreakerView | null> {
   try {
-    return await within(5_000, client.workflow.getHandle<typeof daemonBreakerWorkflow>(daemonBreakerWorkflowId(coreQueue)).query(breakerStateQuery));
+    return await within(
+      5_000,
+      client.workflow
+        .getHandle<typeof daemonBreakerWorkflow>(daemonBreakerWorkflowId(coreQueue))
+        .query(breakerStateQuery)
+    );
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return null;
     throw err;
@@ -85,7 +116,9 @@ export async function resetBreaker(client: Client, coreQueue: string, actor: str
 /** DAGs of this daemon still running (Temporal visibility). */
 export async function countRunningDags(client: Client, coreQueue: string): Promise<number | null> {
   try {
-    const res = await client.workflow.count(`WorkflowType = "daemonDagWorkflow" AND ExecutionStatus = "Running" AND TaskQueue = "${taskQueueFor(coreQueue, 'core')}"`);
+    const res = await client.workflow.count(
+      `WorkflowType = "daemonDagWorkflow" AND ExecutionStatus = "Running" AND TaskQueue = "${taskQueueFor(coreQueue, 'core')}"`
+    );
     return res.count;
   } catch {
     return null;

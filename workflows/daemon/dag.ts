@@ -40,10 +40,34 @@ export async function daemonDagWorkflow(input: DagInput): Promise<DagView> {
   const results = new Map<string, TaskResult>(
     input.tasks.map((t) => [
       t.id,
-      { task_id: globalTaskId(input.dag_id, t.id), id: t.id, model: t.model, depends_on: t.depends_on, status: 'queued', output: null, output_sha256: null, usage: null, cost: null, audit_root: null, error: null, started_at: null, finished_at: null }
+      {
+        task_id: globalTaskId(input.dag_id, t.id),
+        id: t.id,
+        model: t.model,
+        depends_on: t.depends_on,
+        status: 'queued',
+        output: null,
+        output_sha256: null,
+        usage: null,
+        cost: null,
+        audit_root: null,
+        error: null,
+        started_at: null,
+        finished_at: null
+      }
     ])
   );
-  const view: DagView = { dag_id: input.dag_id, workflow_id: workflowId, asset_id: input.asset_id, status: 'running', tasks: [], audit_root: null, submitted_at: input.submitted_at, finished_at: null, ledger_seq: null };
+  const view: DagView = {
+    dag_id: input.dag_id,
+    workflow_id: workflowId,
+    asset_id: input.asset_id,
+    status: 'running',
+    tasks: [],
+    audit_root: null,
+    submitted_at: input.submitted_at,
+    finished_at: null,
+    ledger_seq: null
+  };
   setHandler(dagStateQuery, (): DagView => ({ ...view, tasks: input.order.map((id) => ({ ...results.get(id)! })) }));
 
   const answers = new Map<string, BreakerAnswer[]>();
@@ -59,7 +83,12 @@ export async function daemonDagWorkflow(input: DagInput): Promise<DagView> {
   };
 
   const audit = async (r: TaskResult, record: Parameters<DaemonCoreActivities['appendDaemonAudit']>[0]) => {
-    const head = await core.appendDaemonAudit({ asset_id: input.asset_id, dag_id: input.dag_id, task_id: r.task_id, ...record });
+    const head = await core.appendDaemonAudit({
+      asset_id: input.asset_id,
+      dag_id: input.dag_id,
+      task_id: r.task_id,
+      ...record
+    });
     r.audit_root = head.hash;
     view.audit_root = head.hash;
     return head;
@@ -67,7 +96,13 @@ export async function daemonDagWorkflow(input: DagInput): Promise<DagView> {
   let lastSeq: number | null = null;
 
   const identityOk = async (r: TaskResult): Promise<boolean> => {
-    const check = await core.checkDaemonIdentity({ asset_id: input.asset_id, order_root_sha256: input.order_root_sha256, order_root_version: input.order_root_version, dag_id: input.dag_id, task_id: r.task_id });
+    const check = await core.checkDaemonIdentity({
+      asset_id: input.asset_id,
+      order_root_sha256: input.order_root_sha256,
+      order_root_version: input.order_root_version,
+      dag_id: input.dag_id,
+      task_id: r.task_id
+    });
     if (check.ok) return true;
     r.status = 'rejected';
     r.error = `identity check failed: ${check.reason ?? ''}`;
@@ -95,14 +130,29 @@ export async function daemonDagWorkflow(input: DagInput): Promise<DagView> {
     r.status = 'running';
     r.started_at = new Date().toISOString();
     try {
-      const out = await models.callDaemonModel({ dag_id: input.dag_id, task_id: r.task_id, model: task.model, messages: resolveQuotes(task.messages, outputs), max_tokens: task.max_tokens, timeout_s: input.call_timeout_s });
+      const out = await models.callDaemonModel({
+        dag_id: input.dag_id,
+        task_id: r.task_id,
+        model: task.model,
+        messages: resolveQuotes(task.messages, outputs),
+        max_tokens: task.max_tokens,
+        timeout_s: input.call_timeout_s
+      });
       await breaker.signal(breakerReportSignal, { ...me, ok: true });
       r.output = out.output;
       r.output_sha256 = out.output_sha256;
       r.usage = out.usage;
       r.cost = out.cost;
       r.finished_at = new Date().toISOString();
-      const head = await audit(r, { event: 'executed', model: task.model, probe: a.probe, output_sha256: out.output_sha256, prompt_tokens: out.usage.prompt_tokens, completion_tokens: out.usage.completion_tokens, cost: out.cost });
+      const head = await audit(r, {
+        event: 'executed',
+        model: task.model,
+        probe: a.probe,
+        output_sha256: out.output_sha256,
+        prompt_tokens: out.usage.prompt_tokens,
+        completion_tokens: out.usage.completion_tokens,
+        cost: out.cost
+      });
       lastSeq = head.seq;
       r.status = 'DONE';
     } catch (err) {
@@ -153,7 +203,11 @@ export async function daemonDagWorkflow(input: DagInput): Promise<DagView> {
   await Promise.all(inFlight);
 
   const statuses = input.order.map((id) => results.get(id)!.status);
-  const status: DagState = statuses.every((s) => s === 'DONE') ? 'DONE' : statuses.some((s) => s === 'rejected') ? 'rejected' : 'failed';
+  const status: DagState = statuses.every((s) => s === 'DONE')
+    ? 'DONE'
+    : statuses.some((s) => s === 'rejected')
+      ? 'rejected'
+      : 'failed';
   view.status = status;
   view.finished_at = new Date().toISOString();
   const mirrored = await core.mirrorDaemonRoot({
@@ -162,7 +216,11 @@ export async function daemonDagWorkflow(input: DagInput): Promise<DagView> {
     status,
     audit_root: view.audit_root,
     audit_seq: lastSeq,
-    tasks: input.order.map((id) => ({ task_id: results.get(id)!.task_id, status: results.get(id)!.status, output_sha256: results.get(id)!.output_sha256 }))
+    tasks: input.order.map((id) => ({
+      task_id: results.get(id)!.task_id,
+      status: results.get(id)!.status,
+      output_sha256: results.get(id)!.output_sha256
+    }))
   });
   view.ledger_seq = mirrored.seq;
   return { ...view, tasks: input.order.map((id) => ({ ...results.get(id)! })) };

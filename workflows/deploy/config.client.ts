@@ -10,7 +10,12 @@ import { DeployStateAttr, DeployTargetAttr } from '../../core/search-attributes'
 import { taskQueueFor } from '../task-queues';
 import { resultWithin, startLocked } from '../client-support';
 import type { deployConfigWorkflow } from './config';
-import { DEPLOY_CONFIG_TASK_QUEUES, DEPLOY_CONFIG_WORKFLOW_ID, DeployConfigInput, DeployConfigResult } from './config.contract';
+import {
+  DEPLOY_CONFIG_TASK_QUEUES,
+  DEPLOY_CONFIG_WORKFLOW_ID,
+  DeployConfigInput,
+  DeployConfigResult
+} from './config.contract';
 
 const RESULT_WAIT_MS = 60_000;
 
@@ -20,7 +25,11 @@ export async function runDeployConfig(
   request: Omit<DeployConfigInput, 'version' | 'operation_id'>
 ): Promise<DeployConfigResult & { workflow_id: string }> {
   const workflowId = DEPLOY_CONFIG_WORKFLOW_ID;
-  const input: DeployConfigInput = { version: 1, ...request, operation_id: releaseId(new Date(), randomBytes(4).toString('hex')).replace(/^r/, 'c') };
+  const input: DeployConfigInput = {
+    version: 1,
+    ...request,
+    operation_id: releaseId(new Date(), randomBytes(4).toString('hex')).replace(/^r/, 'c')
+  };
   await startLocked<typeof deployConfigWorkflow>(
     client,
     'deployConfigWorkflow',

@@ -19,7 +19,12 @@ export async function deployConfigWorkflow(input: DeployConfigInput): Promise<De
   let outcome: DeployConfigResult['outcome'] = 'configured';
 
   try {
-    const test = await commands.applyConfig({ target: input.target, operation_id: input.operation_id, fragment: input.fragment, pool: input.pool });
+    const test = await commands.applyConfig({
+      target: input.target,
+      operation_id: input.operation_id,
+      fragment: input.fragment,
+      pool: input.pool
+    });
     if (test.ok) {
       steps.push({ step: 'write_and_test', ok: true });
     } else {
@@ -81,5 +86,13 @@ export async function deployConfigWorkflow(input: DeployConfigInput): Promise<De
     idempotency_key: `${workflowInfo().workflowId}/${input.operation_id}`
   });
   upsertSearchAttributes([{ key: DeployStateAttr, value: outcome }]);
-  return { outcome, target: input.target, removed, failed_step: failedStep, nginx_error: nginxError, steps, ledger_seq: recorded.seq };
+  return {
+    outcome,
+    target: input.target,
+    removed,
+    failed_step: failedStep,
+    nginx_error: nginxError,
+    steps,
+    ledger_seq: recorded.seq
+  };
 }

@@ -21,10 +21,21 @@ const RESULT_WAIT_MS = 90_000;
 export async function runDeploy(
   client: Client,
   coreQueue: string,
-  request: { mode: 'deploy' | 'rollback'; target: string; files?: ReleaseFile[]; keep: number; hub_did: string; actor: string }
+  request: {
+    mode: 'deploy' | 'rollback';
+    target: string;
+    files?: ReleaseFile[];
+    keep: number;
+    hub_did: string;
+    actor: string;
+  }
 ): Promise<DeployResult & { workflow_id: string }> {
   const workflowId = deployWorkflowId(request.target);
-  const input: DeployInput = { version: 1, ...request, operation_id: releaseId(new Date(), randomBytes(4).toString('hex')) };
+  const input: DeployInput = {
+    version: 1,
+    ...request,
+    operation_id: releaseId(new Date(), randomBytes(4).toString('hex'))
+  };
   await startLocked<typeof deployWorkflow>(
     client,
     'deployWorkflow',
@@ -38,13 +49,20 @@ export async function runDeploy(
       ],
       memo: { mode: request.mode, actor: request.actor, operation_id: input.operation_id }
     },
-    { message: `a deploy of ${request.target} is in progress (${workflowId}); retry when it has finished`, retryAfterS: 5 }
+    {
+      message: `a deploy of ${request.target} is in progress (${workflowId}); retry when it has finished`,
+      retryAfterS: 5
+    }
   );
   try {
     const result = await resultWithin<typeof deployWorkflow>(client, workflowId, RESULT_WAIT_MS);
     return { ...result, workflow_id: workflowId };
   } catch (err) {
-    if (err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure && err.cause.type === NO_ROLLBACK_TARGET) {
+    if (
+      err instanceof WorkflowFailedError &&
+      err.cause instanceof ApplicationFailure &&
+      err.cause.type === NO_ROLLBACK_TARGET
+    ) {
       throw new AppError('conflict', err.cause.message, { workflow_id: workflowId });
     }
     throw err;

@@ -24,7 +24,10 @@ export async function deployWorkflow(input: DeployInput): Promise<DeployResult> 
     const pick = await commands.findRollbackRelease({ target: input.target });
     if (!pick) {
       upsertSearchAttributes([{ key: DeployStateAttr, value: 'failed' }]);
-      throw ApplicationFailure.nonRetryable(`no release of ${input.target} older than ${previous ?? 'none'} that is not marked bad`, NO_ROLLBACK_TARGET);
+      throw ApplicationFailure.nonRetryable(
+        `no release of ${input.target} older than ${previous ?? 'none'} that is not marked bad`,
+        NO_ROLLBACK_TARGET
+      );
     }
     releaseId = pick.release_id;
     files = pick.files;
@@ -48,7 +51,10 @@ export async function deployWorkflow(input: DeployInput): Promise<DeployResult> 
 
   let switched = false;
   try {
-    if (input.mode === 'deploy') files = await step('write_release', () => commands.writeRelease({ target: input.target, release_id: releaseId, files: input.files ?? [] }));
+    if (input.mode === 'deploy')
+      files = await step('write_release', () =>
+        commands.writeRelease({ target: input.target, release_id: releaseId, files: input.files ?? [] })
+      );
     await step('switch_current', () => commands.switchCurrent({ target: input.target, release_id: releaseId }));
     switched = true;
     await step('reload', () => commands.reloadWeb());
@@ -57,11 +63,19 @@ export async function deployWorkflow(input: DeployInput): Promise<DeployResult> 
     // Compensation: back to what was current, and the deploy's release is never picked again.
     const undo: string[] = [];
     if (switched) {
-      await commands.switchCurrent({ target: input.target, release_id: previous }).catch((e: unknown) => undo.push(`switch back: ${message(e)}`));
+      await commands
+        .switchCurrent({ target: input.target, release_id: previous })
+        .catch((e: unknown) => undo.push(`switch back: ${message(e)}`));
       await commands.reloadWeb().catch((e: unknown) => undo.push(`reload: ${message(e)}`));
     }
     if (input.mode === 'deploy') {
-      await commands.markReleaseBad({ target: input.target, release_id: releaseId, reason: `${failedStep ?? 'unknown'}: ${error ?? ''}` }).catch((e: unknown) => undo.push(`mark bad: ${message(e)}`));
+      await commands
+        .markReleaseBad({
+          target: input.target,
+          release_id: releaseId,
+          reason: `${failedStep ?? 'unknown'}: ${error ?? ''}`
+        })
+        .catch((e: unknown) => undo.push(`mark bad: ${message(e)}`));
     }
     steps.push({ step: 'compensate', ok: undo.length === 0, ...(undo.length ? { error: undo.join('; ') } : {}) });
   }

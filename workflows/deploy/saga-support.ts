@@ -18,7 +18,13 @@ export function commandsProxy(nonRetryableErrorTypes: string[] = []) {
   return proxyActivities<DeployActivities>({
     taskQueue: taskQueueFor(workflowInfo().taskQueue, 'commands'),
     startToCloseTimeout: '30 seconds',
-    retry: { initialInterval: '500 milliseconds', backoffCoefficient: 2, maximumInterval: '5 seconds', maximumAttempts: 3, nonRetryableErrorTypes }
+    retry: {
+      initialInterval: '500 milliseconds',
+      backoffCoefficient: 2,
+      maximumInterval: '5 seconds',
+      maximumAttempts: 3,
+      nonRetryableErrorTypes
+    }
   });
 }
 

@@ -11,7 +11,11 @@ import { truthApprovalWorkflowId } from '../ledger/truth-approval.contract';
 
 const CHILD_WAIT_POLLS = 50;
 
-export async function startWorkOrder(client: Client, coreQueue: string, input: WorkOrderInput): Promise<{ workflow_id: string; approval_workflow_id: string }> {
+export async function startWorkOrder(
+  client: Client,
+  coreQueue: string,
+  input: WorkOrderInput
+): Promise<{ workflow_id: string; approval_workflow_id: string }> {
   const workflowId = workOrderWorkflowId(input.instruction_id);
   await startWorkflowWithRetry<typeof workOrderWorkflow>(client, 'workOrderWorkflow', {
     workflowId,

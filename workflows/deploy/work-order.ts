@@ -40,15 +40,36 @@ export async function workOrderWorkflow(input: WorkOrderInput): Promise<WorkOrde
   });
   const state = status.state === 'approved' ? 'approved' : status.state === 'rejected' ? 'rejected' : 'expired';
   if (state === 'approved') {
-    await queueWorkOrder({ instruction_id: input.instruction_id, node_id: input.node_id, key: a.truth.key, value_json: a.truth.value_json, approval_id: a.approval_id, pushed_by: a.truth.did });
+    await queueWorkOrder({
+      instruction_id: input.instruction_id,
+      node_id: input.node_id,
+      key: a.truth.key,
+      value_json: a.truth.value_json,
+      approval_id: a.approval_id,
+      pushed_by: a.truth.did
+    });
   }
   const recorded = await appendLedgerEntry({
     kind: 'event',
     key: state === 'approved' ? 'hub.deploy.inbox_pushed' : 'hub.deploy.inbox_refused',
-    value: { instruction_id: input.instruction_id, node_id: input.node_id, key: a.truth.key, approval_id: a.approval_id, state, truth_seq: status.seq, actor: input.actor },
+    value: {
+      instruction_id: input.instruction_id,
+      node_id: input.node_id,
+      key: a.truth.key,
+      approval_id: a.approval_id,
+      state,
+      truth_seq: status.seq,
+      actor: input.actor
+    },
     truth_type: null,
     did: input.hub_did,
     idempotency_key: `${workflowInfo().workflowId}/outcome`
   });
-  return { instruction_id: input.instruction_id, approval_id: a.approval_id, state, truth_seq: status.seq, ledger_seq: recorded.seq };
+  return {
+    instruction_id: input.instruction_id,
+    approval_id: a.approval_id,
+    state,
+    truth_seq: status.seq,
+    ledger_seq: recorded.seq
+  };
 }

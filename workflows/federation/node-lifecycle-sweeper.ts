@@ -16,7 +16,14 @@ const { sweepPresence } = proxyActivities<Activities>({
 
 export async function nodeSweeperWorkflow(input: NodeSweeperInput): Promise<void> {
   for (let i = 0; i < NODE_SWEEPER_RUNS_PER_HISTORY; i++) {
-    await sweepPresence({ group: input.group, groups: input.groups, offline_after_s: input.offline_after_s, tick_ms: input.tick_ms, run_ms: input.run_ms, ...(input.hub_did ? { hub_did: input.hub_did } : {}) });
+    await sweepPresence({
+      group: input.group,
+      groups: input.groups,
+      offline_after_s: input.offline_after_s,
+      tick_ms: input.tick_ms,
+      run_ms: input.run_ms,
+      ...(input.hub_did ? { hub_did: input.hub_did } : {})
+    });
   }
   return continueAsNew<typeof nodeSweeperWorkflow>({ ...input, runs: (input.runs ?? 0) + 1 });
 }

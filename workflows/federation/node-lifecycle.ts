@@ -18,10 +18,33 @@
  * Reviews arrive as an update (the reviewer gets the resulting state, or a clear refusal).
  * Every state change is recorded by an activity: a ledger event, then the node document.
  */
-import { condition, continueAsNew, log, patched, proxyActivities, proxyLocalActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  continueAsNew,
+  log,
+  patched,
+  proxyActivities,
+  proxyLocalActivities,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo
+} from '@temporalio/workflow';
 import type { Activities } from '../../activities';
 import type { NodeState } from '../../core/federation/vocabulary';
-import { heartbeatSignal, LivenessMirror, livenessChangedSignal, NodeLifecycleInput, NodeStatus, nodeStatusQuery, PresenceLapse, presenceLapsedSignal, PRESENCE_GRACE_MS, PRESENCE_SNAPSHOT_MAX_AGE_MS, ReviewRequest, reviewUpdate } from './node-lifecycle.contract';
+import {
+  heartbeatSignal,
+  LivenessMirror,
+  livenessChangedSignal,
+  NodeLifecycleInput,
+  NodeStatus,
+  nodeStatusQuery,
+  PresenceLapse,
+  presenceLapsedSignal,
+  PRESENCE_GRACE_MS,
+  PRESENCE_SNAPSHOT_MAX_AGE_MS,
+  ReviewRequest,
+  reviewUpdate
+} from './node-lifecycle.contract';
 import { NodeStateAttr } from '../../core/search-attributes';
 
 // Runs needing the state change recorded before it (below: LOCAL_STATE_CHANGE) as a regular activity.
@@ -82,11 +105,17 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
   });
   setHandler(presenceLapsedSignal, (l) => {
     const swept = Number(l?.swept_at_ms);
-    if (Number.isFinite(swept) && swept > (lapse?.swept_at_ms ?? -1)) lapse = { seen_at_ms: Number.isFinite(Number(l?.seen_at_ms)) ? Number(l.seen_at_ms) : null, swept_at_ms: swept };
+    if (Number.isFinite(swept) && swept > (lapse?.swept_at_ms ?? -1))
+      lapse = { seen_at_ms: Number.isFinite(Number(l?.seen_at_ms)) ? Number(l.seen_at_ms) : null, swept_at_ms: swept };
   });
   setHandler(livenessChangedSignal, (m) => {
     const seq = Number(m?.seq);
-    if (Number.isFinite(seq) && seq > Math.max(livenessSeq, mirror?.seq ?? 0) && (m.to === 'online' || m.to === 'offline')) mirror = { to: m.to, at: String(m.at), seq, reason: String(m.reason ?? '') };
+    if (
+      Number.isFinite(seq) &&
+      seq > Math.max(livenessSeq, mirror?.seq ?? 0) &&
+      (m.to === 'online' || m.to === 'offline')
+    )
+      mirror = { to: m.to, at: String(m.at), seq, reason: String(m.reason ?? '') };
   });
   setHandler(
     reviewUpdate,
@@ -97,10 +126,12 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
     },
     {
       validator: (request) => {
-        if (!request || (request.decision !== 'approve' && request.decision !== 'reject')) throw new Error('decision must be approve or reject');
+        if (!request || (request.decision !== 'approve' && request.decision !== 'reject'))
+          throw new Error('decision must be approve or reject');
         if (pendingReview) throw new Error('another review decision for this node is being applied');
         if (status.state === 'rejected') throw new Error(`node ${input.node_id} is already rejected`);
-        if (request.decision === 'approve' && status.state !== 'pending_review') throw new Error(`node ${input.node_id} is ${status.state}, not waiting for review`);
+        if (request.decision === 'approve' && status.state !== 'pending_review')
+          throw new Error(`node ${input.node_id} is ${status.state}, not waiting for review`);
       }
     }
   );
@@ -112,12 +143,34 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
     }
   };
 
-  const transition = async (from: NodeState | null, to: NodeState, reason: string, actor: string, review?: ReviewRequest) => {
+  const transition = async (
+    from: NodeState | null,
+    to: NodeState,
+    reason: string,
+    actor: string,
+    review?: ReviewRequest
+  ) => {
     status.transitions += 1;
     const at = new Date(now()).toISOString();
-    const decision = review ? { decision: review.decision === 'approve' ? ('approved' as const) : ('rejected' as const), reviewer: review.reviewer, reason: review.reason } : undefined;
+    const decision = review
+      ? {
+          decision: review.decision === 'approve' ? ('approved' as const) : ('rejected' as const),
+          reviewer: review.reviewer,
+          reason: review.reason
+        }
+      : undefined;
     const record = patched(LOCAL_STATE_CHANGE) ? recordNodeStateChangeLocally : recordNodeStateChangeAsTask;
-    await record({ node_id: input.node_id, from, to, at, reason, actor, transition: status.transitions, hub_did: input.hub_did, review: decision });
+    await record({
+      node_id: input.node_id,
+      from,
+      to,
+      at,
+      reason,
+      actor,
+      transition: status.transitions,
+      hub_did: input.hub_did,
+      review: decision
+    });
     status.state = to;
     status.state_since = at;
     if (decision) status.review = { ...decision, at };
@@ -134,9 +187,17 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
       seen(await readNodeLastSeen({ node_id: input.node_id, max_age_ms: 0 }));
       seen(signalledSeen);
       const alive = lastSeen !== null && now() - lastSeen < offlineAfterMs;
-      await transition(status.state, alive ? 'online' : 'offline', `approved by review: ${reason}`, reviewer, { decision: 'approve', reviewer, reason });
+      await transition(status.state, alive ? 'online' : 'offline', `approved by review: ${reason}`, reviewer, {
+        decision: 'approve',
+        reviewer,
+        reason
+      });
     } else {
-      await transition(status.state, 'rejected', `rejected by review: ${reason}`, reviewer, { decision: 'reject', reviewer, reason });
+      await transition(status.state, 'rejected', `rejected by review: ${reason}`, reviewer, {
+        decision: 'reject',
+        reviewer,
+        reason
+      });
     }
   };
 
@@ -167,7 +228,15 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
     if (workflowInfo().historyLength >= input.history_limit) {
       const next: NodeLifecycleInput = {
         ...input,
-        carried: { state: status.state, state_since: status.state_since, last_seen_ms: lastSeen, transitions: status.transitions, runs: status.runs + 1, review: status.review, ...(livenessSeq > 0 ? { liveness_seq: livenessSeq } : {}) }
+        carried: {
+          state: status.state,
+          state_since: status.state_since,
+          last_seen_ms: lastSeen,
+          transitions: status.transitions,
+          runs: status.runs + 1,
+          review: status.review,
+          ...(livenessSeq > 0 ? { liveness_seq: livenessSeq } : {})
+        }
       };
       return continueAsNew<typeof nodeLifecycleWorkflow>(next);
     }
@@ -179,14 +248,22 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
 
     if ((status.state === 'online' || status.state === 'offline') && patched(LIVENESS_OUTSIDE)) {
       // The sweeper decides and records liveness; this run waits for a review, a mirror, or its history limit.
-      await condition(() => pendingReview !== null || mirror !== null || workflowInfo().historyLength >= input.history_limit);
+      await condition(
+        () => pendingReview !== null || mirror !== null || workflowInfo().historyLength >= input.history_limit
+      );
       continue;
     }
 
     if (status.state === 'online' && patched(PRESENCE_SWEEPER)) {
       // No timer: the sweeper reports a lapse; the decision is this workflow's, from a fresh read of presence.
       // (Signals alone, e.g. many wake-ups, also grow the history: past the limit, loop to continue as new.)
-      await condition(() => pendingReview !== null || lapse !== null || mirror !== null || workflowInfo().historyLength >= input.history_limit);
+      await condition(
+        () =>
+          pendingReview !== null ||
+          lapse !== null ||
+          mirror !== null ||
+          workflowInfo().historyLength >= input.history_limit
+      );
       if (pendingReview || mirror || lapse === null) continue;
       const reported: PresenceLapse = lapse;
       lapse = null;
@@ -209,7 +286,8 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
       seen(await readNodeLastSeen({ node_id: input.node_id, max_age_ms: PRESENCE_SNAPSHOT_MAX_AGE_MS }));
       seen(signalledSeen);
       const silentSince = lastSeen ?? Date.parse(status.state_since);
-      if (now() - silentSince >= offlineAfterMs) await transition('online', 'offline', `no heartbeat for ${input.offline_after_s} s`, 'hub');
+      if (now() - silentSince >= offlineAfterMs)
+        await transition('online', 'offline', `no heartbeat for ${input.offline_after_s} s`, 'hub');
       continue;
     }
 

@@ -6,9 +6,20 @@
 import type { Client } from '@temporalio/client';
 import { taskQueueFor } from '../task-queues';
 import type { taskLeasesWorkflow } from './task-lease';
-import { configureSignal, DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_INTERVAL_MS, TaskLeaseSettings, taskLeasesWorkflowId, TASK_LEASES_TASK_QUEUES } from './task-lease.contract';
+import {
+  configureSignal,
+  DEFAULT_HISTORY_LIMIT,
+  DEFAULT_MIN_INTERVAL_MS,
+  TaskLeaseSettings,
+  taskLeasesWorkflowId,
+  TASK_LEASES_TASK_QUEUES
+} from './task-lease.contract';
 
-export async function ensureTaskLeaseSweeper(client: Client, coreQueue: string, settings: TaskLeaseSettings): Promise<void> {
+export async function ensureTaskLeaseSweeper(
+  client: Client,
+  coreQueue: string,
+  settings: TaskLeaseSettings
+): Promise<void> {
   await client.workflow.signalWithStart<typeof taskLeasesWorkflow, [TaskLeaseSettings]>('taskLeasesWorkflow', {
     workflowId: taskLeasesWorkflowId(coreQueue),
     taskQueue: taskQueueFor(coreQueue, TASK_LEASES_TASK_QUEUES.workflow),
@@ -22,7 +33,13 @@ export async function ensureTaskLeaseSweeper(client: Client, coreQueue: string, 
  * Calls ensureTaskLeaseSweeper in the background at most once per `everyMs` (and again soon after a failure), so a
  * claim never waits for Temporal and never fails because it is down (the reads sweep meanwhile).
  */
-export function taskLeaseSweeperKeeper(client: Client, coreQueue: string, settings: TaskLeaseSettings, onError: (err: unknown) => void, everyMs = 10 * 60_000) {
+export function taskLeaseSweeperKeeper(
+  client: Client,
+  coreQueue: string,
+  settings: TaskLeaseSettings,
+  onError: (err: unknown) => void,
+  everyMs = 10 * 60_000
+) {
   let nextAt = 0;
   let inFlight = false;
   return (): void => {

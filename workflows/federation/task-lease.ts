@@ -8,7 +8,15 @@
  */
 import { condition, continueAsNew, proxyLocalActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../../activities';
-import { configureSignal, EXPIRY_MARGIN_MS, IDLE_MAX_MS, TaskLeaseSettings, TaskLeasesInput, TaskLeasesStatus, taskLeasesStatusQuery } from './task-lease.contract';
+import {
+  configureSignal,
+  EXPIRY_MARGIN_MS,
+  IDLE_MAX_MS,
+  TaskLeaseSettings,
+  TaskLeasesInput,
+  TaskLeasesStatus,
+  taskLeasesStatusQuery
+} from './task-lease.contract';
 
 const { sweepTaskLeases } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '60 seconds',
@@ -44,7 +52,12 @@ export async function taskLeasesWorkflow(input: TaskLeasesInput): Promise<never>
   for (;;) {
     if (workflowInfo().historyLength >= input.history_limit || workflowInfo().continueAsNewSuggested) {
       const { sweeps, requeued, failed, runs } = status;
-      return continueAsNew<typeof taskLeasesWorkflow>({ ...input, lease_s: status.lease_s, max_attempts: status.max_attempts, carried: { sweeps, requeued, failed, runs: runs + 1 } });
+      return continueAsNew<typeof taskLeasesWorkflow>({
+        ...input,
+        lease_s: status.lease_s,
+        max_attempts: status.max_attempts,
+        carried: { sweeps, requeued, failed, runs: runs + 1 }
+      });
     }
     woken = false;
     const swept = await sweepTaskLeases({ max_attempts: status.max_attempts });
@@ -56,7 +69,8 @@ export async function taskLeasesWorkflow(input: TaskLeasesInput): Promise<never>
     if (swept.more) continue;
 
     const idleUntil = sweptAt + Math.min(status.lease_s * 1000, IDLE_MAX_MS);
-    const due = swept.next_expiry_ms === null ? idleUntil : Math.min(idleUntil, swept.next_expiry_ms + EXPIRY_MARGIN_MS);
+    const due =
+      swept.next_expiry_ms === null ? idleUntil : Math.min(idleUntil, swept.next_expiry_ms + EXPIRY_MARGIN_MS);
     const wakeAt = Math.max(due, sweptAt + input.min_interval_ms);
     status.next_wake_at = new Date(wakeAt).toISOString();
     await condition(() => woken, Math.max(1, wakeAt - now()));

@@ -10,9 +10,23 @@ import type { MergeOutcome } from '../../activities/federation/tree-proposal';
 import { taskQueueFor } from '../task-queues';
 import { executeUpdateWithin, startWorkflowWithRetry } from '../client-support';
 import type { treeProposalWorkflow } from './tree-proposal';
-import { decideUpdate, ProposalDecision, ProposalStatus, supersedeSignal, TREE_CONFLICT, TreeProposalInput, TreeProposalMemo, treeProposalWorkflowId, TREE_PROPOSAL_TASK_QUEUES } from './tree-proposal.contract';
+import {
+  decideUpdate,
+  ProposalDecision,
+  ProposalStatus,
+  supersedeSignal,
+  TREE_CONFLICT,
+  TreeProposalInput,
+  TreeProposalMemo,
+  treeProposalWorkflowId,
+  TREE_PROPOSAL_TASK_QUEUES
+} from './tree-proposal.contract';
 
-export async function openTreeProposal(client: Client, coreQueue: string, input: TreeProposalInput): Promise<{ workflowId: string }> {
+export async function openTreeProposal(
+  client: Client,
+  coreQueue: string,
+  input: TreeProposalInput
+): Promise<{ workflowId: string }> {
   const workflowId = treeProposalWorkflowId(input.proposal_id);
   const memo: TreeProposalMemo = { title: input.title, author: input.author, base_version: input.base_version };
   await startWorkflowWithRetry<typeof treeProposalWorkflow>(client, 'treeProposalWorkflow', {
@@ -35,19 +49,31 @@ export async function supersedeTreeProposal(client: Client, proposalId: string, 
  * Merges or rejects a proposal. A merge that no longer applies is 409 with the conflicts (the proposal stays open);
  * a closed proposal is 409 too.
  */
-export async function decideTreeProposal(client: Client, proposalId: string, decision: ProposalDecision): Promise<ProposalStatus> {
+export async function decideTreeProposal(
+  client: Client,
+  proposalId: string,
+  decision: ProposalDecision
+): Promise<ProposalStatus> {
   try {
-    return await executeUpdateWithin(client.workflow.getHandle(treeProposalWorkflowId(proposalId)), decideUpdate, [decision]);
+    return await executeUpdateWithin(client.workflow.getHandle(treeProposalWorkflowId(proposalId)), decideUpdate, [
+      decision
+    ]);
   } catch (err) {
     if (err instanceof WorkflowUpdateFailedError) {
       const cause = err.cause;
       if (cause instanceof ApplicationFailure && cause.type === TREE_CONFLICT) {
         const outcome = cause.details?.[0] as Extract<MergeOutcome, { merged: false }>;
-        throw new AppError('conflict', cause.message, { proposal_id: proposalId, base_version: outcome.base_version, latest_version: outcome.latest_version, conflicts: outcome.conflicts });
+        throw new AppError('conflict', cause.message, {
+          proposal_id: proposalId,
+          base_version: outcome.base_version,
+          latest_version: outcome.latest_version,
+          conflicts: outcome.conflicts
+        });
       }
       throw new AppError('conflict', (cause as Error | undefined)?.message ?? err.message, { proposal_id: proposalId });
     }
-    if (err instanceof WorkflowNotFoundError) throw new AppError('conflict', `tree-proposal/${proposalId} is closed`, { proposal_id: proposalId });
+    if (err instanceof WorkflowNotFoundError)
+      throw new AppError('conflict', `tree-proposal/${proposalId} is closed`, { proposal_id: proposalId });
     throw err;
   }
 }

@@ -39,7 +39,16 @@ export interface ProposalDecision {
 /** The workflow's view: the stored proposal's decision fields, plus what only the workflow knows. */
 export type ProposalStatus = Pick<
   ProposalDocument,
-  'state' | 'base_version' | 'title' | 'author' | 'created_at' | 'decided_at' | 'decided_by' | 'reason' | 'merged_version' | 'superseded_by'
+  | 'state'
+  | 'base_version'
+  | 'title'
+  | 'author'
+  | 'created_at'
+  | 'decided_at'
+  | 'decided_by'
+  | 'reason'
+  | 'merged_version'
+  | 'superseded_by'
 > & {
   proposal_id: string;
   merge_attempts: number;

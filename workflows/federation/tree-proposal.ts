@@ -4,10 +4,25 @@
  * update with TreeConflict and the proposal stays open) or rejects. The `supersede` signal closes it in favour of
  * a newer proposal. The final state is recorded by an activity (ledger event + proposal document).
  */
-import { ApplicationFailure, condition, continueAsNew, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  ApplicationFailure,
+  condition,
+  continueAsNew,
+  proxyActivities,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo
+} from '@temporalio/workflow';
 import type { Activities } from '../../activities';
 import type { ProposalState } from '../../store/federation/directory-tree';
-import { decideUpdate, ProposalStatus, proposalStatusQuery, supersedeSignal, TREE_CONFLICT, TreeProposalInput } from './tree-proposal.contract';
+import {
+  decideUpdate,
+  ProposalStatus,
+  proposalStatusQuery,
+  supersedeSignal,
+  TREE_CONFLICT,
+  TreeProposalInput
+} from './tree-proposal.contract';
 import { ProposalStateAttr } from '../../core/search-attributes';
 
 const { mergeTreeProposal, recordProposalDecision } = proxyActivities<Activities>({
@@ -34,7 +49,12 @@ export async function treeProposalWorkflow(input: TreeProposalInput): Promise<Pr
   let busy = false;
   let supersededBy: string | null = null;
 
-  const close = async (state: Exclude<ProposalState, 'open'>, by: string, reason: string | null, mergedVersion: number | null) => {
+  const close = async (
+    state: Exclude<ProposalState, 'open'>,
+    by: string,
+    reason: string | null,
+    mergedVersion: number | null
+  ) => {
     const at = new Date(Date.now()).toISOString();
     const recorded = await recordProposalDecision({
       proposal_id: input.proposal_id,
@@ -46,7 +66,14 @@ export async function treeProposalWorkflow(input: TreeProposalInput): Promise<Pr
       superseded_by: state === 'superseded' ? supersededBy : null,
       hub_did: input.hub_did
     });
-    Object.assign(status, { state, decided_at: at, decided_by: by, reason, merged_version: mergedVersion, decision_seq: recorded.seq });
+    Object.assign(status, {
+      state,
+      decided_at: at,
+      decided_by: by,
+      reason,
+      merged_version: mergedVersion,
+      decision_seq: recorded.seq
+    });
     if (state === 'superseded') status.superseded_by = supersededBy;
     upsertSearchAttributes([{ key: ProposalStateAttr, value: state }]);
   };
@@ -67,9 +94,18 @@ export async function treeProposalWorkflow(input: TreeProposalInput): Promise<Pr
           return { ...status };
         }
         status.merge_attempts += 1;
-        const outcome = await mergeTreeProposal({ proposal_id: input.proposal_id, merged_by: reviewer, at: new Date(Date.now()).toISOString() });
+        const outcome = await mergeTreeProposal({
+          proposal_id: input.proposal_id,
+          merged_by: reviewer,
+          at: new Date(Date.now()).toISOString()
+        });
         if (!outcome.merged) {
-          throw ApplicationFailure.create({ type: TREE_CONFLICT, message: `proposal ${input.proposal_id} no longer applies to version ${outcome.latest_version}`, details: [outcome], nonRetryable: true });
+          throw ApplicationFailure.create({
+            type: TREE_CONFLICT,
+            message: `proposal ${input.proposal_id} no longer applies to version ${outcome.latest_version}`,
+            details: [outcome],
+            nonRetryable: true
+          });
         }
         await close('merged', reviewer, reason, outcome.version);
         return { ...status };
@@ -79,7 +115,8 @@ export async function treeProposalWorkflow(input: TreeProposalInput): Promise<Pr
     },
     {
       validator: (request) => {
-        if (!request || (request.decision !== 'merge' && request.decision !== 'reject')) throw new Error('decision must be merge or reject');
+        if (!request || (request.decision !== 'merge' && request.decision !== 'reject'))
+          throw new Error('decision must be merge or reject');
         if (status.state !== 'open') throw new Error(`proposal ${input.proposal_id} is already ${status.state}`);
         if (busy) throw new Error(`proposal ${input.proposal_id} is being decided by another request`);
       }
@@ -87,7 +124,11 @@ export async function treeProposalWorkflow(input: TreeProposalInput): Promise<Pr
   );
 
   while (status.state === 'open') {
-    await condition(() => status.state !== 'open' || (!busy && (supersededBy !== null || workflowInfo().historyLength >= input.history_limit)));
+    await condition(
+      () =>
+        status.state !== 'open' ||
+        (!busy && (supersededBy !== null || workflowInfo().historyLength >= input.history_limit))
+    );
     if (status.state !== 'open') break;
     if (supersededBy !== null) {
       busy = true;

@@ -3,7 +3,12 @@
  * approvals, and send a decision. Workflow ids, the reuse policy, search attributes and the memo are built here and
  * nowhere else. Not part of the workflow bundle.
  */
-import { Client, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
+import {
+  Client,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowIdReusePolicy,
+  WorkflowNotFoundError
+} from '@temporalio/client';
 import { AppError, notFound } from '../../core/errors';
 import { ApprovalStateAttr, TruthKeyAttr, TruthTypeAttr } from '../../core/search-attributes';
 import { taskQueueFor } from '../task-queues';
@@ -19,7 +24,9 @@ import {
   TruthApprovalInput,
   TruthApprovalMemo,
   TruthApprovalStatus,
-  truthApprovalWorkflowId, TRUTH_APPROVAL_TASK_QUEUES } from './truth-approval.contract';
+  truthApprovalWorkflowId,
+  TRUTH_APPROVAL_TASK_QUEUES
+} from './truth-approval.contract';
 
 const WORKFLOW_TYPE = 'truthApprovalWorkflow';
 /** How long a read waits for the worker to answer the query before falling back to the memo. */
@@ -27,10 +34,15 @@ const QUERY_WAIT_MS = 2_000;
 /** How long a decision waits for the workflow to append and record it, so the answer is final. */
 const DECISION_WAIT_MS = 10_000;
 
-const expiresAt = (input: TruthApprovalInput) => new Date(Date.parse(input.requested_at) + input.timeout_seconds * 1000).toISOString();
+const expiresAt = (input: TruthApprovalInput) =>
+  new Date(Date.parse(input.requested_at) + input.timeout_seconds * 1000).toISOString();
 
 /** Starts truth-approval/<id>; a second start with the same id (a retried write) finds the same workflow. */
-export async function holdTruthForApproval(client: Client, coreQueue: string, input: TruthApprovalInput): Promise<{ workflowId: string }> {
+export async function holdTruthForApproval(
+  client: Client,
+  coreQueue: string,
+  input: TruthApprovalInput
+): Promise<{ workflowId: string }> {
   const workflowId = truthApprovalWorkflowId(input.approval_id);
   const memo: TruthApprovalMemo = {
     key: input.truth.key,
@@ -68,7 +80,10 @@ export async function approvalStatus(client: Client, approvalId: string): Promis
   try {
     const description = await handle.describe();
     if (description.status.name === 'RUNNING') {
-      const answered = await within(QUERY_WAIT_MS, handle.query(approvalStatusQuery).catch(() => null));
+      const answered = await within(
+        QUERY_WAIT_MS,
+        handle.query(approvalStatusQuery).catch(() => null)
+      );
       if (answered) return answered;
       const memo = (description.memo ?? {}) as Partial<TruthApprovalMemo>;
       return pendingApprovalStatus({
@@ -82,7 +97,10 @@ export async function approvalStatus(client: Client, approvalId: string): Promis
       });
     }
     if (description.status.name === 'COMPLETED') return (await handle.result()) as TruthApprovalStatus;
-    throw new AppError('conflict', `approval workflow is ${description.status.name.toLowerCase()}; see the Temporal Web UI`);
+    throw new AppError(
+      'conflict',
+      `approval workflow is ${description.status.name.toLowerCase()}; see the Temporal Web UI`
+    );
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) throw notFound(`No approval ${approvalId}`);
     throw err;
@@ -101,7 +119,12 @@ export interface ApprovalListing {
 }
 
 /** Approvals in one state, from Temporal visibility (eventually consistent: a just-held write may take a moment). */
-export async function listApprovals(client: Client, coreQueue: string, state: ApprovalState, limit: number): Promise<ApprovalListing[]> {
+export async function listApprovals(
+  client: Client,
+  coreQueue: string,
+  state: ApprovalState,
+  limit: number
+): Promise<ApprovalListing[]> {
   const running = state === 'pending' ? " AND ExecutionStatus = 'Running'" : '';
   const query = `WorkflowType = '${WORKFLOW_TYPE}' AND ${ApprovalStateAttr.name} = '${state}'${running} AND TaskQueue = '${taskQueueFor(coreQueue, TRUTH_APPROVAL_TASK_QUEUES.workflow)}'`;
   const approvals: ApprovalListing[] = [];
@@ -133,7 +156,8 @@ export async function decideApproval(
   decision: ApprovalDecision
 ): Promise<{ approval: TruthApprovalStatus; final: boolean }> {
   const current = await approvalStatus(client, approvalId);
-  if (current.state !== 'pending') throw new AppError('conflict', `approval ${approvalId} is already ${current.state}`, { approval: current });
+  if (current.state !== 'pending')
+    throw new AppError('conflict', `approval ${approvalId} is already ${current.state}`, { approval: current });
   const handle = client.workflow.getHandle(truthApprovalWorkflowId(approvalId));
   await handle.signal(verdict === 'approve' ? approveSignal : rejectSignal, decision);
   const final = await within(DECISION_WAIT_MS, handle.result() as Promise<TruthApprovalStatus>);

@@ -62,13 +62,28 @@ export interface TruthApprovalStatus {
 
 /** A held write's status before any decision (the workflow's start state, and the API's view without a worker). */
 export function pendingApprovalStatus(
-  held: Pick<TruthApprovalStatus, 'approval_id' | 'key' | 'truth_type' | 'did' | 'held_because' | 'requested_at' | 'expires_at'>
+  held: Pick<
+    TruthApprovalStatus,
+    'approval_id' | 'key' | 'truth_type' | 'did' | 'held_because' | 'requested_at' | 'expires_at'
+  >
 ): TruthApprovalStatus {
-  return { ...held, state: 'pending', decided_at: null, approver: null, reason: null, seq: null, event_id: null, decision_seq: null };
+  return {
+    ...held,
+    state: 'pending',
+    decided_at: null,
+    approver: null,
+    reason: null,
+    seq: null,
+    event_id: null,
+    decision_seq: null
+  };
 }
 
 /** What the workflow's memo holds (written at start by the client module; shown in the Web UI's list). */
-export type TruthApprovalMemo = Pick<TruthApprovalStatus, 'key' | 'truth_type' | 'did' | 'held_because' | 'requested_at' | 'expires_at'>;
+export type TruthApprovalMemo = Pick<
+  TruthApprovalStatus,
+  'key' | 'truth_type' | 'did' | 'held_because' | 'requested_at' | 'expires_at'
+>;
 
 export const approveSignal = defineSignal<[ApprovalDecision]>('approve');
 export const rejectSignal = defineSignal<[ApprovalDecision]>('reject');

@@ -4,7 +4,15 @@
  * nothing is appended. Every outcome is itself recorded in the ledger (who, when, why).
  * The history is small and bounded (one timer, at most two signals acted on, two activities): no continue-as-new.
  */
-import { condition, log, proxyActivities, setDefaultSignalHandler, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  log,
+  proxyActivities,
+  setDefaultSignalHandler,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo
+} from '@temporalio/workflow';
 import type { Activities } from '../../activities';
 import {
   ApprovalDecision,
@@ -58,7 +66,8 @@ export async function truthApprovalWorkflow(input: TruthApprovalInput): Promise<
   const finalState: ApprovalState = decided && decision ? decision.verdict : 'expired';
   status.decided_at = new Date(Date.now()).toISOString();
   status.approver = decision?.by.approver ?? null;
-  status.reason = decision?.by.reason ?? (finalState === 'expired' ? `no decision within ${input.timeout_seconds} s` : null);
+  status.reason =
+    decision?.by.reason ?? (finalState === 'expired' ? `no decision within ${input.timeout_seconds} s` : null);
 
   if (finalState === 'approved') {
     const appended = await appendLedgerEntry({

@@ -54,12 +54,14 @@ export const apiKey: Authenticator = async (request, { credentials, config }) =>
       // What the store says of the key is remembered whatever this request presented (a wrong secret evicts nothing).
       if (!key || key.revoked_at) forgetApiKey(keyId);
       else rememberApiKey(keyId, { secretHash: key.secret_hash, plan: key.plan }, started);
-      if (!key || key.revoked_at || !digestsEqual(key.secret_hash, presented)) throw unauthorized('API key is invalid or revoked');
+      if (!key || key.revoked_at || !digestsEqual(key.secret_hash, presented))
+        throw unauthorized('API key is invalid or revoked');
       return { model: 'api_key', id: key._id, plan: key.plan };
     });
   };
   const cached = verifiedApiKey(keyId);
-  if (!request.routeOptions.config.apiKeyConfirmLater || !cached || !digestsEqual(cached.secretHash, presented)) return read();
+  if (!request.routeOptions.config.apiKeyConfirmLater || !cached || !digestsEqual(cached.secretHash, presented))
+    return read();
   const principal: Principal = { model: 'api_key', id: keyId, plan: cached.plan };
   const ttl = config.CHAT_KEY_CACHE_MS;
   const age = Date.now() - cached.checkedAt;

@@ -12,14 +12,28 @@ import { Authenticator, header } from './principal';
 export const daemon: Authenticator = async (request, { credentials, config }) => {
   const assetId = header(request, 'x-asset-id');
   const orderRoot = orderRootFacts(header(request, 'x-order-root'));
-  const verdict = await new DaemonAssets(credentials.daemonAssets).check(assetId, orderRoot.hash, orderRoot.version, config.DAEMON_PROTOCOL_VERSION);
+  const verdict = await new DaemonAssets(credentials.daemonAssets).check(
+    assetId,
+    orderRoot.hash,
+    orderRoot.version,
+    config.DAEMON_PROTOCOL_VERSION
+  );
   if (verdict.ok) return { model: 'daemon', id: verdict.asset_id };
   const chain = auditChainFor(config.dataDir);
   // Unknown asset ids are recorded by digest only: they are whatever a caller sent.
-  const who = verdict.asset_id ? { asset_id: verdict.asset_id } : { asset_id: null, presented_asset_sha256: assetId ? sha256Hex(assetId) : null };
+  const who = verdict.asset_id
+    ? { asset_id: verdict.asset_id }
+    : { asset_id: null, presented_asset_sha256: assetId ? sha256Hex(assetId) : null };
   try {
-    await chain.append({ event: 'rejected', stage: 'admission', route: `${request.method} ${request.routeOptions.url ?? request.url}`, reason: verdict.reason, ...who });
-    if (verdict.isolated_now && verdict.asset_id) await chain.append({ event: 'isolated', asset_id: verdict.asset_id, reason: verdict.reason });
+    await chain.append({
+      event: 'rejected',
+      stage: 'admission',
+      route: `${request.method} ${request.routeOptions.url ?? request.url}`,
+      reason: verdict.reason,
+      ...who
+    });
+    if (verdict.isolated_now && verdict.asset_id)
+      await chain.append({ event: 'isolated', asset_id: verdict.asset_id, reason: verdict.reason });
   } catch (err) {
     // A chain that cannot be written (torn last line, disk) must not turn a refusal into anything but a refusal.
     request.log.error({ err }, 'daemon audit chain: could not record a rejected request');

@@ -16,7 +16,8 @@ export const GROUP_ID_PATTERN = /^sg_[a-f0-9]{16}$/;
 const KEY_PATTERN = /^[A-Za-z0-9_-]{43}$/;
 
 /** The epoch key a request presented (already checked by the authenticator). */
-export const presentedGroupKey = (request: FastifyRequest): Buffer => fromB64u(header(request, 'x-slim-group-key') ?? '');
+export const presentedGroupKey = (request: FastifyRequest): Buffer =>
+  fromB64u(header(request, 'x-slim-group-key') ?? '');
 
 export function groupOfPrincipal(principal: Principal | null): { group_id: string; epoch: number } {
   const [groupId, epoch] = (principal?.id ?? '').split('#');
@@ -26,12 +27,14 @@ export function groupOfPrincipal(principal: Principal | null): { group_id: strin
 export const groupKey: Authenticator = async (request, deps) => {
   const groupId = header(request, 'x-slim-group');
   const key = header(request, 'x-slim-group-key');
-  if (!groupId || !key) throw unauthorized('X-Slim-Group and X-Slim-Group-Key (the current epoch key, base64url) are required');
-  if (!GROUP_ID_PATTERN.test(groupId) || !KEY_PATTERN.test(key)) throw unauthorized('X-Slim-Group or X-Slim-Group-Key is malformed');
+  if (!groupId || !key)
+    throw unauthorized('X-Slim-Group and X-Slim-Group-Key (the current epoch key, base64url) are required');
+  if (!GROUP_ID_PATTERN.test(groupId) || !KEY_PATTERN.test(key))
+    throw unauthorized('X-Slim-Group or X-Slim-Group-Key is malformed');
   const found = await new SlimGroupStore(deps.mongo.db).find(groupId);
   if (!found) throw unauthorized('Unknown group or wrong group key');
   if (!matchesCommitment(groupId, found.current.epoch, fromB64u(key), found.current.commitment)) {
-    throw unauthorized('Unknown group or wrong group key (only the current epoch\'s key is accepted)');
+    throw unauthorized("Unknown group or wrong group key (only the current epoch's key is accepted)");
   }
   return { model: 'group_key', id: `${groupId}#${found.current.epoch}` };
 };

@@ -13,7 +13,8 @@ export const homologous: Authenticator = async (request, { credentials }) => {
   const capture = header(request, 'x-capture-token');
   if (did && capture) {
     const token = await credentials.findHomologousToken(capture);
-    if (token && token.did === did && (await credentials.activeDid(did))) return { model: 'homologous', id: token.token_id, did };
+    if (token && token.did === did && (await credentials.activeDid(did)))
+      return { model: 'homologous', id: token.token_id, did };
     throw unauthorized('X-Capture-Token is unknown, revoked or not issued to this X-DID');
   }
   throw unauthorized('Send X-ZR-Token, or X-DID together with X-Capture-Token');

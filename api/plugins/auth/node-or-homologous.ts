@@ -4,4 +4,6 @@ import { homologous } from './homologous';
 import { Authenticator, header } from './principal';
 
 export const nodeOrHomologous: Authenticator = async (request, deps) =>
-  header(request, 'x-external-node') || header(request, 'x-external-key') ? externalNode(request, deps) : homologous(request, deps);
+  header(request, 'x-external-node') || header(request, 'x-external-key')
+    ? externalNode(request, deps)
+    : homologous(request, deps);

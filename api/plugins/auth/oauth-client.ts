@@ -25,13 +25,19 @@ export const oauthClient: Authenticator = async (request, { credentials }) => {
   } else {
     // Not validated yet (this runs before validation): read the two fields only if they are strings.
     const body: unknown = request.body;
-    const field = (name: string) => (body && typeof body === 'object' && name in body ? (body as Record<string, unknown>)[name] : undefined);
+    const field = (name: string) =>
+      body && typeof body === 'object' && name in body ? (body as Record<string, unknown>)[name] : undefined;
     const id = field('client_id');
     const secret = field('client_secret');
     if (typeof id === 'string') clientId = id;
     if (typeof secret === 'string') clientSecret = secret;
   }
-  const fail = new AppError('invalid_client', 'Client authentication failed', { error_description: 'unknown client or wrong secret' }, { 'WWW-Authenticate': 'Basic realm="oauth"' });
+  const fail = new AppError(
+    'invalid_client',
+    'Client authentication failed',
+    { error_description: 'unknown client or wrong secret' },
+    { 'WWW-Authenticate': 'Basic realm="oauth"' }
+  );
   if (!clientId || !clientSecret) throw fail;
   const client = await credentials.findOAuthClient(clientId);
   if (!client || !digestsEqual(client.secret_hash, hashSecret(clientSecret))) throw fail;

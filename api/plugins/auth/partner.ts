@@ -12,7 +12,14 @@ import { createHash, createPublicKey, KeyObject } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
 import type { Db } from 'mongodb';
 import { unauthorized } from '../../../core/errors';
-import { parseSignatureInput, signatureBase, signatureBytes, SignatureFormatError, verifyEd25519, type SignatureInput } from '../../../core/partner/http-signature.node';
+import {
+  parseSignatureInput,
+  signatureBase,
+  signatureBytes,
+  SignatureFormatError,
+  verifyEd25519,
+  type SignatureInput
+} from '../../../core/partner/http-signature.node';
 import { PartnerStore } from '../../../store/partner/partners';
 import type { ServiceContext } from '../../context';
 import { Authenticator, header } from './principal';
@@ -38,7 +45,8 @@ export interface PartnerRequestSignature {
   label: string;
 }
 const verified = new WeakMap<FastifyRequest, PartnerRequestSignature>();
-export const partnerSignatureOf = (request: FastifyRequest): PartnerRequestSignature | undefined => verified.get(request);
+export const partnerSignatureOf = (request: FastifyRequest): PartnerRequestSignature | undefined =>
+  verified.get(request);
 
 const keys = new Map<string, KeyObject>();
 function ed25519Key(raw: string): KeyObject {
@@ -56,7 +64,8 @@ const param = (input: SignatureInput, name: string) => input.params.find(([n]) =
 export const partner: Authenticator = async (request, deps) => {
   const inputField = header(request, 'signature-input');
   const signatureField = header(request, 'signature');
-  if (!inputField || !signatureField) throw unauthorized('Signature-Input and Signature headers (RFC 9421) are both required');
+  if (!inputField || !signatureField)
+    throw unauthorized('Signature-Input and Signature headers (RFC 9421) are both required');
   let inputs: SignatureInput[];
   try {
     inputs = parseSignatureInput(inputField);
@@ -73,13 +82,16 @@ export const partner: Authenticator = async (request, deps) => {
   const created = param(input, 'created');
   const alg = param(input, 'alg');
   const expires = param(input, 'expires');
-  if (typeof keyid !== 'string' || keyid.length === 0) throw unauthorized('the signature needs a keyid parameter (the partner id)');
+  if (typeof keyid !== 'string' || keyid.length === 0)
+    throw unauthorized('the signature needs a keyid parameter (the partner id)');
   if (typeof created !== 'number') throw unauthorized('the signature needs a created parameter (Unix seconds)');
   if (alg !== undefined && alg !== 'ed25519') throw unauthorized('alg must be ed25519');
   const now = Math.floor(Date.now() / 1000);
-  if (created < now - PARTNER_SIGNATURE_WINDOW_S) throw unauthorized(`stale signature: created is more than ${PARTNER_SIGNATURE_WINDOW_S} s ago`);
+  if (created < now - PARTNER_SIGNATURE_WINDOW_S)
+    throw unauthorized(`stale signature: created is more than ${PARTNER_SIGNATURE_WINDOW_S} s ago`);
   if (created > now + PARTNER_CLOCK_SKEW_S) throw unauthorized('created lies in the future');
-  if (expires !== undefined && (typeof expires !== 'number' || expires < now)) throw unauthorized('the signature has expired');
+  if (expires !== undefined && (typeof expires !== 'number' || expires < now))
+    throw unauthorized('the signature has expired');
   if (!header(request, 'content-digest')) throw unauthorized('Content-Digest header (RFC 9530) is required');
 
   const { mongo } = deps as typeof deps & Pick<ServiceContext, 'mongo'>;
@@ -88,14 +100,24 @@ export const partner: Authenticator = async (request, deps) => {
   if (!found) throw unauthorized('unknown or revoked partner (keyid)');
   let base: string;
   try {
-    base = signatureBase(input, { method: request.method, target: request.url, authority: request.headers.host, headers: request.headers });
+    base = signatureBase(input, {
+      method: request.method,
+      target: request.url,
+      authority: request.headers.host,
+      headers: request.headers
+    });
   } catch (err) {
     throw unauthorized(err instanceof SignatureFormatError ? err.message : 'cannot build the signature base');
   }
-  if (!verifyEd25519(base, signature, ed25519Key(found.public_key))) throw unauthorized('bad signature: it does not verify with the partner key');
+  if (!verifyEd25519(base, signature, ed25519Key(found.public_key)))
+    throw unauthorized('bad signature: it does not verify with the partner key');
 
   const digest = createHash('sha256').update(signature).digest('base64url');
-  const fresh = await store.rememberSignature(digest, keyid, new Date((created + PARTNER_SIGNATURE_WINDOW_S + PARTNER_CLOCK_SKEW_S) * 1000));
+  const fresh = await store.rememberSignature(
+    digest,
+    keyid,
+    new Date((created + PARTNER_SIGNATURE_WINDOW_S + PARTNER_CLOCK_SKEW_S) * 1000)
+  );
   if (!fresh) throw unauthorized('replayed signature: this exact signed request was already accepted');
   verified.set(request, { partnerId: keyid, digest, label: input.label });
   return { model: 'partner_federation', id: keyid };

@@ -17,7 +17,10 @@ export interface Principal {
 }
 
 /** The dependencies authenticators may use (each uses a few). */
-export type AuthDeps = Pick<ServiceContext, 'config' | 'credentials' | 'nodeCache' | 'keys' | 'adminTokenHash' | 'mongo'>;
+export type AuthDeps = Pick<
+  ServiceContext,
+  'config' | 'credentials' | 'nodeCache' | 'keys' | 'adminTokenHash' | 'mongo'
+>;
 
 /** Checks a request's credentials for one model: a Principal, or an AppError (401, or 403 where the model says). */
 export type Authenticator = (request: FastifyRequest, deps: AuthDeps) => Promise<Principal>;

@@ -18,9 +18,23 @@ export const PARTNER_ID = /^[a-z0-9][a-z0-9._-]{1,63}$/;
 const RAW_KEY = /^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/;
 const partnerIdSchema = z.string().regex(PARTNER_ID, 'lower-case letters, digits, ".", "_" or "-", 2 to 64');
 
-const partnerView = z.object({ partner_id: z.string(), name: z.string(), public_key: z.string(), public_jwk: z.record(z.string(), z.string()), created_at: z.string(), revoked_at: z.string().nullable() });
+const partnerView = z.object({
+  partner_id: z.string(),
+  name: z.string(),
+  public_key: z.string(),
+  public_jwk: z.record(z.string(), z.string()),
+  created_at: z.string(),
+  revoked_at: z.string().nullable()
+});
 const registered = z.object({ ok: z.literal(true), created: z.boolean(), partner: partnerView });
-const view = (p: PartnerDocument) => ({ partner_id: p._id, name: p.name, public_key: p.public_key, public_jwk: { kty: 'OKP', crv: 'Ed25519', x: p.public_key }, created_at: p.created_at, revoked_at: p.revoked_at });
+const view = (p: PartnerDocument) => ({
+  partner_id: p._id,
+  name: p.name,
+  public_key: p.public_key,
+  public_jwk: { kty: 'OKP', crv: 'Ed25519', x: p.public_key },
+  created_at: p.created_at,
+  revoked_at: p.revoked_at
+});
 
 /** A usable Ed25519 public key (32 raw bytes, base64url), or null. */
 function ed25519Raw(value: string): string | null {
@@ -34,9 +48,14 @@ function ed25519Raw(value: string): string | null {
   }
 }
 
-export const partnerAdminRoutes: FastifyPluginAsyncZod<{ partners: PartnerStore; ledger: Ledger; config: Config }> = async (app, { partners, ledger, config }) => {
+export const partnerAdminRoutes: FastifyPluginAsyncZod<{
+  partners: PartnerStore;
+  ledger: Ledger;
+  config: Config;
+}> = async (app, { partners, ledger, config }) => {
   const admin = { auth: 'admin' as const };
-  const record = (action: string, value: Record<string, string | null>) => ledger.append({ kind: 'event', key: `hub.admin.${action}`, value, did: config.SERVICE_DID, truth_type: 'config' });
+  const record = (action: string, value: Record<string, string | null>) =>
+    ledger.append({ kind: 'event', key: `hub.admin.${action}`, value, did: config.SERVICE_DID, truth_type: 'config' });
 
   app.post(
     '/admin/partners',
@@ -48,7 +67,14 @@ export const partnerAdminRoutes: FastifyPluginAsyncZod<{ partners: PartnerStore;
             partner_id: partnerIdSchema.describe('the keyid the partner puts in its signatures'),
             name: humanText(200),
             public_key: z
-              .union([z.string().regex(RAW_KEY, 'the 32-byte Ed25519 public key, base64url without padding'), z.object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string().regex(RAW_KEY, 'the 32-byte Ed25519 public key, base64url without padding') })])
+              .union([
+                z.string().regex(RAW_KEY, 'the 32-byte Ed25519 public key, base64url without padding'),
+                z.object({
+                  kty: z.literal('OKP'),
+                  crv: z.literal('Ed25519'),
+                  x: z.string().regex(RAW_KEY, 'the 32-byte Ed25519 public key, base64url without padding')
+                })
+              ])
               .describe('Ed25519 public key: base64url of the 32 raw bytes, or a public JWK (kty OKP, crv Ed25519)')
           })
           .strict(),
@@ -62,22 +88,39 @@ export const partnerAdminRoutes: FastifyPluginAsyncZod<{ partners: PartnerStore;
     async (request, reply) => {
       const body = request.body;
       const key = ed25519Raw(typeof body.public_key === 'string' ? body.public_key : body.public_key.x);
-      if (!key) throw new AppError('invalid_request', 'public_key is not a valid Ed25519 public key', { fields: [{ field: 'public_key', message: 'not an Ed25519 public key' }] });
+      if (!key)
+        throw new AppError('invalid_request', 'public_key is not a valid Ed25519 public key', {
+          fields: [{ field: 'public_key', message: 'not an Ed25519 public key' }]
+        });
       const { partner, created } = await partners.register(body.partner_id, body.name, key);
-      if (!created && (partner.public_key !== key || partner.revoked_at)) throw new AppError('conflict', `partner ${body.partner_id} is already registered with another key or was revoked; choose another id`);
+      if (!created && (partner.public_key !== key || partner.revoked_at))
+        throw new AppError(
+          'conflict',
+          `partner ${body.partner_id} is already registered with another key or was revoked; choose another id`
+        );
       if (created) await record('partner_registered', { partner_id: partner._id, name: partner.name, public_key: key });
       return reply.code(created ? 201 : 200).send({ ok: true as const, created, partner: view(partner) });
     }
   );
 
-  app.get('/admin/partners', { config: admin, schema: { response: { 200: z.object({ ok: z.literal(true), partners: z.array(partnerView) }) } } }, async () => ({
-    ok: true as const,
-    partners: (await partners.list()).map(view)
-  }));
+  app.get(
+    '/admin/partners',
+    { config: admin, schema: { response: { 200: z.object({ ok: z.literal(true), partners: z.array(partnerView) }) } } },
+    async () => ({
+      ok: true as const,
+      partners: (await partners.list()).map(view)
+    })
+  );
 
   app.post(
     '/admin/partners/:partner_id/revoke',
-    { config: admin, schema: { params: z.object({ partner_id: partnerIdSchema }), response: { 200: z.object({ ok: z.literal(true), partner_id: z.string(), revoked: z.literal(true) }) } } },
+    {
+      config: admin,
+      schema: {
+        params: z.object({ partner_id: partnerIdSchema }),
+        response: { 200: z.object({ ok: z.literal(true), partner_id: z.string(), revoked: z.literal(true) }) }
+      }
+    },
     async (request) => {
       const id = request.params.partner_id;
       if (!(await partners.revoke(id))) throw notFound(`No active partner ${id}`);

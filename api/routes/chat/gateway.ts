@@ -25,11 +25,27 @@ import type { ChatServices } from '../../chat';
 import { confirmApiKey } from '../../plugins/auth/api-key';
 import type { Principal } from '../../plugins/auth/principal';
 import type { LimitTake } from '../../../store/chat/limits';
-import { chatCompletionBody, ChatCompletionBody, installOpenAiErrorHandler, openAiErrorResponses } from './openai-shape';
+import {
+  chatCompletionBody,
+  ChatCompletionBody,
+  installOpenAiErrorHandler,
+  openAiErrorResponses
+} from './openai-shape';
 
-const modelObject = z.object({ id: z.string(), object: z.literal('model'), created: z.number().int(), owned_by: z.string() });
+const modelObject = z.object({
+  id: z.string(),
+  object: z.literal('model'),
+  created: z.number().int(),
+  owned_by: z.string()
+});
 const modelList = z.object({ object: z.literal('list'), data: z.array(modelObject) });
-const completionResponse = z.looseObject({ id: z.string(), object: z.literal('chat.completion'), created: z.number(), model: z.string(), choices: z.array(z.looseObject({})) });
+const completionResponse = z.looseObject({
+  id: z.string(),
+  object: z.literal('chat.completion'),
+  created: z.number(),
+  model: z.string(),
+  choices: z.array(z.looseObject({}))
+});
 const dailyUsage = z.object({
   day: z.string(),
   requests: z.number().int(),
@@ -44,14 +60,19 @@ export const usageResponse = z.object({
   object: z.literal('usage'),
   key_id: z.string(),
   plan: z.string(),
-  limits: z.object({ requests_per_minute: z.number().int(), requests_per_day: z.number().int(), tokens_per_day: z.number().int() }),
+  limits: z.object({
+    requests_per_minute: z.number().int(),
+    requests_per_day: z.number().int(),
+    tokens_per_day: z.number().int()
+  }),
   days: z.array(dailyUsage).describe('newest first; days without requests are left out')
 });
 
 /** The scope an OAuth access token needs on POST /v1/chat/stream. */
 export const OAUTH_CHAT_SCOPE = 'chat';
 
-const SSE_DESCRIPTION = 'Server-Sent Events: `data: <chat.completion.chunk JSON>` per chunk, a usage chunk when stream_options.include_usage, then `data: [DONE]`';
+const SSE_DESCRIPTION =
+  'Server-Sent Events: `data: <chat.completion.chunk JSON>` per chunk, a usage chunk when stream_options.include_usage, then `data: [DONE]`';
 
 /** The UTC minute and day windows of `now`, and when each ends. */
 export function windowsOf(now: number): { minute: string; minuteEnd: number; day: string; dayEnd: number } {
@@ -100,14 +121,23 @@ interface Claims {
  * `oauthPlan`: the plan whose models and limits an OAuth client gets on POST /v1/chat/stream (CHAT_OAUTH_PLAN); its
  * limits and usage are counted per client id, as `oauth:<client_id>`.
  */
-export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oauthPlan?: string }> = async (app, { chat, oauthPlan = 'S1' }) => {
+export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oauthPlan?: string }> = async (
+  app,
+  { chat, oauthPlan = 'S1' }
+) => {
   installOpenAiErrorHandler(app);
   const auth = 'api_key' as const;
 
   const keyOf = (request: FastifyRequest) => {
     const p = request.principal;
     if (p?.model === 'oauth' && request.routeOptions.config.authAlso?.includes('oauth')) {
-      if (!p.scopes?.includes(OAUTH_CHAT_SCOPE)) throw new ChatError(403, 'permission_error', 'insufficient_scope', `This access token lacks the scope '${OAUTH_CHAT_SCOPE}' (grant it to the OAuth client)`);
+      if (!p.scopes?.includes(OAUTH_CHAT_SCOPE))
+        throw new ChatError(
+          403,
+          'permission_error',
+          'insufficient_scope',
+          `This access token lacks the scope '${OAUTH_CHAT_SCOPE}' (grant it to the OAuth client)`
+        );
       return { keyId: `oauth:${p.id}`, plan: oauthPlan };
     }
     if (!p || p.model !== 'api_key') throw unauthorized('Authorization: Bearer zk_… API key is required');
@@ -123,7 +153,12 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
   /** The rate headers from what this process knows, for answers that take no request (models, usage, 404s). */
   const knownRateHeaders = async (reply: FastifyReply, keyId: string, plan: string) => {
     const w = windowsOf(Date.now());
-    setRateHeaders(reply, chat.planOf(plan).requests_per_minute, await chat.limits.known(`key:${keyId}:rpm`, w.minute), w.minuteEnd);
+    setRateHeaders(
+      reply,
+      chat.planOf(plan).requests_per_minute,
+      await chat.limits.known(`key:${keyId}:rpm`, w.minute),
+      w.minuteEnd
+    );
   };
 
   /**
@@ -180,17 +215,38 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
     if (!rpm.allowed) {
       await release(c);
       const retry = String(Math.max(1, Math.ceil((w.minuteEnd - now) / 1000)));
-      throw new ChatError(429, 'rate_limit_error', 'rate_limit_exceeded', `Rate limit reached: ${limits.requests_per_minute} requests per minute for plan ${plan}; retry after ${retry} s`, null, {
-        'Retry-After': retry
-      });
+      throw new ChatError(
+        429,
+        'rate_limit_error',
+        'rate_limit_exceeded',
+        `Rate limit reached: ${limits.requests_per_minute} requests per minute for plan ${plan}; retry after ${retry} s`,
+        null,
+        {
+          'Retry-After': retry
+        }
+      );
     }
     if (!rpd.allowed) {
       await release(c);
-      throw new ChatError(403, 'insufficient_quota', 'insufficient_quota', `Daily quota used up: ${limits.requests_per_day} requests per day for plan ${plan}`, null, { 'Retry-After': toMidnight });
+      throw new ChatError(
+        403,
+        'insufficient_quota',
+        'insufficient_quota',
+        `Daily quota used up: ${limits.requests_per_day} requests per day for plan ${plan}`,
+        null,
+        { 'Retry-After': toMidnight }
+      );
     }
     if (c.tokens >= limits.tokens_per_day) {
       await release(c);
-      throw new ChatError(403, 'insufficient_quota', 'insufficient_quota', `Daily token quota used up: ${limits.tokens_per_day} tokens per day for plan ${plan}`, null, { 'Retry-After': toMidnight });
+      throw new ChatError(
+        403,
+        'insufficient_quota',
+        'insufficient_quota',
+        `Daily token quota used up: ${limits.tokens_per_day} tokens per day for plan ${plan}`,
+        null,
+        { 'Retry-After': toMidnight }
+      );
     }
     return { keyId: c.keyId, day: w.day };
   };
@@ -204,7 +260,12 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
   };
 
   /** The model's chain for a plan; on a refusal the rate headers are set from what this process knows. */
-  const chainOrRefuse = async (reply: FastifyReply, modelId: string, keyId: string, plan: string): Promise<CatalogModel[]> => {
+  const chainOrRefuse = async (
+    reply: FastifyReply,
+    modelId: string,
+    keyId: string,
+    plan: string
+  ): Promise<CatalogModel[]> => {
     try {
       return chainFor(modelId, plan);
     } catch (err) {
@@ -272,7 +333,14 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
    * key revoked while a process holds it verified can start at most the requests in flight at that moment on
    * that process (aborted, never answered, never recorded); every later request verifies before it claims.
    */
-  const startUpstream = async <T>(request: FastifyRequest, reply: FastifyReply, modelId: string, adm: Admission, signal: AbortSignal, call: (chain: CatalogModel[], signal: AbortSignal) => Promise<T>): Promise<T> => {
+  const startUpstream = async <T>(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    modelId: string,
+    adm: Admission,
+    signal: AbortSignal,
+    call: (chain: CatalogModel[], signal: AbortSignal) => Promise<T>
+  ): Promise<T> => {
     if (!adm.unconfirmed) return call(adm.chain, signal);
     const { claims, plan, verdict } = adm.unconfirmed;
     const attempt = new AbortController();
@@ -304,7 +372,20 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
     }
   };
 
-  const record = (request: FastifyRequest, a: Admitted, r: { id: string; model: string; provider: string | null; endpoint: string; stream: boolean; usage: ChatUsage | null; price?: CatalogModel['price']; error: string | null }) => {
+  const record = (
+    request: FastifyRequest,
+    a: Admitted,
+    r: {
+      id: string;
+      model: string;
+      provider: string | null;
+      endpoint: string;
+      stream: boolean;
+      usage: ChatUsage | null;
+      price?: CatalogModel['price'];
+      error: string | null;
+    }
+  ) => {
     const u = r.usage ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, estimated: false };
     chat.usage
       .record({
@@ -344,15 +425,32 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
   };
 
   /** Streams one completion to the client as SSE (the upstream has answered 200 when this starts writing). */
-  const streamCompletion = async (request: FastifyRequest, reply: FastifyReply, body: ChatCompletionBody, adm: Admission, endpoint: string, includeUsage: boolean) => {
+  const streamCompletion = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    body: ChatCompletionBody,
+    adm: Admission,
+    endpoint: string,
+    includeUsage: boolean
+  ) => {
     const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
     const ac = clientGone(reply);
     let upstream;
     try {
-      upstream = await startUpstream(request, reply, body.model, adm, ac.signal, (chain, signal) => chat.upstreams.stream(chain, upstreamBody(body), signal));
+      upstream = await startUpstream(request, reply, body.model, adm, ac.signal, (chain, signal) =>
+        chat.upstreams.stream(chain, upstreamBody(body), signal)
+      );
     } catch (err) {
       if (!(err instanceof APIUserAbortError) && !ac.signal.aborted && !refusedBeforeUpstream.has(err as object)) {
-        record(request, adm.a, { id, model: body.model, provider: null, endpoint, stream: true, usage: null, error: err instanceof ChatError ? (err.code ?? 'error') : 'internal_error' });
+        record(request, adm.a, {
+          id,
+          model: body.model,
+          provider: null,
+          endpoint,
+          stream: true,
+          usage: null,
+          error: err instanceof ChatError ? (err.code ?? 'error') : 'internal_error'
+        });
       }
       throw err;
     }
@@ -365,7 +463,8 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
       'x-accel-buffering': 'no',
       'x-trace': request.id
     };
-    for (const [name, value] of Object.entries(reply.getHeaders())) if (name.startsWith('x-ratelimit-') && value !== undefined) headers[name] = String(value);
+    for (const [name, value] of Object.entries(reply.getHeaders()))
+      if (name.startsWith('x-ratelimit-') && value !== undefined) headers[name] = String(value);
     reply.raw.writeHead(200, headers);
     let content = '';
     let reported: ChatCompletionChunk['usage'] | null = null;
@@ -404,32 +503,61 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
       if (ac.signal.aborted || err instanceof APIUserAbortError) error = 'client_closed';
       else {
         error = 'upstream_stream_failed';
-        request.log.warn({ model: model.id, provider: provider.name, reason: chat.upstreams.redact((err as Error).message ?? '') }, 'upstream stream broke');
+        request.log.warn(
+          { model: model.id, provider: provider.name, reason: chat.upstreams.redact((err as Error).message ?? '') },
+          'upstream stream broke'
+        );
       }
     }
-    const usage = usageFrom(reported, () => ({ prompt: estimatePromptTokens(body.messages), completion: estimateTokens(content) }));
+    const usage = usageFrom(reported, () => ({
+      prompt: estimatePromptTokens(body.messages),
+      completion: estimateTokens(content)
+    }));
     if (!reply.raw.destroyed) {
       if (error === 'upstream_stream_failed') {
-        reply.raw.write(`data: ${JSON.stringify(chatErrorFor(502, 'The upstream stream broke off; retry later', 'upstream_failed').body())}\n\n`);
+        reply.raw.write(
+          `data: ${JSON.stringify(chatErrorFor(502, 'The upstream stream broke off; retry later', 'upstream_failed').body())}\n\n`
+        );
       } else if (!error) {
         if (includeUsage && !reported) {
           const { estimated: _estimated, ...figures } = usage;
-          reply.raw.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: body.model, choices: [], usage: figures })}\n\n`);
+          reply.raw.write(
+            `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: body.model, choices: [], usage: figures })}\n\n`
+          );
         }
         reply.raw.write('data: [DONE]\n\n');
       }
       reply.raw.end();
     }
-    record(request, a, { id, model: model.id, provider: provider.name, endpoint, stream: true, usage, price: model.price, error });
+    record(request, a, {
+      id,
+      model: model.id,
+      provider: provider.name,
+      endpoint,
+      stream: true,
+      usage,
+      price: model.price,
+      error
+    });
   };
 
   app.get(
     '/v1/models',
-    { config: { auth }, schema: { response: { 200: modelList.describe('The models this key may use (OpenAI list shape)'), ...openAiErrorResponses([401, 429, 500, 503]) } } },
+    {
+      config: { auth },
+      schema: {
+        response: {
+          200: modelList.describe('The models this key may use (OpenAI list shape)'),
+          ...openAiErrorResponses([401, 429, 500, 503])
+        }
+      }
+    },
     async (request, reply) => {
       const { keyId, plan } = keyOf(request);
       await knownRateHeaders(reply, keyId, plan);
-      const data = chat.catalog.modelsFor(plan).map((m) => ({ id: m.id, object: 'model' as const, created: chat.catalog.created, owned_by: m.owned_by }));
+      const data = chat.catalog
+        .modelsFor(plan)
+        .map((m) => ({ id: m.id, object: 'model' as const, created: chat.catalog.created, owned_by: m.owned_by }));
       return { object: 'list' as const, data };
     }
   );
@@ -443,7 +571,10 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
         response: {
           200: {
             description: `A chat.completion (stream false), or with stream true ${SSE_DESCRIPTION}`,
-            content: { 'application/json': { schema: completionResponse }, 'text/event-stream': { schema: z.string().describe(SSE_DESCRIPTION) } }
+            content: {
+              'application/json': { schema: completionResponse },
+              'text/event-stream': { schema: z.string().describe(SSE_DESCRIPTION) }
+            }
           },
           ...openAiErrorResponses([400, 401, 403, 404, 413, 415, 429, 500, 502, 503])
         }
@@ -452,17 +583,40 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
     async (request, reply) => {
       const body = request.body;
       const adm = await admitChain(request, reply, body.model);
-      if (body.stream) return streamCompletion(request, reply, body, adm, '/v1/chat/completions', body.stream_options?.include_usage === true);
+      if (body.stream)
+        return streamCompletion(
+          request,
+          reply,
+          body,
+          adm,
+          '/v1/chat/completions',
+          body.stream_options?.include_usage === true
+        );
 
       const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
       const ac = clientGone(reply);
       let result;
       try {
-        result = await startUpstream(request, reply, body.model, adm, ac.signal, (chain, signal) => chat.upstreams.complete(chain, upstreamBody(body), signal));
+        result = await startUpstream(request, reply, body.model, adm, ac.signal, (chain, signal) =>
+          chat.upstreams.complete(chain, upstreamBody(body), signal)
+        );
       } catch (err) {
         if (refusedBeforeUpstream.has(err as object)) throw err;
-        const code = ac.signal.aborted || err instanceof APIUserAbortError ? 'client_closed' : err instanceof ChatError ? (err.code ?? 'error') : 'internal_error';
-        record(request, adm.a, { id, model: body.model, provider: null, endpoint: '/v1/chat/completions', stream: false, usage: null, error: code });
+        const code =
+          ac.signal.aborted || err instanceof APIUserAbortError
+            ? 'client_closed'
+            : err instanceof ChatError
+              ? (err.code ?? 'error')
+              : 'internal_error';
+        record(request, adm.a, {
+          id,
+          model: body.model,
+          provider: null,
+          endpoint: '/v1/chat/completions',
+          stream: false,
+          usage: null,
+          error: code
+        });
         throw err;
       }
       const completion = result.value;
@@ -472,7 +626,16 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
       }));
       const { estimated: _estimated, ...figures } = usage;
       const out = { ...completion, id, model: body.model, usage: completion.usage ?? figures };
-      record(request, adm.a, { id, model: result.model.id, provider: result.provider.name, endpoint: '/v1/chat/completions', stream: false, usage, price: result.model.price, error: null });
+      record(request, adm.a, {
+        id,
+        model: result.model.id,
+        provider: result.provider.name,
+        endpoint: '/v1/chat/completions',
+        stream: false,
+        usage,
+        price: result.model.price,
+        error: null
+      });
       return reply.type('application/json; charset=utf-8').send(JSON.stringify(out));
     }
   );
@@ -481,11 +644,19 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
     '/v1/chat/stream',
     {
       // Federated nodes may also use an OAuth access token (POST /v1/oauth/token) in place of an API key.
-      config: { auth, authAlso: ['oauth'], apiKeyConfirmLater: true, directory: { group: 'federated_compute', summary: 'Streaming chat over the gateway providers (always SSE)' } },
+      config: {
+        auth,
+        authAlso: ['oauth'],
+        apiKeyConfirmLater: true,
+        directory: { group: 'federated_compute', summary: 'Streaming chat over the gateway providers (always SSE)' }
+      },
       schema: {
         body: chatCompletionBody,
         response: {
-          200: { description: SSE_DESCRIPTION, content: { 'text/event-stream': { schema: z.string().describe(SSE_DESCRIPTION) } } },
+          200: {
+            description: SSE_DESCRIPTION,
+            content: { 'text/event-stream': { schema: z.string().describe(SSE_DESCRIPTION) } }
+          },
           ...openAiErrorResponses([400, 401, 403, 404, 413, 415, 429, 500, 502, 503])
         }
       }
@@ -494,7 +665,14 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
       const body = request.body;
       const adm = await admitChain(request, reply, body.model);
       // Always a stream, and always with the usage chunk unless the client said include_usage: false.
-      return streamCompletion(request, reply, body, adm, '/v1/chat/stream', body.stream_options?.include_usage !== false);
+      return streamCompletion(
+        request,
+        reply,
+        body,
+        adm,
+        '/v1/chat/stream',
+        body.stream_options?.include_usage !== false
+      );
     }
   );
 
@@ -504,7 +682,9 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
       // OAuth clients with the scope `chat` read what they used on POST /v1/chat/stream (as oauth:<client_id>).
       config: { auth, authAlso: ['oauth'] },
       schema: {
-        querystring: z.object({ days: queryInt(1, 90).optional().describe('how many days back, today included (default 7)') }),
+        querystring: z.object({
+          days: queryInt(1, 90).optional().describe('how many days back, today included (default 7)')
+        }),
         response: { 200: usageResponse, ...openAiErrorResponses([400, 401, 404, 429, 500, 503]) }
       }
     },
@@ -517,7 +697,12 @@ export const chatGatewayRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; oaut
 };
 
 /** A key's usage over the last `days` days (today included) and its plan's limits. */
-export async function usageFor(chat: ChatServices, keyId: string, plan: string, days: number): Promise<z.infer<typeof usageResponse>> {
+export async function usageFor(
+  chat: ChatServices,
+  keyId: string,
+  plan: string,
+  days: number
+): Promise<z.infer<typeof usageResponse>> {
   const to = new Date().toISOString().slice(0, 10);
   const from = new Date(Date.parse(`${to}T00:00:00Z`) - (days - 1) * 86_400_000).toISOString().slice(0, 10);
   const limits = chat.planOf(plan);
@@ -525,7 +710,11 @@ export async function usageFor(chat: ChatServices, keyId: string, plan: string, 
     object: 'usage' as const,
     key_id: keyId,
     plan,
-    limits: { requests_per_minute: limits.requests_per_minute, requests_per_day: limits.requests_per_day, tokens_per_day: limits.tokens_per_day },
+    limits: {
+      requests_per_minute: limits.requests_per_minute,
+      requests_per_day: limits.requests_per_day,
+      tokens_per_day: limits.tokens_per_day
+    },
     days: await chat.usage.daily(keyId, from, to)
   };
 }

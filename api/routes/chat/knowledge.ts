@@ -23,10 +23,25 @@ const cardBody = z.object({ question: humanText(QUESTION_MAX), answer: humanText
 const documentBody = z.object({ title: humanText(TITLE_MAX), text: humanText(TEXT_MAX, { multiline: true }) });
 const cardParams = z.object({ card_id: z.string().regex(/^kc_[0-9a-f]{16}$/, 'a card id kc_…') });
 const documentParams = z.object({ document_id: z.string().regex(/^kd_[0-9a-f]{16}$/, 'a document id kd_…') });
-const page = z.object({ offset: queryInt(0, 1_000_000).optional(), limit: queryInt(1, 500).optional().describe('default 100') });
+const page = z.object({
+  offset: queryInt(0, 1_000_000).optional(),
+  limit: queryInt(1, 500).optional().describe('default 100')
+});
 
-const card = z.object({ card_id: z.string(), question: z.string(), answer: z.string(), created_at: z.string(), updated_at: z.string() });
-const document = z.object({ document_id: z.string(), title: z.string(), text: z.string(), created_at: z.string(), updated_at: z.string() });
+const card = z.object({
+  card_id: z.string(),
+  question: z.string(),
+  answer: z.string(),
+  created_at: z.string(),
+  updated_at: z.string()
+});
+const document = z.object({
+  document_id: z.string(),
+  title: z.string(),
+  text: z.string(),
+  created_at: z.string(),
+  updated_at: z.string()
+});
 const importResult = z.object({
   ok: z.literal(true),
   cards_created: z.number().int(),
@@ -36,12 +51,29 @@ const importResult = z.object({
   version: z.number().int()
 });
 
-const cardOut = (c: CardDocument) => ({ card_id: c._id, question: c.question, answer: c.answer, created_at: c.created_at, updated_at: c.updated_at });
-const documentOut = (d: DocumentDocument) => ({ document_id: d._id, title: d.title, text: d.text, created_at: d.created_at, updated_at: d.updated_at });
+const cardOut = (c: CardDocument) => ({
+  card_id: c._id,
+  question: c.question,
+  answer: c.answer,
+  created_at: c.created_at,
+  updated_at: c.updated_at
+});
+const documentOut = (d: DocumentDocument) => ({
+  document_id: d._id,
+  title: d.title,
+  text: d.text,
+  created_at: d.created_at,
+  updated_at: d.updated_at
+});
 
-const DUPLICATE = ERROR_BODY.describe('Another card has the same question after normalisation (case, width, punctuation and spaces ignored)');
+const DUPLICATE = ERROR_BODY.describe(
+  'Another card has the same question after normalisation (case, width, punctuation and spaces ignored)'
+);
 
-export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeStore }> = async (app, { knowledge }) => {
+export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeStore }> = async (
+  app,
+  { knowledge }
+) => {
   const admin = { auth: 'admin' as const };
   const duplicate = (err: unknown): never => {
     if (err instanceof DuplicateQuestionError) throw new AppError('conflict', err.message);
@@ -56,7 +88,12 @@ export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeS
         response: {
           200: z.object({
             ok: z.literal(true),
-            version: z.number().int().describe('changes so far (every create, update, delete and import counts one; on FerretDB, changes made at the same moment may count once)'),
+            version: z
+              .number()
+              .int()
+              .describe(
+                'changes so far (every create, update, delete and import counts one; on FerretDB, changes made at the same moment may count once)'
+              ),
             indexed_version: z.number().int().describe("the version this API process's index was built from"),
             cards: z.number().int(),
             documents: z.number().int(),
@@ -68,7 +105,14 @@ export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeS
     async () => {
       const index = await knowledge.current();
       const [cards, documents] = await Promise.all([knowledge.listCards(0, 1), knowledge.listDocuments(0, 1)]);
-      return { ok: true as const, version: await knowledge.version(), indexed_version: index.version, cards: cards.total, documents: documents.total, passages: index.passages };
+      return {
+        ok: true as const,
+        version: await knowledge.version(),
+        indexed_version: index.version,
+        cards: cards.total,
+        documents: documents.total,
+        passages: index.passages
+      };
     }
   );
 
@@ -76,7 +120,13 @@ export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeS
 
   app.get(
     '/admin/knowledge/cards',
-    { config: admin, schema: { querystring: page, response: { 200: z.object({ ok: z.literal(true), total: z.number().int(), cards: z.array(card) }) } } },
+    {
+      config: admin,
+      schema: {
+        querystring: page,
+        response: { 200: z.object({ ok: z.literal(true), total: z.number().int(), cards: z.array(card) }) }
+      }
+    },
     async (request) => {
       const { total, items } = await knowledge.listCards(request.query.offset ?? 0, request.query.limit ?? 100);
       return { ok: true as const, total, cards: items.map(cardOut) };
@@ -85,24 +135,43 @@ export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeS
 
   app.post(
     '/admin/knowledge/cards',
-    { config: admin, schema: { body: cardBody, response: { 201: z.object({ ok: z.literal(true), card }).describe('Created'), 409: DUPLICATE } } },
+    {
+      config: admin,
+      schema: {
+        body: cardBody,
+        response: { 201: z.object({ ok: z.literal(true), card }).describe('Created'), 409: DUPLICATE }
+      }
+    },
     async (request, reply) => {
       const doc = await knowledge.createCard(request.body.question, request.body.answer).catch(duplicate);
       return reply.code(201).send({ ok: true as const, card: cardOut(doc) });
     }
   );
 
-  app.get('/admin/knowledge/cards/:card_id', { config: admin, schema: { params: cardParams, response: { 200: z.object({ ok: z.literal(true), card }) } } }, async (request) => {
-    const doc = await knowledge.getCard(request.params.card_id);
-    if (!doc) throw notFound(`No knowledge card ${request.params.card_id}`);
-    return { ok: true as const, card: cardOut(doc) };
-  });
+  app.get(
+    '/admin/knowledge/cards/:card_id',
+    { config: admin, schema: { params: cardParams, response: { 200: z.object({ ok: z.literal(true), card }) } } },
+    async (request) => {
+      const doc = await knowledge.getCard(request.params.card_id);
+      if (!doc) throw notFound(`No knowledge card ${request.params.card_id}`);
+      return { ok: true as const, card: cardOut(doc) };
+    }
+  );
 
   app.put(
     '/admin/knowledge/cards/:card_id',
-    { config: admin, schema: { params: cardParams, body: cardBody, response: { 200: z.object({ ok: z.literal(true), card }), 409: DUPLICATE } } },
+    {
+      config: admin,
+      schema: {
+        params: cardParams,
+        body: cardBody,
+        response: { 200: z.object({ ok: z.literal(true), card }), 409: DUPLICATE }
+      }
+    },
     async (request) => {
-      const doc = await knowledge.updateCard(request.params.card_id, request.body.question, request.body.answer).catch(duplicate);
+      const doc = await knowledge
+        .updateCard(request.params.card_id, request.body.question, request.body.answer)
+        .catch(duplicate);
       if (!doc) throw notFound(`No knowledge card ${request.params.card_id}`);
       return { ok: true as const, card: cardOut(doc) };
     }
@@ -110,9 +179,13 @@ export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeS
 
   app.delete(
     '/admin/knowledge/cards/:card_id',
-    { config: admin, schema: { params: cardParams, response: { 200: z.object({ ok: z.literal(true), deleted: z.string() }) } } },
+    {
+      config: admin,
+      schema: { params: cardParams, response: { 200: z.object({ ok: z.literal(true), deleted: z.string() }) } }
+    },
     async (request) => {
-      if (!(await knowledge.deleteCard(request.params.card_id))) throw notFound(`No knowledge card ${request.params.card_id}`);
+      if (!(await knowledge.deleteCard(request.params.card_id)))
+        throw notFound(`No knowledge card ${request.params.card_id}`);
       return { ok: true as const, deleted: request.params.card_id };
     }
   );
@@ -121,7 +194,13 @@ export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeS
 
   app.get(
     '/admin/knowledge/documents',
-    { config: admin, schema: { querystring: page, response: { 200: z.object({ ok: z.literal(true), total: z.number().int(), documents: z.array(document) }) } } },
+    {
+      config: admin,
+      schema: {
+        querystring: page,
+        response: { 200: z.object({ ok: z.literal(true), total: z.number().int(), documents: z.array(document) }) }
+      }
+    },
     async (request) => {
       const { total, items } = await knowledge.listDocuments(request.query.offset ?? 0, request.query.limit ?? 100);
       return { ok: true as const, total, documents: items.map(documentOut) };
@@ -130,7 +209,10 @@ export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeS
 
   app.post(
     '/admin/knowledge/documents',
-    { config: admin, schema: { body: documentBody, response: { 201: z.object({ ok: z.literal(true), document }).describe('Created') } } },
+    {
+      config: admin,
+      schema: { body: documentBody, response: { 201: z.object({ ok: z.literal(true), document }).describe('Created') } }
+    },
     async (request, reply) => {
       const doc = await knowledge.createDocument(request.body.title, request.body.text);
       return reply.code(201).send({ ok: true as const, document: documentOut(doc) });
@@ -139,7 +221,10 @@ export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeS
 
   app.get(
     '/admin/knowledge/documents/:document_id',
-    { config: admin, schema: { params: documentParams, response: { 200: z.object({ ok: z.literal(true), document }) } } },
+    {
+      config: admin,
+      schema: { params: documentParams, response: { 200: z.object({ ok: z.literal(true), document }) } }
+    },
     async (request) => {
       const doc = await knowledge.getDocument(request.params.document_id);
       if (!doc) throw notFound(`No knowledge document ${request.params.document_id}`);
@@ -149,7 +234,14 @@ export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeS
 
   app.put(
     '/admin/knowledge/documents/:document_id',
-    { config: admin, schema: { params: documentParams, body: documentBody, response: { 200: z.object({ ok: z.literal(true), document }) } } },
+    {
+      config: admin,
+      schema: {
+        params: documentParams,
+        body: documentBody,
+        response: { 200: z.object({ ok: z.literal(true), document }) }
+      }
+    },
     async (request) => {
       const doc = await knowledge.updateDocument(request.params.document_id, request.body.title, request.body.text);
       if (!doc) throw notFound(`No knowledge document ${request.params.document_id}`);
@@ -159,9 +251,13 @@ export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeS
 
   app.delete(
     '/admin/knowledge/documents/:document_id',
-    { config: admin, schema: { params: documentParams, response: { 200: z.object({ ok: z.literal(true), deleted: z.string() }) } } },
+    {
+      config: admin,
+      schema: { params: documentParams, response: { 200: z.object({ ok: z.literal(true), deleted: z.string() }) } }
+    },
     async (request) => {
-      if (!(await knowledge.deleteDocument(request.params.document_id))) throw notFound(`No knowledge document ${request.params.document_id}`);
+      if (!(await knowledge.deleteDocument(request.params.document_id)))
+        throw notFound(`No knowledge document ${request.params.document_id}`);
       return { ok: true as const, deleted: request.params.document_id };
     }
   );
@@ -173,8 +269,15 @@ export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeS
     {
       config: admin,
       schema: {
-        body: z.object({ cards: z.array(cardBody).max(2000).default([]), documents: z.array(documentBody).max(500).default([]) }),
-        response: { 200: importResult.describe('Imported: a card with an existing question (after normalisation) and a document with an existing title are replaced') }
+        body: z.object({
+          cards: z.array(cardBody).max(2000).default([]),
+          documents: z.array(documentBody).max(500).default([])
+        }),
+        response: {
+          200: importResult.describe(
+            'Imported: a card with an existing question (after normalisation) and a document with an existing title are replaced'
+          )
+        }
       }
     },
     async (request) => {
@@ -198,7 +301,9 @@ export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeS
             .extend({
               skipped: z
                 .array(z.object({ kind: z.enum(['card', 'document']), heading: z.string(), reason: z.string() }))
-                .describe(`entries not imported: longer than allowed (question ${QUESTION_MAX}, answer ${ANSWER_MAX}, title ${TITLE_MAX}, text ${TEXT_MAX} characters) or past 2,000 cards / 500 documents`)
+                .describe(
+                  `entries not imported: longer than allowed (question ${QUESTION_MAX}, answer ${ANSWER_MAX}, title ${TITLE_MAX}, text ${TEXT_MAX} characters) or past 2,000 cards / 500 documents`
+                )
             })
             .describe('Imported; entries that could not be are listed in skipped')
         }
@@ -207,11 +312,21 @@ export const knowledgeAdminRoutes: FastifyPluginAsyncZod<{ knowledge: KnowledgeS
     async (request) => {
       const parsed = parseKnowledgeMarkdown(request.body.markdown);
       const skipped: { kind: 'card' | 'document'; heading: string; reason: string }[] = [];
-      const accept = <T>(kind: 'card' | 'document', items: T[], schema: z.ZodType<T>, max: number, heading: (item: T) => string): T[] => {
+      const accept = <T>(
+        kind: 'card' | 'document',
+        items: T[],
+        schema: z.ZodType<T>,
+        max: number,
+        heading: (item: T) => string
+      ): T[] => {
         const out: T[] = [];
         for (const item of items) {
           const checked = schema.safeParse(item);
-          const reason = !checked.success ? checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') : out.length >= max ? `more than ${max} ${kind}s` : null;
+          const reason = !checked.success
+            ? checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')
+            : out.length >= max
+              ? `more than ${max} ${kind}s`
+              : null;
           if (reason) skipped.push({ kind, heading: heading(item).slice(0, 200), reason });
           else out.push(checked.data!);
         }

@@ -33,9 +33,17 @@ const body = z.looseObject({
   max_tokens: z.number().int().min(1).max(1_000_000).optional()
 });
 
-const completion = z.looseObject({ id: z.string(), object: z.literal('chat.completion'), model: z.string(), choices: z.array(z.looseObject({})) });
+const completion = z.looseObject({
+  id: z.string(),
+  object: z.literal('chat.completion'),
+  model: z.string(),
+  choices: z.array(z.looseObject({}))
+});
 
-export const localModelChatRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; config: Config }> = async (app, { chat, config }) => {
+export const localModelChatRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; config: Config }> = async (
+  app,
+  { chat, config }
+) => {
   const kernelPrompt = loadKernelPrompt(config.KERNEL_PROMPT_FILE);
   app.post(
     '/api/:model_name/v1/chat',
@@ -55,10 +63,16 @@ export const localModelChatRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; c
       const model = chat.catalog.model(name);
       if (!model || model.kind !== 'local') {
         const local = chat.catalog.modelsFor(null, 'local').map((m) => m.id);
-        throw new AppError('model_not_found', `${name} is not a configured local model${local.length ? ` (configured: ${local.join(', ')})` : ' (none is configured: add a model of kind local to CHAT_PROVIDERS_FILE)'}`);
+        throw new AppError(
+          'model_not_found',
+          `${name} is not a configured local model${local.length ? ` (configured: ${local.join(', ')})` : ' (none is configured: add a model of kind local to CHAT_PROVIDERS_FILE)'}`
+        );
       }
       const { messages, ...rest } = request.body;
-      const upstreamBody = { ...rest, messages: [{ role: 'system', content: kernelPrompt }, ...messages] } as unknown as UpstreamBody;
+      const upstreamBody = {
+        ...rest,
+        messages: [{ role: 'system', content: kernelPrompt }, ...messages]
+      } as unknown as UpstreamBody;
       const ac = new AbortController();
       reply.raw.on('close', () => {
         if (!reply.raw.writableFinished) ac.abort();
@@ -71,7 +85,9 @@ export const localModelChatRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; c
       } catch (err) {
         if (err instanceof APIUserAbortError) throw err;
         if (err instanceof ChatError) {
-          throw err.status === 400 ? new AppError('invalid_request', err.message) : new AppError('upstream_failed', err.message);
+          throw err.status === 400
+            ? new AppError('invalid_request', err.message)
+            : new AppError('upstream_failed', err.message);
         }
         throw err;
       }

@@ -12,7 +12,12 @@ import { isMongoUnavailable, isTemporalUnavailable } from '../../plugins/errors'
 
 export const OPENAI_ERROR = z
   .object({
-    error: z.object({ message: z.string(), type: z.string(), param: z.string().nullable(), code: z.string().nullable() })
+    error: z.object({
+      message: z.string(),
+      type: z.string(),
+      param: z.string().nullable(),
+      code: z.string().nullable()
+    })
   })
   .describe('OpenAI error body');
 
@@ -66,12 +71,16 @@ export function installOpenAiErrorHandler(app: FastifyInstance): void {
       const where = err.validationContext ?? 'body';
       const path = first?.instancePath.replace(/^\//, '').replace(/\//g, '.') ?? '';
       const param = path || where;
-      const message = err.validation.map((v) => `${v.instancePath.replace(/^\//, '').replace(/\//g, '.') || where}: ${v.message ?? 'is invalid'}`).join('; ');
+      const message = err.validation
+        .map((v) => `${v.instancePath.replace(/^\//, '').replace(/\//g, '.') || where}: ${v.message ?? 'is invalid'}`)
+        .join('; ');
       return sendOpenAiError(reply, invalidRequest(`Invalid request: ${message}`, param));
     }
     const status = err.statusCode ?? 500;
-    if (status === 413 || err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return sendOpenAiError(reply, chatErrorFor(413, 'Request body is too large', 'payload_too_large'));
-    if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') return sendOpenAiError(reply, chatErrorFor(415, 'Send the body as application/json', 'unsupported_media_type'));
+    if (status === 413 || err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+      return sendOpenAiError(reply, chatErrorFor(413, 'Request body is too large', 'payload_too_large'));
+    if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE')
+      return sendOpenAiError(reply, chatErrorFor(415, 'Send the body as application/json', 'unsupported_media_type'));
     if (status >= 400 && status < 500) return sendOpenAiError(reply, chatErrorFor(status, err.message));
     if (isMongoUnavailable(err) || isTemporalUnavailable(err)) {
       request.log.error({ err }, 'dependency unavailable');
@@ -79,7 +88,10 @@ export function installOpenAiErrorHandler(app: FastifyInstance): void {
       return sendOpenAiError(reply, chatErrorFor(503, 'The database is unavailable; retry later', 'unavailable'));
     }
     request.log.error({ err }, 'request failed');
-    return sendOpenAiError(reply, chatErrorFor(500, 'Internal error; quote the X-Trace header when reporting it', 'internal_error'));
+    return sendOpenAiError(
+      reply,
+      chatErrorFor(500, 'Internal error; quote the X-Trace header when reporting it', 'internal_error')
+    );
   });
 }
 

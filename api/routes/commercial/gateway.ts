@@ -42,7 +42,11 @@ const healthResponse = z.object({
   memory_gateway: z.string().describe('where memory calls are proxied')
 });
 
-export const commercialHealthRoutes: FastifyPluginAsyncZod<{ db: Db; config: Config; memoryGatewayUrl: string }> = async (app, { db, config, memoryGatewayUrl }) => {
+export const commercialHealthRoutes: FastifyPluginAsyncZod<{
+  db: Db;
+  config: Config;
+  memoryGatewayUrl: string;
+}> = async (app, { db, config, memoryGatewayUrl }) => {
   app.get('/health', { config: { auth: 'none' }, schema: { response: { 200: healthResponse } } }, async () => {
     const mongo = await db
       .command({ ping: 1 }, { timeoutMS: 1000 })
@@ -62,18 +66,30 @@ export const commercialHealthRoutes: FastifyPluginAsyncZod<{ db: Db; config: Con
   });
 };
 
-const scoredOption = z.object({ name: z.string(), benefit: z.number(), risk: z.number(), cost: z.number(), score: z.number() });
+const scoredOption = z.object({
+  name: z.string(),
+  benefit: z.number(),
+  risk: z.number(),
+  cost: z.number(),
+  score: z.number()
+});
 const decisionResponse = z.object({
   ok: z.literal(true),
   decision: z.array(scoredOption).describe('the options with their score, best first'),
   recommended: z.string(),
   weights: z.object({ benefit: z.number(), risk: z.number(), cost: z.number() }),
-  recorded: z.object({ key: z.string(), seq: z.number().int(), event_id: z.string() }).nullable().describe('the ledger entry when record was true')
+  recorded: z
+    .object({ key: z.string(), seq: z.number().int(), event_id: z.string() })
+    .nullable()
+    .describe('the ledger entry when record was true')
 });
 
 type DecisionDeps = { ledger: Ledger; quota: DailyQuota; credentials: CredentialStore; config: Config };
 
-export const decisionRoutes: FastifyPluginAsyncZod<DecisionDeps> = async (app, { ledger, quota, credentials, config }) => {
+export const decisionRoutes: FastifyPluginAsyncZod<DecisionDeps> = async (
+  app,
+  { ledger, quota, credentials, config }
+) => {
   app.post(
     '/decision',
     {
@@ -81,7 +97,10 @@ export const decisionRoutes: FastifyPluginAsyncZod<DecisionDeps> = async (app, {
       schema: {
         body: z.object({
           options: decisionOptions,
-          record: z.boolean().optional().describe('append the decision to the ledger (truth_type decision); needs X-DID of a registered DID')
+          record: z
+            .boolean()
+            .optional()
+            .describe('append the decision to the ledger (truth_type decision); needs X-DID of a registered DID')
         }),
         response: { 200: decisionResponse, 401: ERROR_BODY.describe('record: true without X-DID of a registered DID') }
       }
@@ -89,20 +108,43 @@ export const decisionRoutes: FastifyPluginAsyncZod<DecisionDeps> = async (app, {
     async (request) => {
       const { options, record } = request.body;
       const { decision, recommended } = scoreOptions(options);
-      const weights = { benefit: DECISION_WEIGHTS.benefit / 100, risk: DECISION_WEIGHTS.risk / 100, cost: DECISION_WEIGHTS.cost / 100 };
+      const weights = {
+        benefit: DECISION_WEIGHTS.benefit / 100,
+        risk: DECISION_WEIGHTS.risk / 100,
+        cost: DECISION_WEIGHTS.cost / 100
+      };
       if (!record) return { ok: true as const, decision, recommended, weights, recorded: null };
 
       const did = request.headers['x-did'];
-      if (typeof did !== 'string' || did.length === 0) throw unauthorized('record: true needs the X-DID header of a registered DID');
+      if (typeof did !== 'string' || did.length === 0)
+        throw unauthorized('record: true needs the X-DID header of a registered DID');
       if (!(await credentials.activeDid(did))) throw unauthorized('X-DID is not a registered DID');
       const day = new Date().toISOString().slice(0, 10);
       const scope = `truth:${did}`;
       const allowance = await quota.consume(scope, day, config.TRUTH_DAILY_QUOTA);
-      if (!allowance.allowed) throw new AppError('quota_exceeded', `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`, { limit: config.TRUTH_DAILY_QUOTA }, { 'Retry-After': String(secondsUntilUtcMidnight()) });
+      if (!allowance.allowed)
+        throw new AppError(
+          'quota_exceeded',
+          `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`,
+          { limit: config.TRUTH_DAILY_QUOTA },
+          { 'Retry-After': String(secondsUntilUtcMidnight()) }
+        );
       const key = `commercial.decision.${new Date().toISOString().replace(/[-:.]/g, '')}-${randomBytes(4).toString('hex')}`;
       // A failed append may still have landed, so its slot stays spent (never a use beyond the quota).
-      const appended = await ledger.append({ kind: 'truth', key, value: { options, decision, recommended, weights }, truth_type: 'decision', did });
-      return { ok: true as const, decision, recommended, weights, recorded: { key, seq: appended.entry.seq, event_id: appended.entry.event_id } };
+      const appended = await ledger.append({
+        kind: 'truth',
+        key,
+        value: { options, decision, recommended, weights },
+        truth_type: 'decision',
+        did
+      });
+      return {
+        ok: true as const,
+        decision,
+        recommended,
+        weights,
+        recorded: { key, seq: appended.entry.seq, event_id: appended.entry.event_id }
+      };
     }
   );
 };
@@ -113,28 +155,48 @@ const PROXIED_ERRORS = {
 };
 
 /** What the memory gateway answers, as the proxy checks it before passing it on (the value served exactly). */
-const upstreamTruth = truthResponse.extend({ value: z.custom<{ [key: string]: JsonValue }>(isJsonObject, 'a JSON object') });
+const upstreamTruth = truthResponse.extend({
+  value: z.custom<{ [key: string]: JsonValue }>(isJsonObject, 'a JSON object')
+});
 
-export const memoryProxyRoutes: FastifyPluginAsyncZod<{ memoryGateway: MemoryGatewayClient }> = async (app, { memoryGateway }) => {
+export const memoryProxyRoutes: FastifyPluginAsyncZod<{ memoryGateway: MemoryGatewayClient }> = async (
+  app,
+  { memoryGateway }
+) => {
   app.get(
     '/memory/truth/:key',
-    { config: { auth: 'none' }, schema: { params: z.object({ key: memoryKey }), response: { 200: truthResponse, ...PROXIED_ERRORS } } },
+    {
+      config: { auth: 'none' },
+      schema: { params: z.object({ key: memoryKey }), response: { 200: truthResponse, ...PROXIED_ERRORS } }
+    },
     async (request) => {
-      const body = await memoryGateway.call('GET', `/truth/${encodeURIComponent(request.params.key)}`, { 'x-trace': request.id });
+      const body = await memoryGateway.call('GET', `/truth/${encodeURIComponent(request.params.key)}`, {
+        'x-trace': request.id
+      });
       const parsed = upstreamTruth.safeParse(body);
-      if (!parsed.success) throw new AppError('upstream_failed', 'The memory gateway answered in an unknown form; retry later');
+      if (!parsed.success)
+        throw new AppError('upstream_failed', 'The memory gateway answered in an unknown form; retry later');
       return { ...parsed.data, value: new RawJson(canonicalJson(parsed.data.value)) };
     }
   );
 
   app.post(
     '/memory/upsert',
-    { config: { auth: 'did' }, schema: { body: memoryUpsertBody, response: { 200: upsertResponse, ...PROXIED_ERRORS } } },
+    {
+      config: { auth: 'did' },
+      schema: { body: memoryUpsertBody, response: { 200: upsertResponse, ...PROXIED_ERRORS } }
+    },
     async (request) => {
       const { key, truth_value } = request.body;
-      const body = await memoryGateway.call('POST', '/upsert', { 'x-trace': request.id, 'x-did': request.principal!.did! }, { key, truth_value });
+      const body = await memoryGateway.call(
+        'POST',
+        '/upsert',
+        { 'x-trace': request.id, 'x-did': request.principal!.did! },
+        { key, truth_value }
+      );
       const parsed = upsertResponse.safeParse(body);
-      if (!parsed.success) throw new AppError('upstream_failed', 'The memory gateway answered in an unknown form; retry later');
+      if (!parsed.success)
+        throw new AppError('upstream_failed', 'The memory gateway answered in an unknown form; retry later');
       return parsed.data;
     }
   );
@@ -142,5 +204,8 @@ export const memoryProxyRoutes: FastifyPluginAsyncZod<{ memoryGateway: MemoryGat
 
 export const productRoutes: FastifyPluginAsyncZod<{ products: ProductMatrix }> = async (app, { products }) => {
   const productsResponse = productMatrixSchema.extend({ ok: z.literal(true) });
-  app.get('/products', { config: { auth: 'none' }, schema: { response: { 200: productsResponse } } }, async () => ({ ok: true as const, ...products }));
+  app.get('/products', { config: { auth: 'none' }, schema: { response: { 200: productsResponse } } }, async () => ({
+    ok: true as const,
+    ...products
+  }));
 };

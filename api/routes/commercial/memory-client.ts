@@ -28,7 +28,12 @@ export class MemoryGatewayClient {
     private readonly baseUrl: string,
     private readonly timeoutMs: number
   ) {
-    this.agent = new Agent({ connectTimeout: timeoutMs, headersTimeout: timeoutMs, bodyTimeout: timeoutMs, keepAliveTimeout: 4000 });
+    this.agent = new Agent({
+      connectTimeout: timeoutMs,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+      keepAliveTimeout: 4000
+    });
   }
 
   get url(): string {
@@ -42,19 +47,35 @@ export class MemoryGatewayClient {
       const res = await request(`${this.baseUrl}${path}`, {
         method,
         dispatcher: this.agent,
-        headers: { accept: 'application/json', ...headers, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        headers: {
+          accept: 'application/json',
+          ...headers,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' })
+        },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(this.timeoutMs)
       });
       const text = await res.body.text();
       const retryAfter = res.headers['retry-after'];
-      answer = { status: res.statusCode, body: parseJson(text), ...(typeof retryAfter === 'string' ? { retryAfter } : {}) };
+      answer = {
+        status: res.statusCode,
+        body: parseJson(text),
+        ...(typeof retryAfter === 'string' ? { retryAfter } : {})
+      };
     } catch (err) {
-      throw upstreamFailed(timedOut(err) ? `The memory gateway did not answer within ${this.timeoutMs} ms` : `The memory gateway cannot be reached (${describe(err)})`);
+      throw upstreamFailed(
+        timedOut(err)
+          ? `The memory gateway did not answer within ${this.timeoutMs} ms`
+          : `The memory gateway cannot be reached (${describe(err)})`
+      );
     }
     if (answer.status >= 200 && answer.status < 300 && answer.body !== undefined) return answer.body;
     if (answer.status >= 400 && answer.status < 500) throw passedThrough(answer);
-    throw upstreamFailed(answer.status >= 500 ? `The memory gateway answered ${answer.status}` : `The memory gateway answered ${answer.status} without a JSON body`);
+    throw upstreamFailed(
+      answer.status >= 500
+        ? `The memory gateway answered ${answer.status}`
+        : `The memory gateway answered ${answer.status} without a JSON body`
+    );
   }
 
   async close(): Promise<void> {
@@ -70,24 +91,40 @@ function parseJson(text: string): unknown {
   }
 }
 
-const upstreamFailed = (message: string) => new AppError('upstream_failed', `${message}; retry later`, {}, { 'Retry-After': '5' });
+const upstreamFailed = (message: string) =>
+  new AppError('upstream_failed', `${message}; retry later`, {}, { 'Retry-After': '5' });
 
 /** The memory gateway's 4xx as its own error: same code and status, message and field list. */
 function passedThrough({ status, body, retryAfter }: MemoryGatewayAnswer): AppError {
-  const b = (typeof body === 'object' && body !== null ? body : {}) as { error?: unknown; message?: unknown; fields?: unknown; limit?: unknown };
+  const b = (typeof body === 'object' && body !== null ? body : {}) as {
+    error?: unknown;
+    message?: unknown;
+    fields?: unknown;
+    limit?: unknown;
+  };
   const known = typeof b.error === 'string' && b.error in ERROR_STATUS && ERROR_STATUS[b.error as ErrorCode] === status;
   if (!known) return upstreamFailed(`The memory gateway answered ${status} in an unknown form`);
   const details: Record<string, unknown> = {};
   if (Array.isArray(b.fields)) details.fields = b.fields;
   if (typeof b.limit === 'number') details.limit = b.limit;
   const headers: Record<string, string> = retryAfter ? { 'Retry-After': retryAfter } : {};
-  return new AppError(b.error as ErrorCode, typeof b.message === 'string' ? b.message : `memory gateway: ${String(b.error)}`, details, headers);
+  return new AppError(
+    b.error as ErrorCode,
+    typeof b.message === 'string' ? b.message : `memory gateway: ${String(b.error)}`,
+    details,
+    headers
+  );
 }
 
 function timedOut(err: unknown): boolean {
   const name = (err as { name?: string; code?: string }).name;
   const code = (err as { code?: string }).code;
-  return name === 'TimeoutError' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT';
+  return (
+    name === 'TimeoutError' ||
+    code === 'UND_ERR_HEADERS_TIMEOUT' ||
+    code === 'UND_ERR_BODY_TIMEOUT' ||
+    code === 'UND_ERR_CONNECT_TIMEOUT'
+  );
 }
 
 function describe(err: unknown): string {

@@ -23,7 +23,11 @@ const MAX_PRICE = 1_000_000;
 
 const registerBody = z
   .object({
-    name: z.string().regex(GPU_NAME, 'letters, digits, ".", "_" or "-", at most 64').default('default').describe('the record name within the node (default "default"); registering it again updates it'),
+    name: z
+      .string()
+      .regex(GPU_NAME, 'letters, digits, ".", "_" or "-", at most 64')
+      .default('default')
+      .describe('the record name within the node (default "default"); registering it again updates it'),
     model: humanText(120).describe('GPU model, e.g. "NVIDIA H100 80GB"'),
     memory_gb: z.number().positive().max(MAX_GPU_MEMORY_GB).describe('memory per GPU, in GB'),
     count: z.number().int().min(1).max(MAX_GPU_COUNT).describe('how many GPUs of this model the node offers'),
@@ -58,13 +62,24 @@ const gpuRecord = z.object({
 const listedGpu = gpuRecord.extend({
   node_state: z.enum(NODE_STATES).nullable().describe('the owner node state; null when the node no longer exists'),
   available: z.boolean().describe('true only while the owner node is online'),
-  last_seen_at: z.string().nullable().describe('when the hub last heard a heartbeat of the owner node, within the presence window')
+  last_seen_at: z
+    .string()
+    .nullable()
+    .describe('when the hub last heard a heartbeat of the owner node, within the presence window')
 });
-const registerResponse = z.object({ ok: z.literal(true), gpu: gpuRecord, node_state: z.enum(NODE_STATES), available: z.boolean() });
+const registerResponse = z.object({
+  ok: z.literal(true),
+  gpu: gpuRecord,
+  node_state: z.enum(NODE_STATES),
+  available: z.boolean()
+});
 const listResponse = z.object({
   ok: z.literal(true),
   total: z.number().int(),
-  available_total: z.number().int().describe('records whose node is online (among those matching the filters other than available)'),
+  available_total: z
+    .number()
+    .int()
+    .describe('records whose node is online (among those matching the filters other than available)'),
   offset: z.number().int(),
   limit: z.number().int(),
   next_offset: z.number().int().nullable(),
@@ -73,11 +88,21 @@ const listResponse = z.object({
 
 const publicGpu = ({ _id, ...rest }: GpuDocument) => ({ gpu_id: _id, ...rest });
 
-export const gpuRoutes: FastifyPluginAsyncZod<{ gpus: GpuStore; nodes: NodeStore; presence: PresenceStore }> = async (app, { gpus, nodes, presence }) => {
+export const gpuRoutes: FastifyPluginAsyncZod<{ gpus: GpuStore; nodes: NodeStore; presence: PresenceStore }> = async (
+  app,
+  { gpus, nodes, presence }
+) => {
   app.post(
     '/v1/gpu/register',
     {
-      config: { auth: 'external_node', directory: { group: 'federated_compute', summary: 'Register a GPU record of the calling node (model, memory, count, price, endpoint)', publicRead: false } },
+      config: {
+        auth: 'external_node',
+        directory: {
+          group: 'federated_compute',
+          summary: 'Register a GPU record of the calling node (model, memory, count, price, endpoint)',
+          publicRead: false
+        }
+      },
       schema: {
         body: registerBody,
         response: {
@@ -93,20 +118,47 @@ export const gpuRoutes: FastifyPluginAsyncZod<{ gpus: GpuStore; nodes: NodeStore
       // The authenticator found the node a moment ago; it can only be gone if it was deleted meanwhile.
       if (!node) throw new AppError('unauthorized', 'Unknown node');
       const body = request.body;
-      const saved = await gpus.upsert({ node_id: nodeId, name: body.name, model: body.model, memory_gb: body.memory_gb, count: body.count, price: body.price, endpoint: body.endpoint });
-      if (!saved) throw new AppError('conflict', `A node holds at most ${MAX_GPUS_PER_NODE} GPU records; re-register an existing name to update it`);
-      return reply.code(saved.created ? 201 : 200).send({ ok: true as const, gpu: publicGpu(saved.gpu), node_state: node.state, available: node.state === 'online' });
+      const saved = await gpus.upsert({
+        node_id: nodeId,
+        name: body.name,
+        model: body.model,
+        memory_gb: body.memory_gb,
+        count: body.count,
+        price: body.price,
+        endpoint: body.endpoint
+      });
+      if (!saved)
+        throw new AppError(
+          'conflict',
+          `A node holds at most ${MAX_GPUS_PER_NODE} GPU records; re-register an existing name to update it`
+        );
+      return reply.code(saved.created ? 201 : 200).send({
+        ok: true as const,
+        gpu: publicGpu(saved.gpu),
+        node_state: node.state,
+        available: node.state === 'online'
+      });
     }
   );
 
   app.get(
     '/v1/gpu/nodes',
     {
-      config: { auth: 'none', directory: { group: 'federated_compute', summary: 'List GPU records with availability (unavailable when the owner node is not online)', publicRead: true } },
+      config: {
+        auth: 'none',
+        directory: {
+          group: 'federated_compute',
+          summary: 'List GPU records with availability (unavailable when the owner node is not online)',
+          publicRead: true
+        }
+      },
       schema: {
         querystring: z
           .object({
-            available: z.enum(['true', 'false']).optional().describe('only available (true) or only unavailable (false) records'),
+            available: z
+              .enum(['true', 'false'])
+              .optional()
+              .describe('only available (true) or only unavailable (false) records'),
             model: humanText(120).optional(),
             node_id: z.string().max(64).optional(),
             limit: queryInt(1, 500).default(100),
@@ -121,16 +173,24 @@ export const gpuRoutes: FastifyPluginAsyncZod<{ gpus: GpuStore; nodes: NodeStore
       const all = await gpus.list({ model: q.model, nodeId: q.node_id });
       const nodeIds = [...new Set(all.map((g) => g.node_id))];
       const [states, seen] = await Promise.all([
-        Promise.all(nodeIds.map(async (id) => [id, (await nodes.findPublic(id))?.state ?? null] as const)).then((pairs) => new Map<string, NodeState | null>(pairs)),
+        Promise.all(nodeIds.map(async (id) => [id, (await nodes.findPublic(id))?.state ?? null] as const)).then(
+          (pairs) => new Map<string, NodeState | null>(pairs)
+        ),
         nodeIds.length ? presence.snapshot().then((s) => s.nodes) : Promise.resolve(new Map())
       ]);
       const listed = all.map((g) => {
         const state = states.get(g.node_id) ?? null;
         const lastSeen = seen.get(g.node_id)?.seen_at;
-        return { ...publicGpu(g), node_state: state, available: state === 'online', last_seen_at: typeof lastSeen === 'number' ? new Date(lastSeen).toISOString() : null };
+        return {
+          ...publicGpu(g),
+          node_state: state,
+          available: state === 'online',
+          last_seen_at: typeof lastSeen === 'number' ? new Date(lastSeen).toISOString() : null
+        };
       });
       const availableTotal = listed.filter((g) => g.available).length;
-      const matching = q.available === undefined ? listed : listed.filter((g) => g.available === (q.available === 'true'));
+      const matching =
+        q.available === undefined ? listed : listed.filter((g) => g.available === (q.available === 'true'));
       const page = matching.slice(q.offset, q.offset + q.limit);
       return {
         ok: true as const,

@@ -31,10 +31,24 @@ const handshakeResponse = z.object({
   time: z.string()
 });
 
-export const handshakeRoutes: FastifyPluginAsyncZod<{ config: Config; keys: HubKeys; credentials: CredentialStore }> = async (app, { config, keys, credentials }) => {
+export const handshakeRoutes: FastifyPluginAsyncZod<{
+  config: Config;
+  keys: HubKeys;
+  credentials: CredentialStore;
+}> = async (app, { config, keys, credentials }) => {
   app.get(
     '/v1/slim/handshake',
-    { config: { auth: 'none', directory: { group: 'federated_compute', summary: 'Node handshake: hub DID, signing and key-agreement keys, suites, nonce', publicRead: true } }, schema: { response: { 200: handshakeResponse } } },
+    {
+      config: {
+        auth: 'none',
+        directory: {
+          group: 'federated_compute',
+          summary: 'Node handshake: hub DID, signing and key-agreement keys, suites, nonce',
+          publicRead: true
+        }
+      },
+      schema: { response: { 200: handshakeResponse } }
+    },
     async (_request, reply) => {
       reply.header('Cache-Control', 'no-store');
       const nonce = await credentials.issueDpopNonce(DPOP_NONCE_TTL_S);

@@ -134,7 +134,12 @@ function bearerOf(request: FastifyRequest): string | undefined {
   return match?.[1];
 }
 
-export const webSocketRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; config: Config; keys: HubKeys; credentials: CredentialStore }> = async (app, deps) => {
+export const webSocketRoutes: FastifyPluginAsyncZod<{
+  ledger: Ledger;
+  config: Config;
+  keys: HubKeys;
+  credentials: CredentialStore;
+}> = async (app, deps) => {
   const { ledger, config } = deps;
   await app.register(websocket, { options: { maxPayload: 16 * 1024 } });
 
@@ -147,7 +152,14 @@ export const webSocketRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; config: Co
   app.get(
     '/v1/ws/info',
     {
-      config: { auth: 'none', directory: { group: 'federated_compute', summary: 'WebSocket information: URL, streams (ledger entries, node state changes), auth, resume', publicRead: true } },
+      config: {
+        auth: 'none',
+        directory: {
+          group: 'federated_compute',
+          summary: 'WebSocket information: URL, streams (ledger entries, node state changes), auth, resume',
+          publicRead: true
+        }
+      },
       schema: { response: { 200: infoResponse } }
     },
     async () => ({
@@ -155,18 +167,29 @@ export const webSocketRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; config: Co
       url: wsUrl(config.publicUrl),
       protocol_version: WS_PROTOCOL_VERSION,
       streams: [
-        { name: 'ledger' as const, public: true, description: 'every ledger entry after the cursor, then each new one (as GET /api/sub-l0)' },
-        { name: 'nodes' as const, public: false, description: 'node state changes (pending_review, online, offline, rejected) with reason and actor; needs an OAuth access token' }
+        {
+          name: 'ledger' as const,
+          public: true,
+          description: 'every ledger entry after the cursor, then each new one (as GET /api/sub-l0)'
+        },
+        {
+          name: 'nodes' as const,
+          public: false,
+          description:
+            'node state changes (pending_review, online, offline, rejected) with reason and actor; needs an OAuth access token'
+        }
       ],
       auth: 'streams that are not public need an OAuth access token (POST /v1/oauth/token): Authorization: Bearer <token> on the upgrade request, or access_token in the subscribe message; a DPoP-bound token is not accepted here',
       subscribe: '{"type":"subscribe","streams":["ledger","nodes"],"after":0}',
       events: {
         subscribed: '{"type":"subscribed","streams":[...],"after":<seq>}: the subscription is live',
-        entry: '{"type":"entry","seq":<seq>,"entry":{seq,key,value,truth_type,did,kind,event_id,created_at,leaf_hash}} (stream ledger)',
+        entry:
+          '{"type":"entry","seq":<seq>,"entry":{seq,key,value,truth_type,did,kind,event_id,created_at,leaf_hash}} (stream ledger)',
         node_state: '{"type":"node_state","seq":<seq>,"node_id","from","to","at","reason","actor"} (stream nodes)',
         error: '{"type":"error","error":<code>,"message":<text>}, followed by a close with the matching code'
       },
-      resume: 'every event carries its ledger seq; reconnect and subscribe with after = the last seq received to receive exactly what followed it',
+      resume:
+        'every event carries its ledger seq; reconnect and subscribe with after = the last seq received to receive exactly what followed it',
       close_codes: { ...WS_CLOSE }
     })
   );
@@ -205,7 +228,11 @@ export const webSocketRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; config: Co
         parsed = undefined;
       }
       const result = subscribeMessage.safeParse(parsed);
-      if (!result.success) return refuse('bad_message', `expected ${'{"type":"subscribe","streams":["ledger"|"nodes",...],"after":<seq>}'}: ${result.error.issues.map((i) => `${i.path.join('.') || 'message'}: ${i.message}`).join('; ')}`);
+      if (!result.success)
+        return refuse(
+          'bad_message',
+          `expected ${'{"type":"subscribe","streams":["ledger"|"nodes",...],"after":<seq>}'}: ${result.error.issues.map((i) => `${i.path.join('.') || 'message'}: ${i.message}`).join('; ')}`
+        );
       subscribed = true;
       void start(result.data);
     });
@@ -215,8 +242,16 @@ export const webSocketRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; config: Co
       if ([...streams].some((s) => !PUBLIC_STREAMS.has(s))) {
         const token = bearerOf(request) ?? sub.access_token;
         const claims = token ? await verifyAccessToken(token, deps).catch(() => null) : null;
-        if (!claims) return refuse('unauthorized', 'the nodes stream needs a valid OAuth access token (Authorization: Bearer or access_token)');
-        if (claims.jkt) return refuse('unauthorized', 'a DPoP-bound token needs a proof per request, which a WebSocket cannot carry; use an unbound token');
+        if (!claims)
+          return refuse(
+            'unauthorized',
+            'the nodes stream needs a valid OAuth access token (Authorization: Bearer or access_token)'
+          );
+        if (claims.jkt)
+          return refuse(
+            'unauthorized',
+            'a DPoP-bound token needs a proof per request, which a WebSocket cannot carry; use an unbound token'
+          );
       }
       send({ type: 'subscribed', streams: [...streams], after: sub.after });
       await follow(streams, sub.after);
@@ -226,7 +261,16 @@ export const webSocketRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; config: Co
       if (streams.has('ledger')) send({ type: 'entry', seq: doc.seq, entry: publicEntry(doc) });
       if (streams.has('nodes') && doc.key === NODE_STATE_KEY) {
         const v = JSON.parse(doc.value_json) as Record<string, unknown>;
-        send({ type: 'node_state', seq: doc.seq, node_id: v.node_id, from: v.from ?? null, to: v.to, at: v.at, reason: v.reason ?? null, actor: v.actor ?? null });
+        send({
+          type: 'node_state',
+          seq: doc.seq,
+          node_id: v.node_id,
+          from: v.from ?? null,
+          to: v.to,
+          at: v.at,
+          reason: v.reason ?? null,
+          actor: v.actor ?? null
+        });
       }
     };
 

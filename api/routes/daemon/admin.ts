@@ -17,13 +17,28 @@ import { resetBreaker } from '../../../workflows/daemon/dag.client';
 
 const assetParams = z.object({ asset_id: z.string().regex(ASSET_ID_PATTERN, 'an asset id (asset_…)') });
 
-export const daemonAdminRoutes: FastifyPluginAsyncZod<{ credentials: CredentialStore; ledger: Ledger; temporal: Client; config: Config }> = async (app, { credentials, ledger, temporal, config }) => {
+export const daemonAdminRoutes: FastifyPluginAsyncZod<{
+  credentials: CredentialStore;
+  ledger: Ledger;
+  temporal: Client;
+  config: Config;
+}> = async (app, { credentials, ledger, temporal, config }) => {
   const admin = { auth: 'admin' as const };
   const assets = new DaemonAssets(credentials.daemonAssets);
   const chain = auditChainFor(config.dataDir);
   const record = async (action: string, value: Record<string, string | null>) => {
-    const head = await chain.append({ event: action === 'breaker_reset' ? 'breaker' : (action as 'released' | 'revoked'), actor: 'admin', ...value });
-    await ledger.append({ kind: 'event', key: `hub.daemon.${action}`, value: { ...value, audit_root: head.hash, audit_seq: head.seq }, did: config.SERVICE_DID, truth_type: 'config' });
+    const head = await chain.append({
+      event: action === 'breaker_reset' ? 'breaker' : (action as 'released' | 'revoked'),
+      actor: 'admin',
+      ...value
+    });
+    await ledger.append({
+      kind: 'event',
+      key: `hub.daemon.${action}`,
+      value: { ...value, audit_root: head.hash, audit_seq: head.seq },
+      did: config.SERVICE_DID,
+      truth_type: 'config'
+    });
     return head;
   };
 
@@ -39,7 +54,12 @@ export const daemonAdminRoutes: FastifyPluginAsyncZod<{ credentials: CredentialS
         params: assetParams,
         response: {
           200: z
-            .object({ ok: z.literal(true), asset_id: z.string(), released: z.boolean().describe('false: it was not isolated'), audit_root: z.string().nullable() })
+            .object({
+              ok: z.literal(true),
+              asset_id: z.string(),
+              released: z.boolean().describe('false: it was not isolated'),
+              audit_root: z.string().nullable()
+            })
             .describe('The asset may dispatch again (unless revoked)')
         }
       }
@@ -61,7 +81,13 @@ export const daemonAdminRoutes: FastifyPluginAsyncZod<{ credentials: CredentialS
         params: assetParams,
         response: {
           200: z
-            .object({ ok: z.literal(true), asset_id: z.string(), revoked: z.literal(true), already_revoked: z.boolean(), audit_root: z.string().nullable() })
+            .object({
+              ok: z.literal(true),
+              asset_id: z.string(),
+              revoked: z.literal(true),
+              already_revoked: z.boolean(),
+              audit_root: z.string().nullable()
+            })
             .describe('Revoked for good')
         }
       }
@@ -69,7 +95,8 @@ export const daemonAdminRoutes: FastifyPluginAsyncZod<{ credentials: CredentialS
     async (request) => {
       const { asset_id } = request.params;
       await known(asset_id);
-      if (!(await assets.revoke(asset_id))) return { ok: true as const, asset_id, revoked: true as const, already_revoked: true, audit_root: null };
+      if (!(await assets.revoke(asset_id)))
+        return { ok: true as const, asset_id, revoked: true as const, already_revoked: true, audit_root: null };
       const head = await record('revoked', { asset_id });
       return { ok: true as const, asset_id, revoked: true as const, already_revoked: false, audit_root: head.hash };
     }
@@ -77,13 +104,23 @@ export const daemonAdminRoutes: FastifyPluginAsyncZod<{ credentials: CredentialS
 
   app.post(
     '/admin/daemon/breaker/reset',
-    { config: admin, schema: { response: { 200: z.object({ ok: z.literal(true), workflow_id: z.string(), reset: z.literal(true) }).describe('Reset signal sent: the breaker closes') } } },
+    {
+      config: admin,
+      schema: {
+        response: {
+          200: z
+            .object({ ok: z.literal(true), workflow_id: z.string(), reset: z.literal(true) })
+            .describe('Reset signal sent: the breaker closes')
+        }
+      }
+    },
     async () => {
       const workflowId = daemonBreakerWorkflowId(config.TEMPORAL_TASK_QUEUE);
       try {
         await resetBreaker(temporal, config.TEMPORAL_TASK_QUEUE, 'admin');
       } catch (err) {
-        if ((err as Error).name === 'WorkflowNotFoundError') throw notFound(`${workflowId} is not running (no dispatch yet)`);
+        if ((err as Error).name === 'WorkflowNotFoundError')
+          throw notFound(`${workflowId} is not running (no dispatch yet)`);
         throw err;
       }
       return { ok: true as const, workflow_id: workflowId, reset: true as const };

@@ -26,18 +26,26 @@ import { header } from '../../plugins/auth/principal';
 /** How long POST /dispatch waits for the outcome before answering 202 (the DAG goes on). */
 const DISPATCH_WAIT_MS = 120_000;
 
-const usage = z.object({ prompt_tokens: z.number().int(), completion_tokens: z.number().int(), total_tokens: z.number().int() });
+const usage = z.object({
+  prompt_tokens: z.number().int(),
+  completion_tokens: z.number().int(),
+  total_tokens: z.number().int()
+});
 export const taskResultSchema = z.object({
   task_id: z.string().describe('global id: <dag_id>~<id> (GET /tasks/<task_id>)'),
   id: z.string().describe('the id given in the DAG'),
   model: z.string(),
   depends_on: z.array(z.string()),
-  status: z.enum(TASK_STATES).describe('queued, running, paused (breaker open), DONE, failed, skipped (a dependency did not finish DONE), rejected (identity check failed before the call)'),
+  status: z
+    .enum(TASK_STATES)
+    .describe(
+      'queued, running, paused (breaker open), DONE, failed, skipped (a dependency did not finish DONE), rejected (identity check failed before the call)'
+    ),
   output: z.string().nullable().describe('the produced text'),
   output_sha256: z.string().nullable().describe('output ownership: SHA-256 (hex) of the produced text'),
   usage: usage.nullable(),
   cost: z.number().nullable().describe('from the model price table (per 1,000 tokens)'),
-  audit_root: z.string().nullable().describe('audit chain root (SHA-256 hex) after this task\'s audit line'),
+  audit_root: z.string().nullable().describe("audit chain root (SHA-256 hex) after this task's audit line"),
   error: z.string().nullable(),
   started_at: z.string().nullable(),
   finished_at: z.string().nullable()
@@ -47,7 +55,9 @@ const dagSchema = z.object({
   dag_id: z.string(),
   workflow_id: z.string(),
   asset_id: z.string(),
-  status: z.enum(DAG_STATES).describe('running, DONE (every task DONE), failed, rejected (some task failed its identity check)'),
+  status: z
+    .enum(DAG_STATES)
+    .describe('running, DONE (every task DONE), failed, rejected (some task failed its identity check)'),
   tasks: z.array(taskResultSchema),
   audit_root: z.string().nullable(),
   submitted_at: z.string(),
@@ -70,7 +80,11 @@ const acceptedSchema = z.object({
   audit_root: z.string()
 });
 
-export const daemonDispatchRoutes: FastifyPluginAsyncZod<{ config: Config; temporal: Client; catalog: ProviderCatalog }> = async (app, { config, temporal, catalog }) => {
+export const daemonDispatchRoutes: FastifyPluginAsyncZod<{
+  config: Config;
+  temporal: Client;
+  catalog: ProviderCatalog;
+}> = async (app, { config, temporal, catalog }) => {
   const whitelist = daemonModelWhitelist(catalog, config.DAEMON_MODEL_WHITELIST);
   const chain = auditChainFor(config.dataDir);
   const coreQueue = config.TEMPORAL_TASK_QUEUE;
@@ -85,8 +99,12 @@ export const daemonDispatchRoutes: FastifyPluginAsyncZod<{ config: Config; tempo
         response: {
           200: dagSchema.describe('The DAG finished (status DONE, failed or rejected)'),
           202: acceptedSchema.describe('wait: false, or not finished within 120 s: the DAG runs on'),
-          400: ERROR_BODY.describe('Invalid body, a cycle, an unknown dependency, a duplicate id, or a quote of a task that is not a dependency'),
-          403: ERROR_BODY.describe('identity_check_failed (the asset is isolated), or forbidden: a model not on the free-tier whitelist'),
+          400: ERROR_BODY.describe(
+            'Invalid body, a cycle, an unknown dependency, a duplicate id, or a quote of a task that is not a dependency'
+          ),
+          403: ERROR_BODY.describe(
+            'identity_check_failed (the asset is isolated), or forbidden: a model not on the free-tier whitelist'
+          ),
           409: ERROR_BODY.describe('dag_id used already')
         }
       }
@@ -95,17 +113,31 @@ export const daemonDispatchRoutes: FastifyPluginAsyncZod<{ config: Config; tempo
       const body = request.body;
       const assetId = request.principal!.id;
       const dag = validateDag(body);
-      if ('problems' in dag) throw new AppError('invalid_request', `The DAG cannot run: ${dag.problems.map((p) => p.message).join('; ')}`, { fields: dag.problems });
+      if ('problems' in dag)
+        throw new AppError('invalid_request', `The DAG cannot run: ${dag.problems.map((p) => p.message).join('; ')}`, {
+          fields: dag.problems
+        });
       const dagId = body.dag_id ?? `dag_${randomBytes(8).toString('hex')}`;
       for (const t of dag.tasks) {
         const refusal = modelRefusal(catalog, whitelist, t.model);
         if (refusal) {
-          await chain.append({ event: 'rejected', stage: 'whitelist', asset_id: assetId, dag_id: dagId, task_id: t.id, model: t.model, reason: refusal });
+          await chain.append({
+            event: 'rejected',
+            stage: 'whitelist',
+            asset_id: assetId,
+            dag_id: dagId,
+            task_id: t.id,
+            model: t.model,
+            reason: refusal
+          });
           throw new AppError('forbidden', refusal, { model: t.model });
         }
       }
       const root = orderRootFacts(header(request, 'x-order-root'));
-      const breakerId = await ensureBreaker(temporal, coreQueue, { threshold: config.DAEMON_BREAKER_THRESHOLD, cooldown_ms: config.DAEMON_BREAKER_COOLDOWN_S * 1000 });
+      const breakerId = await ensureBreaker(temporal, coreQueue, {
+        threshold: config.DAEMON_BREAKER_THRESHOLD,
+        cooldown_ms: config.DAEMON_BREAKER_COOLDOWN_S * 1000
+      });
       const head = await chain.append({
         event: 'admitted',
         asset_id: assetId,
@@ -127,12 +159,28 @@ export const daemonDispatchRoutes: FastifyPluginAsyncZod<{ config: Config; tempo
         hub_did: config.SERVICE_DID,
         submitted_at: new Date().toISOString()
       });
-      const accepted = (status: 'queued' | 'running') => reply.code(202).send({ ok: true as const, dag_id: dagId, workflow_id: workflowId, status, status_url: `/dags/${dagId}`, audit_root: head.hash });
+      const accepted = (status: 'queued' | 'running') =>
+        reply.code(202).send({
+          ok: true as const,
+          dag_id: dagId,
+          workflow_id: workflowId,
+          status,
+          status_url: `/dags/${dagId}`,
+          audit_root: head.hash
+        });
       if (!body.wait) return accepted('queued');
       const outcome = await waitDag(temporal, dagId, DISPATCH_WAIT_MS);
       if (!outcome) return accepted('running');
       const single = 'tasks' in body ? null : outcome.tasks[0]!;
-      const top = single ? { task_id: single.task_id, output: single.output, output_sha256: single.output_sha256, usage: single.usage, cost: single.cost } : {};
+      const top = single
+        ? {
+            task_id: single.task_id,
+            output: single.output,
+            output_sha256: single.output_sha256,
+            usage: single.usage,
+            cost: single.cost
+          }
+        : {};
       return reply.code(200).send({ ...withUrl(outcome), ...top });
     }
   );
@@ -145,7 +193,13 @@ export const daemonDispatchRoutes: FastifyPluginAsyncZod<{ config: Config; tempo
 
   app.get(
     '/dags/:dag_id',
-    { config: { auth: 'daemon' }, schema: { params: z.object({ dag_id: z.string().regex(DAG_ID_PATTERN) }), response: { 200: dagSchema.describe('The DAG and each task') } } },
+    {
+      config: { auth: 'daemon' },
+      schema: {
+        params: z.object({ dag_id: z.string().regex(DAG_ID_PATTERN) }),
+        response: { 200: dagSchema.describe('The DAG and each task') }
+      }
+    },
     async (request) => withUrl(await own(request.params.dag_id, request.principal!.id))
   );
 
@@ -153,7 +207,10 @@ export const daemonDispatchRoutes: FastifyPluginAsyncZod<{ config: Config; tempo
     '/tasks/:task_id',
     {
       config: { auth: 'daemon' },
-      schema: { params: z.object({ task_id: z.string().regex(TASK_REF_PATTERN, '<dag_id>~<task id>') }), response: { 200: taskResultSchema.extend({ ok: z.literal(true), dag_id: z.string() }).describe('One task') } }
+      schema: {
+        params: z.object({ task_id: z.string().regex(TASK_REF_PATTERN, '<dag_id>~<task id>') }),
+        response: { 200: taskResultSchema.extend({ ok: z.literal(true), dag_id: z.string() }).describe('One task') }
+      }
     },
     async (request) => {
       const [, dagId, id] = TASK_REF_PATTERN.exec(request.params.task_id)!;

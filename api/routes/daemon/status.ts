@@ -17,7 +17,10 @@ const statusResponse = z.object({
   asset_id: z.string(),
   protocol_version: z.number().int(),
   started_at: z.string(),
-  queue: z.object({ running_dags: z.number().int().nullable().describe('null when Temporal visibility did not answer'), max_parallel: z.number().int() }),
+  queue: z.object({
+    running_dags: z.number().int().nullable().describe('null when Temporal visibility did not answer'),
+    max_parallel: z.number().int()
+  }),
   breaker: z.object({
     state: z.enum([...BREAKER_STATES, 'not_started']).describe('not_started: no dispatch yet'),
     consecutive_failures: z.number().int(),
@@ -27,15 +30,26 @@ const statusResponse = z.object({
     waiting: z.number().int().describe('tasks paused until it closes'),
     workflow_id: z.string()
   }),
-  audit: z.object({ file: z.string(), length: z.number().int(), root: z.string(), error: z.string().nullable().describe('e.g. a torn last line: run npm run daemon:verify') })
+  audit: z.object({
+    file: z.string(),
+    length: z.number().int(),
+    root: z.string(),
+    error: z.string().nullable().describe('e.g. a torn last line: run npm run daemon:verify')
+  })
 });
 
-export const daemonStatusRoutes: FastifyPluginAsyncZod<{ config: Config; temporal: Client }> = async (app, { config, temporal }) => {
+export const daemonStatusRoutes: FastifyPluginAsyncZod<{ config: Config; temporal: Client }> = async (
+  app,
+  { config, temporal }
+) => {
   const started = new Date().toISOString();
   const chain = auditChainFor(config.dataDir);
   const queue = config.TEMPORAL_TASK_QUEUE;
   app.get('/status', { config: { auth: 'daemon' }, schema: { response: { 200: statusResponse } } }, async (request) => {
-    const [breaker, running] = await Promise.all([readBreaker(temporal, queue).catch(() => null), countRunningDags(temporal, queue)]);
+    const [breaker, running] = await Promise.all([
+      readBreaker(temporal, queue).catch(() => null),
+      countRunningDags(temporal, queue)
+    ]);
     let audit: { length: number; root: string; error: string | null };
     try {
       const head = chain.readHead();

@@ -11,7 +11,14 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Config } from '../../../core/config.node';
 import { AppError } from '../../../core/errors';
-import { DEFAULT_FILE, FILE_PATH_PATTERN, MAX_FILE_BYTES, MAX_FILES, MAX_RELEASE_BYTES, TARGET_PATTERN } from '../../../core/deploy/web';
+import {
+  DEFAULT_FILE,
+  FILE_PATH_PATTERN,
+  MAX_FILE_BYTES,
+  MAX_FILES,
+  MAX_RELEASE_BYTES,
+  TARGET_PATTERN
+} from '../../../core/deploy/web';
 import { SERVICE_NAME } from '../../../core/version';
 import { runDeploy } from '../../../workflows/deploy/deploy.client';
 import { runDeployConfig } from '../../../workflows/deploy/config.client';
@@ -31,13 +38,27 @@ import { startWorkOrder } from '../../../workflows/deploy/work-order.client';
 
 export const DAL_VERSION = 'V2.0' as const;
 export const DAL_ANCHOR = 'zhongshu-hub deployment arbitration: releases are atomic, every outcome is in the ledger';
-export const DEPLOY_ACTIONS = ['deploy', 'rollback', 'config', 'port_alloc', 'port_release', 'port_register', 'did_register', 'did_revoke', 'inbox_push', 'inbox_ack'] as const;
+export const DEPLOY_ACTIONS = [
+  'deploy',
+  'rollback',
+  'config',
+  'port_alloc',
+  'port_release',
+  'port_register',
+  'did_register',
+  'did_revoke',
+  'inbox_push',
+  'inbox_ack'
+] as const;
 /** The registry channel that allows deploy, rollback, config and the port pool. */
 export const DEPLOY_CHANNEL = 'deploy';
 export const MAX_AUTONOMY_LEVEL = 5;
 const INSTALL_HINT = 'apt-get install -y nginx';
 
-const target = z.string().regex(TARGET_PATTERN).describe('one URL path segment: lower-case letters, digits, _ and -; served at /<target>/');
+const target = z
+  .string()
+  .regex(TARGET_PATTERN)
+  .describe('one URL path segment: lower-case letters, digits, _ and -; served at /<target>/');
 const fileContent = z.string().max(MAX_FILE_BYTES);
 const deployBody = z
   .object({
@@ -68,7 +89,10 @@ const configBody = z
       )
   })
   .strict();
-const app = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/).describe('an application name (letters, digits, . _ -; at most 64)');
+const app = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/)
+  .describe('an application name (letters, digits, . _ -; at most 64)');
 const anyPort = z.number().int().min(1).max(65535);
 const portAllocBody = z.object({ action: z.literal('port_alloc'), app }).strict();
 const portReleaseBody = z
@@ -82,9 +106,25 @@ const didRegisterBody = z
   .object({
     action: z.literal('did_register'),
     did: didSchema,
-    node_id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/).describe('the node this DID belongs to (letters, digits, . _ : -; at most 128)'),
-    public_key: z.string().min(1).max(4096).regex(/^[\x20-\x7e\n\r]+$/, 'printable ASCII (PEM, multibase, base64url)').optional().describe("the node's public key, as text"),
-    autonomy_level: z.number().int().min(0).max(MAX_AUTONOMY_LEVEL).describe(`0-${MAX_AUTONOMY_LEVEL}; at or above DEPLOY_ARBITRATOR_LEVEL the DID is an arbitrator (may use did_register and did_revoke)`),
+    node_id: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/)
+      .describe('the node this DID belongs to (letters, digits, . _ : -; at most 128)'),
+    public_key: z
+      .string()
+      .min(1)
+      .max(4096)
+      .regex(/^[\x20-\x7e\n\r]+$/, 'printable ASCII (PEM, multibase, base64url)')
+      .optional()
+      .describe("the node's public key, as text"),
+    autonomy_level: z
+      .number()
+      .int()
+      .min(0)
+      .max(MAX_AUTONOMY_LEVEL)
+      .describe(
+        `0-${MAX_AUTONOMY_LEVEL}; at or above DEPLOY_ARBITRATOR_LEVEL the DID is an arbitrator (may use did_register and did_revoke)`
+      ),
     channels: z
       .array(z.string().regex(/^[a-z][a-z0-9_.-]{0,31}$/))
       .max(16)
@@ -102,15 +142,41 @@ const inboxPushBody = z
       .max(256)
       .regex(/^KERNEL\.EVOLUTION\.DIRECTIVE\.[A-Za-z0-9_:+-]+(\.[A-Za-z0-9_:+-]+)*$/)
       .describe(`an execution-seed key: ${SEED_KEY_PREFIX}<name>`),
-    value: z.object({ directive_action: z.string().min(1).max(200) }).passthrough().describe('the work order: directive_action and any other members'),
+    value: z
+      .object({ directive_action: z.string().min(1).max(200) })
+      .passthrough()
+      .describe('the work order: directive_action and any other members'),
     node_id: nodeId.describe('the node whose queue (GET /api/instructions/<node_id>) receives the order once approved')
   })
   .strict();
-const inboxAckBody = z.object({ action: z.literal('inbox_ack'), id: z.string().regex(/^wo_[0-9a-f]{24}$/).describe('the instruction_id') }).strict();
+const inboxAckBody = z
+  .object({
+    action: z.literal('inbox_ack'),
+    id: z
+      .string()
+      .regex(/^wo_[0-9a-f]{24}$/)
+      .describe('the instruction_id')
+  })
+  .strict();
 const didRevokeBody = z.object({ action: z.literal('did_revoke'), did: usedDidSchema }).strict();
-const dalBody = z.discriminatedUnion('action', [deployBody, rollbackBody, configBody, portAllocBody, portReleaseBody, portRegisterBody, didRegisterBody, didRevokeBody, inboxPushBody, inboxAckBody], {
-  error: () => `action must be one of: ${DEPLOY_ACTIONS.join(', ')}`
-});
+const dalBody = z.discriminatedUnion(
+  'action',
+  [
+    deployBody,
+    rollbackBody,
+    configBody,
+    portAllocBody,
+    portReleaseBody,
+    portRegisterBody,
+    didRegisterBody,
+    didRevokeBody,
+    inboxPushBody,
+    inboxAckBody
+  ],
+  {
+    error: () => `action must be one of: ${DEPLOY_ACTIONS.join(', ')}`
+  }
+);
 const portAnswer = z.object({
   ok: z.literal(true),
   action: z.enum(['port_alloc', 'port_release', 'port_register']),
@@ -162,7 +228,15 @@ const configAnswer = z.object({
   ledger_seq: z.number().int().nullable()
 });
 const configFailed = z
-  .object({ ok: z.literal(false), error: z.literal('config_failed'), message: z.string(), trace_id: z.string(), outcome: z.literal('compensated'), failed_step: z.string(), nginx_error: z.string().nullable() })
+  .object({
+    ok: z.literal(false),
+    error: z.literal('config_failed'),
+    message: z.string(),
+    trace_id: z.string(),
+    outcome: z.literal('compensated'),
+    failed_step: z.string(),
+    nginx_error: z.string().nullable()
+  })
   .passthrough();
 const stepSchema = z.object({ step: z.string(), ok: z.boolean(), error: z.string().optional() });
 const deployAnswer = z.object({
@@ -184,15 +258,28 @@ const deployAnswer = z.object({
 });
 const failedAnswer = deployAnswer
   .omit({ ok: true, error: true })
-  .extend({ ok: z.literal(false), error: z.literal('deploy_failed'), message: z.string(), trace_id: z.string(), reason: z.string().describe('why the failed step failed') })
+  .extend({
+    ok: z.literal(false),
+    error: z.literal('deploy_failed'),
+    message: z.string(),
+    trace_id: z.string(),
+    reason: z.string().describe('why the failed step failed')
+  })
   .passthrough();
 
-const errorShape = z.object({ ok: z.literal(false), error: z.string(), message: z.string(), trace_id: z.string() }).passthrough();
+const errorShape = z
+  .object({ ok: z.literal(false), error: z.string(), message: z.string(), trace_id: z.string() })
+  .passthrough();
 
-export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Config; ports: PortPoolStore; registry: DidRegistryStore; ledger: Ledger; adminTokenHash: string; orders: WorkOrderStore }> = async (
-  app,
-  { temporal, config, ports, registry, ledger, adminTokenHash, orders }
-) => {
+export const deployRoutes: FastifyPluginAsyncZod<{
+  temporal: Client;
+  config: Config;
+  ports: PortPoolStore;
+  registry: DidRegistryStore;
+  ledger: Ledger;
+  adminTokenHash: string;
+  orders: WorkOrderStore;
+}> = async (app, { temporal, config, ports, registry, ledger, adminTokenHash, orders }) => {
   /**
    * Who may do what (README "Deployment arbitration"): X-DID authenticates (auth model did); the registry entry then
    * decides. The administrator token (Authorization: Bearer, beside X-DID) allows everything.
@@ -201,15 +288,24 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
     const m = /^Bearer\s+(\S+)$/i.exec(String(request.headers.authorization ?? ''));
     return m !== null && digestsEqual(adminTokenHash, hashSecret(m[1]!));
   };
-  const allow = async (request: FastifyRequest, need: 'deploy' | 'arbitrator'): Promise<{ admin: boolean; entry: RegistryEntry | null }> => {
+  const allow = async (
+    request: FastifyRequest,
+    need: 'deploy' | 'arbitrator'
+  ): Promise<{ admin: boolean; entry: RegistryEntry | null }> => {
     const admin = isAdmin(request);
     const entry = await registry.get(request.principal!.id);
     if (admin) return { admin, entry };
     if (need === 'deploy' && !(entry?.channels ?? []).includes(DEPLOY_CHANNEL)) {
-      throw new AppError('forbidden', `${request.principal!.id} has no "${DEPLOY_CHANNEL}" channel in the registry (did_register by an arbitrator, or the admin token)`);
+      throw new AppError(
+        'forbidden',
+        `${request.principal!.id} has no "${DEPLOY_CHANNEL}" channel in the registry (did_register by an arbitrator, or the admin token)`
+      );
     }
     if (need === 'arbitrator' && (entry?.autonomy_level ?? 0) < config.DEPLOY_ARBITRATOR_LEVEL) {
-      throw new AppError('forbidden', `registry actions need an arbitrator: autonomy level ${config.DEPLOY_ARBITRATOR_LEVEL} or above (or the admin token); ${request.principal!.id} has ${entry?.autonomy_level ?? 0}`);
+      throw new AppError(
+        'forbidden',
+        `registry actions need an arbitrator: autonomy level ${config.DEPLOY_ARBITRATOR_LEVEL} or above (or the admin token); ${request.principal!.id} has ${entry?.autonomy_level ?? 0}`
+      );
     }
     return { admin, entry };
   };
@@ -218,7 +314,8 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
   const webUrl = `http://${webHost}:${config.DEPLOY_WEB_PORT}`;
   /** Why nginx-needing actions cannot run, or null. Checked per request: installing nginx needs no API restart. */
   const webUnavailable = (): string | null => {
-    if (config.DEPLOY_WEB === 'off') return `DEPLOY_WEB=off: the deploy web server is switched off (set DEPLOY_WEB=on and install nginx: ${INSTALL_HINT})`;
+    if (config.DEPLOY_WEB === 'off')
+      return `DEPLOY_WEB=off: the deploy web server is switched off (set DEPLOY_WEB=on and install nginx: ${INSTALL_HINT})`;
     try {
       fs.accessSync(config.NGINX_BIN, fs.constants.X_OK);
       return null;
@@ -239,7 +336,9 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
             version: z.literal(DAL_VERSION),
             port: z.number().int().describe('the deploy web server port (DEPLOY_WEB_PORT)'),
             锚定: z.string(),
-            web: z.enum(['up', 'down', 'off', 'not_installed']).describe('the hub nginx: answering, not answering, DEPLOY_WEB=off, or not installed'),
+            web: z
+              .enum(['up', 'down', 'off', 'not_installed'])
+              .describe('the hub nginx: answering, not answering, DEPLOY_WEB=off, or not installed'),
             web_detail: z.string().nullable()
           })
         }
@@ -247,14 +346,23 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
     },
     async () => {
       const why = webUnavailable();
-      let web: 'up' | 'down' | 'off' | 'not_installed' = config.DEPLOY_WEB === 'off' ? 'off' : why ? 'not_installed' : 'down';
+      let web: 'up' | 'down' | 'off' | 'not_installed' =
+        config.DEPLOY_WEB === 'off' ? 'off' : why ? 'not_installed' : 'down';
       if (!why) {
         web = await fetch(`${webUrl}/`, { signal: AbortSignal.timeout(1000) }).then(
           (r) => (r.ok ? 'up' : 'down'),
           () => 'down'
         );
       }
-      return { ok: true, service: `${SERVICE_NAME}-dal`, version: DAL_VERSION, port: config.DEPLOY_WEB_PORT, 锚定: DAL_ANCHOR, web, web_detail: why };
+      return {
+        ok: true,
+        service: `${SERVICE_NAME}-dal`,
+        version: DAL_VERSION,
+        port: config.DEPLOY_WEB_PORT,
+        锚定: DAL_ANCHOR,
+        web,
+        web_detail: why
+      };
     }
   );
 
@@ -265,11 +373,21 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
       // SPEC §4.8: Content-Type application/json or 415 (Fastify would parse text/plain and answer 400).
       preValidation: async (request) => {
         const type = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-        if (type !== 'application/json') throw new AppError('unsupported_media_type', 'POST /dal/deploy takes Content-Type: application/json');
+        if (type !== 'application/json')
+          throw new AppError('unsupported_media_type', 'POST /dal/deploy takes Content-Type: application/json');
       },
       schema: {
         body: dalBody,
-        response: { 200: z.union([deployAnswer, configAnswer, portAnswer, registryAnswer, inboxAckAnswer]), 202: inboxPushAnswer.describe('inbox_push: the order is held for approval'), 403: errorShape.describe('The DID lacks the deploy channel (or, for did_register/did_revoke, the arbitrator level)'), 404: errorShape, 409: errorShape, 502: z.union([failedAnswer, configFailed]) }
+        response: {
+          200: z.union([deployAnswer, configAnswer, portAnswer, registryAnswer, inboxAckAnswer]),
+          202: inboxPushAnswer.describe('inbox_push: the order is held for approval'),
+          403: errorShape.describe(
+            'The DID lacks the deploy channel (or, for did_register/did_revoke, the arbitrator level)'
+          ),
+          404: errorShape,
+          409: errorShape,
+          502: z.union([failedAnswer, configFailed])
+        }
       }
     },
     async (request, reply) => {
@@ -280,48 +398,116 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
         if (body.action === 'did_register') {
           // An arbitrator cannot make a DID more autonomous than itself.
           if (!who.admin && body.autonomy_level > (who.entry?.autonomy_level ?? 0)) {
-            throw new AppError('forbidden', `an arbitrator of level ${who.entry?.autonomy_level ?? 0} cannot grant level ${body.autonomy_level}`);
+            throw new AppError(
+              'forbidden',
+              `an arbitrator of level ${who.entry?.autonomy_level ?? 0} cannot grant level ${body.autonomy_level}`
+            );
           }
-          const { entry, created } = await registry.register({ did: body.did, node_id: body.node_id, public_key: body.public_key ?? null, autonomy_level: body.autonomy_level, channels: body.channels, by });
+          const { entry, created } = await registry.register({
+            did: body.did,
+            node_id: body.node_id,
+            public_key: body.public_key ?? null,
+            autonomy_level: body.autonomy_level,
+            channels: body.channels,
+            by
+          });
           const { entry: recorded } = await ledger.append({
             kind: 'event',
             key: 'hub.deploy.did_registered',
-            value: { did: body.did, node_id: body.node_id, public_key: body.public_key ?? null, autonomy_level: body.autonomy_level, channels: body.channels, created, by },
+            value: {
+              did: body.did,
+              node_id: body.node_id,
+              public_key: body.public_key ?? null,
+              autonomy_level: body.autonomy_level,
+              channels: body.channels,
+              created,
+              by
+            },
             did: config.SERVICE_DID,
             truth_type: 'config'
           });
-          return { ok: true as const, action: body.action, did: body.did, node_id: entry.node_id ?? null, autonomy_level: entry.autonomy_level ?? 0, channels: entry.channels ?? [], created, revoked: false, ledger_seq: recorded.seq };
+          return {
+            ok: true as const,
+            action: body.action,
+            did: body.did,
+            node_id: entry.node_id ?? null,
+            autonomy_level: entry.autonomy_level ?? 0,
+            channels: entry.channels ?? [],
+            created,
+            revoked: false,
+            ledger_seq: recorded.seq
+          };
         }
         const entry = await registry.get(body.did);
-        if (!entry || entry.revoked_at !== null || !(await registry.revoke(body.did, by))) throw new AppError('not_found', `no active DID ${body.did}`);
-        const { entry: recorded } = await ledger.append({ kind: 'event', key: 'hub.deploy.did_revoked', value: { did: body.did, node_id: entry.node_id ?? null, by }, did: config.SERVICE_DID, truth_type: 'config' });
-        return { ok: true as const, action: body.action, did: body.did, node_id: entry.node_id ?? null, autonomy_level: entry.autonomy_level ?? 0, channels: entry.channels ?? [], created: false, revoked: true, ledger_seq: recorded.seq };
+        if (!entry || entry.revoked_at !== null || !(await registry.revoke(body.did, by)))
+          throw new AppError('not_found', `no active DID ${body.did}`);
+        const { entry: recorded } = await ledger.append({
+          kind: 'event',
+          key: 'hub.deploy.did_revoked',
+          value: { did: body.did, node_id: entry.node_id ?? null, by },
+          did: config.SERVICE_DID,
+          truth_type: 'config'
+        });
+        return {
+          ok: true as const,
+          action: body.action,
+          did: body.did,
+          node_id: entry.node_id ?? null,
+          autonomy_level: entry.autonomy_level ?? 0,
+          channels: entry.channels ?? [],
+          created: false,
+          revoked: true,
+          ledger_seq: recorded.seq
+        };
       }
       if (body.action === 'inbox_ack') {
         // Only the node the order is for (its DID's registry node_id), or the admin token.
         const order = await orders.get(body.id);
-        if (!order) throw new AppError('not_found', `no work order ${body.id} in any queue (not approved yet, or unknown)`);
+        if (!order)
+          throw new AppError('not_found', `no work order ${body.id} in any queue (not approved yet, or unknown)`);
         const admin = isAdmin(request);
         const entry = await registry.get(request.principal!.id);
-        if (!admin && entry?.node_id !== order.node_id) throw new AppError('forbidden', `work order ${body.id} is for node ${order.node_id}; ${request.principal!.id} is not that node's DID`);
+        if (!admin && entry?.node_id !== order.node_id)
+          throw new AppError(
+            'forbidden',
+            `work order ${body.id} is for node ${order.node_id}; ${request.principal!.id} is not that node's DID`
+          );
         const { order: after, acked } = await orders.ack(body.id, request.principal!.id);
         let seq: number | null = null;
         if (acked) {
           const { entry: recorded } = await ledger.append({
             kind: 'event',
             key: 'hub.deploy.inbox_acked',
-            value: { instruction_id: body.id, node_id: order.node_id, key: order.key, by: request.principal!.id, acked_at: after!.acked_at },
+            value: {
+              instruction_id: body.id,
+              node_id: order.node_id,
+              key: order.key,
+              by: request.principal!.id,
+              acked_at: after!.acked_at
+            },
             did: config.SERVICE_DID,
             truth_type: null
           });
           seq = recorded.seq;
         }
-        return { ok: true as const, action: body.action, instruction_id: body.id, node_id: order.node_id, acked_at: after!.acked_at!, already_acked: !acked, ledger_seq: seq };
+        return {
+          ok: true as const,
+          action: body.action,
+          instruction_id: body.id,
+          node_id: order.node_id,
+          acked_at: after!.acked_at!,
+          already_acked: !acked,
+          ledger_seq: seq
+        };
       }
       await allow(request, 'deploy');
       if (body.action === 'inbox_push') {
         const valueJson = canonicalJson(body.value);
-        if (Buffer.byteLength(valueJson) > config.TRUTH_MAX_VALUE_BYTES) throw new AppError('payload_too_large', `value is ${Buffer.byteLength(valueJson)} bytes as canonical JSON; the limit is ${config.TRUTH_MAX_VALUE_BYTES}`);
+        if (Buffer.byteLength(valueJson) > config.TRUTH_MAX_VALUE_BYTES)
+          throw new AppError(
+            'payload_too_large',
+            `value is ${Buffer.byteLength(valueJson)} bytes as canonical JSON; the limit is ${config.TRUTH_MAX_VALUE_BYTES}`
+          );
         const hex = randomBytes(12).toString('hex');
         const instructionId = `wo_${hex}`;
         const approvalId = `apr_${randomBytes(12).toString('hex')}`;
@@ -332,7 +518,13 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
           approval: {
             version: 1,
             approval_id: approvalId,
-            truth: { key: body.key, value_json: valueJson, truth_type: null, did: request.principal!.id, idempotency_key: `work-order:${instructionId}` },
+            truth: {
+              key: body.key,
+              value_json: valueJson,
+              truth_type: null,
+              did: request.principal!.id,
+              idempotency_key: `work-order:${instructionId}`
+            },
             held_because: `key prefix ${SEED_KEY_PREFIX} (work order for node ${body.node_id})`,
             requested_at: new Date().toISOString(),
             timeout_seconds: config.TRUTH_APPROVAL_TIMEOUT_S,
@@ -354,24 +546,38 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
         });
       }
       // The port pool needs no web server.
-      if (body.action === 'port_alloc') return { ok: true as const, action: body.action, ...(await ports.allocate(body.app)) };
-      if (body.action === 'port_register') return { ok: true as const, action: body.action, ...(await ports.register(body.app, body.port)) };
+      if (body.action === 'port_alloc')
+        return { ok: true as const, action: body.action, ...(await ports.allocate(body.app)) };
+      if (body.action === 'port_register')
+        return { ok: true as const, action: body.action, ...(await ports.register(body.app, body.port)) };
       if (body.action === 'port_release') {
         if ((body.app === undefined) === (body.port === undefined)) {
-          throw new AppError('invalid_request', 'port_release takes exactly one of app and port', { fields: [{ field: 'body', message: 'exactly one of app and port' }] });
+          throw new AppError('invalid_request', 'port_release takes exactly one of app and port', {
+            fields: [{ field: 'body', message: 'exactly one of app and port' }]
+          });
         }
         const released = await ports.release(body.app !== undefined ? { app: body.app } : { port: body.port! });
-        if (!released) throw new AppError('not_found', `no port is held by ${body.app !== undefined ? `app ${body.app}` : `port ${body.port}`}`);
+        if (!released)
+          throw new AppError(
+            'not_found',
+            `no port is held by ${body.app !== undefined ? `app ${body.app}` : `port ${body.port}`}`
+          );
         return { ok: true as const, action: body.action, app: released.app, port: released._id, existing: true };
       }
       const why = webUnavailable();
       if (why) throw new AppError('unavailable', why, { install: INSTALL_HINT });
       if (body.action === 'config') {
         try {
-          parseFragment(body.fragment, { target: body.target, poolFirst: config.PORT_POOL.first, poolLast: config.PORT_POOL.last });
+          parseFragment(body.fragment, {
+            target: body.target,
+            poolFirst: config.PORT_POOL.first,
+            poolLast: config.PORT_POOL.last
+          });
         } catch (err) {
           if (!(err instanceof FragmentError)) throw err;
-          throw new AppError('invalid_request', `fragment refused: ${err.message}`, { fields: [{ field: 'body.fragment', message: err.message }] });
+          throw new AppError('invalid_request', `fragment refused: ${err.message}`, {
+            fields: [{ field: 'body.fragment', message: err.message }]
+          });
         }
         const result = await runDeployConfig(temporal, config.TEMPORAL_TASK_QUEUE, {
           target: body.target,
@@ -380,17 +586,28 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
           hub_did: config.SERVICE_DID,
           actor: request.principal!.id
         });
-        const common = { target: result.target, removed: result.removed, steps: result.steps, workflow_id: result.workflow_id, ledger_seq: result.ledger_seq };
-        if (result.outcome === 'configured') return { ok: true as const, action: 'config' as const, outcome: 'configured' as const, ...common };
+        const common = {
+          target: result.target,
+          removed: result.removed,
+          steps: result.steps,
+          workflow_id: result.workflow_id,
+          ledger_seq: result.ledger_seq
+        };
+        if (result.outcome === 'configured')
+          return { ok: true as const, action: 'config' as const, outcome: 'configured' as const, ...common };
         if (result.outcome === 'rejected') {
           // nginx -t refused the merged config: the previous files are back and nginx serves as before.
-          throw new AppError('invalid_request', `nginx -t refused the merged config; the previous configuration was restored: ${result.nginx_error ?? ''}`, {
-            fields: [{ field: 'body.fragment', message: result.nginx_error ?? 'nginx -t failed' }],
-            nginx_error: result.nginx_error,
-            outcome: 'rejected',
-            restored: true,
-            ...common
-          });
+          throw new AppError(
+            'invalid_request',
+            `nginx -t refused the merged config; the previous configuration was restored: ${result.nginx_error ?? ''}`,
+            {
+              fields: [{ field: 'body.fragment', message: result.nginx_error ?? 'nginx -t failed' }],
+              nginx_error: result.nginx_error,
+              outcome: 'rejected',
+              restored: true,
+              ...common
+            }
+          );
         }
         return reply.code(502).send({
           ok: false as const,
@@ -408,14 +625,24 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
         const map = new Map<string, string>();
         if (body.content !== undefined) map.set(DEFAULT_FILE, body.content);
         for (const [p, c] of Object.entries(body.files ?? {})) map.set(p, c);
-        if (map.size === 0) throw new AppError('invalid_request', 'deploy needs content or files', { fields: [{ field: 'body.content', message: 'content or files is required' }] });
-        if (map.size > MAX_FILES) throw new AppError('invalid_request', `at most ${MAX_FILES} files`, { fields: [{ field: 'body.files', message: `at most ${MAX_FILES} files` }] });
+        if (map.size === 0)
+          throw new AppError('invalid_request', 'deploy needs content or files', {
+            fields: [{ field: 'body.content', message: 'content or files is required' }]
+          });
+        if (map.size > MAX_FILES)
+          throw new AppError('invalid_request', `at most ${MAX_FILES} files`, {
+            fields: [{ field: 'body.files', message: `at most ${MAX_FILES} files` }]
+          });
         const paths = [...map.keys()];
         // A path that is also a directory of another (a and a/b) cannot both be files.
         const clash = paths.find((p) => paths.some((q) => q.startsWith(`${p}/`)));
-        if (clash) throw new AppError('invalid_request', `${clash} is both a file and a directory`, { fields: [{ field: 'body.files', message: `${clash} is both a file and a directory` }] });
+        if (clash)
+          throw new AppError('invalid_request', `${clash} is both a file and a directory`, {
+            fields: [{ field: 'body.files', message: `${clash} is both a file and a directory` }]
+          });
         const total = [...map.values()].reduce((n, c) => n + Buffer.byteLength(c), 0);
-        if (total > MAX_RELEASE_BYTES) throw new AppError('payload_too_large', `a release holds at most ${MAX_RELEASE_BYTES} bytes (got ${total})`);
+        if (total > MAX_RELEASE_BYTES)
+          throw new AppError('payload_too_large', `a release holds at most ${MAX_RELEASE_BYTES} bytes (got ${total})`);
         files = [...map].map(([path, content]) => ({ path, content }));
       }
       const result = await runDeploy(temporal, config.TEMPORAL_TASK_QUEUE, {
@@ -470,7 +697,14 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
             ok: z.literal(true),
             pool: z.object({ first: z.number().int(), last: z.number().int() }),
             total: z.number().int(),
-            ports: z.array(z.object({ port: z.number().int(), app: z.string(), kind: z.enum(['pool', 'registered']), at: z.string() }))
+            ports: z.array(
+              z.object({
+                port: z.number().int(),
+                app: z.string(),
+                kind: z.enum(['pool', 'registered']),
+                at: z.string()
+              })
+            )
           })
         }
       }
@@ -478,7 +712,12 @@ export const deployRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Con
     async (request) => {
       await allow(request, 'deploy');
       const { total, ports: list } = await ports.list(request.query.limit, request.query.offset);
-      return { ok: true as const, pool: config.PORT_POOL, total, ports: list.map(({ _id, ...rest }) => ({ port: _id, ...rest })) };
+      return {
+        ok: true as const,
+        pool: config.PORT_POOL,
+        total,
+        ports: list.map(({ _id, ...rest }) => ({ port: _id, ...rest }))
+      };
     }
   );
 };

@@ -51,16 +51,43 @@ export const A2A_BASE_PATH = '/a2a';
 /** The A2A error reasons this binding answers with, their HTTP status and google.rpc status name. */
 const REASONS = {
   TASK_NOT_FOUND: { http: 404, status: 'NOT_FOUND', message: 'Task not found' },
-  TASK_NOT_CANCELABLE: { http: 409, status: 'FAILED_PRECONDITION', message: 'The task is in a final state and cannot be canceled' },
+  TASK_NOT_CANCELABLE: {
+    http: 409,
+    status: 'FAILED_PRECONDITION',
+    message: 'The task is in a final state and cannot be canceled'
+  },
   UNSUPPORTED_OPERATION: { http: 400, status: 'FAILED_PRECONDITION', message: 'Unsupported operation' },
-  CONTENT_TYPE_NOT_SUPPORTED: { http: 415, status: 'INVALID_ARGUMENT', message: 'Only text and JSON data parts (text/plain, application/json) are accepted' },
-  PUSH_NOTIFICATION_NOT_SUPPORTED: { http: 400, status: 'FAILED_PRECONDITION', message: 'Push notifications are not supported (capabilities.pushNotifications: false)' },
-  EXTENDED_AGENT_CARD_NOT_CONFIGURED: { http: 400, status: 'FAILED_PRECONDITION', message: 'There is no extended agent card (capabilities.extendedAgentCard: false)' },
+  CONTENT_TYPE_NOT_SUPPORTED: {
+    http: 415,
+    status: 'INVALID_ARGUMENT',
+    message: 'Only text and JSON data parts (text/plain, application/json) are accepted'
+  },
+  PUSH_NOTIFICATION_NOT_SUPPORTED: {
+    http: 400,
+    status: 'FAILED_PRECONDITION',
+    message: 'Push notifications are not supported (capabilities.pushNotifications: false)'
+  },
+  EXTENDED_AGENT_CARD_NOT_CONFIGURED: {
+    http: 400,
+    status: 'FAILED_PRECONDITION',
+    message: 'There is no extended agent card (capabilities.extendedAgentCard: false)'
+  },
   INVALID_PARAMS: { http: 400, status: 'INVALID_ARGUMENT', message: 'Request malformed' }
 } as const;
 type Reason = keyof typeof REASONS;
 
-const STATUS_NAME: Record<number, string> = { 400: 'INVALID_ARGUMENT', 401: 'UNAUTHENTICATED', 403: 'PERMISSION_DENIED', 404: 'NOT_FOUND', 409: 'ABORTED', 413: 'RESOURCE_EXHAUSTED', 414: 'INVALID_ARGUMENT', 415: 'INVALID_ARGUMENT', 429: 'RESOURCE_EXHAUSTED', 503: 'UNAVAILABLE' };
+const STATUS_NAME: Record<number, string> = {
+  400: 'INVALID_ARGUMENT',
+  401: 'UNAUTHENTICATED',
+  403: 'PERMISSION_DENIED',
+  404: 'NOT_FOUND',
+  409: 'ABORTED',
+  413: 'RESOURCE_EXHAUSTED',
+  414: 'INVALID_ARGUMENT',
+  415: 'INVALID_ARGUMENT',
+  429: 'RESOURCE_EXHAUSTED',
+  503: 'UNAVAILABLE'
+};
 
 /** The binding's error body (google.rpc.Status as JSON), documented for every error status of these routes. */
 export const a2aErrorBody = z
@@ -74,15 +101,31 @@ export const a2aErrorBody = z
   })
   .describe('A2A error (google.rpc.Status); details carry a google.rpc.ErrorInfo whose reason names the A2A error');
 
-function a2aError(reply: FastifyReply, httpStatus: number, message: string, reason?: string, statusName?: string): FastifyReply {
-  const details = reason ? [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason, domain: 'a2a-protocol.org' }] : [];
-  return reply.code(httpStatus).send({ error: { code: httpStatus, status: statusName ?? STATUS_NAME[httpStatus] ?? (httpStatus >= 500 ? 'INTERNAL' : 'UNKNOWN'), message, details } });
+function a2aError(
+  reply: FastifyReply,
+  httpStatus: number,
+  message: string,
+  reason?: string,
+  statusName?: string
+): FastifyReply {
+  const details = reason
+    ? [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason, domain: 'a2a-protocol.org' }]
+    : [];
+  return reply.code(httpStatus).send({
+    error: {
+      code: httpStatus,
+      status: statusName ?? STATUS_NAME[httpStatus] ?? (httpStatus >= 500 ? 'INTERNAL' : 'UNKNOWN'),
+      message,
+      details
+    }
+  });
 }
 
 /** An operation's outcome: its value, or the A2A error it ends in. */
 type Outcome<T> = ({ ok: true } & T) | { ok: false; reason: Reason; message?: string };
 
-const refuse = (reply: FastifyReply, reason: Reason, message?: string) => a2aError(reply, REASONS[reason].http, message ?? REASONS[reason].message, reason, REASONS[reason].status);
+const refuse = (reply: FastifyReply, reason: Reason, message?: string) =>
+  a2aError(reply, REASONS[reason].http, message ?? REASONS[reason].message, reason, REASONS[reason].status);
 
 const ACCEPTED_MEDIA = ['', 'text/plain', 'application/json'];
 /** A2A's kinds of Part: a part carries one of these members. */
@@ -91,7 +134,10 @@ const PART_KINDS = ['text', 'data', 'file', 'raw', 'url'];
 /** Routing a message to nodes: what they must be able to do, the task type, the priority. */
 const routingMetadata = z.looseObject({
   required_capabilities: z.array(z.string().min(1).max(80)).max(32).optional(),
-  task_type: z.string().regex(/^[a-z][a-z0-9_.-]{0,63}$/, 'a task type such as inference.chat').optional(),
+  task_type: z
+    .string()
+    .regex(/^[a-z][a-z0-9_.-]{0,63}$/, 'a task type such as inference.chat')
+    .optional(),
   priority: z.number().int().min(0).max(9).optional()
 });
 
@@ -131,16 +177,24 @@ const a2aTask = z
   })
   .describe('A2A Task');
 const sendMessageResponse = z.object({ task: a2aTask });
-const listTasksResponse = z.object({ tasks: z.array(a2aTask), nextPageToken: z.string(), pageSize: z.number().int(), totalSize: z.number().int() });
+const listTasksResponse = z.object({
+  tasks: z.array(a2aTask),
+  nextPageToken: z.string(),
+  pageSize: z.number().int(),
+  totalSize: z.number().int()
+});
 const sseResponse = {
   200: {
-    description: 'SSE: each data line a StreamResponse ({ task } first, then { statusUpdate } and { artifactUpdate }), until a final state',
+    description:
+      'SSE: each data line a StreamResponse ({ task } first, then { statusUpdate } and { artifactUpdate }), until a final state',
     content: { 'text/event-stream': { schema: sseEvent('a StreamResponse as JSON') } }
   }
 };
 
 const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((s) => [s, a2aErrorBody]));
-const taskParams = z.object({ task: z.string().min(1).max(200).describe('a task id, optionally with the :cancel or :subscribe suffix') });
+const taskParams = z.object({
+  task: z.string().min(1).max(200).describe('a task id, optionally with the :cancel or :subscribe suffix')
+});
 const configParams = z.object({ task: z.string().min(1).max(200), config: z.string().min(1).max(200) });
 
 const A2A_STATE: Record<TaskState, string> = {
@@ -151,7 +205,13 @@ const A2A_STATE: Record<TaskState, string> = {
   canceled: 'TASK_STATE_CANCELED'
 };
 const FINAL: TaskState[] = ['done', 'failed', 'canceled'];
-const A2A_STATE_FILTER = z.enum(['TASK_STATE_SUBMITTED', 'TASK_STATE_WORKING', 'TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED']);
+const A2A_STATE_FILTER = z.enum([
+  'TASK_STATE_SUBMITTED',
+  'TASK_STATE_WORKING',
+  'TASK_STATE_COMPLETED',
+  'TASK_STATE_FAILED',
+  'TASK_STATE_CANCELED'
+]);
 const QUEUE_STATE = Object.fromEntries(Object.entries(A2A_STATE).map(([k, v]) => [v, k as TaskState]));
 
 const agentText = (id: string, text: string) => ({ messageId: id, role: 'ROLE_AGENT', parts: [{ text }] });
@@ -159,7 +219,8 @@ const agentText = (id: string, text: string) => ({ messageId: id, role: 'ROLE_AG
 function resultArtifact(t: TaskDocument) {
   if (t.state !== 'done' || t.result_json === null) return null;
   const result: unknown = JSON.parse(t.result_json);
-  const text = result && typeof result === 'object' && 'text' in result && typeof result.text === 'string' ? result.text : null;
+  const text =
+    result && typeof result === 'object' && 'text' in result && typeof result.text === 'string' ? result.text : null;
   return {
     artifactId: `${t._id}-result`,
     name: 'result',
@@ -179,10 +240,20 @@ export function toA2aTask(t: TaskDocument) {
   return {
     id: t._id,
     contextId: t.context_id ?? t._id,
-    status: { state: A2A_STATE[t.state], timestamp: t.updated_at, ...(note ? { message: agentText(`${t._id}-status-${t.attempts}`, note) } : {}) },
+    status: {
+      state: A2A_STATE[t.state],
+      timestamp: t.updated_at,
+      ...(note ? { message: agentText(`${t._id}-status-${t.attempts}`, note) } : {})
+    },
     artifacts: artifact ? [artifact] : [],
     history: message ? [message] : [],
-    metadata: { task_type: t.type, required_capabilities: t.required_capabilities, priority: t.priority, attempts: t.attempts, claimed_by: t.claimed_by }
+    metadata: {
+      task_type: t.type,
+      required_capabilities: t.required_capabilities,
+      priority: t.priority,
+      attempts: t.attempts,
+      claimed_by: t.claimed_by
+    }
   };
 }
 
@@ -202,8 +273,17 @@ const rpcRequest = z
   .looseObject({
     jsonrpc: z.literal('2.0'),
     id: rpcId.optional(),
-    method: z.string().min(1).max(100).describe('SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask or SubscribeToTask'),
-    params: z.looseObject({}).optional().describe('the operation request as in the HTTP+JSON binding (for GetTask, CancelTask and SubscribeToTask: { id })')
+    method: z
+      .string()
+      .min(1)
+      .max(100)
+      .describe('SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask or SubscribeToTask'),
+    params: z
+      .looseObject({})
+      .optional()
+      .describe(
+        'the operation request as in the HTTP+JSON binding (for GetTask, CancelTask and SubscribeToTask: { id })'
+      )
   })
   .describe('A JSON-RPC 2.0 request');
 const rpcResponse = z
@@ -218,7 +298,10 @@ const rpcParams = {
   taskId: z.looseObject({ id: z.string().min(1).max(200), historyLength: z.number().int().min(0).optional() }),
   list: z.looseObject({
     pageSize: z.number().int().min(1).max(100).optional(),
-    pageToken: z.string().regex(/^\d{0,7}$/, 'the nextPageToken of the previous page').optional(),
+    pageToken: z
+      .string()
+      .regex(/^\d{0,7}$/, 'the nextPageToken of the previous page')
+      .optional(),
     contextId: z.string().min(1).max(200).optional(),
     // The SDKs send their enum's unset value (TASK_STATE_UNSPECIFIED, or UNRECOGNIZED from @a2a-js/sdk) for no filter.
     status: z.union([A2A_STATE_FILTER, z.enum(['TASK_STATE_UNSPECIFIED', 'UNRECOGNIZED'])]).optional()
@@ -229,11 +312,15 @@ const rpcParams = {
 export const A2A_OAUTH_SCOPE = 'a2a';
 
 /** Who sent a task: the node or homologous principal, or `oauth:<client_id>` for an OAuth client. */
-const submitterOf = (request: FastifyRequest): string => (request.principal!.model === 'oauth' ? `oauth:${request.principal!.id}` : request.principal!.id);
+const submitterOf = (request: FastifyRequest): string =>
+  request.principal!.model === 'oauth' ? `oauth:${request.principal!.id}` : request.principal!.id;
 
 const STREAM_POLL_MS = 300;
 
-export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: TaskStore }> = async (app, { config, tasks }) => {
+export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: TaskStore }> = async (
+  app,
+  { config, tasks }
+) => {
   const STREAM_MAX_MS = config.A2A_STREAM_MAX_S * 1000;
   const A2A_BLOCKING_WAIT_MS = config.A2A_SEND_WAIT_S * 1000;
   const none = { auth: 'none' as const };
@@ -242,11 +329,16 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
 
   // Inside this plugin every failure takes the binding's shape, so the SDKs can read it.
   app.setErrorHandler((err: FastifyError, request, reply) => {
-    if (hasZodFastifySchemaValidationErrors(err) || err.validation) return a2aError(reply, 400, `Request malformed: ${err.message}`, 'INVALID_PARAMS');
+    if (hasZodFastifySchemaValidationErrors(err) || err.validation)
+      return a2aError(reply, 400, `Request malformed: ${err.message}`, 'INVALID_PARAMS');
     const status = err instanceof AppError ? err.status : (err.statusCode ?? 500);
     if (status >= 500) {
       request.log.error({ err }, 'request failed');
-      return a2aError(reply, status, status === 503 ? 'Unavailable; retry later' : 'Internal error; quote the X-Trace header when reporting it');
+      return a2aError(
+        reply,
+        status,
+        status === 503 ? 'Unavailable; retry later' : 'Internal error; quote the X-Trace header when reporting it'
+      );
     }
     return a2aError(reply, status, err.message);
   });
@@ -254,7 +346,11 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
   // An OAuth access token must carry the scope a2a (403 otherwise).
   app.addHook('preHandler', async (request) => {
     const p = request.principal;
-    if (p?.model === 'oauth' && !p.scopes?.includes(A2A_OAUTH_SCOPE)) throw new AppError('forbidden', `This access token lacks the scope '${A2A_OAUTH_SCOPE}' (grant it to the OAuth client)`);
+    if (p?.model === 'oauth' && !p.scopes?.includes(A2A_OAUTH_SCOPE))
+      throw new AppError(
+        'forbidden',
+        `This access token lacks the scope '${A2A_OAUTH_SCOPE}' (grant it to the OAuth client)`
+      );
   });
 
   /** The caller's task, or null (another caller's task is as good as missing). */
@@ -264,7 +360,11 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
   };
 
   /** Queues a message as a task; null (after answering) when the message cannot become one. */
-  const queueMessage = async (request: FastifyRequest, reply: FastifyReply, message: z.infer<typeof messageBody>): Promise<TaskDocument | null> => {
+  const queueMessage = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    message: z.infer<typeof messageBody>
+  ): Promise<TaskDocument | null> => {
     const out = await queue(request, message);
     if (out.ok) return out.task;
     refuse(reply, out.reason, out.message);
@@ -272,9 +372,18 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
   };
 
   /** Queues a message as a task, or says why it cannot become one. */
-  const queue = async (request: FastifyRequest, message: z.infer<typeof messageBody>): Promise<Outcome<{ task: TaskDocument }>> => {
-    if (message.taskId) return { ok: false, reason: 'UNSUPPORTED_OPERATION', message: 'A task takes one message: send a new message (without taskId) for new work' };
-    if (message.parts.some((p) => !('text' in p || 'data' in p) || !ACCEPTED_MEDIA.includes(p.mediaType ?? ''))) return { ok: false, reason: 'CONTENT_TYPE_NOT_SUPPORTED' };
+  const queue = async (
+    request: FastifyRequest,
+    message: z.infer<typeof messageBody>
+  ): Promise<Outcome<{ task: TaskDocument }>> => {
+    if (message.taskId)
+      return {
+        ok: false,
+        reason: 'UNSUPPORTED_OPERATION',
+        message: 'A task takes one message: send a new message (without taskId) for new work'
+      };
+    if (message.parts.some((p) => !('text' in p || 'data' in p) || !ACCEPTED_MEDIA.includes(p.mediaType ?? '')))
+      return { ok: false, reason: 'CONTENT_TYPE_NOT_SUPPORTED' };
     const submitter = submitterOf(request);
     const id = `task_${createHash('sha256').update(`a2a\n${submitter}\n${message.messageId}`).digest('hex').slice(0, 24)}`;
     const { task } = await tasks.submit({
@@ -290,7 +399,12 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
   };
 
   /** SSE of a task's updates until it reaches a final state, the client leaves or STREAM_MAX_MS passes. */
-  const stream = async (request: FastifyRequest, reply: FastifyReply, first: TaskDocument, wrap: (event: unknown) => unknown = (event) => event) => {
+  const stream = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    first: TaskDocument,
+    wrap: (event: unknown) => unknown = (event) => event
+  ) => {
     const sse = streams.open(request, reply);
     const send = (event: unknown) => sse.write(`data: ${JSON.stringify(wrap(event))}\n\n`);
     send({ task: toA2aTask(first) });
@@ -313,7 +427,14 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
         const a2a = toA2aTask(current);
         const artifact = a2a.artifacts[0];
         if (artifact) send({ artifactUpdate: { taskId: a2a.id, contextId: a2a.contextId, artifact, lastChunk: true } });
-        send({ statusUpdate: { taskId: a2a.id, contextId: a2a.contextId, status: a2a.status, ...(FINAL.includes(current.state) ? { final: true } : {}) } });
+        send({
+          statusUpdate: {
+            taskId: a2a.id,
+            contextId: a2a.contextId,
+            status: a2a.status,
+            ...(FINAL.includes(current.state) ? { final: true } : {})
+          }
+        });
       } else {
         sse.keepAlive();
       }
@@ -325,7 +446,11 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
     `${A2A_BASE_PATH}/message::send`,
     {
       config: caller,
-      schema: { summary: 'A2A SendMessage: queues the message as a federation task', body: sendMessageRequest, response: { 200: sendMessageResponse, ...errors(400, 401, 403, 404, 413, 415, 500, 503) } }
+      schema: {
+        summary: 'A2A SendMessage: queues the message as a federation task',
+        body: sendMessageRequest,
+        response: { 200: sendMessageResponse, ...errors(400, 401, 403, 404, 413, 415, 500, 503) }
+      }
     },
     async (request, reply) => {
       let task = await queueMessage(request, reply, request.body.message);
@@ -335,7 +460,12 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
       request.raw.on('close', () => {
         gone = true;
       });
-      while (request.body.configuration?.returnImmediately !== true && !FINAL.includes(task.state) && Date.now() < until && !gone) {
+      while (
+        request.body.configuration?.returnImmediately !== true &&
+        !FINAL.includes(task.state) &&
+        Date.now() < until &&
+        !gone
+      ) {
         await new Promise((r) => setTimeout(r, STREAM_POLL_MS));
         task = (await tasks.find(task._id)) ?? task;
       }
@@ -347,7 +477,11 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
     `${A2A_BASE_PATH}/message::stream`,
     {
       config: caller,
-      schema: { summary: 'A2A SendStreamingMessage: queues the message as a task, then SSE until it is final', body: sendMessageRequest, response: { ...sseResponse, ...errors(400, 401, 403, 413, 415, 500, 503) } }
+      schema: {
+        summary: 'A2A SendStreamingMessage: queues the message as a task, then SSE until it is final',
+        body: sendMessageRequest,
+        response: { ...sseResponse, ...errors(400, 401, 403, 413, 415, 500, 503) }
+      }
     },
     async (request, reply) => {
       const task = await queueMessage(request, reply, request.body.message);
@@ -364,7 +498,10 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
         summary: "A2A ListTasks: the caller's tasks, newest first",
         querystring: z.looseObject({
           pageSize: queryInt(1, 100).default(50),
-          pageToken: z.string().regex(/^\d{1,7}$/, 'the nextPageToken of the previous page').optional(),
+          pageToken: z
+            .string()
+            .regex(/^\d{1,7}$/, 'the nextPageToken of the previous page')
+            .optional(),
           contextId: z.string().min(1).max(200).optional(),
           status: A2A_STATE_FILTER.optional()
         }),
@@ -374,9 +511,18 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
     async (request) => {
       const { pageSize, pageToken, contextId, status } = request.query;
       const offset = pageToken ? Number(pageToken) : 0;
-      const page = await tasks.listBySubmitter(submitterOf(request), { state: status ? QUEUE_STATE[status] : undefined, contextId }, { limit: pageSize, offset });
+      const page = await tasks.listBySubmitter(
+        submitterOf(request),
+        { state: status ? QUEUE_STATE[status] : undefined, contextId },
+        { limit: pageSize, offset }
+      );
       const next = offset + page.tasks.length;
-      return { tasks: page.tasks.map(toA2aTask), nextPageToken: next < page.total ? String(next) : '', pageSize, totalSize: page.total };
+      return {
+        tasks: page.tasks.map(toA2aTask),
+        nextPageToken: next < page.total ? String(next) : '',
+        pageSize,
+        totalSize: page.total
+      };
     }
   );
 
@@ -389,15 +535,32 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
         summary: 'A2A GetTask, and SubscribeToTask (/tasks/{id}:subscribe, SSE until the task is final)',
         params: taskParams,
         querystring: z.looseObject({ historyLength: queryInt(0, 100).optional() }),
-        response: { 200: { description: 'GetTask: the A2A Task; SubscribeToTask: an SSE stream (text/event-stream)', content: { 'application/json': { schema: a2aTask }, 'text/event-stream': { schema: sseEvent('a StreamResponse as JSON') } } }, ...errors(400, 401, 403, 404, 500, 503) }
+        response: {
+          200: {
+            description: 'GetTask: the A2A Task; SubscribeToTask: an SSE stream (text/event-stream)',
+            content: {
+              'application/json': { schema: a2aTask },
+              'text/event-stream': { schema: sseEvent('a StreamResponse as JSON') }
+            }
+          },
+          ...errors(400, 401, 403, 404, 500, 503)
+        }
       }
     },
     async (request, reply) => {
       const subscribe = request.params.task.endsWith(':subscribe');
-      const task = await ownTask(request, subscribe ? request.params.task.slice(0, -':subscribe'.length) : request.params.task);
+      const task = await ownTask(
+        request,
+        subscribe ? request.params.task.slice(0, -':subscribe'.length) : request.params.task
+      );
       if (!task) return refuse(reply, 'TASK_NOT_FOUND');
       if (!subscribe) return reply.type('application/json').send(toA2aTask(task));
-      if (FINAL.includes(task.state)) return refuse(reply, 'UNSUPPORTED_OPERATION', `The task is ${A2A_STATE[task.state]}: a final task has no updates to subscribe to`);
+      if (FINAL.includes(task.state))
+        return refuse(
+          reply,
+          'UNSUPPORTED_OPERATION',
+          `The task is ${A2A_STATE[task.state]}: a final task has no updates to subscribe to`
+        );
       await stream(request, reply, task);
       return reply;
     }
@@ -407,14 +570,24 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
     `${A2A_BASE_PATH}/tasks/:task`,
     {
       config: caller,
-      schema: { summary: 'A2A CancelTask (/tasks/{id}:cancel)', params: taskParams, response: { 200: a2aTask, ...errors(400, 401, 403, 404, 409, 413, 415, 500, 503) } }
+      schema: {
+        summary: 'A2A CancelTask (/tasks/{id}:cancel)',
+        params: taskParams,
+        response: { 200: a2aTask, ...errors(400, 401, 403, 404, 409, 413, 415, 500, 503) }
+      }
     },
     async (request, reply) => {
-      if (!request.params.task.endsWith(':cancel')) return a2aError(reply, 404, `No route POST ${request.url.split('?')[0]}`);
+      if (!request.params.task.endsWith(':cancel'))
+        return a2aError(reply, 404, `No route POST ${request.url.split('?')[0]}`);
       const task = await ownTask(request, request.params.task.slice(0, -':cancel'.length));
       if (!task) return refuse(reply, 'TASK_NOT_FOUND');
       const out = await tasks.cancel(task._id);
-      if (!out.canceled || !out.task) return refuse(reply, 'TASK_NOT_CANCELABLE', `The task is ${A2A_STATE[out.task?.state ?? task.state]}; only a submitted or working task can be canceled`);
+      if (!out.canceled || !out.task)
+        return refuse(
+          reply,
+          'TASK_NOT_CANCELABLE',
+          `The task is ${A2A_STATE[out.task?.state ?? task.state]}; only a submitted or working task can be canceled`
+        );
       return toA2aTask(out.task);
     }
   );
@@ -425,12 +598,17 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
     {
       config: caller,
       schema: {
-        summary: 'A2A JSON-RPC binding: SendMessage, SendStreamingMessage (SSE), GetTask, ListTasks, CancelTask, SubscribeToTask (SSE)',
+        summary:
+          'A2A JSON-RPC binding: SendMessage, SendStreamingMessage (SSE), GetTask, ListTasks, CancelTask, SubscribeToTask (SSE)',
         body: rpcRequest,
         response: {
           200: {
-            description: 'A JSON-RPC response; for SendStreamingMessage and SubscribeToTask an SSE stream whose data lines are JSON-RPC responses carrying StreamResponses',
-            content: { 'application/json': { schema: rpcResponse }, 'text/event-stream': { schema: sseEvent('a JSON-RPC response carrying a StreamResponse') } }
+            description:
+              'A JSON-RPC response; for SendStreamingMessage and SubscribeToTask an SSE stream whose data lines are JSON-RPC responses carrying StreamResponses',
+            content: {
+              'application/json': { schema: rpcResponse },
+              'text/event-stream': { schema: sseEvent('a JSON-RPC response carrying a StreamResponse') }
+            }
           },
           ...errors(400, 401, 403, 413, 415, 500, 503)
         }
@@ -442,7 +620,15 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
       const send = (body: z.infer<typeof rpcResponse>) => reply.type('application/json').send(body);
       const result = (value: unknown) => send({ jsonrpc: '2.0', id, result: value });
       const fail = (reason: Reason, message?: string) =>
-        send({ jsonrpc: '2.0', id, error: { code: JSONRPC_CODE[reason], message: message ?? REASONS[reason].message, data: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason, domain: 'a2a-protocol.org' }] } });
+        send({
+          jsonrpc: '2.0',
+          id,
+          error: {
+            code: JSONRPC_CODE[reason],
+            message: message ?? REASONS[reason].message,
+            data: [{ '@type': 'type.googleapis.com/google.rpc.ErrorInfo', reason, domain: 'a2a-protocol.org' }]
+          }
+        });
       const parse = <T extends z.ZodType>(schema: T): z.infer<T> | null => {
         const parsed = schema.safeParse(params);
         return parsed.success ? parsed.data : null;
@@ -467,7 +653,12 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
           request.raw.on('close', () => {
             gone = true;
           });
-          while (body.configuration?.returnImmediately !== true && !FINAL.includes(task.state) && Date.now() < until && !gone) {
+          while (
+            body.configuration?.returnImmediately !== true &&
+            !FINAL.includes(task.state) &&
+            Date.now() < until &&
+            !gone
+          ) {
             await new Promise((r) => setTimeout(r, STREAM_POLL_MS));
             task = (await tasks.find(task._id)) ?? task;
           }
@@ -482,12 +673,20 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
           if (!task) return fail('TASK_NOT_FOUND');
           if (method === 'GetTask') return result(toA2aTask(task));
           if (method === 'SubscribeToTask') {
-            if (FINAL.includes(task.state)) return fail('UNSUPPORTED_OPERATION', `The task is ${A2A_STATE[task.state]}: a final task has no updates to subscribe to`);
+            if (FINAL.includes(task.state))
+              return fail(
+                'UNSUPPORTED_OPERATION',
+                `The task is ${A2A_STATE[task.state]}: a final task has no updates to subscribe to`
+              );
             await stream(request, reply, task, wrap);
             return reply;
           }
           const out = await tasks.cancel(task._id);
-          if (!out.canceled || !out.task) return fail('TASK_NOT_CANCELABLE', `The task is ${A2A_STATE[out.task?.state ?? task.state]}; only a submitted or working task can be canceled`);
+          if (!out.canceled || !out.task)
+            return fail(
+              'TASK_NOT_CANCELABLE',
+              `The task is ${A2A_STATE[out.task?.state ?? task.state]}; only a submitted or working task can be canceled`
+            );
           return result(toA2aTask(out.task));
         }
         case 'ListTasks': {
@@ -495,9 +694,18 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
           if (!body) return malformed();
           const pageSize = body.pageSize ?? 50;
           const offset = body.pageToken ? Number(body.pageToken) : 0;
-          const page = await tasks.listBySubmitter(submitterOf(request), { state: body.status ? QUEUE_STATE[body.status] : undefined, contextId: body.contextId }, { limit: pageSize, offset });
+          const page = await tasks.listBySubmitter(
+            submitterOf(request),
+            { state: body.status ? QUEUE_STATE[body.status] : undefined, contextId: body.contextId },
+            { limit: pageSize, offset }
+          );
           const next = offset + page.tasks.length;
-          return result({ tasks: page.tasks.map(toA2aTask), nextPageToken: next < page.total ? String(next) : '', pageSize, totalSize: page.total });
+          return result({
+            tasks: page.tasks.map(toA2aTask),
+            nextPageToken: next < page.total ? String(next) : '',
+            pageSize,
+            totalSize: page.total
+          });
         }
         case 'CreateTaskPushNotificationConfig':
         case 'GetTaskPushNotificationConfig':
@@ -507,17 +715,25 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
         case 'GetExtendedAgentCard':
           return fail('EXTENDED_AGENT_CARD_NOT_CONFIGURED');
         default:
-          return send({ jsonrpc: '2.0', id, error: { code: METHOD_NOT_FOUND, message: `Method not found: ${method}` } });
+          return send({
+            jsonrpc: '2.0',
+            id,
+            error: { code: METHOD_NOT_FOUND, message: `Method not found: ${method}` }
+          });
       }
     }
   );
 
   const pushSummary = 'A2A push notification configs: not supported (capabilities.pushNotifications is false)';
-  app.post(`${A2A_BASE_PATH}/tasks/:task/pushNotificationConfigs`, { config: none, schema: { summary: pushSummary, params: taskParams, response: errors(400, 413, 415, 500, 503) } }, async (_r, reply) =>
-    refuse(reply, 'PUSH_NOTIFICATION_NOT_SUPPORTED')
+  app.post(
+    `${A2A_BASE_PATH}/tasks/:task/pushNotificationConfigs`,
+    { config: none, schema: { summary: pushSummary, params: taskParams, response: errors(400, 413, 415, 500, 503) } },
+    async (_r, reply) => refuse(reply, 'PUSH_NOTIFICATION_NOT_SUPPORTED')
   );
-  app.get(`${A2A_BASE_PATH}/tasks/:task/pushNotificationConfigs`, { config: none, schema: { summary: pushSummary, params: taskParams, response: errors(400, 500, 503) } }, async (_r, reply) =>
-    refuse(reply, 'PUSH_NOTIFICATION_NOT_SUPPORTED')
+  app.get(
+    `${A2A_BASE_PATH}/tasks/:task/pushNotificationConfigs`,
+    { config: none, schema: { summary: pushSummary, params: taskParams, response: errors(400, 500, 503) } },
+    async (_r, reply) => refuse(reply, 'PUSH_NOTIFICATION_NOT_SUPPORTED')
   );
   for (const method of ['GET', 'DELETE'] as const) {
     app.route({
@@ -531,7 +747,13 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{ config: Config; tasks: Ta
 
   app.get(
     `${A2A_BASE_PATH}/extendedAgentCard`,
-    { config: none, schema: { summary: 'A2A GetExtendedAgentCard: not configured (capabilities.extendedAgentCard is false)', response: errors(400, 500, 503) } },
+    {
+      config: none,
+      schema: {
+        summary: 'A2A GetExtendedAgentCard: not configured (capabilities.extendedAgentCard is false)',
+        response: errors(400, 500, 503)
+      }
+    },
     async (_r, reply) => refuse(reply, 'EXTENDED_AGENT_CARD_NOT_CONFIGURED')
   );
 };

@@ -25,13 +25,33 @@ import { A2A_BASE_PATH, A2A_OAUTH_SCOPE, a2aBindingRoutes } from './a2a-binding'
 import { noBody } from '../../response-docs';
 
 const SKILLS: Record<EndpointGroup, { name: string; tags: string[]; examples: string[] }> = {
-  a2a_standard: { name: 'Federation access', tags: ['a2a', 'registration', 'heartbeat', 'federation'], examples: ['Register a node with POST /a2a/register, then heartbeat every 30 s'] },
-  directory_tree_collab: { name: 'Architecture directory tree', tags: ['directory-tree', 'json-patch', 'review'], examples: ['Propose an RFC 6902 patch against the latest tree version'] },
+  a2a_standard: {
+    name: 'Federation access',
+    tags: ['a2a', 'registration', 'heartbeat', 'federation'],
+    examples: ['Register a node with POST /a2a/register, then heartbeat every 30 s']
+  },
+  directory_tree_collab: {
+    name: 'Architecture directory tree',
+    tags: ['directory-tree', 'json-patch', 'review'],
+    examples: ['Propose an RFC 6902 patch against the latest tree version']
+  },
   review_admin: { name: 'Node review', tags: ['review', 'homologous'], examples: ['Approve a pending node'] },
-  zhongshu_truth_api: { name: 'Truth ledger', tags: ['truth', 'ledger', 'merkle', 'audit'], examples: ['Report a truth record and verify the Merkle root'] },
+  zhongshu_truth_api: {
+    name: 'Truth ledger',
+    tags: ['truth', 'ledger', 'merkle', 'audit'],
+    examples: ['Report a truth record and verify the Merkle root']
+  },
   federated_compute: { name: 'Federated compute', tags: ['compute', 'dpop', 'gpu'], examples: ['Register a GPU node'] },
-  oauth_oidc: { name: 'OAuth 2.0 / OIDC', tags: ['oauth', 'oidc', 'client-credentials'], examples: ['Request an access token with client credentials'] },
-  kunlun_federation: { name: 'Partner federation', tags: ['partner', 'secure-channel'], examples: ['Open the partner secure channel'] }
+  oauth_oidc: {
+    name: 'OAuth 2.0 / OIDC',
+    tags: ['oauth', 'oidc', 'client-credentials'],
+    examples: ['Request an access token with client credentials']
+  },
+  kunlun_federation: {
+    name: 'Partner federation',
+    tags: ['partner', 'secure-channel'],
+    examples: ['Open the partner secure channel']
+  }
 };
 
 /** The card as documented (the A2A v1.0 AgentCard's required members; the rest is described by the spec). */
@@ -39,12 +59,20 @@ const cardResponse = z
   .looseObject({
     name: z.string(),
     description: z.string(),
-    supportedInterfaces: z.array(z.looseObject({ url: z.string(), protocolBinding: z.string(), protocolVersion: z.string() })).min(1),
+    supportedInterfaces: z
+      .array(z.looseObject({ url: z.string(), protocolBinding: z.string(), protocolVersion: z.string() }))
+      .min(1),
     version: z.string(),
-    capabilities: z.looseObject({ streaming: z.boolean(), pushNotifications: z.boolean(), extendedAgentCard: z.boolean() }),
+    capabilities: z.looseObject({
+      streaming: z.boolean(),
+      pushNotifications: z.boolean(),
+      extendedAgentCard: z.boolean()
+    }),
     defaultInputModes: z.array(z.string()),
     defaultOutputModes: z.array(z.string()),
-    skills: z.array(z.looseObject({ id: z.string(), name: z.string(), description: z.string(), tags: z.array(z.string()) }))
+    skills: z.array(
+      z.looseObject({ id: z.string(), name: z.string(), description: z.string(), tags: z.array(z.string()) })
+    )
   })
   .describe('A2A v1.0 agent card');
 
@@ -63,7 +91,11 @@ const TASK_SKILL = {
 };
 
 /** The binding's credentials: a node's key, the homologous token or an OAuth access token with the scope a2a (any one). */
-const CALLER_SECURITY = [{ schemes: { external_node: { list: [] } } }, { schemes: { homologous: { list: [] } } }, { schemes: { oauth: { list: [A2A_OAUTH_SCOPE] } } }];
+const CALLER_SECURITY = [
+  { schemes: { external_node: { list: [] } } },
+  { schemes: { homologous: { list: [] } } },
+  { schemes: { oauth: { list: [A2A_OAUTH_SCOPE] } } }
+];
 
 /** At most this many capability skills on the card, read from at most NODE_SCAN_LIMIT online nodes. */
 export const MAX_CAPABILITY_SKILLS = 32;
@@ -102,7 +134,10 @@ function capabilitySkill(cap: string) {
 /** Skills whose every endpoint needs one credential (the others mix public reads with authenticated writes). */
 const SKILL_SECURITY: Partial<Record<EndpointGroup, string>> = { review_admin: 'homologous' };
 
-export function buildAgentCard({ config, directory, keys }: Omit<CardDeps, 'nodes' | 'tasks'>, capabilities: string[] = []) {
+export function buildAgentCard(
+  { config, directory, keys }: Omit<CardDeps, 'nodes' | 'tasks'>,
+  capabilities: string[] = []
+) {
   const base = config.publicUrl;
   const served = directory.countByGroup();
   return {
@@ -131,25 +166,52 @@ export function buildAgentCard({ config, directory, keys }: Omit<CardDeps, 'node
           uri: `${base}/a2a/endpoints`,
           description: 'Structured endpoint directory (method, path, group, auth model) and its summary',
           required: false,
-          params: { directory_url: `${base}/a2a/endpoints`, summary_url: `${base}/a2a/endpoints/summary`, openapi_url: `${base}/openapi.json` }
+          params: {
+            directory_url: `${base}/a2a/endpoints`,
+            summary_url: `${base}/a2a/endpoints/summary`,
+            openapi_url: `${base}/openapi.json`
+          }
         },
         {
           uri: `${base}/api/status`,
           description: 'Signed tree heads of the truth ledger: Ed25519 over tree size, root and timestamp',
           required: false,
-          params: { algorithm: 'Ed25519', public_key_base64: keys.publicKeyBase64, key_id: keys.kid, jwks_uri: `${base}/.well-known/jwks.json` }
+          params: {
+            algorithm: 'Ed25519',
+            public_key_base64: keys.publicKeyBase64,
+            key_id: keys.kid,
+            jwks_uri: `${base}/.well-known/jwks.json`
+          }
         }
       ]
     },
     securitySchemes: {
-      external_node: { apiKeySecurityScheme: { location: 'header', name: 'X-External-Key', description: 'Node API key from POST /a2a/register, sent with X-External-Node' } },
-      homologous: { apiKeySecurityScheme: { location: 'header', name: 'X-ZR-Token', description: 'Homologous token (or X-DID + X-Capture-Token)' } },
+      external_node: {
+        apiKeySecurityScheme: {
+          location: 'header',
+          name: 'X-External-Key',
+          description: 'Node API key from POST /a2a/register, sent with X-External-Node'
+        }
+      },
+      homologous: {
+        apiKeySecurityScheme: {
+          location: 'header',
+          name: 'X-ZR-Token',
+          description: 'Homologous token (or X-DID + X-Capture-Token)'
+        }
+      },
       did: { apiKeySecurityScheme: { location: 'header', name: 'X-DID', description: 'A registered node DID' } },
       // The hub's own authorization server (client credentials); the binding takes its access tokens with scope a2a.
       oauth: {
         oauth2SecurityScheme: {
-          description: 'OAuth 2.0 client credentials from the hub (Authorization: Bearer <access token>); the token needs the scope a2a',
-          flows: { clientCredentials: { tokenUrl: `${base}/v1/oauth/token`, scopes: { [A2A_OAUTH_SCOPE]: 'Send messages and follow, list and cancel the tasks they become' } } },
+          description:
+            'OAuth 2.0 client credentials from the hub (Authorization: Bearer <access token>); the token needs the scope a2a',
+          flows: {
+            clientCredentials: {
+              tokenUrl: `${base}/v1/oauth/token`,
+              scopes: { [A2A_OAUTH_SCOPE]: 'Send messages and follow, list and cancel the tasks they become' }
+            }
+          },
           oauth2MetadataUrl: `${base}/.well-known/oauth-authorization-server`
         }
       }
@@ -162,13 +224,13 @@ export function buildAgentCard({ config, directory, keys }: Omit<CardDeps, 'node
       { ...TASK_SKILL, securityRequirements: CALLER_SECURITY },
       ...capabilities.map(capabilitySkill),
       ...(Object.keys(ENDPOINT_GROUPS) as EndpointGroup[])
-      .filter((g) => (served.get(g) ?? 0) > 0)
-      .map((g) => ({
-        id: g,
-        name: SKILLS[g].name,
-        description: ENDPOINT_GROUPS[g].description,
-        tags: SKILLS[g].tags,
-        examples: SKILLS[g].examples,
+        .filter((g) => (served.get(g) ?? 0) > 0)
+        .map((g) => ({
+          id: g,
+          name: SKILLS[g].name,
+          description: ENDPOINT_GROUPS[g].description,
+          tags: SKILLS[g].tags,
+          examples: SKILLS[g].examples,
           ...(SKILL_SECURITY[g] ? { securityRequirements: [{ schemes: { [SKILL_SECURITY[g]!]: { list: [] } } }] } : {})
         }))
     ]
@@ -183,12 +245,19 @@ export const agentCardRoutes: FastifyPluginAsyncZod<CardDeps> = async (app, deps
   const build = async () => {
     const capabilities = await onlineCapabilities(deps.nodes).catch((err: unknown) => {
       if (!cached) throw err;
-      app.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'agent card: online capabilities not read; serving the last card');
+      app.log.warn(
+        { err: err instanceof Error ? err.message : String(err) },
+        'agent card: online capabilities not read; serving the last card'
+      );
       return null;
     });
     if (capabilities === null) return { ...cached!, at: Date.now() };
     const text = JSON.stringify(buildAgentCard(deps, capabilities));
-    return { body: text, etag: `"${createHash('sha256').update(text).digest('base64url').slice(0, 27)}"`, at: Date.now() };
+    return {
+      body: text,
+      etag: `"${createHash('sha256').update(text).digest('base64url').slice(0, 27)}"`,
+      at: Date.now()
+    };
   };
   const card = async () => {
     if (cached && Date.now() - cached.at < CARD_TTL_MS) return cached;
@@ -201,8 +270,20 @@ export const agentCardRoutes: FastifyPluginAsyncZod<CardDeps> = async (app, deps
     if (request.headers['if-none-match'] === etag) return reply.code(304).send();
     return reply.type('application/json').send(body);
   };
-  const schema = { response: { 200: cardResponse, 304: noBody('Not modified: If-None-Match carried the current ETag') } };
-  app.get('/a2a/.well-known/agent.json', { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Agent discovery: capability declaration and endpoint directory' } }, schema }, handler);
+  const schema = {
+    response: { 200: cardResponse, 304: noBody('Not modified: If-None-Match carried the current ETag') }
+  };
+  app.get(
+    '/a2a/.well-known/agent.json',
+    {
+      config: {
+        auth: 'none',
+        directory: { group: 'a2a_standard', summary: 'Agent discovery: capability declaration and endpoint directory' }
+      },
+      schema
+    },
+    handler
+  );
   app.get('/.well-known/agent-card.json', { config: { auth: 'none' }, schema }, handler);
   // The interface the card advertises, in a context of its own (its errors take the binding's shape).
   await app.register(a2aBindingRoutes, { config: deps.config, tasks: deps.tasks });

@@ -28,7 +28,11 @@ import { RawJson, rawJsonSchema } from '../../../core/raw-json';
 import type { DirectoryTreeStore, ProposalDocument } from '../../../store/federation/directory-tree';
 import type { NodeStore } from '../../../store/federation/nodes';
 import { TreeProposalInput, treeProposalWorkflowId } from '../../../workflows/federation/tree-proposal.contract';
-import { decideTreeProposal, openTreeProposal, supersedeTreeProposal } from '../../../workflows/federation/tree-proposal.client';
+import {
+  decideTreeProposal,
+  openTreeProposal,
+  supersedeTreeProposal
+} from '../../../workflows/federation/tree-proposal.client';
 import { ERROR_BODY } from '../../response-docs';
 
 const proposalId = z.string().regex(/^tp_[a-f0-9]{16}$/, 'a proposal id such as tp_0123456789abcdef');
@@ -45,9 +49,16 @@ const proposeBody = z
   .strict();
 
 const mergeBody = z
-  .object({ proposal_id: proposalId, decision: z.enum(['merge', 'reject']).default('merge'), reason: humanText(2000, { multiline: true, min: 0 }).default('') })
+  .object({
+    proposal_id: proposalId,
+    decision: z.enum(['merge', 'reject']).default('merge'),
+    reason: humanText(2000, { multiline: true, min: 0 }).default('')
+  })
   .strict()
-  .refine((b) => b.decision === 'merge' || b.reason.length > 0, { message: 'give a reason when rejecting', path: ['reason'] });
+  .refine((b) => b.decision === 'merge' || b.reason.length > 0, {
+    message: 'give a reason when rejecting',
+    path: ['reason']
+  });
 
 const version = z.number().int();
 const tree = (description: string) => rawJsonSchema(description);
@@ -57,7 +68,12 @@ const PATCH_JSON_SCHEMA = {
   items: {
     type: 'object',
     required: ['op', 'path'],
-    properties: { op: { type: 'string', enum: ['add', 'remove', 'replace', 'move', 'copy', 'test'] }, path: { type: 'string' }, from: { type: 'string' }, value: {} }
+    properties: {
+      op: { type: 'string', enum: ['add', 'remove', 'replace', 'move', 'copy', 'test'] },
+      path: { type: 'string' },
+      from: { type: 'string' },
+      value: {}
+    }
   }
 };
 
@@ -95,10 +111,22 @@ const proposalView = z.object({
   merged_version: version.nullable(),
   superseded_by: z.string().nullable(),
   supersedes: z.string().nullable(),
-  diff: z.object({ operations: rawJsonSchema('the patch (RFC 6902 JSON Patch)', PATCH_JSON_SCHEMA), paths: z.array(z.string()).describe('the paths the patch writes') }),
-  applies_to_latest: z.boolean().nullable().describe('for open proposals: whether the patch still applies to the latest version')
+  diff: z.object({
+    operations: rawJsonSchema('the patch (RFC 6902 JSON Patch)', PATCH_JSON_SCHEMA),
+    paths: z.array(z.string()).describe('the paths the patch writes')
+  }),
+  applies_to_latest: z
+    .boolean()
+    .nullable()
+    .describe('for open proposals: whether the patch still applies to the latest version')
 });
-const reviewResponse = z.object({ ok: z.literal(true), state: z.enum(PROPOSAL_STATES), latest_version: version, count: z.number().int(), proposals: z.array(proposalView) });
+const reviewResponse = z.object({
+  ok: z.literal(true),
+  state: z.enum(PROPOSAL_STATES),
+  latest_version: version,
+  count: z.number().int(),
+  proposals: z.array(proposalView)
+});
 /** The tree-proposal workflow's view after the decision (workflows/federation/tree-proposal.contract.ts ProposalStatus). */
 const proposalStatus = z.object({
   proposal_id: z.string(),
@@ -115,24 +143,45 @@ const proposalStatus = z.object({
   merge_attempts: z.number().int(),
   decision_seq: z.number().int().nullable().describe('the ledger seq of the recorded decision')
 });
-const mergeResponse = z.object({ ok: z.literal(true), proposal: proposalStatus, version: version.nullable().describe('the merged version'), tree: tree('the merged tree').nullable() });
+const mergeResponse = z.object({
+  ok: z.literal(true),
+  proposal: proposalStatus,
+  version: version.nullable().describe('the merged version'),
+  tree: tree('the merged tree').nullable()
+});
 const mergeConflict = ERROR_BODY.extend({
   proposal_id: z.string().optional(),
-  state: z.enum(PROPOSAL_STATES).optional().describe('the proposal\'s state, when it is already closed'),
+  state: z.enum(PROPOSAL_STATES).optional().describe("the proposal's state, when it is already closed"),
   base_version: version.optional(),
   latest_version: version.optional(),
-  conflicts: z.array(z.looseObject({ path: z.string(), reason: z.string(), operation: z.number().int().optional() })).optional().describe('what no longer applies to the latest version')
+  conflicts: z
+    .array(z.looseObject({ path: z.string(), reason: z.string(), operation: z.number().int().optional() }))
+    .optional()
+    .describe('what no longer applies to the latest version')
 }).describe('Already closed, or the patch conflicts with the latest version (conflicts)');
 
 const proposeConflict = ERROR_BODY.extend({
   base_version: version.optional(),
   latest_version: version.optional(),
-  conflicts: z.array(z.looseObject({ path: z.string(), reason: z.string(), operation: z.number().int().optional() })).optional().describe('the first operation that does not apply to the base version')
-}).describe('The base version does not exist, the patch does not apply to it (conflicts), or the superseded proposal is closed');
+  conflicts: z
+    .array(z.looseObject({ path: z.string(), reason: z.string(), operation: z.number().int().optional() }))
+    .optional()
+    .describe('the first operation that does not apply to the base version')
+}).describe(
+  'The base version does not exist, the patch does not apply to it (conflicts), or the superseded proposal is closed'
+);
 
-export const directoryTreeRoutes: FastifyPluginAsyncZod<{ tree: DirectoryTreeStore; nodes: NodeStore; temporal: Client; config: Config }> = async (app, deps) => {
+export const directoryTreeRoutes: FastifyPluginAsyncZod<{
+  tree: DirectoryTreeStore;
+  nodes: NodeStore;
+  temporal: Client;
+  config: Config;
+}> = async (app, deps) => {
   const { tree: store, nodes, temporal, config } = deps;
-  const group = (auth: 'none' | 'node_or_homologous' | 'homologous', summary: string) => ({ auth, directory: { group: 'directory_tree_collab' as const, summary } });
+  const group = (auth: 'none' | 'node_or_homologous' | 'homologous', summary: string) => ({
+    auth,
+    directory: { group: 'directory_tree_collab' as const, summary }
+  });
 
   app.get(
     '/a2a/directory-tree/latest',
@@ -145,7 +194,16 @@ export const directoryTreeRoutes: FastifyPluginAsyncZod<{ tree: DirectoryTreeSto
       const doc = version ? await store.version(version) : await store.latest();
       if (!doc) throw notFound(`No version ${version} of the directory tree`);
       const latest = version ? await store.latest() : doc;
-      return { ok: true as const, version: doc._id, latest_version: latest._id, tree: new RawJson(doc.tree_json), created_at: doc.created_at, title: doc.title, proposal_id: doc.proposal_id, merged_by: doc.merged_by };
+      return {
+        ok: true as const,
+        version: doc._id,
+        latest_version: latest._id,
+        tree: new RawJson(doc.tree_json),
+        created_at: doc.created_at,
+        title: doc.title,
+        proposal_id: doc.proposal_id,
+        merged_by: doc.merged_by
+      };
     }
   );
 
@@ -157,7 +215,7 @@ export const directoryTreeRoutes: FastifyPluginAsyncZod<{ tree: DirectoryTreeSto
         body: proposeBody,
         response: {
           201: proposedResponse.describe('Proposal opened'),
-          403: ERROR_BODY.describe('Node not reviewed, or the superseded proposal is another author\'s'),
+          403: ERROR_BODY.describe("Node not reviewed, or the superseded proposal is another author's"),
           409: proposeConflict
         }
       }
@@ -168,13 +226,18 @@ export const directoryTreeRoutes: FastifyPluginAsyncZod<{ tree: DirectoryTreeSto
       if (principal.model === 'external_node') {
         // The authentication cache may be a moment behind a review decision; permissions use the stored state.
         const state = (await nodes.findPublic(principal.id))?.state ?? 'rejected';
-        if (!NODE_PERMISSIONS[state].propose) throw new AppError('forbidden', `node ${principal.id} is ${state}; only reviewed nodes may propose`);
+        if (!NODE_PERMISSIONS[state].propose)
+          throw new AppError('forbidden', `node ${principal.id} is ${state}; only reviewed nodes may propose`);
       }
       const author = principal.did ?? principal.id;
       const base = await store.version(body.base_version);
       if (!base) {
         const latest = await store.latest();
-        throw new AppError('conflict', `base_version ${body.base_version} does not exist (the latest version is ${latest._id})`, { base_version: body.base_version, latest_version: latest._id });
+        throw new AppError(
+          'conflict',
+          `base_version ${body.base_version} does not exist (the latest version is ${latest._id})`,
+          { base_version: body.base_version, latest_version: latest._id }
+        );
       }
       const patch: PatchOperation[] = body.patch;
       try {
@@ -190,8 +253,12 @@ export const directoryTreeRoutes: FastifyPluginAsyncZod<{ tree: DirectoryTreeSto
       }
       if (body.supersedes) {
         const old = await store.findProposal(body.supersedes);
-        if (!old) throw new AppError('invalid_request', `supersedes: no proposal ${body.supersedes}`, { fields: [{ field: 'supersedes', message: 'no such proposal' }] });
-        if (old.author !== author) throw new AppError('forbidden', `proposal ${body.supersedes} belongs to another author`);
+        if (!old)
+          throw new AppError('invalid_request', `supersedes: no proposal ${body.supersedes}`, {
+            fields: [{ field: 'supersedes', message: 'no such proposal' }]
+          });
+        if (old.author !== author)
+          throw new AppError('forbidden', `proposal ${body.supersedes} belongs to another author`);
         if (old.state !== 'open') throw new AppError('conflict', `proposal ${body.supersedes} is already ${old.state}`);
       }
 
@@ -215,7 +282,16 @@ export const directoryTreeRoutes: FastifyPluginAsyncZod<{ tree: DirectoryTreeSto
         supersedes: body.supersedes ?? null
       };
       await store.insertProposal(doc);
-      const input: TreeProposalInput = { version: 1, proposal_id: id, base_version: body.base_version, title: body.title, author, created_at: now, hub_did: config.SERVICE_DID, history_limit: config.TREE_PROPOSAL_HISTORY_LIMIT };
+      const input: TreeProposalInput = {
+        version: 1,
+        proposal_id: id,
+        base_version: body.base_version,
+        title: body.title,
+        author,
+        created_at: now,
+        hub_did: config.SERVICE_DID,
+        history_limit: config.TREE_PROPOSAL_HISTORY_LIMIT
+      };
       try {
         await openTreeProposal(temporal, config.TEMPORAL_TASK_QUEUE, input);
       } catch (err) {
@@ -225,9 +301,15 @@ export const directoryTreeRoutes: FastifyPluginAsyncZod<{ tree: DirectoryTreeSto
       }
       if (body.supersedes) await supersedeTreeProposal(temporal, body.supersedes, id);
       const latest = await store.latest();
-      return reply
-        .code(201)
-        .send({ ok: true as const, proposal_id: id, workflow_id: treeProposalWorkflowId(id), state: 'open' as const, base_version: body.base_version, latest_version: latest._id, supersedes: body.supersedes ?? null });
+      return reply.code(201).send({
+        ok: true as const,
+        proposal_id: id,
+        workflow_id: treeProposalWorkflowId(id),
+        state: 'open' as const,
+        base_version: body.base_version,
+        latest_version: latest._id,
+        supersedes: body.supersedes ?? null
+      });
     }
   );
 
@@ -235,7 +317,10 @@ export const directoryTreeRoutes: FastifyPluginAsyncZod<{ tree: DirectoryTreeSto
     '/a2a/directory-tree/review',
     {
       config: group('none', 'Review queue: open proposals with their diffs'),
-      schema: { querystring: z.object({ state: z.enum(PROPOSAL_STATES).default('open'), limit: queryInt(1, 200).default(50) }), response: { 200: reviewResponse } }
+      schema: {
+        querystring: z.object({ state: z.enum(PROPOSAL_STATES).default('open'), limit: queryInt(1, 200).default(50) }),
+        response: { 200: reviewResponse }
+      }
     },
     async (request) => {
       const { state, limit } = request.query;
@@ -254,7 +339,12 @@ export const directoryTreeRoutes: FastifyPluginAsyncZod<{ tree: DirectoryTreeSto
           } catch {
             applies = false;
           }
-          return { proposal_id: _id, ...p, diff: { operations: new RawJson(patch_json), paths: touchedPaths(patch) }, applies_to_latest: state === 'open' ? applies : null };
+          return {
+            proposal_id: _id,
+            ...p,
+            diff: { operations: new RawJson(patch_json), paths: touchedPaths(patch) },
+            applies_to_latest: state === 'open' ? applies : null
+          };
         })
       };
     }
@@ -271,10 +361,16 @@ export const directoryTreeRoutes: FastifyPluginAsyncZod<{ tree: DirectoryTreeSto
       const reviewer = request.principal!.did ?? request.principal!.id;
       const stored = await store.findProposal(proposal_id);
       if (!stored) throw notFound(`No proposal ${proposal_id}`);
-      if (stored.state !== 'open') throw new AppError('conflict', `proposal ${proposal_id} is already ${stored.state}`, { state: stored.state });
+      if (stored.state !== 'open')
+        throw new AppError('conflict', `proposal ${proposal_id} is already ${stored.state}`, { state: stored.state });
       const status = await decideTreeProposal(temporal, proposal_id, { decision, reviewer, reason });
       const merged = status.merged_version ? await store.version(status.merged_version) : null;
-      return { ok: true as const, proposal: status, version: status.merged_version, tree: merged ? new RawJson(merged.tree_json) : null };
+      return {
+        ok: true as const,
+        proposal: status,
+        version: status.merged_version,
+        tree: merged ? new RawJson(merged.tree_json) : null
+      };
     }
   );
 };

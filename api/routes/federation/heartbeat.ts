@@ -22,24 +22,31 @@ const NO_FIGURES: HeartbeatBody = heartbeatBody.parse({});
 const heartbeatResponse = z.object({
   ok: z.literal(true),
   node_id: z.string(),
-  state: z.enum(NODE_STATES).describe('the node\'s state after this heartbeat (an offline node is back online)'),
+  state: z.enum(NODE_STATES).describe("the node's state after this heartbeat (an offline node is back online)"),
   received_at: z.string(),
-  next_heartbeat_within_s: z.number().int().describe('NODE_OFFLINE_AFTER_S: silence this long makes an online node offline'),
-  ignored_fields: z.array(z.string()).describe('figures the hub neither knows nor could keep in the sample\'s extra')
+  next_heartbeat_within_s: z
+    .number()
+    .int()
+    .describe('NODE_OFFLINE_AFTER_S: silence this long makes an online node offline'),
+  ignored_fields: z.array(z.string()).describe("figures the hub neither knows nor could keep in the sample's extra")
 });
 
-export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: PresenceRecorder; nodeCache: NodeCache; temporal: Client; config: Config }> = async (
-  app,
-  { presenceRecorder, temporal, config }
-) => {
+export const heartbeatRoutes: FastifyPluginAsyncZod<{
+  presenceRecorder: PresenceRecorder;
+  nodeCache: NodeCache;
+  temporal: Client;
+  config: Config;
+}> = async (app, { presenceRecorder, temporal, config }) => {
   let sweepersEnsuredAt = 0;
   const ensureSweepers = (now: number) => {
     if (now - sweepersEnsuredAt < 60_000) return;
     sweepersEnsuredAt = now;
-    ensureNodeSweepers(temporal, config.TEMPORAL_TASK_QUEUE, config.NODE_OFFLINE_AFTER_S, config.SERVICE_DID).catch((err) => {
-      sweepersEnsuredAt = Date.now() - 55_000;
-      app.log.warn({ err }, 'could not start the presence sweepers; trying again in 5 s');
-    });
+    ensureNodeSweepers(temporal, config.TEMPORAL_TASK_QUEUE, config.NODE_OFFLINE_AFTER_S, config.SERVICE_DID).catch(
+      (err) => {
+        sweepersEnsuredAt = Date.now() - 55_000;
+        app.log.warn({ err }, 'could not start the presence sweepers; trying again in 5 s');
+      }
+    );
   };
   // At start too, not only at the first heartbeat: a sweeper's first workflow task must not wait behind a backlog
   // of other workflow tasks (a registration burst queues one per node) before liveness is swept.
@@ -47,7 +54,14 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: Presence
   app.post(
     '/a2a/heartbeat',
     {
-      config: { auth: 'external_node', presenceHold: true, directory: { group: 'a2a_standard', summary: 'Heartbeat with resource and performance figures; offline after NODE_OFFLINE_AFTER_S of silence' } },
+      config: {
+        auth: 'external_node',
+        presenceHold: true,
+        directory: {
+          group: 'a2a_standard',
+          summary: 'Heartbeat with resource and performance figures; offline after NODE_OFFLINE_AFTER_S of silence'
+        }
+      },
       schema: { body: heartbeatBody.nullish(), response: { 200: heartbeatResponse } }
     },
     async (request, reply) => {
@@ -68,11 +82,19 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{ presenceRecorder: Presence
       // keep up (PRESENCE_ACK_LAG_MS); a pending node's waits, since a review decision reads it (presence-recorder.ts).
       await presenceRecorder.record(
         nodeId,
-        { at: new Date(seenAt).toISOString(), resources: body.resources, performance: body.performance, ...(hasExtra ? { extra: body.extra } : {}) },
+        {
+          at: new Date(seenAt).toISOString(),
+          resources: body.resources,
+          performance: body.performance,
+          ...(hasExtra ? { extra: body.extra } : {})
+        },
         seenAt,
         state === 'online' || state === 'offline'
       );
-      reply.header('server-timing', `auth;dur=${received.toFixed(1)}, presence;dur=${(reply.elapsedTime - received).toFixed(1)}`);
+      reply.header(
+        'server-timing',
+        `auth;dur=${received.toFixed(1)}, presence;dur=${(reply.elapsedTime - received).toFixed(1)}`
+      );
       // An offline node that beats is online from now on: the sweeper records it at its next tick (the node
       // document, the ledger and this process's cache follow within about 2 s).
       return {

@@ -13,16 +13,36 @@ import { notFound } from '../../../core/errors';
 import type { PeerDocument, PeerStore } from '../../../store/federation/peers';
 
 const PROBE_TIMEOUT_MS = 5000;
-const peerId = (name: string) => name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '').slice(0, 60) || 'peer';
+const peerId = (name: string) =>
+  name
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-|-$/g, '')
+    .slice(0, 60) || 'peer';
 
-async function probe(url: string): Promise<{ ok: true; name: string | null; version: string | null } | { ok: false; error: string }> {
+async function probe(
+  url: string
+): Promise<{ ok: true; name: string | null; version: string | null } | { ok: false; error: string }> {
   try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS), headers: { accept: 'application/json' } });
+    const res = await fetch(url, {
+      signal: AbortSignal.timeout(PROBE_TIMEOUT_MS),
+      headers: { accept: 'application/json' }
+    });
     if (!res.ok) return { ok: false, error: `agent card answered HTTP ${res.status}` };
     const card = (await res.json()) as { name?: unknown; version?: unknown };
-    return { ok: true, name: typeof card.name === 'string' ? card.name : null, version: typeof card.version === 'string' ? card.version : null };
+    return {
+      ok: true,
+      name: typeof card.name === 'string' ? card.name : null,
+      version: typeof card.version === 'string' ? card.version : null
+    };
   } catch (err) {
-    return { ok: false, error: (err as Error).name === 'TimeoutError' ? `no answer within ${PROBE_TIMEOUT_MS} ms` : `fetch failed: ${(err as Error).message}` };
+    return {
+      ok: false,
+      error:
+        (err as Error).name === 'TimeoutError'
+          ? `no answer within ${PROBE_TIMEOUT_MS} ms`
+          : `fetch failed: ${(err as Error).message}`
+    };
   }
 }
 
@@ -37,7 +57,7 @@ const peerSchema = z.object({
   last_probe_at: z.string(),
   last_status: z.enum(['reachable', 'unreachable']),
   last_error: z.string().nullable(),
-  card_name: z.string().nullable().describe('what the peer\'s card says about itself, when it was reachable'),
+  card_name: z.string().nullable().describe("what the peer's card says about itself, when it was reachable"),
   card_version: z.string().nullable()
 });
 const peerResponse = z.object({ ok: z.literal(true), peer: peerSchema });
@@ -46,8 +66,13 @@ export const peerRoutes: FastifyPluginAsyncZod<{ peers: PeerStore }> = async (ap
   app.get(
     '/a2a/peers',
     {
-      config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Peer registry: federated hubs, agent-card URL, last contact' } },
-      schema: { response: { 200: z.object({ ok: z.literal(true), count: z.number().int(), peers: z.array(peerSchema) }) } }
+      config: {
+        auth: 'none',
+        directory: { group: 'a2a_standard', summary: 'Peer registry: federated hubs, agent-card URL, last contact' }
+      },
+      schema: {
+        response: { 200: z.object({ ok: z.literal(true), count: z.number().int(), peers: z.array(peerSchema) }) }
+      }
     },
     async () => {
       const list = await peers.list();
@@ -60,8 +85,14 @@ export const peerRoutes: FastifyPluginAsyncZod<{ peers: PeerStore }> = async (ap
     {
       config: { auth: 'admin' },
       schema: {
-        body: z.object({ name: humanText(120), agent_card_url: z.url().refine((u) => /^https?:\/\//.test(u), 'an http(s) URL') }),
-        response: { 200: peerResponse.describe('Updated and re-probed'), 201: peerResponse.describe('Added and probed') }
+        body: z.object({
+          name: humanText(120),
+          agent_card_url: z.url().refine((u) => /^https?:\/\//.test(u), 'an http(s) URL')
+        }),
+        response: {
+          200: peerResponse.describe('Updated and re-probed'),
+          201: peerResponse.describe('Added and probed')
+        }
       }
     },
     async (request, reply) => {
@@ -91,7 +122,10 @@ export const peerRoutes: FastifyPluginAsyncZod<{ peers: PeerStore }> = async (ap
     '/admin/peers/:peer_id/remove',
     {
       config: { auth: 'admin' },
-      schema: { params: z.object({ peer_id: z.string().regex(/^[a-z0-9-]{1,60}$/) }), response: { 200: z.object({ ok: z.literal(true), removed: z.string() }) } }
+      schema: {
+        params: z.object({ peer_id: z.string().regex(/^[a-z0-9-]{1,60}$/) }),
+        response: { 200: z.object({ ok: z.literal(true), removed: z.string() }) }
+      }
     },
     async (request) => {
       const { peer_id } = request.params;

@@ -28,19 +28,31 @@ const registeredResponse = z
     state: z.enum(['pending_review', 'offline']),
     workflow_id: z.string(),
     message: z.string(),
-    heartbeat: z.object({ url: z.string(), headers: z.record(z.string(), z.string()), offline_after_s: z.number().int(), recommended_interval_s: z.number().int() }),
+    heartbeat: z.object({
+      url: z.string(),
+      headers: z.record(z.string(), z.string()),
+      offline_after_s: z.number().int(),
+      recommended_interval_s: z.number().int()
+    }),
     endpoints: z.object({
       full_directory_url: z.string(),
       summary_url: z.string(),
       agent_card_url: z.string(),
-      entries: z.array(z.object({ method: z.string(), path: z.string(), group: z.string(), auth: z.string(), url: z.string() }))
+      entries: z.array(
+        z.object({ method: z.string(), path: z.string(), group: z.string(), auth: z.string(), url: z.string() })
+      )
     })
   })
   .describe('Registered');
 
 const MAX_ID_SKIPS = 1000;
 
-export const registerRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; temporal: Client; directory: EndpointDirectory; config: Config }> = async (app, deps) => {
+export const registerRoutes: FastifyPluginAsyncZod<{
+  nodes: NodeStore;
+  temporal: Client;
+  directory: EndpointDirectory;
+  config: Config;
+}> = async (app, deps) => {
   const { nodes, temporal, directory, config } = deps;
 
   app.post(
@@ -48,7 +60,10 @@ export const registerRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; temporal:
     {
       config: {
         auth: 'none',
-        directory: { group: 'a2a_standard', summary: 'Node self-registration: returns node_id, api_key (once) and the endpoint directory' },
+        directory: {
+          group: 'a2a_standard',
+          summary: 'Node self-registration: returns node_id, api_key (once) and the endpoint directory'
+        },
         // Anonymous and creates state: limited per client address (429 rate_limited with Retry-After).
         rateLimit: { max: config.REGISTER_RATE_LIMIT_PER_MIN, timeWindow: 60_000 }
       },
@@ -63,25 +78,37 @@ export const registerRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; temporal:
       // histories) is skipped: the node document is removed and the next number taken.
       let nodeId = '';
       for (let attempt = 1; !nodeId; attempt++) {
-        const doc = await nodes.insertWithNextSequence((sequence): NodeDocument => ({
-          _id: formatNodeId(body.brand.code, sequence),
-          seq: sequence,
-          name: body.name,
-          brand: { code: body.brand.code, model_base: body.brand.model_base ?? null },
-          instance: { os: body.instance?.os ?? null, cpu: body.instance?.cpu ?? null, memory_gb: body.instance?.memory_gb ?? null, gpu: body.instance?.gpu ?? null },
-          capabilities: body.capabilities?.declared ?? [],
-          api_key_hash: hashSecret(apiKey),
-          state: initialState,
-          created_at: now,
-          state_changed_at: now,
-          review: null
-        })).catch((err: unknown) => {
-          // Left only if other API processes took this registration's number MAX_SEQUENCE_ATTEMPTS times in a row.
-          if (isDuplicateKey(err)) {
-            throw new AppError('unavailable', 'Too many concurrent registrations; nothing was kept, please retry', {}, { 'Retry-After': '1' });
-          }
-          throw err;
-        });
+        const doc = await nodes
+          .insertWithNextSequence((sequence): NodeDocument => ({
+            _id: formatNodeId(body.brand.code, sequence),
+            seq: sequence,
+            name: body.name,
+            brand: { code: body.brand.code, model_base: body.brand.model_base ?? null },
+            instance: {
+              os: body.instance?.os ?? null,
+              cpu: body.instance?.cpu ?? null,
+              memory_gb: body.instance?.memory_gb ?? null,
+              gpu: body.instance?.gpu ?? null
+            },
+            capabilities: body.capabilities?.declared ?? [],
+            api_key_hash: hashSecret(apiKey),
+            state: initialState,
+            created_at: now,
+            state_changed_at: now,
+            review: null
+          }))
+          .catch((err: unknown) => {
+            // Left only if other API processes took this registration's number MAX_SEQUENCE_ATTEMPTS times in a row.
+            if (isDuplicateKey(err)) {
+              throw new AppError(
+                'unavailable',
+                'Too many concurrent registrations; nothing was kept, please retry',
+                {},
+                { 'Retry-After': '1' }
+              );
+            }
+            throw err;
+          });
         const input: NodeLifecycleInput = {
           version: 1,
           node_id: doc._id,
@@ -94,11 +121,22 @@ export const registerRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; temporal:
           hub_did: config.SERVICE_DID
         };
         try {
-          await startNodeLifecycle(temporal, config.TEMPORAL_TASK_QUEUE, input, { name: body.name, registered_at: now }, initialState);
+          await startNodeLifecycle(
+            temporal,
+            config.TEMPORAL_TASK_QUEUE,
+            input,
+            { name: body.name, registered_at: now },
+            initialState
+          );
           nodeId = doc._id;
         } catch (err) {
           // Nothing half-registered: without its workflow the node could never be reviewed or go online.
-          const removed = nodes.abandon([doc], (e) => request.log.error({ err: e, nodeId: doc._id }, 'a node whose workflow could not be started could not be removed'));
+          const removed = nodes.abandon([doc], (e) =>
+            request.log.error(
+              { err: e, nodeId: doc._id },
+              'a node whose workflow could not be started could not be removed'
+            )
+          );
           if (err instanceof WorkflowExecutionAlreadyStartedError && attempt < MAX_ID_SKIPS) {
             // The skipped number's document is gone before the answer (the database answers: it just took the
             // insert), so a caller counting nodes after it never sees two for one registration. (Temporal being
@@ -131,7 +169,13 @@ export const registerRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; temporal:
           full_directory_url: `${base}/a2a/endpoints`,
           summary_url: `${base}/a2a/endpoints/summary`,
           agent_card_url: `${base}/a2a/.well-known/agent.json`,
-          entries: directory.entries().map((e) => ({ method: e.method, path: e.path, group: e.group, auth: e.auth, url: `${e.listener === 'hub' ? config.hubPublicUrl : base}${e.path}` }))
+          entries: directory.entries().map((e) => ({
+            method: e.method,
+            path: e.path,
+            group: e.group,
+            auth: e.auth,
+            url: `${e.listener === 'hub' ? config.hubPublicUrl : base}${e.path}`
+          }))
         }
       });
     }

@@ -21,7 +21,12 @@ import { publicNodeSchema } from './nodes';
 
 const decisionBody = z.object({ node_id: nodeIdParam, reason: humanText(2000, { multiline: true }) }).strict();
 
-const queueResponse = z.object({ ok: z.literal(true), total: z.number().int(), count: z.number().int(), nodes: z.array(publicNodeSchema) });
+const queueResponse = z.object({
+  ok: z.literal(true),
+  total: z.number().int(),
+  count: z.number().int(),
+  nodes: z.array(publicNodeSchema)
+});
 /** The node workflow's view after the decision (workflows/federation/node-lifecycle.contract.ts NodeStatus). */
 const nodeStatusSchema = z.object({
   node_id: z.string(),
@@ -30,18 +35,26 @@ const nodeStatusSchema = z.object({
   last_seen_at: z.string().nullable(),
   transitions: z.number().int(),
   runs: z.number().int().describe('how many times the workflow continued as new'),
-  review: z.object({ decision: z.enum(['approved', 'rejected']), reviewer: z.string(), reason: z.string(), at: z.string() }).nullable()
+  review: z
+    .object({ decision: z.enum(['approved', 'rejected']), reviewer: z.string(), reason: z.string(), at: z.string() })
+    .nullable()
 });
 const decisionResponse = z.object({
   ok: z.literal(true),
   node_id: z.string(),
   decision: z.enum(['approve', 'reject']),
-  state: z.enum(NODE_STATES).describe('the node\'s state after the decision'),
+  state: z.enum(NODE_STATES).describe("the node's state after the decision"),
   node: nodeStatusSchema
 });
 
-export const reviewRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; temporal: Client }> = async (app, { nodes, temporal }) => {
-  const group = (summary: string) => ({ auth: 'homologous' as const, directory: { group: 'review_admin' as const, summary } });
+export const reviewRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; temporal: Client }> = async (
+  app,
+  { nodes, temporal }
+) => {
+  const group = (summary: string) => ({
+    auth: 'homologous' as const,
+    directory: { group: 'review_admin' as const, summary }
+  });
 
   app.get(
     '/a2a/review/queue',
@@ -63,7 +76,13 @@ export const reviewRoutes: FastifyPluginAsyncZod<{ nodes: NodeStore; temporal: C
       `/a2a/review/${decision}`,
       {
         config: group(decision === 'approve' ? 'Approve a pending node' : 'Reject a node'),
-        schema: { body: decisionBody, response: { 200: decisionResponse, 409: ERROR_BODY.describe('The decision does not apply to the node\'s state') } }
+        schema: {
+          body: decisionBody,
+          response: {
+            200: decisionResponse,
+            409: ERROR_BODY.describe("The decision does not apply to the node's state")
+          }
+        }
       },
       async (request) => {
         const { node_id, reason } = request.body;

@@ -22,7 +22,17 @@ export const taskIdSchema = z.string().regex(/^task_[a-f0-9]{24}$/, 'a task id s
 
 /** A task as the API shows it: payload and result as canonical JSON, the claim id left out. */
 export const publicTask = (t: TaskDocument) => {
-  const { _id, payload_json, result_json, claim_id: _claim, claimed_at, finished_at, progress, context_id, ...rest } = t;
+  const {
+    _id,
+    payload_json,
+    result_json,
+    claim_id: _claim,
+    claimed_at,
+    finished_at,
+    progress,
+    context_id,
+    ...rest
+  } = t;
   return {
     task_id: _id,
     ...rest,
@@ -77,18 +87,29 @@ const statsResponse = z.object({
   at: z.string()
 });
 
-export const taskSubmissionRoutes: FastifyPluginAsyncZod<{ tasks: TaskStore; config: Config }> = async (app, { tasks, config }) => {
+export const taskSubmissionRoutes: FastifyPluginAsyncZod<{ tasks: TaskStore; config: Config }> = async (
+  app,
+  { tasks, config }
+) => {
   app.post(
     '/a2a/task',
     {
-      config: { auth: 'node_or_homologous', directory: { group: 'a2a_standard', summary: 'Task submission for worker nodes (hub gateway, HUB_PORT); queued durably' } },
+      config: {
+        auth: 'node_or_homologous',
+        directory: {
+          group: 'a2a_standard',
+          summary: 'Task submission for worker nodes (hub gateway, HUB_PORT); queued durably'
+        }
+      },
       schema: { body: taskBody, headers: idempotencyKeyHeaders, response: { 200: submitResponse } }
     },
     async (request) => {
       const { body } = request;
       const submitter = request.principal!.id;
       const idem = request.headers['idempotency-key'];
-      const id = idem ? `task_${createHash('sha256').update(`${submitter}\n${idem}`).digest('hex').slice(0, 24)}` : `task_${randomBytes(12).toString('hex')}`;
+      const id = idem
+        ? `task_${createHash('sha256').update(`${submitter}\n${idem}`).digest('hex').slice(0, 24)}`
+        : `task_${randomBytes(12).toString('hex')}`;
       const { task, duplicate } = await tasks.submit({
         _id: id,
         type: body.type,
@@ -97,13 +118,26 @@ export const taskSubmissionRoutes: FastifyPluginAsyncZod<{ tasks: TaskStore; con
         priority: body.priority,
         submitted_by: submitter
       });
-      return { ok: true as const, task_id: task._id, state: task.state, duplicate, task: publicTask(task), status_url: `${config.hubPublicUrl}/a2a/task/${task._id}` };
+      return {
+        ok: true as const,
+        task_id: task._id,
+        state: task.state,
+        duplicate,
+        task: publicTask(task),
+        status_url: `${config.hubPublicUrl}/a2a/task/${task._id}`
+      };
     }
   );
 
   app.get(
     '/a2a/task/:task_id',
-    { config: { auth: 'node_or_homologous' }, schema: { params: z.object({ task_id: taskIdSchema }), response: { 200: z.object({ ok: z.literal(true), task: taskSchema }) } } },
+    {
+      config: { auth: 'node_or_homologous' },
+      schema: {
+        params: z.object({ task_id: taskIdSchema }),
+        response: { 200: z.object({ ok: z.literal(true), task: taskSchema }) }
+      }
+    },
     async (request) => {
       const { task_id } = request.params;
       const task = await tasks.find(task_id);
@@ -116,10 +150,31 @@ export const taskSubmissionRoutes: FastifyPluginAsyncZod<{ tasks: TaskStore; con
 export const queueStatsRoutes: FastifyPluginAsyncZod<{ tasks: TaskStore }> = async (app, { tasks }) => {
   app.get(
     '/a2a/queue/stats',
-    { config: { auth: 'none', directory: { group: 'a2a_standard', summary: 'Task queue statistics: depth, in flight, done, failed, mean wait and run time' } }, schema: { response: { 200: statsResponse } } },
+    {
+      config: {
+        auth: 'none',
+        directory: {
+          group: 'a2a_standard',
+          summary: 'Task queue statistics: depth, in flight, done, failed, mean wait and run time'
+        }
+      },
+      schema: { response: { 200: statsResponse } }
+    },
     async () => {
       const s = await tasks.stats();
-      return { ok: true as const, depth: s.queued, in_flight: s.claimed, done: s.done, failed: s.failed, canceled: s.canceled, mean_wait_s: s.mean_wait_s, mean_run_s: s.mean_run_s, total: s.total, open_by_type: s.by_type, at: new Date().toISOString() };
+      return {
+        ok: true as const,
+        depth: s.queued,
+        in_flight: s.claimed,
+        done: s.done,
+        failed: s.failed,
+        canceled: s.canceled,
+        mean_wait_s: s.mean_wait_s,
+        mean_run_s: s.mean_run_s,
+        total: s.total,
+        open_by_type: s.by_type,
+        at: new Date().toISOString()
+      };
     }
   );
 };

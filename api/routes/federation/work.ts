@@ -30,7 +30,9 @@ import { taskLeaseSweeperKeeper } from '../../../workflows/federation/task-lease
 import { publicTask, taskIdSchema, taskSchema } from './tasks';
 
 /** Progress, complete and fail are refused when the caller no longer holds the task's claim. */
-const NOT_HOLDER = ERROR_BODY.describe('This node does not hold the claim (its lease lapsed, or another node holds it), or the task is final');
+const NOT_HOLDER = ERROR_BODY.describe(
+  'This node does not hold the claim (its lease lapsed, or another node holds it), or the task is final'
+);
 
 const taskParams = z.object({ task_id: taskIdSchema });
 const assignBody = z
@@ -42,9 +44,17 @@ const assignResponse = z.object({
   lease_s: z.number().int(),
   tasks: z.array(taskSchema).describe('claimed by this node until lease_expires_at; empty when nothing matches')
 });
-const progressBody = z.object({ note: humanText(500).optional().describe('what the node is doing, shown to the submitter') }).strict();
-const progressResponse = z.object({ ok: z.literal(true), canceled: z.boolean().describe('true: the submitter canceled the task; stop working on it'), task: taskSchema });
-const completeBody = z.object({ result: z.record(z.string(), z.unknown()).describe('the result, any JSON object') }).strict();
+const progressBody = z
+  .object({ note: humanText(500).optional().describe('what the node is doing, shown to the submitter') })
+  .strict();
+const progressResponse = z.object({
+  ok: z.literal(true),
+  canceled: z.boolean().describe('true: the submitter canceled the task; stop working on it'),
+  task: taskSchema
+});
+const completeBody = z
+  .object({ result: z.record(z.string(), z.unknown()).describe('the result, any JSON object') })
+  .strict();
 const failBody = z.object({ reason: humanText(1000) }).strict();
 const finishResponse = z.object({ ok: z.literal(true), task: taskSchema });
 
@@ -55,22 +65,42 @@ const onlineNode = z.object({
   capabilities: z.array(z.string()),
   last_seen_at: z.string().nullable().describe('the last heartbeat within the presence window')
 });
-const nodesResponse = z.object({ ok: z.literal(true), total: z.number().int(), offset: z.number().int(), limit: z.number().int(), nodes: z.array(onlineNode) });
+const nodesResponse = z.object({
+  ok: z.literal(true),
+  total: z.number().int(),
+  offset: z.number().int(),
+  limit: z.number().int(),
+  nodes: z.array(onlineNode)
+});
 
 type Deps = { tasks: TaskStore; nodes: NodeStore; presence: PresenceStore; temporal: Client; config: Config };
 
 /** A node's call on a task it does not hold, as an error. */
 function refused(outcome: Extract<ClaimOutcome, { ok: false }>, taskId: string): never {
   if (outcome.reason === 'not_found') throw notFound(`No task ${taskId}`);
-  if (outcome.reason === 'canceled') throw conflict(`Task ${taskId} was canceled by its submitter`, { state: 'canceled' });
-  if (outcome.reason === 'finished') throw conflict(`Task ${taskId} is already ${outcome.task?.state}`, { state: outcome.task?.state });
-  throw conflict(`Task ${taskId} is not claimed by this node (its lease lapsed, or another node holds it)`, { state: outcome.task?.state });
+  if (outcome.reason === 'canceled')
+    throw conflict(`Task ${taskId} was canceled by its submitter`, { state: 'canceled' });
+  if (outcome.reason === 'finished')
+    throw conflict(`Task ${taskId} is already ${outcome.task?.state}`, { state: outcome.task?.state });
+  throw conflict(`Task ${taskId} is not claimed by this node (its lease lapsed, or another node holds it)`, {
+    state: outcome.task?.state
+  });
 }
 
-export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, { tasks, nodes, presence, temporal, config }) => {
+export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (
+  app,
+  { tasks, nodes, presence, temporal, config }
+) => {
   const leaseMs = config.TASK_LEASE_S * 1000;
-  const keepSweeper = taskLeaseSweeperKeeper(temporal, config.TEMPORAL_TASK_QUEUE, { lease_s: config.TASK_LEASE_S, max_attempts: config.TASK_MAX_ATTEMPTS }, (err) =>
-    app.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'task-leases sweeper not started yet (lapsed leases are still swept at every read); retrying at the next claim')
+  const keepSweeper = taskLeaseSweeperKeeper(
+    temporal,
+    config.TEMPORAL_TASK_QUEUE,
+    { lease_s: config.TASK_LEASE_S, max_attempts: config.TASK_MAX_ATTEMPTS },
+    (err) =>
+      app.log.warn(
+        { err: err instanceof Error ? err.message : String(err) },
+        'task-leases sweeper not started yet (lapsed leases are still swept at every read); retrying at the next claim'
+      )
   );
   const nodeAuth = { auth: 'external_node' as const };
 
@@ -78,13 +108,21 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, {
     '/api/task/assign',
     {
       config: nodeAuth,
-      schema: { summary: 'Worker nodes claim queued tasks matching their capabilities, under a lease', body: assignBody, response: { 200: assignResponse } }
+      schema: {
+        summary: 'Worker nodes claim queued tasks matching their capabilities, under a lease',
+        body: assignBody,
+        response: { 200: assignResponse }
+      }
     },
     async (request) => {
       const nodeId = request.principal!.id;
       const node = await nodes.findPublic(nodeId);
       if (!node) throw notFound(`No node ${nodeId}`);
-      if (!NODE_PERMISSIONS[node.state].claimTasks) throw new AppError('forbidden', `node ${nodeId} is ${node.state}; only an online, reviewed node may claim tasks`);
+      if (!NODE_PERMISSIONS[node.state].claimTasks)
+        throw new AppError(
+          'forbidden',
+          `node ${nodeId} is ${node.state}; only an online, reviewed node may claim tasks`
+        );
       const claimed = await tasks.claim(nodeId, node.capabilities, request.body.max_tasks, leaseMs);
       if (claimed.length) keepSweeper();
       return { ok: true as const, node_id: nodeId, lease_s: config.TASK_LEASE_S, tasks: claimed.map(publicTask) };
@@ -95,13 +133,19 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, {
     '/api/task/:task_id/progress',
     {
       config: nodeAuth,
-      schema: { summary: 'A claiming node reports progress and extends its lease', params: taskParams, body: progressBody, response: { 200: progressResponse, 409: NOT_HOLDER } }
+      schema: {
+        summary: 'A claiming node reports progress and extends its lease',
+        params: taskParams,
+        body: progressBody,
+        response: { 200: progressResponse, 409: NOT_HOLDER }
+      }
     },
     async (request) => {
       const { task_id } = request.params;
       const out = await tasks.progress(task_id, request.principal!.id, request.body.note ?? null, leaseMs);
       if (out.ok) return { ok: true as const, canceled: false, task: publicTask(out.task) };
-      if (out.reason === 'canceled' && out.task) return { ok: true as const, canceled: true, task: publicTask(out.task) };
+      if (out.reason === 'canceled' && out.task)
+        return { ok: true as const, canceled: true, task: publicTask(out.task) };
       return refused(out, task_id);
     }
   );
@@ -110,11 +154,18 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, {
     '/api/task/:task_id/complete',
     {
       config: nodeAuth,
-      schema: { summary: 'A claiming node reports its result: the task is done', params: taskParams, body: completeBody, response: { 200: finishResponse, 409: NOT_HOLDER } }
+      schema: {
+        summary: 'A claiming node reports its result: the task is done',
+        params: taskParams,
+        body: completeBody,
+        response: { 200: finishResponse, 409: NOT_HOLDER }
+      }
     },
     async (request) => {
       const { task_id } = request.params;
-      const out = await tasks.finish(task_id, request.principal!.id, { result_json: canonicalJson(request.body.result as JsonValue) });
+      const out = await tasks.finish(task_id, request.principal!.id, {
+        result_json: canonicalJson(request.body.result as JsonValue)
+      });
       return out.ok ? { ok: true as const, task: publicTask(out.task) } : refused(out, task_id);
     }
   );
@@ -123,7 +174,12 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, {
     '/api/task/:task_id/fail',
     {
       config: nodeAuth,
-      schema: { summary: 'A claiming node reports failure with a reason', params: taskParams, body: failBody, response: { 200: finishResponse, 409: NOT_HOLDER } }
+      schema: {
+        summary: 'A claiming node reports failure with a reason',
+        params: taskParams,
+        body: failBody,
+        response: { 200: finishResponse, 409: NOT_HOLDER }
+      }
     },
     async (request) => {
       const { task_id } = request.params;
@@ -136,7 +192,11 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, {
     '/api/nodes',
     {
       config: { auth: 'node_or_homologous' },
-      schema: { summary: 'The online nodes: id, name, brand, capabilities, last seen', querystring: z.object({ limit: queryInt(1, 500).default(100), offset: queryInt(0, 1_000_000).default(0) }), response: { 200: nodesResponse } }
+      schema: {
+        summary: 'The online nodes: id, name, brand, capabilities, last seen',
+        querystring: z.object({ limit: queryInt(1, 500).default(100), offset: queryInt(0, 1_000_000).default(0) }),
+        response: { 200: nodesResponse }
+      }
     },
     async (request) => {
       const { limit, offset } = request.query;
@@ -148,7 +208,13 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, {
         limit,
         nodes: page.nodes.map((n) => {
           const seen = snap.nodes.get(n.node_id);
-          return { node_id: n.node_id, name: n.name, brand: n.brand, capabilities: n.capabilities, last_seen_at: seen ? new Date(seen.seen_at).toISOString() : null };
+          return {
+            node_id: n.node_id,
+            name: n.name,
+            brand: n.brand,
+            capabilities: n.capabilities,
+            last_seen_at: seen ? new Date(seen.seen_at).toISOString() : null
+          };
         })
       };
     }

@@ -15,7 +15,9 @@ import { approvalStatus, decideApproval, listApprovals } from '../../../workflow
 import { ERROR_BODY } from '../../response-docs';
 
 const APPROVAL_STATES = ['pending', 'approved', 'rejected', 'expired'] as const;
-const approvalId = z.object({ id: z.string().regex(/^apr_[a-f0-9]{24}$/, 'an approval id such as apr_0123456789abcdef01234567') });
+const approvalId = z.object({
+  id: z.string().regex(/^apr_[a-f0-9]{24}$/, 'an approval id such as apr_0123456789abcdef01234567')
+});
 
 const approvalStatusSchema = z.object({
   approval_id: z.string(),
@@ -51,15 +53,25 @@ const listResponse = z.object({
   )
 });
 const oneResponse = z.object({ ok: z.literal(true), approval: approvalStatusSchema });
-const decisionResponse = oneResponse.extend({ final: z.boolean().describe('false: the worker has not acted yet; the decision is stored in Temporal and applied later') });
+const decisionResponse = oneResponse.extend({
+  final: z
+    .boolean()
+    .describe('false: the worker has not acted yet; the decision is stored in Temporal and applied later')
+});
 
-export const approvalRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Config }> = async (app, { temporal, config }) => {
+export const approvalRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: Config }> = async (
+  app,
+  { temporal, config }
+) => {
   app.get(
     '/api/truth/approvals',
     {
       config: { auth: 'homologous' },
       schema: {
-        querystring: z.object({ state: z.enum(APPROVAL_STATES).default('pending'), limit: queryInt(1, 200).default(50) }),
+        querystring: z.object({
+          state: z.enum(APPROVAL_STATES).default('pending'),
+          limit: queryInt(1, 200).default(50)
+        }),
         response: { 200: listResponse }
       }
     },
@@ -72,7 +84,13 @@ export const approvalRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: C
 
   app.get(
     '/api/truth/approvals/:id',
-    { config: { auth: 'homologous' }, schema: { params: approvalId, response: { 200: oneResponse, 409: ERROR_BODY.describe('The approval workflow was terminated or failed') } } },
+    {
+      config: { auth: 'homologous' },
+      schema: {
+        params: approvalId,
+        response: { 200: oneResponse, 409: ERROR_BODY.describe('The approval workflow was terminated or failed') }
+      }
+    },
     async (request) => ({ ok: true as const, approval: await approvalStatus(temporal, request.params.id) })
   );
 
@@ -89,7 +107,10 @@ export const approvalRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: C
       },
       async (request) => {
         const approver = request.principal!.did ?? request.principal!.id;
-        const { approval, final } = await decideApproval(temporal, request.params.id, verdict, { approver, reason: request.body.reason });
+        const { approval, final } = await decideApproval(temporal, request.params.id, verdict, {
+          approver,
+          reason: request.body.reason
+        });
         return { ok: true as const, approval, final };
       }
     );

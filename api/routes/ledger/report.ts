@@ -32,8 +32,22 @@ import { isMongoUnavailable } from '../../plugins/errors';
 
 export const SUCCESS_MESSAGE = 'truth recorded';
 
-const writtenResponse = z.object({ ok: z.literal(true), message: z.string(), truth_count: z.number().int(), seq: z.number().int(), event_id: z.string(), duplicate: z.boolean() });
-const pendingResponse = z.object({ ok: z.literal(true), pending: z.literal(true), approval_id: z.string(), workflow_id: z.string(), message: z.string(), status_url: z.string() });
+const writtenResponse = z.object({
+  ok: z.literal(true),
+  message: z.string(),
+  truth_count: z.number().int(),
+  seq: z.number().int(),
+  event_id: z.string(),
+  duplicate: z.boolean()
+});
+const pendingResponse = z.object({
+  ok: z.literal(true),
+  pending: z.literal(true),
+  approval_id: z.string(),
+  workflow_id: z.string(),
+  message: z.string(),
+  status_url: z.string()
+});
 
 type ReportDeps = { ledger: Ledger; quota: DailyQuota; temporal: Client; config: Config };
 
@@ -43,7 +57,16 @@ export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, 
   app.post(
     '/api/report/truth',
     {
-      config: { auth: 'did', didRecentlyActive: true, admission: 'truth_write', directory: { group: 'zhongshu_truth_api', summary: 'Write a truth record (append-only); high-risk writes wait for approval', publicRead: true } },
+      config: {
+        auth: 'did',
+        didRecentlyActive: true,
+        admission: 'truth_write',
+        directory: {
+          group: 'zhongshu_truth_api',
+          summary: 'Write a truth record (append-only); high-risk writes wait for approval',
+          publicRead: true
+        }
+      },
       bodyLimit: config.TRUTH_MAX_VALUE_BYTES + 16 * 1024,
       schema: {
         body: truthReportBody,
@@ -56,11 +79,16 @@ export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, 
       const body = request.body;
       const idempotencyKey = request.headers['idempotency-key'] ?? null;
       if (body.did !== undefined && body.did !== did) {
-        throw new AppError('invalid_request', 'did in the body must equal the X-DID header', { fields: [{ field: 'body.did', message: 'differs from X-DID' }] });
+        throw new AppError('invalid_request', 'did in the body must equal the X-DID header', {
+          fields: [{ field: 'body.did', message: 'differs from X-DID' }]
+        });
       }
       const valueJson = canonicalJson(body.value);
       if (Buffer.byteLength(valueJson) > config.TRUTH_MAX_VALUE_BYTES) {
-        throw new AppError('payload_too_large', `value is ${Buffer.byteLength(valueJson)} bytes as canonical JSON; the limit is ${config.TRUTH_MAX_VALUE_BYTES}`);
+        throw new AppError(
+          'payload_too_large',
+          `value is ${Buffer.byteLength(valueJson)} bytes as canonical JSON; the limit is ${config.TRUTH_MAX_VALUE_BYTES}`
+        );
       }
 
       // Past the deadline the caller gets 503 and whatever has not started is withdrawn: a quota slot taken for a
@@ -71,9 +99,18 @@ export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, 
         // back), so the key is looked up beforehand only where no append follows: a held write, and a write refused
         // for quota. (On FerretDB/SQLite a lookup scans the idempotency records: one before every keyed write made
         // those writes slower the longer the ledger.)
-        const written = (entry: { seq: number; event_id: string }) => ({ kind: 'written' as const, seq: entry.seq, event_id: entry.event_id, duplicate: true });
-        const alreadyWritten = async () => (idempotencyKey ? await ledger.findByIdempotencyKey(did, idempotencyKey) : null);
-        const held = heldBecause(body.key, body.truth_type, { highRiskTypes: config.TRUTH_HIGH_RISK_TYPES, highRiskKeyPrefixes: config.TRUTH_HIGH_RISK_KEY_PREFIXES });
+        const written = (entry: { seq: number; event_id: string }) => ({
+          kind: 'written' as const,
+          seq: entry.seq,
+          event_id: entry.event_id,
+          duplicate: true
+        });
+        const alreadyWritten = async () =>
+          idempotencyKey ? await ledger.findByIdempotencyKey(did, idempotencyKey) : null;
+        const held = heldBecause(body.key, body.truth_type, {
+          highRiskTypes: config.TRUTH_HIGH_RISK_TYPES,
+          highRiskKeyPrefixes: config.TRUTH_HIGH_RISK_KEY_PREFIXES
+        });
         if (held) {
           const existing = await alreadyWritten();
           if (existing) return written(existing);
@@ -84,37 +121,74 @@ export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, 
         const overQuota = async () => {
           const existing = held ? null : await alreadyWritten(); // (a held write was looked up above)
           if (existing) return written(existing);
-          throw new AppError('quota_exceeded', `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`, { limit: config.TRUTH_DAILY_QUOTA }, { 'Retry-After': String(secondsUntilUtcMidnight()) });
+          throw new AppError(
+            'quota_exceeded',
+            `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`,
+            { limit: config.TRUTH_DAILY_QUOTA },
+            { 'Retry-After': String(secondsUntilUtcMidnight()) }
+          );
         };
-        const input = { kind: 'truth' as const, key: body.key, value: body.value, truth_type: body.truth_type ?? null, did, idempotencyKey };
+        const input = {
+          kind: 'truth' as const,
+          key: body.key,
+          value: body.value,
+          truth_type: body.truth_type ?? null,
+          did,
+          idempotencyKey
+        };
         if (!held) {
           // Where another host holds the ledger writer lease, it takes the slot with the append: one request (null:
           // nobody else holds it, or it was not reached; then as below, here). Withdrawn there: no slot spent.
-          const counted = await ledger.appendCounted(input, { scope, day, limit: config.TRUTH_DAILY_QUOTA }, { signal, deadline });
+          const counted = await ledger.appendCounted(
+            input,
+            { scope, day, limit: config.TRUTH_DAILY_QUOTA },
+            { signal, deadline }
+          );
           if (counted === 'over_quota') return overQuota();
-          if (counted) return { kind: 'written' as const, seq: counted.entry.seq, event_id: counted.entry.event_id, duplicate: counted.duplicate };
+          if (counted)
+            return {
+              kind: 'written' as const,
+              seq: counted.entry.seq,
+              event_id: counted.entry.event_id,
+              duplicate: counted.duplicate
+            };
         }
         const allowance = await quota.consume(scope, day, config.TRUTH_DAILY_QUOTA);
         if (!allowance.allowed) return overQuota();
-        const giveBack = () => quota.refund(scope, day, allowance.count).catch((err) => request.log.warn({ err }, 'quota refund failed'));
+        const giveBack = () =>
+          quota.refund(scope, day, allowance.count).catch((err) => request.log.warn({ err }, 'quota refund failed'));
         const refund = async (reason: unknown) => {
           await giveBack();
           throw reason;
         };
         if (signal.aborted) return refund(signal.reason);
-        if (held) return { kind: 'held' as const, ...(await holdForApproval(deps, { did, body, valueJson, idempotencyKey, held })) };
+        if (held)
+          return {
+            kind: 'held' as const,
+            ...(await holdForApproval(deps, { did, body, valueJson, idempotencyKey, held }))
+          };
         const appended = await ledger
           .append(input, { signal, deadline })
           .catch((err) => (err instanceof AppendWithdrawn ? refund(err) : Promise.reject(err)));
         // A retry: the slot taken for it is given back (the first write spent one).
         if (appended.duplicate) await giveBack();
-        return { kind: 'written' as const, seq: appended.entry.seq, event_id: appended.entry.event_id, duplicate: appended.duplicate };
+        return {
+          kind: 'written' as const,
+          seq: appended.entry.seq,
+          event_id: appended.entry.event_id,
+          duplicate: appended.duplicate
+        };
       }).catch((err: unknown) => {
         // Any other database failure of a write (FerretDB refusing a write while it stops or starts, say) is not
         // the caller's doing: 503, and a retry with the same Idempotency-Key lands the write exactly once.
         if (err instanceof MongoError && !isMongoUnavailable(err)) {
           request.log.error({ err }, 'truth write: the database failed');
-          throw new AppError('unavailable', 'The ledger could not store the write; retry with the same Idempotency-Key', {}, { 'Retry-After': '5' });
+          throw new AppError(
+            'unavailable',
+            'The ledger could not store the write; retry with the same Idempotency-Key',
+            {},
+            { 'Retry-After': '5' }
+          );
         }
         throw err;
       });
@@ -130,7 +204,14 @@ export const truthReportRoutes: FastifyPluginAsyncZod<ReportDeps> = async (app, 
         });
       }
       // The seq of an entry is the ledger's size when it was appended: truth_count as of this write.
-      return reply.code(200).send({ ok: true as const, message: SUCCESS_MESSAGE, truth_count: outcome.seq, seq: outcome.seq, event_id: outcome.event_id, duplicate: outcome.duplicate });
+      return reply.code(200).send({
+        ok: true as const,
+        message: SUCCESS_MESSAGE,
+        truth_count: outcome.seq,
+        seq: outcome.seq,
+        event_id: outcome.event_id,
+        duplicate: outcome.duplicate
+      });
     }
   );
 };
@@ -146,7 +227,13 @@ async function holdForApproval(
   const input: TruthApprovalInput = {
     version: 1,
     approval_id: approvalId,
-    truth: { key: w.body.key, value_json: w.valueJson, truth_type: w.body.truth_type ?? null, did: w.did, idempotency_key: w.idempotencyKey },
+    truth: {
+      key: w.body.key,
+      value_json: w.valueJson,
+      truth_type: w.body.truth_type ?? null,
+      did: w.did,
+      idempotency_key: w.idempotencyKey
+    },
     held_because: w.held,
     requested_at: new Date().toISOString(),
     timeout_seconds: config.TRUTH_APPROVAL_TIMEOUT_S,
@@ -167,7 +254,12 @@ async function withDeadline<T>(ms: number, work: (signal: AbortSignal, deadline:
   let timer: NodeJS.Timeout | undefined;
   const timedOut = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      const error = new AppError('unavailable', `The ledger did not answer within ${ms} ms; retry with the same Idempotency-Key`, {}, { 'Retry-After': '5' });
+      const error = new AppError(
+        'unavailable',
+        `The ledger did not answer within ${ms} ms; retry with the same Idempotency-Key`,
+        {},
+        { 'Retry-After': '5' }
+      );
       controller.abort(error);
       reject(error);
     }, ms);

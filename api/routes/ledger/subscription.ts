@@ -17,7 +17,12 @@ import { stringifyJson } from '../../plugins/json-body';
 
 const POLL_MS = 500;
 
-const pageResponse = z.object({ ok: z.literal(true), after: z.number().int(), next_cursor: z.number().int(), entries: z.array(publicEntrySchema) });
+const pageResponse = z.object({
+  ok: z.literal(true),
+  after: z.number().int(),
+  next_cursor: z.number().int(),
+  entries: z.array(publicEntrySchema)
+});
 
 export const subscriptionRoutes: FastifyPluginAsyncZod<{ ledger: Ledger }> = async (app, { ledger }) => {
   // Streams never finish by themselves: the server's close ends them.
@@ -26,13 +31,23 @@ export const subscriptionRoutes: FastifyPluginAsyncZod<{ ledger: Ledger }> = asy
   app.get(
     '/api/sub-l0',
     {
-      config: { auth: 'none', directory: { group: 'zhongshu_truth_api', summary: 'L0 subscription: entries after a cursor, as JSON or an SSE stream' } },
+      config: {
+        auth: 'none',
+        directory: {
+          group: 'zhongshu_truth_api',
+          summary: 'L0 subscription: entries after a cursor, as JSON or an SSE stream'
+        }
+      },
       schema: {
         querystring: z.object({ after: queryInt(0).default(0), limit: queryInt(1, 500).default(100) }),
         response: {
           200: {
-            description: 'Entries after the cursor: a JSON page, or with Accept: text/event-stream an SSE stream that stays open',
-            content: { 'application/json': { schema: pageResponse }, 'text/event-stream': { schema: sseEvent('a ledger entry as JSON (event: entry, id: its seq)') } }
+            description:
+              'Entries after the cursor: a JSON page, or with Accept: text/event-stream an SSE stream that stays open',
+            content: {
+              'application/json': { schema: pageResponse },
+              'text/event-stream': { schema: sseEvent('a ledger entry as JSON (event: entry, id: its seq)') }
+            }
           }
         }
       }
@@ -43,7 +58,12 @@ export const subscriptionRoutes: FastifyPluginAsyncZod<{ ledger: Ledger }> = asy
       const after = Number.isInteger(lastEventId) && lastEventId > query.after ? lastEventId : query.after;
       if (!String(request.headers.accept ?? '').includes('text/event-stream')) {
         const entries = (await ledger.after(after, query.limit)).map(publicEntry);
-        return { ok: true as const, after, next_cursor: entries.length ? entries[entries.length - 1]!.seq : after, entries };
+        return {
+          ok: true as const,
+          after,
+          next_cursor: entries.length ? entries[entries.length - 1]!.seq : after,
+          entries
+        };
       }
 
       const sse = streams.open(request, reply);

@@ -60,16 +60,30 @@ import type { ForwardingCounts } from '../../../store/ledger/ledger-writer';
 import { bearer } from '../../plugins/auth/principal';
 
 /** `released`: this process gave the lease up (it is stopping): 421 before anything is done, and the sender does it itself. */
-type WriterDeps = { ledger: Ledger; quota: DailyQuota; config: Config; counts: ForwardingCounts; released: () => boolean };
+type WriterDeps = {
+  ledger: Ledger;
+  quota: DailyQuota;
+  config: Config;
+  counts: ForwardingCounts;
+  released: () => boolean;
+};
 
-export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app, { ledger, quota, config, counts, released }) => {
+export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (
+  app,
+  { ledger, quota, config, counts, released }
+) => {
   const secretHash = config.LEDGER_FORWARD_SECRET ? hashSecret(config.LEDGER_FORWARD_SECRET) : null;
   // The replicas' shared secret, checked before the body is read.
   const replicasOnly = async (request: FastifyRequest) => {
     const token = bearer(request);
     if (!secretHash) throw unauthorized('Ledger forwarding is not enabled on this replica (LEDGER_FORWARD_SECRET)');
-    if (!token || !digestsEqual(secretHash, hashSecret(token))) throw unauthorized('The replicas\' ledger forwarding secret is required');
-    if (released()) throw new AppError('misdirected', 'This replica no longer holds the ledger writer lease; append and count yourself until another takes it');
+    if (!token || !digestsEqual(secretHash, hashSecret(token)))
+      throw unauthorized("The replicas' ledger forwarding secret is required");
+    if (released())
+      throw new AppError(
+        'misdirected',
+        'This replica no longer holds the ledger writer lease; append and count yourself until another takes it'
+      );
   };
 
   /** What every route here shares: the replicas' secret checked first (not an auth model of the directory: `none` there). */
@@ -78,11 +92,23 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
   const writeBodyLimit = MAX_VALUE_JSON + 64 * 1024;
 
   /** The caller's deadline: withdrawn if its batch has not begun by then. */
-  const withdrawalSignal = (body: ForwardedAppendBody) => (body.withdraw_after_ms === undefined ? undefined : AbortSignal.timeout(body.withdraw_after_ms));
+  const withdrawalSignal = (body: ForwardedAppendBody) =>
+    body.withdraw_after_ms === undefined ? undefined : AbortSignal.timeout(body.withdraw_after_ms);
   /** Appended here (never forwarded again), counted as served. */
-  const appendHere = async (body: ForwardedAppendBody, value: { [key: string]: JsonValue }, signal: AbortSignal | undefined) => {
+  const appendHere = async (
+    body: ForwardedAppendBody,
+    value: { [key: string]: JsonValue },
+    signal: AbortSignal | undefined
+  ) => {
     const result = await ledger.append(
-      { kind: body.kind, key: body.key, value, truth_type: body.truth_type, did: body.did, idempotencyKey: body.idempotency_key },
+      {
+        kind: body.kind,
+        key: body.key,
+        value,
+        truth_type: body.truth_type,
+        did: body.did,
+        idempotencyKey: body.idempotency_key
+      },
       { direct: true, ...(signal ? { signal } : {}) }
     );
     counts.served++;
@@ -91,7 +117,11 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
 
   app.post(
     WRITER_APPENDS_PATH,
-    { ...replicaRoute, bodyLimit: writeBodyLimit, schema: { hide: true, body: forwardedAppendBody, response: { 200: forwardedAppendAnswer } } },
+    {
+      ...replicaRoute,
+      bodyLimit: writeBodyLimit,
+      schema: { hide: true, body: forwardedAppendBody, response: { 200: forwardedAppendAnswer } }
+    },
     async (request) => {
       const value = parseCanonicalObject(request.body.value_json);
       try {
@@ -108,13 +138,20 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
    * A counted append as POST /api/report/truth makes it: the slot first, the append with the caller's deadline, the
    * slot back if the write was withdrawn or is a retry of one already appended (which spent its own).
    */
-  const countedAppend = async (body: ForwardedCountedAppendBody, value: { [key: string]: JsonValue }, log: FastifyBaseLogger): Promise<ForwardedCountedAppendAnswer> => {
+  const countedAppend = async (
+    body: ForwardedCountedAppendBody,
+    value: { [key: string]: JsonValue },
+    log: FastifyBaseLogger
+  ): Promise<ForwardedCountedAppendAnswer> => {
     const signal = withdrawalSignal(body);
     const { scope, day, limit } = body.quota;
     if (signal?.aborted) return { outcome: 'withdrawn' };
     const allowance = await quota.consume(scope, day, limit, { direct: true });
     if (!allowance.allowed) return { outcome: 'over_quota' };
-    const giveBack = () => quota.refund(scope, day, allowance.count, { direct: true }).catch((err: unknown) => log.warn({ err }, 'quota refund failed'));
+    const giveBack = () =>
+      quota
+        .refund(scope, day, allowance.count, { direct: true })
+        .catch((err: unknown) => log.warn({ err }, 'quota refund failed'));
     try {
       const { entry, duplicate } = await appendHere(body, value, signal);
       if (duplicate) await giveBack();
@@ -128,14 +165,26 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
 
   app.post(
     WRITER_COUNTED_APPENDS_PATH,
-    { ...replicaRoute, bodyLimit: writeBodyLimit, schema: { hide: true, body: forwardedCountedAppendBody, response: { 200: forwardedCountedAppendAnswer } } },
+    {
+      ...replicaRoute,
+      bodyLimit: writeBodyLimit,
+      schema: { hide: true, body: forwardedCountedAppendBody, response: { 200: forwardedCountedAppendAnswer } }
+    },
     async (request) => countedAppend(request.body, parseCanonicalObject(request.body.value_json), request.log)
   );
 
   app.post(
     WRITER_COUNTED_APPEND_BATCHES_PATH,
     // A sender puts a write larger than FORWARD_BATCH_BYTES in a batch of its own.
-    { ...replicaRoute, bodyLimit: writeBodyLimit, schema: { hide: true, body: forwardedCountedAppendBatchBody, response: { 200: forwardedCountedAppendBatchAnswer } } },
+    {
+      ...replicaRoute,
+      bodyLimit: writeBodyLimit,
+      schema: {
+        hide: true,
+        body: forwardedCountedAppendBatchBody,
+        response: { 200: forwardedCountedAppendBatchAnswer }
+      }
+    },
     async (request): Promise<ForwardedCountedAppendBatchAnswer> => {
       const { writes } = request.body;
       // Every value is checked before anything is done: a 400 means nothing was, and the sender does it all itself.
@@ -145,7 +194,10 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
         writes.map((w, i) =>
           countedAppend(w, values[i]!, request.log).catch((err: unknown) => {
             request.log.error({ err }, 'a forwarded counted append failed');
-            return { outcome: 'failed' as const, message: err instanceof AppError ? err.message : 'the ledger writer failed' };
+            return {
+              outcome: 'failed' as const,
+              message: err instanceof AppError ? err.message : 'the ledger writer failed'
+            };
           })
         )
       );
@@ -165,8 +217,15 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
       if (!first.allowed) return { slots: [] };
       const more = Math.min(count, MAX_LEASE, Math.max(1, Math.floor((limit - first.count) / LEASE_SHARE))) - 1;
       // A claim that fails after the first only shortens the block (those taken still go to the sender).
-      const rest = await Promise.allSettled(Array.from({ length: Math.max(0, more) }, () => quota.consume(scope, day, limit, { direct: true })));
-      return { slots: [first.count, ...rest.flatMap((r) => (r.status === 'fulfilled' && r.value.allowed ? [r.value.count] : []))] };
+      const rest = await Promise.allSettled(
+        Array.from({ length: Math.max(0, more) }, () => quota.consume(scope, day, limit, { direct: true }))
+      );
+      return {
+        slots: [
+          first.count,
+          ...rest.flatMap((r) => (r.status === 'fulfilled' && r.value.allowed ? [r.value.count] : []))
+        ]
+      };
     }
   );
 
@@ -182,13 +241,17 @@ export const ledgerWriterRoutes: FastifyPluginAsyncZod<WriterDeps> = async (app,
 };
 
 function parseCanonicalObject(text: string, field = 'body.value_json'): { [key: string]: JsonValue } {
-  const invalid = () => new AppError('invalid_request', 'value_json must be a JSON object in canonical form', { fields: [{ field, message: 'not canonical JSON of an object' }] });
+  const invalid = () =>
+    new AppError('invalid_request', 'value_json must be a JSON object in canonical form', {
+      fields: [{ field, message: 'not canonical JSON of an object' }]
+    });
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
     throw invalid();
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value) || canonicalJson(value) !== text) throw invalid();
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || canonicalJson(value) !== text)
+    throw invalid();
   return value as { [key: string]: JsonValue };
 }

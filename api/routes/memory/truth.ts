@@ -44,7 +44,12 @@ const versionFields = {
   leaf_hash: z.string()
 };
 
-export const truthResponse = z.object({ ok: z.literal(true), key: z.string(), versions: z.number().int().describe('how many versions the key has'), ...versionFields });
+export const truthResponse = z.object({
+  ok: z.literal(true),
+  key: z.string(),
+  versions: z.number().int().describe('how many versions the key has'),
+  ...versionFields
+});
 export const historyResponse = z.object({
   ok: z.literal(true),
   key: z.string(),
@@ -60,45 +65,96 @@ type MemoryDeps = { ledger: Ledger; memory: MemoryStore; quota: DailyQuota; conf
 
 function versionView(version: number, entry: Parameters<typeof publicEntry>[0]) {
   const e = publicEntry(entry);
-  return { version, seq: e.seq, event_id: e.event_id, value: e.value, truth_type: e.truth_type, did: e.did, created_at: e.created_at, leaf_hash: e.leaf_hash };
+  return {
+    version,
+    seq: e.seq,
+    event_id: e.event_id,
+    value: e.value,
+    truth_type: e.truth_type,
+    did: e.did,
+    created_at: e.created_at,
+    leaf_hash: e.leaf_hash
+  };
 }
 
-export const memoryGatewayRoutes: FastifyPluginAsyncZod<MemoryDeps> = async (app, { ledger, memory, quota, config }) => {
+export const memoryGatewayRoutes: FastifyPluginAsyncZod<MemoryDeps> = async (
+  app,
+  { ledger, memory, quota, config }
+) => {
   app.post(
     '/upsert',
     {
       config: { auth: 'did', admission: 'truth_write' },
       bodyLimit: config.TRUTH_MAX_VALUE_BYTES + 16 * 1024,
-      schema: { body: memoryUpsertBody, response: { 200: upsertResponse, 403: ERROR_BODY.describe('a high-risk key: write it through POST /api/report/truth') } }
+      schema: {
+        body: memoryUpsertBody,
+        response: {
+          200: upsertResponse,
+          403: ERROR_BODY.describe('a high-risk key: write it through POST /api/report/truth')
+        }
+      }
     },
     async (request) => {
       const did = request.principal!.did!;
       const { key, truth_value } = request.body;
-      const held = heldBecause(key, undefined, { highRiskTypes: config.TRUTH_HIGH_RISK_TYPES, highRiskKeyPrefixes: config.TRUTH_HIGH_RISK_KEY_PREFIXES });
-      if (held) throw new AppError('forbidden', `${held}: such writes wait for a human approver; send it to POST /api/report/truth on the main listener`);
+      const held = heldBecause(key, undefined, {
+        highRiskTypes: config.TRUTH_HIGH_RISK_TYPES,
+        highRiskKeyPrefixes: config.TRUTH_HIGH_RISK_KEY_PREFIXES
+      });
+      if (held)
+        throw new AppError(
+          'forbidden',
+          `${held}: such writes wait for a human approver; send it to POST /api/report/truth on the main listener`
+        );
       const bytes = Buffer.byteLength(canonicalJson(truth_value));
-      if (bytes > config.TRUTH_MAX_VALUE_BYTES) throw new AppError('payload_too_large', `truth_value is ${bytes} bytes as canonical JSON; the limit is ${config.TRUTH_MAX_VALUE_BYTES}`);
+      if (bytes > config.TRUTH_MAX_VALUE_BYTES)
+        throw new AppError(
+          'payload_too_large',
+          `truth_value is ${bytes} bytes as canonical JSON; the limit is ${config.TRUTH_MAX_VALUE_BYTES}`
+        );
 
       const day = new Date().toISOString().slice(0, 10);
       const scope = `truth:${did}`;
       const allowance = await quota.consume(scope, day, config.TRUTH_DAILY_QUOTA);
       if (!allowance.allowed) {
-        throw new AppError('quota_exceeded', `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`, { limit: config.TRUTH_DAILY_QUOTA }, { 'Retry-After': String(secondsUntilUtcMidnight()) });
+        throw new AppError(
+          'quota_exceeded',
+          `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`,
+          { limit: config.TRUTH_DAILY_QUOTA },
+          { 'Retry-After': String(secondsUntilUtcMidnight()) }
+        );
       }
       // A failed append may still have landed, so its slot stays spent: never a use beyond the quota, at worst one
       // slot too few. (Nothing here withdraws an append before it starts, the one case that gives a slot back.)
       const appended = await ledger.append({ kind: 'truth', key, value: truth_value, truth_type: null, did });
       const version = await memory.countVersions(key, appended.entry.seq);
-      return { ok: true as const, message: 'truth recorded', key, version, seq: appended.entry.seq, event_id: appended.entry.event_id, truth_count: appended.entry.seq };
+      return {
+        ok: true as const,
+        message: 'truth recorded',
+        key,
+        version,
+        seq: appended.entry.seq,
+        event_id: appended.entry.event_id,
+        truth_count: appended.entry.seq
+      };
     }
   );
 
-  app.get('/truth/:key', { config: { auth: 'none' }, schema: { params: keyParams, response: { 200: truthResponse } } }, async (request) => {
-    const { key } = request.params;
-    const found = await memory.latest(key);
-    if (!found) throw notFound(`No version of ${key} in truth memory`);
-    return { ok: true as const, key, versions: found.versions, ...versionView(found.latest.version, found.latest.entry) };
-  });
+  app.get(
+    '/truth/:key',
+    { config: { auth: 'none' }, schema: { params: keyParams, response: { 200: truthResponse } } },
+    async (request) => {
+      const { key } = request.params;
+      const found = await memory.latest(key);
+      if (!found) throw notFound(`No version of ${key} in truth memory`);
+      return {
+        ok: true as const,
+        key,
+        versions: found.versions,
+        ...versionView(found.latest.version, found.latest.entry)
+      };
+    }
+  );
 
   app.get(
     '/truth/:key/history',

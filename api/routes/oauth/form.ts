@@ -13,7 +13,9 @@ export function parseForm(body: string): Record<string, string> {
   for (const [name, value] of new URLSearchParams(body)) {
     if (!OAUTH_PARAMETERS.has(name) || value === '') continue;
     if (Object.hasOwn(out, name)) {
-      throw new AppError('invalid_request', `Parameter ${name} appears more than once (RFC 6749 §3.2)`, { fields: [{ field: `body.${name}`, message: 'repeated' }] });
+      throw new AppError('invalid_request', `Parameter ${name} appears more than once (RFC 6749 §3.2)`, {
+        fields: [{ field: `body.${name}`, message: 'repeated' }]
+      });
     }
     out[name] = value;
   }

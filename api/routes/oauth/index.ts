@@ -9,7 +9,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { hasZodFastifySchemaValidationErrors, type FastifyPluginAsyncZod, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import {
+  hasZodFastifySchemaValidationErrors,
+  type FastifyPluginAsyncZod,
+  type ZodTypeProvider
+} from 'fastify-type-provider-zod';
 import { SignJWT } from 'jose';
 import { z } from 'zod';
 import type { Config } from '../../../core/config.node';
@@ -24,7 +28,14 @@ import { parseForm } from './form';
 // grant_type stays a string for validation, so another grant answers RFC 6749's unsupported_grant_type rather than
 // a generic validation failure; the document lists the one grant served.
 const tokenBody = z.object({
-  grant_type: z.string().min(1).max(200).meta({ enum: ['client_credentials'], description: 'only client_credentials (another gives 400 unsupported_grant_type)' }),
+  grant_type: z
+    .string()
+    .min(1)
+    .max(200)
+    .meta({
+      enum: ['client_credentials'],
+      description: 'only client_credentials (another gives 400 unsupported_grant_type)'
+    }),
   scope: z.string().max(1000).optional(),
   client_id: z.string().max(200).optional(),
   client_secret: z.string().max(200).optional()
@@ -43,7 +54,11 @@ const consumes = ['application/x-www-form-urlencoded', 'application/json'];
 /** RFC 6749 §5.2 (also RFC 7009 §2.2.1, RFC 9449 §5 and §8). */
 const oauthErrorBody = z
   .object({
-    error: z.string().describe('invalid_request, invalid_client, invalid_grant, unsupported_grant_type, invalid_scope, invalid_dpop_proof, use_dpop_nonce'),
+    error: z
+      .string()
+      .describe(
+        'invalid_request, invalid_client, invalid_grant, unsupported_grant_type, invalid_scope, invalid_dpop_proof, use_dpop_nonce'
+      ),
     error_description: z.string()
   })
   .describe('OAuth error (RFC 6749 §5.2)');
@@ -68,7 +83,12 @@ const discoveryResponse = z.object({
   dpop_signing_alg_values_supported: z.array(z.string())
 });
 const jwksResponse = z.object({ keys: z.array(z.record(z.string(), z.string())) });
-const tokenResponse = z.object({ access_token: z.string(), token_type: z.enum(['Bearer', 'DPoP']), expires_in: z.number().int(), scope: z.string() });
+const tokenResponse = z.object({
+  access_token: z.string(),
+  token_type: z.enum(['Bearer', 'DPoP']),
+  expires_in: z.number().int(),
+  scope: z.string()
+});
 const introspectionResponse = z.object({
   active: z.boolean(),
   client_id: z.string().optional(),
@@ -82,11 +102,21 @@ const introspectionResponse = z.object({
   cnf: z.object({ jkt: z.string() }).optional().describe('RFC 9449 §6.2: the DPoP key the token is bound to')
 });
 const revocationResponse = z.object({ ok: z.literal(true), revoked: z.boolean() });
-const rotationResponse = z.object({ ok: z.literal(true), kid: z.string(), retired: z.string(), retired_verify_until: z.string() });
+const rotationResponse = z.object({
+  ok: z.literal(true),
+  kid: z.string(),
+  retired: z.string(),
+  retired_verify_until: z.string()
+});
 
 const dpopVerifyBody = z.object({
   proof: z.string().min(1).max(8192).describe('the DPoP proof JWT'),
-  htm: z.string().min(1).max(16).regex(/^[A-Z]+$/).describe('the HTTP method the proof is for'),
+  htm: z
+    .string()
+    .min(1)
+    .max(16)
+    .regex(/^[A-Z]+$/)
+    .describe('the HTTP method the proof is for'),
   htu: z.string().min(1).max(2048).describe('the HTTP URL the proof is for (query and fragment ignored)'),
   access_token: z.string().min(1).max(8192).optional().describe('when given, the proof must carry ath = its SHA-256')
 });
@@ -94,7 +124,10 @@ const dpopVerifyResponse = z.object({
   valid: z.boolean(),
   jkt: z.string().optional().describe('RFC 7638 thumbprint of the proof key'),
   jti: z.string().optional(),
-  check: z.enum(['jwt', 'typ', 'alg', 'jwk', 'signature', 'claims', 'htm', 'htu', 'iat', 'ath', 'nonce', 'jti']).optional().describe('the first RFC 9449 §4.3 check that failed'),
+  check: z
+    .enum(['jwt', 'typ', 'alg', 'jwk', 'signature', 'claims', 'htm', 'htu', 'iat', 'ath', 'nonce', 'jti'])
+    .optional()
+    .describe('the first RFC 9449 §4.3 check that failed'),
   error: z.enum(['invalid_dpop_proof', 'use_dpop_nonce']).optional(),
   message: z.string().optional()
 });
@@ -111,7 +144,13 @@ class OAuthProtocolError extends Error {
 }
 
 /** The codes RFC 6749 §5.2 defines that this server answers; any other 400/401 becomes invalid_request. */
-const RFC_CODES = new Set(['invalid_request', 'invalid_client', 'invalid_grant', 'unsupported_grant_type', 'invalid_scope']);
+const RFC_CODES = new Set([
+  'invalid_request',
+  'invalid_client',
+  'invalid_grant',
+  'unsupported_grant_type',
+  'invalid_scope'
+]);
 
 /** Errors of the three OAuth endpoints in RFC 6749 §5.2's shape; other statuses go to the service's handler. */
 function oauthErrorHandler(err: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
@@ -122,10 +161,14 @@ function oauthErrorHandler(err: FastifyError, request: FastifyRequest, reply: Fa
   }
   if (err instanceof AppError && (err.status === 400 || err.status === 401)) {
     for (const [name, value] of Object.entries(err.headers)) reply.header(name, value);
-    return reply.code(err.status).send({ error: RFC_CODES.has(err.code) ? err.code : 'invalid_request', error_description: err.message });
+    return reply
+      .code(err.status)
+      .send({ error: RFC_CODES.has(err.code) ? err.code : 'invalid_request', error_description: err.message });
   }
   if (hasZodFastifySchemaValidationErrors(err) || err.validation) {
-    const what = (err.validation ?? []).map((v) => `${v.instancePath.replace(/^\//, '') || 'body'}: ${v.message ?? 'is invalid'}`).join('; ');
+    const what = (err.validation ?? [])
+      .map((v) => `${v.instancePath.replace(/^\//, '') || 'body'}: ${v.message ?? 'is invalid'}`)
+      .join('; ');
     return reply.code(400).send({ error: 'invalid_request', error_description: `Invalid request: ${what}` });
   }
   // Anything else (415, 413, 429, dependency outages, internal errors): the service's handler and shape.
@@ -156,31 +199,53 @@ export const oauthRoutes: FastifyPluginAsyncZod<OAuthDeps> = async (app, deps) =
 
   app.get(
     '/.well-known/openid-configuration',
-    { config: { auth: 'none', directory: { group: 'oauth_oidc', summary: 'OIDC discovery document' } }, schema: { response: { 200: discoveryResponse } } },
+    {
+      config: { auth: 'none', directory: { group: 'oauth_oidc', summary: 'OIDC discovery document' } },
+      schema: { response: { 200: discoveryResponse } }
+    },
     async () => discovery()
   );
   app.get(
     '/.well-known/oauth-authorization-server',
-    { config: { auth: 'none' }, schema: { description: 'RFC 8414 authorization server metadata (the same document)', response: { 200: discoveryResponse } } },
+    {
+      config: { auth: 'none' },
+      schema: {
+        description: 'RFC 8414 authorization server metadata (the same document)',
+        response: { 200: discoveryResponse }
+      }
+    },
     async () => discovery()
   );
 
-  app.get('/.well-known/jwks.json', { config: { auth: 'none' }, schema: { response: { 200: jwksResponse } } }, async (_request, reply) => {
-    // Short: a client that meets a new kid refetches anyway; a retired key leaves the set when its tokens expire.
-    reply.header('Cache-Control', 'public, max-age=300');
-    return { keys: keys.oauth.jwks() };
-  });
+  app.get(
+    '/.well-known/jwks.json',
+    { config: { auth: 'none' }, schema: { response: { 200: jwksResponse } } },
+    async (_request, reply) => {
+      // Short: a client that meets a new kid refetches anyway; a retired key leaves the set when its tokens expire.
+      reply.header('Cache-Control', 'public, max-age=300');
+      return { keys: keys.oauth.jwks() };
+    }
+  );
 
   app.post(
     '/admin/oauth-keys/rotate',
-    { config: { auth: 'admin' }, schema: { description: 'Rotate the OAuth signing key (npm run admin -- rotate-oauth-key)', response: { 200: rotationResponse } } },
+    {
+      config: { auth: 'admin' },
+      schema: {
+        description: 'Rotate the OAuth signing key (npm run admin -- rotate-oauth-key)',
+        response: { 200: rotationResponse }
+      }
+    },
     async () => ({ ok: true as const, ...keys.oauth.rotate(config.OAUTH_TOKEN_TTL_S) })
   );
 
   app.post(
     '/v1/dpop/verify',
     {
-      config: { auth: 'none', directory: { group: 'federated_compute', summary: 'DPoP proof verification (RFC 9449 §4.3)', publicRead: true } },
+      config: {
+        auth: 'none',
+        directory: { group: 'federated_compute', summary: 'DPoP proof verification (RFC 9449 §4.3)', publicRead: true }
+      },
       schema: { body: dpopVerifyBody, response: { 200: dpopVerifyResponse } }
     },
     async (request, reply) => {
@@ -197,9 +262,17 @@ export const oauthRoutes: FastifyPluginAsyncZod<OAuthDeps> = async (app, deps) =
         rememberJti: (id, until) => credentials.rememberDpopJti(id, until)
       });
       // Every answer carries a fresh nonce for the caller's next proof (RFC 9449 §8).
-      reply.header('DPoP-Nonce', await credentials.issueDpopNonce(DPOP_NONCE_TTL_S)).header('Cache-Control', 'no-store');
+      reply
+        .header('DPoP-Nonce', await credentials.issueDpopNonce(DPOP_NONCE_TTL_S))
+        .header('Cache-Control', 'no-store');
       if (result.valid) return { valid: true, jkt: result.jkt, jti: result.jti };
-      return { valid: false, check: result.check, error: result.error, message: result.message, ...(result.jkt ? { jkt: result.jkt } : {}) };
+      return {
+        valid: false,
+        check: result.check,
+        error: result.error,
+        message: result.message,
+        ...(result.jkt ? { jkt: result.jkt } : {})
+      };
     }
   );
 
@@ -207,29 +280,44 @@ export const oauthRoutes: FastifyPluginAsyncZod<OAuthDeps> = async (app, deps) =
   await app.register(async (scope) => {
     const endpoints = scope.withTypeProvider<ZodTypeProvider>();
     endpoints.setErrorHandler(oauthErrorHandler);
-    endpoints.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 16 * 1024 }, (_req, body, done) => {
-      try {
-        done(null, parseForm(body as string));
-      } catch (err) {
-        done(err as Error, undefined);
+    endpoints.addContentTypeParser(
+      'application/x-www-form-urlencoded',
+      { parseAs: 'string', bodyLimit: 16 * 1024 },
+      (_req, body, done) => {
+        try {
+          done(null, parseForm(body as string));
+        } catch (err) {
+          done(err as Error, undefined);
+        }
       }
-    });
+    );
 
     endpoints.post(
       '/v1/oauth/token',
       {
-        config: { auth: 'oauth_client', directory: { group: 'oauth_oidc', summary: 'Access token, client credentials flow (DPoP-bound with a DPoP proof)', publicRead: true } },
+        config: {
+          auth: 'oauth_client',
+          directory: {
+            group: 'oauth_oidc',
+            summary: 'Access token, client credentials flow (DPoP-bound with a DPoP proof)',
+            publicRead: true
+          }
+        },
         schema: { body: tokenBody, consumes, response: { 200: tokenResponse, ...oauthErrors } }
       },
       async (request, reply) => {
         const body = request.body;
         if (body.grant_type !== 'client_credentials') {
-          throw new AppError('unsupported_grant_type', `grant_type ${body.grant_type} is not supported; use client_credentials`);
+          throw new AppError(
+            'unsupported_grant_type',
+            `grant_type ${body.grant_type} is not supported; use client_credentials`
+          );
         }
         const allowed = request.principal!.scopes ?? [];
         const requested = body.scope ? body.scope.split(' ').filter(Boolean) : allowed;
         const refused = requested.filter((s) => !allowed.includes(s));
-        if (refused.length > 0) throw new AppError('invalid_scope', `Scopes not granted to this client: ${refused.join(' ')}`);
+        if (refused.length > 0)
+          throw new AppError('invalid_scope', `Scopes not granted to this client: ${refused.join(' ')}`);
         const jkt = await dpopBinding(request);
         const ttl = config.OAUTH_TOKEN_TTL_S;
         const scope = requested.join(' ');
@@ -244,7 +332,12 @@ export const oauthRoutes: FastifyPluginAsyncZod<OAuthDeps> = async (app, deps) =
           .setJti(randomBytes(16).toString('hex'))
           .sign(key.privateKey);
         reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
-        return { access_token: token, token_type: jkt ? ('DPoP' as const) : ('Bearer' as const), expires_in: ttl, scope };
+        return {
+          access_token: token,
+          token_type: jkt ? ('DPoP' as const) : ('Bearer' as const),
+          expires_in: ttl,
+          scope
+        };
       }
     );
 
@@ -264,14 +357,18 @@ export const oauthRoutes: FastifyPluginAsyncZod<OAuthDeps> = async (app, deps) =
         rememberJti: (id, until) => credentials.rememberDpopJti(id, until)
       });
       if (result.valid) return result.jkt;
-      const headers: Record<string, string> = result.error === 'use_dpop_nonce' ? { 'DPoP-Nonce': await credentials.issueDpopNonce(DPOP_NONCE_TTL_S) } : {};
+      const headers: Record<string, string> =
+        result.error === 'use_dpop_nonce' ? { 'DPoP-Nonce': await credentials.issueDpopNonce(DPOP_NONCE_TTL_S) } : {};
       throw new OAuthProtocolError(result.error, `DPoP proof refused (${result.check}): ${result.message}`, headers);
     }
 
     endpoints.post(
       '/v1/oauth/introspect',
       {
-        config: { auth: 'oauth_client', directory: { group: 'oauth_oidc', summary: 'Token introspection (RFC 7662)', publicRead: true } },
+        config: {
+          auth: 'oauth_client',
+          directory: { group: 'oauth_oidc', summary: 'Token introspection (RFC 7662)', publicRead: true }
+        },
         schema: { body: tokenParam, consumes, response: { 200: introspectionResponse, ...oauthErrors } }
       },
       async (request, reply) => {
@@ -296,7 +393,10 @@ export const oauthRoutes: FastifyPluginAsyncZod<OAuthDeps> = async (app, deps) =
     endpoints.post(
       '/v1/oauth/revoke',
       {
-        config: { auth: 'oauth_client', directory: { group: 'oauth_oidc', summary: 'Token revocation (RFC 7009)', publicRead: true } },
+        config: {
+          auth: 'oauth_client',
+          directory: { group: 'oauth_oidc', summary: 'Token revocation (RFC 7009)', publicRead: true }
+        },
         schema: { body: tokenParam, consumes, response: { 200: revocationResponse, ...oauthErrors } }
       },
       async (request) => {

@@ -41,14 +41,21 @@ const operation = z.discriminatedUnion('op', [
 ]);
 type Operation = z.infer<typeof operation>;
 
-const b64url = (what: string, max: number) => z.string().max(max).regex(/^[A-Za-z0-9_-]+$/, `${what}, base64url without padding`);
+const b64url = (what: string, max: number) =>
+  z
+    .string()
+    .max(max)
+    .regex(/^[A-Za-z0-9_-]+$/, `${what}, base64url without padding`);
 const requestEnvelope = z
   .object({
     v: z.literal(ENVELOPE_VERSION),
     alg: z.literal(ENVELOPE_ALG),
     epk: b64url("the partner's ephemeral X25519 public key (32 bytes)", 43),
     iv: b64url('12-byte AES-GCM iv', 16),
-    ciphertext: b64url('AES-256-GCM ciphertext followed by the 16-byte tag; the plaintext is one operation as JSON', 48 * 1024)
+    ciphertext: b64url(
+      'AES-256-GCM ciphertext followed by the 16-byte tag; the plaintext is one operation as JSON',
+      48 * 1024
+    )
   })
   .strict();
 const responseEnvelope = z.object({
@@ -56,30 +63,54 @@ const responseEnvelope = z.object({
   v: z.literal(ENVELOPE_VERSION),
   alg: z.literal(ENVELOPE_ALG),
   iv: z.string(),
-  ciphertext: z.string().describe('the answer (as /v1/federated/kunlun gives it) as JSON, encrypted under the response key')
+  ciphertext: z
+    .string()
+    .describe('the answer (as /v1/federated/kunlun gives it) as JSON, encrypted under the response key')
 });
 
 const answer = z.union([
-  z.object({ ok: z.literal(true), op: z.literal('hello'), partner_id: z.string(), partner_name: z.string(), hub: z.object({ did: z.string(), kid: z.string(), key_agreement_kid: z.string() }), time: z.string() }),
+  z.object({
+    ok: z.literal(true),
+    op: z.literal('hello'),
+    partner_id: z.string(),
+    partner_name: z.string(),
+    hub: z.object({ did: z.string(), kid: z.string(), key_agreement_kid: z.string() }),
+    time: z.string()
+  }),
   z.object({ ok: z.literal(true), op: z.literal('echo'), partner_id: z.string(), message: z.string() }),
   z.object({ ok: z.literal(true), op: z.literal('ledger_head'), size: z.number().int(), root: z.string() }),
-  z.object({ ok: z.literal(true), op: z.literal('ledger_entries'), after: z.number().int(), next_cursor: z.number().int(), entries: z.array(publicEntrySchema) })
+  z.object({
+    ok: z.literal(true),
+    op: z.literal('ledger_entries'),
+    after: z.number().int(),
+    next_cursor: z.number().int(),
+    entries: z.array(publicEntrySchema)
+  })
 ]);
 
 /** The raw bytes of each request body (Content-Digest is checked against them). */
 const rawBodies = new WeakMap<FastifyRequest, Buffer>();
 
-export const kunlunRoutes: FastifyPluginAsyncZod<{ config: Config; keys: HubKeys; ledger: Ledger; partners: PartnerStore }> = async (app, { config, keys, ledger, partners }) => {
+export const kunlunRoutes: FastifyPluginAsyncZod<{
+  config: Config;
+  keys: HubKeys;
+  ledger: Ledger;
+  partners: PartnerStore;
+}> = async (app, { config, keys, ledger, partners }) => {
   // JSON parsed as everywhere else (strict JSON, depth limit), keeping the bytes for the digest check.
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: BODY_LIMIT }, (request, body: Buffer, done) => {
-    rawBodies.set(request, body);
-    try {
-      done(null, parseJsonBody(body, request.headers['content-type'], config.JSON_MAX_DEPTH));
-    } catch (err) {
-      done(err as Error, undefined);
+  app.addContentTypeParser(
+    'application/json',
+    { parseAs: 'buffer', bodyLimit: BODY_LIMIT },
+    (request, body: Buffer, done) => {
+      rawBodies.set(request, body);
+      try {
+        done(null, parseJsonBody(body, request.headers['content-type'], config.JSON_MAX_DEPTH));
+      } catch (err) {
+        done(err as Error, undefined);
+      }
     }
-  });
+  );
 
   // The body must be the one the partner signed (the signature covers Content-Digest; the digest covers the body).
   app.addHook('preValidation', async (request) => {
@@ -101,7 +132,12 @@ export const kunlunRoutes: FastifyPluginAsyncZod<{ config: Config; keys: HubKeys
       ['tag', 'zhongshu-hub-response']
     ];
     if (bound) params.push(['nonce', bound.digest]);
-    const signed = signMessage('hub', { components: ['@status', 'content-digest'], params }, { status: reply.statusCode, headers: { 'content-digest': digest } }, keys.privateKey);
+    const signed = signMessage(
+      'hub',
+      { components: ['@status', 'content-digest'], params },
+      { status: reply.statusCode, headers: { 'content-digest': digest } },
+      keys.privateKey
+    );
     reply.header('Content-Digest', digest);
     reply.header('Signature-Input', signed.signatureInput);
     reply.header('Signature', signed.signature);
@@ -113,7 +149,14 @@ export const kunlunRoutes: FastifyPluginAsyncZod<{ config: Config; keys: HubKeys
     switch (op.op) {
       case 'hello': {
         const partner = await partners.find(partnerId);
-        return { ok: true as const, op: op.op, partner_id: partnerId, partner_name: partner?.name ?? partnerId, hub: { did: config.SERVICE_DID, kid: keys.kid, key_agreement_kid: keys.keyAgreement.jwk.kid! }, time: new Date().toISOString() };
+        return {
+          ok: true as const,
+          op: op.op,
+          partner_id: partnerId,
+          partner_name: partner?.name ?? partnerId,
+          hub: { did: config.SERVICE_DID, kid: keys.kid, key_agreement_kid: keys.keyAgreement.jwk.kid! },
+          time: new Date().toISOString()
+        };
       }
       case 'echo':
         return { ok: true as const, op: op.op, partner_id: partnerId, message: op.message };
@@ -123,7 +166,13 @@ export const kunlunRoutes: FastifyPluginAsyncZod<{ config: Config; keys: HubKeys
       }
       case 'ledger_entries': {
         const entries = (await ledger.after(op.after, op.limit)).map(publicEntry);
-        return { ok: true as const, op: op.op, after: op.after, next_cursor: entries.length ? entries[entries.length - 1]!.seq : op.after, entries };
+        return {
+          ok: true as const,
+          op: op.op,
+          after: op.after,
+          next_cursor: entries.length ? entries[entries.length - 1]!.seq : op.after,
+          entries
+        };
       }
     }
   };
@@ -132,7 +181,14 @@ export const kunlunRoutes: FastifyPluginAsyncZod<{ config: Config; keys: HubKeys
     '/v1/federated/kunlun',
     {
       bodyLimit: BODY_LIMIT,
-      config: { auth: 'partner_federation', directory: { group: 'kunlun_federation', summary: 'Partner federation access: a signed operation (RFC 9421), answered signed by the hub', publicRead: false } },
+      config: {
+        auth: 'partner_federation',
+        directory: {
+          group: 'kunlun_federation',
+          summary: 'Partner federation access: a signed operation (RFC 9421), answered signed by the hub',
+          publicRead: false
+        }
+      },
       schema: { body: operation, response: { 200: answer } }
     },
     async (request) => run(request, request.body)
@@ -142,7 +198,14 @@ export const kunlunRoutes: FastifyPluginAsyncZod<{ config: Config; keys: HubKeys
     '/v1/kunlun/secure',
     {
       bodyLimit: BODY_LIMIT,
-      config: { auth: 'partner_federation', directory: { group: 'kunlun_federation', summary: 'Partner secure channel: an operation in an X25519 + HKDF + AES-GCM envelope, answered encrypted', publicRead: false } },
+      config: {
+        auth: 'partner_federation',
+        directory: {
+          group: 'kunlun_federation',
+          summary: 'Partner secure channel: an operation in an X25519 + HKDF + AES-GCM envelope, answered encrypted',
+          publicRead: false
+        }
+      },
       schema: { body: requestEnvelope, response: { 200: responseEnvelope } }
     },
     async (request) => {
@@ -162,11 +225,19 @@ export const kunlunRoutes: FastifyPluginAsyncZod<{ config: Config; keys: HubKeys
       }
       const parsed = operation.safeParse(inner);
       if (!parsed.success) {
-        throw new AppError('invalid_request', 'the decrypted operation is invalid', { fields: parsed.error.issues.map((i) => ({ field: `plaintext.${i.path.join('.')}`, message: i.message })) });
+        throw new AppError('invalid_request', 'the decrypted operation is invalid', {
+          fields: parsed.error.issues.map((i) => ({ field: `plaintext.${i.path.join('.')}`, message: i.message }))
+        });
       }
       const result = await run(request, parsed.data);
       const sealed = opened.sealResponse(Buffer.from(stringifyJson(result), 'utf8'));
-      return { ok: true as const, v: ENVELOPE_VERSION, alg: ENVELOPE_ALG, iv: sealed.iv, ciphertext: sealed.ciphertext };
+      return {
+        ok: true as const,
+        v: ENVELOPE_VERSION,
+        alg: ENVELOPE_ALG,
+        iv: sealed.iv,
+        ciphertext: sealed.ciphertext
+      };
     }
   );
 };

@@ -12,14 +12,22 @@ const store = useStoreDb('knowledge_version');
 it('accepts concurrent first changes from two processes, and each index then holds every document', async () => {
   const a = new KnowledgeStore(store.db);
   const b = new KnowledgeStore(store.db);
-  const first = await Promise.allSettled(Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).createDocument(`first ${i}`, `alpha ${i}`)));
-  expect(first.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason))).toEqual([]);
+  const first = await Promise.allSettled(
+    Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).createDocument(`first ${i}`, `alpha ${i}`))
+  );
+  expect(first.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason))).toEqual(
+    []
+  );
   expect(await a.version()).toBeGreaterThan(0);
 
   // Both indexes built now, then more concurrent changes (each may miss the counter on FerretDB, never the stamp).
   expect((await a.current()).passages).toBe((await b.current()).passages);
   for (let round = 0; round < 3; round++) {
-    await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).createDocument(`round ${round} doc ${i}`, `beta ${round} ${i}`)));
+    await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        (i % 2 ? a : b).createDocument(`round ${round} doc ${i}`, `beta ${round} ${i}`)
+      )
+    );
     const [ia, ib] = [await a.current(), await b.current()];
     const titles = (await a.listDocuments(0, 500)).items.map((d) => d.title);
     expect(titles).toHaveLength(20 + 10 * (round + 1));
@@ -51,5 +59,7 @@ it('imports a title again after the document that first had it was renamed', asy
   expect(titles).toEqual(expect.arrayContaining(['renamed probe', 'renamed probe, new title']));
   // The index holds the new document (its passages' titles are the documents' titles and the cards' questions).
   const questions = (await store1.listCards(0, 500)).items.map((c) => c.question);
-  expect(new Set((await store1.current()).allPassages().map((p) => p.title))).toEqual(new Set([...titles, ...questions]));
+  expect(new Set((await store1.current()).allPassages().map((p) => p.title))).toEqual(
+    new Set([...titles, ...questions])
+  );
 });

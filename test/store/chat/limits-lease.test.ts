@@ -43,7 +43,8 @@ it('never admits more than the limit across two processes taking at a high rate,
       [a, b].flatMap((store) =>
         // Eight callers per process, each taking one after the other.
         Array.from({ length: 8 }, async () => {
-          for (let i = 0; i < takesPerCaller; i++) if ((await store.take(scope, 'w1', limit, expiry())).allowed) allowed++;
+          for (let i = 0; i < takesPerCaller; i++)
+            if ((await store.take(scope, 'w1', limit, expiry())).allowed) allowed++;
         })
       )
     );
@@ -51,7 +52,11 @@ it('never admits more than the limit across two processes taking at a high rate,
   expect(allowed).toBeLessThanOrEqual(limit);
   // A process may stop asking while it holds leased slots (the bounded under-admission); once idle it gives them
   // back, and they are taken again: in the end exactly the limit is admitted, and every slot is a use.
-  await eventually(async () => ((await slotsOf(scope)) === allowed ? true : undefined), 10 * LEASE_IDLE_MS, 'unused leased slots given back');
+  await eventually(
+    async () => ((await slotsOf(scope)) === allowed ? true : undefined),
+    10 * LEASE_IDLE_MS,
+    'unused leased slots given back'
+  );
   await round(10);
   expect(allowed).toBe(limit);
   expect(await slotsOf(scope)).toBe(limit);
@@ -74,7 +79,11 @@ it('hands out leased slots without an insert per take, and gives back what was n
   expect(used).toBeLessThan(takes / 2);
   clock += 2 * LEASE_IDLE_MS; // then idle
   // Leased ahead, then given back once the counter is idle: the slots are the takes again.
-  await eventually(async () => ((await slotsOf(scope)) === takes ? true : undefined), 10 * LEASE_IDLE_MS, 'unused leased slots given back');
+  await eventually(
+    async () => ((await slotsOf(scope)) === takes ? true : undefined),
+    10 * LEASE_IDLE_MS,
+    'unused leased slots given back'
+  );
   // The next take reuses a given-back slot number (it may lease again: the demand of the last seconds counts), and
   // once the process stops every slot is a use.
   expect((await store.take(scope, 'w1', 100_000, expiry())).allowed).toBe(true);
@@ -132,7 +141,9 @@ it('inserts one slot per take below the demand threshold (no lease)', async () =
 it('leases nothing near the cap: a small limit is taken slot by slot and refused exactly past it', async () => {
   const store = new ChatLimitStore(db);
   const scope = 'key:small:rpm';
-  const results = await Promise.all(Array.from({ length: 3 * LEASE_MIN_RATE }, () => store.take(scope, 'w1', 10, expiry())));
+  const results = await Promise.all(
+    Array.from({ length: 3 * LEASE_MIN_RATE }, () => store.take(scope, 'w1', 10, expiry()))
+  );
   expect(results.filter((r) => r.allowed)).toHaveLength(10);
   expect(await slotsOf(scope)).toBe(10);
   await store.close();

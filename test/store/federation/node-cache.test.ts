@@ -6,7 +6,12 @@
  */
 import { MongoClient } from 'mongodb';
 import { NodeCache } from '../../../store/federation/node-cache';
-import { nodeChangesCollection, NODE_CHANGES_KEEP_MS, NODE_CHANGES_SLOTS, NODE_CHANGES_SLOT_MS } from '../../../store/federation/node-changes-ring';
+import {
+  nodeChangesCollection,
+  NODE_CHANGES_KEEP_MS,
+  NODE_CHANGES_SLOTS,
+  NODE_CHANGES_SLOT_MS
+} from '../../../store/federation/node-changes-ring';
 import { NodeStore } from '../../../store/federation/nodes';
 import { nodeDocument } from '../../support/node-document';
 import { useStoreDb } from '../../support/store-db';
@@ -17,13 +22,19 @@ const node = (id: string, seq: number) => nodeDocument(id, seq, 'online');
 
 it('serves repeated reads from memory and follows changes written elsewhere within one log read', async () => {
   const writer = new NodeStore(testDb.db); // the worker's store
-  await writer.nodes.insertMany([node('ext-custom-000001', 1), node('ext-custom-000002', 2), node('ext-custom-000003', 3)]);
+  await writer.nodes.insertMany([
+    node('ext-custom-000001', 1),
+    node('ext-custom-000002', 2),
+    node('ext-custom-000003', 3)
+  ]);
   // An hour of TTL: only the change log can make these caches see a change in time.
   const a = new NodeCache(new NodeStore(testDb.db), 3_600_000);
   const b = new NodeCache(new NodeStore(testDb.db), 3_600_000);
   await a.poll();
   await b.poll();
-  for (const cache of [a, b]) for (const id of ['ext-custom-000001', 'ext-custom-000002', 'ext-custom-000003']) expect((await cache.get(id))!.state).toBe('online');
+  for (const cache of [a, b])
+    for (const id of ['ext-custom-000001', 'ext-custom-000002', 'ext-custom-000003'])
+      expect((await cache.get(id))!.state).toBe('online');
   await a.poll();
   await b.poll();
   for (let i = 0; i < 50; i++) await a.get('ext-custom-000001');
@@ -32,7 +43,12 @@ it('serves repeated reads from memory and follows changes written elsewhere with
 
   const later = new Date(Date.now() + 1).toISOString();
   await writer.setState('ext-custom-000001', 'offline', later, undefined);
-  await writer.setState('ext-custom-000002', 'rejected', later, { decision: 'rejected', reviewer: 'admin', reason: 'test', at: later });
+  await writer.setState('ext-custom-000002', 'rejected', later, {
+    decision: 'rejected',
+    reviewer: 'admin',
+    reason: 'test',
+    at: later
+  });
   await writer.delete('ext-custom-000003');
   await a.poll();
   await b.poll();
@@ -47,7 +63,11 @@ it('serves repeated reads from memory and follows changes written elsewhere with
 
 it('keeps a state this process caused over an older record, and a newer record over it', async () => {
   const writer = new NodeStore(testDb.db);
-  await writer.nodes.insertOne({ ...node('ext-custom-000010', 10), state: 'offline', state_changed_at: new Date(Date.now() - 60_000).toISOString() });
+  await writer.nodes.insertOne({
+    ...node('ext-custom-000010', 10),
+    state: 'offline',
+    state_changed_at: new Date(Date.now() - 60_000).toISOString()
+  });
   const cache = new NodeCache(new NodeStore(testDb.db), 3_600_000);
   await cache.poll();
   expect((await cache.get('ext-custom-000010'))!.state).toBe('offline');
@@ -125,9 +145,17 @@ it('knows every node from one scan at start and a node registered elsewhere from
 
   // Another process registers a node: this cache learns it (key digest, brand, state) from the change log.
   await cache.poll();
-  const registered = await new NodeStore(testDb.db).insertWithNextSequence((seq) => ({ ...nodeDocument('ext-custom-004000', seq, 'pending_review'), api_key_hash: 'digest-4000' }));
+  const registered = await new NodeStore(testDb.db).insertWithNextSequence((seq) => ({
+    ...nodeDocument('ext-custom-004000', seq, 'pending_review'),
+    api_key_hash: 'digest-4000'
+  }));
   await cache.poll();
-  expect(await cache.get(registered._id)).toMatchObject({ node_id: 'ext-custom-004000', api_key_hash: 'digest-4000', brand: 'custom', state: 'pending_review' });
+  expect(await cache.get(registered._id)).toMatchObject({
+    node_id: 'ext-custom-004000',
+    api_key_hash: 'digest-4000',
+    brand: 'custom',
+    state: 'pending_review'
+  });
   expect(cache.stats).toMatchObject({ loads: 0, reads: 1, registered: 1 });
   // Its later changes apply as to any entry; an unknown node is still read (and not found).
   await writer.setState('ext-custom-004000', 'online', new Date(Date.now() + 1).toISOString(), undefined);
@@ -145,10 +173,14 @@ it('refuses an id found to have no document without reading it again for NODE_CA
   const unknown = Array.from({ length: 50 }, (_, i) => `ext-custom-${String(7000 + i).padStart(6, '0')}`);
   expect(await Promise.all(unknown.map((id) => cache.get(id)))).toEqual(unknown.map(() => null));
   const { reads, loads } = cache.stats;
-  for (let round = 0; round < 20; round++) expect(await Promise.all(unknown.map((id) => cache.get(id)))).toEqual(unknown.map(() => null));
+  for (let round = 0; round < 20; round++)
+    expect(await Promise.all(unknown.map((id) => cache.get(id)))).toEqual(unknown.map(() => null));
   expect(cache.stats).toMatchObject({ reads, loads, absent: 20 * unknown.length });
   // One of them registers in another process: known from its change record at the next log read, no read of its own.
-  await new NodeStore(testDb.db).insertWithNextSequence((seq) => ({ ...nodeDocument(unknown[0]!, seq, 'pending_review'), api_key_hash: 'digest-7000' }));
+  await new NodeStore(testDb.db).insertWithNextSequence((seq) => ({
+    ...nodeDocument(unknown[0]!, seq, 'pending_review'),
+    api_key_hash: 'digest-7000'
+  }));
   await cache.poll();
   expect(await cache.get(unknown[0]!)).toMatchObject({ node_id: unknown[0], api_key_hash: 'digest-7000' });
   expect(cache.stats).toMatchObject({ reads, loads });
@@ -158,7 +190,7 @@ it('refuses an id found to have no document without reading it again for NODE_CA
   expect(cache.stats.loads).toBe(loads + 1);
 }, 60_000);
 
-it('a preload slower than the log\'s margin still applies the changes written while it read (a removal, a rejection)', async () => {
+it("a preload slower than the log's margin still applies the changes written while it read (a removal, a rejection)", async () => {
   const writer = new NodeStore(testDb.db);
   await writer.nodes.insertMany([node('ext-custom-005000', 5000), node('ext-custom-005001', 5001)]);
   // The preload's scan answers at once but its result arrives only when the test opens the gate (a slow preload).
@@ -176,7 +208,12 @@ it('a preload slower than the log\'s margin still applies the changes written wh
   await new Promise((r) => setTimeout(r, 100));
   await writer.delete('ext-custom-005000');
   const later = new Date(Date.now() + 1).toISOString();
-  await writer.setState('ext-custom-005001', 'rejected', later, { decision: 'rejected', reviewer: 'admin', reason: 'test', at: later });
+  await writer.setState('ext-custom-005001', 'rejected', later, {
+    decision: 'rejected',
+    reviewer: 'admin',
+    reason: 'test',
+    at: later
+  });
   // Polls while the scan is out: the nodes are not held yet, so their records are skipped, and after the third poll
   // the records are older than the 5 s the log is read back.
   await cache.poll();
@@ -194,14 +231,24 @@ it('a preload slower than the log\'s margin still applies the changes written wh
 it('reads the change log from the ring collections of the asked interval only, including a host writing ahead', async () => {
   const store = new NodeStore(testDb.db);
   const now = Date.now();
-  const record = (id: string, writtenAt: number) => ({ _id: `${id}:${writtenAt}`, node_id: id, state: 'online' as const, state_at: new Date(writtenAt), written_at: new Date(writtenAt) });
+  const record = (id: string, writtenAt: number) => ({
+    _id: `${id}:${writtenAt}`,
+    node_id: id,
+    state: 'online' as const,
+    state_at: new Date(writtenAt),
+    written_at: new Date(writtenAt)
+  });
   const at = (ms: number) => testDb.db.collection<ReturnType<typeof record>>(nodeChangesCollection(ms));
   // A record written 30 s ago, one 4 s ahead (another host's clock), and a record older than the log keeps, left
   // in the collection this interval reuses (a quiet hub whose collection nobody emptied).
   await at(now - 30_000).insertOne(record('ext-custom-000020', now - 30_000));
   await at(now + 4_000).insertOne(record('ext-custom-000021', now + 4_000));
   await at(now).insertOne(record('ext-custom-000022', now - NODE_CHANGES_SLOTS * NODE_CHANGES_SLOT_MS));
-  const ids = async (since: number) => (await store.changesSince(new Date(since))).map((r) => r.node_id).filter((id) => /^ext-custom-00002[0-4]$/.test(id)).sort();
+  const ids = async (since: number) =>
+    (await store.changesSince(new Date(since)))
+      .map((r) => r.node_id)
+      .filter((id) => /^ext-custom-00002[0-4]$/.test(id))
+      .sort();
   expect(await ids(now - 1_000)).toEqual(['ext-custom-000021']);
   expect(await ids(now - 40_000)).toEqual(['ext-custom-000020', 'ext-custom-000021']);
   expect(await ids(now - NODE_CHANGES_KEEP_MS)).toEqual(['ext-custom-000020', 'ext-custom-000021']);
@@ -209,14 +256,17 @@ it('reads the change log from the ring collections of the asked interval only, i
   // interval and process: a quiet ring nobody writes to must not keep a lap-old collection where readers arrive.
   // (Two intervals ahead of `now`: still ahead of the reader below if the clock moved into the next interval meanwhile.)
   const ahead = at(now + 2 * NODE_CHANGES_SLOT_MS);
-  await ahead.insertMany([record('ext-custom-000023', now - NODE_CHANGES_KEEP_MS - 20_000), record('ext-custom-000024', now + 1_000)]);
+  await ahead.insertMany([
+    record('ext-custom-000023', now - NODE_CHANGES_KEEP_MS - 20_000),
+    record('ext-custom-000024', now + 1_000)
+  ]);
   await new NodeStore(testDb.db).changesSince(new Date());
   const left = () => ahead.find({ node_id: { $in: ['ext-custom-000023', 'ext-custom-000024'] } }).toArray();
   for (let i = 0; i < 100 && (await left()).length > 1; i++) await new Promise((r) => setTimeout(r, 100));
   expect((await left()).map((r) => r.node_id)).toEqual(['ext-custom-000024']);
 });
 
-it('inserts change records again with a new stamp when their insert was slower than half the readers\' margin', async () => {
+it("inserts change records again with a new stamp when their insert was slower than half the readers' margin", async () => {
   // The database answers the first change-log insert after 3 s (an overloaded database): a reader that read in
   // between may have moved past the record's stamp, so the writer inserts it again, stamped after the slow insert.
   let slow = 1;

@@ -17,7 +17,8 @@ const nodeInserts: number[] = [];
 beforeAll(async () => {
   client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
   client.on('commandStarted', (e) => {
-    if (e.commandName === 'insert' && e.command.insert === 'nodes') nodeInserts.push((e.command.documents as unknown[]).length);
+    if (e.commandName === 'insert' && e.command.insert === 'nodes')
+      nodeInserts.push((e.command.documents as unknown[]).length);
   });
   db = client.db(`test_node_seq_${randomBytes(4).toString('hex')}`);
   await ensureIndexes(db);
@@ -35,7 +36,10 @@ it('numbers concurrent registrations of two processes uniquely, one insert comma
   const seqs = docs.map((d) => d.seq);
   expect(new Set(seqs).size).toBe(300);
   expect(new Set(docs.map((d) => d._id)).size).toBe(300);
-  const stored = await db.collection('nodes').find({}, { projection: { _id: 1, seq: 1 } }).toArray();
+  const stored = await db
+    .collection('nodes')
+    .find({}, { projection: { _id: 1, seq: 1 } })
+    .toArray();
   expect(stored.map((d) => d.seq as number).sort((a, b) => a - b)).toEqual([...seqs].sort((a, b) => a - b));
   // Far fewer commands than registrations: each round is one insert, whatever its size.
   expect(nodeInserts.length).toBeLessThan(300 / 4);

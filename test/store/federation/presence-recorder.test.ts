@@ -7,7 +7,11 @@
 import pino from 'pino';
 import { HeartbeatHistoryStore } from '../../../store/federation/heartbeat-history';
 import { PresenceEntry, presenceHorizon, PresenceStore, presenceShardOf } from '../../../store/federation/presence';
-import { PresenceRecorder, PRESENCE_HOLD_MAX_MS, SAMPLES_INLINE_MAX_NODES } from '../../../store/federation/presence-recorder';
+import {
+  PresenceRecorder,
+  PRESENCE_HOLD_MAX_MS,
+  SAMPLES_INLINE_MAX_NODES
+} from '../../../store/federation/presence-recorder';
 import { eventually } from '../../support/service';
 import { useStoreDb } from '../../support/store-db';
 
@@ -52,10 +56,18 @@ const sample = (at: number) => ({ at: new Date(at).toISOString(), resources: { c
 it('acknowledges heartbeats of large shards without waiting for their samples, and writes samples one at a time', async () => {
   const store = new GatedSamples(testDb.db);
   const history = new HeartbeatHistoryStore(testDb.db, { intervalMs: 60_000, size: 5 });
-  const recorder = new PresenceRecorder(store, history, { retentionMs: 120_000, flushIntervalMs: 10, samplesIntervalMs: 50 }, pino({ level: 'silent' }));
+  const recorder = new PresenceRecorder(
+    store,
+    history,
+    { retentionMs: 120_000, flushIntervalMs: 10, samplesIntervalMs: 50 },
+    pino({ level: 'silent' })
+  );
 
   // Two large shards: every heartbeat is acknowledged while their samples writes are held at the gate.
-  const large = [...idsOfShard(3, SAMPLES_INLINE_MAX_NODES + 36, 'large'), ...idsOfShard(7, SAMPLES_INLINE_MAX_NODES + 36, 'large')];
+  const large = [
+    ...idsOfShard(3, SAMPLES_INLINE_MAX_NODES + 36, 'large'),
+    ...idsOfShard(7, SAMPLES_INLINE_MAX_NODES + 36, 'large')
+  ];
   const now = Date.now();
   await Promise.all(large.map((id) => recorder.record(id, sample(now), now)));
   const seen = await store.readSeen(3);
@@ -64,7 +76,11 @@ it('acknowledges heartbeats of large shards without waiting for their samples, a
   await eventually(async () => (store.started >= 1 ? true : undefined), 10_000, 'a samples write started');
   expect(store.active).toBe(1);
   store.open();
-  await eventually(async () => (store.started >= 2 && store.active === 0 ? true : undefined), 10_000, 'both shards\' samples written');
+  await eventually(
+    async () => (store.started >= 2 && store.active === 0 ? true : undefined),
+    10_000,
+    "both shards' samples written"
+  );
   expect(store.mostAtOnce).toBe(1);
   const snapshot = await store.snapshot();
   expect(snapshot.nodes.get(large[0]!)?.sample.resources).toEqual({ cpu_percent: 10 });
@@ -74,7 +90,7 @@ it('acknowledges heartbeats of large shards without waiting for their samples, a
   const small = idsOfShard(11, 5, 'small');
   let acknowledged = false;
   const beats = Promise.all(small.map((id) => recorder.record(id, sample(now), now))).then(() => (acknowledged = true));
-  await eventually(async () => (store.active === 1 ? true : undefined), 10_000, 'the small shard\'s samples write');
+  await eventually(async () => (store.active === 1 ? true : undefined), 10_000, "the small shard's samples write");
   expect(acknowledged).toBe(false);
   store.open();
   await beats;
@@ -116,7 +132,12 @@ it('answers an approved node before its write while the shard keeps up (online o
   const store = new GatedSeen(testDb.db);
   const history = new HeartbeatHistoryStore(testDb.db, { intervalMs: 60_000, size: 5 });
   const ackLagMs = 300;
-  const recorder = new PresenceRecorder(store, history, { retentionMs: 120_000, flushIntervalMs: 10, samplesIntervalMs: 50, ackLagMs }, pino({ level: 'silent' }));
+  const recorder = new PresenceRecorder(
+    store,
+    history,
+    { retentionMs: 120_000, flushIntervalMs: 10, samplesIntervalMs: 50, ackLagMs },
+    pino({ level: 'silent' })
+  );
   const [a, b, c, d, e] = idsOfShard(5, 5, 'early');
   const beat = (id: string, approved: boolean) => recorder.record(id, sample(Date.now()), Date.now(), approved);
 
@@ -132,7 +153,11 @@ it('answers an approved node before its write while the shard keeps up (online o
   await new Promise((r) => setImmediate(r));
   expect(lateBeat.settled).toBe(false);
   store.open();
-  await eventually(async () => (pendingBeat.settled && lateBeat.settled ? true : undefined), 10_000, 'the waiting heartbeats answered');
+  await eventually(
+    async () => (pendingBeat.settled && lateBeat.settled ? true : undefined),
+    10_000,
+    'the waiting heartbeats answered'
+  );
   expect([pendingBeat.failed, lateBeat.failed]).toEqual([false, false]);
   const seen = (await store.readSeen(5)).nodes;
   expect([a, b, c].map((id) => seen.has(id!))).toEqual([true, true, true]);
@@ -151,10 +176,15 @@ it('answers an approved node before its write while the shard keeps up (online o
   expect(recorder.acknowledgedEarly).toBe(2);
 });
 
-it('with ackLagMs 0 every heartbeat waits for its write, an idle shard\'s too', async () => {
+it("with ackLagMs 0 every heartbeat waits for its write, an idle shard's too", async () => {
   const store = new GatedSeen(testDb.db);
   const history = new HeartbeatHistoryStore(testDb.db, { intervalMs: 60_000, size: 5 });
-  const recorder = new PresenceRecorder(store, history, { retentionMs: 120_000, flushIntervalMs: 10, samplesIntervalMs: 50, ackLagMs: 0 }, pino({ level: 'silent' }));
+  const recorder = new PresenceRecorder(
+    store,
+    history,
+    { retentionMs: 120_000, flushIntervalMs: 10, samplesIntervalMs: 50, ackLagMs: 0 },
+    pino({ level: 'silent' })
+  );
   const [a] = idsOfShard(9, 1, 'durable');
   store.close();
   const beat = settledFlag(recorder.record(a!, sample(Date.now()), Date.now(), true));
@@ -169,9 +199,18 @@ it('with ackLagMs 0 every heartbeat waits for its write, an idle shard\'s too', 
 it('keeps a presence clock: complete only through the oldest heartbeat not yet stored, removed when it stops', async () => {
   const store = new GatedSeen(testDb.db);
   const history = new HeartbeatHistoryStore(testDb.db, { intervalMs: 60_000, size: 5 });
-  const recorder = new PresenceRecorder(store, history, { retentionMs: 120_000, flushIntervalMs: 10, samplesIntervalMs: 50, ackLagMs: 1000 }, pino({ level: 'silent' }));
+  const recorder = new PresenceRecorder(
+    store,
+    history,
+    { retentionMs: 120_000, flushIntervalMs: 10, samplesIntervalMs: 50, ackLagMs: 1000 },
+    pino({ level: 'silent' })
+  );
   const [a] = idsOfShard(11, 1, 'clock');
-  const clockOf = async () => (await testDb.db.collection('node_presence_clocks').findOne({ _id: recorder.instanceId as never })) as { complete_through: number; written_at: number } | null;
+  const clockOf = async () =>
+    (await testDb.db.collection('node_presence_clocks').findOne({ _id: recorder.instanceId as never })) as {
+      complete_through: number;
+      written_at: number;
+    } | null;
   recorder.startClock();
   await eventually(async () => ((await clockOf()) ? true : undefined), 10_000, 'the first clock');
   // A heartbeat whose write is held: the clock stays before it, however long the write takes. (It arrived at the
@@ -186,14 +225,23 @@ it('keeps a presence clock: complete only through the oldest heartbeat not yet s
   expect(Date.now() - held.written_at).toBeLessThan(1500); // still written: the process is alive
   // Stored: the clock moves on past it.
   store.open();
-  await eventually(async () => ((await clockOf())!.complete_through > arrived + 1000 ? true : undefined), 10_000, 'the clock past the stored heartbeat');
+  await eventually(
+    async () => ((await clockOf())!.complete_through > arrived + 1000 ? true : undefined),
+    10_000,
+    'the clock past the stored heartbeat'
+  );
   expect((await store.readSeen(11)).nodes.get(a!)).toBe(arrived);
   await recorder.stopClock();
   expect(await clockOf()).toBeNull();
 });
 
 it('a heartbeat holds the clock at its arrival until released, for at most its limit and PRESENCE_HOLD_MAX_MS', async () => {
-  const recorder = new PresenceRecorder(new PresenceStore(testDb.db), new HeartbeatHistoryStore(testDb.db, { intervalMs: 60_000, size: 5 }), { retentionMs: 120_000, flushIntervalMs: 10 }, pino({ level: 'silent' }));
+  const recorder = new PresenceRecorder(
+    new PresenceStore(testDb.db),
+    new HeartbeatHistoryStore(testDb.db, { intervalMs: 60_000, size: 5 }),
+    { retentionMs: 120_000, flushIntervalMs: 10 },
+    pino({ level: 'silent' })
+  );
   const arrived = Date.now() - 3000; // three seconds in authentication so far
   const held = recorder.hold(arrived);
   expect(recorder.completeThrough()).toBe(arrived);
@@ -237,7 +285,17 @@ it('per shard, a process counts with the later of its clock and its document of 
   const dead = { instance: 'api-dead', complete_through: now - 90_000, written_at: now - 31_000 };
   expect(presenceHorizon([a, b], now, 30_000)).toBe(now - 1_500);
   expect(presenceHorizon([a, b, dead], now, 30_000, new Map([['api-a', now - 150]]))).toBe(now - 400);
-  expect(presenceHorizon([a, b], now, 30_000, new Map([['api-a', now - 150], ['api-b', now - 200]]))).toBe(now - 200);
+  expect(
+    presenceHorizon(
+      [a, b],
+      now,
+      30_000,
+      new Map([
+        ['api-a', now - 150],
+        ['api-b', now - 200]
+      ])
+    )
+  ).toBe(now - 200);
   // A document older than the clock (a shard with nothing new since) does not hold the process back.
   expect(presenceHorizon([a], now, 30_000, new Map([['api-a', now - 20_000]]))).toBe(now - 1_500);
   // A document of a process whose clock is dead, or that has no clock (tools and tests), holds nothing back.
@@ -263,7 +321,12 @@ class ShardGate extends PresenceStore {
 
 it('each shard document says how complete that shard is: every heartbeat of it received before then is in it', async () => {
   const store = new ShardGate(testDb.db);
-  const recorder = new PresenceRecorder(store, new HeartbeatHistoryStore(testDb.db, { intervalMs: 60_000, size: 5 }), { retentionMs: 120_000, flushIntervalMs: 10, ackLagMs: 1000 }, pino({ level: 'silent' }));
+  const recorder = new PresenceRecorder(
+    store,
+    new HeartbeatHistoryStore(testDb.db, { intervalMs: 60_000, size: 5 }),
+    { retentionMs: 120_000, flushIntervalMs: 10, ackLagMs: 1000 },
+    pino({ level: 'silent' })
+  );
   const [a, b] = idsOfShard(13, 2, 'through');
   const [c] = idsOfShard(14, 1, 'through');
   const t0 = Date.now();
@@ -286,7 +349,11 @@ it('each shard document says how complete that shard is: every heartbeat of it r
   await new Promise((r) => setTimeout(r, 50));
   const later = Date.now();
   await recorder.record(a!, sample(later), later, true);
-  await eventually(async () => ((await store.readSeen(13)).nodes.get(a!) === later ? true : undefined), 10_000, 'shard 13 written');
+  await eventually(
+    async () => ((await store.readSeen(13)).nodes.get(a!) === later ? true : undefined),
+    10_000,
+    'shard 13 written'
+  );
   expect((await store.readSeen(13)).complete.get(recorder.instanceId)).toBeGreaterThanOrEqual(later);
   expect(recorder.completeThrough()).toBeLessThanOrEqual(late);
   expect((await store.readSeen(14)).nodes.has(c!)).toBe(false);

@@ -14,7 +14,13 @@ it('writes a valid ledger in chunks, and appends continue after it', async () =>
   const ledger = new Ledger(testDb.db);
   await ledger.append({ kind: 'truth', key: 'before.bulk', value: { n: 0 } });
   const size = await ledger.appendBulk(
-    Array.from({ length: 2500 }, (_, i) => ({ kind: 'truth' as const, key: `bulk.${i}`, value: { i }, truth_type: 'data', did: 'did:example:seeder' })),
+    Array.from({ length: 2500 }, (_, i) => ({
+      kind: 'truth' as const,
+      key: `bulk.${i}`,
+      value: { i },
+      truth_type: 'data',
+      did: 'did:example:seeder'
+    })),
     1000
   );
   expect(size).toBe(2501);

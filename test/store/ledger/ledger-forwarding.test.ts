@@ -58,7 +58,9 @@ afterAll(async () => {
 it("appends a child process's entries in the parent's ledger, beside the parent's own, and withdraws one not yet started", async () => {
   const report = nextMessage<{ seqs: (number | null)[]; errors: string[]; withdrawn: boolean }>(child, 'seqs');
   child.send({ run: 40 });
-  const own = await Promise.all(Array.from({ length: 20 }, (_, i) => ledger.append({ kind: 'truth', key: `parent.${i}`, value: { i } })));
+  const own = await Promise.all(
+    Array.from({ length: 20 }, (_, i) => ledger.append({ kind: 'truth', key: `parent.${i}`, value: { i } }))
+  );
   const { seqs, errors, withdrawn } = await report;
   expect(errors).toEqual([]);
   expect(withdrawn).toBe(true);

@@ -13,17 +13,31 @@ import { useStoreDb } from '../../support/store-db';
 
 const testDb = useStoreDb('ledger_chunks');
 
-async function orderedInsertRefusedAt(name: string, size: number, refusedAt: number): Promise<{ landed: number[]; firstErrorIndex: number }> {
+async function orderedInsertRefusedAt(
+  name: string,
+  size: number,
+  refusedAt: number
+): Promise<{ landed: number[]; firstErrorIndex: number }> {
   const coll = testDb.db.collection<{ _id: number }>(name);
   await coll.insertOne({ _id: refusedAt });
-  const err = await coll.insertMany(Array.from({ length: size }, (_, i) => ({ _id: i })), { ordered: true }).then(
-    () => null,
-    (e: unknown) => e
-  );
+  const err = await coll
+    .insertMany(
+      Array.from({ length: size }, (_, i) => ({ _id: i })),
+      { ordered: true }
+    )
+    .then(
+      () => null,
+      (e: unknown) => e
+    );
   expect(err).toBeInstanceOf(MongoBulkWriteError);
   const writeErrors = (err as MongoBulkWriteError).writeErrors;
   const firstErrorIndex = Math.min(...(Array.isArray(writeErrors) ? writeErrors : [writeErrors]).map((e) => e.index));
-  const landed = (await coll.find({ _id: { $ne: refusedAt } }).sort({ _id: 1 }).toArray()).map((d) => d._id);
+  const landed = (
+    await coll
+      .find({ _id: { $ne: refusedAt } })
+      .sort({ _id: 1 })
+      .toArray()
+  ).map((d) => d._id);
   return { landed, firstErrorIndex };
 }
 
@@ -48,11 +62,24 @@ it('keeps the ledger valid when two writers burst with batches larger than a chu
   let total = 0;
   for (let round = 0; round < 3; round++) {
     const results = await Promise.all(
-      Array.from({ length: 600 }, (_, i) => (i % 2 ? a : b).append({ kind: 'truth', key: `burst.${round}.${i}`, value: { round, i }, did: 'did:example:burst' }))
+      Array.from({ length: 600 }, (_, i) =>
+        (i % 2 ? a : b).append({
+          kind: 'truth',
+          key: `burst.${round}.${i}`,
+          value: { round, i },
+          did: 'did:example:burst'
+        })
+      )
     );
     total += results.length;
     expect(new Set(results.map((r) => r.entry.seq)).size).toBe(results.length);
-    const ids = (await testDb.db.collection('ledger').find({}, { projection: { _id: 1 } }).sort({ _id: 1 }).toArray()).map((d) => d._id);
+    const ids = (
+      await testDb.db
+        .collection('ledger')
+        .find({}, { projection: { _id: 1 } })
+        .sort({ _id: 1 })
+        .toArray()
+    ).map((d) => d._id);
     expect(ids).toEqual(Array.from({ length: total }, (_, i) => i + 1));
     expect(await verifyLedger(a)).toMatchObject({ consistent: true, ledger_lines: total, first_bad_seq: null });
   }

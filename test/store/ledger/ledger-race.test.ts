@@ -18,8 +18,22 @@ it('keeps seqs contiguous and every write exactly once when two writers race wit
     // Every tenth write carries a key that the other process also uses for its neighbour.
     const idempotencyKey = i % 10 < 2 ? `shared-${Math.floor(i / 10)}` : null;
     // Entries of several categories, so the tally each carries is checked under the race too.
-    const [kind, truth_type] = ([['truth', 'data'], ['truth', null], ['event', 'config'], ['truth', 'risk']] as const)[i % 4]!;
-    return ledger.append({ kind, key: `race.${i}`, value: { i }, truth_type, did: 'did:example:racer', idempotencyKey });
+    const [kind, truth_type] = (
+      [
+        ['truth', 'data'],
+        ['truth', null],
+        ['event', 'config'],
+        ['truth', 'risk']
+      ] as const
+    )[i % 4]!;
+    return ledger.append({
+      kind,
+      key: `race.${i}`,
+      value: { i },
+      truth_type,
+      did: 'did:example:racer',
+      idempotencyKey
+    });
   });
   const results = await Promise.all(writes);
   const fresh = results.filter((r) => !r.duplicate);
@@ -28,16 +42,29 @@ it('keeps seqs contiguous and every write exactly once when two writers race wit
   expect(duplicates).toHaveLength(60);
   expect(new Set(fresh.map((r) => r.entry.seq)).size).toBe(540);
   for (const d of duplicates) expect(fresh.some((f) => f.entry.seq === d.entry.seq)).toBe(true);
-  const all = await testDb.db.collection('ledger').find({}, { projection: { _id: 1 } }).sort({ _id: 1 }).toArray();
+  const all = await testDb.db
+    .collection('ledger')
+    .find({}, { projection: { _id: 1 } })
+    .sort({ _id: 1 })
+    .toArray();
   expect(all.map((d) => d._id)).toEqual(Array.from({ length: 540 }, (_, i) => i + 1));
   expect(await verifyLedger(a)).toMatchObject({ consistent: true, ledger_lines: 540, first_bad_seq: null });
   // Head records follow the answers (store/ledger/ledger.ts, publish): once both are in, either process reads the head.
   await Promise.all([a.headPublished(), b.headPublished()]);
   expect((await a.head()).size).toBe(540);
   // The tally at the head (verify checked every entry's) counts the entries by category.
-  const stored = await testDb.db.collection('ledger').find({}, { projection: { kind: 1, truth_type: 1 } }).toArray();
-  const count = (kind: string, type: string | null) => stored.filter((d) => d.kind === kind && d.truth_type === type).length;
-  expect((await b.headWithTally()).tally).toEqual({ data: count('truth', 'data'), untyped: count('truth', null), event: count('event', 'config'), risk: count('truth', 'risk') });
+  const stored = await testDb.db
+    .collection('ledger')
+    .find({}, { projection: { kind: 1, truth_type: 1 } })
+    .toArray();
+  const count = (kind: string, type: string | null) =>
+    stored.filter((d) => d.kind === kind && d.truth_type === type).length;
+  expect((await b.headWithTally()).tally).toEqual({
+    data: count('truth', 'data'),
+    untyped: count('truth', null),
+    event: count('event', 'config'),
+    risk: count('truth', 'risk')
+  });
 });
 
 it('appends a write with a key without looking the key up first, and answers a retry of it (another process) with its entry', async () => {
@@ -46,22 +73,45 @@ it('appends a write with a key without looking the key up first, and answers a r
   const client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
   try {
     const commands: string[] = [];
-    client.on('commandStarted', (e) => commands.push(`${e.commandName} ${String((e.command as Record<string, unknown>)[e.commandName])}`));
+    client.on('commandStarted', (e) =>
+      commands.push(`${e.commandName} ${String((e.command as Record<string, unknown>)[e.commandName])}`)
+    );
     const a = new Ledger(client.db(testDb.db.databaseName));
     const b = new Ledger(testDb.db);
     await a.append({ kind: 'event', key: 'keyed.warmup', value: {}, did: null }); // reads the tail once
     await a.headPublished();
     commands.length = 0;
-    const first = await a.append({ kind: 'truth', key: 'keyed.1', value: { n: 1 }, truth_type: 'data', did: 'did:example:k', idempotencyKey: 'once-1' });
+    const first = await a.append({
+      kind: 'truth',
+      key: 'keyed.1',
+      value: { n: 1 },
+      truth_type: 'data',
+      did: 'did:example:k',
+      idempotencyKey: 'once-1'
+    });
     expect(first.duplicate).toBe(false);
     const reads = commands.filter((c) => /^(find|aggregate|count)/.test(c));
     expect(reads).toEqual([]);
     expect(commands).toContain('insert ledger');
     // The retry through another process: refused by the unique key, then answered with the first entry.
-    const retry = await b.append({ kind: 'truth', key: 'keyed.1', value: { n: 1 }, truth_type: 'data', did: 'did:example:k', idempotencyKey: 'once-1' });
+    const retry = await b.append({
+      kind: 'truth',
+      key: 'keyed.1',
+      value: { n: 1 },
+      truth_type: 'data',
+      did: 'did:example:k',
+      idempotencyKey: 'once-1'
+    });
     expect(retry).toMatchObject({ duplicate: true, entry: { seq: first.entry.seq, event_id: first.entry.event_id } });
     // And the next write of that process lands right after it.
-    const next = await b.append({ kind: 'truth', key: 'keyed.2', value: {}, truth_type: 'data', did: 'did:example:k', idempotencyKey: 'once-2' });
+    const next = await b.append({
+      kind: 'truth',
+      key: 'keyed.2',
+      value: {},
+      truth_type: 'data',
+      did: 'did:example:k',
+      idempotencyKey: 'once-2'
+    });
     expect(next.entry.seq).toBe(first.entry.seq + 1);
     expect(await verifyLedger(b)).toMatchObject({ consistent: true, ledger_lines: next.entry.seq });
   } finally {
@@ -74,7 +124,8 @@ it.each(['scan', 'indexed'] as const)(
   async (idLookups) => {
     const a = new Ledger(testDb.db);
     const keys = Array.from({ length: 50 }, (_, i) => `batch-retry-${idLookups}-${i}`);
-    const write = (ledger: Ledger, key: string) => ledger.append({ kind: 'event', key: `hub.batch.${key}`, value: {}, did: 'did:example:hub', idempotencyKey: key });
+    const write = (ledger: Ledger, key: string) =>
+      ledger.append({ kind: 'event', key: `hub.batch.${key}`, value: {}, did: 'did:example:hub', idempotencyKey: key });
     const first = await Promise.all(keys.map((k) => write(a, k)));
     const client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
     try {
@@ -82,7 +133,8 @@ it.each(['scan', 'indexed'] as const)(
       const finds: { collection: string; filter: string }[] = [];
       client.on('commandStarted', (e) => {
         const command = e.command as { find?: string; filter?: unknown };
-        if (e.commandName === 'find' && command.find !== 'ledger_head') finds.push({ collection: command.find!, filter: JSON.stringify(command.filter) });
+        if (e.commandName === 'find' && command.find !== 'ledger_head')
+          finds.push({ collection: command.find!, filter: JSON.stringify(command.filter) });
       });
       const b = new Ledger(client.db(testDb.db.databaseName), { idLookups });
       const again = await Promise.all(keys.map((k) => write(b, k)));
@@ -101,7 +153,7 @@ it.each(['scan', 'indexed'] as const)(
   }
 );
 
-it('lets two writers taking turns start from each other\'s head record: no insert refused, no wait for a record', async () => {
+it("lets two writers taking turns start from each other's head record: no insert refused, no wait for a record", async () => {
   // Two processes whose writes alternate (a load balancer's round robin): once each has seen the other's entries it
   // writes as a contended writer, inserting its head record before answering, so the other's next write starts from
   // that record instead of being refused on the taken seq and then waiting for the record (store/ledger/ledger.ts).
@@ -110,7 +162,8 @@ it('lets two writers taking turns start from each other\'s head record: no inser
     const inserts = countLedgerInserts(client);
     const a = new Ledger(client.db(testDb.db.databaseName));
     const b = new Ledger(testDb.db);
-    const write = (ledger: Ledger, i: number) => ledger.append({ kind: 'truth', key: `turns.${i}`, value: { i }, truth_type: 'data', did: 'did:example:turns' });
+    const write = (ledger: Ledger, i: number) =>
+      ledger.append({ kind: 'truth', key: `turns.${i}`, value: { i }, truth_type: 'data', did: 'did:example:turns' });
     // Each has an insert refused once on a seq the other took, and writes as a contended writer from then on.
     for (let i = 0; i < 4; i++) await write(i % 2 ? b : a, i);
     const heads = testDb.db.collection('ledger_head');

@@ -19,7 +19,9 @@ const heads = () => testDb.db.collection<Record<string, unknown> & { _id: string
 
 it('stores entries without their frontier and rebuilds it for a writer that reads the tail', async () => {
   const ledger = new Ledger(testDb.db);
-  await Promise.all(Array.from({ length: 300 }, (_, i) => ledger.append({ kind: 'truth', key: `tail.${i}`, value: { i } })));
+  await Promise.all(
+    Array.from({ length: 300 }, (_, i) => ledger.append({ kind: 'truth', key: `tail.${i}`, value: { i } }))
+  );
   await ledger.headPublished();
   const newest = await entries().findOne({ _id: 300 });
   expect(newest).toMatchObject({ seq: 300, completed: expect.any(Array) });

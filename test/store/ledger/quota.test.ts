@@ -35,7 +35,9 @@ it('hands out slots 1..limit once each across two stores, never more, and all of
   expect(first.count).toBeGreaterThan(30);
   counts.push(first.count);
   counts.push((await a.consume('truth:did:a', '2026-11-21', 50)).count);
-  const burst = await Promise.all(Array.from({ length: 30 }, (_, i) => (i % 2 ? a : b).consume('truth:did:a', '2026-11-21', 50)));
+  const burst = await Promise.all(
+    Array.from({ length: 30 }, (_, i) => (i % 2 ? a : b).consume('truth:did:a', '2026-11-21', 50))
+  );
   counts.push(...burst.filter((r) => r.allowed).map((r) => r.count));
   // Never a slot twice, never past the limit; a slot one store leased and did not use can make the other refuse
   // (bounded under-admission) until it is given back.
@@ -59,12 +61,17 @@ it('hands out slots 1..limit once each across two stores, never more, and all of
 it('leases slots ahead for a steady writer and gives the unused ones back once it is idle', async () => {
   const store = new QuotaStore(testDb.db, undefined, { leaseIdleMs: 200 });
   const slots = () => testDb.db.collection('quota_uses').countDocuments({ scope: 'truth:did:steady' });
-  for (let i = 1; i <= 20; i++) expect(await store.consume('truth:did:steady', '2026-11-21', 2000)).toEqual({ allowed: true, count: i });
+  for (let i = 1; i <= 20; i++)
+    expect(await store.consume('truth:did:steady', '2026-11-21', 2000)).toEqual({ allowed: true, count: i });
   // More slots inserted than used (the lease), at most one block more.
   const held = await slots();
   expect(held).toBeGreaterThan(20);
   expect(held).toBeLessThanOrEqual(20 + 32);
-  await eventually(async () => ((await slots()) === 20 ? true : undefined), 10000, 'the unused leased slots to be given back');
+  await eventually(
+    async () => ((await slots()) === 20 ? true : undefined),
+    10000,
+    'the unused leased slots to be given back'
+  );
   // The given-back slots are handed out again first, in order.
   expect(await store.consume('truth:did:steady', '2026-11-21', 2000)).toEqual({ allowed: true, count: 21 });
   await store.close();
@@ -78,7 +85,8 @@ it('takes exactly its own slot for each use of a writer idle between uses, and g
   client.on('commandStarted', (e) => {
     if (e.commandName === 'insert') inserted += (e.command as { documents: unknown[] }).documents.length;
     // Give-backs (by _id); not the prune of days before yesterday at the day's first use (by day).
-    if (e.commandName === 'delete' && (e.command as { deletes: { q: object }[] }).deletes.some((d) => '_id' in d.q)) deletes++;
+    if (e.commandName === 'delete' && (e.command as { deletes: { q: object }[] }).deletes.some((d) => '_id' in d.q))
+      deletes++;
   });
   const store = new QuotaStore(client.db(testDb.db.databaseName), undefined, { leaseIdleMs: 200 });
   try {
@@ -95,8 +103,14 @@ it('takes exactly its own slot for each use of a writer idle between uses, and g
 });
 
 it.each([
-  ['indexed', 'one `_id` equality each (FerretDB on PostgreSQL answers those from an index, an `_id: { $in }` by reading everything)'],
-  ['scan', 'one `_id: { $in }` for all (FerretDB on SQLite reads the collection for any of them: once, not once per slot)']
+  [
+    'indexed',
+    'one `_id` equality each (FerretDB on PostgreSQL answers those from an index, an `_id: { $in }` by reading everything)'
+  ],
+  [
+    'scan',
+    'one `_id: { $in }` for all (FerretDB on SQLite reads the collection for any of them: once, not once per slot)'
+  ]
 ] as const)('gives leased slots back where `_id` lookups are %s by %s', async (idLookups, _how) => {
   const client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
   const deletes: unknown[] = [];
@@ -109,7 +123,11 @@ it.each([
     const slots = () => testDb.db.collection('quota_uses').countDocuments({ scope });
     for (let i = 1; i <= 20; i++) await store.consume(scope, '2026-11-21', 2000);
     expect(await slots()).toBeGreaterThan(20);
-    await eventually(async () => ((await slots()) === 20 ? true : undefined), 10000, 'the unused leased slots to be given back');
+    await eventually(
+      async () => ((await slots()) === 20 ? true : undefined),
+      10000,
+      'the unused leased slots to be given back'
+    );
     await store.close();
     const giveBacks = deletes.filter((q) => JSON.stringify(q).includes(scope));
     expect(giveBacks.length).toBeGreaterThan(0);
@@ -127,7 +145,11 @@ it('deletes the slots of days before yesterday on the first use of a day', async
   await store.consume('truth:did:c', '2026-11-19', 5);
   await store.consume('truth:did:c', '2026-11-20', 5);
   const days = async () => (await testDb.db.collection('quota_uses').distinct('day', { scope: 'truth:did:c' })).sort();
-  await eventually(async () => ((await days()).join() === '2026-11-19,2026-11-20' ? true : undefined), 10000, 'the 2026-11-18 slots to be deleted');
+  await eventually(
+    async () => ((await days()).join() === '2026-11-19,2026-11-20' ? true : undefined),
+    10000,
+    'the 2026-11-18 slots to be deleted'
+  );
 });
 
 it('serialises the callers of one process: a burst on one counter takes one slot per use in a few grouped inserts, none refused', async () => {
@@ -136,16 +158,23 @@ it('serialises the callers of one process: a burst on one counter takes one slot
     const inserts: { refused: boolean; documents?: number }[] = [];
     const documents = new Map<number, number>();
     monitored.on('commandStarted', (event) => {
-      if (event.commandName === 'insert') documents.set(event.requestId, (event.command as { documents: unknown[] }).documents.length);
+      if (event.commandName === 'insert')
+        documents.set(event.requestId, (event.command as { documents: unknown[] }).documents.length);
     });
     monitored.on('commandSucceeded', (event) => {
-      if (event.commandName === 'insert') inserts.push({ refused: ((event.reply as { writeErrors?: unknown[] }).writeErrors?.length ?? 0) > 0, documents: documents.get(event.requestId) });
+      if (event.commandName === 'insert')
+        inserts.push({
+          refused: ((event.reply as { writeErrors?: unknown[] }).writeErrors?.length ?? 0) > 0,
+          documents: documents.get(event.requestId)
+        });
     });
     monitored.on('commandFailed', (event) => {
       if (event.commandName === 'insert') inserts.push({ refused: true });
     });
     const store = new QuotaStore(monitored.db(testDb.db.databaseName));
-    const burst = await Promise.all(Array.from({ length: 64 }, () => store.consume('truth:did:burst', '2026-11-21', 1000)));
+    const burst = await Promise.all(
+      Array.from({ length: 64 }, () => store.consume('truth:did:burst', '2026-11-21', 1000))
+    );
     expect(burst.map((r) => r.count).sort((a, b) => a - b)).toEqual(Array.from({ length: 64 }, (_, i) => i + 1));
     // The first caller's slot goes alone; then blocks for the callers waiting (at most 32 a claim).
     expect(inserts[0]!.documents).toBe(1);
@@ -180,9 +209,11 @@ it('hands a refunded slot out again, in this process and, once given back, to a 
 
 /** Another process took slots 1-10 of `scope` and gave 3, 4 and 8 back. */
 async function counterWithHoles(scope: string, day: string): Promise<void> {
-  await testDb.db.collection('quota_uses').insertMany(
-    [1, 2, 5, 6, 7, 9, 10].map((n) => ({ _id: `${scope}|${day}|${n}` as never, scope, day, n, at: new Date() }))
-  );
+  await testDb.db
+    .collection('quota_uses')
+    .insertMany(
+      [1, 2, 5, 6, 7, 9, 10].map((n) => ({ _id: `${scope}|${day}|${n}` as never, scope, day, n, at: new Date() }))
+    );
 }
 
 it('where every _id lookup scans, starts a counter from one read of its slots: past the highest taken, the holes below it first', async () => {
@@ -208,13 +239,29 @@ it('where every _id lookup scans, reads the counters first used together in one 
   const day = '2026-11-21';
   const scopes = Array.from({ length: 16 }, (_, i) => `truth:did:cold-${i}`);
   // Each DID has used 3 slots today (through another process, say).
-  await testDb.db.collection('quota_uses').insertMany(scopes.flatMap((scope) => [1, 2, 3].map((n) => ({ _id: `${scope}|${day}|${n}`, scope, day, n, at: new Date() }))) as never[]);
+  await testDb.db
+    .collection('quota_uses')
+    .insertMany(
+      scopes.flatMap((scope) =>
+        [1, 2, 3].map((n) => ({ _id: `${scope}|${day}|${n}`, scope, day, n, at: new Date() }))
+      ) as never[]
+    );
   const { monitored, reads } = await findsCounted();
   try {
     const store = new QuotaStore(monitored.db(testDb.db.databaseName), undefined, { idLookups: 'scan' });
     // A burst of 64 writes of the 16 DIDs this store has not seen: each DID's uses are slots 4, 5, 6, 7.
-    const burst = await Promise.all(Array.from({ length: 64 }, (_, i) => store.consume(scopes[i % 16]!, day, 100).then((r) => ({ scope: scopes[i % 16]!, ...r }))));
-    for (const scope of scopes) expect(burst.filter((r) => r.scope === scope && r.allowed).map((r) => r.count).sort((a, b) => a - b)).toEqual([4, 5, 6, 7]);
+    const burst = await Promise.all(
+      Array.from({ length: 64 }, (_, i) =>
+        store.consume(scopes[i % 16]!, day, 100).then((r) => ({ scope: scopes[i % 16]!, ...r }))
+      )
+    );
+    for (const scope of scopes)
+      expect(
+        burst
+          .filter((r) => r.scope === scope && r.allowed)
+          .map((r) => r.count)
+          .sort((a, b) => a - b)
+      ).toEqual([4, 5, 6, 7]);
     expect(reads).toEqual([JSON.stringify({ scope: { $in: scopes }, day })]);
     await store.close();
   } finally {
