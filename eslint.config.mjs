@@ -1,8 +1,12 @@
-// The linter keeps two promises: no promise is left floating anywhere, and workflow code stays deterministic.
-// Workflow files run in Temporal's sandbox: they may import the SDK's workflow API, pure modules of core/ and their
-// own contracts, and types (only) from activities/; never Node built-ins, I/O libraries, store/, api/ or anything
-// that reaches them. core/ is pure except files named *.node.ts (hashing, keys, configuration), which workflows
-// never import. Client modules beside the workflows (*.client.ts, client-support.ts) run in the API and are exempt.
+// The linter keeps three promises: no promise is left floating anywhere, workflow code stays deterministic, and
+// nothing below the workflows imports them (import circles are refused by scripts/ci/check-import-cycles.ts).
+// Workflow files and their contracts (contracts/: ids, signals, queries, updates, inputs) run in Temporal's sandbox:
+// they may import the SDK's workflow API, pure modules of core/ and contracts/, and types (only) from activities/;
+// never Node built-ins, I/O libraries, store/, api/ or anything that reaches them. core/ is pure except files named
+// *.node.ts (hashing, keys, configuration), which workflows never import. Client modules beside the workflows
+// (*.client.ts, client-support.ts) run in the API and are exempt.
+// Layers: api/ -> services/ -> workflows/ (clients) -> contracts/ <- activities/ -> store/ -> core/. activities/,
+// store/, core/ and contracts/ import nothing of workflows/ but types.
 import { builtinModules } from 'node:module';
 import tseslint from 'typescript-eslint';
 
@@ -25,6 +29,13 @@ const ioPaths = (allowTypeImports) => [
   }
 ];
 
+/** The layers under the workflows import their contracts, never the workflows. */
+const notWorkflows = {
+  group: ['**/workflows', '**/workflows/**'],
+  message: "import the flow's contract from contracts/, not workflows/",
+  allowTypeImports: true
+};
+
 const ioLibraries = [
   'mongodb',
   'openai',
@@ -41,6 +52,28 @@ const ioLibraries = [
   'pino',
   'jose',
   'find-my-way'
+];
+
+/** What the workflow sandbox may not import, plus any further patterns. */
+const sandboxImports = (extraPatterns) => [
+  'error',
+  {
+    paths: [...nodeBuiltins, ...ioLibraries].map((name) => ({
+      name,
+      message: 'not allowed in the workflow sandbox (workflows must be deterministic and do no I/O)'
+    })),
+    patterns: [
+      // Types (a stored document's shape) are fine: they vanish at compile time.
+      ...ioPaths(true),
+      {
+        group: ['**/activities', '**/activities/**'],
+        message: 'workflows import activities as types only (proxyActivities)',
+        allowTypeImports: true
+      },
+      { group: ['node:*'], message: 'Node built-ins are not allowed in the workflow sandbox' },
+      ...extraPatterns
+    ]
+  }
 ];
 
 export default tseslint.config(
@@ -70,30 +103,21 @@ export default tseslint.config(
     }
   },
   {
+    // The layers under the workflows never reach up into them (contracts/ is where shared ids and types live).
+    // core/ and contracts/ get the same pattern in their own blocks below (a later block's rule replaces this one).
+    files: ['activities/**/*.ts', 'store/**/*.ts', 'core/**/*.node.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [notWorkflows] }] }
+  },
+  {
     // Workflow code (not the client modules beside it).
     files: ['workflows/**/*.ts'],
     ignores: ['workflows/**/*.client.ts', 'workflows/client-support.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          paths: [...nodeBuiltins, ...ioLibraries].map((name) => ({
-            name,
-            message: 'not allowed in the workflow sandbox (workflows must be deterministic and do no I/O)'
-          })),
-          patterns: [
-            // Types (a stored document's shape) are fine: they vanish at compile time.
-            ...ioPaths(true),
-            {
-              group: ['**/activities', '**/activities/**'],
-              message: 'workflows import activities as types only (proxyActivities)',
-              allowTypeImports: true
-            },
-            { group: ['node:*'], message: 'Node built-ins are not allowed in the workflow sandbox' }
-          ]
-        }
-      ]
-    }
+    rules: { 'no-restricted-imports': sandboxImports([]) }
+  },
+  {
+    // Contracts are imported by workflows, so they live by the sandbox's rules, and never import a workflow.
+    files: ['contracts/**/*.ts'],
+    rules: { 'no-restricted-imports': sandboxImports([notWorkflows]) }
   },
   {
     // Pure core modules: what workflows may import.
@@ -109,6 +133,7 @@ export default tseslint.config(
           })),
           patterns: [
             ...ioPaths(false),
+            notWorkflows,
             { group: ['**/activities', '**/activities/**'], message: 'core/ is pure' },
             { group: ['node:*'], message: 'core/ is pure: put Node-only code in a *.node.ts file' }
           ]

@@ -4,7 +4,7 @@
  */
 import { verifyEd25519 } from '../core/compute/group-crypto.node';
 import type { ConsensusOutcome } from '../core/compute/consensus';
-import type { Ballot } from '../workflows/compute/group-consensus.contract';
+import type { Ballot } from '../contracts/compute/group-consensus.contract';
 import { Ledger } from '../store/ledger/ledger';
 
 export interface ConsensusOutcomeRecord {

@@ -1,6 +1,6 @@
 /** Every activity the worker registers, built from dependencies created once by worker/. */
 import { Db } from 'mongodb';
-import type { TaskQueueKind } from '../workflows/task-queues';
+import type { TaskQueueKind } from '../contracts/task-queues';
 import { Ledger } from '../store/ledger/ledger';
 import { NodeStore } from '../store/federation/nodes';
 import { PresenceStore } from '../store/federation/presence';

@@ -12,7 +12,7 @@ import { Ledger } from '../store/ledger/ledger';
 import { startLedgerWriter } from '../store/ledger/ledger-writer';
 import { createActivitiesByQueue } from '../activities';
 import { daemonActivityDeps } from '../activities/daemon';
-import { taskQueueFor } from '../workflows/task-queues';
+import { taskQueueFor } from '../contracts/task-queues';
 import { ensureSearchAttributes } from './search-attributes';
 
 export interface HubWorker {

@@ -21,7 +21,7 @@ import {
   livenessChangedSignal,
   nodeWorkflowId,
   PRESENCE_SNAPSHOT_MAX_AGE_MS
-} from '../../workflows/federation/node-lifecycle.contract';
+} from '../../contracts/federation/node-lifecycle.contract';
 
 /** Most mirror signals one sweep has in flight at once. */
 const SWEEP_SIGNALS_IN_FLIGHT = 16;

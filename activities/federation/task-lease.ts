@@ -4,7 +4,7 @@
  */
 import type { Db } from 'mongodb';
 import { TaskStore } from '../../store/federation/tasks';
-import type { LeaseSweepRequest, LeaseSweepResult } from '../../workflows/federation/task-lease.contract';
+import type { LeaseSweepRequest, LeaseSweepResult } from '../../contracts/federation/task-lease.contract';
 
 export function createTaskLeaseActivities(deps: { db: Db }) {
   return {

@@ -10,9 +10,11 @@
 import { z } from 'zod';
 import { canonicalJson } from './canonical-json';
 import { RawJson, rawJsonSchema } from '../raw-json';
-import type { LedgerTally } from './tally';
 
 export type LedgerEntryKind = 'truth' | 'event';
+
+/** Entries by category up to and including an entry (the running tally: core/ledger/tally.ts). */
+export type LedgerTally = Record<string, number>;
 
 export interface LedgerLeafFields {
   seq: number;

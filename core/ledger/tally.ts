@@ -6,10 +6,10 @@
  * and `other` for a type outside the list (the keys stay plain words: FerretDB refuses field names with `.` or `$`).
  * Only categories that occurred are kept.
  */
-import type { LedgerEntryKind } from './ledger-entry';
+import type { LedgerEntryKind, LedgerTally } from './ledger-entry';
 import { TRUTH_TYPES } from './truth-record';
 
-export type LedgerTally = Record<string, number>;
+export type { LedgerTally };
 
 const KNOWN_TYPES: ReadonlySet<string> = new Set(TRUTH_TYPES);
 

@@ -44,7 +44,7 @@ import { Agent } from 'undici';
 import { StackLog } from './stack-log';
 import { BenchStack, startBenchStack } from './stack';
 import { presenceHorizon, PresenceStore, PRESENCE_SHARDS } from '../../store/federation/presence';
-import { nodeSweeperWorkflowId, NODE_SWEEPER_GROUPS } from '../../workflows/federation/node-lifecycle-sweeper.contract';
+import { nodeSweeperWorkflowId, NODE_SWEEPER_GROUPS } from '../../contracts/federation/node-lifecycle-sweeper.contract';
 
 const SIZES = (process.env.BENCH_NODES ?? '500')
   .split(',')

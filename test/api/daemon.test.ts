@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { LEDGER_COLLECTION } from '../../store/ledger/ledger';
-import { daemonDagWorkflowId } from '../../workflows/daemon/dag.contract';
+import { daemonDagWorkflowId } from '../../contracts/daemon/dag.contract';
 import { FakeOpenAi, startFakeOpenAi } from '../support/fake-openai';
 import { eventually, http, startTestService, TestService } from '../support/service';
 

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { issueHomologousToken } from '../support/credentials';
 import { heartbeat, nodeHeaders, registerNode, RegisteredNode } from '../support/federation';
 import { eventually, http, startTestService, TestService } from '../support/service';
-import { nodeStatusQuery } from '../../workflows/federation/node-lifecycle.contract';
+import { nodeStatusQuery } from '../../contracts/federation/node-lifecycle.contract';
 
 let svc: TestService;
 let reviewer: string;

@@ -12,7 +12,7 @@ import { freePort, ServerHandle } from '../../scripts/stack/process';
 import { issueHomologousToken } from '../support/credentials';
 import { heartbeat, nodeHeaders, registerNode, RegisteredNode } from '../support/federation';
 import { eventually, http, startTestService, TestService } from '../support/service';
-import { taskLeasesStatusQuery, taskLeasesWorkflowId } from '../../workflows/federation/task-lease.contract';
+import { taskLeasesStatusQuery, taskLeasesWorkflowId } from '../../contracts/federation/task-lease.contract';
 
 let svc: TestService;
 let temporal: ServerHandle & { address: string };

@@ -18,11 +18,11 @@ import type { DispatchBody } from '../../core/daemon/dispatch';
 import { hashSecret } from '../../core/credentials.node';
 import { CredentialStore } from '../../store/credentials';
 import { Ledger } from '../../store/ledger/ledger';
-import { taskQueueFor } from '../../workflows/task-queues';
+import { taskQueueFor } from '../../contracts/task-queues';
 import { daemonBreakerWorkflow } from '../../workflows/daemon/breaker';
-import { breakerStateQuery, daemonBreakerWorkflowId } from '../../workflows/daemon/breaker.contract';
+import { breakerStateQuery, daemonBreakerWorkflowId } from '../../contracts/daemon/breaker.contract';
 import { daemonDagWorkflow } from '../../workflows/daemon/dag';
-import { DagInput, daemonDagWorkflowId, dagStateQuery } from '../../workflows/daemon/dag.contract';
+import { DagInput, daemonDagWorkflowId, dagStateQuery } from '../../contracts/daemon/dag.contract';
 import { FakeOpenAi, startFakeOpenAi } from '../support/fake-openai';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 

@@ -12,9 +12,9 @@ import { Worker } from '@temporalio/worker';
 import { createDeployActivities } from '../../activities/deploy';
 import { deployLayout } from '../../core/deploy/web';
 import { findNginx, writeNginxConf } from '../../scripts/stack/nginx';
-import { taskQueueFor } from '../../workflows/task-queues';
+import { taskQueueFor } from '../../contracts/task-queues';
 import { deployConfigWorkflow } from '../../workflows/deploy/config';
-import { DeployConfigInput } from '../../workflows/deploy/config.contract';
+import { DeployConfigInput } from '../../contracts/deploy/config.contract';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 
 const nginxBin = findNginx(process.env.NGINX_BIN ?? '/usr/sbin/nginx');

@@ -5,8 +5,8 @@
  */
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { workOrderWorkflow } from '../../workflows/deploy/work-order';
-import { WorkOrderInput } from '../../workflows/deploy/work-order.contract';
-import { truthApprovalWorkflowId } from '../../workflows/ledger/truth-approval.contract';
+import { WorkOrderInput } from '../../contracts/deploy/work-order.contract';
+import { truthApprovalWorkflowId } from '../../contracts/ledger/truth-approval.contract';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 
 jest.setTimeout(120_000);

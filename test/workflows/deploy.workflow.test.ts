@@ -11,9 +11,9 @@ import { Worker } from '@temporalio/worker';
 import { WorkflowFailedError } from '@temporalio/client';
 import { createDeployActivities } from '../../activities/deploy';
 import { deployLayout } from '../../core/deploy/web';
-import { taskQueueFor } from '../../workflows/task-queues';
+import { taskQueueFor } from '../../contracts/task-queues';
 import { deployWorkflow } from '../../workflows/deploy/deploy';
-import { DeployInput } from '../../workflows/deploy/deploy.contract';
+import { DeployInput } from '../../contracts/deploy/deploy.contract';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 
 jest.setTimeout(120_000);

@@ -14,9 +14,9 @@ import {
   NodeLifecycleInput,
   nodeStatusQuery,
   reviewUpdate
-} from '../../workflows/federation/node-lifecycle.contract';
+} from '../../contracts/federation/node-lifecycle.contract';
 import { treeProposalWorkflow } from '../../workflows/federation/tree-proposal';
-import { decideUpdate, TreeProposalInput } from '../../workflows/federation/tree-proposal.contract';
+import { decideUpdate, TreeProposalInput } from '../../contracts/federation/tree-proposal.contract';
 import { nodeDocument } from '../support/node-document';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 import { nodeSweeperWorkflow } from '../../workflows/federation/node-lifecycle-sweeper';

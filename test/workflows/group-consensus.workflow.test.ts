@@ -14,7 +14,7 @@ import {
   castBallotUpdate,
   FORGED_BALLOT,
   GroupConsensusInput
-} from '../../workflows/compute/group-consensus.contract';
+} from '../../contracts/compute/group-consensus.contract';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 
 jest.setTimeout(120_000);

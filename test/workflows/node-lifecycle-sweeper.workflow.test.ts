@@ -12,7 +12,7 @@ import { NODE_CHANGES_KEEP_MS } from '../../store/federation/node-changes-ring';
 import { NodeStore } from '../../store/federation/nodes';
 import { PresenceStore, presenceShardOf } from '../../store/federation/presence';
 import { nodeLifecycleWorkflow } from '../../workflows/federation/node-lifecycle';
-import { NodeLifecycleInput, nodeStatusQuery, reviewUpdate } from '../../workflows/federation/node-lifecycle.contract';
+import { NodeLifecycleInput, nodeStatusQuery, reviewUpdate } from '../../contracts/federation/node-lifecycle.contract';
 import { nodeSweeperWorkflow } from '../../workflows/federation/node-lifecycle-sweeper';
 import { nodeDocument } from '../support/node-document';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';

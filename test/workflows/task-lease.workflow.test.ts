@@ -12,7 +12,7 @@ import {
   configureSignal,
   TaskLeasesInput,
   taskLeasesStatusQuery
-} from '../../workflows/federation/task-lease.contract';
+} from '../../contracts/federation/task-lease.contract';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 
 jest.setTimeout(120_000);

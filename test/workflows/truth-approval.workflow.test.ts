@@ -11,7 +11,7 @@ import {
   approveSignal,
   rejectSignal,
   TruthApprovalInput
-} from '../../workflows/ledger/truth-approval.contract';
+} from '../../contracts/ledger/truth-approval.contract';
 import { truthApprovalWorkflow } from '../../workflows/ledger/truth-approval';
 import { startWorkflowTestEnv, WorkflowTestEnv } from '../support/workflow-env';
 

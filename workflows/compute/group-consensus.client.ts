@@ -5,7 +5,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { Client, WorkflowIdReusePolicy, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { AppError, notFound } from '../../core/errors';
-import { taskQueueFor } from '../task-queues';
+import { taskQueueFor } from '../../contracts/task-queues';
 import { executeUpdateWithin, startWorkflowWithRetry } from '../client-support';
 import type { groupConsensusWorkflow } from './group-consensus';
 import {
@@ -17,7 +17,7 @@ import {
   GROUP_CONSENSUS_TASK_QUEUES,
   GroupConsensusInput,
   groupConsensusWorkflowId
-} from './group-consensus.contract';
+} from '../../contracts/compute/group-consensus.contract';
 
 export async function openGroupConsensus(
   client: Client,

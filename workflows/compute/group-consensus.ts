@@ -17,7 +17,7 @@ import {
   consensusStatusQuery,
   FORGED_BALLOT,
   GroupConsensusInput
-} from './group-consensus.contract';
+} from '../../contracts/compute/group-consensus.contract';
 
 const { verifyBallotSignature, recordConsensusOutcome } = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',

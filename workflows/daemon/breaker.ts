@@ -29,7 +29,7 @@ import {
   breakerReportSignal,
   breakerResetSignal,
   breakerStateQuery
-} from './breaker.contract';
+} from '../../contracts/daemon/breaker.contract';
 
 const { appendDaemonAudit } = proxyActivities<DaemonCoreActivities>({
   startToCloseTimeout: '30 seconds',

@@ -12,7 +12,7 @@ import {
 import { AppError } from '../../core/errors';
 import { BreakerStateAttr } from '../../core/search-attributes';
 import { startWorkflowWithRetry, within } from '../client-support';
-import { taskQueueFor } from '../task-queues';
+import { taskQueueFor } from '../../contracts/task-queues';
 import type { daemonBreakerWorkflow } from './breaker';
 import {
   BreakerInput,
@@ -21,9 +21,15 @@ import {
   breakerStateQuery,
   daemonBreakerWorkflowId,
   DAEMON_BREAKER_TASK_QUEUES
-} from './breaker.contract';
+} from '../../contracts/daemon/breaker.contract';
 import type { daemonDagWorkflow } from './dag';
-import { DAEMON_DAG_TASK_QUEUES, DagInput, DagView, daemonDagWorkflowId, dagStateQuery } from './dag.contract';
+import {
+  DAEMON_DAG_TASK_QUEUES,
+  DagInput,
+  DagView,
+  daemonDagWorkflowId,
+  dagStateQuery
+} from '../../contracts/daemon/dag.contract';
 
 /** Starts the breaker unless it runs already (its id is fixed per core queue). */
 export async function ensureBreaker(

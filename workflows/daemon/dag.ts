@@ -12,9 +12,14 @@
 import { condition, getExternalWorkflowHandle, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { DaemonCoreActivities, DaemonModelActivities } from '../../activities/daemon';
 import { DagState, DagTask, globalTaskId, resolveQuotes, TaskResult } from '../../core/daemon/dag';
-import { taskQueueFor } from '../task-queues';
-import { BreakerAnswer, breakerAdmitSignal, breakerAnswerSignal, breakerReportSignal } from './breaker.contract';
-import { DagInput, DagView, dagStateQuery } from './dag.contract';
+import { taskQueueFor } from '../../contracts/task-queues';
+import {
+  BreakerAnswer,
+  breakerAdmitSignal,
+  breakerAnswerSignal,
+  breakerReportSignal
+} from '../../contracts/daemon/breaker.contract';
+import { DagInput, DagView, dagStateQuery } from '../../contracts/daemon/dag.contract';
 
 const core = proxyActivities<DaemonCoreActivities>({
   startToCloseTimeout: '30 seconds',

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { Client } from '@temporalio/client';
 import { releaseId } from '../../core/deploy/web';
 import { DeployStateAttr, DeployTargetAttr } from '../../core/search-attributes';
-import { taskQueueFor } from '../task-queues';
+import { taskQueueFor } from '../../contracts/task-queues';
 import { resultWithin, startLocked } from '../client-support';
 import type { deployConfigWorkflow } from './config';
 import {
@@ -15,7 +15,7 @@ import {
   DEPLOY_CONFIG_WORKFLOW_ID,
   DeployConfigInput,
   DeployConfigResult
-} from './config.contract';
+} from '../../contracts/deploy/config.contract';
 
 const RESULT_WAIT_MS = 60_000;
 

@@ -7,7 +7,7 @@
 import { upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { DeployStateAttr } from '../../core/search-attributes';
 import { appendLedgerEntry, commandsProxy, stepError } from './saga-support';
-import type { ConfigStep, DeployConfigInput, DeployConfigResult } from './config.contract';
+import type { ConfigStep, DeployConfigInput, DeployConfigResult } from '../../contracts/deploy/config.contract';
 
 const message = (err: unknown): string => stepError(err, 2000);
 

@@ -10,10 +10,16 @@ import { AppError } from '../../core/errors';
 import { releaseId } from '../../core/deploy/web';
 import { DeployStateAttr, DeployTargetAttr } from '../../core/search-attributes';
 import type { ReleaseFile } from '../../activities/deploy';
-import { taskQueueFor } from '../task-queues';
+import { taskQueueFor } from '../../contracts/task-queues';
 import { resultWithin, startLocked } from '../client-support';
 import type { deployWorkflow } from './deploy';
-import { DEPLOY_TASK_QUEUES, DeployInput, DeployResult, deployWorkflowId, NO_ROLLBACK_TARGET } from './deploy.contract';
+import {
+  DEPLOY_TASK_QUEUES,
+  DeployInput,
+  DeployResult,
+  deployWorkflowId,
+  NO_ROLLBACK_TARGET
+} from '../../contracts/deploy/deploy.contract';
 
 /** How long a request waits for the run's outcome; past it the answer is 504 and the run goes on. */
 const RESULT_WAIT_MS = 90_000;

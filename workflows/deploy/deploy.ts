@@ -9,7 +9,13 @@ import { ApplicationFailure, upsertSearchAttributes, workflowInfo } from '@tempo
 import type { FileDigest } from '../../activities/deploy';
 import { DeployStateAttr } from '../../core/search-attributes';
 import { appendLedgerEntry, commandsProxy, stepError } from './saga-support';
-import { DeployInput, DeployResult, DeployStep, NO_ROLLBACK_TARGET, StepRecord } from './deploy.contract';
+import {
+  DeployInput,
+  DeployResult,
+  DeployStep,
+  NO_ROLLBACK_TARGET,
+  StepRecord
+} from '../../contracts/deploy/deploy.contract';
 
 const message = (err: unknown): string => stepError(err, 1000);
 

@@ -6,7 +6,7 @@
 import { proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../../activities';
 import type { DeployActivities } from '../../activities/deploy';
-import { taskQueueFor } from '../task-queues';
+import { taskQueueFor } from '../../contracts/task-queues';
 
 export const { appendLedgerEntry } = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',

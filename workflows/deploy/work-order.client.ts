@@ -3,11 +3,15 @@
  * decided later). Not part of the workflow bundle.
  */
 import { Client, WorkflowIdReusePolicy, WorkflowNotFoundError } from '@temporalio/client';
-import { taskQueueFor } from '../task-queues';
+import { taskQueueFor } from '../../contracts/task-queues';
 import { startWorkflowWithRetry } from '../client-support';
 import type { workOrderWorkflow } from './work-order';
-import { WORK_ORDER_TASK_QUEUES, WorkOrderInput, workOrderWorkflowId } from './work-order.contract';
-import { truthApprovalWorkflowId } from '../ledger/truth-approval.contract';
+import {
+  WORK_ORDER_TASK_QUEUES,
+  WorkOrderInput,
+  workOrderWorkflowId
+} from '../../contracts/deploy/work-order.contract';
+import { truthApprovalWorkflowId } from '../../contracts/ledger/truth-approval.contract';
 
 const CHILD_WAIT_POLLS = 50;
 

@@ -7,8 +7,8 @@ import { executeChild, ParentClosePolicy, proxyActivities, workflowInfo } from '
 import type { Activities } from '../../activities';
 import { ApprovalStateAttr, TruthKeyAttr, TruthTypeAttr } from '../../core/search-attributes';
 import type { truthApprovalWorkflow } from '../ledger/truth-approval';
-import { truthApprovalWorkflowId, TruthApprovalMemo } from '../ledger/truth-approval.contract';
-import type { WorkOrderInput, WorkOrderResult } from './work-order.contract';
+import { truthApprovalWorkflowId, TruthApprovalMemo } from '../../contracts/ledger/truth-approval.contract';
+import type { WorkOrderInput, WorkOrderResult } from '../../contracts/deploy/work-order.contract';
 
 const { appendLedgerEntry, queueWorkOrder } = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',

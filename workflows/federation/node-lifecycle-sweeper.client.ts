@@ -3,7 +3,7 @@
  * once a minute; "already started" means done). Not part of the workflow bundle.
  */
 import { Client, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/client';
-import { taskQueueFor } from '../task-queues';
+import { taskQueueFor } from '../../contracts/task-queues';
 import type { nodeSweeperWorkflow } from './node-lifecycle-sweeper';
 import {
   NodeSweeperInput,
@@ -12,7 +12,7 @@ import {
   NODE_SWEEPER_RUN_MS,
   NODE_SWEEPER_TASK_QUEUES,
   NODE_SWEEPER_TICK_MS
-} from './node-lifecycle-sweeper.contract';
+} from '../../contracts/federation/node-lifecycle-sweeper.contract';
 
 export async function ensureNodeSweepers(
   client: Client,

@@ -6,7 +6,10 @@
  */
 import { continueAsNew, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../../activities';
-import { NodeSweeperInput, NODE_SWEEPER_RUNS_PER_HISTORY } from './node-lifecycle-sweeper.contract';
+import {
+  NodeSweeperInput,
+  NODE_SWEEPER_RUNS_PER_HISTORY
+} from '../../contracts/federation/node-lifecycle-sweeper.contract';
 
 const { sweepPresence } = proxyActivities<Activities>({
   startToCloseTimeout: '30 minutes',

@@ -13,7 +13,7 @@ import {
 import type { NodeState } from '../../core/federation/vocabulary';
 import { AppError } from '../../core/errors';
 import { BrandAttr, NodeIdAttr, NodeStateAttr } from '../../core/search-attributes';
-import { taskQueueFor } from '../task-queues';
+import { taskQueueFor } from '../../contracts/task-queues';
 import { executeUpdateWithin, startWorkflowWithRetry } from '../client-support';
 import type { nodeLifecycleWorkflow } from './node-lifecycle';
 import {
@@ -24,7 +24,7 @@ import {
   ReviewRequest,
   reviewUpdate,
   NODE_LIFECYCLE_TASK_QUEUES
-} from './node-lifecycle.contract';
+} from '../../contracts/federation/node-lifecycle.contract';
 
 /**
  * Starts node/<node_id>. A duplicate id of another registration is passed on (WorkflowExecutionAlreadyStartedError):

@@ -44,7 +44,7 @@ import {
   PRESENCE_SNAPSHOT_MAX_AGE_MS,
   ReviewRequest,
   reviewUpdate
-} from './node-lifecycle.contract';
+} from '../../contracts/federation/node-lifecycle.contract';
 import { NodeStateAttr } from '../../core/search-attributes';
 
 // Runs needing the state change recorded before it (below: LOCAL_STATE_CHANGE) as a regular activity.

@@ -4,7 +4,7 @@
  * settings (and wakes it). Not part of the workflow bundle.
  */
 import type { Client } from '@temporalio/client';
-import { taskQueueFor } from '../task-queues';
+import { taskQueueFor } from '../../contracts/task-queues';
 import type { taskLeasesWorkflow } from './task-lease';
 import {
   configureSignal,
@@ -13,7 +13,7 @@ import {
   TaskLeaseSettings,
   taskLeasesWorkflowId,
   TASK_LEASES_TASK_QUEUES
-} from './task-lease.contract';
+} from '../../contracts/federation/task-lease.contract';
 
 export async function ensureTaskLeaseSweeper(
   client: Client,

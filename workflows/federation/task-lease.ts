@@ -16,7 +16,7 @@ import {
   TaskLeasesInput,
   TaskLeasesStatus,
   taskLeasesStatusQuery
-} from './task-lease.contract';
+} from '../../contracts/federation/task-lease.contract';
 
 const { sweepTaskLeases } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '60 seconds',

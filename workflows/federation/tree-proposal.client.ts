@@ -7,7 +7,7 @@ import { Client, WorkflowIdReusePolicy, WorkflowNotFoundError, WorkflowUpdateFai
 import { AppError } from '../../core/errors';
 import { ProposalStateAttr } from '../../core/search-attributes';
 import type { MergeOutcome } from '../../activities/federation/tree-proposal';
-import { taskQueueFor } from '../task-queues';
+import { taskQueueFor } from '../../contracts/task-queues';
 import { executeUpdateWithin, startWorkflowWithRetry } from '../client-support';
 import type { treeProposalWorkflow } from './tree-proposal';
 import {
@@ -20,7 +20,7 @@ import {
   TreeProposalMemo,
   treeProposalWorkflowId,
   TREE_PROPOSAL_TASK_QUEUES
-} from './tree-proposal.contract';
+} from '../../contracts/federation/tree-proposal.contract';
 
 export async function openTreeProposal(
   client: Client,

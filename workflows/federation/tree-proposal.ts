@@ -22,7 +22,7 @@ import {
   supersedeSignal,
   TREE_CONFLICT,
   TreeProposalInput
-} from './tree-proposal.contract';
+} from '../../contracts/federation/tree-proposal.contract';
 import { ProposalStateAttr } from '../../core/search-attributes';
 
 const { mergeTreeProposal, recordProposalDecision } = proxyActivities<Activities>({

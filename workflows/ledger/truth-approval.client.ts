@@ -11,7 +11,7 @@ import {
 } from '@temporalio/client';
 import { AppError, notFound } from '../../core/errors';
 import { ApprovalStateAttr, TruthKeyAttr, TruthTypeAttr } from '../../core/search-attributes';
-import { taskQueueFor } from '../task-queues';
+import { taskQueueFor } from '../../contracts/task-queues';
 import { startWorkflowWithRetry, within } from '../client-support';
 import type { truthApprovalWorkflow } from './truth-approval';
 import {
@@ -26,7 +26,7 @@ import {
   TruthApprovalStatus,
   truthApprovalWorkflowId,
   TRUTH_APPROVAL_TASK_QUEUES
-} from './truth-approval.contract';
+} from '../../contracts/ledger/truth-approval.contract';
 
 const WORKFLOW_TYPE = 'truthApprovalWorkflow';
 /** How long a read waits for the worker to answer the query before falling back to the memo. */

@@ -23,7 +23,7 @@ import {
   rejectSignal,
   TruthApprovalInput,
   TruthApprovalStatus
-} from './truth-approval.contract';
+} from '../../contracts/ledger/truth-approval.contract';
 import { ApprovalStateAttr } from '../../core/search-attributes';
 
 const { appendLedgerEntry } = proxyActivities<Activities>({

@@ -35,7 +35,7 @@ import {
   groupConsensusStatus,
   openGroupConsensus
 } from '../../../workflows/compute/group-consensus.client';
-import { GroupConsensusInput, groupConsensusWorkflowId } from '../../../workflows/compute/group-consensus.contract';
+import { GroupConsensusInput, groupConsensusWorkflowId } from '../../../contracts/compute/group-consensus.contract';
 import { groupOfPrincipal, presentedGroupKey } from '../../plugins/auth/group-key';
 import { ERROR_BODY } from '../../response-docs';
 

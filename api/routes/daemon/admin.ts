@@ -12,7 +12,7 @@ import { notFound } from '../../../core/errors';
 import type { CredentialStore } from '../../../store/credentials';
 import { ASSET_ID_PATTERN, DaemonAssets } from '../../../store/daemon/assets';
 import type { Ledger } from '../../../store/ledger/ledger';
-import { daemonBreakerWorkflowId } from '../../../workflows/daemon/breaker.contract';
+import { daemonBreakerWorkflowId } from '../../../contracts/daemon/breaker.contract';
 import { resetBreaker } from '../../../workflows/daemon/dag.client';
 
 const assetParams = z.object({ asset_id: z.string().regex(ASSET_ID_PATTERN, 'an asset id (asset_…)') });

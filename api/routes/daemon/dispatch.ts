@@ -19,7 +19,7 @@ import { canonicalJson } from '../../../core/ledger/canonical-json';
 import { AppError, notFound } from '../../../core/errors';
 import { orderRootFacts } from '../../../store/daemon/assets';
 import { ensureBreaker, readDag, startDag, waitDag } from '../../../workflows/daemon/dag.client';
-import type { DagView } from '../../../workflows/daemon/dag.contract';
+import type { DagView } from '../../../contracts/daemon/dag.contract';
 import { ERROR_BODY } from '../../response-docs';
 import { header } from '../../plugins/auth/principal';
 

@@ -8,7 +8,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Config } from '../../../core/config.node';
 import { AuditChainError, auditChainFor } from '../../../core/daemon/audit.node';
-import { BREAKER_STATES } from '../../../workflows/daemon/breaker.contract';
+import { BREAKER_STATES } from '../../../contracts/daemon/breaker.contract';
 import { countRunningDags, readBreaker } from '../../../workflows/daemon/dag.client';
 
 const statusResponse = z.object({

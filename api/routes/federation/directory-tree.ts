@@ -27,7 +27,7 @@ import { applyPatch, jsonPatch, PatchError, PatchOperation, touchedPaths } from 
 import { RawJson, rawJsonSchema } from '../../../core/raw-json';
 import type { DirectoryTreeStore, ProposalDocument } from '../../../store/federation/directory-tree';
 import type { NodeStore } from '../../../store/federation/nodes';
-import { TreeProposalInput, treeProposalWorkflowId } from '../../../workflows/federation/tree-proposal.contract';
+import { TreeProposalInput, treeProposalWorkflowId } from '../../../contracts/federation/tree-proposal.contract';
 import {
   decideTreeProposal,
   openTreeProposal,

@@ -15,7 +15,7 @@ import { hashSecret, newSecret } from '../../../core/credentials.node';
 import { AppError } from '../../../core/errors';
 import { formatNodeId, registrationBody } from '../../../core/federation/vocabulary';
 import { startNodeLifecycle } from '../../../workflows/federation/node-lifecycle.client';
-import { NodeLifecycleInput, nodeWorkflowId } from '../../../workflows/federation/node-lifecycle.contract';
+import { NodeLifecycleInput, nodeWorkflowId } from '../../../contracts/federation/node-lifecycle.contract';
 import type { NodeDocument, NodeStore } from '../../../store/federation/nodes';
 import type { EndpointDirectory } from '../../directory';
 import { isDuplicateKey } from '../../../store/mongo';

@@ -25,7 +25,7 @@ import { idempotencyKeyHeaders } from '../../../core/idempotency';
 import { AppError } from '../../../core/errors';
 import { heldBecause, TruthReportBody, truthReportBody } from '../../../core/ledger/truth-record';
 import { holdTruthForApproval } from '../../../workflows/ledger/truth-approval.client';
-import { TruthApprovalInput, truthApprovalWorkflowId } from '../../../workflows/ledger/truth-approval.contract';
+import { TruthApprovalInput, truthApprovalWorkflowId } from '../../../contracts/ledger/truth-approval.contract';
 import { AppendWithdrawn, type Ledger } from '../../../store/ledger/ledger';
 import type { DailyQuota } from '../../../store/ledger/quota';
 import { isMongoUnavailable } from '../../plugins/errors';
