@@ -9,7 +9,8 @@ import { Config, mongoUri, temporalAddress } from '../core/config.node';
 import { connectMongo, ensureIndexes, Mongo } from '../store/mongo';
 import cluster from 'node:cluster';
 import { Ledger } from '../store/ledger/ledger';
-import { forwardAppendsTo, forwardQuotaTo } from '../store/ledger/ledger-forwarding';
+import { forwardQuotaTo } from '../store/ledger/writer/cluster-primary';
+import { chooseWriter } from '../store/ledger/writer/transports';
 import { CredentialStore } from '../store/credentials';
 import { NodeStore } from '../store/federation/nodes';
 import { DailyQuota, QuotaStore } from '../store/ledger/quota';
@@ -26,7 +27,7 @@ import { loadAdminTokenHash } from './admin-token';
 import { AdmissionGates, createAdmissionGates } from './plugins/admission';
 import { ChatServices, createChatServices } from './chat';
 import { KeyGroupStore } from '../store/chat/key-groups';
-import { ForwardingCounts, LedgerWriter, startLedgerWriter } from '../store/ledger/ledger-writer';
+import { ForwardingCounts, joinWriterLease, WriterLeaseMember } from '../store/ledger/writer/lease-holder';
 
 export interface ServiceContext {
   config: Config;
@@ -53,8 +54,8 @@ export interface ServiceContext {
   chat: ChatServices;
   keyGroups: KeyGroupStore;
   /** The writer lease across API replicas (LEDGER_FORWARD_SECRET), where this process takes part in it; else null. */
-  ledgerWriter: LedgerWriter | null;
-  /** Appends this process forwarded to the lease holder and served as the holder (store/ledger/ledger-writer.ts). */
+  ledgerWriter: WriterLeaseMember | null;
+  /** Appends this process forwarded to the lease holder and served as the holder (store/ledger/writer/lease-holder.ts). */
   forwarding: ForwardingCounts;
   close(): Promise<void>;
 }
@@ -104,24 +105,22 @@ export async function createServiceContext(
     presenceRecorder.startClock();
     // Across hosts: the writer lease (LEDGER_FORWARD_SECRET), taken part in by the process that appends for this host.
     const forwarding = new ForwardingCounts();
-    const writer = cluster.isWorker ? null : await startLedgerWriter(mongo.db, config, logger, { counts: forwarding });
+    const writer = cluster.isWorker ? null : await joinWriterLease(mongo.db, config, logger, { counts: forwarding });
     return {
       config,
       logger,
       mongo,
       // One writer per host: an API process of a cluster (API_PROCESSES > 1) hands its appends to the primary
       // (api/server.ts); the process appending for a host forwards to the lease holder when that is another host.
-      // (A truth write's quota slot travels with its append to the lease holder: one request, forwardCounted.)
+      // (A truth write's quota slot travels with its append to the lease holder: one request, appendCounted.)
       ledger: new Ledger(mongo.db, {
         idLookups: config.MONGODB_ID_LOOKUPS,
-        ...(cluster.isWorker
-          ? { forward: forwardAppendsTo(process) }
-          : { forward: writer?.forward ?? null, forwardCounted: writer?.forwardCounted ?? null })
+        writer: chooseWriter({ clusterPrimary: cluster.isWorker ? process : null, leaseMember: writer })
       }),
       credentials: new CredentialStore(mongo.db),
       nodes,
       // With API_PROCESSES > 1 the primary's QuotaStore leases every DID's slots for the host (api/server.ts).
-      // Across hosts, the writer lease holder counts for every replica (store/ledger/ledger-writer.ts).
+      // Across hosts, the writer lease holder counts for every replica (store/ledger/writer/lease-holder.ts).
       quota: cluster.isWorker ? forwardQuotaTo(process, quota) : (writer?.quota(quota) ?? quota),
       presence,
       heartbeatHistory,

@@ -8,7 +8,7 @@
  * 5 restarts within 120 s the primary exits with an error (the launcher's supervisor then restarts the whole API).
  * A signal to the primary is passed to every worker, which drains; the primary exits when they all have.
  * The primary is also the host's one ledger writer and quota counter: the API processes hand it their appends and
- * their daily-quota claims (store/ledger/ledger-forwarding.ts), so they never race each other for the next seq or
+ * their daily-quota claims (store/ledger/writer/cluster-primary.ts), so they never race each other for the next seq or
  * for a DID's quota slots.
  */
 import cluster, { Worker } from 'node:cluster';
@@ -18,9 +18,10 @@ import { createLogger } from '../core/logger.node';
 import { connectMongo, ensureIndexes } from '../store/mongo';
 import { DirectoryTreeStore } from '../store/federation/directory-tree';
 import { Ledger } from '../store/ledger/ledger';
-import { serveForwardedWrites } from '../store/ledger/ledger-forwarding';
+import { serveForwardedWrites } from '../store/ledger/writer/cluster-primary';
 import { QuotaStore } from '../store/ledger/quota';
-import { startLedgerWriter } from '../store/ledger/ledger-writer';
+import { joinWriterLease } from '../store/ledger/writer/lease-holder';
+import { chooseWriter } from '../store/ledger/writer/transports';
 import { loadAdminTokenHash } from './admin-token';
 import { loadOrCreateHubKeys } from './keys';
 import { startApi } from './service';
@@ -66,11 +67,14 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
   }
   // The host's writer also takes part in the writer lease across hosts (LEDGER_FORWARD_SECRET): appends from this
   // host go to the holder when that is another replica.
-  const writer = await startLedgerWriter(mongo.db, config, logger).catch(async (err: unknown) => {
+  const writer = await joinWriterLease(mongo.db, config, logger).catch(async (err: unknown) => {
     await mongo.close();
     throw err;
   });
-  const ledger = new Ledger(mongo.db, { forward: writer?.forward ?? null, idLookups: config.MONGODB_ID_LOOKUPS });
+  const ledger = new Ledger(mongo.db, {
+    writer: chooseWriter({ leaseMember: writer }),
+    idLookups: config.MONGODB_ID_LOOKUPS
+  });
   const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'), {
     idLookups: config.MONGODB_ID_LOOKUPS
   });
@@ -134,7 +138,7 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'stopping the API processes');
-    // The writer lease first (store/ledger/ledger-writer.ts): the other replicas stop forwarding here before the processes drain.
+    // The writer lease first (store/ledger/writer/lease-holder.ts): the other replicas stop forwarding here before the processes drain.
     void (writer ? writer.release() : Promise.resolve()).then(() => {
       if (slots.size === 0) void exit(0);
       for (const w of slots.keys()) w.process.kill(signal);

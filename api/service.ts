@@ -39,7 +39,7 @@ export async function startApi(config: Config, logger?: Logger): Promise<Running
     listeners,
     urls,
     close: async () => {
-      // The writer lease first (store/ledger/ledger-writer.ts): the other replicas stop forwarding here before the listeners close.
+      // The writer lease first (store/ledger/writer/lease-holder.ts): the other replicas stop forwarding here before the listeners close.
       await ctx.ledgerWriter?.release();
       await Promise.all(listeners.map((l) => l.app.close()));
       await ctx.close();

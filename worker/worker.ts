@@ -9,7 +9,8 @@ import type { Logger } from 'pino';
 import { Config, deployActivityDeps, mongoUri, temporalAddress } from '../core/config.node';
 import { connectMongo, ensureIndexes } from '../store/mongo';
 import { Ledger } from '../store/ledger/ledger';
-import { startLedgerWriter } from '../store/ledger/ledger-writer';
+import { joinWriterLease } from '../store/ledger/writer/lease-holder';
+import { chooseWriter } from '../store/ledger/writer/transports';
 import { createActivitiesByQueue } from '../activities';
 import { daemonActivityDeps } from '../activities/daemon';
 import { taskQueueFor } from '../contracts/task-queues';
@@ -41,10 +42,13 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
   // With the writer lease (LEDGER_FORWARD_SECRET) the hub's own events go to the API replica holding it, like every
   // replica's appends; the worker never holds it (no listener to be reached at). Its appends all carry keys, so an
   // activity retried after an unanswered forward cannot append twice.
-  const writer = await startLedgerWriter(mongo.db, config, logger, { mayHold: false });
+  const writer = await joinWriterLease(mongo.db, config, logger, { mayHold: false });
   const activities = createActivitiesByQueue({
     db: mongo.db,
-    ledger: new Ledger(mongo.db, { forward: writer?.forward ?? null, idLookups: config.MONGODB_ID_LOOKUPS }),
+    ledger: new Ledger(mongo.db, {
+      writer: chooseWriter({ leaseMember: writer }),
+      idLookups: config.MONGODB_ID_LOOKUPS
+    }),
     deploy: deployActivityDeps(config),
     daemon: daemonActivityDeps(config)
   });

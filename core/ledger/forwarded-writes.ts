@@ -1,6 +1,6 @@
 /**
  * What one API replica sends the holder of the ledger writer lease, and what it answers
- * (store/ledger/writer-lease.ts, store/ledger/writer-forwarding.ts, api/routes/ledger/writer.ts): appends, and the
+ * (store/ledger/writer/lease.ts, store/ledger/writer/lease-holder-client.ts, api/routes/ledger/writer.ts): appends, and the
  * daily quota's claims and refunds (store/ledger/quota.ts), so one process counts and appends for every replica.
  *
  * The value travels as its canonical JSON text, the form the ledger stores and hashes: the holder parses it back

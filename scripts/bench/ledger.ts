@@ -518,7 +518,7 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
             const { writers, mode } = line;
             if (raced) {
               // After a racing line the stack's API has not seen the other process's last entries: its next append is
-              // refused once and it then appends as a contended writer for a second (store/ledger/ledger.ts,
+              // refused once and it then appends as a contended writer for a second (store/ledger/commit-engine.ts,
               // CONTENDED_MS), which made the next line's first second twice as slow (measured: p50 2.1 against
               // 1.0 ms at c=1). One unmeasured write takes that, and the pause below lets it pass.
               processes = 1;

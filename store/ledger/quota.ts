@@ -26,7 +26,7 @@
  *
  * Inside one process callers never race for a slot: claims of one scope run one at a time and callers take slots
  * from the lease synchronously (and the API processes of one host forward their claims to the cluster primary's one
- * store, store/ledger/ledger-forwarding.ts). Refused inserts happen only between processes: a refused slot is skipped (another
+ * store, store/ledger/writer/cluster-primary.ts). Refused inserts happen only between processes: a refused slot is skipped (another
  * process took it), and after more than INSERT_PROBES refusals in a row the claim looks the counter up again (as at
  * its start, below) and moves past the highest taken. Slots given back are claimed again first (lowest first).
  *
@@ -106,7 +106,7 @@ interface CounterState {
 
 /**
  * What the write routes need of a daily quota: a QuotaStore, or one forwarded to the host's writer
- * (ledger-forwarding.ts) or to the writer lease holder on another host (writer-forwarding.ts). `direct`: counted in
+ * (writer/cluster-primary.ts) or to the writer lease holder on another host (writer/lease-holder-client.ts). `direct`: counted in
  * this host even where another host holds the writer lease (a claim forwarded from there).
  */
 export interface DailyQuota {

@@ -5,7 +5,7 @@
  */
 import { Collection, Db } from 'mongodb';
 import type { LedgerEntryDocument } from '../../core/ledger/ledger-entry';
-import { LEDGER_COLLECTION } from '../ledger/ledger';
+import { LEDGER_COLLECTION } from '../ledger/entries';
 
 export interface MemoryVersion {
   version: number;

@@ -11,7 +11,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { LEDGER_COLLECTION } from '../../store/ledger/ledger';
+import { LEDGER_COLLECTION } from '../../store/ledger/entries';
 import { daemonDagWorkflowId } from '../../contracts/daemon/dag.contract';
 import { FakeOpenAi, startFakeOpenAi } from '../support/fake-openai';
 import { eventually, http, startTestService, TestService } from '../support/service';

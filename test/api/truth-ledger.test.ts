@@ -185,7 +185,7 @@ describe('appending', () => {
     for (let i = 0; i < 3; i++) expect((await write({ key: `sys.trail.${i}`, value: { i } })).status).toBe(200);
     const current = await http('GET', `${svc.urls.main}/api/status`);
     const older = await svc.db.collection('ledger').findOne({ _id: current.body.truth_count - 3 } as object);
-    // (Head records follow the answers within a few ms: store/ledger/ledger.ts, publishHead.)
+    // (Head records follow the answers within a few ms: store/ledger/commit-engine.ts, publishHead.)
     await eventually(
       async () =>
         (await svc.db.collection('ledger_head').countDocuments({ size: current.body.truth_count })) === 1

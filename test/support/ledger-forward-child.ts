@@ -6,12 +6,14 @@
  * slot n back.
  */
 import { MongoClient } from 'mongodb';
-import { AppendWithdrawn, Ledger } from '../../store/ledger/ledger';
-import { forwardAppendsTo, forwardQuotaTo } from '../../store/ledger/ledger-forwarding';
+import { AppendWithdrawn } from '../../store/ledger/append';
+import { Ledger } from '../../store/ledger/ledger';
+import { forwardQuotaTo } from '../../store/ledger/writer/cluster-primary';
+import { viaClusterPrimary } from '../../store/ledger/writer/transports';
 import { QuotaStore } from '../../store/ledger/quota';
 
 const client = new MongoClient('mongodb://127.0.0.1:9/', { serverSelectionTimeoutMS: 500 });
-const ledger = new Ledger(client.db('nowhere'), { forward: forwardAppendsTo(process) });
+const ledger = new Ledger(client.db('nowhere'), { writer: viaClusterPrimary(process) });
 const quota = forwardQuotaTo(process, new QuotaStore(client.db('nowhere')));
 
 process.on('message', (message: unknown) => {

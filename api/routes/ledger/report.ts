@@ -26,7 +26,8 @@ import { AppError } from '../../../core/errors';
 import { heldBecause, TruthReportBody, truthReportBody } from '../../../core/ledger/truth-record';
 import { holdTruthForApproval } from '../../../workflows/ledger/truth-approval.client';
 import { TruthApprovalInput, truthApprovalWorkflowId } from '../../../contracts/ledger/truth-approval.contract';
-import { AppendWithdrawn, type Ledger } from '../../../store/ledger/ledger';
+import { AppendWithdrawn } from '../../../store/ledger/append';
+import type { Ledger } from '../../../store/ledger/ledger';
 import type { DailyQuota } from '../../../store/ledger/quota';
 import { isMongoUnavailable } from '../../plugins/errors';
 

@@ -96,7 +96,7 @@ export const statusDataRoutes: FastifyPluginAsyncZod<{
       const now = Date.now();
       const since = (ms: number) => new Date(now - ms).toISOString();
       const head = await deps.ledger.head();
-      // From the ledger's marks (store/ledger/ledger.ts, appendsSince: one small read, 5 s resolution); counting the
+      // From the ledger's marks (store/ledger/heads.ts, appendsSince: one small read, 5 s resolution); counting the
       // entries by created_at (every entry of the window, or of the ledger on FerretDB/SQLite) only for a ledger begun
       // before marks existed, until it has a mark as old as the window (its first hour).
       const appendsSince = async (ms: number) => {

@@ -54,9 +54,10 @@ import {
   WRITER_QUOTA_CONSUME_PATH,
   WRITER_QUOTA_REFUND_PATH
 } from '../../../core/ledger/forwarded-writes';
-import { AppendWithdrawn, type Ledger } from '../../../store/ledger/ledger';
+import { AppendWithdrawn } from '../../../store/ledger/append';
+import type { Ledger } from '../../../store/ledger/ledger';
 import { LEASE_SHARE, MAX_LEASE, type DailyQuota } from '../../../store/ledger/quota';
-import type { ForwardingCounts } from '../../../store/ledger/ledger-writer';
+import type { ForwardingCounts } from '../../../store/ledger/writer/lease-holder';
 import { bearer } from '../../plugins/auth/principal';
 
 /** `released`: this process gave the lease up (it is stopping): 421 before anything is done, and the sender does it itself. */

@@ -30,7 +30,7 @@ it('writes a valid ledger in chunks, and appends continue after it', async () =>
   const otherLedger = new Ledger(testDb.db);
   const other = await otherLedger.append({ kind: 'truth', key: 'other.process', value: {} });
   expect(other.entry.seq).toBe(2503);
-  // Its head record follows its answer (store/ledger/ledger.ts, publish).
+  // Its head record follows its answer (store/ledger/commit-engine.ts, publish).
   await otherLedger.headPublished();
   const report = await verifyLedger(ledger);
   expect(report).toMatchObject({ consistent: true, first_bad_seq: null });

@@ -1,5 +1,5 @@
 /**
- * One writer per host (store/ledger/ledger-forwarding.ts): a child process whose Ledger cannot reach any database
+ * One writer per host (store/ledger/writer/cluster-primary.ts): a child process whose Ledger cannot reach any database
  * appends through its IPC channel, the parent's Ledger writes, and the child gets each entry back; the parent's own
  * appends interleave in one contiguous ledger. Its quota claims likewise go to the parent's QuotaStore, which leases
  * for both and so never has an insert of its slots refused. Real processes, real IPC, the embedded FerretDB.
@@ -9,7 +9,7 @@ import path from 'node:path';
 import { MongoClient } from 'mongodb';
 import { Ledger } from '../../../store/ledger/ledger';
 import { QuotaStore } from '../../../store/ledger/quota';
-import { serveForwardedWrites } from '../../../store/ledger/ledger-forwarding';
+import { serveForwardedWrites } from '../../../store/ledger/writer/cluster-primary';
 import { verifyLedger } from '../../../store/ledger/ledger-verify';
 import { typescriptProcess } from '../../../scripts/stack/process';
 import { useStoreDb } from '../../support/store-db';

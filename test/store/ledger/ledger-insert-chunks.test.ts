@@ -7,7 +7,8 @@
  * rounds: seqs contiguous, every write once, verify consistent after each round.
  */
 import { MongoBulkWriteError, MongoClient } from 'mongodb';
-import { INSERT_CHUNK, Ledger } from '../../../store/ledger/ledger';
+import { INSERT_CHUNK } from '../../../store/ledger/commit-engine';
+import { Ledger } from '../../../store/ledger/ledger';
 import { verifyLedger } from '../../../store/ledger/ledger-verify';
 import { useStoreDb } from '../../support/store-db';
 

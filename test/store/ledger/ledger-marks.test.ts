@@ -1,10 +1,11 @@
 /**
- * What the status reads take from the ledger without reading entries (store/ledger/ledger.ts): the head record
+ * What the status reads take from the ledger without reading entries (store/ledger/heads.ts): the head record
  * carries its last entry's time, and the marks (the size the first head record of each 5 s bucket published)
  * count recent appends. Against the embedded FerretDB.
  */
 import { MongoClient } from 'mongodb';
-import { Ledger, LEDGER_MARKS_COLLECTION, MARK_BUCKET_MS } from '../../../store/ledger/ledger';
+import { LEDGER_MARKS_COLLECTION, MARK_BUCKET_MS } from '../../../store/ledger/heads';
+import { Ledger } from '../../../store/ledger/ledger';
 import { useStoreDb } from '../../support/store-db';
 
 const testDb = useStoreDb('ledger_marks');

@@ -49,7 +49,7 @@ it('keeps seqs contiguous and every write exactly once when two writers race wit
     .toArray();
   expect(all.map((d) => d._id)).toEqual(Array.from({ length: 540 }, (_, i) => i + 1));
   expect(await verifyLedger(a)).toMatchObject({ consistent: true, ledger_lines: 540, first_bad_seq: null });
-  // Head records follow the answers (store/ledger/ledger.ts, publish): once both are in, either process reads the head.
+  // Head records follow the answers (store/ledger/commit-engine.ts, publish): once both are in, either process reads the head.
   await Promise.all([a.headPublished(), b.headPublished()]);
   expect((await a.head()).size).toBe(540);
   // The tally at the head (verify checked every entry's) counts the entries by category.
@@ -156,7 +156,7 @@ it.each(['scan', 'indexed'] as const)(
 it("lets two writers taking turns start from each other's head record: no insert refused, no wait for a record", async () => {
   // Two processes whose writes alternate (a load balancer's round robin): once each has seen the other's entries it
   // writes as a contended writer, inserting its head record before answering, so the other's next write starts from
-  // that record instead of being refused on the taken seq and then waiting for the record (store/ledger/ledger.ts).
+  // that record instead of being refused on the taken seq and then waiting for the record (store/ledger/commit-engine.ts).
   const client = await MongoClient.connect(process.env.ZH_TEST_MONGODB_URI!, { monitorCommands: true });
   try {
     const inserts = countLedgerInserts(client);

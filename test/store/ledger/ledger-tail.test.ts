@@ -3,7 +3,9 @@
  * are stored without their Merkle frontier, which is rebuilt from the `completed` hashes of the entries that
  * completed each of its subtrees; an entry of an earlier version, which stored its frontier, is read as it is.
  */
-import { Ledger, LEDGER_COLLECTION, LEDGER_HEAD_COLLECTION } from '../../../store/ledger/ledger';
+import { LEDGER_COLLECTION } from '../../../store/ledger/entries';
+import { LEDGER_HEAD_COLLECTION } from '../../../store/ledger/heads';
+import { Ledger } from '../../../store/ledger/ledger';
 import { verifyLedger } from '../../../store/ledger/ledger-verify';
 import { useStoreDb } from '../../support/store-db';
 

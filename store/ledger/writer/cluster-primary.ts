@@ -5,7 +5,7 @@
  * refused, it waits for the winner's head record and builds its batch again, so N processes wrote well below the
  * rate of one (bench:ledger, SQLite, 1,000 entries: two processes 0.24-0.52x the throughput of one, p99 1.6-7.4x).
  * Through the primary there is no race among them; the worker process (the hub's own events) and API replicas on
- * other hosts append directly unless they share the writer lease (writer-lease.ts, over HTTP); the unique seq keeps
+ * other hosts append directly unless they share the writer lease (lease.ts, over HTTP); the unique seq keeps
  * the ledger exact whoever writes.
  *
  * The daily quota's slots likewise (store/ledger/quota.ts): each process leasing a DID's slots on its own, the
@@ -22,43 +22,17 @@
  * A withdrawal (the caller's deadline passed) withdraws the append if its batch has not begun, exactly as a direct
  * append's signal does (AppendWithdrawn: nothing written, the quota slot given back). When the channel is gone (the
  * primary stopping) an append is made directly: safe, only slower.
+ *
+ * The API process's side is the `cluster-primary` writer transport (store/ledger/writer/transports.ts).
  */
-import { AppError } from '../../core/errors';
-import type { AppendInput, AppendResult, Ledger } from './ledger';
-import { AppendWithdrawn } from './ledger';
-import type { DailyQuota } from './quota';
+import { AppError } from '../../../core/errors';
+import { AppendInput, AppendOptions, AppendResult, AppendWithdrawn, ForwardAppend } from '../append';
+import type { DailyQuota } from '../quota';
 
-/**
- * Appends on the caller's behalf somewhere else; `null` when it cannot (the caller then appends itself). `direct`
- * and `deadline` as in Ledger.append: the primary appends a `direct` write itself; `deadline` lets a writer on
- * another host withdraw a write the caller has given up on (store/ledger/writer-forwarding.ts).
- */
-export type ForwardAppend = (
-  input: AppendInput,
-  signal: AbortSignal | undefined,
-  how: { direct: boolean; deadline: number | null }
-) => Promise<AppendResult> | null;
-
-/** A daily-quota counter to take one slot of (DailyQuota.consume's arguments). */
-export interface QuotaClaim {
-  scope: string;
-  day: string;
-  limit: number;
+/** What the primary appends with: its Ledger (any writer with Ledger.append's contract). */
+interface HostWriter {
+  append(input: AppendInput, options: AppendOptions): Promise<AppendResult>;
 }
-
-/**
- * A truth write's append together with its quota slot, both made by the writer lease holder on another host (one
- * request where a claim and an append would be two; store/ledger/writer-forwarding.ts): the result, or
- * `'over_quota'` (nothing written, no slot); `null` when no other host holds the lease (the caller claims and
- * appends here). Rejects with ForwardNotDelivered when nothing reached the holder (likewise done here), with
- * AppendWithdrawn when the holder withdrew it at `deadline` (no slot spent).
- */
-export type ForwardCountedAppend = (
-  input: AppendInput,
-  quota: QuotaClaim,
-  signal: AbortSignal | undefined,
-  deadline: number | null
-) => Promise<AppendResult | 'over_quota'> | null;
 
 type ForwardMessage =
   | { zh: 'ledger.append'; id: number; input: AppendInput; direct?: boolean; deadline?: number | null }
@@ -86,7 +60,7 @@ function isForwardMessage(message: unknown): message is ForwardMessage {
 
 /** The primary's side: appends and takes quota for what one API process forwards, with the host's one `ledger` and `quota`. */
 export function serveForwardedWrites(
-  writers: { ledger: Ledger; quota: DailyQuota },
+  writers: { ledger: HostWriter; quota: DailyQuota },
   channel: IpcEnd,
   onError: (err: unknown) => void = () => undefined
 ): void {

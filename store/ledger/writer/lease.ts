@@ -8,7 +8,7 @@
  * one replica appends and the others (and the worker) forward their appends to it over HTTP (POST
  * /internal/ledger/appends, api/routes/ledger/writer.ts), where they are group-committed with its own, and take
  * their daily-quota slots from it a block at a time: the processes of one host already do this with their cluster
- * primary (ledger-forwarding.ts).
+ * primary (writer/cluster-primary.ts).
  *
  * The lease is one document in `ledger_writer`: { holder, url, expires_at }. Every LEDGER_WRITER_LEASE_S / 3 a
  * replica with a URL takes it if it is free or expired, renews it if it is its own, and otherwise learns who holds
@@ -21,11 +21,11 @@
  * A replica forwards only while the holder answers: a holder whose request failed on the way (refused, not
  * resolved, no connection within 2 s, reset, no answer in time), that refused the secret, or that gave the lease up
  * is skipped for one lease period. Where nothing reached it the write is appended here at once (nothing can land
- * twice); a request sent and left unanswered is 503 to its caller (writer-forwarding.ts).
+ * twice); a request sent and left unanswered is 503 to its caller (writer/lease-holder-client.ts).
  */
 import { randomBytes } from 'node:crypto';
 import type { Collection, Db } from 'mongodb';
-import { isDuplicateKey } from '../mongo';
+import { isDuplicateKey } from '../../mongo';
 
 export const LEDGER_WRITER_COLLECTION = 'ledger_writer';
 const LEASE_ID = 'writer';

@@ -1,24 +1,24 @@
 /**
  * A process's part in the ledger writer lease, on when LEDGER_FORWARD_SECRET is set (README "Storage";
- * writer-lease.ts): the process that appends for its host (a single API process, or the cluster primary with
+^ * lease.ts): the process that appends for its host (a single API process, or the cluster primary with
  * API_PROCESSES > 1) may hold it; the worker only forwards to the holder (it has no listener to be reached at).
  */
 import os from 'node:os';
 import type { Db } from 'mongodb';
 import type { Logger } from 'pino';
-import type { Config } from '../../core/config.node';
-import type { ForwardAppend, ForwardCountedAppend } from './ledger-forwarding';
-import type { DailyQuota } from './quota';
-import { forwardToWriter } from './writer-forwarding';
-import { LedgerWriterLease } from './writer-lease';
+import type { Config } from '../../../core/config.node';
+import type { ForwardAppend, ForwardCountedAppend } from '../append';
+import type { DailyQuota } from '../quota';
+import { forwardToWriter } from './lease-holder-client';
+import { LedgerWriterLease } from './lease';
 
 /** The longest a stopping holder keeps answering after giving the lease up (see release). */
 const RELEASE_WAIT_MAX_MS = 3000;
 
-export interface LedgerWriter {
-  /** The Ledger's `forward`: to the holder when another replica holds the lease, else null (append here). */
+export interface WriterLeaseMember {
+  /** To the holder when another replica holds the lease, else null (append here): the lease-holder transport. */
   forward: ForwardAppend;
-  /** The Ledger's `forwardCounted`: a truth write's slot and append, both by the holder when that is another replica. */
+  /** A truth write's slot and append, both by the holder when that is another replica (the lease-holder transport). */
   forwardCounted: ForwardCountedAppend;
   /** The host's quota counter, its claims made by the holder when that is another replica. */
   quota(local: DailyQuota): DailyQuota;
@@ -49,12 +49,12 @@ export class ForwardingCounts {
 }
 
 /** Takes part in the writer lease, or null when LEDGER_FORWARD_SECRET is not set. */
-export async function startLedgerWriter(
+export async function joinWriterLease(
   db: Db,
   config: Config,
   logger: Logger,
   options: { counts?: ForwardingCounts; mayHold?: boolean } = {}
-): Promise<LedgerWriter | null> {
+): Promise<WriterLeaseMember | null> {
   const secret = config.LEDGER_FORWARD_SECRET;
   if (!secret) return null;
   const counts = options.counts ?? new ForwardingCounts();
