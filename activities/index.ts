@@ -10,6 +10,7 @@ import { createNodeActivities } from './federation/node-lifecycle';
 import { createDirectoryTreeActivities } from './federation/tree-proposal';
 import { createTaskLeaseActivities } from './federation/task-lease';
 import { createDeployActivities, createWorkOrderActivities, DeployActivityDeps } from './deploy';
+import { WorkOrderStore } from '../store/deploy/work-orders';
 import { createDaemonCoreActivities, createDaemonModelActivities, DaemonActivityDeps } from './daemon';
 import { createComputeActivities } from './compute';
 
@@ -34,7 +35,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createDirectoryTreeActivities({ ledger: deps.ledger, tree: new DirectoryTreeStore(deps.db) }),
     ...createTaskLeaseActivities({ db: deps.db }),
     ...createComputeActivities({ ledger: deps.ledger }),
-    ...createWorkOrderActivities({ db: deps.db })
+    ...createWorkOrderActivities({ orders: new WorkOrderStore(deps.db) })
   };
 }
 
