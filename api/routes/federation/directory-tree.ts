@@ -127,7 +127,7 @@ const reviewResponse = z.object({
   count: z.number().int(),
   proposals: z.array(proposalView)
 });
-/** The tree-proposal workflow's view after the decision (workflows/federation/tree-proposal.contract.ts ProposalStatus). */
+/** The tree-proposal workflow's view after the decision (contracts/federation/tree-proposal.contract.ts ProposalStatus). */
 const proposalStatus = z.object({
   proposal_id: z.string(),
   state: z.enum(PROPOSAL_STATES),

@@ -27,7 +27,7 @@ const queueResponse = z.object({
   count: z.number().int(),
   nodes: z.array(publicNodeSchema)
 });
-/** The node workflow's view after the decision (workflows/federation/node-lifecycle.contract.ts NodeStatus). */
+/** The node workflow's view after the decision (contracts/federation/node-lifecycle.contract.ts NodeStatus). */
 const nodeStatusSchema = z.object({
   node_id: z.string(),
   state: z.enum(NODE_STATES),
