@@ -4,8 +4,10 @@
  *      TEMPORAL_ADDRESS is set), both built once (in parallel, with live progress) and cached outside the clone,
  *      data under DATA_DIR;
  *   2. the worker process and the API process (all listeners).
+ * Before anything starts, the configuration is checked (invalid: exit code 78, EX_CONFIG).
  * Every process is supervised (scripts/stack/supervisor.ts): one that dies is restarted with back-off; after too
- * many deaths in a short window everything stops with a message saying which one and why.
+ * many deaths in a short window everything stops with a message saying which one and why. One that stops on invalid
+ * configuration (exit code 78) is not restarted: everything stops and the launcher exits with 78.
  * Ctrl-C (SIGINT), SIGTERM or SIGHUP stops them in order: API drains, worker drains, then Temporal and FerretDB
  * exit. A second Ctrl-C kills them all at once (SIGKILL) instead of waiting for the drains. Whatever way the launcher
  * ends (short of its own SIGKILL), it takes its servers with it; leftovers of a launcher killed outright (recorded
@@ -13,7 +15,8 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { ConfigError, loadConfig } from '../core/config.node';
+import { loadConfig } from '../core/config.node';
+import { checkReferencedConfiguration, EX_CONFIG, isConfigurationError } from '../core/config-check.node';
 import { startFerretDb } from './stack/ferretdb';
 import { chooseFerretBackend, idLookupsOf, POSTGRES_ROLE, startPostgres } from './stack/postgres';
 import { startTemporal } from './stack/temporal';
@@ -35,6 +38,7 @@ process.on('exit', () => void killEveryServer());
 async function main(): Promise<void> {
   const started = Date.now();
   const config = loadConfig();
+  checkReferencedConfiguration(config);
   fs.mkdirSync(config.dataDir, { recursive: true });
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: config.dataDir };
   // In start order; stopped in reverse.
@@ -76,9 +80,9 @@ async function main(): Promise<void> {
   // process.on, not once: with no listener left, a second SIGINT would end the launcher at once and leave its
   // servers running without it.
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, onSignal);
-  const giveUp = (message: string) => {
+  const giveUp = (message: string, exitCode: number) => {
     log(message);
-    void stopAll(1);
+    void stopAll(exitCode);
   };
 
   try {
@@ -225,9 +229,14 @@ async function waitForHealth(url: string, timeoutMs: number): Promise<void> {
 }
 
 main().catch((err) => {
-  if (err instanceof ConfigError) {
-    process.stderr.write(`${err.message}\nSee README.md, "Configuration", for every variable.\n`);
-    process.exit(1);
+  if (isConfigurationError(err)) {
+    const text = err.message.startsWith('Invalid configuration')
+      ? err.message
+      : `Invalid configuration: ${err.message}`;
+    process.stderr.write(
+      `${text}\nNothing was started (exit code ${EX_CONFIG}); docs/configuration.md lists every variable.\n`
+    );
+    process.exit(EX_CONFIG);
   }
   process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
   process.exit(1);

@@ -7,6 +7,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { EX_CONFIG } from '../../core/config-check.node';
 import { printLine } from './progress';
 
 export interface ServerHandle {
@@ -215,7 +216,8 @@ export function spawnServer(opts: {
       // Only our own pid: a restarted server may have written its pid there already.
       if (fs.existsSync(opts.pidFile) && fs.readFileSync(opts.pidFile, 'utf8').trim() === String(child.pid))
         fs.rmSync(opts.pidFile, { force: true });
-      if (!stopping && code !== 0) {
+      // Exit code 78 (invalid configuration): its one message has been echoed already; nothing to add.
+      if (!stopping && code !== 0 && code !== EX_CONFIG) {
         log(`${opts.name} exited (${reason}); its last lines:\n${tail.slice(-30).join('\n')}`);
       }
       // The streams may still hold the last lines; close the log once they are written.
