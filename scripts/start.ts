@@ -4,7 +4,9 @@
  *      TEMPORAL_ADDRESS is set), both built once (in parallel, with live progress) and cached outside the clone,
  *      data under DATA_DIR;
  *   2. the worker process and the API process (all listeners).
- * Before anything starts, the configuration is checked (invalid: exit code 78, EX_CONFIG).
+ * Before anything starts: the configuration is checked (invalid: exit code 78, EX_CONFIG) and the Debian packages
+ * the service runs (PostgreSQL, nginx) are installed where missing (scripts/stack/packages.ts; a user who may not
+ * install them gets the one command to run and exit code 77).
  * Every process is supervised (scripts/stack/supervisor.ts): one that dies is restarted with back-off; after too
  * many deaths in a short window everything stops with a message saying which one and why. One that stops on invalid
  * configuration (exit code 78) is not restarted: everything stops and the launcher exits with 78.
@@ -24,6 +26,7 @@ import { findNginx, NGINX_INSTALL_HINT, startNginx } from './stack/nginx';
 import { killEveryServer, log, spawnServer, stopStale, typescriptProcess } from './stack/process';
 import { SIGNAL_ECHO_MS, Supervised } from './stack/supervisor';
 import { ensureTools, ToolName } from './stack/tools';
+import { ensurePackages, PackagesMissing, packagesFor } from './stack/packages';
 
 const ROOT = path.resolve(__dirname, '..');
 
@@ -39,6 +42,7 @@ async function main(): Promise<void> {
   const started = Date.now();
   const config = loadConfig();
   checkReferencedConfiguration(config);
+  await ensurePackages(packagesFor(config));
   fs.mkdirSync(config.dataDir, { recursive: true });
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: config.dataDir };
   // In start order; stopped in reverse.
@@ -237,6 +241,10 @@ main().catch((err) => {
       `${text}\nNothing was started (exit code ${EX_CONFIG}); docs/configuration.md lists every variable.\n`
     );
     process.exit(EX_CONFIG);
+  }
+  if (err instanceof PackagesMissing) {
+    log(`nothing was started: ${err.message} (exit code ${err.exitCode})`);
+    process.exit(err.exitCode);
   }
   process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
   process.exit(1);
