@@ -23,7 +23,17 @@ import { startFerretDb } from './stack/ferretdb';
 import { chooseFerretBackend, idLookupsOf, POSTGRES_ROLE, startPostgres } from './stack/postgres';
 import { startTemporal } from './stack/temporal';
 import { findNginx, NGINX_INSTALL_HINT, startNginx } from './stack/nginx';
-import { killEveryServer, log, spawnServer, stopStale, typescriptProcess } from './stack/process';
+import {
+  echoesPretty,
+  holdStartupLines,
+  killEveryServer,
+  log,
+  quietMoment,
+  releaseStartupLines,
+  spawnServer,
+  stopStale,
+  typescriptProcess
+} from './stack/process';
 import { SIGNAL_ECHO_MS, Supervised } from './stack/supervisor';
 import { ensureTools, ToolName } from './stack/tools';
 import { ensurePackages, PackagesMissing, packagesFor } from './stack/packages';
@@ -44,7 +54,10 @@ async function main(): Promise<void> {
   checkReferencedConfiguration(config);
   await ensurePackages(packagesFor(config));
   fs.mkdirSync(config.dataDir, { recursive: true });
-  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: config.dataDir };
+  // The children write JSON into their pipes; the launcher formats it for its terminal (scripts/stack/process.ts).
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: config.dataDir, LOG_FORMAT: 'json' };
+  // At a terminal the children's start-up info lines wait until just before the ready banner, which comes last.
+  if (echoesPretty()) holdStartupLines();
   // In start order; stopped in reverse.
   const parts: Supervised[] = [];
   let stopping = false;
@@ -54,6 +67,7 @@ async function main(): Promise<void> {
   const stopAll = async (code: number) => {
     if (stopping) return;
     stopping = true;
+    releaseStartupLines();
     log('stopping: api, worker, then the embedded servers...');
     for (const part of [...parts].reverse()) await part.stop();
     log('stopped');
@@ -195,14 +209,36 @@ async function main(): Promise<void> {
       await stopStale(pidFile, path.join(ROOT, script));
       const part = new Supervised(
         name,
-        () => spawnServer({ name, ...typescriptProcess(path.join(ROOT, script)), pidFile, echo: true, env }),
+        () =>
+          spawnServer({
+            name,
+            ...typescriptProcess(path.join(ROOT, script)),
+            pidFile,
+            echo: true,
+            holdAtStart: true,
+            env
+          }),
         giveUp
       );
       parts.push(part);
       await part.run();
     }
     await waitForHealth(`http://127.0.0.1:${config.PORT}/health`, 120_000);
-    log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    const readyAfter = (Date.now() - started) / 1000;
+    if (echoesPretty()) {
+      // At a terminal the worker may still be bundling the workflow code, and the API saying what it started: their
+      // lines first (the worker's up to its "worker polling" where info is logged, then a quiet moment for the
+      // Temporal SDK's own lines), the banner last.
+      const worker = parts.find((p) => p.name === 'worker')?.current;
+      const saysPolling = ['info', 'debug', 'trace'].includes(config.LOG_LEVEL);
+      for (const end = Date.now() + 60_000; saysPolling && Date.now() < end;) {
+        if (!worker || worker.exitReason() !== null || worker.output().includes('"msg":"worker polling"')) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await quietMoment(500, 5000);
+      releaseStartupLines();
+    }
+    log(`ready in ${readyAfter.toFixed(1)} s`);
     log(
       `  API            ${config.publicUrl}  (try ${config.publicUrl}/a2a/endpoints/summary, docs at ${config.publicUrl}/docs)`
     );
