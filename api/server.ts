@@ -13,7 +13,12 @@
  */
 import cluster, { Worker } from 'node:cluster';
 import type { Logger } from 'pino';
-import { Config, ConfigError, loadConfig, mongoUri } from '../core/config.node';
+import { Config, loadConfig, mongoUri } from '../core/config.node';
+import {
+  checkReferencedConfiguration,
+  exitOnInvalidConfiguration,
+  isConfigurationError
+} from '../core/config-check.node';
 import { createLogger } from '../core/logger.node';
 import { connectMongo, ensureIndexes } from '../store/mongo';
 import { DirectoryTreeStore } from '../store/federation/directory-tree';
@@ -154,6 +159,8 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
 
 async function main(): Promise<void> {
   const config = loadConfig();
+  // Before anything connects: an invalid setting stops the process with exit code 78 and its one message.
+  checkReferencedConfiguration(config);
   const logger = createLogger(config, 'zhongshu-hub');
   if (config.API_PROCESSES > 1 && cluster.isPrimary) await runPrimary(config, logger, config.API_PROCESSES);
   else
@@ -164,7 +171,7 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  if (err instanceof ConfigError) process.stderr.write(`${err.message}\n`);
-  else process.stderr.write(`api failed to start: ${err instanceof Error ? err.stack : String(err)}\n`);
+  if (isConfigurationError(err)) exitOnInvalidConfiguration('api', err);
+  process.stderr.write(`api failed to start: ${err instanceof Error ? err.stack : String(err)}\n`);
   process.exit(1);
 });

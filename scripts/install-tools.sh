@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the embedded stack's two servers (Temporal CLI dev server, FerretDB) once and caches them
 # outside the clone, keyed by version. Prints the path of each binary on its last lines.
-# Usage: scripts/install-tools.sh [temporal|ferretdb|nginx|postgresql|all] (nginx, postgresql: the Debian packages, when
-# we may install them; `all` is temporal, ferretdb and nginx)
+# Also installs the Debian packages the service runs (see install_packages).
+# Usage: scripts/install-tools.sh [temporal|ferretdb|nginx|postgresql|all] or `packages <nginx|postgresql>...`
+# (`all`: both packages and both servers)
 set -euo pipefail
 
 TEMPORAL_VERSION="v1.5.1"
@@ -80,32 +81,76 @@ build_from_module() {
   rm -rf "$src"
 }
 
-# nginx serves deploy targets (README "Deployment arbitration"); optional, so a machine where we may not install
-# packages only gets the command to run. The Debian package may also start a system nginx: the hub never uses it.
-install_nginx() {
-  if [ -x "${NGINX_BIN:-/usr/sbin/nginx}" ]; then log "nginx: $("${NGINX_BIN:-/usr/sbin/nginx}" -v 2>&1)"; return 0; fi
-  local sudo=""
-  if [ "$(id -u)" != 0 ]; then
-    if sudo -n true 2>/dev/null; then sudo="sudo"; else log "nginx is not installed (deploys answer 503 without it); install it with: sudo apt-get install -y nginx"; return 0; fi
-  fi
-  if ! command -v apt-get >/dev/null 2>&1; then log "nginx is not installed; install your system's nginx package (deploys answer 503 without it)"; return 0; fi
-  log "nginx: installing the Debian package (apt-get install -y nginx)..."
-  $sudo apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q nginx >/dev/null || { log "nginx: install failed; run: sudo apt-get install -y nginx"; return 0; }
+# The Debian packages the service runs: PostgreSQL's server binaries (FerretDB stores in a PostgreSQL child server,
+# scripts/stack/postgres.ts) and nginx (deploy targets, scripts/stack/nginx.ts). `npm start` runs this for the ones it
+# needs; each missing one is installed with one line saying why, by one `apt-get update` and one `apt-get install -y`.
+# The probed paths follow the launcher's: NGINX_BIN (/usr/sbin/nginx), PG_BIN_DIR (else /usr/lib/postgresql/*/bin).
+# Debian's packages may also create and start a system nginx or cluster: the hub never uses them.
+# Exit codes: 0 every package there (or installed, or ZHONGSHU_INSTALL_PACKAGES=0); 77 missing and this user may not
+# install packages (not root, no passwordless sudo): the one command to run is printed; 69 missing and no apt-get;
+# 1 apt-get failed.
+EX_NOPERM=77
+EX_UNAVAILABLE=69
+
+package_present() { # debian package name
+  case "$1" in
+    nginx) [ -x "${NGINX_BIN:-/usr/sbin/nginx}" ] ;;
+    postgresql)
+      if [ -n "${PG_BIN_DIR:-}" ]; then [ -x "$PG_BIN_DIR/postgres" ]; else compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null; fi ;;
+    *) return 1 ;;
+  esac
 }
 
-# PostgreSQL for FerretDB's postgresql backend (README "Storage backends"): optional, not part of `all`; once it is
-# installed, `npm start` stores in it by default (FERRETDB_BACKEND=auto) for a new data dir, and bench:ledger
-# measures it beside SQLite. Debian's package also creates and
-# may start a system cluster: the hub never uses it (scripts/stack/postgres.ts runs its own under DATA_DIR).
-install_postgresql() {
-  if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then log "postgresql: $(ls -d /usr/lib/postgresql/*/bin/postgres | tail -1)"; return 0; fi
-  local sudo=""
-  if [ "$(id -u)" != 0 ]; then
-    if sudo -n true 2>/dev/null; then sudo="sudo"; else log "postgresql is not installed; install it with: sudo apt-get install -y postgresql"; return 0; fi
+package_why() {
+  case "$1" in
+    nginx) echo "serves the deploy targets (deployment arbitration); without it deploys answer 503" ;;
+    postgresql) echo "PostgreSQL server binaries: the embedded FerretDB stores the hub's data in a PostgreSQL server of its own" ;;
+  esac
+}
+
+install_packages() { # debian package names
+  local missing=() name
+  for name in "$@"; do
+    if package_present "$name"; then log "$name: installed"; else missing+=("$name"); fi
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local command="sudo apt-get install -y ${missing[*]}"
+  if [ "${ZHONGSHU_INSTALL_PACKAGES:-1}" = 0 ]; then
+    log "ZHONGSHU_INSTALL_PACKAGES=0: not installing ${missing[*]} (to install: $command)"
+    return 0
   fi
-  if ! command -v apt-get >/dev/null 2>&1; then log "postgresql is not installed; install your system's postgresql package"; return 0; fi
-  log "postgresql: installing the Debian package (apt-get install -y postgresql)..."
-  $sudo apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q postgresql >/dev/null || { log "postgresql: install failed; run: sudo apt-get install -y postgresql"; return 0; }
+  if ! command -v apt-get >/dev/null 2>&1; then
+    log "missing: ${missing[*]}, and this system has no apt-get: install them with its package manager, or set ZHONGSHU_INSTALL_PACKAGES=0 to start without them"
+    exit $EX_UNAVAILABLE
+  fi
+  local sudo=()
+  if [ "$(id -u)" != 0 ]; then
+    if sudo -n true 2>/dev/null; then sudo=(sudo); else
+      log "missing: ${missing[*]}, and this user may not install packages. Run this once, then start again:"
+      log "  $command"
+      log "(or set ZHONGSHU_INSTALL_PACKAGES=0 to start without them)"
+      exit $EX_NOPERM
+    fi
+  fi
+  for name in "${missing[@]}"; do log "installing $name: $(package_why "$name")"; done
+  log "running: ${sudo[*]:+${sudo[*]} }apt-get update, then apt-get install -y ${missing[*]}"
+  local out
+  out=$(mktemp)
+  if ! "${sudo[@]}" apt-get update -q >"$out" 2>&1 ||
+    ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >>"$out" 2>&1; then
+    tail -n 20 "$out" | while read -r line; do log "  apt-get: $line"; done
+    rm -f "$out"
+    log "installing ${missing[*]} failed (its last lines above); run: $command"
+    exit 1
+  fi
+  rm -f "$out"
+  for name in "${missing[@]}"; do
+    if ! package_present "$name"; then
+      log "apt-get installed $name, but it is still missing where the launcher looks (NGINX_BIN, PG_BIN_DIR)"
+      exit 1
+    fi
+  done
+  log "installed: ${missing[*]}"
 }
 
 what="${1:-all}"
@@ -113,11 +158,15 @@ case "$what" in
   temporal) build temporal github.com/temporalio/cli/cmd/temporal "$TEMPORAL_VERSION" ;;
   ferretdb) build ferretdb github.com/FerretDB/FerretDB/cmd/ferretdb "$FERRETDB_VERSION" ;;
   all)
+    install_packages postgresql nginx
     build temporal github.com/temporalio/cli/cmd/temporal "$TEMPORAL_VERSION"
     build ferretdb github.com/FerretDB/FerretDB/cmd/ferretdb "$FERRETDB_VERSION"
-    install_nginx
     ;;
-  nginx) install_nginx ;;
-  postgresql) install_postgresql ;;
-  *) log "unknown tool '$what' (temporal, ferretdb, nginx, postgresql or all)"; exit 2 ;;
+  nginx | postgresql) install_packages "$what" ;;
+  packages)
+    shift
+    for name in "$@"; do case "$name" in nginx | postgresql) ;; *) log "unknown package '$name' (nginx, postgresql)"; exit 2 ;; esac; done
+    install_packages "$@"
+    ;;
+  *) log "unknown tool '$what' (temporal, ferretdb, nginx, postgresql, packages <name>... or all)"; exit 2 ;;
 esac

@@ -4,8 +4,12 @@
  *      TEMPORAL_ADDRESS is set), both built once (in parallel, with live progress) and cached outside the clone,
  *      data under DATA_DIR;
  *   2. the worker process and the API process (all listeners).
+ * Before anything starts: the configuration is checked (invalid: exit code 78, EX_CONFIG) and the Debian packages
+ * the service runs (PostgreSQL, nginx) are installed where missing (scripts/stack/packages.ts; a user who may not
+ * install them gets the one command to run and exit code 77).
  * Every process is supervised (scripts/stack/supervisor.ts): one that dies is restarted with back-off; after too
- * many deaths in a short window everything stops with a message saying which one and why.
+ * many deaths in a short window everything stops with a message saying which one and why. One that stops on invalid
+ * configuration (exit code 78) is not restarted: everything stops and the launcher exits with 78.
  * Ctrl-C (SIGINT), SIGTERM or SIGHUP stops them in order: API drains, worker drains, then Temporal and FerretDB
  * exit. A second Ctrl-C kills them all at once (SIGKILL) instead of waiting for the drains. Whatever way the launcher
  * ends (short of its own SIGKILL), it takes its servers with it; leftovers of a launcher killed outright (recorded
@@ -13,14 +17,26 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { ConfigError, loadConfig } from '../core/config.node';
+import { loadConfig } from '../core/config.node';
+import { checkReferencedConfiguration, EX_CONFIG, isConfigurationError } from '../core/config-check.node';
 import { startFerretDb } from './stack/ferretdb';
 import { chooseFerretBackend, idLookupsOf, POSTGRES_ROLE, startPostgres } from './stack/postgres';
 import { startTemporal } from './stack/temporal';
 import { findNginx, NGINX_INSTALL_HINT, startNginx } from './stack/nginx';
-import { killEveryServer, log, spawnServer, stopStale, typescriptProcess } from './stack/process';
+import {
+  echoesPretty,
+  holdStartupLines,
+  killEveryServer,
+  log,
+  quietMoment,
+  releaseStartupLines,
+  spawnServer,
+  stopStale,
+  typescriptProcess
+} from './stack/process';
 import { SIGNAL_ECHO_MS, Supervised } from './stack/supervisor';
 import { ensureTools, ToolName } from './stack/tools';
+import { ensurePackages, PackagesMissing, packagesFor } from './stack/packages';
 
 const ROOT = path.resolve(__dirname, '..');
 
@@ -35,8 +51,13 @@ process.on('exit', () => void killEveryServer());
 async function main(): Promise<void> {
   const started = Date.now();
   const config = loadConfig();
+  checkReferencedConfiguration(config);
+  await ensurePackages(packagesFor(config));
   fs.mkdirSync(config.dataDir, { recursive: true });
-  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: config.dataDir };
+  // The children write JSON into their pipes; the launcher formats it for its terminal (scripts/stack/process.ts).
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: config.dataDir, LOG_FORMAT: 'json' };
+  // At a terminal the children's start-up info lines wait until just before the ready banner, which comes last.
+  if (echoesPretty()) holdStartupLines();
   // In start order; stopped in reverse.
   const parts: Supervised[] = [];
   let stopping = false;
@@ -46,6 +67,7 @@ async function main(): Promise<void> {
   const stopAll = async (code: number) => {
     if (stopping) return;
     stopping = true;
+    releaseStartupLines();
     log('stopping: api, worker, then the embedded servers...');
     for (const part of [...parts].reverse()) await part.stop();
     log('stopped');
@@ -76,9 +98,9 @@ async function main(): Promise<void> {
   // process.on, not once: with no listener left, a second SIGINT would end the launcher at once and leave its
   // servers running without it.
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, onSignal);
-  const giveUp = (message: string) => {
+  const giveUp = (message: string, exitCode: number) => {
     log(message);
-    void stopAll(1);
+    void stopAll(exitCode);
   };
 
   try {
@@ -187,14 +209,36 @@ async function main(): Promise<void> {
       await stopStale(pidFile, path.join(ROOT, script));
       const part = new Supervised(
         name,
-        () => spawnServer({ name, ...typescriptProcess(path.join(ROOT, script)), pidFile, echo: true, env }),
+        () =>
+          spawnServer({
+            name,
+            ...typescriptProcess(path.join(ROOT, script)),
+            pidFile,
+            echo: true,
+            holdAtStart: true,
+            env
+          }),
         giveUp
       );
       parts.push(part);
       await part.run();
     }
     await waitForHealth(`http://127.0.0.1:${config.PORT}/health`, 120_000);
-    log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    const readyAfter = (Date.now() - started) / 1000;
+    if (echoesPretty()) {
+      // At a terminal the worker may still be bundling the workflow code, and the API saying what it started: their
+      // lines first (the worker's up to its "worker polling" where info is logged, then a quiet moment for the
+      // Temporal SDK's own lines), the banner last.
+      const worker = parts.find((p) => p.name === 'worker')?.current;
+      const saysPolling = ['info', 'debug', 'trace'].includes(config.LOG_LEVEL);
+      for (const end = Date.now() + 60_000; saysPolling && Date.now() < end;) {
+        if (!worker || worker.exitReason() !== null || worker.output().includes('"msg":"worker polling"')) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await quietMoment(500, 5000);
+      releaseStartupLines();
+    }
+    log(`ready in ${readyAfter.toFixed(1)} s`);
     log(
       `  API            ${config.publicUrl}  (try ${config.publicUrl}/a2a/endpoints/summary, docs at ${config.publicUrl}/docs)`
     );
@@ -225,9 +269,18 @@ async function waitForHealth(url: string, timeoutMs: number): Promise<void> {
 }
 
 main().catch((err) => {
-  if (err instanceof ConfigError) {
-    process.stderr.write(`${err.message}\nSee README.md, "Configuration", for every variable.\n`);
-    process.exit(1);
+  if (isConfigurationError(err)) {
+    const text = err.message.startsWith('Invalid configuration')
+      ? err.message
+      : `Invalid configuration: ${err.message}`;
+    process.stderr.write(
+      `${text}\nNothing was started (exit code ${EX_CONFIG}); docs/configuration.md lists every variable.\n`
+    );
+    process.exit(EX_CONFIG);
+  }
+  if (err instanceof PackagesMissing) {
+    log(`nothing was started: ${err.message} (exit code ${err.exitCode})`);
+    process.exit(err.exitCode);
   }
   process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
   process.exit(1);

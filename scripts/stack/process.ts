@@ -7,6 +7,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { EX_CONFIG } from '../../core/config-check.node';
+import { formatLogLine, levelOf, logFormat } from '../../core/logger.node';
 import { printLine } from './progress';
 
 export interface ServerHandle {
@@ -108,6 +110,53 @@ export function isAlive(pid: number): boolean {
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * How the children's lines are echoed. At a terminal (the launcher's stdout; LOG_FORMAT=json keeps JSON) a child's
+ * pino JSON line becomes one readable line (core/logger.node.ts), other lines are prefixed with the child's name.
+ * While the stack starts, the children's info and debug lines can be held (holdStartupLines) and printed together
+ * just before the ready banner (releaseStartupLines), so the banner is the last thing on the screen; warnings and
+ * errors are never held, nor are the lines of the Go servers (only their warnings are logged).
+ */
+const echo = {
+  pretty: logFormat(process.stdout) === 'pretty',
+  color: Boolean(process.stdout.isTTY) && !process.env.NO_COLOR,
+  held: null as string[] | null,
+  lastAt: 0
+};
+
+export function echoesPretty(): boolean {
+  return echo.pretty;
+}
+
+export function holdStartupLines(): void {
+  echo.held ??= [];
+}
+
+/** Prints the held lines and stops holding. */
+export function releaseStartupLines(): void {
+  const held = echo.held ?? [];
+  echo.held = null;
+  if (held.length > 0) printLine(process.stdout, held.join('\n'));
+}
+
+/** Resolves once no child has printed for `quietMs` (at most `maxMs`): stragglers land before what follows. */
+export async function quietMoment(quietMs: number, maxMs: number): Promise<void> {
+  for (const end = Date.now() + maxMs; Date.now() < end && Date.now() - echo.lastAt < quietMs;) await sleep(50);
+}
+
+/**
+ * One line of a child as it is echoed (see `echo`). `holdable`: a line of the API or the worker, held while the stack
+ * starts unless it is a warning or an error in their JSON (their other lines, e.g. the Temporal SDK's own start-up
+ * messages, are held too).
+ */
+export function echoChildLine(name: string, line: string, holdable = false): void {
+  echo.lastAt = Date.now();
+  const text = (echo.pretty && formatLogLine(line, { label: name, color: echo.color })) || `[${name}] ${line}`;
+  const level = echo.held && holdable ? levelOf(line) : null;
+  if (echo.held && holdable && (level === null || level < 40)) echo.held.push(text);
+  else printLine(process.stdout, text);
+}
+
 /** Every server this process started that has not exited yet (see killEveryServer). */
 const running = new Set<ChildProcess>();
 
@@ -164,6 +213,8 @@ export function spawnServer(opts: {
   pidFile: string;
   /** Print the server's own output (warnings and errors only, by its log level). */
   echo: boolean;
+  /** Its echoed lines may be held while the stack starts (holdStartupLines): the API's and the worker's. */
+  holdAtStart?: boolean;
   /** Also append the server's output, each line prefixed with its name, to this file. */
   logFile?: string;
   env?: NodeJS.ProcessEnv;
@@ -188,7 +239,7 @@ export function spawnServer(opts: {
     if (!line.trim()) return;
     tail.push(line);
     if (tail.length > 200) tail.shift();
-    if (opts.echo) printLine(process.stdout, `[${opts.name}] ${line}`);
+    if (opts.echo) echoChildLine(opts.name, line, opts.holdAtStart);
     if (logFd !== null) fs.writeSync(logFd, `[${opts.name}] ${line}\n`);
   };
   for (const stream of [child.stdout, child.stderr]) {
@@ -215,7 +266,8 @@ export function spawnServer(opts: {
       // Only our own pid: a restarted server may have written its pid there already.
       if (fs.existsSync(opts.pidFile) && fs.readFileSync(opts.pidFile, 'utf8').trim() === String(child.pid))
         fs.rmSync(opts.pidFile, { force: true });
-      if (!stopping && code !== 0) {
+      // Exit code 78 (invalid configuration): its one message has been echoed already; nothing to add.
+      if (!stopping && code !== 0 && code !== EX_CONFIG) {
         log(`${opts.name} exited (${reason}); its last lines:\n${tail.slice(-30).join('\n')}`);
       }
       // The streams may still hold the last lines; close the log once they are written.

@@ -3,8 +3,11 @@
  * the out-of-memory killer, `kill -9`), it is started again after a back-off, and the log says why it died. After
  * RESTART_POLICY.maxRestarts deaths within RESTART_POLICY.windowMs the supervisor gives up: something is wrong that
  * restarting does not fix (a bad configuration, a port someone else holds, a database that is gone), and the
- * launcher stops everything with a message naming the process and its last exit.
+ * launcher stops everything with a message naming the process and its last exit. A process that exits with code 78
+ * (EX_CONFIG, core/config-check.node.ts) stopped on invalid configuration: it is not restarted at all, and the launcher
+ * stops everything and exits with that code (the process's own message, naming the setting, is the last it said).
  */
+import { EX_CONFIG } from '../../core/config-check.node';
 import { log, ServerHandle } from './process';
 
 export const RESTART_POLICY = {
@@ -31,8 +34,11 @@ export class Supervised {
   constructor(
     readonly name: string,
     private readonly start: () => Promise<ServerHandle> | ServerHandle,
-    /** Called once, when the supervisor gives up; the launcher then stops everything. */
-    private readonly onGiveUp: (message: string) => void
+    /**
+     * Called once, when the supervisor gives up; the launcher then stops everything and exits with `exitCode`
+     * (EX_CONFIG after invalid configuration, else 1).
+     */
+    private readonly onGiveUp: (message: string, exitCode: number) => void
   ) {}
 
   /** The first start; its failure is the caller's (the launcher stops, as before any supervision). */
@@ -54,8 +60,17 @@ export class Supervised {
 
   private adopt(handle: ServerHandle): void {
     this.handle = handle;
-    void handle.exited.then(() => {
-      if (!this.stopped && this.handle === handle) this.died(handle.exitReason() ?? 'exited');
+    void handle.exited.then((code) => {
+      if (this.stopped || this.handle !== handle) return;
+      if (code === EX_CONFIG) {
+        this.stopped = true;
+        this.onGiveUp(
+          `${this.name} stopped on invalid configuration (exit code ${EX_CONFIG}); not restarting it`,
+          EX_CONFIG
+        );
+        return;
+      }
+      this.died(handle.exitReason() ?? 'exited');
     });
   }
 
@@ -69,7 +84,8 @@ export class Supervised {
       this.stopped = true;
       this.onGiveUp(
         `${this.name} died ${this.deaths.length} times within ${windowS} s (last: ${why}); giving up, ` +
-          `restarting does not help (see its last lines above)`
+          `restarting does not help (see its last lines above)`,
+        1
       );
       return;
     }

@@ -54,6 +54,8 @@ export async function launch(
     TEMPORAL_ADDRESS: '',
     // These suites test supervision, signals and ports on one backend everywhere; start.test.ts runs the default.
     FERRETDB_BACKEND: 'sqlite',
+    // Packages are this machine's as they are (start-packages.test.ts covers installing them).
+    ZHONGSHU_INSTALL_PACKAGES: '0',
     npm_config_script_shell: scriptShell
   };
   for (const name of [
