@@ -11,6 +11,19 @@ export const serviceSettings = defineCapability({
   readBy: ['api', 'worker', 'launcher'],
   schema: z.object({
     LOG_LEVEL: z.enum(LOG_LEVELS).default('info').describe('The pino level of every process.'),
+    LOG_FORMAT: z
+      .enum(['json', 'pretty'])
+      .optional()
+      .describe(
+        'How processes log: `json` (one pino object a line, for collectors) or `pretty` (one readable line an event); unset: pretty at a terminal, JSON otherwise. The launcher reads its children as JSON and formats them at its terminal.'
+      ),
+    ZHONGSHU_INSTALL_PACKAGES: z
+      .enum(['0', '1'])
+      .default('1')
+      .describe(
+        '`1`: `npm start` installs the Debian packages the service runs (PostgreSQL, nginx) where missing, or names the one command to run (exit 77) when this user may not; `0`: it reports them and installs nothing.'
+      )
+      .meta(setting({ readBy: ['launcher'] })),
     DATA_DIR: z
       .string()
       .min(1)
