@@ -129,6 +129,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(ledgerWriterRoutes, {
     ledger: ctx.ledger,
     quota: ctx.quota,
+    truthWrites,
     config,
     counts: ctx.forwarding,
     released: () => ctx.ledgerWriter?.released() ?? false
