@@ -82,7 +82,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   const make = (name: ListenerName, options?: Parameters<typeof createListenerApp>[2]) =>
     createListenerApp(ctx, name, options);
 
-  // One truth write service for every listener's truth writes.
+  // One truth write service for every listener's truth writes (report, forwarded counted appends, memory upserts).
   const truthWrites = createTruthWrites(ctx, truthWriteOptions(config));
 
   const main = make('main');
@@ -229,12 +229,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
 
   const memory = make('memory');
   await memory.register(healthRoutes, { db: ctx.mongo.db, listener: 'memory' });
-  await memory.register(memoryGatewayRoutes, {
-    ledger: ctx.ledger,
-    memory: new MemoryStore(ctx.mongo.db),
-    quota: ctx.quota,
-    config
-  });
+  await memory.register(memoryGatewayRoutes, { truthWrites, memory: new MemoryStore(ctx.mongo.db), config });
 
   const daemon = make('daemon');
   await daemon.register(healthRoutes, { db: ctx.mongo.db, listener: 'daemon' });
