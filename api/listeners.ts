@@ -55,7 +55,7 @@ import { MemoryGatewayClient } from './routes/commercial/memory-client';
 import { memoryGatewayRoutes } from './routes/memory/truth';
 import { MemoryStore } from '../store/memory/memory';
 import { loadProductMatrix } from '../core/commercial/products.node';
-import { memoryGatewayUrl } from '../core/config.node';
+import { memoryGatewayUrl, type Config } from '../core/config.node';
 import { chatGatewayRoutes } from './routes/chat/gateway';
 import { chatAdminRoutes } from './routes/chat/admin';
 import { localModelChatRoutes } from './routes/chat/local-model';
@@ -66,6 +66,7 @@ import { deployRoutes } from './routes/deploy/dal';
 import { PortPoolStore } from '../store/deploy/ports';
 import { DidRegistryStore } from '../store/deploy/registry';
 import { WorkOrderStore } from '../store/deploy/work-orders';
+import { createTruthWrites, type TruthWriteOptions } from '../services/ledger/write-truth';
 
 export interface Listener {
   name: ListenerName;
@@ -80,6 +81,9 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   const { config } = ctx;
   const make = (name: ListenerName, options?: Parameters<typeof createListenerApp>[2]) =>
     createListenerApp(ctx, name, options);
+
+  // One truth write service for every listener's truth writes (report, forwarded counted appends, memory upserts).
+  const truthWrites = createTruthWrites(ctx, truthWriteOptions(config));
 
   const main = make('main');
   await registerOpenApi(main, config.publicUrl);
@@ -121,10 +125,11 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
     temporal: ctx.temporal,
     config
   });
-  await main.register(truthReportRoutes, { ledger: ctx.ledger, quota: ctx.quota, temporal: ctx.temporal, config });
+  await main.register(truthReportRoutes, { truthWrites, config });
   await main.register(ledgerWriterRoutes, {
     ledger: ctx.ledger,
     quota: ctx.quota,
+    truthWrites,
     config,
     counts: ctx.forwarding,
     released: () => ctx.ledgerWriter?.released() ?? false
@@ -190,7 +195,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
 
   const backup = make('backup');
   await backup.register(healthRoutes, { db: ctx.mongo.db, listener: 'backup' });
-  await backup.register(truthReportRoutes, { ledger: ctx.ledger, quota: ctx.quota, temporal: ctx.temporal, config });
+  await backup.register(truthReportRoutes, { truthWrites, config });
   await backup.register(backupStatusRoutes, { ledger: ctx.ledger });
 
   const hub = make('hub');
@@ -224,12 +229,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
 
   const memory = make('memory');
   await memory.register(healthRoutes, { db: ctx.mongo.db, listener: 'memory' });
-  await memory.register(memoryGatewayRoutes, {
-    ledger: ctx.ledger,
-    memory: new MemoryStore(ctx.mongo.db),
-    quota: ctx.quota,
-    config
-  });
+  await memory.register(memoryGatewayRoutes, { truthWrites, memory: new MemoryStore(ctx.mongo.db), config });
 
   const daemon = make('daemon');
   await daemon.register(healthRoutes, { db: ctx.mongo.db, listener: 'daemon' });
@@ -260,5 +260,20 @@ function ledgerWriterHealth(ctx: Pick<ServiceContext, 'config' | 'ledgerWriter' 
       forward_requests: ctx.forwarding.requests,
       served: ctx.forwarding.served
     };
+  };
+}
+
+/** The settings of the truth writes (services/ledger/write-truth.ts), and only those. */
+function truthWriteOptions(config: Config): TruthWriteOptions {
+  return {
+    dailyQuota: config.TRUTH_DAILY_QUOTA,
+    maxValueBytes: config.TRUTH_MAX_VALUE_BYTES,
+    writeTimeoutMs: config.TRUTH_WRITE_TIMEOUT_MS,
+    risk: { highRiskTypes: config.TRUTH_HIGH_RISK_TYPES, highRiskKeyPrefixes: config.TRUTH_HIGH_RISK_KEY_PREFIXES },
+    approval: {
+      timeoutSeconds: config.TRUTH_APPROVAL_TIMEOUT_S,
+      taskQueue: config.TEMPORAL_TASK_QUEUE,
+      hubDid: config.SERVICE_DID
+    }
   };
 }

@@ -2,8 +2,8 @@
  * One error handler for the whole app: every failure reaches the client as
  *   { ok: false, error: <code>, message: <text>, trace_id: <X-Trace>, ...details }
  * with an X-Trace header. Validation failures become a 400 naming each bad field; unknown paths a 404; a known
- * path with another method a 405 with Allow; dependency outages (MongoDB, Temporal) a 503 with Retry-After; 5xx
- * details stay in the log. Fastify's own errors before routing (bad URL, over-long path parameter) and Node's
+ * path with another method a 405 with Allow; dependency outages (MongoDB, Temporal) and a truth write the database
+ * failed a 503 with Retry-After; 5xx details stay in the log. Fastify's own errors before routing (bad URL, over-long path parameter) and Node's
  * HTTP parser errors (oversized headers, malformed requests) are answered in the same shape.
  */
 import { randomBytes } from 'node:crypto';
@@ -17,6 +17,7 @@ import { isGrpcServiceError, ServiceError } from '@temporalio/client';
 import { MongoError, MongoServerError } from 'mongodb';
 import { AppError, ERROR_STATUS, ErrorCode } from '../../core/errors';
 import { MAX_PATH_PARAM_LENGTH } from '../../core/identifiers';
+import { TruthWriteFailed } from '../../services/ledger/write-truth';
 
 export interface FieldProblem {
   field: string;
@@ -92,7 +93,22 @@ function errorsPlugin(app: FastifyInstance): void {
       const code: ErrorCode = status === 429 ? 'rate_limited' : status === 404 ? 'not_found' : 'invalid_request';
       return sendError(reply, new AppError(code, err.message));
     }
-    if (isMongoUnavailable(err)) {
+    // A truth write the database failed: an outage is answered as any other (below); any other failure (FerretDB
+    // refusing a write while it stops or starts, say) is not the caller's doing either, and nothing was
+    // acknowledged: 503, and a retry with the same Idempotency-Key lands the write exactly once.
+    if (err instanceof TruthWriteFailed && !isMongoUnavailable(err.cause)) {
+      request.log.error({ err: err.cause }, 'truth write: the database failed');
+      return sendError(
+        reply,
+        new AppError(
+          'unavailable',
+          'The ledger could not store the write; retry with the same Idempotency-Key',
+          {},
+          { 'Retry-After': '5' }
+        )
+      );
+    }
+    if (isMongoUnavailable(err instanceof TruthWriteFailed ? err.cause : err)) {
       request.log.error({ err }, 'database unavailable');
       return sendError(reply, unavailable('The database'));
     }

@@ -4,23 +4,21 @@
  *   POST /upsert {key, truth_value}     X-DID; appends a new version as a truth entry (one synchronous ledger append)
  *   GET  /truth/{key}                   the newest version, its seq, leaf hash and how many versions the key has
  *   GET  /truth/{key}/history           the versions, newest first (limit, before = a seq cursor)
- * Writes follow the truth report's rules: the same daily quota per DID (TRUTH_DAILY_QUOTA, shared with
- * POST /api/report/truth), TRUTH_MAX_VALUE_BYTES, and no high-risk key (those wait for a human and go through
- * POST /api/report/truth, which starts the approval workflow).
+ * Writes follow the truth report's rules (services/ledger/write-truth.ts): the same daily quota per DID
+ * (TRUTH_DAILY_QUOTA, shared with POST /api/report/truth), TRUTH_MAX_VALUE_BYTES, and no high-risk key (those wait
+ * for a human and go through POST /api/report/truth, which starts the approval workflow). Unlike a report, an upsert
+ * takes no Idempotency-Key (each one is a new version) and no deadline.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Config } from '../../../core/config.node';
-import { AppError, notFound } from '../../../core/errors';
+import { notFound } from '../../../core/errors';
 import { queryInt } from '../../../core/identifiers';
-import { canonicalJson } from '../../../core/ledger/canonical-json';
 import { publicEntry } from '../../../core/ledger/ledger-entry';
-import { heldBecause } from '../../../core/ledger/truth-record';
 import { MAX_HISTORY_PAGE, memoryKey, memoryUpsertBody } from '../../../core/memory/memory-record';
 import { rawJsonSchema } from '../../../core/raw-json';
-import type { Ledger } from '../../../store/ledger/ledger';
-import type { DailyQuota } from '../../../store/ledger/quota';
 import type { MemoryStore } from '../../../store/memory/memory';
+import type { TruthWrites } from '../../../services/ledger/write-truth';
 import { ERROR_BODY } from '../../response-docs';
 
 export const upsertResponse = z.object({
@@ -61,7 +59,11 @@ export const historyResponse = z.object({
 
 const keyParams = z.object({ key: memoryKey });
 
-type MemoryDeps = { ledger: Ledger; memory: MemoryStore; quota: DailyQuota; config: Config };
+type MemoryDeps = {
+  truthWrites: TruthWrites;
+  memory: MemoryStore;
+  config: Pick<Config, 'TRUTH_MAX_VALUE_BYTES'>;
+};
 
 function versionView(version: number, entry: Parameters<typeof publicEntry>[0]) {
   const e = publicEntry(entry);
@@ -77,10 +79,7 @@ function versionView(version: number, entry: Parameters<typeof publicEntry>[0]) 
   };
 }
 
-export const memoryGatewayRoutes: FastifyPluginAsyncZod<MemoryDeps> = async (
-  app,
-  { ledger, memory, quota, config }
-) => {
+export const memoryGatewayRoutes: FastifyPluginAsyncZod<MemoryDeps> = async (app, { truthWrites, memory, config }) => {
   app.post(
     '/upsert',
     {
@@ -95,38 +94,11 @@ export const memoryGatewayRoutes: FastifyPluginAsyncZod<MemoryDeps> = async (
       }
     },
     async (request) => {
-      const did = request.principal!.did!;
       const { key, truth_value } = request.body;
-      const held = heldBecause(key, undefined, {
-        highRiskTypes: config.TRUTH_HIGH_RISK_TYPES,
-        highRiskKeyPrefixes: config.TRUTH_HIGH_RISK_KEY_PREFIXES
-      });
-      if (held)
-        throw new AppError(
-          'forbidden',
-          `${held}: such writes wait for a human approver; send it to POST /api/report/truth on the main listener`
-        );
-      const bytes = Buffer.byteLength(canonicalJson(truth_value));
-      if (bytes > config.TRUTH_MAX_VALUE_BYTES)
-        throw new AppError(
-          'payload_too_large',
-          `truth_value is ${bytes} bytes as canonical JSON; the limit is ${config.TRUTH_MAX_VALUE_BYTES}`
-        );
-
-      const day = new Date().toISOString().slice(0, 10);
-      const scope = `truth:${did}`;
-      const allowance = await quota.consume(scope, day, config.TRUTH_DAILY_QUOTA);
-      if (!allowance.allowed) {
-        throw new AppError(
-          'quota_exceeded',
-          `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`,
-          { limit: config.TRUTH_DAILY_QUOTA },
-          { 'Retry-After': String(secondsUntilUtcMidnight()) }
-        );
-      }
-      // A failed append may still have landed, so its slot stays spent: never a use beyond the quota, at worst one
-      // slot too few. (Nothing here withdraws an append before it starts, the one case that gives a slot back.)
-      const appended = await ledger.append({ kind: 'truth', key, value: truth_value, truth_type: null, did });
+      const appended = await truthWrites.upsertMemoryTruth(
+        { did: request.principal!.did!, key, value: truth_value },
+        request.log
+      );
       const version = await memory.countVersions(key, appended.entry.seq);
       return {
         ok: true as const,
@@ -184,9 +156,5 @@ export const memoryGatewayRoutes: FastifyPluginAsyncZod<MemoryDeps> = async (
   );
 };
 
-/** Retry-After of a used-up daily quota (the truth report's rule): seconds until the next UTC day. */
-export function secondsUntilUtcMidnight(): number {
-  const now = new Date();
-  const midnight = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
-  return Math.max(1, Math.ceil((midnight - now.getTime()) / 1000));
-}
+/** Retry-After of a used-up daily quota (the commercial gateway's decision write answers it too). */
+export { secondsUntilUtcMidnight } from '../../../services/ledger/write-truth';
