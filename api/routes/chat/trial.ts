@@ -22,7 +22,7 @@ import type { UpstreamBody } from '../../../core/chat/upstream.node';
 import type { Config } from '../../../core/config.node';
 import { AppError } from '../../../core/errors';
 import type { KnowledgeStore } from '../../../store/chat/knowledge';
-import { rateLimitKey } from '../../app';
+import { rateLimitKey } from '../../plugins/rate-limit-key';
 import { clientAddress, trustedProxies } from '../../client-address';
 import type { ChatServices } from '../../chat';
 import { ERROR_BODY } from '../../response-docs';
