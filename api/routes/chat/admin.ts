@@ -12,9 +12,10 @@ import { humanText, queryInt } from '../../../core/identifiers';
 import type { CredentialStore } from '../../../store/credentials';
 import type { KeyGroupStore } from '../../../store/chat/key-groups';
 import type { Ledger } from '../../../store/ledger/ledger';
-import type { ChatServices } from '../../chat';
+import type { ChatServices } from '../../../services/chat/chat-services';
 import { ERROR_BODY } from '../../response-docs';
-import { usageFor, usageResponse } from './gateway';
+import { usageReport } from '../../../services/chat/usage-report';
+import { usageResponse } from './gateway.schema';
 
 const keyParams = z.object({ key_id: z.string().regex(/^[a-f0-9]{16}$/, 'a 16-hex-digit key id') });
 const groupParams = z.object({ group_id: z.string().regex(/^grp_[A-Za-z0-9_-]{1,40}$/, 'a group id grp_…') });
@@ -60,7 +61,7 @@ export const chatAdminRoutes: FastifyPluginAsyncZod<{
     },
     async (request) => {
       const key = await keyOrThrow(request.params.key_id);
-      return { ok: true as const, usage: await usageFor(chat, key._id, key.plan, request.query.days ?? 7) };
+      return { ok: true as const, usage: await usageReport(chat, key._id, key.plan, request.query.days ?? 7) };
     }
   );
 
@@ -81,7 +82,7 @@ export const chatAdminRoutes: FastifyPluginAsyncZod<{
     },
     async (request) => {
       const clientId = request.params.client_id;
-      const usage = await usageFor(chat, `oauth:${clientId}`, config.CHAT_OAUTH_PLAN, request.query.days ?? 7);
+      const usage = await usageReport(chat, `oauth:${clientId}`, config.CHAT_OAUTH_PLAN, request.query.days ?? 7);
       // A revoked client's usage is still shown; a client id never issued (and never counted) is not found.
       if (usage.days.length === 0 && !(await credentials.findOAuthClient(clientId)))
         throw notFound(`No OAuth client ${clientId} (or it is revoked and used nothing in these days)`);

@@ -13,7 +13,7 @@ import { ChatError } from '../../../core/chat/openai-errors';
 import { AppError } from '../../../core/errors';
 import type { Config } from '../../../core/config.node';
 import type { UpstreamBody } from '../../../core/chat/upstream.node';
-import type { ChatServices } from '../../chat';
+import type { ChatServices } from '../../../services/chat/chat-services';
 import { ERROR_BODY } from '../../response-docs';
 import { chatMessage } from './openai-shape';
 

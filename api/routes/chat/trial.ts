@@ -24,7 +24,7 @@ import { AppError } from '../../../core/errors';
 import type { KnowledgeStore } from '../../../store/chat/knowledge';
 import { rateLimitKey } from '../../plugins/rate-limit-key';
 import { clientAddress, trustedProxies } from '../../client-address';
-import type { ChatServices } from '../../chat';
+import type { ChatServices } from '../../../services/chat/chat-services';
 import { ERROR_BODY } from '../../response-docs';
 
 /** The constant anchor string every trial answer carries in its `锚定` member (SPEC §2.6). */
