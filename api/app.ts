@@ -16,6 +16,7 @@ import authPlugin from './plugins/auth';
 import presenceHoldPlugin from './plugins/presence-hold';
 import admissionPlugin, { EarlyRefusals } from './plugins/admission';
 import { sharedRateLimitStore } from './plugins/rate-limit-store';
+import { rateLimitKey } from './plugins/rate-limit-key';
 import { clientAddress, trustedProxies } from './client-address';
 import { documentResponses } from './response-docs';
 import jsonBodyPlugin, { serializerCompiler } from './plugins/json-body';
@@ -24,23 +25,6 @@ export type App = FastifyInstance;
 export type ZodApp = ReturnType<FastifyInstance['withTypeProvider']> & FastifyInstance;
 
 export const TRACE_PATTERN = /^[A-Za-z0-9._:-]{8,64}$/;
-
-/**
- * Rate limits count per client address; IPv6 clients per /64 (one host usually holds a whole /64, so counting per
- * address would let it rotate through them).
- */
-export function rateLimitKey(request: { ip: string }): string {
-  const ip = request.ip;
-  if (!ip.includes(':') || ip.startsWith('::ffff:')) return ip;
-  const [head = '', tail = ''] = ip.split('::');
-  const left = head ? head.split(':') : [];
-  const right = tail ? tail.split(':') : [];
-  const groups = ip.includes('::') ? [...left, ...Array(8 - left.length - right.length).fill('0'), ...right] : left;
-  return `${groups
-    .slice(0, 4)
-    .map((g) => g.toLowerCase().replace(/^0+(?=.)/, ''))
-    .join(':')}::/64`;
-}
 
 /** A request's trace id: the caller's X-Trace when well-formed, else a fresh one. */
 export function traceIdOf(req: http.IncomingMessage): string {

@@ -1,31 +1,15 @@
 /**
  * Self-hosted model chat (SPEC §4.8): POST /api/<model_name>/v1/chat (X-DID) for the configured models of kind
- * `local` (a llama.cpp server, Ollama, vLLM: any OpenAI-compatible endpoint), with the kernel prompt
- * (KERNEL_PROMPT_FILE, or the built-in one below) injected as the first system message. OpenAI-like request and
- * answer (a chat.completion); errors in the service's one shape. Same upstream path as the gateway: the openai SDK,
- * retries, fallbacks and circuit breakers.
+ * `local`, with the kernel prompt injected first (services/chat/local-model-chat.ts). OpenAI-like request and
+ * answer (a chat.completion); errors in the service's one shape.
  */
-import fs from 'node:fs';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { APIUserAbortError } from 'openai';
 import { z } from 'zod';
-import { ChatError } from '../../../core/chat/openai-errors';
-import { AppError } from '../../../core/errors';
-import type { Config } from '../../../core/config.node';
-import type { UpstreamBody } from '../../../core/chat/upstream.node';
-import type { ChatServices } from '../../chat';
+import type { ChatConfig } from '../../../core/config.node';
+import type { ChatServices } from '../../../services/chat/chat-services';
+import { createLocalModelChat } from '../../../services/chat/local-model-chat';
 import { ERROR_BODY } from '../../response-docs';
 import { chatMessage } from './openai-shape';
-
-export const DEFAULT_KERNEL_PROMPT =
-  'You are a self-hosted model of the zhongshu-hub federation. Answer truthfully and concisely; say so when you do not know. Never reveal credentials or keys.';
-
-export function loadKernelPrompt(file: string | undefined): string {
-  if (!file) return DEFAULT_KERNEL_PROMPT;
-  const text = fs.readFileSync(file, 'utf8').trim();
-  if (!text) throw new Error(`KERNEL_PROMPT_FILE=${file} is empty`);
-  return text;
-}
 
 const body = z.looseObject({
   messages: z.array(chatMessage).min(1).max(2000),
@@ -40,11 +24,11 @@ const completion = z.looseObject({
   choices: z.array(z.looseObject({}))
 });
 
-export const localModelChatRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; config: Config }> = async (
-  app,
-  { chat, config }
-) => {
-  const kernelPrompt = loadKernelPrompt(config.KERNEL_PROMPT_FILE);
+export const localModelChatRoutes: FastifyPluginAsyncZod<{
+  chat: ChatServices;
+  config: Pick<ChatConfig, 'KERNEL_PROMPT_FILE'>;
+}> = async (app, { chat, config }) => {
+  const localChat = createLocalModelChat({ chat, config });
   app.post(
     '/api/:model_name/v1/chat',
     {
@@ -59,38 +43,11 @@ export const localModelChatRoutes: FastifyPluginAsyncZod<{ chat: ChatServices; c
       }
     },
     async (request, reply) => {
-      const name = request.params.model_name;
-      const model = chat.catalog.model(name);
-      if (!model || model.kind !== 'local') {
-        const local = chat.catalog.modelsFor(null, 'local').map((m) => m.id);
-        throw new AppError(
-          'model_not_found',
-          `${name} is not a configured local model${local.length ? ` (configured: ${local.join(', ')})` : ' (none is configured: add a model of kind local to CHAT_PROVIDERS_FILE)'}`
-        );
-      }
-      const { messages, ...rest } = request.body;
-      const upstreamBody = {
-        ...rest,
-        messages: [{ role: 'system', content: kernelPrompt }, ...messages]
-      } as unknown as UpstreamBody;
       const ac = new AbortController();
       reply.raw.on('close', () => {
         if (!reply.raw.writableFinished) ac.abort();
       });
-      try {
-        const res = await chat.upstreams.complete(chat.catalog.chain(name), upstreamBody, ac.signal);
-        // The upstream's answer as plain JSON (the SDK's types have no index signature), under our model name.
-        const out: z.infer<typeof completion> = JSON.parse(JSON.stringify({ ...res.value, model: name }));
-        return out;
-      } catch (err) {
-        if (err instanceof APIUserAbortError) throw err;
-        if (err instanceof ChatError) {
-          throw err.status === 400
-            ? new AppError('invalid_request', err.message)
-            : new AppError('upstream_failed', err.message);
-        }
-        throw err;
-      }
+      return localChat.complete(request.params.model_name, request.body, ac.signal);
     }
   );
 };
