@@ -25,7 +25,7 @@ import { EndpointDirectory } from './directory';
 import { HubKeys, loadOrCreateHubKeys } from './keys';
 import { loadAdminTokenHash } from './admin-token';
 import { AdmissionGates, createAdmissionGates } from './plugins/admission';
-import { ChatServices, createChatServices } from './chat';
+import { ChatServices, createChatServices } from '../services/chat/chat-services';
 import { KeyGroupStore } from '../store/chat/key-groups';
 import { ForwardingCounts, joinWriterLease, WriterLeaseMember } from '../store/ledger/writer/lease-holder';
 
@@ -50,7 +50,7 @@ export interface ServiceContext {
   directory: EndpointDirectory;
   /** Per-process admission control (api/plugins/admission.ts), shared by this process's listeners. */
   admission: AdmissionGates;
-  /** The chat gateway: providers, upstream clients and breakers, plans, limits, usage (api/chat.ts). */
+  /** The chat gateway: providers, upstream clients and breakers, plans, limits, usage (services/chat/chat-services.ts). */
   chat: ChatServices;
   keyGroups: KeyGroupStore;
   /** The writer lease across API replicas (LEDGER_FORWARD_SECRET), where this process takes part in it; else null. */
