@@ -1,4 +1,4 @@
-/** A federation task as the API shows it (services/federation/federation-tasks.ts publicTask): ./tasks.ts, ./work.ts. */
+/** A federation task as the API shows it (services/federation/federation-tasks.ts publicTask): tasks.ts, work.ts. */
 import { z } from 'zod';
 import { rawJsonSchema } from '../../../core/raw-json';
 import { TASK_STATES } from '../../../core/federation/vocabulary';
