@@ -1,7 +1,7 @@
 /** GET /a2a/endpoints (the full directory) and GET /a2a/endpoints/summary (SPEC §2.4), both from route declarations. */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Config } from '../../../core/config.node';
+import type { Config, FederationConfig } from '../../../core/config.node';
 import {
   AUTH_MODELS,
   AuthModel,
@@ -62,10 +62,10 @@ const summaryResponse = z.object({
   join_url: z.string()
 });
 
-export const endpointDirectoryRoutes: FastifyPluginAsyncZod<{ directory: EndpointDirectory; config: Config }> = async (
-  app,
-  { directory, config }
-) => {
+export const endpointDirectoryRoutes: FastifyPluginAsyncZod<{
+  directory: EndpointDirectory;
+  config: Pick<Config, 'publicUrl' | 'hubPublicUrl'> & Pick<FederationConfig, 'NODE_OFFLINE_AFTER_S'>;
+}> = async (app, { directory, config }) => {
   const base = config.publicUrl;
 
   const authModels = () => {

@@ -11,7 +11,7 @@
 import type { Client } from '@temporalio/client';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Config } from '../../../core/config.node';
+import type { FederationConfig, ServiceConfig, TemporalConfig } from '../../../core/config.node';
 import { HeartbeatBody, heartbeatBody, NODE_STATES } from '../../../core/federation/vocabulary';
 import { ensureNodeSweepers } from '../../../workflows/federation/node-lifecycle-sweeper.client';
 import type { NodeCache } from '../../../store/federation/node-cache';
@@ -35,7 +35,9 @@ export const heartbeatRoutes: FastifyPluginAsyncZod<{
   presenceRecorder: PresenceRecorder;
   nodeCache: NodeCache;
   temporal: Client;
-  config: Config;
+  config: Pick<FederationConfig, 'NODE_OFFLINE_AFTER_S'> &
+    Pick<TemporalConfig, 'TEMPORAL_TASK_QUEUE'> &
+    Pick<ServiceConfig, 'SERVICE_DID'>;
 }> = async (app, { presenceRecorder, temporal, config }) => {
   let sweepersEnsuredAt = 0;
   const ensureSweepers = (now: number) => {

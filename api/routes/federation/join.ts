@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Config } from '../../../core/config.node';
+import type { Config, FederationConfig } from '../../../core/config.node';
 import { BRAND_CODES } from '../../../core/federation/vocabulary';
 import { quickStartSteps } from '../../../core/quick-start';
 import { noBody } from '../../response-docs';
@@ -20,7 +20,9 @@ const escapeHtml = (s: string) =>
 const CONTENT_SECURITY_POLICY =
   "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'";
 
-export const joinPageRoutes: FastifyPluginAsyncZod<{ config: Config }> = async (app, { config }) => {
+export const joinPageRoutes: FastifyPluginAsyncZod<{
+  config: Pick<Config, 'publicUrl'> & Pick<FederationConfig, 'NODE_OFFLINE_AFTER_S'>;
+}> = async (app, { config }) => {
   const steps = quickStartSteps(config.publicUrl, config.NODE_OFFLINE_AFTER_S);
   const html = fs
     .readFileSync(TEMPLATE, 'utf8')

@@ -1,5 +1,5 @@
 /**
- * POST /a2a/register (no auth): a node joins the federation.
+ * POST /a2a/register (no auth): a node joins the federation (services/federation/node-registration.ts).
  * 201 { node_id, api_key (shown once; only its digest is stored), state, workflow_id, heartbeat, endpoints }.
  * The node id takes the next hub-wide sequence number; the unique seq index is what guarantees no two nodes share
  * one (see NodeStore.insertWithNextSequence), so concurrent registrations never collide. A number lost to another
@@ -7,18 +7,14 @@
  * The node document is stored first, then node/<node_id> is started; if Temporal cannot be reached the document is
  * removed again and the answer is 503 (nothing half-registered).
  */
-import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Config } from '../../../core/config.node';
-import { hashSecret, newSecret } from '../../../core/credentials.node';
-import { AppError } from '../../../core/errors';
-import { formatNodeId, registrationBody } from '../../../core/federation/vocabulary';
-import { startNodeLifecycle } from '../../../workflows/federation/node-lifecycle.client';
-import { NodeLifecycleInput, nodeWorkflowId } from '../../../contracts/federation/node-lifecycle.contract';
-import type { NodeDocument, NodeStore } from '../../../store/federation/nodes';
+import type { FederationConfig } from '../../../core/config.node';
+import { registrationBody } from '../../../core/federation/vocabulary';
+import type { NodeStore } from '../../../store/federation/nodes';
+import { createNodeRegistration, type RegistrationConfig } from '../../../services/federation/node-registration';
 import type { EndpointDirectory } from '../../directory';
-import { isDuplicateKey } from '../../../store/mongo';
 
 const registeredResponse = z
   .object({
@@ -45,15 +41,14 @@ const registeredResponse = z
   })
   .describe('Registered');
 
-const MAX_ID_SKIPS = 1000;
-
 export const registerRoutes: FastifyPluginAsyncZod<{
   nodes: NodeStore;
   temporal: Client;
   directory: EndpointDirectory;
-  config: Config;
+  config: RegistrationConfig & Pick<FederationConfig, 'REGISTER_RATE_LIMIT_PER_MIN'>;
 }> = async (app, deps) => {
-  const { nodes, temporal, directory, config } = deps;
+  const { config } = deps;
+  const registration = createNodeRegistration(deps);
 
   app.post(
     '/a2a/register',
@@ -69,115 +64,6 @@ export const registerRoutes: FastifyPluginAsyncZod<{
       },
       schema: { body: registrationBody, response: { 201: registeredResponse } }
     },
-    async (request, reply) => {
-      const body = request.body;
-      const apiKey = newSecret('nk_');
-      const now = new Date().toISOString();
-      const initialState = config.NODE_REVIEW_REQUIRED ? 'pending_review' : 'offline';
-      // A node id whose workflow already exists in Temporal (the database was reset while Temporal kept its
-      // histories) is skipped: the node document is removed and the next number taken.
-      let nodeId = '';
-      for (let attempt = 1; !nodeId; attempt++) {
-        const doc = await nodes
-          .insertWithNextSequence((sequence): NodeDocument => ({
-            _id: formatNodeId(body.brand.code, sequence),
-            seq: sequence,
-            name: body.name,
-            brand: { code: body.brand.code, model_base: body.brand.model_base ?? null },
-            instance: {
-              os: body.instance?.os ?? null,
-              cpu: body.instance?.cpu ?? null,
-              memory_gb: body.instance?.memory_gb ?? null,
-              gpu: body.instance?.gpu ?? null
-            },
-            capabilities: body.capabilities?.declared ?? [],
-            api_key_hash: hashSecret(apiKey),
-            state: initialState,
-            created_at: now,
-            state_changed_at: now,
-            review: null
-          }))
-          .catch((err: unknown) => {
-            // Left only if other API processes took this registration's number MAX_SEQUENCE_ATTEMPTS times in a row.
-            if (isDuplicateKey(err)) {
-              throw new AppError(
-                'unavailable',
-                'Too many concurrent registrations; nothing was kept, please retry',
-                {},
-                { 'Retry-After': '1' }
-              );
-            }
-            throw err;
-          });
-        const input: NodeLifecycleInput = {
-          version: 1,
-          node_id: doc._id,
-          brand: body.brand.code,
-          registered_at: now,
-          offline_after_s: config.NODE_OFFLINE_AFTER_S,
-          review_required: config.NODE_REVIEW_REQUIRED,
-          offline_recheck_ms: config.NODE_CACHE_TTL_MS + 1000,
-          history_limit: config.NODE_WORKFLOW_HISTORY_LIMIT,
-          hub_did: config.SERVICE_DID
-        };
-        try {
-          await startNodeLifecycle(
-            temporal,
-            config.TEMPORAL_TASK_QUEUE,
-            input,
-            { name: body.name, registered_at: now },
-            initialState
-          );
-          nodeId = doc._id;
-        } catch (err) {
-          // Nothing half-registered: without its workflow the node could never be reviewed or go online.
-          const removed = nodes.abandon([doc], (e) =>
-            request.log.error(
-              { err: e, nodeId: doc._id },
-              'a node whose workflow could not be started could not be removed'
-            )
-          );
-          if (err instanceof WorkflowExecutionAlreadyStartedError && attempt < MAX_ID_SKIPS) {
-            // The skipped number's document is gone before the answer (the database answers: it just took the
-            // insert), so a caller counting nodes after it never sees two for one registration. (Temporal being
-            // unreachable, below, is answered at once, the removal retrying behind.)
-            await removed;
-            continue;
-          }
-          request.log.error({ err, nodeId: doc._id }, 'node workflow could not be started; registration undone');
-          throw err;
-        }
-      }
-
-      const base = config.publicUrl;
-      return reply.code(201).send({
-        ok: true as const,
-        node_id: nodeId,
-        api_key: apiKey,
-        state: initialState,
-        workflow_id: nodeWorkflowId(nodeId),
-        message: config.NODE_REVIEW_REQUIRED
-          ? 'registered; keep the api_key (it is shown only once), send heartbeats, and wait for review'
-          : 'registered; keep the api_key (it is shown only once) and send heartbeats',
-        heartbeat: {
-          url: `${base}/a2a/heartbeat`,
-          headers: { 'X-External-Node': nodeId, 'X-External-Key': '<api_key>' },
-          offline_after_s: config.NODE_OFFLINE_AFTER_S,
-          recommended_interval_s: Math.max(1, Math.floor(config.NODE_OFFLINE_AFTER_S / 3))
-        },
-        endpoints: {
-          full_directory_url: `${base}/a2a/endpoints`,
-          summary_url: `${base}/a2a/endpoints/summary`,
-          agent_card_url: `${base}/a2a/.well-known/agent.json`,
-          entries: directory.entries().map((e) => ({
-            method: e.method,
-            path: e.path,
-            group: e.group,
-            auth: e.auth,
-            url: `${e.listener === 'hub' ? config.hubPublicUrl : base}${e.path}`
-          }))
-        }
-      });
-    }
+    async (request, reply) => reply.code(201).send(await registration.register(request.body, request.log))
   );
 };

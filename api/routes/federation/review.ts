@@ -17,7 +17,7 @@ import { NODE_STATES, nodeIdParam } from '../../../core/federation/vocabulary';
 import type { NodeStore } from '../../../store/federation/nodes';
 import { reviewNode } from '../../../workflows/federation/node-lifecycle.client';
 import { ERROR_BODY } from '../../response-docs';
-import { publicNodeSchema } from './nodes';
+import { publicNodeSchema } from './nodes.schema';
 
 const decisionBody = z.object({ node_id: nodeIdParam, reason: humanText(2000, { multiline: true }) }).strict();
 

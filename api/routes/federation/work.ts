@@ -13,21 +13,20 @@
  *   POST /api/task/:task_id/fail         the reason: the task failed (no retry; a lapsed lease is what retries)
  *   GET  /api/nodes                      the online nodes (id, name, brand, capabilities, last seen), for nodes and
  *                                        arbitrators (node key or homologous credentials)
+ * The use cases are services/federation/work-distribution.ts.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Client } from '@temporalio/client';
 import { z } from 'zod';
 import { ERROR_BODY } from '../../response-docs';
-import type { Config } from '../../../core/config.node';
-import { AppError, conflict, notFound } from '../../../core/errors';
+import type { A2aConfig, TemporalConfig } from '../../../core/config.node';
 import { humanText, queryInt } from '../../../core/identifiers';
-import { canonicalJson, JsonValue } from '../../../core/ledger/canonical-json';
-import { BRAND_CODES, NODE_PERMISSIONS } from '../../../core/federation/vocabulary';
+import { BRAND_CODES } from '../../../core/federation/vocabulary';
 import type { NodeStore } from '../../../store/federation/nodes';
 import type { PresenceStore } from '../../../store/federation/presence';
-import type { ClaimOutcome, TaskStore } from '../../../store/federation/tasks';
-import { taskLeaseSweeperKeeper } from '../../../workflows/federation/task-lease.client';
-import { publicTask, taskIdSchema, taskSchema } from './tasks';
+import type { TaskStore } from '../../../store/federation/tasks';
+import { createWorkDistribution } from '../../../services/federation/work-distribution';
+import { taskIdSchema, taskSchema } from './task.schema';
 
 /** Progress, complete and fail are refused when the caller no longer holds the task's claim. */
 const NOT_HOLDER = ERROR_BODY.describe(
@@ -73,34 +72,20 @@ const nodesResponse = z.object({
   nodes: z.array(onlineNode)
 });
 
-type Deps = { tasks: TaskStore; nodes: NodeStore; presence: PresenceStore; temporal: Client; config: Config };
+type Deps = {
+  tasks: TaskStore;
+  nodes: NodeStore;
+  presence: PresenceStore;
+  temporal: Client;
+  config: Pick<A2aConfig, 'TASK_LEASE_S' | 'TASK_MAX_ATTEMPTS'> & Pick<TemporalConfig, 'TEMPORAL_TASK_QUEUE'>;
+};
 
-/** A node's call on a task it does not hold, as an error. */
-function refused(outcome: Extract<ClaimOutcome, { ok: false }>, taskId: string): never {
-  if (outcome.reason === 'not_found') throw notFound(`No task ${taskId}`);
-  if (outcome.reason === 'canceled')
-    throw conflict(`Task ${taskId} was canceled by its submitter`, { state: 'canceled' });
-  if (outcome.reason === 'finished')
-    throw conflict(`Task ${taskId} is already ${outcome.task?.state}`, { state: outcome.task?.state });
-  throw conflict(`Task ${taskId} is not claimed by this node (its lease lapsed, or another node holds it)`, {
-    state: outcome.task?.state
-  });
-}
-
-export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (
-  app,
-  { tasks, nodes, presence, temporal, config }
-) => {
-  const leaseMs = config.TASK_LEASE_S * 1000;
-  const keepSweeper = taskLeaseSweeperKeeper(
-    temporal,
-    config.TEMPORAL_TASK_QUEUE,
-    { lease_s: config.TASK_LEASE_S, max_attempts: config.TASK_MAX_ATTEMPTS },
-    (err) =>
-      app.log.warn(
-        { err: err instanceof Error ? err.message : String(err) },
-        'task-leases sweeper not started yet (lapsed leases are still swept at every read); retrying at the next claim'
-      )
+export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, deps) => {
+  const work = createWorkDistribution(deps, (err) =>
+    app.log.warn(
+      { err: err instanceof Error ? err.message : String(err) },
+      'task-leases sweeper not started yet (lapsed leases are still swept at every read); retrying at the next claim'
+    )
   );
   const nodeAuth = { auth: 'external_node' as const };
 
@@ -114,19 +99,7 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (
         response: { 200: assignResponse }
       }
     },
-    async (request) => {
-      const nodeId = request.principal!.id;
-      const node = await nodes.findPublic(nodeId);
-      if (!node) throw notFound(`No node ${nodeId}`);
-      if (!NODE_PERMISSIONS[node.state].claimTasks)
-        throw new AppError(
-          'forbidden',
-          `node ${nodeId} is ${node.state}; only an online, reviewed node may claim tasks`
-        );
-      const claimed = await tasks.claim(nodeId, node.capabilities, request.body.max_tasks, leaseMs);
-      if (claimed.length) keepSweeper();
-      return { ok: true as const, node_id: nodeId, lease_s: config.TASK_LEASE_S, tasks: claimed.map(publicTask) };
-    }
+    async (request) => work.claim(request.principal!.id, request.body.max_tasks)
   );
 
   app.post(
@@ -140,14 +113,7 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (
         response: { 200: progressResponse, 409: NOT_HOLDER }
       }
     },
-    async (request) => {
-      const { task_id } = request.params;
-      const out = await tasks.progress(task_id, request.principal!.id, request.body.note ?? null, leaseMs);
-      if (out.ok) return { ok: true as const, canceled: false, task: publicTask(out.task) };
-      if (out.reason === 'canceled' && out.task)
-        return { ok: true as const, canceled: true, task: publicTask(out.task) };
-      return refused(out, task_id);
-    }
+    async (request) => work.progress(request.params.task_id, request.principal!.id, request.body.note ?? null)
   );
 
   app.post(
@@ -161,13 +127,7 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (
         response: { 200: finishResponse, 409: NOT_HOLDER }
       }
     },
-    async (request) => {
-      const { task_id } = request.params;
-      const out = await tasks.finish(task_id, request.principal!.id, {
-        result_json: canonicalJson(request.body.result as JsonValue)
-      });
-      return out.ok ? { ok: true as const, task: publicTask(out.task) } : refused(out, task_id);
-    }
+    async (request) => work.complete(request.params.task_id, request.principal!.id, request.body.result)
   );
 
   app.post(
@@ -181,11 +141,7 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (
         response: { 200: finishResponse, 409: NOT_HOLDER }
       }
     },
-    async (request) => {
-      const { task_id } = request.params;
-      const out = await tasks.finish(task_id, request.principal!.id, { error: request.body.reason });
-      return out.ok ? { ok: true as const, task: publicTask(out.task) } : refused(out, task_id);
-    }
+    async (request) => work.fail(request.params.task_id, request.principal!.id, request.body.reason)
   );
 
   app.get(
@@ -198,25 +154,6 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (
         response: { 200: nodesResponse }
       }
     },
-    async (request) => {
-      const { limit, offset } = request.query;
-      const [page, snap] = await Promise.all([nodes.list({ state: 'online' }, { limit, offset }), presence.snapshot()]);
-      return {
-        ok: true as const,
-        total: page.total,
-        offset,
-        limit,
-        nodes: page.nodes.map((n) => {
-          const seen = snap.nodes.get(n.node_id);
-          return {
-            node_id: n.node_id,
-            name: n.name,
-            brand: n.brand,
-            capabilities: n.capabilities,
-            last_seen_at: seen ? new Date(seen.seen_at).toISOString() : null
-          };
-        })
-      };
-    }
+    async (request) => work.onlineNodes(request.query.limit, request.query.offset)
   );
 };
