@@ -25,7 +25,7 @@ import { webSocketRoutes } from './routes/compute/ws';
 import { GpuStore } from '../store/compute/gpu';
 import { kunlunRoutes } from './routes/partner/kunlun';
 import { partnerAdminRoutes } from './routes/admin/partners';
-import { partnerStore } from './plugins/auth/partner';
+import { partnerStore } from '../services/partner/partner-store';
 import { ledgerWriterRoutes } from './routes/ledger/writer';
 import { truthReportRoutes } from './routes/ledger/report';
 import { backupStatusRoutes, truthReadRoutes } from './routes/ledger/read';

@@ -10,7 +10,6 @@
  */
 import { createHash, createPublicKey, KeyObject } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
-import type { Db } from 'mongodb';
 import { unauthorized } from '../../../core/errors';
 import {
   parseSignatureInput,
@@ -20,7 +19,7 @@ import {
   verifyEd25519,
   type SignatureInput
 } from '../../../core/partner/http-signature.node';
-import { PartnerStore } from '../../../store/partner/partners';
+import { partnerStore } from '../../../services/partner/partner-store';
 import type { ServiceContext } from '../../context';
 import { Authenticator, header } from './principal';
 
@@ -28,14 +27,6 @@ import { Authenticator, header } from './principal';
 export const PARTNER_SIGNATURE_WINDOW_S = 300;
 export const PARTNER_CLOCK_SKEW_S = 30;
 export const REQUIRED_COMPONENTS = ['@method', '@path', 'content-digest'] as const;
-
-const stores = new WeakMap<Db, PartnerStore>();
-/** The partner store of a database (one per process and database, shared with the partner routes). */
-export function partnerStore(db: Db): PartnerStore {
-  let store = stores.get(db);
-  if (!store) stores.set(db, (store = new PartnerStore(db)));
-  return store;
-}
 
 /** What the authenticator established about a request, for the route (response binding). */
 export interface PartnerRequestSignature {

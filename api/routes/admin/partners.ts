@@ -6,7 +6,7 @@
 import { createPublicKey } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Config } from '../../../core/config.node';
+import type { ServiceConfig } from '../../../core/config.node';
 import { AppError, notFound } from '../../../core/errors';
 import { humanText } from '../../../core/identifiers';
 import type { Ledger } from '../../../store/ledger/ledger';
@@ -51,7 +51,7 @@ function ed25519Raw(value: string): string | null {
 export const partnerAdminRoutes: FastifyPluginAsyncZod<{
   partners: PartnerStore;
   ledger: Ledger;
-  config: Config;
+  config: Pick<ServiceConfig, 'SERVICE_DID'>;
 }> = async (app, { partners, ledger, config }) => {
   const admin = { auth: 'admin' as const };
   const record = (action: string, value: Record<string, string | null>) =>

@@ -8,23 +8,20 @@
  * Every answer of this listener, errors and unknown paths included, carries X-DID (the hub's DID) and X-Trace
  * (api/listeners.ts gives the listener's app that header).
  */
-import { randomBytes } from 'node:crypto';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { Db } from 'mongodb';
 import { z } from 'zod';
-import type { Config } from '../../../core/config.node';
-import { DECISION_WEIGHTS, decisionOptions, scoreOptions } from '../../../core/commercial/decision';
+import type { ServiceConfig } from '../../../core/config.node';
+import { decisionOptions } from '../../../core/commercial/decision';
 import { productMatrixSchema, type ProductMatrix } from '../../../core/commercial/products';
-import { AppError, unauthorized } from '../../../core/errors';
+import { AppError } from '../../../core/errors';
 import { canonicalJson, isJsonObject, type JsonValue } from '../../../core/ledger/canonical-json';
 import { memoryKey, memoryUpsertBody } from '../../../core/memory/memory-record';
 import { RawJson } from '../../../core/raw-json';
 import { SERVICE_NAME } from '../../../core/version';
-import type { CredentialStore } from '../../../store/credentials';
-import type { Ledger } from '../../../store/ledger/ledger';
-import type { DailyQuota } from '../../../store/ledger/quota';
+import { createDecisions, type DecisionDeps } from '../../../services/commercial/record-decision';
 import { ERROR_BODY } from '../../response-docs';
-import { secondsUntilUtcMidnight, truthResponse, upsertResponse } from '../memory/truth';
+import { truthResponse, upsertResponse } from '../memory/truth';
 import type { MemoryGatewayClient } from './memory-client';
 
 export const COMMERCIAL_VERSION = 'V1.0' as const;
@@ -44,7 +41,7 @@ const healthResponse = z.object({
 
 export const commercialHealthRoutes: FastifyPluginAsyncZod<{
   db: Db;
-  config: Config;
+  config: Pick<ServiceConfig, 'SERVICE_DID'>;
   memoryGatewayUrl: string;
 }> = async (app, { db, config, memoryGatewayUrl }) => {
   app.get('/health', { config: { auth: 'none' }, schema: { response: { 200: healthResponse } } }, async () => {
@@ -84,12 +81,8 @@ const decisionResponse = z.object({
     .describe('the ledger entry when record was true')
 });
 
-type DecisionDeps = { ledger: Ledger; quota: DailyQuota; credentials: CredentialStore; config: Config };
-
-export const decisionRoutes: FastifyPluginAsyncZod<DecisionDeps> = async (
-  app,
-  { ledger, quota, credentials, config }
-) => {
+export const decisionRoutes: FastifyPluginAsyncZod<DecisionDeps> = async (app, deps) => {
+  const decisions = createDecisions(deps);
   app.post(
     '/decision',
     {
@@ -105,47 +98,7 @@ export const decisionRoutes: FastifyPluginAsyncZod<DecisionDeps> = async (
         response: { 200: decisionResponse, 401: ERROR_BODY.describe('record: true without X-DID of a registered DID') }
       }
     },
-    async (request) => {
-      const { options, record } = request.body;
-      const { decision, recommended } = scoreOptions(options);
-      const weights = {
-        benefit: DECISION_WEIGHTS.benefit / 100,
-        risk: DECISION_WEIGHTS.risk / 100,
-        cost: DECISION_WEIGHTS.cost / 100
-      };
-      if (!record) return { ok: true as const, decision, recommended, weights, recorded: null };
-
-      const did = request.headers['x-did'];
-      if (typeof did !== 'string' || did.length === 0)
-        throw unauthorized('record: true needs the X-DID header of a registered DID');
-      if (!(await credentials.activeDid(did))) throw unauthorized('X-DID is not a registered DID');
-      const day = new Date().toISOString().slice(0, 10);
-      const scope = `truth:${did}`;
-      const allowance = await quota.consume(scope, day, config.TRUTH_DAILY_QUOTA);
-      if (!allowance.allowed)
-        throw new AppError(
-          'quota_exceeded',
-          `Daily quota of ${config.TRUTH_DAILY_QUOTA} truth writes for ${did} is used up`,
-          { limit: config.TRUTH_DAILY_QUOTA },
-          { 'Retry-After': String(secondsUntilUtcMidnight()) }
-        );
-      const key = `commercial.decision.${new Date().toISOString().replace(/[-:.]/g, '')}-${randomBytes(4).toString('hex')}`;
-      // A failed append may still have landed, so its slot stays spent (never a use beyond the quota).
-      const appended = await ledger.append({
-        kind: 'truth',
-        key,
-        value: { options, decision, recommended, weights },
-        truth_type: 'decision',
-        did
-      });
-      return {
-        ok: true as const,
-        decision,
-        recommended,
-        weights,
-        recorded: { key, seq: appended.entry.seq, event_id: appended.entry.event_id }
-      };
-    }
+    async (request) => decisions.decide(request.body.options, request.body.record ?? false, request.headers['x-did'])
   );
 };
 

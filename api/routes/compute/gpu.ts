@@ -8,12 +8,12 @@
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { AppError } from '../../../core/errors';
 import { humanText, queryInt } from '../../../core/identifiers';
-import { NODE_STATES, type NodeState } from '../../../core/federation/vocabulary';
-import { GpuStore, MAX_GPUS_PER_NODE, type GpuDocument } from '../../../store/compute/gpu';
+import { NODE_STATES } from '../../../core/federation/vocabulary';
+import { GpuStore, MAX_GPUS_PER_NODE } from '../../../store/compute/gpu';
 import type { NodeStore } from '../../../store/federation/nodes';
 import type { PresenceStore } from '../../../store/federation/presence';
+import { createGpuRegistry } from '../../../services/compute/gpu-registry';
 import { ERROR_BODY } from '../../response-docs';
 
 const GPU_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -86,12 +86,11 @@ const listResponse = z.object({
   gpus: z.array(listedGpu)
 });
 
-const publicGpu = ({ _id, ...rest }: GpuDocument) => ({ gpu_id: _id, ...rest });
-
 export const gpuRoutes: FastifyPluginAsyncZod<{ gpus: GpuStore; nodes: NodeStore; presence: PresenceStore }> = async (
   app,
-  { gpus, nodes, presence }
+  deps
 ) => {
+  const registry = createGpuRegistry(deps);
   app.post(
     '/v1/gpu/register',
     {
@@ -113,31 +112,8 @@ export const gpuRoutes: FastifyPluginAsyncZod<{ gpus: GpuStore; nodes: NodeStore
       }
     },
     async (request, reply) => {
-      const nodeId = request.principal!.id;
-      const node = await nodes.findPublic(nodeId);
-      // The authenticator found the node a moment ago; it can only be gone if it was deleted meanwhile.
-      if (!node) throw new AppError('unauthorized', 'Unknown node');
-      const body = request.body;
-      const saved = await gpus.upsert({
-        node_id: nodeId,
-        name: body.name,
-        model: body.model,
-        memory_gb: body.memory_gb,
-        count: body.count,
-        price: body.price,
-        endpoint: body.endpoint
-      });
-      if (!saved)
-        throw new AppError(
-          'conflict',
-          `A node holds at most ${MAX_GPUS_PER_NODE} GPU records; re-register an existing name to update it`
-        );
-      return reply.code(saved.created ? 201 : 200).send({
-        ok: true as const,
-        gpu: publicGpu(saved.gpu),
-        node_state: node.state,
-        available: node.state === 'online'
-      });
+      const { created, answer } = await registry.register(request.principal!.id, request.body);
+      return reply.code(created ? 201 : 200).send(answer);
     }
   );
 
@@ -168,39 +144,6 @@ export const gpuRoutes: FastifyPluginAsyncZod<{ gpus: GpuStore; nodes: NodeStore
         response: { 200: listResponse }
       }
     },
-    async (request) => {
-      const q = request.query;
-      const all = await gpus.list({ model: q.model, nodeId: q.node_id });
-      const nodeIds = [...new Set(all.map((g) => g.node_id))];
-      const [states, seen] = await Promise.all([
-        Promise.all(nodeIds.map(async (id) => [id, (await nodes.findPublic(id))?.state ?? null] as const)).then(
-          (pairs) => new Map<string, NodeState | null>(pairs)
-        ),
-        nodeIds.length ? presence.snapshot().then((s) => s.nodes) : Promise.resolve(new Map())
-      ]);
-      const listed = all.map((g) => {
-        const state = states.get(g.node_id) ?? null;
-        const lastSeen = seen.get(g.node_id)?.seen_at;
-        return {
-          ...publicGpu(g),
-          node_state: state,
-          available: state === 'online',
-          last_seen_at: typeof lastSeen === 'number' ? new Date(lastSeen).toISOString() : null
-        };
-      });
-      const availableTotal = listed.filter((g) => g.available).length;
-      const matching =
-        q.available === undefined ? listed : listed.filter((g) => g.available === (q.available === 'true'));
-      const page = matching.slice(q.offset, q.offset + q.limit);
-      return {
-        ok: true as const,
-        total: matching.length,
-        available_total: availableTotal,
-        offset: q.offset,
-        limit: q.limit,
-        next_offset: q.offset + page.length < matching.length ? q.offset + page.length : null,
-        gpus: page
-      };
-    }
+    async (request) => registry.list(request.query)
   );
 };

@@ -6,7 +6,7 @@
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Config } from '../../../core/config.node';
+import type { ServiceConfig } from '../../../core/config.node';
 import { DPOP_ALGS, DPOP_NONCE_TTL_S } from '../../../core/oauth/dpop.node';
 import type { CredentialStore } from '../../../store/credentials';
 import type { HubKeys } from '../../keys';
@@ -32,7 +32,7 @@ const handshakeResponse = z.object({
 });
 
 export const handshakeRoutes: FastifyPluginAsyncZod<{
-  config: Config;
+  config: Pick<ServiceConfig, 'SERVICE_DID'>;
   keys: HubKeys;
   credentials: CredentialStore;
 }> = async (app, { config, keys, credentials }) => {

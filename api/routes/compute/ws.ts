@@ -10,39 +10,28 @@
  * `access_token` in the subscribe message). Both streams follow the ledger, the one source the SSE subscription
  * follows (store/ledger Ledger.after), so every event carries its ledger seq and a reconnecting client resumes with
  * `after` = the last seq it saw; appends made by any API process are delivered. A socket catches up on its own,
- * then follows one shared tail of the ledger per process (LedgerTail).
+ * then follows one shared tail of the ledger per process (services/compute/ledger-stream.ts).
  */
 import websocket from '@fastify/websocket';
-import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { WebSocket } from 'ws';
 import { z } from 'zod';
 import type { Config } from '../../../core/config.node';
-import { publicEntry } from '../../../core/ledger/ledger-entry';
-import type { LedgerEntryDocument } from '../../../core/ledger/ledger-entry';
 import type { CredentialStore } from '../../../store/credentials';
 import type { Ledger } from '../../../store/ledger/ledger';
+import { createLedgerStreams, PUBLIC_STREAMS, STREAMS, type StreamSink } from '../../../services/compute/ledger-stream';
 import type { HubKeys } from '../../keys';
 import { verifyAccessToken } from '../../plugins/auth';
 import { stringifyJson } from '../../plugins/json-body';
 
 export const WS_PATH = '/v1/ws';
 export const WS_PROTOCOL_VERSION = 1;
-/** The ledger key of node state changes (activities/federation/node-lifecycle.ts). */
-export const NODE_STATE_KEY = 'hub.node.state_changed';
-const POLL_MS = 500;
 const PING_MS = 15_000;
-const BATCH = 200;
-/** Bytes queued to one socket beyond which the hub stops reading the ledger for it until they drain. */
-const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
 /** Sockets one API process serves at once; more are closed with 1013. */
 export const WS_MAX_SOCKETS = 1000;
 /** Close codes the socket uses (4000-4999 are the application's, RFC 6455 §7.4.2). */
 export const WS_CLOSE = { bad_message: 4400, unauthorized: 4401, going_away: 1001, try_again_later: 1013 } as const;
-
-const STREAMS = ['ledger', 'nodes'] as const;
-type Stream = (typeof STREAMS)[number];
-const PUBLIC_STREAMS: ReadonlySet<Stream> = new Set(['ledger']);
 
 const subscribeMessage = z
   .object({
@@ -67,67 +56,6 @@ const infoResponse = z.object({
 
 const wsUrl = (publicUrl: string) => publicUrl.replace(/^http/, 'ws') + WS_PATH;
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** A socket that has read the ledger up to `cursor` and takes what follows from the shared tail. */
-interface LiveReader {
-  cursor: number;
-  deliver(doc: LedgerEntryDocument): void;
-}
-
-/**
- * One reader of the ledger per API process for every socket that has caught up: it polls what follows the newest
- * seq it delivered (every POLL_MS, only while some socket follows it) and hands each entry to every live socket, so
- * the database sees one poll per process, not one per socket. A socket joins only when it has read at least as far
- * as the tail (no gap); each socket skips what it already has (no repeat). A socket behind it catches up on its own.
- */
-class LedgerTail {
-  cursor: number | null = null;
-  private readonly live = new Set<LiveReader>();
-  private running = false;
-  constructor(
-    private readonly ledger: Ledger,
-    private readonly log: FastifyBaseLogger
-  ) {}
-
-  /** Adds a reader that has read up to its cursor; false when the tail is already past it (catch up first). */
-  join(reader: LiveReader): boolean {
-    if (this.cursor !== null && this.cursor > reader.cursor) return false;
-    if (this.cursor === null) this.cursor = reader.cursor;
-    this.live.add(reader);
-    void this.run();
-    return true;
-  }
-
-  leave(reader: LiveReader): void {
-    this.live.delete(reader);
-  }
-
-  private async run(): Promise<void> {
-    if (this.running) return;
-    this.running = true;
-    try {
-      while (this.live.size > 0) {
-        try {
-          const batch = await this.ledger.after(this.cursor!, BATCH);
-          for (const doc of batch) {
-            this.cursor = doc.seq;
-            for (const reader of [...this.live]) reader.deliver(doc);
-          }
-          if (batch.length === BATCH) continue;
-        } catch (err) {
-          this.log.warn({ err }, 'websocket ledger tail read failed; retrying');
-        }
-        await sleep(POLL_MS);
-      }
-    } finally {
-      this.running = false;
-      // Nobody follows: the next reader to join sets where reading resumes.
-      if (this.live.size === 0) this.cursor = null;
-    }
-  }
-}
-
 function bearerOf(request: FastifyRequest): string | undefined {
   const value = request.headers.authorization;
   const match = typeof value === 'string' ? /^Bearer\s+(\S+)$/i.exec(value) : null;
@@ -136,6 +64,7 @@ function bearerOf(request: FastifyRequest): string | undefined {
 
 export const webSocketRoutes: FastifyPluginAsyncZod<{
   ledger: Ledger;
+  // The whole Config only because verifyAccessToken (api/plugins/auth/oauth.ts) is typed so; it reads publicUrl.
   config: Config;
   keys: HubKeys;
   credentials: CredentialStore;
@@ -144,7 +73,7 @@ export const webSocketRoutes: FastifyPluginAsyncZod<{
   await app.register(websocket, { options: { maxPayload: 16 * 1024 } });
 
   const open = new Set<WebSocket>();
-  const tail = new LedgerTail(ledger, app.log);
+  const streams = createLedgerStreams(ledger, app.log);
   app.addHook('preClose', async () => {
     for (const socket of open) socket.close(WS_CLOSE.going_away, 'server stopping');
   });
@@ -202,11 +131,16 @@ export const webSocketRoutes: FastifyPluginAsyncZod<{
     open.add(socket);
     let closed = false;
     let subscribed = false;
-    const send = (message: Record<string, unknown>) => {
-      if (!closed && socket.readyState === socket.OPEN) socket.send(stringifyJson(message));
+    const sink: StreamSink = {
+      closed: () => closed,
+      buffered: () => socket.bufferedAmount,
+      send: (message) => {
+        if (!closed && socket.readyState === socket.OPEN) socket.send(stringifyJson(message));
+      },
+      onClose: (listener) => socket.on('close', listener)
     };
     const refuse = (code: keyof typeof WS_CLOSE, message: string) => {
-      send({ type: 'error', error: code, message });
+      sink.send({ type: 'error', error: code, message });
       socket.close(WS_CLOSE[code], code);
       closed = true;
     };
@@ -238,8 +172,8 @@ export const webSocketRoutes: FastifyPluginAsyncZod<{
     });
 
     const start = async (sub: z.infer<typeof subscribeMessage>) => {
-      const streams = new Set(sub.streams);
-      if ([...streams].some((s) => !PUBLIC_STREAMS.has(s))) {
+      const subscribedTo = new Set(sub.streams);
+      if ([...subscribedTo].some((s) => !PUBLIC_STREAMS.has(s))) {
         const token = bearerOf(request) ?? sub.access_token;
         const claims = token ? await verifyAccessToken(token, deps).catch(() => null) : null;
         if (!claims)
@@ -253,69 +187,8 @@ export const webSocketRoutes: FastifyPluginAsyncZod<{
             'a DPoP-bound token needs a proof per request, which a WebSocket cannot carry; use an unbound token'
           );
       }
-      send({ type: 'subscribed', streams: [...streams], after: sub.after });
-      await follow(streams, sub.after);
-    };
-
-    const emit = (streams: Set<Stream>, doc: LedgerEntryDocument) => {
-      if (streams.has('ledger')) send({ type: 'entry', seq: doc.seq, entry: publicEntry(doc) });
-      if (streams.has('nodes') && doc.key === NODE_STATE_KEY) {
-        const v = JSON.parse(doc.value_json) as Record<string, unknown>;
-        send({
-          type: 'node_state',
-          seq: doc.seq,
-          node_id: v.node_id,
-          from: v.from ?? null,
-          to: v.to,
-          at: v.at,
-          reason: v.reason ?? null,
-          actor: v.actor ?? null
-        });
-      }
-    };
-
-    const follow = async (streams: Set<Stream>, after: number) => {
-      let leftTail: () => void = () => undefined;
-      const reader: LiveReader = {
-        cursor: after,
-        deliver: (doc) => {
-          if (closed || doc.seq <= reader.cursor) return;
-          reader.cursor = doc.seq;
-          emit(streams, doc);
-          // A slow reader leaves the shared tail and catches up on its own once its buffer has drained.
-          if (socket.bufferedAmount >= MAX_BUFFERED_BYTES) {
-            tail.leave(reader);
-            leftTail();
-          }
-        }
-      };
-      socket.on('close', () => {
-        tail.leave(reader);
-        leftTail();
-      });
-      while (!closed) {
-        if (socket.bufferedAmount >= MAX_BUFFERED_BYTES) {
-          await sleep(POLL_MS);
-          continue;
-        }
-        // Catching up on its own: everything after the cursor, in batches.
-        try {
-          const batch = await ledger.after(reader.cursor, BATCH);
-          for (const doc of batch) {
-            if (closed) return;
-            reader.cursor = doc.seq;
-            emit(streams, doc);
-          }
-          if (batch.length === BATCH) continue;
-        } catch (err) {
-          request.log.warn({ err }, 'websocket ledger read failed; retrying');
-          await sleep(POLL_MS);
-          continue;
-        }
-        // Caught up: follow the shared tail, unless it is already past this cursor (then read again on its own).
-        if (closed || !tail.join(reader)) continue;
-        await new Promise<void>((resolve) => (leftTail = resolve));
-      }
+      sink.send({ type: 'subscribed', streams: [...subscribedTo], after: sub.after });
+      await streams.follow(subscribedTo, sub.after, sink, request.log);
     };
   });
 };

@@ -6,7 +6,7 @@
 import type { Client } from '@temporalio/client';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Config } from '../../../core/config.node';
+import type { Config, ServiceConfig, TemporalConfig } from '../../../core/config.node';
 import { auditChainFor } from '../../../core/daemon/audit.node';
 import { notFound } from '../../../core/errors';
 import type { CredentialStore } from '../../../store/credentials';
@@ -21,7 +21,7 @@ export const daemonAdminRoutes: FastifyPluginAsyncZod<{
   credentials: CredentialStore;
   ledger: Ledger;
   temporal: Client;
-  config: Config;
+  config: Pick<ServiceConfig, 'SERVICE_DID'> & Pick<TemporalConfig, 'TEMPORAL_TASK_QUEUE'> & Pick<Config, 'dataDir'>;
 }> = async (app, { credentials, ledger, temporal, config }) => {
   const admin = { auth: 'admin' as const };
   const assets = new DaemonAssets(credentials.daemonAssets);

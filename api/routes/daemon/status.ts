@@ -6,7 +6,7 @@
 import type { Client } from '@temporalio/client';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import type { Config } from '../../../core/config.node';
+import type { Config, DaemonConfig, TemporalConfig } from '../../../core/config.node';
 import { AuditChainError, auditChainFor } from '../../../core/daemon/audit.node';
 import { BREAKER_STATES } from '../../../contracts/daemon/breaker.contract';
 import { countRunningDags, readBreaker } from '../../../workflows/daemon/dag.client';
@@ -38,10 +38,15 @@ const statusResponse = z.object({
   })
 });
 
-export const daemonStatusRoutes: FastifyPluginAsyncZod<{ config: Config; temporal: Client }> = async (
-  app,
-  { config, temporal }
-) => {
+export const daemonStatusRoutes: FastifyPluginAsyncZod<{
+  config: Pick<
+    DaemonConfig,
+    'DAEMON_PROTOCOL_VERSION' | 'DAEMON_MAX_PARALLEL' | 'DAEMON_BREAKER_THRESHOLD' | 'DAEMON_BREAKER_COOLDOWN_S'
+  > &
+    Pick<TemporalConfig, 'TEMPORAL_TASK_QUEUE'> &
+    Pick<Config, 'dataDir'>;
+  temporal: Client;
+}> = async (app, { config, temporal }) => {
   const started = new Date().toISOString();
   const chain = auditChainFor(config.dataDir);
   const queue = config.TEMPORAL_TASK_QUEUE;

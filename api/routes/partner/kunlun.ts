@@ -11,92 +11,31 @@
  */
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { z } from 'zod';
-import type { Config } from '../../../core/config.node';
+import type { ListenerConfig, ServiceConfig } from '../../../core/config.node';
 import { AppError, unauthorized } from '../../../core/errors';
-import { humanText } from '../../../core/identifiers';
-import { publicEntry, publicEntrySchema } from '../../../core/ledger/ledger-entry';
-import { ENVELOPE_ALG, ENVELOPE_VERSION, EnvelopeError, openRequest } from '../../../core/partner/envelope.node';
+import { ENVELOPE_ALG, ENVELOPE_VERSION } from '../../../core/partner/envelope.node';
 import { contentDigest, contentDigestMatches, signMessage } from '../../../core/partner/http-signature.node';
 import type { Ledger } from '../../../store/ledger/ledger';
 import type { PartnerStore } from '../../../store/partner/partners';
 import type { HubKeys } from '../../keys';
 import { partnerSignatureOf } from '../../plugins/auth/partner';
+import { createKunlunOperations } from '../../../services/partner/kunlun-operations';
 import { parseJsonBody, stringifyJson } from '../../plugins/json-body';
+import { answer, operation, requestEnvelope, responseEnvelope } from './kunlun.schema';
 
 const BODY_LIMIT = 64 * 1024;
-const MAX_ENTRIES = 100;
-
-const operation = z.discriminatedUnion('op', [
-  z.object({ op: z.literal('hello') }).strict(),
-  z.object({ op: z.literal('echo'), message: humanText(4096, { multiline: true }) }).strict(),
-  z.object({ op: z.literal('ledger_head') }).strict(),
-  z
-    .object({
-      op: z.literal('ledger_entries'),
-      after: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0),
-      limit: z.number().int().min(1).max(MAX_ENTRIES).default(20)
-    })
-    .strict()
-]);
-type Operation = z.infer<typeof operation>;
-
-const b64url = (what: string, max: number) =>
-  z
-    .string()
-    .max(max)
-    .regex(/^[A-Za-z0-9_-]+$/, `${what}, base64url without padding`);
-const requestEnvelope = z
-  .object({
-    v: z.literal(ENVELOPE_VERSION),
-    alg: z.literal(ENVELOPE_ALG),
-    epk: b64url("the partner's ephemeral X25519 public key (32 bytes)", 43),
-    iv: b64url('12-byte AES-GCM iv', 16),
-    ciphertext: b64url(
-      'AES-256-GCM ciphertext followed by the 16-byte tag; the plaintext is one operation as JSON',
-      48 * 1024
-    )
-  })
-  .strict();
-const responseEnvelope = z.object({
-  ok: z.literal(true),
-  v: z.literal(ENVELOPE_VERSION),
-  alg: z.literal(ENVELOPE_ALG),
-  iv: z.string(),
-  ciphertext: z
-    .string()
-    .describe('the answer (as /v1/federated/kunlun gives it) as JSON, encrypted under the response key')
-});
-
-const answer = z.union([
-  z.object({
-    ok: z.literal(true),
-    op: z.literal('hello'),
-    partner_id: z.string(),
-    partner_name: z.string(),
-    hub: z.object({ did: z.string(), kid: z.string(), key_agreement_kid: z.string() }),
-    time: z.string()
-  }),
-  z.object({ ok: z.literal(true), op: z.literal('echo'), partner_id: z.string(), message: z.string() }),
-  z.object({ ok: z.literal(true), op: z.literal('ledger_head'), size: z.number().int(), root: z.string() }),
-  z.object({
-    ok: z.literal(true),
-    op: z.literal('ledger_entries'),
-    after: z.number().int(),
-    next_cursor: z.number().int(),
-    entries: z.array(publicEntrySchema)
-  })
-]);
 
 /** The raw bytes of each request body (Content-Digest is checked against them). */
 const rawBodies = new WeakMap<FastifyRequest, Buffer>();
 
 export const kunlunRoutes: FastifyPluginAsyncZod<{
-  config: Config;
+  config: Pick<ServiceConfig, 'SERVICE_DID'> & Pick<ListenerConfig, 'JSON_MAX_DEPTH'>;
   keys: HubKeys;
   ledger: Ledger;
   partners: PartnerStore;
-}> = async (app, { config, keys, ledger, partners }) => {
+}> = async (app, deps) => {
+  const { config, keys } = deps;
+  const operations = createKunlunOperations(deps);
   // JSON parsed as everywhere else (strict JSON, depth limit), keeping the bytes for the digest check.
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser(
@@ -144,39 +83,6 @@ export const kunlunRoutes: FastifyPluginAsyncZod<{
     return payload;
   });
 
-  const run = async (request: FastifyRequest, op: Operation) => {
-    const partnerId = request.principal!.id;
-    switch (op.op) {
-      case 'hello': {
-        const partner = await partners.find(partnerId);
-        return {
-          ok: true as const,
-          op: op.op,
-          partner_id: partnerId,
-          partner_name: partner?.name ?? partnerId,
-          hub: { did: config.SERVICE_DID, kid: keys.kid, key_agreement_kid: keys.keyAgreement.jwk.kid! },
-          time: new Date().toISOString()
-        };
-      }
-      case 'echo':
-        return { ok: true as const, op: op.op, partner_id: partnerId, message: op.message };
-      case 'ledger_head': {
-        const head = await ledger.head();
-        return { ok: true as const, op: op.op, size: head.size, root: head.root };
-      }
-      case 'ledger_entries': {
-        const entries = (await ledger.after(op.after, op.limit)).map(publicEntry);
-        return {
-          ok: true as const,
-          op: op.op,
-          after: op.after,
-          next_cursor: entries.length ? entries[entries.length - 1]!.seq : op.after,
-          entries
-        };
-      }
-    }
-  };
-
   app.post(
     '/v1/federated/kunlun',
     {
@@ -191,7 +97,7 @@ export const kunlunRoutes: FastifyPluginAsyncZod<{
       },
       schema: { body: operation, response: { 200: answer } }
     },
-    async (request) => run(request, request.body)
+    async (request) => operations.run(request.principal!.id, request.body)
   );
 
   app.post(
@@ -210,13 +116,7 @@ export const kunlunRoutes: FastifyPluginAsyncZod<{
     },
     async (request) => {
       const partnerId = request.principal!.id;
-      let opened: ReturnType<typeof openRequest>;
-      try {
-        opened = openRequest(request.body, partnerId, keys.keyAgreement);
-      } catch (err) {
-        if (err instanceof EnvelopeError) throw new AppError('invalid_request', err.message);
-        throw err;
-      }
+      const opened = operations.openEnvelope(request.body, partnerId);
       let inner: unknown;
       try {
         inner = parseJsonBody(opened.plaintext, 'application/json', config.JSON_MAX_DEPTH);
@@ -229,7 +129,7 @@ export const kunlunRoutes: FastifyPluginAsyncZod<{
           fields: parsed.error.issues.map((i) => ({ field: `plaintext.${i.path.join('.')}`, message: i.message }))
         });
       }
-      const result = await run(request, parsed.data);
+      const result = await operations.run(partnerId, parsed.data);
       const sealed = opened.sealResponse(Buffer.from(stringifyJson(result), 'utf8'));
       return {
         ok: true as const,

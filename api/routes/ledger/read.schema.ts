@@ -1,0 +1,97 @@
+/**
+ * The answer schemas of the public ledger reads (api/routes/ledger/read.ts): status with a signed tree head,
+ * entries, snapshot, list, verification and RFC 6962 proofs.
+ */
+import { z } from 'zod';
+import { publicEntrySchema } from '../../../core/ledger/ledger-entry';
+import { rawJsonSchema } from '../../../core/raw-json';
+
+const hex = z.string().regex(/^[0-9a-f]{64}$/);
+
+const signedTreeHead = z.object({
+  tree_size: z.number().int(),
+  root_hash: hex,
+  timestamp: z.string(),
+  algorithm: z.literal('Ed25519'),
+  key_id: z.string(),
+  signature: z
+    .string()
+    .describe('base64 Ed25519 signature over the canonical JSON {"root_hash","timestamp","tree_size"}')
+});
+export const statusResponse = z.object({
+  status: z.literal('online'),
+  service: z.string(),
+  did: z.string(),
+  truth_count: z.number().int(),
+  merkle_root: hex,
+  version: z.string(),
+  hub_version: z.string(),
+  tree_head: signedTreeHead,
+  public_key: z.object({ algorithm: z.literal('Ed25519'), key_id: z.string(), base64: z.string() })
+});
+export const entriesResponse = z.object({
+  ok: z.literal(true),
+  count: z.number().int(),
+  results: z.array(publicEntrySchema)
+});
+export const publicResponse = entriesResponse.extend({ truth_types: z.array(z.string()) });
+export const ledgerResponse = z.object({
+  ok: z.literal(true),
+  size: z.number().int(),
+  root: hex,
+  count: z.number().int(),
+  entries: z.array(publicEntrySchema.extend({ root_after: hex }))
+});
+export const listResponse = z.object({
+  ok: z.literal(true),
+  count: z.number().int(),
+  truths: z.array(
+    z.object({
+      seq: z.number().int(),
+      key: z.string(),
+      truth_value: rawJsonSchema('the value, as canonical JSON'),
+      truth_type: z.string().nullable(),
+      did: z.string().nullable(),
+      event_id: z.string(),
+      created_at: z.string()
+    })
+  )
+});
+export const verifyResponse = z.object({
+  ok: z.boolean(),
+  consistent: z.boolean(),
+  computed: hex,
+  stored: hex,
+  ledger_lines: z.number().int(),
+  first_bad_seq: z.number().int().nullable(),
+  problem: z.string().nullable(),
+  checked_at: z.string()
+});
+export const seedResponse = z.object({
+  ok: z.boolean(),
+  chain_length: z.number().int(),
+  head_hash: hex.nullable(),
+  first_break: z
+    .object({ seq: z.number().int(), expected_prev_seed_hash: hex.nullable(), found: z.unknown() })
+    .nullable(),
+  rule: z.string(),
+  checked_at: z.string()
+});
+export const inclusionResponse = z.object({
+  ok: z.literal(true),
+  seq: z.number().int(),
+  leaf_index: z.number().int(),
+  tree_size: z.number().int(),
+  leaf_hash: hex,
+  root: hex,
+  audit_path: z.array(hex),
+  entry: publicEntrySchema
+});
+export const consistencyResponse = z.object({
+  ok: z.literal(true),
+  first: z.number().int(),
+  second: z.number().int(),
+  first_root: hex,
+  second_root: hex,
+  proof: z.array(hex)
+});
