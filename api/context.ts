@@ -22,7 +22,7 @@ import { DirectoryTreeStore } from '../store/federation/directory-tree';
 import { PresenceRecorder } from '../store/federation/presence-recorder';
 import { NodeCache } from '../store/federation/node-cache';
 import { EndpointDirectory } from './directory';
-import { HubKeys, loadOrCreateHubKeys } from './keys';
+import { HubKeys, loadOrCreateHubKeys } from '../store/keys/hub-keys';
 import { loadAdminTokenHash } from './admin-token';
 import { AdmissionGates, createAdmissionGates } from './plugins/admission';
 import { ChatServices, createChatServices } from '../services/chat/chat-services';

@@ -51,7 +51,7 @@ import {
   memoryProxyRoutes,
   productRoutes
 } from './routes/commercial/gateway';
-import { MemoryGatewayClient } from './routes/commercial/memory-client';
+import { MemoryGatewayClient } from '../services/commercial/memory-client';
 import { memoryGatewayRoutes } from './routes/memory/truth';
 import { MemoryStore } from '../store/memory/memory';
 import { loadProductMatrix } from '../core/commercial/products.node';

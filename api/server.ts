@@ -28,7 +28,7 @@ import { QuotaStore } from '../store/ledger/quota';
 import { joinWriterLease } from '../store/ledger/writer/lease-holder';
 import { chooseWriter } from '../store/ledger/writer/transports';
 import { loadAdminTokenHash } from './admin-token';
-import { loadOrCreateHubKeys } from './keys';
+import { loadOrCreateHubKeys } from '../store/keys/hub-keys';
 import { startApi } from './service';
 
 async function serve(config: Config, logger: Logger): Promise<void> {

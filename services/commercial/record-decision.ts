@@ -3,6 +3,7 @@
  * and, when asked, the decision appended to the ledger as a truth of type `decision` by a registered DID, counted
  * against that DID's daily truth quota (TRUTH_DAILY_QUOTA) like any truth write.
  */
+import { secondsUntilUtcMidnight } from '../../core/utc-day';
 import { randomBytes } from 'node:crypto';
 import type { LedgerConfig } from '../../core/config.node';
 import { DECISION_WEIGHTS, scoreOptions } from '../../core/commercial/decision';
@@ -16,12 +17,6 @@ export interface DecisionDeps {
   quota: DailyQuota;
   credentials: CredentialStore;
   config: Pick<LedgerConfig, 'TRUTH_DAILY_QUOTA'>;
-}
-
-/** Seconds until the next UTC midnight, when the daily quotas start again (a Retry-After). */
-function secondsUntilUtcMidnight(now = new Date()): number {
-  const next = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
-  return Math.max(1, Math.ceil((next - now.getTime()) / 1000));
 }
 
 export function createDecisions({ ledger, quota, credentials, config }: DecisionDeps) {

@@ -17,6 +17,7 @@
  *     (nothing was acknowledged; a retry with the same Idempotency-Key lands the write exactly once).
  * Built once per process (createTruthWrites); the routes turn its plain results into replies.
  */
+import { secondsUntilUtcMidnight } from '../../core/utc-day';
 import { createHash, randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { MongoError } from 'mongodb';
@@ -300,11 +301,4 @@ async function withDeadline<T>(ms: number, work: (signal: AbortSignal, deadline:
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** Retry-After of a used-up daily quota: seconds until the next UTC day. */
-export function secondsUntilUtcMidnight(): number {
-  const now = new Date();
-  const midnight = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 1);
-  return Math.max(1, Math.ceil((midnight - now.getTime()) / 1000));
 }

@@ -3,7 +3,7 @@
  * tokens (RFC 6749 §4.4; DPoP-bound, RFC 9449 §5, when a proof comes with the request), introspection (RFC 7662),
  * revocation (RFC 7009) and the public DPoP proof check. Access tokens are EdDSA-signed JWTs (typ at+jwt,
  * iss = PUBLIC_URL, lifetime OAUTH_TOKEN_TTL_S, a jti for revocation, the signing key's kid) signed with the rotating
- * OAuth keys (api/oauth-keys.ts), never the ledger's. api/routes/oauth/ turns the results into replies.
+ * OAuth keys (store/keys/oauth-keys.ts), never the ledger's. api/routes/oauth/ turns the results into replies.
  */
 import { randomBytes } from 'node:crypto';
 import { SignJWT } from 'jose';
@@ -11,7 +11,7 @@ import type { Config, OauthConfig } from '../../core/config.node';
 import { AppError } from '../../core/errors';
 import { DPOP_ALGS, DPOP_IAT_WINDOW_S, DPOP_NONCE_TTL_S, verifyDpopProof } from '../../core/oauth/dpop.node';
 import type { CredentialStore } from '../../store/credentials';
-import type { OAuthKeyRing } from '../../api/oauth-keys';
+import type { OAuthKeyRing } from '../../store/keys/oauth-keys';
 
 /**
  * An OAuth-protocol error of the token endpoint, answered in RFC 6749 §5.2's shape with its headers (RFC 9449's

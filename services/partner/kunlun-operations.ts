@@ -9,7 +9,7 @@ import { publicEntry } from '../../core/ledger/ledger-entry';
 import { EnvelopeError, openRequest } from '../../core/partner/envelope.node';
 import type { Ledger } from '../../store/ledger/ledger';
 import type { PartnerStore } from '../../store/partner/partners';
-import type { HubKeys } from '../../api/keys';
+import type { HubKeys } from '../../store/keys/hub-keys';
 
 export type KunlunOperation =
   | { op: 'hello' }

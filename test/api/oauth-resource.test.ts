@@ -12,7 +12,7 @@ import { generateKeyPair, generateProof } from 'dpop';
 import { Db, MongoClient } from 'mongodb';
 import { z } from 'zod';
 import { loadConfig } from '../../core/config.node';
-import { loadOrCreateHubKeys } from '../../api/keys';
+import { loadOrCreateHubKeys } from '../../store/keys/hub-keys';
 import errorsPlugin from '../../api/plugins/errors';
 import authPlugin, { AuthDeps } from '../../api/plugins/auth';
 import { oauthRoutes } from '../../api/routes/oauth';

@@ -109,7 +109,7 @@ async function requireDpopProof(
 /** Verifies one of our own access tokens; null when invalid, expired, revoked, or its key no longer verifies. */
 export async function verifyAccessToken(
   token: string,
-  deps: Pick<AuthDeps, 'config' | 'keys' | 'credentials'>
+  deps: Pick<AuthDeps, 'keys' | 'credentials'> & { config: Pick<AuthDeps['config'], 'publicUrl'> }
 ): Promise<AccessTokenClaims | null> {
   try {
     const kid = decodeProtectedHeader(token).kid;

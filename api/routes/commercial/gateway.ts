@@ -22,7 +22,7 @@ import { SERVICE_NAME } from '../../../core/version';
 import { createDecisions, type DecisionDeps } from '../../../services/commercial/record-decision';
 import { ERROR_BODY } from '../../response-docs';
 import { truthResponse, upsertResponse } from '../memory/truth';
-import type { MemoryGatewayClient } from './memory-client';
+import type { MemoryGatewayClient } from '../../../services/commercial/memory-client';
 
 export const COMMERCIAL_VERSION = 'V1.0' as const;
 export const COMMERCIAL_PREFIX = '/api/v1';

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import type { ServiceConfig } from '../../../core/config.node';
 import { DPOP_ALGS, DPOP_NONCE_TTL_S } from '../../../core/oauth/dpop.node';
 import type { CredentialStore } from '../../../store/credentials';
-import type { HubKeys } from '../../keys';
+import type { HubKeys } from '../../../store/keys/hub-keys';
 
 /** The handshake's protocol version; bumped when its payload changes incompatibly. */
 export const SLIM_PROTOCOL_VERSION = 1;

@@ -21,7 +21,7 @@ import type { Config } from '../../../core/config.node';
 import type { CredentialStore } from '../../../store/credentials';
 import type { Ledger } from '../../../store/ledger/ledger';
 import { createLedgerStreams, PUBLIC_STREAMS, STREAMS, type StreamSink } from '../../../services/compute/ledger-stream';
-import type { HubKeys } from '../../keys';
+import type { HubKeys } from '../../../store/keys/hub-keys';
 import { verifyAccessToken } from '../../plugins/auth';
 import { stringifyJson } from '../../plugins/json-body';
 
@@ -64,8 +64,7 @@ function bearerOf(request: FastifyRequest): string | undefined {
 
 export const webSocketRoutes: FastifyPluginAsyncZod<{
   ledger: Ledger;
-  // The whole Config only because verifyAccessToken (api/plugins/auth/oauth.ts) is typed so; it reads publicUrl.
-  config: Config;
+  config: Pick<Config, 'publicUrl'>;
   keys: HubKeys;
   credentials: CredentialStore;
 }> = async (app, deps) => {

@@ -9,7 +9,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { A2aConfig, Config } from '../../../core/config.node';
 import type { EndpointDirectory } from '../../directory';
-import type { HubKeys } from '../../keys';
+import type { HubKeys } from '../../../store/keys/hub-keys';
 import type { TaskStore } from '../../../store/federation/tasks';
 import type { NodeStore } from '../../../store/federation/nodes';
 import { CARD_TTL_MS, createAgentCard } from '../../../services/a2a/agent-card';

@@ -15,7 +15,7 @@ import { HUB_VERSION, SERVICE_NAME, TRUTH_GATEWAY_VERSION } from '../../../core/
 import type { Ledger } from '../../../store/ledger/ledger';
 import { verifyLedger } from '../../../store/ledger/ledger-verify';
 import { createLedgerProofs } from '../../../services/ledger/read-proofs';
-import type { HubKeys } from '../../keys';
+import type { HubKeys } from '../../../store/keys/hub-keys';
 import {
   consistencyResponse,
   entriesResponse,

@@ -157,4 +157,3 @@ export const memoryGatewayRoutes: FastifyPluginAsyncZod<MemoryDeps> = async (app
 };
 
 /** Retry-After of a used-up daily quota (the commercial gateway's decision write answers it too). */
-export { secondsUntilUtcMidnight } from '../../../services/ledger/write-truth';

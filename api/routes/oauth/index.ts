@@ -2,7 +2,7 @@
  * OAuth 2.0 / OIDC (group oauth_oidc): discovery (RFC 8414 and OIDC), client-credentials token (RFC 6749 §4.4),
  * introspection (RFC 7662), revocation (RFC 7009), the JWKS the discovery document points to, and DPoP-bound tokens
  * (RFC 9449). Access tokens are EdDSA-signed JWTs (typ at+jwt, iss = PUBLIC_URL, lifetime OAUTH_TOKEN_TTL_S, a jti
- * for revocation, the signing key's kid) signed with the rotating OAuth keys (api/oauth-keys.ts), never the ledger's.
+ * for revocation, the signing key's kid) signed with the rotating OAuth keys (store/keys/oauth-keys.ts), never the ledger's.
  * The token, introspection and revocation endpoints answer errors in RFC 6749 §5.2's shape
  * `{ error, error_description }`, as OAuth clients parse them; everything else keeps the service's error shape.
  * Request bodies may be application/x-www-form-urlencoded (as the RFCs say) or JSON.
@@ -11,6 +11,7 @@ import type { FastifyPluginAsyncZod, ZodTypeProvider } from 'fastify-type-provid
 import { createAccessTokens } from '../../../services/oauth/access-tokens';
 import { verifyAccessToken } from '../../plugins/auth';
 import type { AuthDeps } from '../../plugins/auth/principal';
+import type { Config, OauthConfig } from '../../../core/config.node';
 import { requestUrls } from '../../plugins/auth/oauth';
 import { oauthErrorHandler } from './errors';
 import { parseForm } from './form';
@@ -29,9 +30,9 @@ import {
   tokenResponse
 } from './index.schema';
 
-// The whole Config only because verifyAccessToken (api/plugins/auth/oauth.ts) is typed so: it reads publicUrl, the
-// token service reads publicUrl and OAUTH_TOKEN_TTL_S.
-type OAuthDeps = Pick<AuthDeps, 'config' | 'keys' | 'credentials'>;
+type OAuthDeps = Pick<AuthDeps, 'keys' | 'credentials'> & {
+  config: Pick<Config, 'publicUrl'> & Pick<OauthConfig, 'OAUTH_TOKEN_TTL_S'>;
+};
 
 export const oauthRoutes: FastifyPluginAsyncZod<OAuthDeps> = async (app, deps) => {
   const { config, keys, credentials } = deps;

@@ -17,7 +17,7 @@ import { ENVELOPE_ALG, ENVELOPE_VERSION } from '../../../core/partner/envelope.n
 import { contentDigest, contentDigestMatches, signMessage } from '../../../core/partner/http-signature.node';
 import type { Ledger } from '../../../store/ledger/ledger';
 import type { PartnerStore } from '../../../store/partner/partners';
-import type { HubKeys } from '../../keys';
+import type { HubKeys } from '../../../store/keys/hub-keys';
 import { partnerSignatureOf } from '../../plugins/auth/partner';
 import { createKunlunOperations } from '../../../services/partner/kunlun-operations';
 import { parseJsonBody, stringifyJson } from '../../plugins/json-body';

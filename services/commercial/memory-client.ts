@@ -7,7 +7,7 @@
  *     the one error shape. Nothing is retried: a write that timed out may have landed, and the caller decides.
  */
 import { Agent, request } from 'undici';
-import { AppError, ERROR_STATUS, ErrorCode } from '../../../core/errors';
+import { AppError, ERROR_STATUS, ErrorCode } from '../../core/errors';
 
 export interface MemoryGatewayAnswer {
   status: number;

@@ -1,5 +1,5 @@
 /**
- * The OAuth signing keys, apart from the hub's ledger key (api/keys.ts): Ed25519 keys under DATA_DIR/keys/oauth,
+ * The OAuth signing keys, apart from the hub's ledger key (store/keys/hub-keys.ts): Ed25519 keys under DATA_DIR/keys/oauth,
  * one PEM (mode 0600) per key, and `keyset.json` naming the current key and, for each retired one, until when it
  * still verifies (retirement + the longest token lifetime + a margin). Every API process shares DATA_DIR, as for
  * the hub key; each re-reads the key set when its file changes (one stat per use: cheap, and exact), so a rotation by

@@ -1,6 +1,6 @@
 /**
  * The hub's Ed25519 signing key: signs the ledger's signed tree heads. OAuth access tokens are signed by keys of
- * their own (`oauth`, api/oauth-keys.ts), which rotate. Created at first start under DATA_DIR/keys with mode 0600;
+ * their own (`oauth`, store/keys/oauth-keys.ts), which rotate. Created at first start under DATA_DIR/keys with mode 0600;
  * every API process of one deployment must share it.
  */
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, KeyObject } from 'node:crypto';
