@@ -1,11 +1,13 @@
 /**
- * Everything the listeners share, built once per API process: config, logger, MongoDB, the ledger, the credential
- * and node stores, the Temporal client, the hub's keys and the endpoint directory. Closed in reverse order.
+ * The one place an API process builds its dependencies: config, logger, MongoDB and every store, the ledger (with
+ * its way to the writer), the use-case services shared by several routes, the Temporal client, the hub's keys, the
+ * clients of other services and the endpoint directory. api/listeners.ts only hands each route plugin the parts it
+ * uses. The worker builds its own in worker/worker.ts, a cluster primary in api/server.ts. Closed in reverse order.
  */
 import { Client, Connection, defaultGrpcRetryOptions, makeGrpcRetryInterceptor } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { createLogger } from '../core/logger.node';
-import { Config, mongoUri, temporalAddress } from '../core/config.node';
+import { Config, memoryGatewayUrl, mongoUri, temporalAddress } from '../core/config.node';
 import { connectMongo, ensureIndexes, Mongo } from '../store/mongo';
 import cluster from 'node:cluster';
 import { Ledger } from '../store/ledger/ledger';
@@ -28,6 +30,16 @@ import { AdmissionGates, createAdmissionGates } from './plugins/admission';
 import { ChatServices, createChatServices } from '../services/chat/chat-services';
 import { KeyGroupStore } from '../store/chat/key-groups';
 import { ForwardingCounts, joinWriterLease, WriterLeaseMember } from '../store/ledger/writer/lease-holder';
+import { SlimGroupStore } from '../store/compute/groups';
+import { GpuStore } from '../store/compute/gpu';
+import { PartnerStore } from '../store/partner/partners';
+import { WorkOrderStore } from '../store/deploy/work-orders';
+import { PortPoolStore } from '../store/deploy/ports';
+import { DidRegistryStore } from '../store/deploy/registry';
+import { KnowledgeStore } from '../store/chat/knowledge';
+import { MemoryStore } from '../store/memory/memory';
+import { MemoryGatewayClient } from '../services/commercial/memory-client';
+import { createTruthWrites, type TruthWriteOptions, type TruthWrites } from '../services/ledger/write-truth';
 
 export interface ServiceContext {
   config: Config;
@@ -57,6 +69,19 @@ export interface ServiceContext {
   ledgerWriter: WriterLeaseMember | null;
   /** Appends this process forwarded to the lease holder and served as the holder (store/ledger/writer/lease-holder.ts). */
   forwarding: ForwardingCounts;
+  /** Every truth write (report, forwarded counted appends, memory upserts): services/ledger/write-truth.ts. */
+  truthWrites: TruthWrites;
+  slimGroups: SlimGroupStore;
+  gpus: GpuStore;
+  /** One per process: the partner authenticator and the partner routes share its replay records' pruning. */
+  partners: PartnerStore;
+  workOrders: WorkOrderStore;
+  ports: PortPoolStore;
+  didRegistry: DidRegistryStore;
+  knowledge: KnowledgeStore;
+  memory: MemoryStore;
+  /** The commercial gateway's client of the memory gateway (MEMORY_GATEWAY_URL, or this process's memory listener). */
+  memoryGateway: MemoryGatewayClient;
   close(): Promise<void>;
 }
 
@@ -106,22 +131,26 @@ export async function createServiceContext(
     // Across hosts: the writer lease (LEDGER_FORWARD_SECRET), taken part in by the process that appends for this host.
     const forwarding = new ForwardingCounts();
     const writer = cluster.isWorker ? null : await joinWriterLease(mongo.db, config, logger, { counts: forwarding });
+    // One writer per host: an API process of a cluster (API_PROCESSES > 1) hands its appends to the primary
+    // (api/server.ts); the process appending for a host forwards to the lease holder when that is another host.
+    // (A truth write's quota slot travels with its append to the lease holder: one request, appendCounted.)
+    const ledger = new Ledger(mongo.db, {
+      idLookups: config.MONGODB_ID_LOOKUPS,
+      writer: chooseWriter({ clusterPrimary: cluster.isWorker ? process : null, leaseMember: writer })
+    });
+    // With API_PROCESSES > 1 the primary's QuotaStore leases every DID's slots for the host (api/server.ts).
+    // Across hosts, the writer lease holder counts for every replica (store/ledger/writer/lease-holder.ts).
+    const hostQuota = cluster.isWorker ? forwardQuotaTo(process, quota) : (writer?.quota(quota) ?? quota);
+    const credentials = new CredentialStore(mongo.db);
+    const memoryGateway = new MemoryGatewayClient(memoryGatewayUrl(config), config.MEMORY_GATEWAY_TIMEOUT_MS);
     return {
       config,
       logger,
       mongo,
-      // One writer per host: an API process of a cluster (API_PROCESSES > 1) hands its appends to the primary
-      // (api/server.ts); the process appending for a host forwards to the lease holder when that is another host.
-      // (A truth write's quota slot travels with its append to the lease holder: one request, appendCounted.)
-      ledger: new Ledger(mongo.db, {
-        idLookups: config.MONGODB_ID_LOOKUPS,
-        writer: chooseWriter({ clusterPrimary: cluster.isWorker ? process : null, leaseMember: writer })
-      }),
-      credentials: new CredentialStore(mongo.db),
+      ledger,
+      credentials,
       nodes,
-      // With API_PROCESSES > 1 the primary's QuotaStore leases every DID's slots for the host (api/server.ts).
-      // Across hosts, the writer lease holder counts for every replica (store/ledger/writer/lease-holder.ts).
-      quota: cluster.isWorker ? forwardQuotaTo(process, quota) : (writer?.quota(quota) ?? quota),
+      quota: hostQuota,
       presence,
       heartbeatHistory,
       presenceRecorder,
@@ -138,6 +167,16 @@ export async function createServiceContext(
       keyGroups: new KeyGroupStore(mongo.db),
       ledgerWriter: writer,
       forwarding,
+      truthWrites: createTruthWrites({ ledger, quota: hostQuota, temporal }, truthWriteOptions(config)),
+      slimGroups: new SlimGroupStore(mongo.db),
+      gpus: new GpuStore(mongo.db),
+      partners: new PartnerStore(mongo.db),
+      workOrders: new WorkOrderStore(mongo.db),
+      ports: new PortPoolStore(mongo.db, config.PORT_POOL),
+      didRegistry: new DidRegistryStore(mongo.db, credentials.activeDids),
+      knowledge: new KnowledgeStore(mongo.db),
+      memory: new MemoryStore(mongo.db),
+      memoryGateway,
       close: async () => {
         nodeCache.stop();
         // Heartbeats acknowledged before their write are stored before the process ends (at most 5 s).
@@ -157,6 +196,7 @@ export async function createServiceContext(
         await writer
           ?.close()
           .catch((err: unknown) => logger.warn({ err }, 'the ledger writer lease could not be closed cleanly'));
+        await memoryGateway.close().catch(() => undefined);
         await connection.close().catch(() => undefined);
         await mongo.close();
       }
@@ -165,4 +205,19 @@ export async function createServiceContext(
     await mongo.close();
     throw err;
   }
+}
+
+/** The settings of the truth writes (services/ledger/write-truth.ts), and only those. */
+function truthWriteOptions(config: Config): TruthWriteOptions {
+  return {
+    dailyQuota: config.TRUTH_DAILY_QUOTA,
+    maxValueBytes: config.TRUTH_MAX_VALUE_BYTES,
+    writeTimeoutMs: config.TRUTH_WRITE_TIMEOUT_MS,
+    risk: { highRiskTypes: config.TRUTH_HIGH_RISK_TYPES, highRiskKeyPrefixes: config.TRUTH_HIGH_RISK_KEY_PREFIXES },
+    approval: {
+      timeoutSeconds: config.TRUTH_APPROVAL_TIMEOUT_S,
+      taskQueue: config.TEMPORAL_TASK_QUEUE,
+      hubDid: config.SERVICE_DID
+    }
+  };
 }

@@ -19,13 +19,10 @@ import { adminRoutes } from './routes/admin';
 import { oauthRoutes } from './routes/oauth';
 import { handshakeRoutes } from './routes/compute/handshake';
 import { groupRoutes } from './routes/compute/group';
-import { SlimGroupStore } from '../store/compute/groups';
 import { gpuRoutes } from './routes/compute/gpu';
 import { webSocketRoutes } from './routes/compute/ws';
-import { GpuStore } from '../store/compute/gpu';
 import { kunlunRoutes } from './routes/partner/kunlun';
 import { partnerAdminRoutes } from './routes/admin/partners';
-import { partnerStore } from '../services/partner/partner-store';
 import { ledgerWriterRoutes } from './routes/ledger/writer';
 import { truthReportRoutes } from './routes/ledger/report';
 import { backupStatusRoutes, truthReadRoutes } from './routes/ledger/read';
@@ -51,22 +48,15 @@ import {
   memoryProxyRoutes,
   productRoutes
 } from './routes/commercial/gateway';
-import { MemoryGatewayClient } from '../services/commercial/memory-client';
 import { memoryGatewayRoutes } from './routes/memory/truth';
-import { MemoryStore } from '../store/memory/memory';
 import { loadProductMatrix } from '../core/commercial/products.node';
-import { memoryGatewayUrl, type Config } from '../core/config.node';
+import { memoryGatewayUrl } from '../core/config.node';
 import { chatGatewayRoutes } from './routes/chat/gateway';
 import { chatAdminRoutes } from './routes/chat/admin';
 import { localModelChatRoutes } from './routes/chat/local-model';
 import { trialChatRoutes } from './routes/chat/trial';
 import { knowledgeAdminRoutes } from './routes/chat/knowledge';
-import { KnowledgeStore } from '../store/chat/knowledge';
 import { deployRoutes } from './routes/deploy/dal';
-import { PortPoolStore } from '../store/deploy/ports';
-import { DidRegistryStore } from '../store/deploy/registry';
-import { WorkOrderStore } from '../store/deploy/work-orders';
-import { createTruthWrites, type TruthWriteOptions } from '../services/ledger/write-truth';
 
 export interface Listener {
   name: ListenerName;
@@ -82,8 +72,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   const make = (name: ListenerName, options?: Parameters<typeof createListenerApp>[2]) =>
     createListenerApp(ctx, name, options);
 
-  // One truth write service for every listener's truth writes (report, forwarded counted appends, memory upserts).
-  const truthWrites = createTruthWrites(ctx, truthWriteOptions(config));
+  const { truthWrites } = ctx;
 
   const main = make('main');
   await registerOpenApi(main, config.publicUrl);
@@ -106,18 +95,18 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(groupRoutes, {
     config,
     temporal: ctx.temporal,
-    groups: new SlimGroupStore(ctx.mongo.db),
+    groups: ctx.slimGroups,
     credentials: ctx.credentials
   });
-  await main.register(gpuRoutes, { gpus: new GpuStore(ctx.mongo.db), nodes: ctx.nodes, presence: ctx.presence });
+  await main.register(gpuRoutes, { gpus: ctx.gpus, nodes: ctx.nodes, presence: ctx.presence });
   await main.register(webSocketRoutes, { ledger: ctx.ledger, config, keys: ctx.keys, credentials: ctx.credentials });
   await main.register(kunlunRoutes, {
     config,
     keys: ctx.keys,
     ledger: ctx.ledger,
-    partners: partnerStore(ctx.mongo.db)
+    partners: ctx.partners
   });
-  await main.register(partnerAdminRoutes, { partners: partnerStore(ctx.mongo.db), ledger: ctx.ledger, config });
+  await main.register(partnerAdminRoutes, { partners: ctx.partners, ledger: ctx.ledger, config });
   await main.register(adminRoutes, { credentials: ctx.credentials, ledger: ctx.ledger, config });
   await main.register(daemonAdminRoutes, {
     credentials: ctx.credentials,
@@ -137,13 +126,12 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await main.register(truthReadRoutes, { ledger: ctx.ledger, config, keys: ctx.keys });
   await main.register(subscriptionRoutes, { ledger: ctx.ledger });
   await main.register(approvalRoutes, { temporal: ctx.temporal, config });
-  const workOrders = new WorkOrderStore(ctx.mongo.db);
   await main.register(statusDataRoutes, {
     db: ctx.mongo.db,
     ledger: ctx.ledger,
     nodes: ctx.nodes,
     presence: ctx.presence,
-    workOrders,
+    workOrders: ctx.workOrders,
     config
   });
   await main.register(registerRoutes, { nodes: ctx.nodes, temporal: ctx.temporal, directory: ctx.directory, config });
@@ -180,17 +168,16 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
     config
   });
   await main.register(localModelChatRoutes, { chat: ctx.chat, config });
-  const knowledge = new KnowledgeStore(ctx.mongo.db);
-  await main.register(trialChatRoutes, { chat: ctx.chat, knowledge, config });
-  await main.register(knowledgeAdminRoutes, { knowledge });
+  await main.register(trialChatRoutes, { chat: ctx.chat, knowledge: ctx.knowledge, config });
+  await main.register(knowledgeAdminRoutes, { knowledge: ctx.knowledge });
   await main.register(deployRoutes, {
     temporal: ctx.temporal,
     config,
-    ports: new PortPoolStore(ctx.mongo.db, config.PORT_POOL),
-    registry: new DidRegistryStore(ctx.mongo.db, ctx.credentials.activeDids),
+    ports: ctx.ports,
+    registry: ctx.didRegistry,
     ledger: ctx.ledger,
     adminTokenHash: ctx.adminTokenHash,
-    orders: workOrders
+    orders: ctx.workOrders
   });
 
   const backup = make('backup');
@@ -205,13 +192,10 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   // The commercial gateway proxies memory calls over HTTP to the memory gateway (README "Commercial gateway").
   // Every answer of the commercial gateway, 404s and errors included, names the hub (SPEC §2.7).
   const commercial = make('commercial', { responseHeaders: { 'X-DID': config.SERVICE_DID } });
-  const memoryUrl = memoryGatewayUrl(config);
-  const memoryGateway = new MemoryGatewayClient(memoryUrl, config.MEMORY_GATEWAY_TIMEOUT_MS);
-  commercial.addHook('onClose', () => memoryGateway.close());
   await commercial.register(commercialHealthRoutes, {
     db: ctx.mongo.db,
     config,
-    memoryGatewayUrl: memoryUrl,
+    memoryGatewayUrl: memoryGatewayUrl(config),
     prefix: COMMERCIAL_PREFIX
   });
   await commercial.register(decisionRoutes, {
@@ -221,7 +205,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
     config,
     prefix: COMMERCIAL_PREFIX
   });
-  await commercial.register(memoryProxyRoutes, { memoryGateway, prefix: COMMERCIAL_PREFIX });
+  await commercial.register(memoryProxyRoutes, { memoryGateway: ctx.memoryGateway, prefix: COMMERCIAL_PREFIX });
   await commercial.register(productRoutes, {
     products: loadProductMatrix(config.PRODUCTS_FILE),
     prefix: COMMERCIAL_PREFIX
@@ -229,7 +213,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
 
   const memory = make('memory');
   await memory.register(healthRoutes, { db: ctx.mongo.db, listener: 'memory' });
-  await memory.register(memoryGatewayRoutes, { truthWrites, memory: new MemoryStore(ctx.mongo.db), config });
+  await memory.register(memoryGatewayRoutes, { truthWrites, memory: ctx.memory, config });
 
   const daemon = make('daemon');
   await daemon.register(healthRoutes, { db: ctx.mongo.db, listener: 'daemon' });
@@ -260,20 +244,5 @@ function ledgerWriterHealth(ctx: Pick<ServiceContext, 'config' | 'ledgerWriter' 
       forward_requests: ctx.forwarding.requests,
       served: ctx.forwarding.served
     };
-  };
-}
-
-/** The settings of the truth writes (services/ledger/write-truth.ts), and only those. */
-function truthWriteOptions(config: Config): TruthWriteOptions {
-  return {
-    dailyQuota: config.TRUTH_DAILY_QUOTA,
-    maxValueBytes: config.TRUTH_MAX_VALUE_BYTES,
-    writeTimeoutMs: config.TRUTH_WRITE_TIMEOUT_MS,
-    risk: { highRiskTypes: config.TRUTH_HIGH_RISK_TYPES, highRiskKeyPrefixes: config.TRUTH_HIGH_RISK_KEY_PREFIXES },
-    approval: {
-      timeoutSeconds: config.TRUTH_APPROVAL_TIMEOUT_S,
-      taskQueue: config.TEMPORAL_TASK_QUEUE,
-      hubDid: config.SERVICE_DID
-    }
   };
 }

@@ -8,7 +8,6 @@
  */
 import { fromB64u, matchesCommitment } from '../../../core/compute/group-crypto.node';
 import { unauthorized } from '../../../core/errors';
-import { SlimGroupStore } from '../../../store/compute/groups';
 import type { FastifyRequest } from 'fastify';
 import { Authenticator, header, Principal } from './principal';
 
@@ -31,7 +30,7 @@ export const groupKey: Authenticator = async (request, deps) => {
     throw unauthorized('X-Slim-Group and X-Slim-Group-Key (the current epoch key, base64url) are required');
   if (!GROUP_ID_PATTERN.test(groupId) || !KEY_PATTERN.test(key))
     throw unauthorized('X-Slim-Group or X-Slim-Group-Key is malformed');
-  const found = await new SlimGroupStore(deps.mongo.db).find(groupId);
+  const found = await deps.slimGroups.find(groupId);
   if (!found) throw unauthorized('Unknown group or wrong group key');
   if (!matchesCommitment(groupId, found.current.epoch, fromB64u(key), found.current.commitment)) {
     throw unauthorized("Unknown group or wrong group key (only the current epoch's key is accepted)");

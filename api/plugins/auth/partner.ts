@@ -19,8 +19,6 @@ import {
   verifyEd25519,
   type SignatureInput
 } from '../../../core/partner/http-signature.node';
-import { partnerStore } from '../../../services/partner/partner-store';
-import type { ServiceContext } from '../../context';
 import { Authenticator, header } from './principal';
 
 /** How far (seconds) a signature's `created` may lie behind the hub's clock; ahead, at most PARTNER_CLOCK_SKEW_S. */
@@ -85,9 +83,7 @@ export const partner: Authenticator = async (request, deps) => {
     throw unauthorized('the signature has expired');
   if (!header(request, 'content-digest')) throw unauthorized('Content-Digest header (RFC 9530) is required');
 
-  const { mongo } = deps as typeof deps & Pick<ServiceContext, 'mongo'>;
-  const store = partnerStore(mongo.db);
-  const found = await store.active(keyid);
+  const found = await deps.partners.active(keyid);
   if (!found) throw unauthorized('unknown or revoked partner (keyid)');
   let base: string;
   try {
@@ -104,7 +100,7 @@ export const partner: Authenticator = async (request, deps) => {
     throw unauthorized('bad signature: it does not verify with the partner key');
 
   const digest = createHash('sha256').update(signature).digest('base64url');
-  const fresh = await store.rememberSignature(
+  const fresh = await deps.partners.rememberSignature(
     digest,
     keyid,
     new Date((created + PARTNER_SIGNATURE_WINDOW_S + PARTNER_CLOCK_SKEW_S) * 1000)

@@ -19,7 +19,7 @@ export interface Principal {
 /** The dependencies authenticators may use (each uses a few). */
 export type AuthDeps = Pick<
   ServiceContext,
-  'config' | 'credentials' | 'nodeCache' | 'keys' | 'adminTokenHash' | 'mongo'
+  'config' | 'credentials' | 'nodeCache' | 'keys' | 'adminTokenHash' | 'partners' | 'slimGroups'
 >;
 
 /** Checks a request's credentials for one model: a Principal, or an AppError (401, or 403 where the model says). */
