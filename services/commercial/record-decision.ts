@@ -10,7 +10,7 @@ import { DECISION_WEIGHTS, scoreOptions } from '../../core/commercial/decision';
 import { AppError, unauthorized } from '../../core/errors';
 import type { CredentialStore } from '../../store/credentials';
 import type { Ledger } from '../../store/ledger/ledger';
-import type { DailyQuota } from '../../store/ledger/quota';
+import type { DailyQuota } from '../../store/ledger/daily-quota';
 
 export interface DecisionDeps {
   ledger: Ledger;

@@ -4,7 +4,8 @@
  * steady writer there costs no request per write, and the slots it did not use taken back. Counted here (`direct`),
  * never forwarded again.
  */
-import { LEASE_SHARE, MAX_LEASE, type DailyQuota } from '../../store/ledger/quota';
+import type { DailyQuota } from '../../store/ledger/daily-quota';
+import { LEASE_SHARE, MAX_LEASE } from '../../store/ledger/quota';
 
 /**
  * A block of slots of `scope` on `day`: the first slot, then as many more as asked, at most MAX_LEASE and at most

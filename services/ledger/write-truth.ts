@@ -28,7 +28,7 @@ import { TruthApprovalInput, truthApprovalWorkflowId } from '../../contracts/led
 import { holdTruthForApproval } from '../../workflows/ledger/truth-approval.client';
 import { AppendWithdrawn, type AppendInput, type AppendResult, type QuotaClaim } from '../../store/ledger/append';
 import type { Ledger } from '../../store/ledger/ledger';
-import type { DailyQuota } from '../../store/ledger/quota';
+import type { DailyQuota } from '../../store/ledger/daily-quota';
 
 /** The settings a truth write reads, and nothing else of the configuration. */
 export interface TruthWriteOptions {

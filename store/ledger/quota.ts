@@ -57,6 +57,7 @@ import { AppError } from '../../core/errors';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { BatchedInsertError, InsertBatcher } from '../insert-batch';
 import { deleteByIds, IdLookups } from '../mongo';
+import type { DailyQuota } from './daily-quota';
 
 interface QuotaUse {
   _id: string;
@@ -102,23 +103,6 @@ interface CounterState {
   /** Slots refused in a row. */
   refusals: number;
   lastUse: number;
-}
-
-/**
- * What the write routes need of a daily quota: a QuotaStore, or one forwarded to the host's writer
- * (writer/cluster-primary.ts) or to the writer lease holder on another host (writer/lease-holder-client.ts). `direct`: counted in
- * this host even where another host holds the writer lease (a claim forwarded from there).
- */
-export interface DailyQuota {
-  /** Takes one use of `scope` on `day`; `count` is the slot taken (1-based), or `limit + 1` when refused. */
-  consume(
-    scope: string,
-    day: string,
-    limit: number,
-    how?: { direct?: boolean }
-  ): Promise<{ allowed: boolean; count: number }>;
-  /** Gives back a slot taken by `consume` for a use that never happened (a write abandoned before it started). */
-  refund(scope: string, day: string, n: number, how?: { direct?: boolean }): Promise<void>;
 }
 
 export interface QuotaStoreOptions {

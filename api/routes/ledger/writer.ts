@@ -51,7 +51,7 @@ import {
 } from '../../../core/ledger/forwarded-writes';
 import { AppendWithdrawn, type QuotaClaim } from '../../../store/ledger/append';
 import type { Ledger } from '../../../store/ledger/ledger';
-import type { DailyQuota } from '../../../store/ledger/quota';
+import type { DailyQuota } from '../../../store/ledger/daily-quota';
 import type { ForwardingCounts } from '../../../store/ledger/writer/lease-holder';
 import { lendQuotaSlots, takeBackQuotaSlots } from '../../../services/ledger/lend-quota-slots';
 import type { TruthWrites, WriteLog } from '../../../services/ledger/write-truth';

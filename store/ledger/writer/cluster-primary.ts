@@ -27,7 +27,7 @@
  */
 import { AppError } from '../../../core/errors';
 import { AppendInput, AppendOptions, AppendResult, AppendWithdrawn, ForwardAppend } from '../append';
-import type { DailyQuota } from '../quota';
+import type { DailyQuota } from '../daily-quota';
 
 /** What the primary appends with: its Ledger (any writer with Ledger.append's contract). */
 interface HostWriter {

@@ -58,7 +58,7 @@ import {
   ForwardNotDelivered,
   QuotaClaim
 } from '../append';
-import type { DailyQuota } from '../quota';
+import type { DailyQuota } from '../daily-quota';
 import { SlotBlocks } from './lease-holder-quota';
 import type { LedgerWriterLease } from './lease';
 

@@ -2,7 +2,8 @@
  * A replica's daily quota while another replica holds the writer lease: slots claimed from the holder a block at a
  * time (POST /internal/quota/consume through lease-holder-client.ts) and handed out here from memory.
  */
-import { MAX_LEASE, type DailyQuota } from '../quota';
+import type { DailyQuota } from '../daily-quota';
+import { MAX_LEASE } from '../quota';
 
 /** A block of slots from the holder unused this long is given back. */
 const BLOCK_IDLE_MS = 2000;

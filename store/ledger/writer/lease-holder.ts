@@ -8,7 +8,7 @@ import type { Db } from 'mongodb';
 import type { Logger } from 'pino';
 import type { Config } from '../../../core/config.node';
 import type { ForwardAppend, ForwardCountedAppend } from '../append';
-import type { DailyQuota } from '../quota';
+import type { DailyQuota } from '../daily-quota';
 import { forwardToWriter } from './lease-holder-client';
 import { LedgerWriterLease } from './lease';
 
