@@ -14,7 +14,10 @@ type RouteShape = Pick<RouteOptions, 'method' | 'url' | 'config'> & { schema?: u
 import { z } from 'zod';
 import type { AuthModel } from '../core/endpoint-groups';
 
-/** The one error shape (README "Errors"); routes add detail members (fields, limit, conflicts, error_description…). */
+/**
+ * The one error shape (docs/http-api.md#errors); routes add detail members (fields, limit, conflicts,
+ * error_description…).
+ */
 export const ERROR_BODY = z
   .looseObject({
     ok: z.literal(false),

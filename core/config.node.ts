@@ -121,7 +121,7 @@ export function temporalAddress(config: Config): string {
   return config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`;
 }
 
-/** Where the worker's deploy activities find the hub's nginx and the releases (README "Deployment arbitration"). */
+/** Where the worker's deploy activities find the hub's nginx and the releases (docs/deploy.md#how-it-runs). */
 export function deployActivityDeps(config: Config): { dataDir: string; nginxBin: string; webUrl: string } {
   const host = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
   return {

@@ -1,5 +1,6 @@
 /**
- * The endpoint groups and authentication models the federation directory declares (SPEC §2.4, §5).
+ * The endpoint groups and authentication models the federation directory declares (docs/endpoints.md,
+ * docs/http-api.md#authentication-models).
  * Which routes belong to a group is declared on the routes themselves; counts are computed from them.
  */
 

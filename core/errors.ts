@@ -1,7 +1,7 @@
 /**
  * Error kinds the service answers with. Every error response has one JSON shape:
  *   { "ok": false, "error": "<code>", "message": "<human text>", "trace_id": "<X-Trace>", ...details }
- * Codes named by the spec (SPEC.md §7) are kept verbatim (value_must_be_object, empty_value_rejected).
+ * The documented codes (docs/http-api.md#errors) are kept verbatim (value_must_be_object, empty_value_rejected).
  */
 
 export const ERROR_STATUS = {

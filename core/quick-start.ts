@@ -1,4 +1,7 @@
-/** The five quick-start steps of the federation (SPEC §4.1 order), shown by the endpoint summary and the join page. */
+/**
+ * The five quick-start steps of the federation (in the order of docs/federation.md), shown by the endpoint summary
+ * and the join page.
+ */
 export function quickStartSteps(
   base: string,
   offlineAfterS: number

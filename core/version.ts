@@ -1,4 +1,4 @@
-/** Versions the service reports (SPEC §9). */
+/** Versions the service reports (docs/http-api.md#listeners, docs/a2a.md). */
 export const SERVICE_NAME = 'zhongshu-hub';
 export const HUB_VERSION = '2.3.0';
 export const FEDERATION_API_VERSION = '2.0.0';

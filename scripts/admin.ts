@@ -111,7 +111,8 @@ async function main(): Promise<void> {
     case 'knowledge-import': {
       if (!args[0]) throw new Error('knowledge-import <file.json|file.md>');
       const text = fs.readFileSync(args[0], 'utf8');
-      // .md / .markdown: the Markdown format (README "Trial chat"); anything else: JSON { cards, documents }.
+      // .md / .markdown: the Markdown format (docs/chat.md#trial-chat-post-trychat-x-did); anything else: JSON
+      // { cards, documents }.
       return /\.(md|markdown)$/i.test(args[0])
         ? call('/admin/knowledge/import/markdown', { markdown: text })
         : call('/admin/knowledge/import', JSON.parse(text) as Record<string, unknown>);

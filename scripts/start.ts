@@ -112,7 +112,8 @@ async function main(): Promise<void> {
     void ensureTools(tools).catch(() => undefined);
 
     if (!config.MONGODB_URI) {
-      // On PostgreSQL FerretDB stores in a PostgreSQL child server (README "Storage backends").
+      // On PostgreSQL FerretDB stores in a PostgreSQL child server
+      // (docs/storage.md#storage-backends-embedded-ferretdb-on-sqlite-or-postgresql).
       const { backend, why } = chooseFerretBackend(config.FERRETDB_BACKEND, config.dataDir);
       log(`FerretDB on ${backend === 'postgresql' ? 'PostgreSQL' : 'SQLite'} (${why})`);
       let postgresqlUrl: string | undefined;
@@ -180,7 +181,7 @@ async function main(): Promise<void> {
       log(`using TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS}`);
     }
 
-    // The deploy web server (README "Deployment arbitration"): optional; without it only deploys answer 503.
+    // The deploy web server (docs/deploy.md#how-it-runs): optional; without it only deploys answer 503.
     const nginxBin = config.DEPLOY_WEB === 'on' ? findNginx(config.NGINX_BIN) : null;
     if (config.DEPLOY_WEB === 'off') log('DEPLOY_WEB=off: no deploy web server');
     else if (!nginxBin)

@@ -14,7 +14,7 @@
  * again), so a DID found active and absent from the feed later is still active. One read of that small collection
  * then confirms every DID this process remembers, where each DID's own read did it before: a hub whose 1,000 DIDs
  * each wrote about once a second read a DID at every write (TRUTH_DID_CACHE_MS 1 s), 1.02 finds a write, and its
- * truth writes ran at 0.49x of a bare insert at concurrency 16; without those reads 0.93x (README, Benchmarks). The
+ * truth writes ran at 0.49x of a bare insert at concurrency 16; without those reads 0.93x (docs/benchmarks.md). The
  * feed is read when a check finds the last read half `ttl` old (one read at a time, in the background: a steady
  * writer never waits for it), and its records are deleted RETENTION_MS after they were written, by the process that
  * reads them then. A record lives longer than any remembered DID (RETENTION_MS is twice MAX_AGE_MS), so a DID

@@ -71,9 +71,9 @@ export async function retryingUpsert<T>(write: () => Promise<T>, attempts = 3): 
 
 /**
  * The driver must carry patches/mongodb+<version>.patch (applied by `npm install`/`npm ci` through patch-package;
- * README, "Dependency patches"). Unpatched, a command written to a connection the server just closed waits forever,
- * and when that command is the server monitor's check the process never sees the database again. Refusing to start
- * is better than a process that silently stops recovering.
+ * docs/storage.md#dependency-patches). Unpatched, a command written to a connection the server just closed waits
+ * forever, and when that command is the server monitor's check the process never sees the database again. Refusing
+ * to start is better than a process that silently stops recovering.
  */
 function assertDriverPatched(): void {
   const { Connection } = require('mongodb/lib/cmap/connection') as {

@@ -38,7 +38,7 @@ export function sendError(reply: FastifyReply, err: AppError): FastifyReply {
   return reply.code(err.status).send(errorBody(err, reply.request.id));
 }
 
-/** When a body breaks several rules that carry their own code, the one the spec names first wins. */
+/** When a body breaks several rules that carry their own code, the one docs/ledger.md#writing names first wins. */
 const CODE_PRIORITY: ErrorCode[] = ['empty_value_rejected', 'value_must_be_object', 'invalid_key'];
 
 /**

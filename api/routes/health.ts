@@ -44,7 +44,7 @@ export const healthResponse = z.object({
     })
     .optional()
     .describe(
-      'the ledger writer lease across replicas (main listener, with LEDGER_FORWARD_SECRET set; README "Storage")'
+      'the ledger writer lease across replicas (main listener, with LEDGER_FORWARD_SECRET set; docs/ledger.md, the writer lease)'
     )
 });
 

@@ -39,7 +39,7 @@ export const modelNotFound = (model: string, configured: boolean) =>
     'model_not_found',
     configured
       ? `The model '${model}' does not exist; GET /v1/models lists the models this key may use`
-      : `The model '${model}' does not exist: no provider is configured. Set CHAT_PROVIDERS_FILE (or CHAT_PROVIDERS) to a provider list, see the README section "Chat gateway"`,
+      : `The model '${model}' does not exist: no provider is configured. Set CHAT_PROVIDERS_FILE (or CHAT_PROVIDERS) to a provider list, see docs/chat.md#providers`,
     'model'
   );
 

@@ -1,6 +1,7 @@
 /**
  * Chat gateway plans: what a zk_ key of each plan may do. The numbers are configuration (CHAT_PLANS overrides any
- * of them, as JSON `{ "S2": { "requests_per_minute": 100 } }`); the defaults are documented in the README.
+ * of them, as JSON `{ "S2": { "requests_per_minute": 100 } }`); the defaults are documented in
+ * docs/chat.md#plans-and-limits.
  */
 import { z } from 'zod';
 

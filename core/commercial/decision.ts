@@ -1,5 +1,5 @@
 /**
- * Three-dimension decision scoring (SPEC §2.7, §4.9): benefit 40 %, risk 35 %, cost 25 %; risk and cost are
+ * Three-dimension decision scoring (docs/gateways.md): benefit 40 %, risk 35 %, cost 25 %; risk and cost are
  * negative indicators (lower is better). Pure arithmetic, so anyone can recompute a score by hand:
  *
  *   for each dimension d, over the options given: lo = min(d), hi = max(d)

@@ -1,6 +1,6 @@
 /**
- * The product matrix GET /api/v1/products serves (SPEC §2.7: matrix_name, version and further fields). Its shape is
- * checked once at start (core/commercial/products.node.ts), so a bad PRODUCTS_FILE stops the start instead of
+ * The product matrix GET /api/v1/products serves (docs/gateways.md: matrix_name, version and further fields). Its
+ * shape is checked once at start (core/commercial/products.node.ts), so a bad PRODUCTS_FILE stops the start instead of
  * serving something broken.
  */
 import { z } from 'zod';

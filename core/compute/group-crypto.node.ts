@@ -1,5 +1,5 @@
 /**
- * The SLIM group cryptography (protocol `zh-slim/v1`), in one place so the README can point at the exact bytes:
+ * The SLIM group cryptography (protocol `zh-slim/v1`), in one place so docs/compute.md can point at the exact bytes:
  *
  *   epoch key      32 random bytes, made by the hub when an epoch starts and then forgotten: the hub stores only
  *                  the per-member wraps and a key commitment, never the key, never a member's private key.
@@ -109,7 +109,7 @@ export function startEpoch(
   }
 }
 
-/** What a member does with its private key (here for the README's example and the tests' cross-check). */
+/** What a member does with its private key (here for the example in docs/compute.md and the tests' cross-check). */
 export function unwrapEpochKey(
   groupId: string,
   epoch: number,

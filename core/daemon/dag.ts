@@ -102,7 +102,7 @@ export function resolveQuotes(messages: ChatMessage[], outputs: Record<string, s
   return messages.map((m) => ({ ...m, content: m.content.replace(QUOTE, (all, id: string) => outputs[id] ?? all) }));
 }
 
-/** Task states (README "Local daemon"). */
+/** Task states (docs/daemon.md#dispatch). */
 export const TASK_STATES = ['queued', 'running', 'paused', 'DONE', 'failed', 'skipped', 'rejected'] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 export const DAG_STATES = ['running', 'DONE', 'failed', 'rejected'] as const;

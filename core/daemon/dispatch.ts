@@ -1,5 +1,5 @@
 /**
- * The zod schema of POST /dispatch (README "Local daemon"): one task, or a DAG of at most DAG_MAX_TASKS tasks.
+ * The zod schema of POST /dispatch (docs/daemon.md#dispatch): one task, or a DAG of at most DAG_MAX_TASKS tasks.
  * Route side only; the workflow uses the pure core/daemon/dag.ts.
  */
 import { z } from 'zod';

@@ -6,8 +6,8 @@ import { z } from 'zod';
 import { humanText, NODE_ID_MAX_LENGTH } from '../identifiers';
 
 /**
- * Brand codes (SPEC §2.1: 'custom' plus ten codes named after model vendors). A node declares the vendor family of
- * the model it runs; 'custom' is for anything else (give the model in brand.model_base).
+ * Brand codes (docs/federation.md#joining: 'custom' plus ten codes named after model vendors). A node declares the
+ * vendor family of the model it runs; 'custom' is for anything else (give the model in brand.model_base).
  */
 export const BRAND_CODES = [
   'custom',
@@ -25,7 +25,7 @@ export const BRAND_CODES = [
 export type BrandCode = (typeof BRAND_CODES)[number];
 
 /**
- * Node lifecycle states (owned by the node/<node_id> workflow; README "Node lifecycle"):
+ * Node lifecycle states (owned by the node/<node_id> workflow; docs/federation.md#node-lifecycle-workflow-nodenode_id):
  *   pending_review → online | offline (approved; online when a heartbeat was seen within NODE_OFFLINE_AFTER_S)
  *   pending_review → rejected (terminal)
  *   online → offline (no heartbeat for NODE_OFFLINE_AFTER_S) → online (next heartbeat)

@@ -5,7 +5,7 @@
  *   {"created_at":…,"did":…,"event_id":…,"key":…,"kind":…,"seq":…,"truth_type":…,"value":…}
  * with null for an absent did or truth_type, `created_at` as ISO 8601 UTC with milliseconds, and `value` the
  * record's JSON object in canonical form. Anyone holding an entry can recompute its leaf hash and, from all
- * entries, the root (README: "Recomputing the Merkle root").
+ * entries, the root (docs/ledger.md#recomputing-the-merkle-root).
  */
 import { z } from 'zod';
 import { canonicalJson } from './canonical-json';

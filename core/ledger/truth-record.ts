@@ -1,5 +1,6 @@
 /**
- * The truth record a node reports (SPEC §2.2) and the rules on it: the request schema with the spec's error codes,
+ * The truth record a node reports (docs/ledger.md#writing) and the rules on it: the request schema with the
+ * documented error codes,
  * the key shape, and which writes are high-risk (held for a human approver).
  */
 import { z } from 'zod';
@@ -38,7 +39,7 @@ export function keyProblem(key: string): string | null {
 }
 
 /**
- * The body's fields. `value` is unknown and optional to zod on purpose: the rules below must answer the spec's codes
+ * The body's fields. `value` is unknown and optional to zod on purpose: the rules below must answer documented codes
  * (value_must_be_object, empty_value_rejected, invalid_key) rather than a generic validation failure. The OpenAPI
  * metadata states the rules themselves: value is a required object, and the key has the shape keyProblem accepts.
  */
@@ -71,7 +72,7 @@ const truthReportFields = z
   .meta({ required: ['key', 'value'] });
 
 /**
- * The request body. Fields are checked in one pass so each failure carries the spec's code:
+ * The request body. Fields are checked in one pass so each failure carries the documented code:
  * empty_value_rejected (only the old content/truth_value fields), value_must_be_object, invalid_key.
  */
 export const truthReportBody = truthReportFields

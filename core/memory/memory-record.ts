@@ -5,7 +5,7 @@
  *
  * The body follows the truth report's rules (core/ledger/truth-record.ts): the same key rules (invalid_key), the value
  * a JSON object (value_must_be_object), and the old top-level `content` / `value` forms refused
- * (empty_value_rejected). Only the field name differs: memory writes name the value `truth_value` (SPEC §2.7).
+ * (empty_value_rejected). Only the field name differs: memory writes name the value `truth_value` (docs/gateways.md).
  */
 import { z } from 'zod';
 import { isJsonObject, JsonValue } from '../ledger/canonical-json';

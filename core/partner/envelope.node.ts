@@ -1,5 +1,5 @@
 /**
- * The secure channel's envelope (POST /v1/kunlun/secure, README "Partner channels"): a partner encrypts to the hub's
+ * The secure channel's envelope (POST /v1/kunlun/secure, docs/partner.md): a partner encrypts to the hub's
  * X25519 key-agreement key (GET /v1/slim/handshake `key_agreement_key`) with a fresh ephemeral key per request:
  *   shared = X25519(ephemeral private, hub public)
  *   key    = HKDF-SHA-256(ikm = shared, salt = epk || hub public key (raw, 64 bytes), info = INFO_REQUEST, 32 bytes)

@@ -1,6 +1,6 @@
 /**
  * HTTP Message Signatures (RFC 9421) with Ed25519, and Content-Digest (RFC 9530), as the partner channels use them
- * (README "Partner channels"): parsing Signature-Input / Signature, building the signature base, verifying a
+ * (docs/partner.md): parsing Signature-Input / Signature, building the signature base, verifying a
  * partner's request signature and signing the hub's answers. Only what the channels need: one signature per
  * message, components `@method`, `@path`, `@query`, `@authority`, `@status` and header fields (no component
  * parameters such as `;req` or `;sf`), parameters `created`, `expires`, `keyid`, `alg`, `nonce`, `tag`.

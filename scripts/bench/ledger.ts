@@ -46,7 +46,8 @@
  * primary hands their connections to every process.
  * BENCH_BACKENDS (default `sqlite,postgresql` when PostgreSQL is installed, else `sqlite`) runs the http phase once
  * per embedded FerretDB backend (FERRETDB_BACKEND), each on a stack of its own, and ends with a table comparing them
- * (README "Storage backends"); with BENCH_DATA_DIR each backend keeps its data in a subdirectory named after it.
+ * (docs/benchmarks.md#the-storage-backends-compared); with BENCH_DATA_DIR each backend keeps its data in a
+ * subdirectory named after it.
  * Prints figures and ratios; asserts nothing. The stack's output goes to a log file (stack-log.ts), named when the
  * bench fails and at its end.
  */

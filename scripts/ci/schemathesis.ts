@@ -312,7 +312,7 @@ async function main(): Promise<number> {
     const admin = { authorization: `Bearer ${adminToken}` };
     const did = (await api('POST', `${base}/admin/dids`, { did: 'did:example:schemathesis' }, admin)).did as string;
     // Deployment arbitration: the DID gets the deploy channel and the top autonomy level, so every action is fuzzed past
-    // its permission check (README "Deployment arbitration": who may do what).
+    // its permission check (docs/deploy.md#actions: who may do what).
     await api(
       'POST',
       `${base}/dal/deploy`,

@@ -140,7 +140,7 @@ _PARTNER_PATHS = ('/v1/federated/kunlun', '/v1/kunlun/secure')
 def _sign_partner_request(case):
     """Signs a partner channel request as a registered partner does (RFC 9421 over @method, @path and the
     Content-Digest of the exact JSON bytes requests sends: json.dumps with its default separators), with a fresh
-    nonce so no two sends are replays (README "Partner channels")."""
+    nonce so no two sends are replays (docs/partner.md)."""
     secret = os.environ.get('ZH_SCHEMATHESIS_PARTNER_KEY')
     if Ed25519PrivateKey is None or not secret or (case.media_type or 'application/json') != 'application/json':
         return

@@ -1,5 +1,5 @@
 /**
- * Starts Debian's nginx as a child process serving the deploy targets (README "Deployment arbitration"), with its
+ * Starts Debian's nginx as a child process serving the deploy targets (docs/deploy.md#how-it-runs), with its
  * prefix, config, logs, temp files and pid under DATA_DIR/deploy/nginx, so it never touches a system nginx. The
  * config is written at every start (core/deploy/web.ts). `daemon off`: the master stays our child, so the
  * supervisor restarts it and Ctrl-C stops it with the rest; `nginx -s reload` with the same flags reloads it.

@@ -1,5 +1,6 @@
 /**
- * PostgreSQL for FerretDB's `postgresql` backend (FERRETDB_BACKEND=postgresql; README "Storage backends"): Debian's
+ * PostgreSQL for FerretDB's `postgresql` backend (FERRETDB_BACKEND=postgresql;
+ * docs/storage.md#storage-backends-embedded-ferretdb-on-sqlite-or-postgresql): Debian's
  * `postgresql` package, run as a child server with its cluster under `DATA_DIR/postgres`, listening on loopback TCP
  * only (no Unix socket), trust authentication for the one local role `ferret`. Never a system cluster: the cluster
  * is created here by `initdb` on first start and started with `postgres -D` directly (no pg_ctlcluster).

@@ -1,7 +1,7 @@
 /**
- * Chat with a self-hosted model (SPEC §4.8): one of the configured models of kind `local` (a llama.cpp server,
- * Ollama, vLLM: any OpenAI-compatible endpoint), with the kernel prompt (KERNEL_PROMPT_FILE, or the built-in one
- * below) injected as the first system message. Same upstream path as the gateway: the openai SDK, retries,
+ * Chat with a self-hosted model (docs/chat.md#routes): one of the configured models of kind `local` (a llama.cpp
+ * server, Ollama, vLLM: any OpenAI-compatible endpoint), with the kernel prompt (KERNEL_PROMPT_FILE, or the built-in
+ * one below) injected as the first system message. Same upstream path as the gateway: the openai SDK, retries,
  * fallbacks and circuit breakers; failures in the service's one error shape.
  */
 import fs from 'node:fs';

@@ -1,5 +1,6 @@
 /**
- * The trial chat's answer (SPEC §2.6, §4.8), routed in order: a knowledge card, the knowledge base's passages
+ * The trial chat's answer (docs/chat.md#trial-chat-post-trychat-x-did), routed in order: a knowledge card, the
+ * knowledge base's passages
  * (BM25+, else vector similarity with an embeddings model; composed by the local model when
  * TRIAL_SEMANTIC_COMPOSE=local), the first external model, the first local model; otherwise 503. Also the
  * per-address limit (TRIAL_RATE_LIMIT per TRIAL_RATE_WINDOW_S, across API processes: the chat gateway's slot store,

@@ -110,7 +110,7 @@ export function createDagDispatch({ config, temporal, catalog }: DagDispatchDeps
     if (!body.wait) return accepted('queued');
     const outcome = await waitDag(temporal, dagId, DISPATCH_WAIT_MS);
     if (!outcome) return accepted('running');
-    // A single-task dispatch also answers its task's result at the top level (SPEC §2.9).
+    // A single-task dispatch also answers its task's result at the top level (docs/daemon.md#dispatch).
     const single = 'tasks' in body ? null : outcome.tasks[0]!;
     const top = single
       ? {

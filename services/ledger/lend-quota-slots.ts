@@ -10,7 +10,8 @@ import { LEASE_SHARE, MAX_LEASE } from '../../store/ledger/quota';
 /**
  * A block of slots of `scope` on `day`: the first slot, then as many more as asked, at most MAX_LEASE and at most
  * 1/LEASE_SHARE of the slots above the first (near the limit, one at a time; a first slot given back earlier, a low
- * number, lets the block take what is left: README "One writer across hosts"). Empty when none is left.
+ * number, lets the block take what is left: docs/ledger.md#one-writer-across-hosts-the-writer-lease). Empty when
+ * none is left.
  */
 export async function lendQuotaSlots(
   quota: DailyQuota,

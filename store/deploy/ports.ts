@@ -1,5 +1,5 @@
 /**
- * The port pool of deployment arbitration (README "Deployment arbitration"): one document per taken port,
+ * The port pool of deployment arbitration (docs/deploy.md#actions): one document per taken port,
  * `_id` = the port, and a unique index on `app`, so two allocations can never hold the same port, and an app never
  * holds two, whatever the number of API processes (the unique indexes settle every race; no transaction needed).
  */

@@ -652,7 +652,8 @@ export class NodeStore {
           // and gets no second record (a late workflow task must not undo a node's coming online). The write looks
           // redundant, but three 10,000-node runs without it (sessions 16 and 17) did not finish their mass online
           // in 240 s (7,994, 8,471 and 8,014 of 10,000 online, nodes flapping online -> offline while beating)
-          // against 113-193 s in every run with it; why is not understood yet (README "Heartbeat bench").
+          // against 113-193 s in every run with it; why is not understood yet
+          // (docs/benchmarks.md#benchheartbeat-the-fleet).
           // One update per change, a node's in arrival order, different nodes' at once (see write()).
           const byNode = new Map<string, typeof batch>();
           for (const c of batch) byNode.set(c.nodeId, [...(byNode.get(c.nodeId) ?? []), c]);

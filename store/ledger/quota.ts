@@ -50,7 +50,7 @@
  * read scans, one scan then serves them all: a process meeting the writes of 16 DIDs it had not seen that day (just
  * started, or just become the writer lease holder) read their counters one scan each, and among 48,000 slots on
  * FerretDB/SQLite its first write waited 14 s, every write of the burst past its 5 s deadline (bench:ledger's
- * overload, README Known issues).
+ * overload, docs/known-issues.md).
  */
 import { Collection, Db } from 'mongodb';
 import { AppError } from '../../core/errors';

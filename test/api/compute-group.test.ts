@@ -71,7 +71,7 @@ async function newMember(label: string): Promise<Member> {
   };
 }
 
-/** What a member does, per the README: X25519 with the epoch's ephemeral key, HKDF-SHA-256, AES-256-GCM. */
+/** What a member does, per docs/compute.md: X25519 with the epoch's ephemeral key, HKDF-SHA-256, AES-256-GCM. */
 function unwrap(view: any, m: Member): Buffer {
   const wrap = view.wraps.find((w: any) => w.member_id === m.id);
   const eph = Buffer.from(view.ephemeral_public, 'base64url');
@@ -462,7 +462,8 @@ describe('group consensus (workflow group-consensus/<id>)', () => {
       auth: 'group_key'
     });
     expect(entries.find((e) => e.path === '/v1/slim/message/decrypt')).toBeUndefined();
-    // With these three, the federated_compute group is complete (SPEC §4.5: nine), and group_key protects real routes.
+    // With these three, the federated_compute group is complete (docs/endpoints.md: nine), and group_key protects
+    // real routes.
     const summary = await http('GET', url('/a2a/endpoints/summary'));
     expect(summary.body.endpoint_groups.federated_compute.count).toBe(9);
     expect(res.body.auth_models.find((m: { name: string }) => m.name === 'group_key').endpoints).toBe(2);

@@ -570,7 +570,8 @@ describe('deployment arbitration without nginx', () => {
       (await http('POST', dal, { body: { action: 'inbox_ack', id: pushed.body.instruction_id }, headers: node })).status
     ).toBe(404);
     // The approval is the work order's child workflow: the answer waits briefly for it to exist, and on a loaded
-    // machine it may appear a moment after the answer (README "Work orders"), never later than its first task.
+    // machine it may appear a moment after the answer (docs/deploy.md#actions, inbox_push), never later than its
+    // first task.
     const held = await eventually(
       async () => {
         const res = await http('GET', `${svc.urls.main}/api/truth/approvals/${pushed.body.approval_id}`, {

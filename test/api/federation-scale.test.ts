@@ -99,8 +99,8 @@ it('mass online and mass silence settle within 2 × NODE_OFFLINE_AFTER_S, with n
     const states = await stateOf(ids);
     expect([...beating].filter((id) => states.get(id) !== 'online')).toEqual([]);
     expect(withHeartbeats(await offlineTransitions(beating, silenceFrom))).toEqual([]);
-    // Each transition is in the node document first, its ledger event group-committed right after (README
-    // "Liveness"): the events follow within seconds.
+    // Each transition is in the node document first, its ledger event group-committed right after
+    // (docs/federation.md#node-lifecycle-workflow-nodenode_id): the events follow within seconds.
     const offline = await eventually(
       async () => {
         const recorded = await offlineTransitions(silent, silenceFrom);

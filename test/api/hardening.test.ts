@@ -497,7 +497,7 @@ describe('heartbeats are liveness first', () => {
     expect(res.status).toBe(200);
     expect(res.body.ignored_fields).toEqual(['nested']);
     // A node's figures reach the directory with its shard's next samples write (at most PRESENCE_SAMPLES_MS, 5 s,
-    // after the earlier beats' samples: README "Heartbeat").
+    // after the earlier beats' samples: docs/federation.md#how-a-heartbeat-stays-cheap).
     const latest = await eventually(
       async () => {
         const shown = (await http('GET', `${svc.urls.main}/a2a/nodes/${node.node_id}`)).body.node.latest;

@@ -1,5 +1,6 @@
 /**
- * The ledger writer lease across API replicas (LEDGER_FORWARD_SECRET; README "Storage"), over real HTTP on the
+ * The ledger writer lease across API replicas (LEDGER_FORWARD_SECRET;
+ * docs/ledger.md#one-writer-across-hosts-the-writer-lease), over real HTTP on the
  * embedded stack. Two replicas with the secret (B started first, then C) and the service's own API process (A),
  * which has no secret and appends directly, as a replica of an older configuration would:
  *   - B holds the lease and C forwards its appends to B (their GET /health says so, with the counts); writes

@@ -1,7 +1,8 @@
 /**
  * Partner channels over real HTTP: an administrator registers a partner with its Ed25519 public key; the partner
  * signs requests with HTTP Message Signatures (RFC 9421) and Content-Digest (RFC 9530), written here from the RFCs
- * with node:crypto only (the README's worked example does the same steps); the hub's signed answers are verified
+ * with node:crypto only (docs/partner.md's worked example does the same steps); the hub's signed answers are
+ * verified
  * with the handshake's signing key. Valid, bad signature, stale, replayed (also on a second API process), tampered
  * body, unknown and revoked partner; a standard RFC 9421 library (http-message-signatures, unmodified) signing
  * requests and verifying the hub's answers; the secure channel's envelope (X25519 + HKDF-SHA-256 + AES-256-GCM to the
@@ -348,7 +349,7 @@ describe('POST /v1/federated/kunlun', () => {
   });
 });
 
-/** The partner's side of the envelope, from the README: X25519, HKDF-SHA-256, AES-256-GCM. */
+/** The partner's side of the envelope, from docs/partner.md: X25519, HKDF-SHA-256, AES-256-GCM. */
 function sealRequest(partnerId: string, operation: unknown) {
   const eph = generateKeyPairSync('x25519');
   const epk = (eph.publicKey.export({ format: 'jwk' }) as { x: string }).x;

@@ -1,5 +1,6 @@
 /**
- * Registration under concurrency, as a benchmark or a fleet joining at once does it (README "Joining"): bursts of
+ * Registration under concurrency, as a benchmark or a fleet joining at once does it (docs/federation.md#joining):
+ * bursts of
  * concurrent POST /a2a/register through three API processes, the first one right after the service started. Every
  * registration answers 201 with an id of its own (never 500; `bench:heartbeat` once aborted on a 500 here), and
  * the stored nodes match the answers one to one. A 503 (busy; nothing kept) is retried as a client would.
@@ -25,8 +26,8 @@ const PER_BURST = 256;
 it(`answers 201 to each of ${BURSTS} bursts of ${PER_BURST} concurrent registrations through three API processes, ids unique`, async () => {
   const answers: { status: number; body: any; text: string }[] = [];
   const refusals: string[] = [];
-  // A client as the README describes it: a 503 (the workflow service or the database too busy on a loaded
-  // machine; nothing was kept) is retried after its Retry-After. Anything else but 201 is a failure.
+  // A client as docs/federation.md#joining describes it: a 503 (the workflow service or the database too busy on a
+  // loaded machine; nothing was kept) is retried after its Retry-After. Anything else but 201 is a failure.
   const register = async (url: string, body: object) => {
     for (;;) {
       const res = await http('POST', `${url}/a2a/register`, { body });

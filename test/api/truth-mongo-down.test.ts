@@ -83,7 +83,7 @@ it('answers 503 while the database is down, loses no acknowledged write, and lan
   // Once the service reports the database up again, retrying each refused write with its Idempotency-Key (as a
   // client would, after Retry-After) lands it exactly once, whether or not the refused attempt reached the database.
   // The running service sees the database again by itself: no restart (this once took a restart, until the
-  // driver patch, README "Dependency patches").
+  // driver patch, docs/storage.md#dependency-patches).
   const seesDatabase = async () =>
     (await http('GET', `${svc.urls.main}/health`)).body.mongo === 'up' ? true : undefined;
   await eventually(seesDatabase, 30000, 'the service to see the database again');

@@ -1,5 +1,5 @@
 /**
- * The MongoDB driver patch (patches/mongodb+7.8.0.patch, README "Dependency patches"): a command on a connection
+ * The MongoDB driver patch (patches/mongodb+7.8.0.patch, docs/storage.md#dependency-patches): a command on a connection
  * whose socket closes before or while the command is written must fail with a network error. Unpatched, the
  * write waits for a 'drain' that a destroyed socket never emits: the server monitor's check hung that way when
  * the database restarted, and the process never saw the database again. Driven against a loopback TCP peer.

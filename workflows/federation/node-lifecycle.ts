@@ -1,5 +1,6 @@
 /**
- * node/<node_id>: the lifecycle of one federation node (states and transitions in core/federation/vocabulary.ts and README).
+ * node/<node_id>: the lifecycle of one federation node (states and transitions in core/federation/vocabulary.ts and
+ * docs/federation.md).
  *
  * Since the `node-liveness-outside` patch, this workflow no longer decides online ⇄ offline: the presence sweeper
  * (node-sweeper/<group>) decides and records those transitions itself, in batches (node documents and ledger

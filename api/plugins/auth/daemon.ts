@@ -1,8 +1,9 @@
 /**
  * Model `daemon`: the two factors X-Asset-Id + X-Order-Root (`or<version>_<secret>`), the version matching
  * DAEMON_PROTOCOL_VERSION, checked against the current credential state (store/daemon/assets.ts). Failure is 403
- * identity_check_failed, as the spec asks; a failure naming a known asset isolates it (every later request with that
- * asset id is 403 until an administrator releases it), and each failure is a `rejected` line of the audit chain.
+ * identity_check_failed (docs/daemon.md#identity-checks-and-isolation); a failure naming a known asset isolates it
+ * (every later request with that asset id is 403 until an administrator releases it), and each failure is a
+ * `rejected` line of the audit chain.
  */
 import { auditChainFor, sha256Hex } from '../../../core/daemon/audit.node';
 import { AppError } from '../../../core/errors';

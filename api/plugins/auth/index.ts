@@ -1,8 +1,9 @@
 /**
  * Authentication: every route declares its model in `config.auth` (a route without one fails at start-up), and one
  * hook checks the request's credentials for that model with the model's authenticator (one module each, in this
- * folder), setting `request.principal`. Failures give 401, except the daemon's two-factor check (403, as the spec
- * asks); when the database cannot be read to check a credential, the error handler answers 503 (retry), never 500.
+ * folder), setting `request.principal`. Failures give 401, except the daemon's two-factor check (403,
+ * docs/daemon.md); when the database cannot be read to check a credential, the error handler answers 503 (retry),
+ * never 500.
  */
 import { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';

@@ -1,6 +1,6 @@
 /**
  * Model `partner_federation`: a partner registered by an administrator (POST /admin/partners, with its Ed25519
- * public key) signs each request with HTTP Message Signatures (RFC 9421, README "Partner channels"):
+ * public key) signs each request with HTTP Message Signatures (RFC 9421, docs/partner.md):
  *   Signature-Input: sig1=("@method" "@path" "content-digest");created=<unix s>;keyid="<partner id>";alg="ed25519"
  *   Signature: sig1=:<base64 Ed25519 signature over the signature base>:
  * covering at least @method, @path and content-digest (RFC 9530, checked against the body by the partner routes

@@ -1,6 +1,6 @@
 /**
- * Self-hosted model chat (SPEC §4.8): POST /api/<model_name>/v1/chat (X-DID) for the configured models of kind
- * `local`, with the kernel prompt injected first (services/chat/local-model-chat.ts). OpenAI-like request and
+ * Self-hosted model chat (docs/chat.md#routes): POST /api/<model_name>/v1/chat (X-DID) for the configured models
+ * of kind `local`, with the kernel prompt injected first (services/chat/local-model-chat.ts). OpenAI-like request and
  * answer (a chat.completion); errors in the service's one shape.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

@@ -1,7 +1,7 @@
 /**
  * What the OpenAI-compatible routes share: the error handler answering in OpenAI's error body (so OpenAI SDKs raise
  * their own error classes), the error response schemas for the OpenAPI document, and the request body schema of a
- * chat completion (SPEC §2.5; every other OpenAI field is passed to the upstream as sent).
+ * chat completion (docs/chat.md#routes; every other OpenAI field is passed to the upstream as sent).
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
@@ -106,7 +106,7 @@ export const chatMessage = z.looseObject({
 
 export const modelField = z.string().min(1).max(128).describe('a model id from GET /v1/models');
 
-/** SPEC §2.5, plus the OpenAI fields the gateway itself acts on; others pass through to the upstream. */
+/** The body of docs/chat.md#routes, plus the OpenAI fields the gateway itself acts on; others pass through upstream. */
 export const chatCompletionBody = z.looseObject({
   model: modelField,
   messages: z.array(chatMessage).min(1).max(2000),

@@ -1,5 +1,6 @@
 /**
- * Trial chat (SPEC §2.6, §4.8): POST /try/chat (X-DID). Routing, in order (services/chat/trial-chat.ts):
+ * Trial chat (docs/chat.md#trial-chat-post-trychat-x-did): POST /try/chat (X-DID). Routing, in order
+ * (services/chat/trial-chat.ts):
  *   1. knowledge-card        a card whose question equals the last user message after normalisation
  *   2. semantic              the knowledge base's best passages (BM25+ over Chinese bigrams and English words), when
  *                            the best one's relevance reaches TRIAL_SEMANTIC_THRESHOLD; else, with an embeddings
@@ -23,7 +24,7 @@ import { clientAddress, trustedProxies } from '../../client-address';
 import { rateLimitKey } from '../../plugins/rate-limit-key';
 import { ERROR_BODY } from '../../response-docs';
 
-/** The constant anchor string every trial answer carries in its `锚定` member (SPEC §2.6). */
+/** The constant anchor string every trial answer carries in its `锚定` member (docs/chat.md, trial chat). */
 export const TRIAL_ANCHOR = 'zhongshu-hub trial chat: answers are anchored in the hub knowledge base first';
 
 const message = z.object({

@@ -1,5 +1,5 @@
 /**
- * The commercial gateway (COMMERCIAL_PORT, base path /api/v1; SPEC §2.7, §4.9), marked as a simulation (§9):
+ * The commercial gateway (COMMERCIAL_PORT, base path /api/v1; docs/gateways.md), marked as a simulation:
  *   GET  /health                 status, service, version "V1.0", simulation: true
  *   POST /decision               three-dimension scoring (core/commercial/decision.ts); record: true appends it
  *   GET  /memory/truth/{key}     proxied to the memory gateway over HTTP (memory-client.ts)
@@ -33,7 +33,9 @@ const healthResponse = z.object({
   service: z.string(),
   listener: z.literal('commercial'),
   version: z.literal(COMMERCIAL_VERSION),
-  simulation: z.literal(true).describe('the commercial gateway is a simulation (SPEC §9): no real billing or products'),
+  simulation: z
+    .literal(true)
+    .describe('the commercial gateway is a simulation (docs/gateways.md): no real billing or products'),
   did: z.string(),
   mongo: z.enum(['up', 'down']),
   memory_gateway: z.string().describe('where memory calls are proxied')

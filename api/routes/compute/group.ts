@@ -1,12 +1,12 @@
 /**
  * Federated compute (capability `compute`): SLIM groups, group encryption and group consensus (protocol zh-slim/v1,
- * the bytes in core/compute/group-crypto.node.ts; README "Federated compute: groups, encryption, consensus").
+ * the bytes in core/compute/group-crypto.node.ts; docs/compute.md#federated-compute-groups-encryption-consensus).
  *   POST /v1/slim/group/secret     (oauth) create a group, change its membership (a new epoch), read an epoch:
  *                                  members are OAuth clients publishing X25519 and Ed25519 public keys; the hub
  *                                  wraps a fresh epoch key to each member and forgets it (stores wraps + commitment)
  *   POST /v1/slim/message/encrypt  (group_key) AES-256-GCM under the current epoch key the member presents
- *   POST /v1/slim/message/decrypt  (group_key) the counterpart; not a directory endpoint of its own (the spec's
- *                                  federated_compute group has nine), it is the encrypt endpoint's other half
+ *   POST /v1/slim/message/decrypt  (group_key) the counterpart; not a directory endpoint of its own (the documented
+ *                                  federated_compute group has nine, docs/endpoints.md): the encrypt endpoint's half
  *   POST /v1/slim/group/consensus  (group_key) propose / vote (Ed25519 ballots) / status: workflow group-consensus/<id>
  */
 import type { Client } from '@temporalio/client';

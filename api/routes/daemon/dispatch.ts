@@ -51,7 +51,7 @@ const dagSchema = z.object({
   finished_at: z.string().nullable(),
   ledger_seq: z.number().int().nullable().describe('the ledger entry hub.daemon.dag_finished mirroring the audit root'),
   status_url: z.string(),
-  // A single-task dispatch also answers its task's result at the top level (SPEC §2.9).
+  // A single-task dispatch also answers its task's result at the top level (docs/daemon.md#dispatch).
   task_id: z.string().optional().describe('single task only: as in tasks[0]'),
   output: z.string().nullable().optional().describe('single task only'),
   output_sha256: z.string().nullable().optional().describe('single task only: SHA-256 of the produced text'),

@@ -1,5 +1,5 @@
 /**
- * Who may do what on the deploy routes (README "Deployment arbitration"): X-DID authenticates (auth model did); the
+ * Who may do what on the deploy routes (docs/deploy.md#actions): X-DID authenticates (auth model did); the
  * caller's registry entry then decides. The administrator token (Authorization: Bearer, beside X-DID) allows
  * everything.
  */

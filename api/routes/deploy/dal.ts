@@ -1,5 +1,5 @@
 /**
- * Deployment arbitration (SPEC §2.8, §4.8; README "Deployment arbitration").
+ * Deployment arbitration (docs/deploy.md).
  *   GET  /dal/health   (public) ok, service, version "V2.0", port (the deploy web port), 锚定, and the web server's state
  *   POST /dal/deploy   (X-DID) { action, … }: one endpoint, dispatched by action to its group's module under
  *                      actions/: release.ts (deploy, rollback), config.ts, ports.ts, registry.ts, inbox.ts;
@@ -132,7 +132,7 @@ export const deployRoutes: FastifyPluginAsyncZod<{
     '/dal/deploy',
     {
       config: { auth: 'did' },
-      // SPEC §4.8: Content-Type application/json or 415 (Fastify would parse text/plain and answer 400).
+      // docs/deploy.md#actions: Content-Type application/json or 415 (Fastify would parse text/plain and answer 400).
       preValidation: async (request) => {
         const type = (request.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
         if (type !== 'application/json')

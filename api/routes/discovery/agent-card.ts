@@ -1,8 +1,8 @@
 /**
- * The A2A v1.0 agent card (built by services/a2a/agent-card.ts), served at the spec's path
- * (/a2a/.well-known/agent.json) and where A2A v1.0 clients look (/.well-known/agent-card.json), with an ETag and a
- * Cache-Control as long as the card is kept. This plugin also registers the bindings the card advertises
- * (./a2a-binding.ts).
+ * The A2A v1.0 agent card (built by services/a2a/agent-card.ts), served at the documented path
+ * (/a2a/.well-known/agent.json, docs/a2a.md#discovery-the-agent-card-and-the-endpoint-directory) and where A2A v1.0
+ * clients look (/.well-known/agent-card.json), with an ETag and a Cache-Control as long as the card is kept. This
+ * plugin also registers the bindings the card advertises (./a2a-binding.ts).
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

@@ -1,4 +1,7 @@
-/** GET /a2a/endpoints (the full directory) and GET /a2a/endpoints/summary (SPEC §2.4), both from route declarations. */
+/**
+ * GET /a2a/endpoints (the full directory) and GET /a2a/endpoints/summary, both from route declarations
+ * (docs/a2a.md#discovery-the-agent-card-and-the-endpoint-directory).
+ */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Config, FederationConfig } from '../../../core/config.node';

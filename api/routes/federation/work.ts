@@ -1,8 +1,9 @@
 /**
  * Work distribution: worker nodes pull tasks from the federation's queue (store/federation/tasks.ts).
- * Internal routes (SPEC §4.8): not in the endpoint directory, so the a2a_standard count stays as the SPEC states it.
+ * Internal routes (docs/a2a.md#work-distribution-capability-federation-claims-leases-the-a2a-binding): not in the
+ * endpoint directory, so the a2a_standard count stays as documented (docs/endpoints.md).
  * Every route authenticates the node with its own key (X-External-Node + X-External-Key from POST /a2a/register):
- * nodes have no DID of their own, so the SPEC's "X-DID" is served by the node's identity instead.
+ * nodes have no DID of their own, so the documented "X-DID" is served by the node's identity instead.
  *   POST /api/task/assign                claim up to max_tasks queued tasks whose required capabilities the node
  *                                        declared, each under a lease of TASK_LEASE_S; only an online node may claim
  *                                        (pending_review, offline and rejected get 403); a claim also makes sure

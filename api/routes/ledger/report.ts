@@ -1,6 +1,7 @@
 /**
  * POST /api/report/truth (main and backup listeners): a node reports a truth record.
- *   - X-DID must be a registered DID (401 otherwise); the body per core/ledger/truth-record.ts (400 with the spec codes);
+ *   - X-DID must be a registered DID (401 otherwise); the body per core/ledger/truth-record.ts (400 with the codes of
+ *     docs/ledger.md#writing);
  *     a value over TRUTH_MAX_VALUE_BYTES gives 413.
  *   - Idempotency-Key: a retry returns the first result (the appended entry, or the same pending approval).
  *   - Quota: TRUTH_DAILY_QUOTA writes per DID per UTC day; past it 429 with Retry-After.

@@ -14,8 +14,8 @@
  *
  *   - `Authorization: Bearer <LEDGER_FORWARD_SECRET>`, the secret every replica shares: missing or different 401
  *     before the body is read; 401 too when this process has no secret (forwarding is off here). It is not one of
- *     the directory's 13 authentication models (SPEC §5), and nodes never call it: the route is left out of the
- *     OpenAPI document and of the endpoint directory.
+ *     the directory's 13 authentication models (docs/http-api.md#authentication-models), and nodes never call it:
+ *     the route is left out of the OpenAPI document and of the endpoint directory.
  *   - Body and answer: core/ledger/forwarded-writes.ts. The value comes as canonical JSON text and is refused 400
  *     unless it is exactly that (an object).
  *   - The entry is appended and the slot counted here (within this host: a cluster process hands them to its

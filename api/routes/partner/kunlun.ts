@@ -6,8 +6,8 @@
  * Mutual authentication: the partner signs each request (RFC 9421, api/plugins/auth/partner.ts); the hub signs each
  * answer with its Ed25519 signing key (the handshake's `signing_key`, keyid = its kid) over `@status` and
  * `content-digest`, with `nonce` = the base64url SHA-256 of the request's signature, so an answer cannot be
- * replayed onto another request. Operations (`op`): hello, echo, ledger_head, ledger_entries (README "Partner
- * channels" has a worked example).
+ * replayed onto another request. Operations (`op`): hello, echo, ledger_head, ledger_entries (docs/partner.md has a
+ * worked example).
  */
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';

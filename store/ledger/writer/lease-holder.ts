@@ -1,5 +1,6 @@
 /**
- * A process's part in the ledger writer lease, on when LEDGER_FORWARD_SECRET is set (README "Storage";
+ * A process's part in the ledger writer lease, on when LEDGER_FORWARD_SECRET is set
+ * (docs/ledger.md#one-writer-across-hosts-the-writer-lease;
 ^ * lease.ts): the process that appends for its host (a single API process, or the cluster primary with
  * API_PROCESSES > 1) may hold it; the worker only forwards to the holder (it has no listener to be reached at).
  */

@@ -1,5 +1,6 @@
 /**
- * One ledger writer across hosts: the writer lease (LEDGER_FORWARD_SECRET, README "Storage").
+ * One ledger writer across hosts: the writer lease (LEDGER_FORWARD_SECRET,
+ * docs/ledger.md#one-writer-across-hosts-the-writer-lease).
  *
  * API replicas that are not one cluster (several hosts or containers behind a load balancer) and the worker append
  * to one ledger, and two writers race for its next seq: the loser's insert is refused and it starts again from the

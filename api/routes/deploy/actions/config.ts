@@ -22,7 +22,7 @@ export const configBody = z
       .string()
       .max(MAX_FRAGMENT_BYTES)
       .describe(
-        'nginx location and/or server blocks for this target (README "Deployment arbitration": locations under /<target>/, server blocks with a server_name and no listen, ' +
+        'nginx location and/or server blocks for this target (docs/deploy.md#actions: locations under /<target>/, server blocks with a server_name and no listen, ' +
           'root/alias only @current[/path], proxy_pass only to a pool port; no include, load_module, listen, logs or files elsewhere); empty removes the fragment'
       )
   })
