@@ -189,8 +189,8 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
   await hub.register(healthRoutes, { db: ctx.mongo.db, listener: 'hub' });
   await hub.register(taskSubmissionRoutes, { tasks: ctx.tasks, config });
 
-  // The commercial gateway proxies memory calls over HTTP to the memory gateway (README "Commercial gateway").
-  // Every answer of the commercial gateway, 404s and errors included, names the hub (SPEC §2.7).
+  // The commercial gateway proxies memory calls over HTTP to the memory gateway (docs/gateways.md).
+  // Every answer of the commercial gateway, 404s and errors included, names the hub (docs/gateways.md).
   const commercial = make('commercial', { responseHeaders: { 'X-DID': config.SERVICE_DID } });
   await commercial.register(commercialHealthRoutes, {
     db: ctx.mongo.db,
