@@ -42,7 +42,7 @@ export function createActivities(deps: ActivityDeps) {
 export type Activities = ReturnType<typeof createActivities>;
 
 /**
- * The activities each task queue kind runs (workflows/task-queues.ts). Model calls (chat, daemon) and external
+ * The activities each task queue kind runs (contracts/task-queues.ts). Model calls (chat, daemon) and external
  * commands (deploys) register theirs under `models` and `commands`; a kind with no activities gets no worker.
  */
 export function createActivitiesByQueue(

@@ -1,6 +1,6 @@
 /**
  * Builds the hub's Temporal workers: dependencies created once (MongoDB, the ledger) and injected into the
- * activities; one Worker per task queue kind (workflows/task-queues.ts) in WORKER_TASK_QUEUES, all in this process
+ * activities; one Worker per task queue kind (contracts/task-queues.ts) in WORKER_TASK_QUEUES, all in this process
  * by default. The core queue runs the workflow code (bundled by the SDK, or a prebuilt bundle) and the MongoDB
  * activities; the models and commands queues run their slow activities, so they never delay the core queue.
  */

@@ -1,6 +1,6 @@
 /**
  * The deploy/<target> workflow's activities (workflows/deploy/deploy.ts), on the `commands` task queue
- * (workflows/task-queues.ts): releases written, `current` switched, nginx reloaded and what it serves checked. Each
+ * (contracts/task-queues.ts): releases written, `current` switched, nginx reloaded and what it serves checked. Each
  * is safe to retry: a release is written under a temporary name and renamed into place, `current` is switched by
  * renaming a temporary symlink over it, marks and prunes are idempotent.
  */

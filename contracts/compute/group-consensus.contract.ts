@@ -16,7 +16,7 @@ import type { BallotChoice, ConsensusOutcome } from '../../core/compute/consensu
 
 export const groupConsensusWorkflowId = (consensusId: string): string => `group-consensus/${consensusId}`;
 
-/** Task queues (workflows/task-queues.ts): the workflow and its activities (a signature check, a ledger append) on core. */
+/** Task queues (contracts/task-queues.ts): the workflow and its activities (a signature check, a ledger append) on core. */
 export const GROUP_CONSENSUS_TASK_QUEUES: FlowTaskQueues = { workflow: 'core', activities: ['core'] };
 export const FORGED_BALLOT = 'ForgedBallot';
 

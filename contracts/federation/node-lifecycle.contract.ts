@@ -12,7 +12,7 @@ import type { NodeState } from '../../core/federation/vocabulary';
 
 export const nodeWorkflowId = (nodeId: string): string => `node/${nodeId}`;
 
-/** Task queues (workflows/task-queues.ts): the workflow and its activities (MongoDB only) run on the core queue. */
+/** Task queues (contracts/task-queues.ts): the workflow and its activities (MongoDB only) run on the core queue. */
 export const NODE_LIFECYCLE_TASK_QUEUES: FlowTaskQueues = { workflow: 'core', activities: ['core'] };
 
 export interface NodeLifecycleInput {

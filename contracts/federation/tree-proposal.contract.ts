@@ -13,7 +13,7 @@ import type { ProposalDocument } from '../../store/federation/directory-tree';
 
 export const treeProposalWorkflowId = (proposalId: string): string => `tree-proposal/${proposalId}`;
 
-/** Task queues (workflows/task-queues.ts): the workflow and its activities (MongoDB only) run on the core queue. */
+/** Task queues (contracts/task-queues.ts): the workflow and its activities (MongoDB only) run on the core queue. */
 export const TREE_PROPOSAL_TASK_QUEUES: FlowTaskQueues = { workflow: 'core', activities: ['core'] };
 export const TREE_CONFLICT = 'TreeConflict';
 

@@ -8,7 +8,7 @@ import type { FlowTaskQueues } from '../task-queues';
 
 export const truthApprovalWorkflowId = (approvalId: string): string => `truth-approval/${approvalId}`;
 
-/** Task queues (workflows/task-queues.ts): the workflow and its activities (MongoDB only) run on the core queue. */
+/** Task queues (contracts/task-queues.ts): the workflow and its activities (MongoDB only) run on the core queue. */
 export const TRUTH_APPROVAL_TASK_QUEUES: FlowTaskQueues = { workflow: 'core', activities: ['core'] };
 
 export type ApprovalState = 'pending' | 'approved' | 'rejected' | 'expired';

@@ -28,7 +28,7 @@ export const temporalSettings = defineCapability({
       .pipe(z.array(z.enum(['core', 'models', 'commands'])).min(1))
       .default(['core', 'models', 'commands'])
       .describe(
-        'The task queue kinds this worker process polls (workflows/task-queues.ts): all by default; e.g. `models` alone for a process of its own.'
+        'The task queue kinds this worker process polls (contracts/task-queues.ts): all by default; e.g. `models` alone for a process of its own.'
       )
       .meta(setting({ readBy: ['worker'], allowed: 'comma-separated, at least one of: core, models, commands' })),
     TEMPORAL_PORT: port.default(7233).describe('The embedded dev server port (loopback).'),

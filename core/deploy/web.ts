@@ -1,7 +1,7 @@
 /**
  * The deploy capability's pure rules: target and release names, file paths confined to a release, the layout under
  * DATA_DIR/deploy, and the nginx configuration the hub's own nginx runs with. No I/O: the launcher
- * (scripts/stack/nginx.ts) writes the config, the commands-queue activities (activities/deploy.ts) use the layout.
+ * (scripts/stack/nginx.ts) writes the config, the commands-queue activities (activities/deploy/) use the layout.
  */
 
 /** A deploy target is one URL path segment: /<target>/ on the web port. */

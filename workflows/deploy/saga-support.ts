@@ -1,6 +1,6 @@
 /**
  * What deploy/<target> and deploy-config share inside the workflow sandbox: the ledger proxy, the commands-queue
- * proxy (derived from the run's own queue, so made per run: workflows/task-queues.ts) and the error text a step
+ * proxy (derived from the run's own queue, so made per run: contracts/task-queues.ts) and the error text a step
  * records. Deterministic: no I/O, no Node built-ins.
  */
 import { proxyActivities, workflowInfo } from '@temporalio/workflow';
