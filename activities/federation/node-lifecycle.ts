@@ -6,7 +6,8 @@
  */
 import type { NodeState } from '../../core/federation/vocabulary';
 import { Ledger } from '../../store/ledger/ledger';
-import { LivenessTransition, NodeStore } from '../../store/federation/nodes';
+import type { LivenessTransition } from '../../store/federation/node-liveness';
+import { NodeStore } from '../../store/federation/nodes';
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import {
