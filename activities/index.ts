@@ -7,6 +7,7 @@ import { PresenceStore } from '../store/federation/presence';
 import { DirectoryTreeStore } from '../store/federation/directory-tree';
 import { createLedgerActivities } from './ledger';
 import { createNodeActivities } from './federation/node-lifecycle';
+import { createNodeSweeperActivities } from './federation/node-lifecycle-sweeper';
 import { createDirectoryTreeActivities } from './federation/tree-proposal';
 import { createTaskLeaseActivities } from './federation/task-lease';
 import { createDeployActivities, createWorkOrderActivities, DeployActivityDeps } from './deploy';
@@ -25,13 +26,14 @@ export interface ActivityDeps {
 
 /** Every activity on the core task queue (MongoDB only). */
 export function createActivities(deps: ActivityDeps) {
+  // One node store for both: its queue of node-document writes keeps a node's state changes and liveness
+  // transitions of this process in order.
+  const nodes = new NodeStore(deps.db);
+  const presence = new PresenceStore(deps.db);
   return {
     ...createLedgerActivities(deps.ledger),
-    ...createNodeActivities({
-      ledger: deps.ledger,
-      nodes: new NodeStore(deps.db),
-      presence: new PresenceStore(deps.db)
-    }),
+    ...createNodeActivities({ ledger: deps.ledger, nodes, presence }),
+    ...createNodeSweeperActivities({ ledger: deps.ledger, nodes, presence }),
     ...createDirectoryTreeActivities({ ledger: deps.ledger, tree: new DirectoryTreeStore(deps.db) }),
     ...createTaskLeaseActivities({ db: deps.db }),
     ...createComputeActivities({ ledger: deps.ledger }),

@@ -14,7 +14,8 @@ import { AppError } from '../../core/errors';
 import { formatNodeId, type RegistrationBody } from '../../core/federation/vocabulary';
 import { startNodeLifecycle } from '../../workflows/federation/node-lifecycle.client';
 import { type NodeLifecycleInput, nodeWorkflowId } from '../../contracts/federation/node-lifecycle.contract';
-import type { NodeDocument, NodeStore } from '../../store/federation/nodes';
+import type { NodeDocument } from '../../store/federation/node-document';
+import type { NodeStore } from '../../store/federation/nodes';
 import { isDuplicateKey } from '../../store/mongo';
 
 const MAX_ID_SKIPS = 1000;

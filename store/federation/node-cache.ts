@@ -30,7 +30,8 @@
  * node goes offline, which covers heartbeats answered from a cache that still said "online".
  */
 import type { NodeState } from '../../core/federation/vocabulary';
-import type { NodeAuthDocument, NodeChangeDocument } from './nodes';
+import type { NodeChangeDocument } from './node-change-log';
+import type { NodeAuthDocument } from './nodes';
 import { NodeStore } from './nodes';
 import { NODE_CHANGES_KEEP_MS } from './node-changes-ring';
 

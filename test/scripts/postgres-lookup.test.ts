@@ -16,7 +16,8 @@ import path from 'node:path';
 import { MongoClient } from 'mongodb';
 import { findPostgres, POSTGRES_ROLE, startPostgres } from '../../scripts/stack/postgres';
 import { startFerretDb } from '../../scripts/stack/ferretdb';
-import { NodeStore, type LivenessTransition } from '../../store/federation/nodes';
+import type { LivenessTransition } from '../../store/federation/node-liveness';
+import { NodeStore } from '../../store/federation/nodes';
 import { eventually } from '../support/service';
 import { nodeDocument } from '../support/node-document';
 

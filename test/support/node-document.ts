@@ -1,6 +1,6 @@
 /** A node document as registration writes it, for store and workflow tests that seed the database directly. */
 import type { NodeState } from '../../core/federation/vocabulary';
-import type { NodeDocument } from '../../store/federation/nodes';
+import type { NodeDocument } from '../../store/federation/node-document';
 
 /** A node document before any liveness transition, in `state`. */
 export const nodeDocument = (id: string, seq: number, state: NodeState): NodeDocument => ({

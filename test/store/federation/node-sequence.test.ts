@@ -7,7 +7,8 @@
 import { randomBytes } from 'node:crypto';
 import { Db, MongoClient } from 'mongodb';
 import { formatNodeId } from '../../../core/federation/vocabulary';
-import { NodeDocument, NodeStore } from '../../../store/federation/nodes';
+import type { NodeDocument } from '../../../store/federation/node-document';
+import { NodeStore } from '../../../store/federation/nodes';
 import { ensureIndexes } from '../../../store/mongo';
 import { nodeDocument } from '../../support/node-document';
 
