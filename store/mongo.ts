@@ -134,7 +134,7 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   chat_limit_slots: [{ key: { expires_at: 1 }, name: 'expires_at' }],
   chat_limit_marks: [{ key: { expires_at: 1 }, name: 'expires_at' }],
   chat_key_groups: [{ key: { owner_key_id: 1 }, name: 'owner_key_id' }],
-  // The node change log's ring (store/federation/nodes.ts, NODE_CHANGES_SLOT_MS): each collection holds at most a
+  // The node change log's ring (store/federation/node-change-log.ts, NODE_CHANGES_SLOT_MS): each collection holds at most a
   // few seconds of records, read whole (no index).
   ...Object.fromEntries(
     Array.from({ length: NODE_CHANGES_SLOTS }, (_, s) => [nodeChangesCollection(s * NODE_CHANGES_SLOT_MS), []])

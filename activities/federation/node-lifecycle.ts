@@ -1,8 +1,9 @@
 /**
  * Activities of the node/<node_id> workflow: read when the node was last heard from (presence), and record a state
- * change of registration or review (a ledger event, then the node document's state); and the presence sweep of
- * node-sweeper/<group>, which decides and records every online ⇄ offline transition itself. The ledger append carries an idempotency key made of the
- * node id and the transition number, so a retried activity never records a change twice.
+ * change of registration or review (a ledger event, then the node document's state). The presence sweep of
+ * node-sweeper/<group>, which decides and records every online ⇄ offline transition itself, is in
+ * node-lifecycle-sweeper.ts. The ledger append carries an idempotency key made of the node id and the transition
+ * number, so a retried activity never records a change twice.
  */
 import type { NodeState } from '../../core/federation/vocabulary';
 import { Ledger } from '../../store/ledger/ledger';

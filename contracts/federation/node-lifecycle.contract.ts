@@ -87,7 +87,7 @@ export interface PresenceLapse {
 export const presenceLapsedSignal = defineSignal<[PresenceLapse]>('presenceLapsed');
 /**
  * Sent by the presence sweeper after it recorded an online ⇄ offline transition of the node (node document and
- * ledger event, see activities/federation/node-lifecycle.ts): the workflow mirrors it in its status, its query and
+ * ledger event, see activities/federation/node-lifecycle-sweeper.ts): the workflow mirrors it in its status, its query and
  * the NodeState search attribute, with no activity. A mirror only: a backlog of these delays the Temporal view,
  * never the API, the node document or the ledger. Older `seq`s than the newest applied are ignored.
  */

@@ -11,7 +11,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { publicEntry, type LedgerEntryDocument } from '../../core/ledger/ledger-entry';
 import type { Ledger } from '../../store/ledger/ledger';
 
-/** The ledger key of node state changes (activities/federation/node-lifecycle.ts). */
+/** The ledger key of node state changes (activities/federation/node-lifecycle.ts and node-lifecycle-sweeper.ts). */
 export const NODE_STATE_KEY = 'hub.node.state_changed';
 export const STREAMS = ['ledger', 'nodes'] as const;
 export type Stream = (typeof STREAMS)[number];

@@ -4,7 +4,7 @@
  *
  * A node is read from its document once (its first request to this process) and then kept, up to date: every
  * change to a node document after registration (a state change, review decision or removal; NodeStore.setState,
- * NodeStore.delete) also inserts a small record into `node_changes` (store/federation/nodes.ts), and each process
+ * NodeStore.delete) also inserts a small record into `node_changes` (store/federation/node-change-log.ts), and each process
  * reads the records newer than its last read every NODE_CHANGES_POLL_MS (a read of a collection holding only the
  * last NODE_CHANGES_KEEP_MS of changes, whatever the fleet size). So a rejected or removed node is refused by every
  * API process within NODE_CHANGES_POLL_MS plus one read (about 1 s), and a state change is seen as soon.

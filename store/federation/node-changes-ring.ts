@@ -1,5 +1,5 @@
 /**
- * Where the node change log lives (store/federation/nodes.ts writes and reads it; store/mongo.ts creates it): no
+ * Where the node change log lives (store/federation/node-change-log.ts writes and reads it; store/mongo.ts creates it): no
  * imports, so both can use it.
  */
 

@@ -11,7 +11,7 @@ import type { NodeDocumentWriter } from './node-writes';
 
 /**
  * One online ⇄ offline transition decided by the presence sweeper from its read of presence
- * (activities/federation/node-lifecycle.ts): applied only if the node is still `from`; `seq` is its liveness_seq after.
+ * (activities/federation/node-lifecycle-sweeper.ts): applied only if the node is still `from`; `seq` is its liveness_seq after.
  */
 export interface LivenessTransition {
   node_id: string;

@@ -1,6 +1,6 @@
 /**
  * node-sweeper/<group>: runs the presence sweep of one group of presence shards (activities/federation/
- * node-lifecycle.ts, sweepPresence: it decides and records the group's online ⇄ offline transitions) as one long
+ * node-lifecycle-sweeper.ts, sweepPresence: it decides and records the group's online ⇄ offline transitions) as one long
  * activity after another; Temporal restarts it on another worker
  * when the one running it stops heartbeating. Continues as new every NODE_SWEEPER_RUNS_PER_HISTORY activities.
  */

@@ -1,5 +1,5 @@
 /**
- * store/federation/nodes.ts, insertWithNextSequence, against the embedded FerretDB: two stores on one database
+ * store/federation/node-registrations.ts (NodeStore.insertWithNextSequence), against the embedded FerretDB: two stores on one database
  * stand for two API processes. Registrations arriving together in one process are numbered in rounds, each round
  * one insert command for all of its documents; numbers taken by the other process fail only their own documents,
  * which are numbered again; every registration gets a number of its own.
