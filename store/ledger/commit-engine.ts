@@ -25,6 +25,7 @@ import { IdLookups, isDuplicateKey } from '../mongo';
 import { AppendInput, AppendResult, AppendWithdrawn, callerIdempotencyScope, newEventId } from './append';
 import { IdempotencyRecords, LEDGER_COLLECTION } from './entries';
 import { HeadRecords, LedgerHeadWithTally, OwnHead } from './heads';
+import { PositionCounts, PositionFields, PositionLists } from './positions';
 import { BuiltEntry, buildEntries, EntryToBuild, ownHeadOf, stored, Tail, TailReader, tailOf } from './tail';
 
 const MAX_BATCH = 256;
@@ -62,6 +63,14 @@ export class CommitEngine {
   readonly heads: HeadRecords;
   readonly idems: IdempotencyRecords;
   private readonly tails: TailReader;
+  readonly positions: PositionLists;
+  /**
+   * Where this process's position lists stand: published up to `size` (the lists' lengths there), undefined when
+   * to be read from the newest head record carrying them, null when the ledger has none (one begun before them).
+   */
+  private positionsAt: { size: number; counts: PositionCounts } | null | undefined = undefined;
+  /** Entries this process wrote whose positions are not published yet (see publishPositions). */
+  private readonly unpublished = new Map<number, PositionFields>();
   private queue: Pending[] = [];
   private committing = false;
   /** The tail this process last wrote or read; null when it must be re-read. */
@@ -85,6 +94,7 @@ export class CommitEngine {
     this.heads = new HeadRecords(db);
     this.idems = new IdempotencyRecords(db, idLookups);
     this.tails = new TailReader(db, this.heads, idLookups);
+    this.positions = new PositionLists(db);
   }
 
   /**
@@ -182,8 +192,10 @@ export class CommitEngine {
           await this.entries.insertMany(docs.slice(at, at + INSERT_CHUNK).map(stored), { ordered: true });
       } catch (err) {
         this.knownTail = null;
+        this.positionsAt = undefined;
         throw err;
       }
+      this.remember(docs);
       await this.advanceHead(docs[docs.length - 1]!);
       tail = this.knownTail!;
       // (appendBulk writes no idempotency records: its inputs carry no keys)
@@ -255,6 +267,8 @@ export class CommitEngine {
       } catch (err) {
         if (inserted > 0) await this.publish(docs.slice(0, inserted));
         this.knownTail = null;
+        // Another writer's entries may follow: the position lists restart from the newest record carrying them.
+        this.positionsAt = undefined;
         pending.slice(0, inserted).forEach((p, i) => p.resolve({ entry: docs[i]!, duplicate: false }));
         if (!isDuplicateKey(err)) throw err;
         // Refused: another writer took this seq, or (only for a write with a caller's key) the key is in the ledger
@@ -374,6 +388,7 @@ export class CommitEngine {
   private async publish(docs: BuiltEntry[]): Promise<void> {
     const last = docs[docs.length - 1]!;
     this.knownTail = tailOf(last);
+    this.remember(docs);
     if (!this.acknowledgedHead || this.acknowledgedHead.size < last._id) this.acknowledgedHead = ownHeadOf(last);
     this.publishHead();
     await this.idems.record(docs);
@@ -424,8 +439,7 @@ export class CommitEngine {
     }
     this.lastHeadStartedAt = Date.now();
     this.headInFlightSize = head.size;
-    this.headInFlight = this.heads
-      .insert(head)
+    this.headInFlight = this.insertHead(head)
       .then(() => {
         this.publishedSize = Math.max(this.publishedSize, head.size);
       })
@@ -457,7 +471,54 @@ export class CommitEngine {
   /** Records the new tail locally and inserts the shared head record for it (the newest record is the head). */
   private async advanceHead(last: BuiltEntry): Promise<void> {
     this.knownTail = tailOf(last);
-    await this.heads.insert(ownHeadOf(last));
+    await this.insertHead(ownHeadOf(last));
+  }
+
+  /** Keeps what the position lists need of entries this process wrote, until they are published. */
+  private remember(docs: BuiltEntry[]): void {
+    if (this.positionsAt === null) return;
+    for (const d of docs)
+      this.unpublished.set(d._id, { seq: d.seq, kind: d.kind, key: d.key, truth_type: d.truth_type });
+  }
+
+  /**
+   * Inserts the head record of `head`, after publishing the position lists up to it (store/ledger/positions.ts)
+   * from where this process last published them (or the newest record carrying them). When they cannot be
+   * published (an entry of the range missing, a failed write) the record goes out without them: readers then start
+   * from an older record with positions and read the entries after it by `_id`, and the next record tries again.
+   */
+  private async insertHead(head: OwnHead): Promise<void> {
+    let counts: PositionCounts | undefined;
+    try {
+      counts = await this.publishPositions(head.size);
+    } catch {
+      counts = undefined;
+    }
+    const at = this.positionsAt;
+    await this.heads.insert(head, counts, at ? at.size : head.size);
+  }
+
+  /** The lists' lengths at `size` after publishing them up to it; undefined when this record cannot carry them. */
+  private async publishPositions(size: number): Promise<PositionCounts | undefined> {
+    if (this.positionsAt === undefined) {
+      const { newest, withPositions } = await this.heads.newestTwo();
+      this.positionsAt = withPositions?.positions
+        ? { size: withPositions.size, counts: withPositions.positions }
+        : newest
+          ? null // a ledger begun before position lists: none are kept (docs/ledger.md#reads)
+          : { size: 0, counts: {} };
+    }
+    const from = this.positionsAt;
+    if (from === null) {
+      this.unpublished.clear();
+      return undefined;
+    }
+    // Another writer published further: this older record carries none (its readers use that writer's).
+    if (from.size > size) return undefined;
+    const counts = await this.positions.publish(from, size, this.unpublished);
+    if (this.positionsAt === from) this.positionsAt = { size, counts };
+    for (const seq of this.unpublished.keys()) if (seq <= size) this.unpublished.delete(seq);
+    return counts;
   }
 }
 

@@ -10,6 +10,7 @@
 import type { Collection, Db } from 'mongodb';
 import type { LedgerEntryDocument } from '../../core/ledger/ledger-entry';
 import type { LedgerTally } from '../../core/ledger/tally';
+import type { PositionCounts } from './positions';
 import { isDuplicateKey } from '../mongo';
 import { LEDGER_COLLECTION } from './entries';
 
@@ -56,6 +57,11 @@ export interface LedgerHeadDocument {
   last_entry_at?: string;
   /** The tally after entry `size` (absent in records of earlier versions and of ledgers begun before tallies). */
   tally?: LedgerTally;
+  /**
+   * Each position list's length at `size` (store/ledger/positions.ts): present when the lists were published up to
+   * this record before it was inserted.
+   */
+  positions?: PositionCounts;
   updated_at: string;
 }
 
@@ -109,8 +115,12 @@ export class HeadRecords {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
   }
 
-  /** Inserts the head record of `head` (a duplicate: another writer recorded this size, the same root). */
-  async insert(head: OwnHead): Promise<void> {
+  /**
+   * Inserts the head record of `head` (a duplicate: another writer recorded this size, the same root), with the
+   * position lists' lengths at it when they were published up to it. `keepFrom`: the newest size whose record has
+   * positions, which pruning keeps (readers start from it).
+   */
+  async insert(head: OwnHead, positions?: PositionCounts, keepFrom = head.size): Promise<void> {
     const now = new Date();
     const record: LedgerHeadDocument = {
       _id: String(head.size).padStart(16, '0'),
@@ -119,6 +129,7 @@ export class HeadRecords {
       frontier: head.frontier,
       last_entry_at: head.last_entry_at,
       ...(head.tally ? { tally: head.tally } : {}),
+      ...(positions ? { positions } : {}),
       updated_at: now.toISOString()
     };
     await this.heads.insertOne(record).catch((err) => {
@@ -130,7 +141,7 @@ export class HeadRecords {
       // Best effort, and not waited for (a contended writer's callers wait for this record): stale records only cost
       // a larger collection to read. Only records older than this one go, so the newest (this one, or a newer one of
       // another writer) is never deleted and a concurrent read finds it.
-      void this.heads.deleteMany({ size: { $lt: head.size } }).catch(() => undefined);
+      void this.heads.deleteMany({ size: { $lt: Math.min(head.size, keepFrom) } }).catch(() => undefined);
     }
   }
 
@@ -201,5 +212,17 @@ export class HeadRecords {
   /** The newest head record: a small collection, so the sort is cheap on every server. */
   newest(): Promise<LedgerHeadDocument | null> {
     return this.heads.find({}).sort({ size: -1 }).limit(1).next();
+  }
+
+  /** The newest head record, and the newest one that carries position lists (null: none does), from one read. */
+  async newestTwo(): Promise<{ newest: LedgerHeadDocument | null; withPositions: LedgerHeadDocument | null }> {
+    const records = await this.heads.find({}).toArray();
+    let newest: LedgerHeadDocument | null = null;
+    let withPositions: LedgerHeadDocument | null = null;
+    for (const r of records) {
+      if (!newest || r.size > newest.size) newest = r;
+      if (r.positions && (!withPositions || r.size > withPositions.size)) withPositions = r;
+    }
+    return { newest, withPositions };
   }
 }

@@ -9,7 +9,7 @@
  */
 import type { Collection, Db } from 'mongodb';
 import { EMPTY_ROOT, fromHex, Hash, toHex } from '../../core/ledger/merkle.node';
-import type { LedgerEntryDocument, LedgerEntryKind } from '../../core/ledger/ledger-entry';
+import type { LedgerEntryDocument } from '../../core/ledger/ledger-entry';
 import { FreshReads } from '../../core/fresh-reads';
 import type { IdLookups } from '../mongo';
 import {
@@ -24,6 +24,7 @@ import {
 import { CommitEngine } from './commit-engine';
 import { LEDGER_COLLECTION } from './entries';
 import type { AppendsSince, LedgerHead, LedgerHeadWithTally, LedgerHeadWithTime } from './heads';
+import { LatestFilter, LedgerReads } from './reads';
 import { appendHere, type WriterChoice } from './writer/transports';
 
 export class Ledger {
@@ -31,6 +32,7 @@ export class Ledger {
   /** Where this process's own appends are committed (and every append whose transport falls back to here). */
   readonly engine: CommitEngine;
   private readonly transport: WriterTransport;
+  private readonly reads: LedgerReads;
   /** Reads of the newest head record, shared by the head() calls that arrive together. */
   private readonly headReads = new FreshReads<LedgerHeadWithTally | null>(async () => {
     const record = await this.engine.heads.newest();
@@ -52,6 +54,7 @@ export class Ledger {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
     this.engine = new CommitEngine(db, options.idLookups ?? 'indexed');
     this.transport = (options.writer ?? appendHere)(this.engine);
+    this.reads = new LedgerReads(db, this.engine);
   }
 
   /** Which way this process's appends reach the writer. */
@@ -139,28 +142,30 @@ export class Ledger {
     return (await this.engine.idems.find([callerIdempotencyScope(did, idempotencyKey)]))[0] ?? null;
   }
 
-  /** Entries whose key starts with `prefix`, oldest first. */
+  /**
+   * Entries whose key starts with `prefix` (any prefix), oldest first. The empty prefix and seed-record prefixes are
+   * read by `_id` (store/ledger/reads.ts); any other prefix still by the query of earlier versions, which FerretDB
+   * serves by reading every entry (docs/known-issues.md).
+   */
   findByKeyPrefix(prefix: string, limit: number): Promise<LedgerEntryDocument[]> {
-    const filter = prefix ? { key: { $regex: `^${escapeRegex(prefix)}` } } : {};
-    return this.entries.find(filter).sort({ _id: 1 }).limit(limit).toArray();
+    if (!prefix) return this.reads.range(0, limit);
+    if (LedgerReads.seedPrefix(prefix)) return this.reads.seedAfter(prefix, 0, limit);
+    return this.reads.legacyByKeyPrefix(prefix, limit);
   }
 
-  /** The newest entries first, optionally filtered by truth type. */
-  latest(
-    limit: number,
-    filter: { truthTypes?: string[]; kind?: LedgerEntryKind } = {}
-  ): Promise<LedgerEntryDocument[]> {
-    const q: Record<string, unknown> = {};
-    if (filter.truthTypes) q.truth_type = { $in: filter.truthTypes };
-    if (filter.kind) q.kind = filter.kind;
-    return this.entries.find(q).sort({ _id: -1 }).limit(limit).toArray();
+  /** The newest entries first (those before seq `before` when given), optionally filtered by kind and truth type. */
+  latest(limit: number, filter: LatestFilter & { before?: number } = {}): Promise<LedgerEntryDocument[]> {
+    if (filter.before !== undefined && (filter.kind || filter.truthTypes))
+      throw new Error('Ledger.latest: `before` goes with no filter');
+    if (filter.before !== undefined) return this.reads.newest(limit, filter.before);
+    return this.reads.latest(limit, filter);
   }
 
-  /** Entries with seq > after, oldest first. */
+  /** Entries with seq > after, oldest first (with a key prefix: seed-record prefixes by `_id`, see findByKeyPrefix). */
   after(after: number, limit: number, filter: { keyPrefix?: string } = {}): Promise<LedgerEntryDocument[]> {
-    const q: Record<string, unknown> = { _id: { $gt: after } };
-    if (filter.keyPrefix) q.key = { $regex: `^${escapeRegex(filter.keyPrefix)}` };
-    return this.entries.find(q).sort({ _id: 1 }).limit(limit).toArray();
+    if (!filter.keyPrefix) return this.reads.range(after, limit);
+    if (LedgerReads.seedPrefix(filter.keyPrefix)) return this.reads.seedAfter(filter.keyPrefix, after, limit);
+    return this.reads.legacyAfter(after, limit, filter.keyPrefix);
   }
 
   /** Every entry in seq order, streamed in batches (flat memory). */
@@ -176,8 +181,4 @@ export class Ledger {
     if (!hex) throw new Error(`ledger has no subtree at level ${level}, index ${index}`);
     return fromHex(hex);
   }
-}
-
-function escapeRegex(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }

@@ -97,11 +97,14 @@ export const truthReadRoutes: FastifyPluginAsyncZod<{
   app.get(
     '/api/ledger',
     {
-      config: truthGroup('Ledger snapshot, newest first, with the root at that size'),
-      schema: { querystring: z.object({ limit: limit(200, 50) }), response: { 200: ledgerResponse } }
+      config: truthGroup('Ledger snapshot, newest first, with the root at that size; `before` pages back'),
+      schema: {
+        querystring: z.object({ limit: limit(200, 50), before: queryInt(1).optional() }),
+        response: { 200: ledgerResponse }
+      }
     },
     async (request) => {
-      const entries = await ledger.latest(request.query.limit);
+      const entries = await ledger.latest(request.query.limit, { before: request.query.before });
       const size = entries[0]?.seq ?? 0;
       const root = entries[0]?.root ?? (await ledger.head()).root;
       return {

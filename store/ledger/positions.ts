@@ -1,0 +1,125 @@
+/**
+ * The ledger's position lists: for each list (a category of entries the read endpoints filter on), the seqs of its
+ * entries in order, kept as small documents addressed by `_id`, so "the newest N of a category" or "every seed
+ * record" is a few `_id` reads instead of a sort or a filter over the whole ledger (which FerretDB serves by reading
+ * every entry: docs/ledger.md#reads).
+ *
+ * Lists: the tally categories (core/ledger/tally.ts: `event`, each truth type, `untyped`, `other`) and `seed` (the
+ * execution-seed records, keys starting with SEED_KEY_PREFIX). The n-th entry of a list (its ordinal, from 1) is
+ * field `p<i>` of document `<list>:<chunk>` in `ledger_positions`, where chunk = (n - 1) / POSITION_CHUNK and
+ * i = (n - 1) % POSITION_CHUNK. A write sets fields, never removes one: publishing the same entries again (a retry,
+ * a second writer, a repair) writes the same values.
+ *
+ * When they are written: by the ledger's writer, for the entries up to a head record, before that record is
+ * inserted; the record carries each list's length at its size (`positions`). So the newest head record with
+ * `positions` says how far the lists are complete; entries after it (acknowledged, their record on its way, or left
+ * by a writer that stopped) are read by `_id` (store/ledger/reads.ts). Entries another writer left are read back by
+ * `_id` when a writer publishes past them.
+ */
+import type { AnyBulkWriteOperation, Collection, Db } from 'mongodb';
+import type { LedgerEntryDocument, LedgerEntryKind } from '../../core/ledger/ledger-entry';
+import { tallyCategory } from '../../core/ledger/tally';
+import { SEED_KEY_PREFIX, TRUTH_TYPES } from '../../core/ledger/truth-record';
+import { findByIds, retryingUpsert } from '../mongo';
+import { LEDGER_COLLECTION } from './entries';
+
+export const LEDGER_POSITIONS_COLLECTION = 'ledger_positions';
+export const POSITION_CHUNK = 256;
+
+/** Each list's length at some ledger size. */
+export type PositionCounts = Record<string, number>;
+
+/** Every list a truth belongs to by its category (each truth is in exactly one of these). */
+export const TRUTH_LISTS: readonly string[] = [...TRUTH_TYPES, 'untyped', 'other'];
+export const SEED_LIST = 'seed';
+
+/** What an entry's lists are computed from. */
+export type PositionFields = Pick<LedgerEntryDocument, 'seq' | 'kind' | 'key' | 'truth_type'>;
+
+/** The lists an entry belongs to. */
+export function listsOf(entry: { kind: LedgerEntryKind; key: string; truth_type: string | null }): string[] {
+  const lists = [tallyCategory(entry.kind, entry.truth_type)];
+  if (entry.key.startsWith(SEED_KEY_PREFIX)) lists.push(SEED_LIST);
+  return lists;
+}
+
+interface PositionDocument {
+  _id: string;
+  [field: `p${number}`]: number;
+}
+
+const chunkId = (list: string, chunk: number) => `${list}:${chunk}`;
+
+export class PositionLists {
+  private readonly positions: Collection<PositionDocument>;
+  private readonly entries: Collection<LedgerEntryDocument>;
+
+  constructor(db: Db) {
+    this.positions = db.collection<PositionDocument>(LEDGER_POSITIONS_COLLECTION);
+    this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
+  }
+
+  /**
+   * Writes the positions of entries `from.size + 1 … size` given the lists' lengths at `from.size`, and returns
+   * their lengths at `size`. `known` holds entries of that range the caller has (the writer's own); the others are
+   * read by `_id`. Throws what the writes throw (nothing is published then: the caller's head record waits).
+   */
+  async publish(
+    from: { size: number; counts: PositionCounts },
+    size: number,
+    known: ReadonlyMap<number, PositionFields>
+  ): Promise<PositionCounts> {
+    const counts = { ...from.counts };
+    if (size <= from.size) return counts;
+    const missing: number[] = [];
+    for (let seq = from.size + 1; seq <= size; seq++) if (!known.has(seq)) missing.push(seq);
+    const read = new Map<number, PositionFields>();
+    for (let at = 0; at < missing.length; at += 256) {
+      const docs = await findByIds(this.entries, missing.slice(at, at + 256), 'indexed');
+      for (const d of docs) read.set(d._id, d);
+    }
+    const sets = new Map<string, Record<string, number>>();
+    for (let seq = from.size + 1; seq <= size; seq++) {
+      const entry = known.get(seq) ?? read.get(seq);
+      if (!entry) throw new Error(`ledger entry ${seq} is missing: its positions cannot be published`);
+      for (const list of listsOf(entry)) {
+        const ordinal = (counts[list] ?? 0) + 1;
+        counts[list] = ordinal;
+        const id = chunkId(list, Math.floor((ordinal - 1) / POSITION_CHUNK));
+        let set = sets.get(id);
+        if (!set) sets.set(id, (set = {}));
+        set[`p${(ordinal - 1) % POSITION_CHUNK}`] = seq;
+      }
+    }
+    const ops: AnyBulkWriteOperation<PositionDocument>[] = [...sets].map(([_id, $set]) => ({
+      updateOne: { filter: { _id }, update: { $set }, upsert: true }
+    }));
+    if (ops.length > 0) await retryingUpsert(() => this.positions.bulkWrite(ops, { ordered: false }));
+    return counts;
+  }
+
+  /**
+   * The seqs of ordinals `first … last` of `list` (1-based, inclusive), in ordinal order; a position not written
+   * (a list shorter than asked) ends the answer early.
+   */
+  async seqs(list: string, first: number, last: number): Promise<number[]> {
+    if (last < first) return [];
+    const chunks: number[] = [];
+    for (let c = Math.floor((first - 1) / POSITION_CHUNK); c <= Math.floor((last - 1) / POSITION_CHUNK); c++)
+      chunks.push(c);
+    const docs = await findByIds(
+      this.positions,
+      chunks.map((c) => chunkId(list, c)),
+      'indexed'
+    );
+    const byId = new Map(docs.map((d) => [d._id, d]));
+    const out: number[] = [];
+    for (let n = first; n <= last; n++) {
+      const doc = byId.get(chunkId(list, Math.floor((n - 1) / POSITION_CHUNK)));
+      const seq = doc?.[`p${(n - 1) % POSITION_CHUNK}`];
+      if (typeof seq !== 'number') break;
+      out.push(seq);
+    }
+    return out;
+  }
+}

@@ -1,0 +1,215 @@
+/**
+ * The ledger's reads, made of `_id` lookups and small documents addressed by `_id` (docs/ledger.md#reads): the
+ * newest entries, a range of seqs, the newest of some categories, the seed records. FerretDB serves a sort, a range
+ * or a regex by reading the whole collection (seconds at 10,000 entries, minutes at a million), and an `_id` lookup
+ * from an index, so every read here is a known set of seqs looked up at once; real MongoDB runs the same code.
+ *
+ * How far the ledger goes: the newest head record, this process's own acknowledged tail, then `_id` probes past them
+ * (lastOfRun: one lookup that finds nothing, usually). Entries after the newest head record that carries position
+ * lists (store/ledger/positions.ts) are read by `_id` and filtered here; the lists serve the rest.
+ *
+ * A ledger begun before position lists has none: its filtered reads fall back to the queries of earlier versions
+ * (scans on FerretDB), which stay correct.
+ */
+import type { Collection, Db, Filter } from 'mongodb';
+import { lastOfRun } from '../../core/ledger/contiguous-run';
+import type { LedgerEntryDocument, LedgerEntryKind } from '../../core/ledger/ledger-entry';
+import { tallyCategory } from '../../core/ledger/tally';
+import { SEED_KEY_PREFIX } from '../../core/ledger/truth-record';
+import { FreshReads } from '../../core/fresh-reads';
+import { findByIds } from '../mongo';
+import type { CommitEngine } from './commit-engine';
+import { LEDGER_COLLECTION } from './entries';
+import type { LedgerHeadDocument } from './heads';
+import { listsOf, PositionCounts, PositionLists, SEED_LIST, TRUTH_LISTS } from './positions';
+
+/** Entries looked up at once by one read, at most. */
+const LOOKUPS_AT_ONCE = 256;
+
+export interface LatestFilter {
+  truthTypes?: string[];
+  kind?: LedgerEntryKind;
+}
+
+interface Bounds {
+  /** The newest seq. */
+  size: number;
+  /** The newest head record carrying position lists (null: the ledger has none). */
+  lists: { size: number; counts: PositionCounts } | null;
+}
+
+export class LedgerReads {
+  private readonly entries: Collection<LedgerEntryDocument>;
+  private readonly positions: PositionLists;
+  private readonly records = new FreshReads<{
+    newest: LedgerHeadDocument | null;
+    withPositions: LedgerHeadDocument | null;
+  }>(() => this.engine.heads.newestTwo());
+
+  constructor(
+    db: Db,
+    private readonly engine: CommitEngine
+  ) {
+    this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
+    this.positions = engine.positions;
+  }
+
+  /** Entries by seq, in the order asked (seqs with no entry are left out). */
+  async bySeqs(seqs: number[]): Promise<LedgerEntryDocument[]> {
+    const found = new Map<number, LedgerEntryDocument>();
+    for (let at = 0; at < seqs.length; at += LOOKUPS_AT_ONCE)
+      for (const d of await findByIds(this.entries, seqs.slice(at, at + LOOKUPS_AT_ONCE), 'indexed'))
+        found.set(d._id, d);
+    return seqs.flatMap((s) => found.get(s) ?? []);
+  }
+
+  /** The newest entries first, those before seq `before` when given. */
+  async newest(limit: number, before?: number): Promise<LedgerEntryDocument[]> {
+    const { size } = await this.bounds();
+    const top = before === undefined ? size : Math.min(size, before - 1);
+    return this.bySeqs(descending(top, Math.max(1, top - limit + 1)));
+  }
+
+  /** Entries with seq > after, oldest first. */
+  async range(after: number, limit: number): Promise<LedgerEntryDocument[]> {
+    const { size } = await this.bounds();
+    const from = Math.max(1, after + 1);
+    const to = Math.min(size, from + limit - 1);
+    return this.bySeqs(ascending(from, to));
+  }
+
+  /** The newest entries first that match `filter` (kind, truth types), from the position lists. */
+  async latest(limit: number, filter: LatestFilter): Promise<LedgerEntryDocument[]> {
+    if (!filter.kind && !filter.truthTypes) return this.newest(limit);
+    const bounds = await this.bounds();
+    if (!bounds.lists) return this.legacyLatest(limit, filter);
+    const types = filter.truthTypes ? new Set(filter.truthTypes) : null;
+    const accept = (e: LedgerEntryDocument) =>
+      (!filter.kind || e.kind === filter.kind) && (!types || (e.truth_type !== null && types.has(e.truth_type)));
+    const lists = new Set<string>();
+    if (filter.kind !== 'truth') lists.add('event');
+    if (filter.kind !== 'event') {
+      if (types) for (const t of types) lists.add(tallyCategory('truth', t));
+      else for (const l of TRUTH_LISTS) lists.add(l);
+    }
+    const found = (await this.tail(bounds, 'newest')).filter(accept).slice(0, limit);
+    if (found.length < limit)
+      found.push(...(await this.fromLists(bounds.lists, [...lists], limit - found.length, accept)));
+    return found;
+  }
+
+  /** Entries with seq > after whose key starts with the seed prefix `prefix`, oldest first (the seed list). */
+  async seedAfter(prefix: string, after: number, limit: number): Promise<LedgerEntryDocument[]> {
+    const bounds = await this.bounds();
+    if (!bounds.lists) return this.legacyAfter(after, limit, prefix);
+    const accept = (e: LedgerEntryDocument) => e.seq > after && e.key.startsWith(prefix);
+    const out: LedgerEntryDocument[] = [];
+    const count = bounds.lists.counts[SEED_LIST] ?? 0;
+    // The seed list is read whole (a few documents: seed records are rare), its entries after `after` looked up.
+    const seqs = (await this.positions.seqs(SEED_LIST, 1, count)).filter((s) => s > after);
+    for (let at = 0; at < seqs.length && out.length < limit; at += LOOKUPS_AT_ONCE)
+      out.push(...(await this.bySeqs(seqs.slice(at, at + LOOKUPS_AT_ONCE))).filter(accept));
+    if (out.length < limit) out.push(...(await this.tail(bounds, 'oldest')).filter(accept));
+    return out.slice(0, limit);
+  }
+
+  /** Whether the seed list serves a key prefix: every key starting with it is a seed record's. */
+  static seedPrefix(prefix: string): boolean {
+    return prefix.startsWith(SEED_KEY_PREFIX);
+  }
+
+  /** Entries whose key starts with `prefix`, oldest first, by the query of earlier versions (docs/known-issues.md). */
+  legacyByKeyPrefix(prefix: string, limit: number): Promise<LedgerEntryDocument[]> {
+    return this.entries
+      .find({ key: { $regex: `^${escapeRegex(prefix)}` } })
+      .sort({ _id: 1 })
+      .limit(limit)
+      .toArray();
+  }
+
+  legacyAfter(after: number, limit: number, keyPrefix?: string): Promise<LedgerEntryDocument[]> {
+    const q: Filter<LedgerEntryDocument> = { _id: { $gt: after } };
+    if (keyPrefix) q.key = { $regex: `^${escapeRegex(keyPrefix)}` };
+    return this.entries.find(q).sort({ _id: 1 }).limit(limit).toArray();
+  }
+
+  private legacyLatest(limit: number, filter: LatestFilter): Promise<LedgerEntryDocument[]> {
+    const q: Filter<LedgerEntryDocument> = {};
+    if (filter.truthTypes) q.truth_type = { $in: filter.truthTypes };
+    if (filter.kind) q.kind = filter.kind;
+    return this.entries.find(q).sort({ _id: -1 }).limit(limit).toArray();
+  }
+
+  /** How far the ledger goes, and how far its position lists do. */
+  private async bounds(): Promise<Bounds> {
+    const { newest, withPositions } = await this.records.get('head');
+    const own = this.engine.ownHead();
+    const from = Math.max(newest?.size ?? 0, own.acknowledged?.size ?? 0, own.forwarded?.size ?? 0);
+    const size = await lastOfRun(
+      from,
+      async (seq) => (await this.entries.findOne({ _id: seq }, { projection: { _id: 1 } })) !== null
+    );
+    const lists = withPositions?.positions
+      ? { size: withPositions.size, counts: withPositions.positions }
+      : newest
+        ? null
+        : { size: 0, counts: {} };
+    return { size, lists };
+  }
+
+  /** The entries after the position lists' record (read by `_id`), newest or oldest first. */
+  private async tail(bounds: Bounds, order: 'newest' | 'oldest'): Promise<LedgerEntryDocument[]> {
+    const from = (bounds.lists?.size ?? 0) + 1;
+    if (from > bounds.size) return [];
+    return this.bySeqs(order === 'newest' ? descending(bounds.size, from) : ascending(from, bounds.size));
+  }
+
+  /**
+   * The newest `limit` entries of `lists` accepted by `accept`, newest first. Each round takes, from every list,
+   * the newest `need` positions not taken yet (the newest `need` of their union are among them), looks the newest
+   * `need` of the union up, and keeps those accepted (a list may hold others: `other` holds every unknown type).
+   */
+  private async fromLists(
+    at: { counts: PositionCounts },
+    lists: string[],
+    limit: number,
+    accept: (e: LedgerEntryDocument) => boolean
+  ): Promise<LedgerEntryDocument[]> {
+    const next = new Map(lists.map((l) => [l, at.counts[l] ?? 0]));
+    const out: LedgerEntryDocument[] = [];
+    while (out.length < limit) {
+      const need = limit - out.length;
+      const windows = await Promise.all(
+        [...next].map(async ([list, top]) => ({
+          list,
+          seqs: top > 0 ? (await this.positions.seqs(list, Math.max(1, top - need + 1), top)).reverse() : []
+        }))
+      );
+      const candidates = windows
+        .flatMap((w) => w.seqs.map((seq) => ({ seq, list: w.list })))
+        .sort((a, b) => b.seq - a.seq)
+        .slice(0, need);
+      if (candidates.length === 0) break;
+      for (const c of candidates) next.set(c.list, next.get(c.list)! - 1);
+      const entries = await this.bySeqs(candidates.map((c) => c.seq));
+      for (const e of entries) if (listsOf(e).some((l) => next.has(l)) && accept(e)) out.push(e);
+    }
+    return out;
+  }
+}
+
+function descending(from: number, to: number): number[] {
+  const out: number[] = [];
+  for (let s = from; s >= to && s >= 1; s--) out.push(s);
+  return out;
+}
+
+function ascending(from: number, to: number): number[] {
+  const out: number[] = [];
+  for (let s = from; s <= to; s++) out.push(s);
+  return out;
+}
+
+function escapeRegex(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
