@@ -114,9 +114,7 @@ export async function createServiceContext(
     );
     nodeCache.start();
     const chat = createChatServices(config, mongo.db, logger);
-    const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'), {
-      idLookups: config.MONGODB_ID_LOOKUPS
-    });
+    const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'));
     const presenceRecorder = new PresenceRecorder(
       presence,
       heartbeatHistory,
@@ -136,7 +134,6 @@ export async function createServiceContext(
     // (api/server.ts); the process appending for a host forwards to the lease holder when that is another host.
     // (A truth write's quota slot travels with its append to the lease holder: one request, appendCounted.)
     const ledger = new Ledger(mongo.db, {
-      idLookups: config.MONGODB_ID_LOOKUPS,
       writer: chooseWriter({ clusterPrimary: cluster.isWorker ? process : null, leaseMember: writer })
     });
     // With API_PROCESSES > 1 the primary's QuotaStore leases every DID's slots for the host (api/server.ts).

@@ -76,13 +76,8 @@ async function runPrimary(config: Config, logger: Logger, processes: number): Pr
     await mongo.close();
     throw err;
   });
-  const ledger = new Ledger(mongo.db, {
-    writer: chooseWriter({ leaseMember: writer }),
-    idLookups: config.MONGODB_ID_LOOKUPS
-  });
-  const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'), {
-    idLookups: config.MONGODB_ID_LOOKUPS
-  });
+  const ledger = new Ledger(mongo.db, { writer: chooseWriter({ leaseMember: writer }) });
+  const quota = new QuotaStore(mongo.db, (err) => logger.warn({ err }, 'quota prune or lease give-back failed'));
   // The host's quota counter; its claims made by the writer lease holder when that is another replica.
   const hostQuota = writer?.quota(quota) ?? quota;
   let exiting = false;

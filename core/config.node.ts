@@ -21,7 +21,6 @@ import { temporalSettings } from './config/temporal.node';
 
 export { isAddressOrRange } from './config/values.node';
 export { LOG_LEVELS } from './config/service.node';
-export { FERRETDB_BACKENDS, type FerretBackendSetting } from './config/mongo.node';
 export type { A2aConfig } from './config/a2a.node';
 export type { ChatConfig } from './config/chat.node';
 export type { DaemonConfig } from './config/daemon.node';

@@ -86,9 +86,9 @@ build_from_module() {
 # needs; each missing one is installed with one line saying why, by one `apt-get update` and one `apt-get install -y`.
 # The probed paths follow the launcher's: NGINX_BIN (/usr/sbin/nginx), PG_BIN_DIR (else /usr/lib/postgresql/*/bin).
 # Debian's packages may also create and start a system nginx or cluster: the hub never uses them.
-# Exit codes: 0 every package there (or installed, or ZHONGSHU_INSTALL_PACKAGES=0); 77 missing and this user may not
-# install packages (not root, no passwordless sudo): the one command to run is printed; 69 missing and no apt-get;
-# 1 apt-get failed.
+# Exit codes: 0 every package there (or installed, or ZHONGSHU_INSTALL_PACKAGES=0: the launcher then stops itself
+# where PostgreSQL is missing); 77 missing and this user may not install packages (not root, no passwordless sudo):
+# the one command to run is printed; 69 missing and no apt-get; 1 apt-get failed.
 EX_NOPERM=77
 EX_UNAVAILABLE=69
 
@@ -115,12 +115,17 @@ install_packages() { # debian package names
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   local command="sudo apt-get install -y ${missing[*]}"
+  # Only nginx can be done without (deploys answer 503); the embedded FerretDB stores in PostgreSQL.
+  local otherwise="set ZHONGSHU_INSTALL_PACKAGES=0 to start without them"
+  if [[ " ${missing[*]} " == *" postgresql "* ]]; then
+    otherwise="set MONGODB_URI to a MongoDB of your own: the embedded FerretDB cannot start without PostgreSQL"
+  fi
   if [ "${ZHONGSHU_INSTALL_PACKAGES:-1}" = 0 ]; then
     log "ZHONGSHU_INSTALL_PACKAGES=0: not installing ${missing[*]} (to install: $command)"
     return 0
   fi
   if ! command -v apt-get >/dev/null 2>&1; then
-    log "missing: ${missing[*]}, and this system has no apt-get: install them with its package manager, or set ZHONGSHU_INSTALL_PACKAGES=0 to start without them"
+    log "missing: ${missing[*]}, and this system has no apt-get: install them with its package manager, or $otherwise"
     exit $EX_UNAVAILABLE
   fi
   local sudo=()
@@ -128,7 +133,7 @@ install_packages() { # debian package names
     if sudo -n true 2>/dev/null; then sudo=(sudo); else
       log "missing: ${missing[*]}, and this user may not install packages. Run this once, then start again:"
       log "  $command"
-      log "(or set ZHONGSHU_INSTALL_PACKAGES=0 to start without them)"
+      log "(or $otherwise)"
       exit $EX_NOPERM
     fi
   fi

@@ -1,12 +1,14 @@
 /**
  * `npm start`: the whole service on the embedded stack, in one command.
- *   1. FerretDB on loopback (unless MONGODB_URI is set) and the Temporal dev server with its Web UI (unless
- *      TEMPORAL_ADDRESS is set), both built once (in parallel, with live progress) and cached outside the clone,
- *      data under DATA_DIR;
+ *   1. FerretDB on loopback, on a PostgreSQL server of its own (unless MONGODB_URI is set), and the Temporal dev
+ *      server with its Web UI (unless TEMPORAL_ADDRESS is set), both built once (in parallel, with live progress) and
+ *      cached outside the clone, data under DATA_DIR;
  *   2. the worker process and the API process (all listeners).
  * Before anything starts: the configuration is checked (invalid: exit code 78, EX_CONFIG) and the Debian packages
  * the service runs (PostgreSQL, nginx) are installed where missing (scripts/stack/packages.ts; a user who may not
- * install them gets the one command to run and exit code 77).
+ * install them gets the one command to run and exit code 77). Then the embedded store must be able to run
+ * (scripts/stack/postgres.ts): PostgreSQL installed (else exit code 69, EX_UNAVAILABLE), a data dir without SQLite
+ * data of an older version and, as root, within the postgres user's reach (else 78).
  * Every process is supervised (scripts/stack/supervisor.ts): one that dies is restarted with back-off; after too
  * many deaths in a short window everything stops with a message saying which one and why. One that stops on invalid
  * configuration (exit code 78) is not restarted: everything stops and the launcher exits with 78.
@@ -20,7 +22,13 @@ import path from 'node:path';
 import { loadConfig } from '../core/config.node';
 import { checkReferencedConfiguration, EX_CONFIG, isConfigurationError } from '../core/config-check.node';
 import { startFerretDb } from './stack/ferretdb';
-import { chooseFerretBackend, idLookupsOf, POSTGRES_ROLE, startPostgres } from './stack/postgres';
+import {
+  checkPostgresCanRun,
+  checkSqliteData,
+  EmbeddedStoreRefused,
+  POSTGRES_ROLE,
+  startPostgres
+} from './stack/postgres';
 import { startTemporal } from './stack/temporal';
 import { findNginx, NGINX_INSTALL_HINT, startNginx } from './stack/nginx';
 import {
@@ -52,7 +60,10 @@ async function main(): Promise<void> {
   const started = Date.now();
   const config = loadConfig();
   checkReferencedConfiguration(config);
+  // The data dir first (nothing to install for one that is refused), PostgreSQL once the package step is done.
+  const sqliteNote = config.MONGODB_URI ? null : checkSqliteData(config.dataDir);
   await ensurePackages(packagesFor(config));
+  if (!config.MONGODB_URI) checkPostgresCanRun(config.dataDir);
   fs.mkdirSync(config.dataDir, { recursive: true });
   // The children write JSON into their pipes; the launcher formats it for its terminal (scripts/stack/process.ts).
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: config.dataDir, LOG_FORMAT: 'json' };
@@ -112,42 +123,25 @@ async function main(): Promise<void> {
     void ensureTools(tools).catch(() => undefined);
 
     if (!config.MONGODB_URI) {
-      // On PostgreSQL FerretDB stores in a PostgreSQL child server
-      // (docs/storage.md#storage-backends-embedded-ferretdb-on-sqlite-or-postgresql).
-      const { backend, why } = chooseFerretBackend(config.FERRETDB_BACKEND, config.dataDir);
-      log(`FerretDB on ${backend === 'postgresql' ? 'PostgreSQL' : 'SQLite'} (${why})`);
-      let postgresqlUrl: string | undefined;
-      if (backend === 'postgresql') {
-        const cluster = path.join(config.dataDir, 'postgres');
-        const hadCluster = fs.existsSync(cluster);
-        log(`starting PostgreSQL on 127.0.0.1:${config.POSTGRES_PORT} (data in ${cluster})`);
-        const postgres = new Supervised(
-          'postgres',
-          () => startPostgres({ dataDir: config.dataDir, port: config.POSTGRES_PORT }),
-          giveUp
-        );
-        parts.push(postgres);
-        await postgres.run().catch((err: unknown) => {
-          // Chosen by `auto`: say how to run without it (and, with a cluster there, that its data would not be used).
-          if (config.FERRETDB_BACKEND !== 'auto' || !(err instanceof Error)) throw err;
-          const without = hadCluster ? `, without the data in ${cluster}` : '';
-          throw new Error(
-            `${err.message}\n(FERRETDB_BACKEND=auto chose PostgreSQL; FERRETDB_BACKEND=sqlite runs FerretDB on SQLite files instead${without})`
-          );
-        });
-        postgresqlUrl = `postgres://${POSTGRES_ROLE}@127.0.0.1:${config.POSTGRES_PORT}/postgres`;
-      }
-      const where = postgresqlUrl
-        ? `on PostgreSQL ${config.POSTGRES_PORT}`
-        : `data in ${path.join(config.dataDir, 'ferretdb')}`;
-      log(`starting FerretDB on 127.0.0.1:${config.FERRETDB_PORT} (${where})`);
+      // FerretDB stores in a PostgreSQL child server (docs/storage.md#the-embedded-store-ferretdb-on-postgresql).
+      if (sqliteNote) log(sqliteNote);
+      const cluster = path.join(config.dataDir, 'postgres');
+      log(`starting PostgreSQL on 127.0.0.1:${config.POSTGRES_PORT} (data in ${cluster})`);
+      const postgres = new Supervised(
+        'postgres',
+        () => startPostgres({ dataDir: config.dataDir, port: config.POSTGRES_PORT }),
+        giveUp
+      );
+      parts.push(postgres);
+      await postgres.run();
+      log(`starting FerretDB on 127.0.0.1:${config.FERRETDB_PORT} (on PostgreSQL ${config.POSTGRES_PORT})`);
       const ferret = new Supervised(
         'ferretdb',
         () =>
           startFerretDb({
             dataDir: config.dataDir,
             port: config.FERRETDB_PORT,
-            postgresqlUrl,
+            postgresqlUrl: `postgres://${POSTGRES_ROLE}@127.0.0.1:${config.POSTGRES_PORT}/postgres`,
             debugPort: config.FERRETDB_DEBUG_PORT
           }),
         giveUp
@@ -155,7 +149,6 @@ async function main(): Promise<void> {
       parts.push(ferret);
       await ferret.run();
       env.MONGODB_URI = `mongodb://127.0.0.1:${config.FERRETDB_PORT}/`;
-      env.MONGODB_ID_LOOKUPS = idLookupsOf(backend);
     } else {
       log('using MONGODB_URI');
     }
@@ -279,7 +272,7 @@ main().catch((err) => {
     );
     process.exit(EX_CONFIG);
   }
-  if (err instanceof PackagesMissing) {
+  if (err instanceof PackagesMissing || err instanceof EmbeddedStoreRefused) {
     log(`nothing was started: ${err.message} (exit code ${err.exitCode})`);
     process.exit(err.exitCode);
   }

@@ -156,46 +156,35 @@ function ignoreAlreadyExists(err: unknown): void {
 }
 
 /**
- * How the database answers a filter on one `_id` (config MONGODB_ID_LOOKUPS): from an index (`indexed`: MongoDB, and
- * the embedded FerretDB on PostgreSQL, whose launcher adds the index) or by reading the collection (`scan`: FerretDB
- * on SQLite, measured: 160 ms per `_id` delete among 50,000 documents). FerretDB pushes no `_id: { $in }` down on
- * either backend.
+ * How every database the hub runs on answers an `_id` lookup: from an index (MongoDB; the embedded FerretDB on
+ * PostgreSQL, with its `_id` index). Goes away once the ledger's files stop naming it (its constructor options,
+ * CommitEngine, the tail reader); IdempotencyRecords and findByIds take it and ignore it until then.
  */
-export type IdLookups = 'indexed' | 'scan';
+export type IdLookups = 'indexed';
 
 /**
- * The documents with these `_id`s (those that exist, in no particular order). Where `_id` lookups are indexed: one
- * `_id` lookup per id, all at once (a `find({ _id: { $in } })` reads the whole collection in FerretDB); where every
- * lookup scans: the `$in`, one scan for all.
+ * The documents with these `_id`s (those that exist, in no particular order): one `_id` lookup per id, all at once
+ * (a `find({ _id: { $in } })` reads the whole collection in FerretDB, which pushes no `$in` down). `_lookups` is
+ * ignored (IdLookups).
  */
 export async function findByIds<T extends { _id: string | number }>(
   collection: Collection<T>,
   ids: T['_id'][],
-  lookups: IdLookups
+  _lookups?: IdLookups
 ): Promise<WithId<T>[]> {
   if (ids.length === 0) return [];
-  if (lookups === 'scan' && ids.length > 1) return collection.find({ _id: { $in: ids } } as Filter<T>).toArray();
   const found = await Promise.all(ids.map((_id) => collection.findOne({ _id } as Filter<T>)));
   return found.filter((d) => d !== null);
 }
 
 /**
- * Deletes the documents with these `_id`s in one round trip. Where `_id` lookups are indexed: one delete statement
- * per id in an unordered bulk write (a `deleteMany({ _id: { $in } })` read and decoded the whole collection in
- * FerretDB: 3.3 s for 8 ids among 213,000 quota slots on PostgreSQL, against 7 ms this way). Where every lookup
- * scans: the `$in`, one scan for all (a statement per id scanned once each: 1.3 s for 8 among 50,000 on SQLite,
- * as many as the `$in`'s one). Throws what the write throws (some ids may have been deleted).
+ * Deletes the documents with these `_id`s in one round trip: one delete statement per id in an unordered bulk write
+ * (a `deleteMany({ _id: { $in } })` read and decoded the whole collection in FerretDB: 3.3 s for 8 ids among
+ * 213,000 quota slots on PostgreSQL, against 7 ms this way). Throws what the write throws (some ids may have been
+ * deleted).
  */
-export async function deleteByIds<T extends { _id: string }>(
-  collection: Collection<T>,
-  ids: string[],
-  lookups: IdLookups
-): Promise<void> {
+export async function deleteByIds<T extends { _id: string }>(collection: Collection<T>, ids: string[]): Promise<void> {
   if (ids.length === 0) return;
-  if (lookups === 'scan') {
-    await collection.deleteMany({ _id: { $in: ids } } as Filter<T>);
-    return;
-  }
   await collection.bulkWrite(
     ids.map((_id) => ({ deleteOne: { filter: { _id } as Filter<T> } })),
     { ordered: false }

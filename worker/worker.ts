@@ -45,10 +45,7 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
   const writer = await joinWriterLease(mongo.db, config, logger, { mayHold: false });
   const activities = createActivitiesByQueue({
     db: mongo.db,
-    ledger: new Ledger(mongo.db, {
-      writer: chooseWriter({ leaseMember: writer }),
-      idLookups: config.MONGODB_ID_LOOKUPS
-    }),
+    ledger: new Ledger(mongo.db, { writer: chooseWriter({ leaseMember: writer }) }),
     deploy: deployActivityDeps(config),
     daemon: daemonActivityDeps(config)
   });

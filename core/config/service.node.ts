@@ -21,7 +21,7 @@ export const serviceSettings = defineCapability({
       .enum(['0', '1'])
       .default('1')
       .describe(
-        '`1`: `npm start` installs the Debian packages the service runs (PostgreSQL, nginx) where missing, or names the one command to run (exit 77) when this user may not; `0`: it reports them and installs nothing.'
+        '`1`: `npm start` installs the Debian packages the service runs (PostgreSQL, nginx) where missing, or names the one command to run (exit 77) when this user may not; `0`: it reports them and installs nothing (without PostgreSQL the embedded stack then does not start: exit 69).'
       )
       .meta(setting({ readBy: ['launcher'] })),
     DATA_DIR: z

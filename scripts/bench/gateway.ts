@@ -15,8 +15,8 @@
  * carrying content): p50, p99, requests/s, then each proxy's added p50 over direct and the ratios (targets: our
  * added p50 at most one fifth of LiteLLM's, and at least 5x its requests/s at concurrency 8).
  * BENCH_SECONDS (default 8) per cell and target, in 4 turns taken in rotation with the other targets (a pause of the
- * shared machine then falls on every column alike); FERRETDB_BACKEND (sqlite, this bench's default, or postgresql) picks the stack's embedded
- * FerretDB storage. Prints figures; asserts nothing. Timings on a shared machine are noisy.
+ * shared machine then falls on every column alike). Prints figures; asserts nothing. Timings on a shared machine are
+ * noisy.
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -27,7 +27,6 @@ import { StackLog } from './stack-log';
 import { BenchStack, startBenchStack } from './stack';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8);
-const BACKEND = process.env.FERRETDB_BACKEND === 'postgresql' ? 'postgresql' : 'sqlite';
 /** Each cell is measured in this many turns per target (see the main loop). */
 const SLICES = 4;
 const CONCURRENCIES = [1, 8];
@@ -265,7 +264,6 @@ async function main(): Promise<void> {
   console.log(
     `bench:gateway — ${SECONDS} s per cell, concurrency ${CONCURRENCIES.join(' and ')}, non-streaming and time to first token`
   );
-  console.log(`the stack's embedded FerretDB on ${BACKEND} (FERRETDB_BACKEND)`);
   console.log(
     `machine: ${os.cpus().length} cores, load average ${os
       .loadavg()
@@ -296,8 +294,7 @@ async function main(): Promise<void> {
         CHAT_PLANS: JSON.stringify({
           S5: { requests_per_minute: 1_000_000, requests_per_day: 100_000_000, tokens_per_day: 1e12 }
         }),
-        DEPLOY_WEB: 'off',
-        FERRETDB_BACKEND: BACKEND
+        DEPLOY_WEB: 'off'
       }),
       startLiteLlm(up.baseUrl, log)
     ]);

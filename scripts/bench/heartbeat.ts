@@ -1,6 +1,6 @@
 /**
- * npm run bench:heartbeat — a fleet of simulated nodes against the whole local stack (npm start: FerretDB, the
- * Temporal dev server, the worker, the API), once per fleet size in BENCH_NODES (default `500`; the large run is
+ * npm run bench:heartbeat — a fleet of simulated nodes against the whole local stack (npm start: FerretDB on its
+ * PostgreSQL, the Temporal dev server, the worker, the API), once per fleet size in BENCH_NODES (default `500`; the large run is
  * `500,2000,10000`), each size on a fresh stack:
  *
  *   1. registers the nodes (NODE_REVIEW_REQUIRED=false: online with their first heartbeat), then waits (bounded,
@@ -18,7 +18,7 @@
  *      (from the Temporal API: historyLength of the sweepers and of a sample of BENCH_SAMPLE node workflows,
  *      before and after); CPU per process (FerretDB, Temporal, API, worker) from /proc/<pid>/stat, and the CPU
  *      cost of one heartbeat (all four together ÷ heartbeats); database commands per heartbeat by command (FerretDB's
- *      debug listener) and, on PostgreSQL, transactions and per-collection scans and writes;
+ *      debug listener) and PostgreSQL's transactions and per-collection scans and writes;
  *   4. BENCH_STOP (default 10 % of the nodes, at most 1,000) fall silent at once while the others keep beating:
  *      delay from each stopped node's last acknowledged heartbeat to its recorded offline change (target
  *      NODE_OFFLINE_AFTER_S + 2 s), nodes detected, false offline transitions.
@@ -164,7 +164,7 @@ async function restartApi(stack: BenchStack): Promise<string> {
 }
 
 /**
- * Database work as PostgreSQL counts it (FerretDB's PostgreSQL backend only; null on SQLite): committed transactions
+ * Database work as PostgreSQL counts it (null where psql cannot read it): committed transactions
  * (FerretDB runs each command in one or more) and, per table (FerretDB names a collection's table
  * `<collection>_<hash>`), reads (sequential + index scans) and rows written.
  */
@@ -174,7 +174,7 @@ interface DbWork {
 }
 function dbWork(stack: BenchStack): DbWork | null {
   const port = stack.ports.POSTGRES_PORT;
-  if (stack.backend !== 'postgresql' || !port) return null;
+  if (!port) return null;
   const psql = (sql: string) =>
     execFileSync('psql', ['-h', '127.0.0.1', '-p', String(port), '-U', 'ferret', '-d', 'postgres', '-Atc', sql], {
       encoding: 'utf8'
@@ -216,7 +216,7 @@ function describeDbWork(
   elapsed: number
 ): { perHb: number | null; line: string } {
   if (!before || !after)
-    return { perHb: null, line: 'database statements: not counted (FerretDB on PostgreSQL counts them)' };
+    return { perHb: null, line: "database statements: not counted (psql could not read PostgreSQL's statistics)" };
   const xacts = after.xacts - before.xacts;
   const rows = [...after.tables].map(([name, a]) => {
     const b = before.tables.get(name) ?? { reads: 0, writes: 0, rowsScanned: 0 };

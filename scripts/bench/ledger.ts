@@ -40,14 +40,12 @@
  * configuration's quota counters do not weigh on another's lines, and with several lines per measurement each
  * starts 3 s after the last.
  * BENCH_API_CLUSTER=N measures the other way to run N API processes:
- * after each backend's run, a second stack with API_PROCESSES=N (Node's cluster: the processes share the ports and
+ * after the first run, a second stack with API_PROCESSES=N (Node's cluster: the processes share the ports and
  * hand their appends to the primary, the host's one ledger writer), every line against the one-process line of the
  * first run. In both runs the writes then alternate between N connection pools (undici Agents), so the cluster's
  * primary hands their connections to every process.
- * BENCH_BACKENDS (default `sqlite,postgresql` when PostgreSQL is installed, else `sqlite`) runs the http phase once
- * per embedded FerretDB backend (FERRETDB_BACKEND), each on a stack of its own, and ends with a table comparing them
- * (docs/benchmarks.md#the-storage-backends-compared); with BENCH_DATA_DIR each backend keeps its data in a
- * subdirectory named after it.
+ * With BENCH_DATA_DIR the http phase keeps its stack's data in the subdirectory `postgresql` (`postgresql-cluster<N>`
+ * for the cluster run; the names of the runs that also measured SQLite, so that their kept ledgers still serve).
  * Prints figures and ratios; asserts nothing. The stack's output goes to a log file (stack-log.ts), named when the
  * bench fails and at its end.
  */
@@ -61,8 +59,7 @@ import { Agent, Dispatcher, fetch as undiciFetch } from 'undici';
 import { Ledger } from '../../store/ledger/ledger';
 import { verifyLedger } from '../../store/ledger/ledger-verify';
 import { ensureIndexes } from '../../store/mongo';
-import { startFerretDb } from '../stack/ferretdb';
-import { findPostgres } from '../stack/postgres';
+import { startEmbeddedStore } from '../stack/ferretdb';
 import { StackLog } from './stack-log';
 import { BenchStack, startBenchStack } from './stack';
 import { Latency, ReadLatencies, sampleStatus } from './status-sampler';
@@ -106,18 +103,9 @@ const HTTP_CLIENT = process.env.BENCH_HTTP_CLIENT ?? 'request';
 if (HTTP_CLIENT !== 'request' && HTTP_CLIENT !== 'fetch')
   throw new Error(`BENCH_HTTP_CLIENT: ${HTTP_CLIENT} (request, fetch)`);
 const PHASES = new Set((process.env.BENCH_PHASES ?? 'module,http,verify').split(','));
-type Backend = 'sqlite' | 'postgresql';
-const BACKENDS = (process.env.BENCH_BACKENDS ?? (findPostgres() ? 'sqlite,postgresql' : 'sqlite'))
-  .split(',')
-  .map((b): Backend => {
-    if (b !== 'sqlite' && b !== 'postgresql')
-      throw new Error(`BENCH_BACKENDS: unknown backend ${b} (sqlite, postgresql)`);
-    return b;
-  });
 
-/** One line of the closing comparison: an http measurement on one backend. */
+/** One http measurement (a line), for the comparisons across sizes and with the one-process run. */
 interface HttpRow {
-  backend: Backend;
   size: number;
   concurrency: number;
   writers: number;
@@ -188,17 +176,8 @@ async function main(): Promise<void> {
   try {
     if (PHASES.has('module') || PHASES.has('verify')) await withModuleDatabase(log, measureModule);
     if (PHASES.has('http')) {
-      if (!process.env.BENCH_BACKENDS && !findPostgres())
-        console.log(
-          'PostgreSQL is not installed: the http phase runs on SQLite only (scripts/install-tools.sh postgresql adds the other column)'
-        );
-      const rows: HttpRow[] = [];
-      for (const backend of BACKENDS) {
-        const single = await measureHttp(log, backend);
-        rows.push(...single);
-        if (API_CLUSTER > 1) await measureHttp(log, backend, API_CLUSTER, single);
-      }
-      if (BACKENDS.length > 1) compareBackends(rows);
+      const single = await measureHttp(log);
+      if (API_CLUSTER > 1) await measureHttp(log, API_CLUSTER, single);
     }
   } catch (err) {
     failure = err;
@@ -210,16 +189,16 @@ async function main(): Promise<void> {
   log.reportSuccess();
 }
 
-/** The module phases run against MONGODB_URI, or a FerretDB of their own. */
+/** The module phases run against MONGODB_URI, or a FerretDB (on its PostgreSQL) of their own. */
 async function withModuleDatabase(log: StackLog, measure: (uri: string) => Promise<void>): Promise<void> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zhongshu-bench-'));
   let stop = async () => undefined as void;
   try {
     let uri = process.env.MONGODB_URI;
     if (!uri) {
-      const ferret = await startFerretDb({ dataDir, echo: false, logFile: log.path });
-      uri = ferret.uri;
-      stop = () => ferret.stop();
+      const store = await startEmbeddedStore({ dataDir, echo: false, logFile: log.path });
+      uri = store.uri;
+      stop = () => store.stop();
     }
     await measure(uri);
   } finally {
@@ -233,7 +212,7 @@ async function measureModule(uri: string): Promise<void> {
   try {
     if (PHASES.has('module'))
       console.log(
-        `bench:ledger module — ${OPS} appends per concurrency level, against ${process.env.MONGODB_URI ? 'MONGODB_URI' : 'embedded FerretDB (SQLite)'}`
+        `bench:ledger module — ${OPS} appends per concurrency level, against ${process.env.MONGODB_URI ? 'MONGODB_URI' : 'embedded FerretDB (PostgreSQL)'}`
       );
     for (const c of PHASES.has('module') ? CONCURRENCY : []) {
       const db = client.db(`bench_c${c}_${Date.now()}`);
@@ -320,13 +299,13 @@ function bareInserts(scratch: Collection, concurrency: number, ops = OPS): Promi
 }
 
 /**
- * The http phase on one backend; with `cluster` (N > 1) on a stack with API_PROCESSES=N, each line compared with
- * the same line of `single` (the one-process run).
+ * The http phase; with `cluster` (N > 1) on a stack with API_PROCESSES=N, each line compared with the same line of
+ * `single` (the one-process run).
  */
-async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single: HttpRow[] = []): Promise<HttpRow[]> {
-  const variant = cluster > 1 ? `${backend}-cluster${cluster}` : backend;
+async function measureHttp(log: StackLog, cluster = 0, single: HttpRow[] = []): Promise<HttpRow[]> {
+  const variant = cluster > 1 ? `postgresql-cluster${cluster}` : 'postgresql';
   console.log(
-    `bench:ledger http — POST /api/report/truth through the whole stack on FerretDB/${backend}${cluster > 1 ? `, API_PROCESSES=${cluster} (cluster, one ledger writer)` : ''}, ${OPS} writes per measurement${KEYED ? ', each with an Idempotency-Key' : ''}, ledger at ${LEDGER_SIZES.join(', ')} entries`
+    `bench:ledger http — POST /api/report/truth through the whole stack on FerretDB/PostgreSQL${cluster > 1 ? `, API_PROCESSES=${cluster} (cluster, one ledger writer)` : ''}, ${OPS} writes per measurement${KEYED ? ', each with an Idempotency-Key' : ''}, ledger at ${LEDGER_SIZES.join(', ')} entries`
   );
   const keep = process.env.BENCH_DATA_DIR ? path.join(process.env.BENCH_DATA_DIR, variant) : undefined;
   const stack = await startBenchStack(
@@ -335,7 +314,6 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
     {
       TRUTH_DAILY_QUOTA: '100000000',
       NODE_REVIEW_REQUIRED: 'false',
-      FERRETDB_BACKEND: backend,
       ...(cluster > 1 ? { API_PROCESSES: String(cluster) } : {}),
       ...(WRITER_LEASE ? { LEDGER_FORWARD_SECRET: LEASE_SECRET } : {})
     },
@@ -375,7 +353,7 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
     ];
     // DIDs of their own for the racing and the lease lines: processes each keep a quota counter per DID, and a DID's
     // slots taken by the racing pair left the next line's process behind them (its claims refused, then the DID's
-    // day of slots re-read: seconds per DID on SQLite), which is the race's cost, not the next line's.
+    // counter looked up again), which is the race's cost, not the next line's.
     const ownDids = (prefix: string) =>
       Promise.all(Array.from({ length: DIDS }, (_, i) => registerBenchDid(stack, `did:bench:${prefix}${i}`)));
     const raceDids = modes.some((m) => m.p > 1 && !m.lease) && cluster <= 1 ? await ownDids('race') : dids;
@@ -431,7 +409,7 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
       const missing = size - (await head());
       if (missing > 0) {
         const t0 = Date.now();
-        // One call over a generator: appendBulk reads the tail once (a read that scans the ledger on SQLite).
+        // One call over a generator: appendBulk reads the tail once.
         function* fill() {
           for (let i = 0; i < missing; i++) {
             if (i > 0 && i % 100_000 === 0 && missing > 100_000)
@@ -566,7 +544,6 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
           const chosen = median(line.rounds, (r) => r.http.opsPerSec / r.baseline.opsPerSec);
           const { http, status } = chosen;
           rows.push({
-            backend,
             size,
             concurrency: c,
             writers,
@@ -578,12 +555,7 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
           // Against one process: round by round (each pair measured minutes apart at most), the median and range.
           const oneLine = lines.find((l) => l.writers === writers && l.mode.p === 1);
           const one = [...rows, ...single].find(
-            (r) =>
-              r.backend === backend &&
-              r.size === size &&
-              r.concurrency === c &&
-              r.writers === writers &&
-              r.processes === 1
+            (r) => r.size === size && r.concurrency === c && r.writers === writers && r.processes === 1
           );
           const vsOne =
             oneLine && oneLine !== line
@@ -636,26 +608,6 @@ async function measureHttp(log: StackLog, backend: Backend, cluster = 0, single:
   return rows;
 }
 
-/** The same measurements side by side: writes/s and p99 per backend, and the ratio to the first backend. */
-function compareBackends(rows: HttpRow[]): void {
-  const [first, ...others] = BACKENDS;
-  console.log(`\nbackends compared (POST /api/report/truth; each backend's own bare insertOne in brackets):`);
-  const keyOf = (r: HttpRow) => `${r.size}/${r.concurrency}/${r.writers}/${r.processes}/${r.lease}`;
-  for (const row of rows.filter((r) => r.backend === first)) {
-    const cells = [row, ...others.map((b) => rows.find((r) => r.backend === b && keyOf(r) === keyOf(row)))].map((r) =>
-      r
-        ? `${r.backend} ${r.http.opsPerSec.toFixed(0).padStart(5)}/s p99 ${r.http.p99.toFixed(0).padStart(5)} ms [${r.baseline.opsPerSec.toFixed(0)}/s]`
-        : 'n/a'
-    );
-    const ratios = others
-      .map((backend) => rows.find((r) => r.backend === backend && keyOf(r) === keyOf(row)))
-      .map((r) => (r ? `${r.backend}/${first} ${(r.http.opsPerSec / row.http.opsPerSec).toFixed(2)}x` : ''));
-    console.log(
-      `  ledger ${String(row.size).padStart(7)}  c=${String(row.concurrency).padStart(2)}  ${String(row.writers).padStart(2)} DID${row.writers > 1 ? 's' : ' '} ${row.processes} API${row.lease ? ' lease' : ''}  ${cells.join('   ')}   ${ratios.join(' ')}`
-    );
-  }
-}
-
 /**
  * GET /api/status-data/assets (the tally its head carries) against what it did before tallies (grouping the ledger's
  * truths by type and counting its events, the same queries from this process), each a few times on the idle ledger.
@@ -700,7 +652,7 @@ async function overload(
   write: (did: string, key: string, i: number) => Promise<number>
 ): Promise<void> {
   // The ledger's size as its newest head record states it (a small collection): counting the entries themselves
-  // scans the whole ledger on FerretDB/SQLite (minutes at 1,000,000 entries).
+  // reads the whole ledger on FerretDB.
   const sizer = new Ledger(db);
   const entries = async () => (await sizer.head()).size;
   // Counted, not estimated: FerretDB's estimate lags deletes, and unused leased slots are deleted.

@@ -1,6 +1,6 @@
 /**
- * The whole local stack for a bench: `npm start` (scripts/start.ts: FerretDB, the Temporal dev server, the worker,
- * the API) in a scratch data dir on free ports, its output in the bench's stack log. Benches drive it over HTTP as
+ * The whole local stack for a bench: `npm start` (scripts/start.ts: FerretDB on its PostgreSQL, the Temporal dev
+ * server, the worker, the API) in a scratch data dir on free ports, its output in the bench's stack log. Benches drive it over HTTP as
  * clients do and may open the database directly to count what landed.
  */
 import { ChildProcess, spawn } from 'node:child_process';
@@ -8,8 +8,6 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { FERRETDB_BACKENDS, type FerretBackendSetting } from '../../core/config.node';
-import { chooseFerretBackend, idLookupsOf } from '../stack/postgres';
 import { freePort, typescriptProcess } from '../stack/process';
 import { StackLog } from './stack-log';
 
@@ -32,8 +30,6 @@ const PORT_NAMES = [
 export interface BenchStack {
   /** The main listener, e.g. http://127.0.0.1:40123 */
   base: string;
-  /** The embedded FerretDB's backend (FERRETDB_BACKEND as the launcher resolves it). */
-  backend: 'sqlite' | 'postgresql';
   ports: Record<(typeof PORT_NAMES)[number], number>;
   /** The embedded FerretDB, and the database the service uses in it. */
   mongoUri: string;
@@ -78,18 +74,12 @@ export async function startBenchStack(
   };
   delete childEnv.MONGODB_URI;
   delete childEnv.TEMPORAL_ADDRESS;
-  // The backend the launcher will choose (with FERRETDB_BACKEND=auto, PostgreSQL where installed), decided here once and
-  // passed on, so this stack and the API processes started beside it agree. Unset, the benches run SQLite (not the
-  // launcher's default `auto`): each bench names the backend it measures, and their figures compare across machines.
-  const backend = chooseFerretBackend(benchBackendSetting(childEnv.FERRETDB_BACKEND), dataDir).backend;
-  childEnv.FERRETDB_BACKEND = backend;
   console.log(`starting the stack (npm start) in ${dataDir}`);
   const launcher = typescriptProcess(path.join(ROOT, 'scripts', 'start.ts'));
   const child = spawn(launcher.binary, launcher.args, { env: childEnv, stdio: ['ignore', log.fd(), log.fd()] });
   const extraApis: ChildProcess[] = [];
   const stack: BenchStack = {
     base: `http://127.0.0.1:${ports.PORT}`,
-    backend,
     ports,
     mongoUri: `mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`,
     dbName: childEnv.MONGODB_DB ?? 'zhongshu_hub',
@@ -108,7 +98,6 @@ export async function startBenchStack(
         // What the launcher tells the processes it starts (scripts/start.ts), as this one is started beside them.
         env: {
           ...childEnv,
-          MONGODB_ID_LOOKUPS: idLookupsOf(backend),
           ...env,
           ...apiPorts,
           MONGODB_URI: `mongodb://127.0.0.1:${ports.FERRETDB_PORT}/`,
@@ -156,12 +145,4 @@ async function waitHealthy(url: string, child: ChildProcess): Promise<void> {
     await new Promise((r) => setTimeout(r, 500));
   }
   throw new Error('the stack did not become healthy');
-}
-
-/** FERRETDB_BACKEND as a bench takes it: unset or empty, SQLite (see startBenchStack); anything else must be valid. */
-function benchBackendSetting(value: string | undefined): FerretBackendSetting {
-  if (!value) return 'sqlite';
-  const setting = FERRETDB_BACKENDS.find((b) => b === value);
-  if (!setting) throw new Error(`FERRETDB_BACKEND=${value}: expected ${FERRETDB_BACKENDS.join(', ')}`);
-  return setting;
 }

@@ -1,9 +1,9 @@
 /**
- * Fuzzes the OpenAPI document against the real service: starts a test stack of its own (FerretDB and the Temporal
- * dev server from scripts/stack, the worker and the API as processes on free ports, a scratch DATA_DIR), issues
- * one credential of every kind through the admin API and registration, and runs schemathesis (v4, from the CI venv)
- * with every check on. Exits non-zero on any failure: a 5xx, a status the document does not list, a response that
- * does not match its schema, a documented input the service refuses, an undocumented one it accepts.
+ * Fuzzes the OpenAPI document against the real service: starts a test stack of its own (FerretDB on its PostgreSQL
+ * and the Temporal dev server from scripts/stack, the worker and the API as processes on free ports, a scratch
+ * DATA_DIR), issues one credential of every kind through the admin API and registration, and runs schemathesis (v4,
+ * from the CI venv) with every check on. Exits non-zero on any failure: a 5xx, a status the document does not list,
+ * a response that does not match its schema, a documented input the service refuses, an undocumented one it accepts.
  *
  *   node --import tsx scripts/ci/schemathesis.ts
  *
@@ -19,10 +19,10 @@ import path from 'node:path';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { unwrapEpochKey } from '../../core/compute/group-crypto.node';
 import { Connection } from '@temporalio/client';
-import { startFerretDb } from '../stack/ferretdb';
+import { startEmbeddedStore } from '../stack/ferretdb';
 import { startTemporal } from '../stack/temporal';
 import { findNginx, NGINX_INSTALL_HINT, startNginx } from '../stack/nginx';
-import { freePort, ServerHandle, typescriptProcess } from '../stack/process';
+import { freePort, typescriptProcess } from '../stack/process';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const RESULTS = path.join(ROOT, '.test-results');
@@ -224,11 +224,11 @@ async function main(): Promise<number> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'zhongshu-schemathesis-'));
   log(`stack in ${dataDir}; its log: ${LOG_FILE}`);
 
-  const servers: ServerHandle[] = [];
+  const servers: { stop(): Promise<void> }[] = [];
   const processes: { stop(): Promise<void> }[] = [];
   try {
-    const [ferret, temporal] = await Promise.all([
-      startFerretDb({ dataDir, port: await freePort(), echo: false }),
+    const [store, temporal] = await Promise.all([
+      startEmbeddedStore({ dataDir, echo: false }),
       startTemporal({
         dataDir,
         port: await freePort(),
@@ -238,7 +238,7 @@ async function main(): Promise<number> {
         echo: false
       })
     ]);
-    servers.push(ferret, temporal);
+    servers.push(store, temporal);
     // Deployment arbitration needs the hub's nginx, as under `npm start` (CI installs Debian's package): a fuzzed deploy
     // is then really deployed and read back, not refused for want of a web server.
     const serviceDataDir = path.join(dataDir, 'service');
@@ -266,7 +266,7 @@ async function main(): Promise<number> {
       HOST: '127.0.0.1',
       DATA_DIR: serviceDataDir,
       ...(nginx ? { DEPLOY_WEB_PORT: String(nginx.port), NGINX_BIN: nginxBin! } : { DEPLOY_WEB: 'off' }),
-      MONGODB_URI: ferret.uri,
+      MONGODB_URI: store.uri,
       MONGODB_DB: 'schemathesis',
       TEMPORAL_ADDRESS: temporal.address,
       TEMPORAL_TASK_QUEUE: 'schemathesis',

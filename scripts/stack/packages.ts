@@ -2,7 +2,8 @@
  * The Debian packages the service runs, brought by `npm start` when they are missing: PostgreSQL's server binaries
  * (the embedded FerretDB stores in a PostgreSQL child server) and nginx (deploy targets). One code path with
  * `bash scripts/install-tools.sh packages …`, which probes, says what it installs and why (one line each), and runs
- * `apt-get update` once and `apt-get install -y` once. ZHONGSHU_INSTALL_PACKAGES=0 leaves packages to the operator.
+ * `apt-get update` once and `apt-get install -y` once. ZHONGSHU_INSTALL_PACKAGES=0 leaves packages to the operator
+ * (without PostgreSQL the launcher then stops with 69, EX_UNAVAILABLE: postgres.ts checkPostgresCanRun).
  * Run before anything starts: a user who may not install packages is stopped at once with the one command to run
  * and exit code 77 (EX_NOPERM); a system without apt-get with 69 (EX_UNAVAILABLE).
  */
@@ -32,16 +33,12 @@ export class PackagesMissing extends Error {
 }
 
 /**
- * The packages a start with this configuration runs: PostgreSQL for the embedded FerretDB unless it is told to use
- * SQLite or an external MongoDB; nginx unless DEPLOY_WEB=off.
+ * The packages a start with this configuration runs: PostgreSQL for the embedded FerretDB unless MONGODB_URI names
+ * a MongoDB; nginx unless DEPLOY_WEB=off.
  */
-export function packagesFor(config: {
-  MONGODB_URI?: string;
-  FERRETDB_BACKEND: string;
-  DEPLOY_WEB: string;
-}): DebianPackage[] {
+export function packagesFor(config: { MONGODB_URI?: string; DEPLOY_WEB: string }): DebianPackage[] {
   return [
-    ...(config.MONGODB_URI || config.FERRETDB_BACKEND === 'sqlite' ? [] : ['postgresql' as const]),
+    ...(config.MONGODB_URI ? [] : ['postgresql' as const]),
     ...(config.DEPLOY_WEB === 'on' ? ['nginx' as const] : [])
   ];
 }

@@ -1,9 +1,8 @@
 /**
- * PostgreSQL for FerretDB's `postgresql` backend (FERRETDB_BACKEND=postgresql;
- * docs/storage.md#storage-backends-embedded-ferretdb-on-sqlite-or-postgresql): Debian's
- * `postgresql` package, run as a child server with its cluster under `DATA_DIR/postgres`, listening on loopback TCP
- * only (no Unix socket), trust authentication for the one local role `ferret`. Never a system cluster: the cluster
- * is created here by `initdb` on first start and started with `postgres -D` directly (no pg_ctlcluster).
+ * The PostgreSQL server the embedded FerretDB stores in (docs/storage.md#the-embedded-store-ferretdb-on-postgresql):
+ * Debian's `postgresql` package, run as a child server with its cluster under `DATA_DIR/postgres`, listening on
+ * loopback TCP only (no Unix socket), trust authentication for the one local role `ferret`. Never a system cluster:
+ * the cluster is created here by `initdb` on first start and started with `postgres -D` directly (no pg_ctlcluster).
  *
  * PostgreSQL refuses to run as root: when the launcher is root, the cluster directory belongs to the `postgres`
  * system user (created by the Debian package) and the server and initdb run as that user.
@@ -12,7 +11,8 @@ import { execFile, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { FerretBackendSetting } from '../../core/config.node';
+import { EX_CONFIG } from '../../core/config-check.node';
+import { EX_UNAVAILABLE } from './packages';
 import { freePort, isBindFailure, log, ServerHandle, spawnServer, stopStale, waitForPort } from './process';
 import { START_ATTEMPTS } from './temporal';
 
@@ -25,41 +25,59 @@ const STOP_SIGNAL = 'SIGINT';
 /** The role FerretDB connects as; the database is `postgres`, created by initdb. */
 export const POSTGRES_ROLE = 'ferret';
 
-/**
- * The embedded FerretDB's backend for FERRETDB_BACKEND (`auto`, the default: PostgreSQL where it is installed and
- * can run on this data dir, else SQLite; `sqlite`; `postgresql`), and why, for the launcher to say. Under `auto`:
- * - a data dir that holds SQLite data and no PostgreSQL cluster stays on SQLite (its data is there: PostgreSQL would
- *   start empty beside it; nothing is migrated); with both, PostgreSQL's is used;
- * - a launcher run as root starts PostgreSQL as the `postgres` user (PostgreSQL refuses root), which must be able to
- *   reach DATA_DIR: a new data dir below a directory that user cannot search (a private temporary directory,
- *   `/root`) gets SQLite, with the directory named (`cannotReach`, from postgresCannotReach).
- */
-export function chooseFerretBackend(
-  setting: FerretBackendSetting,
-  dataDir: string,
-  postgresInstalled = findPostgres() !== null,
-  cannotReach: (dataDir: string) => string | null = postgresCannotReach
-): { backend: 'sqlite' | 'postgresql'; why: string } {
-  if (setting !== 'auto') return { backend: setting, why: `FERRETDB_BACKEND=${setting}` };
-  if (!postgresInstalled)
-    return { backend: 'sqlite', why: `FERRETDB_BACKEND=auto: PostgreSQL is not installed (${POSTGRES_INSTALL_HINT})` };
-  const sqliteData =
-    fs.existsSync(path.join(dataDir, 'ferretdb')) &&
-    fs.readdirSync(path.join(dataDir, 'ferretdb')).some((f) => f.endsWith('.sqlite'));
-  const cluster = fs.existsSync(path.join(dataDir, 'postgres'));
-  if (sqliteData && !cluster) {
-    return {
-      backend: 'sqlite',
-      why: `FERRETDB_BACKEND=auto: this data dir holds SQLite data (${path.join(dataDir, 'ferretdb')}); set FERRETDB_BACKEND=postgresql to start on PostgreSQL instead`
-    };
+/** Why the launcher does not start the embedded store on this machine or data dir, and the exit code it stops with. */
+export class EmbeddedStoreRefused extends Error {
+  constructor(
+    message: string,
+    /** EX_UNAVAILABLE (PostgreSQL is not installed) or EX_CONFIG (the data dir cannot be used). */
+    readonly exitCode: number
+  ) {
+    super(message);
+    this.name = 'EmbeddedStoreRefused';
   }
-  const blocked = cluster ? null : cannotReach(dataDir);
-  if (blocked)
-    return {
-      backend: 'sqlite',
-      why: `FERRETDB_BACKEND=auto: PostgreSQL is installed but cannot run on this data dir (${blocked})`
-    };
-  return { backend: 'postgresql', why: 'FERRETDB_BACKEND=auto: PostgreSQL is installed' };
+}
+
+/**
+ * The data dir's SQLite data (`DATA_DIR/ferretdb/*.sqlite`): FerretDB's former backend, which this version does not
+ * read and does not migrate. Without a PostgreSQL cluster beside it the data dir is refused (EmbeddedStoreRefused,
+ * EX_CONFIG: PostgreSQL would start empty and the hub would seem to have lost its data), with how to move the files
+ * aside; beside a cluster (a data dir that was on PostgreSQL already) the files are only named, as unused (the
+ * returned note). Checked before anything is installed or started.
+ */
+export function checkSqliteData(dataDir: string): string | null {
+  const dir = path.join(dataDir, 'ferretdb');
+  const files = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.sqlite')) : [];
+  if (files.length === 0) return null;
+  const found = `${dir} holds SQLite data (${files.join(', ')})`;
+  if (fs.existsSync(path.join(dataDir, 'postgres')))
+    return `${found} from an older version, which is not read: this data dir's data is in PostgreSQL (${path.join(dataDir, 'postgres')})`;
+  throw new EmbeddedStoreRefused(
+    `${found}: this data dir is from an older version, which ran FerretDB on SQLite. FerretDB now stores in ` +
+      `PostgreSQL and does not read or migrate that data. To start on PostgreSQL without it, move it aside ` +
+      `(mv ${dir} ${dir}-sqlite) or set another DATA_DIR; the older version still reads it where it is`,
+    EX_CONFIG
+  );
+}
+
+/**
+ * Refuses to start the embedded store where PostgreSQL cannot run, before anything starts: PostgreSQL is not
+ * installed (the package step left it out: ZHONGSHU_INSTALL_PACKAGES=0; EX_UNAVAILABLE), or the launcher runs as
+ * root and the `postgres` user, which the server then runs as, cannot reach DATA_DIR (`cannotReach`, from
+ * postgresCannotReach, names the directory in the way; EX_CONFIG: another DATA_DIR, or that directory made
+ * searchable).
+ */
+export function checkPostgresCanRun(
+  dataDir: string,
+  installed = findPostgres(path.join(dataDir, 'postgres')) !== null,
+  cannotReach: (dataDir: string) => string | null = postgresCannotReach
+): void {
+  if (!installed)
+    throw new EmbeddedStoreRefused(
+      `the embedded FerretDB stores in PostgreSQL, which is not installed: ${POSTGRES_INSTALL_HINT}; or set MONGODB_URI to a MongoDB of your own`,
+      EX_UNAVAILABLE
+    );
+  const blocked = cannotReach(dataDir);
+  if (blocked) throw new EmbeddedStoreRefused(`PostgreSQL cannot run on ${dataDir}: ${blocked}`, EX_CONFIG);
 }
 
 /**
@@ -80,14 +98,6 @@ export function postgresCannotReach(dataDir: string): string | null {
   if (probe.error || probe.status === null)
     return `could not ask as the postgres user: ${probe.error?.message ?? `test ended by ${probe.signal}`}`;
   return `the postgres user, which PostgreSQL runs as under root, cannot reach ${existing === path.resolve(dataDir) ? existing : `into ${existing}`}: every directory above DATA_DIR must be searchable by others`;
-}
-
-/**
- * MONGODB_ID_LOOKUPS for the processes using the embedded FerretDB on `backend`: on SQLite FerretDB reads the
- * collection for every `_id` lookup; on PostgreSQL the launcher indexes `_id` (see startPostgres).
- */
-export function idLookupsOf(backend: 'sqlite' | 'postgresql'): 'indexed' | 'scan' {
-  return backend === 'postgresql' ? 'indexed' : 'scan';
 }
 
 /**
@@ -239,6 +249,9 @@ async function installIdLookupIndexes(binDir: string, port: number): Promise<voi
         { encoding: 'utf8', cwd: os.tmpdir(), timeout: 600_000 },
         (err, stdout, stderr) => resolve(err ? (stderr || stdout || String(err)).trim() : null)
       );
+      // A psql that could not connect exits before reading its script: the write's EPIPE is that same failure,
+      // which the callback reports (and the loop retries), not an error of its own.
+      psql.stdin?.on('error', () => undefined);
       psql.stdin?.end(ID_LOOKUP_SQL);
     });
     if (why === null) return;
@@ -262,7 +275,7 @@ export async function startPostgres(opts: {
 }): Promise<ServerHandle & { url: string; port: number }> {
   const dir = path.join(opts.dataDir, 'postgres');
   const binDir = findPostgres(dir);
-  if (!binDir) throw new Error(`FERRETDB_BACKEND=postgresql needs PostgreSQL: ${POSTGRES_INSTALL_HINT}`);
+  if (!binDir) throw new Error(`the embedded FerretDB needs PostgreSQL: ${POSTGRES_INSTALL_HINT}`);
   const user = runAs();
   const blocked = postgresCannotReach(opts.dataDir);
   if (blocked) throw new Error(`PostgreSQL cannot run on ${opts.dataDir}: ${blocked}`);

@@ -6,7 +6,7 @@
  */
 import type { Db } from 'mongodb';
 import type { Logger } from 'pino';
-import type { ChatConfig, MongoConfig } from '../../core/config.node';
+import type { ChatConfig } from '../../core/config.node';
 import { PlanLimits, PlanName, planTable, plansOverrideSchema, isPlanName } from '../../core/chat/plans';
 import { ProviderCatalog } from '../../core/chat/providers';
 import { loadProviderCatalog } from '../../core/chat/providers.node';
@@ -43,8 +43,7 @@ export type ChatServicesConfig = Pick<
   | 'CHAT_RETRY_MAX_WAIT_MS'
   | 'CHAT_BREAKER_FAILURES'
   | 'CHAT_BREAKER_COOLDOWN_S'
-> &
-  Pick<MongoConfig, 'MONGODB_ID_LOOKUPS'>;
+>;
 
 export function createChatServices(config: ChatServicesConfig, db: Db, logger: Logger): ChatServices {
   const catalog = loadProviderCatalog(config);
@@ -76,12 +75,7 @@ export function createChatServices(config: ChatServicesConfig, db: Db, logger: L
       { providers: [...catalog.providers.keys()], models: catalog.models.size },
       'chat gateway providers loaded'
     );
-  const limits = new ChatLimitStore(
-    db,
-    (err) => logger.warn({ err }, 'chat limit prune failed'),
-    Date.now,
-    config.MONGODB_ID_LOOKUPS
-  );
+  const limits = new ChatLimitStore(db, (err) => logger.warn({ err }, 'chat limit prune failed'));
   const usage = new ChatUsageStore(db, (err) => logger.warn({ err }, 'chat usage tally flush failed'));
   return {
     catalog,

@@ -168,8 +168,8 @@ export function createTruthWrites(
 
   const hold = async (w: TruthWrite, valueJson: string, held: string, signal: AbortSignal, log: WriteLog) => {
     // The key is looked up beforehand only where no append follows to find the first write (a held write, and a
-    // write refused for quota): on FerretDB/SQLite a lookup scans the idempotency records, so one before every
-    // keyed write made those writes slower the longer the ledger.
+    // write refused for quota): an append finds it itself, so a lookup before every keyed write would be a round
+    // trip for nothing.
     const existing = await alreadyWritten(w);
     if (existing) return existing;
     signal.throwIfAborted();

@@ -27,7 +27,7 @@
 import { Collection, Db } from 'mongodb';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { InsertBatcher, writeErrorsOf } from '../insert-batch';
-import { deleteByIds, IdLookups, retryingUpsert } from '../mongo';
+import { deleteByIds, retryingUpsert } from '../mongo';
 
 interface LimitSlot {
   _id: string;
@@ -104,9 +104,7 @@ export class ChatLimitStore {
   constructor(
     db: Db,
     private readonly onPruneError: (err: unknown) => void = () => undefined,
-    private readonly now: () => number = Date.now,
-    /** How the database answers an `_id` lookup (store/mongo.ts IdLookups). */
-    private readonly idLookups: IdLookups = 'indexed'
+    private readonly now: () => number = Date.now
   ) {
     this.slots = db.collection('chat_limit_slots');
     this.marks = db.collection('chat_limit_marks');
@@ -294,11 +292,11 @@ export class ChatLimitStore {
       for (const n of ns) ids.push(`${s.scope}|${s.window}|${n}`);
     }
     if (ids.length === 0) return;
-    // By `_id`s as the database answers them best (deleteByIds). A failed delete may have deleted some of them, so
-    // none is handed out as still leased: all are taken again by insert, which is refused (and the slot skipped) for
-    // one that is still there. A slot may be lost for the window, never used twice.
+    // A statement per `_id` (deleteByIds). A failed delete may have deleted some of them, so none is handed out as
+    // still leased: all are taken again by insert, which is refused (and the slot skipped) for one that is still
+    // there. A slot may be lost for the window, never used twice.
     try {
-      await deleteByIds(this.slots, ids, this.idLookups);
+      await deleteByIds(this.slots, ids);
     } finally {
       for (const [s, ns] of given) for (const n of ns) giveBack(s, n);
     }
@@ -347,9 +345,8 @@ export class ChatLimitStore {
   /**
    * Slot `refused` and the ones before it were taken by another process: continue past the counter's mark, one small
    * read. A mark not ahead of this process (the other's last inserts not marked yet) leaves the search to the
-   * next inserts (each refusal skips a slot); only a counter without any mark is searched by `_id` lookups, which
-   * on FerretDB/SQLite scan the slots once per missing one (two API processes serving one key at concurrency 8
-   * managed 2-5 requests/s that way, bench:gateway).
+   * next inserts (each refusal skips a slot); only a counter without any mark is searched by `_id` lookups (about
+   * 2 log2 n round trips where the mark is one).
    */
   private async catchUp(state: CounterState, refused: number): Promise<void> {
     state.refusals = 0;

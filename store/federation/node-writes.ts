@@ -14,8 +14,8 @@ import type { NodeDocument } from './node-document';
  * ends (its handler defers closing each statement's query to the end of the command), from a pool of 50 connections
  * on PostgreSQL: a bulkWrite of 100 conditional updates hung an idle FerretDB for good here, and several smaller
  * ones at once hung it under load (the whole server, every client waiting for a connection). One statement per
- * command holds at most two connections, for milliseconds: `_id` lookups use an index on both embedded backends
- * (PostgreSQL: the GIN index of scripts/stack/postgres.ts) and on MongoDB.
+ * command holds at most two connections, for milliseconds: `_id` lookups use an index on the embedded FerretDB
+ * (the GIN index of scripts/stack/postgres.ts) and on MongoDB.
  */
 const NODE_WRITES_IN_FLIGHT = 8;
 

@@ -10,9 +10,9 @@
  * - `node_presence_samples_<ss>`: the latest sample of each of those nodes, rewritten at most every
  *   PRESENCE_SAMPLES_MS per shard and process, off the heartbeat's path (the directory and the dashboard show
  *   samples at most that old).
- * One collection per shard, not one document per shard in a shared collection: FerretDB's SQLite backend applies
- * an update by scanning its collection (measured: 430 ms for an update by _id among 10,000 documents, 4 ms among
- * a few), so a shard's rewrite must only scan that shard's few documents. On FerretDB an operation costs about
+ * One collection per shard, not one document per shard in a shared collection: a shard's rewrite reads only that
+ * shard's few documents even where a database applies an update by scanning its collection (FerretDB's former SQLite
+ * backend did: 430 ms for an update by _id among 10,000 documents). On FerretDB an operation costs about
  * 3-4 ms whatever its size up to some 20 KB, so fewer, larger writes are cheaper than many small ones: 16 shards
  * and a least time between two writes of one shard (PRESENCE_FLUSH_MS) bound the writes of a process to
  * 16 / PRESENCE_FLUSH_MS, each carrying every heartbeat of its shard that arrived meanwhile.

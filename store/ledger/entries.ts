@@ -11,7 +11,7 @@
  */
 import type { Collection, Db } from 'mongodb';
 import type { LedgerEntryDocument } from '../../core/ledger/ledger-entry';
-import { findByIds, IdLookups } from '../mongo';
+import { findByIds, type IdLookups } from '../mongo';
 
 export const LEDGER_COLLECTION = 'ledger';
 export const LEDGER_IDEMPOTENCY_COLLECTION = 'ledger_idempotency';
@@ -26,11 +26,8 @@ export class IdempotencyRecords {
   private readonly entries: Collection<LedgerEntryDocument>;
   private readonly records: Collection<IdempotencyRecord>;
 
-  constructor(
-    db: Db,
-    /** How the database answers `_id` lookups (store/mongo.ts IdLookups). */
-    private readonly idLookups: IdLookups
-  ) {
+  /** `_idLookups` is ignored (store/mongo.ts IdLookups: CommitEngine still passes it). */
+  constructor(db: Db, _idLookups?: IdLookups) {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
     this.records = db.collection<IdempotencyRecord>(LEDGER_IDEMPOTENCY_COLLECTION);
   }
@@ -45,17 +42,14 @@ export class IdempotencyRecords {
 
   /**
    * The entries written with these idems, found through their idempotency records by `_id` (store/mongo.ts
-   * findByIds: where every lookup scans, one read of the records and one of their entries however many idems, as a
-   * lookup per idem scanned its collection once each; where `_id` is indexed, a lookup each, as an `_id: { $in }`
-   * read the whole ledger on FerretDB).
+   * findByIds: a lookup each, as an `_id: { $in }` read the whole ledger on FerretDB).
    */
   async find(idems: string[]): Promise<LedgerEntryDocument[]> {
-    const records = await findByIds(this.records, idems, this.idLookups);
+    const records = await findByIds(this.records, idems);
     if (records.length === 0) return [];
     const entries = await findByIds(
       this.entries,
-      records.map((r) => r.seq),
-      this.idLookups
+      records.map((r) => r.seq)
     );
     const wanted = new Set(idems);
     return entries.filter((e) => wanted.has(e.idem));

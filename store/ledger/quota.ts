@@ -30,33 +30,26 @@
  * process took it), and after more than INSERT_PROBES refusals in a row the claim looks the counter up again (as at
  * its start, below) and moves past the highest taken. Slots given back are claimed again first (lowest first).
  *
- * What a process knows of a counter starts from the database, in the way it answers best (QuotaStoreOptions
- * idLookups). Where every lookup scans (`scan`, FerretDB on SQLite): one read of the counter's slots (`n` of the
- * documents of that scope and day): the first slot above the highest taken, and every hole below it (slots given
- * back by others) to claim first; a search by `_id` lookups there costs a scan each (a search of a counter of 2,000
- * slots took about seven, and a restarted API process's first writes from 16 DIDs kept FerretDB busy for seconds:
- * status p99 5 s at 1,000,000 entries). Where `_id` lookups are indexed (`indexed`: MongoDB, FerretDB on PostgreSQL)
- * the read by scope and day is the scan instead (FerretDB indexes no other field: 642 ms among 213,000 slots on
- * PostgreSQL, at every DID's first write of the day in every process): the end of the run of taken slots is found
- * by galloping `_id` lookups (about 2 log2 n: 22 at 2,000 slots), and the holes below it are read only when they
- * matter, once the counter has nothing left above: one read by scope and day before a caller is refused, so the
- * quota stays exact. A hole the search stepped over meanwhile costs a refused insert, as a slot another process took.
- * The first use of a day in a process deletes the slots of days before yesterday in the background.
+ * What a process knows of a counter starts from the database by `_id` lookups, which MongoDB and the embedded
+ * FerretDB on PostgreSQL answer from an index: a read by scope and day is a scan (FerretDB indexes no other field:
+ * 642 ms among 213,000 slots on PostgreSQL, at every DID's first write of the day in every process). The end of the
+ * run of taken slots is found by galloping `_id` lookups (about 2 log2 n: 22 at 2,000 slots), and the holes below
+ * it (slots given back by others) are read only when they matter, once the counter has nothing left above: one read
+ * by scope and day before a caller is refused, so the quota stays exact. A hole the search stepped over meanwhile
+ * costs a refused insert, as a slot another process took. The first use of a day in a process deletes the slots of
+ * days before yesterday in the background.
  *
  * Slot inserts are group-committed per process (store/insert-batch.ts): the slots of the claims made while one
  * insert is under way (any scope) go together in the next unordered insertMany (at most SLOT_CHUNK), whose write
- * errors say which were refused. Reads of counters' slots are grouped the same way (readSlots): the counters of a day
- * asked for while one read is under way go together in the next, one read by `scope: { $in }` and day. Where every
- * read scans, one scan then serves them all: a process meeting the writes of 16 DIDs it had not seen that day (just
- * started, or just become the writer lease holder) read their counters one scan each, and among 48,000 slots on
- * FerretDB/SQLite its first write waited 14 s, every write of the burst past its 5 s deadline (bench:ledger's
- * overload, docs/known-issues.md).
+ * errors say which were refused. Reads of counters' holes are grouped the same way (readSlots): the counters of a
+ * day asked for while one read is under way go together in the next, one read by `scope: { $in }` and day, so one
+ * scan serves them all.
  */
 import { Collection, Db } from 'mongodb';
 import { AppError } from '../../core/errors';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { BatchedInsertError, InsertBatcher } from '../insert-batch';
-import { deleteByIds, IdLookups } from '../mongo';
+import { deleteByIds } from '../mongo';
 import type { DailyQuota } from './daily-quota';
 
 interface QuotaUse {
@@ -88,7 +81,7 @@ interface CounterState {
   next: number;
   /** Slots this process gave back (deleted), and the holes others left, claimed again first (lowest first). */
   free: number[];
-  /** Whether the holes below `next` were read (see takenSlots); until then a caller is not refused. */
+  /** Whether the holes below `next` were read (see readHoles); until then a caller is not refused. */
   holesRead: boolean;
   /** Slots this process inserted and has not handed out yet (lowest first). */
   leased: number[];
@@ -109,8 +102,6 @@ export interface QuotaStoreOptions {
   /** Unused leased slots of a scope are given back after it has not been used for this long (ms). */
   leaseIdleMs?: number;
   onError?: (err: unknown) => void;
-  /** How the database answers an `_id` lookup (store/mongo.ts IdLookups; default `indexed`). */
-  idLookups?: IdLookups;
 }
 
 export class QuotaStore implements DailyQuota {
@@ -129,7 +120,6 @@ export class QuotaStore implements DailyQuota {
   >();
   private reading = false;
   private readonly leaseIdleMs: number;
-  private readonly idLookups: IdLookups;
   private sweepTimer: NodeJS.Timeout | null = null;
   private closed = false;
   /** The give-back under way (close waits for it). */
@@ -143,7 +133,6 @@ export class QuotaStore implements DailyQuota {
     this.uses = db.collection('quota_uses');
     this.slots = new InsertBatcher(this.uses, 1, SLOT_CHUNK);
     this.leaseIdleMs = options.leaseIdleMs ?? DEFAULT_LEASE_IDLE_MS;
-    this.idLookups = options.idLookups ?? 'indexed';
   }
 
   /** Takes one use of `scope` on `day`; `count` is the slot taken (1-based), or `limit + 1` when refused. */
@@ -228,19 +217,15 @@ export class QuotaStore implements DailyQuota {
     const counter = `${scope}|${day}`;
     let state = this.counters.get(counter);
     if (!state) {
-      const start =
-        this.idLookups === 'indexed'
-          ? this.runEnd(counter, 0, limit).then((next) => ({ next, free: [], holesRead: false }))
-          : this.takenSlots(scope, day, limit);
-      state = start.then(({ next, free, holesRead }) => {
+      state = this.runEnd(counter, 0, limit).then((next) => {
         const fresh: CounterState = {
           counter,
           scope,
           day,
           limit,
           next,
-          free,
-          holesRead,
+          free: [],
+          holesRead: false,
           leased: [],
           claim: null,
           claimSize: 0,
@@ -324,11 +309,7 @@ export class QuotaStore implements DailyQuota {
       state.refusals += results.length;
       // Another process is taking this counter's slots: past a few refusals, move past what it took.
       if (state.refusals > INSERT_PROBES) {
-        const next =
-          this.idLookups === 'indexed'
-            ? await this.runEnd(state.counter, lastRefused, state.limit)
-            : (await this.takenSlots(state.scope, state.day, state.limit)).next;
-        state.next = Math.max(state.next, next);
+        state.next = Math.max(state.next, await this.runEnd(state.counter, lastRefused, state.limit));
         state.refusals = 0;
       }
     }
@@ -336,10 +317,10 @@ export class QuotaStore implements DailyQuota {
   }
 
   /**
-   * Gives back (deletes) the slots leased and not handed out; they become free to claim again. One delete for every
-   * scope given back at once, by `_id`s as the database answers them best (store/mongo.ts deleteByIds: on FerretDB
-   * on PostgreSQL a `deleteMany` by `_id: { $in }` read the whole of `quota_uses` at every sweep, 3.3 s among
-   * 213,000 slots, which slowed every write of a hub that had written a lot that day).
+   * Gives back (deletes) the slots leased and not handed out; they become free to claim again. One bulk delete for
+   * every scope given back at once, a statement per `_id` (store/mongo.ts deleteByIds: on FerretDB on PostgreSQL a
+   * `deleteMany` by `_id: { $in }` read the whole of `quota_uses` at every sweep, 3.3 s among 213,000 slots, which
+   * slowed every write of a hub that had written a lot that day).
    */
   private async giveBackLeases(states: CounterState[]): Promise<void> {
     const claims = states.map((s) => s.claim).filter((c) => c !== null);
@@ -351,7 +332,7 @@ export class QuotaStore implements DailyQuota {
     });
     const ids = taken.flatMap(({ state, slots }) => slots.map((n) => `${state.counter}|${n}`));
     if (ids.length === 0) return;
-    const done = deleteByIds(this.uses, ids, this.idLookups).then(
+    const done = deleteByIds(this.uses, ids).then(
       () => undefined,
       // Left in the database, they stay taken: claiming one again is then refused and skipped (a slot lost for
       // the day, never a second use of one).
@@ -390,23 +371,6 @@ export class QuotaStore implements DailyQuota {
         })
       )
     );
-  }
-
-  /**
-   * One read of a counter's slots: the first above the highest taken, and the holes below it (slots given back),
-   * lowest first. A hole may be taken by another process meanwhile: claiming it is then refused and skipped.
-   */
-  private async takenSlots(
-    scope: string,
-    day: string,
-    limit: number
-  ): Promise<{ next: number; free: number[]; holesRead: true }> {
-    const taken = new Set(await this.readSlots(scope, day));
-    let highest = 0;
-    for (const n of taken) highest = Math.max(highest, n);
-    const free: number[] = [];
-    for (let n = 1; n <= Math.min(highest, limit); n++) if (!taken.has(n)) free.push(n);
-    return { next: highest + 1, free, holesRead: true };
   }
 
   /**
@@ -464,11 +428,18 @@ export class QuotaStore implements DailyQuota {
     return (await lastOfRun(from, taken, limit)) + 1;
   }
 
-  /** The holes below `next` (read once a counter has nothing left above): free to claim, lowest first. */
+  /**
+   * The holes below `next` and below the highest slot taken (read once a counter has nothing left above: one read
+   * of its slots, slots given back by others), free to claim, lowest first. A hole may be taken by another process
+   * meanwhile: claiming it is then refused and skipped.
+   */
   private async readHoles(state: CounterState): Promise<void> {
-    const { free } = await this.takenSlots(state.scope, state.day, state.limit);
+    const taken = new Set(await this.readSlots(state.scope, state.day));
+    let highest = 0;
+    for (const n of taken) highest = Math.max(highest, n);
     // Slots leased here are taken (not among the holes); slots this process gave back are among them already.
-    for (const n of free) if (n < state.next) insertSorted(state.free, n);
+    for (let n = 1; n <= Math.min(highest, state.limit, state.next - 1); n++)
+      if (!taken.has(n)) insertSorted(state.free, n);
     state.holesRead = true;
   }
 }

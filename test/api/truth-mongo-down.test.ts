@@ -1,26 +1,35 @@
 /**
  * Stopping the database mid-run: writers never hang (a bounded 503 instead), nothing acknowledged is lost, and a
- * retry with the same Idempotency-Key after the database is back lands exactly once. Uses a FerretDB of its own,
- * so the shared one keeps serving the other suites.
+ * retry with the same Idempotency-Key after the database is back lands exactly once. Uses a FerretDB (on a
+ * PostgreSQL) of its own, so the shared one keeps serving the other suites; FerretDB is what stops and starts again.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { startFerretDb } from '../../scripts/stack/ferretdb';
+import { startPostgres } from '../../scripts/stack/postgres';
 import { freePort, ServerHandle } from '../../scripts/stack/process';
 import { registerDid } from '../support/credentials';
 import { eventually, http, startTestService, TestService } from '../support/service';
 
 let svc: TestService;
 let ferret: ServerHandle & { uri: string };
+let postgres: ServerHandle & { url: string };
 let dataDir: string;
 let port: number;
 const DID = 'did:example:steady';
 
-const startDb = async () => (ferret = await startFerretDb({ dataDir, port, echo: process.env.ZH_TEST_ECHO === '1' }));
+const startDb = async () =>
+  (ferret = await startFerretDb({
+    dataDir,
+    port,
+    postgresqlUrl: postgres.url,
+    echo: process.env.ZH_TEST_ECHO === '1'
+  }));
 
 beforeAll(async () => {
   dataDir = fs.mkdtempSync(path.join(process.env.ZH_TEST_DATA_DIR!, 'own-ferret-'));
   port = await freePort();
+  postgres = await startPostgres({ dataDir, echo: process.env.ZH_TEST_ECHO === '1' });
   await startDb();
   // A quota far above what 4 writers reach in the run (keyed writes are as fast as others: no lookup before them).
   svc = await startTestService(
@@ -32,6 +41,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await svc?.close();
   await ferret?.stop();
+  await postgres?.stop();
 });
 
 it('answers 503 while the database is down, loses no acknowledged write, and lands retries exactly once', async () => {

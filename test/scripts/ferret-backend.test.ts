@@ -1,14 +1,25 @@
 /**
- * FERRETDB_BACKEND=auto (the default): the embedded FerretDB stores in PostgreSQL where it is installed and can run on
- * the data dir, in SQLite where not; a data dir that holds SQLite data and no PostgreSQL cluster stays on SQLite
- * (PostgreSQL would start empty beside it). An explicit setting is taken as it is. (`npm start` on the default:
- * start.test.ts; on PostgreSQL: postgres-lookup.test.ts and the bench's CI run.)
+ * The embedded FerretDB stores in PostgreSQL only, and the launcher refuses, before anything starts, what it cannot
+ * run on: a data dir holding only SQLite data (FerretDB's former backend, from an older version: not read, not
+ * migrated), PostgreSQL not installed, and, as root, a data dir the `postgres` user cannot reach. (The missing
+ * package through the launcher: start-packages.test.ts; `npm start` itself: start.test.ts; the `_id` indexes:
+ * postgres-lookup.test.ts.)
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { chooseFerretBackend, findPostgres, postgresCannotReach, startPostgres } from '../../scripts/stack/postgres';
+import { EX_CONFIG } from '../../core/config-check.node';
+import { EX_UNAVAILABLE } from '../../scripts/stack/packages';
+import {
+  checkPostgresCanRun,
+  checkSqliteData,
+  EmbeddedStoreRefused,
+  findPostgres,
+  postgresCannotReach,
+  startPostgres
+} from '../../scripts/stack/postgres';
+import { runToExit } from './launcher';
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => fs.rmSync(d, { recursive: true, force: true })));
@@ -24,49 +35,76 @@ function dataDir(contents: { sqlite?: boolean; postgres?: boolean } = {}, under 
   return dir;
 }
 
-it('chooses PostgreSQL where it is installed, unless the data dir holds SQLite data only', () => {
-  expect(chooseFerretBackend('auto', dataDir(), true, reachable)).toMatchObject({
-    backend: 'postgresql',
-    why: expect.stringContaining('PostgreSQL is installed')
-  });
-  expect(chooseFerretBackend('auto', dataDir(), false)).toMatchObject({
-    backend: 'sqlite',
-    why: expect.stringContaining('apt-get install -y postgresql')
-  });
-  expect(chooseFerretBackend('auto', dataDir({ sqlite: true }), true, reachable)).toMatchObject({
-    backend: 'sqlite',
-    why: expect.stringContaining('holds SQLite data')
-  });
-  expect(chooseFerretBackend('auto', dataDir({ sqlite: true, postgres: true }), true, reachable).backend).toBe(
-    'postgresql'
-  );
-  // FerretDB's state file alone (a start that stopped before any data) is no SQLite data.
+/** What `f` threw, as an EmbeddedStoreRefused. */
+function refusal(f: () => unknown): EmbeddedStoreRefused {
+  try {
+    f();
+  } catch (err) {
+    if (err instanceof EmbeddedStoreRefused) return err;
+    throw err;
+  }
+  throw new Error('not refused');
+}
+
+it('refuses a data dir holding only SQLite data, saying it is from an older version and how to move it aside', () => {
+  const old = dataDir({ sqlite: true });
+  const refused = refusal(() => checkSqliteData(old));
+  expect(refused.exitCode).toBe(EX_CONFIG);
+  expect(refused.message).toContain(`${path.join(old, 'ferretdb')} holds SQLite data (zhongshu_hub.sqlite)`);
+  expect(refused.message).toMatch(/from an older version, which ran FerretDB on SQLite/);
+  expect(refused.message).toMatch(/does not read or migrate that data/);
+  expect(refused.message).toContain(`mv ${path.join(old, 'ferretdb')} ${path.join(old, 'ferretdb')}-sqlite`);
+  // Moved aside as it says: nothing in the way.
+  fs.renameSync(path.join(old, 'ferretdb'), path.join(old, 'ferretdb-sqlite'));
+  expect(checkSqliteData(old)).toBeNull();
+});
+
+it('starts on a data dir with no SQLite data, and only names SQLite files left beside a PostgreSQL cluster', () => {
+  expect(checkSqliteData(dataDir())).toBeNull();
+  expect(checkSqliteData(path.join(dataDir(), 'not-made-yet'))).toBeNull();
+  // FerretDB's state file alone (every start writes it) is no SQLite data.
   const started = dataDir();
   fs.mkdirSync(path.join(started, 'ferretdb'));
   fs.writeFileSync(path.join(started, 'ferretdb', 'state.json'), '{}');
-  expect(chooseFerretBackend('auto', started, true, reachable).backend).toBe('postgresql');
+  expect(checkSqliteData(started)).toBeNull();
+  // Both: the data dir was on PostgreSQL already; the SQLite files are not read.
+  expect(checkSqliteData(dataDir({ sqlite: true, postgres: true }))).toMatch(
+    /holds SQLite data \(zhongshu_hub\.sqlite\) from an older version, which is not read: this data dir's data is in PostgreSQL/
+  );
 });
 
-it('takes an explicit FERRETDB_BACKEND as it is', () => {
-  expect(chooseFerretBackend('sqlite', dataDir(), true)).toEqual({ backend: 'sqlite', why: 'FERRETDB_BACKEND=sqlite' });
-  expect(chooseFerretBackend('postgresql', dataDir({ sqlite: true }), false)).toEqual({
-    backend: 'postgresql',
-    why: 'FERRETDB_BACKEND=postgresql'
-  });
+it('refuses to start without PostgreSQL (exit 69), or where it cannot reach the data dir (exit 78)', () => {
+  const missing = refusal(() => checkPostgresCanRun(dataDir(), false, reachable));
+  expect(missing.exitCode).toBe(EX_UNAVAILABLE);
+  expect(missing.message).toMatch(
+    /^the embedded FerretDB stores in PostgreSQL, which is not installed: apt-get install -y postgresql .*MONGODB_URI/
+  );
+  const dir = dataDir();
+  const blocked = refusal(() => checkPostgresCanRun(dir, true, (d) => `cannot reach ${d}`));
+  expect(blocked.exitCode).toBe(EX_CONFIG);
+  expect(blocked.message).toBe(`PostgreSQL cannot run on ${dir}: cannot reach ${dir}`);
+  expect(() => checkPostgresCanRun(dataDir(), true, reachable)).not.toThrow();
 });
 
-it('keeps a new data dir the PostgreSQL server cannot reach on SQLite, and says which directory is in the way', () => {
-  const blocked = (dir: string) => `cannot reach ${dir}`;
-  expect(chooseFerretBackend('auto', dataDir(), true, blocked)).toMatchObject({
-    backend: 'sqlite',
-    why: expect.stringMatching(
-      /^FERRETDB_BACKEND=auto: PostgreSQL is installed but cannot run on this data dir \(cannot reach /
-    )
+it('the launcher stops on a SQLite-only data dir with exit code 78, having started and installed nothing', async () => {
+  const old = dataDir({ sqlite: true });
+  const { code, output } = await runToExit({
+    DATA_DIR: old,
+    MONGODB_URI: '',
+    DEPLOY_WEB: 'off',
+    CHAT_PROVIDERS_FILE: '',
+    CHAT_PROVIDERS: '',
+    // The data dir is refused before the package step: nothing would be installed anyway.
+    ZHONGSHU_INSTALL_PACKAGES: '0'
   });
-  // A cluster already there was reached before: PostgreSQL as before (startPostgres refuses, naming the directory in
-  // the way, when it cannot reach it now).
-  expect(chooseFerretBackend('auto', dataDir({ postgres: true }), true, blocked).backend).toBe('postgresql');
-});
+  expect(code).toBe(EX_CONFIG);
+  expect(output).toMatch(
+    /\[stack\] nothing was started: .*ferretdb holds SQLite data \(zhongshu_hub\.sqlite\): this data dir is from an older version.* \(exit code 78\)/
+  );
+  expect(output).not.toMatch(/packages:|starting|building/);
+  expect(fs.existsSync(path.join(old, 'run'))).toBe(false);
+  expect(fs.existsSync(path.join(old, 'postgres'))).toBe(false);
+}, 90_000);
 
 // Run as root, the server runs as the `postgres` user, which must search every directory above DATA_DIR.
 const asRootWithPostgresUser = process.getuid?.() === 0 && spawnSync('id', ['-u', 'postgres']).status === 0;
@@ -88,23 +126,35 @@ const asRootWithPostgresUser = process.getuid?.() === 0 && spawnSync('id', ['-u'
     const inner = path.join(secret, 'data');
     fs.mkdirSync(inner);
     expect(postgresCannotReach(inner)).toMatch(new RegExp(`cannot reach ${inner}: every`));
-    expect(chooseFerretBackend('auto', inner, true).backend).toBe('sqlite');
+    expect(refusal(() => checkPostgresCanRun(inner, true)).exitCode).toBe(EX_CONFIG);
   }
 );
 
 (asRootWithPostgresUser && findPostgres() ? it : it.skip)(
-  'refuses, as root, to start PostgreSQL on a cluster the postgres user cannot reach, and says which directory is in the way',
+  'refuses, as root, to start PostgreSQL on a data dir the postgres user cannot reach, and says which directory is in the way',
   async () => {
     const secret = dataDir();
     fs.chmodSync(secret, 0o700);
     const inner = path.join(secret, 'data');
     fs.mkdirSync(path.join(inner, 'postgres'), { recursive: true });
-    // Chosen all the same (its data is there), then refused before anything starts.
-    expect(chooseFerretBackend('auto', inner, true).backend).toBe('postgresql');
-    await expect(startPostgres({ dataDir: inner, echo: false })).rejects.toThrow(
-      new RegExp(
-        `PostgreSQL cannot run on ${inner}: .*cannot reach ${inner}: every directory above DATA_DIR must be searchable by others`
-      )
+    const reason = new RegExp(
+      `PostgreSQL cannot run on ${inner}: .*cannot reach ${inner}: every directory above DATA_DIR must be searchable by others`
     );
-  }
+    await expect(startPostgres({ dataDir: inner, echo: false })).rejects.toThrow(reason);
+    // The launcher, before anything starts.
+    const { code, output } = await runToExit({
+      DATA_DIR: inner,
+      MONGODB_URI: '',
+      DEPLOY_WEB: 'off',
+      CHAT_PROVIDERS_FILE: '',
+      CHAT_PROVIDERS: '',
+      ZHONGSHU_INSTALL_PACKAGES: '0'
+    });
+    expect(code).toBe(EX_CONFIG);
+    expect(output).toMatch(reason);
+    expect(output).toMatch(/nothing was started: .*\(exit code 78\)/);
+    expect(output).not.toMatch(/starting|building/);
+    expect(fs.existsSync(path.join(inner, 'run'))).toBe(false);
+  },
+  90_000
 );

@@ -52,9 +52,8 @@ export async function launch(
     TRUTH_DAILY_QUOTA: '1000000',
     MONGODB_URI: '',
     TEMPORAL_ADDRESS: '',
-    // These suites test supervision, signals and ports on one backend everywhere; start.test.ts runs the default.
-    FERRETDB_BACKEND: 'sqlite',
-    // Packages are this machine's as they are (start-packages.test.ts covers installing them).
+    // Packages are this machine's as they are (start-packages.test.ts covers installing them): PostgreSQL must be
+    // installed, as CI does.
     ZHONGSHU_INSTALL_PACKAGES: '0',
     npm_config_script_shell: scriptShell
   };
@@ -98,6 +97,33 @@ export async function launch(
     }
   );
   return { child, env, dataDir, base: `http://127.0.0.1:${env.PORT}`, adminToken, output: () => text, exited, ready };
+}
+
+/**
+ * Runs the launcher to its exit, as `user` where given (for the cases where it stops before starting anything: it
+ * must exit by itself, else it is killed after 60 s).
+ */
+export function runToExit(
+  env: Record<string, string>,
+  user?: { uid: number; gid: number }
+): Promise<{ code: number | null; output: string }> {
+  const { binary, args } = typescriptProcess(path.join(ROOT, 'scripts', 'start.ts'));
+  const child = spawn(binary, args, {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...(user ?? {})
+  });
+  let output = '';
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr!.on('data', (d) => (output += d));
+  const killer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+  return new Promise((resolve) =>
+    child.on('close', (code) => {
+      clearTimeout(killer);
+      resolve({ code, output });
+    })
+  );
 }
 
 /** The pids the launcher recorded (DATA_DIR/run/<name>.pid), by name. */

@@ -2,14 +2,15 @@
  * `npm start` on a machine without the Debian packages the service runs (PostgreSQL, nginx): a fake `apt-get` on
  * PATH records what it is asked, and the probed paths (NGINX_BIN, PG_BIN_DIR) point where nothing is installed.
  * As root the launcher asks apt-get to update once and install both, saying why for each; as a user who may not
- * install packages it stops at once with the one command to run and exit code 77, having started nothing. Both
- * before anything starts, so no stack is needed here.
+ * install packages it stops at once with the one command to run and exit code 77, having started nothing; told not
+ * to install packages (ZHONGSHU_INSTALL_PACKAGES=0) on a machine without PostgreSQL, with 69. All before anything
+ * starts, so no stack is needed here.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { EX_NOPERM } from '../../scripts/stack/packages';
-import { typescriptProcess } from '../../scripts/stack/process';
+import { EX_NOPERM, EX_UNAVAILABLE } from '../../scripts/stack/packages';
+import { runToExit as runLauncher } from './launcher';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
@@ -52,7 +53,6 @@ function machine(opts: { aptInstalls: boolean }): Machine {
       PG_BIN_DIR: pgBin,
       DATA_DIR: dataDir,
       MONGODB_URI: '',
-      FERRETDB_BACKEND: 'auto',
       DEPLOY_WEB: 'on',
       ZHONGSHU_INSTALL_PACKAGES: '',
       CHAT_PROVIDERS_FILE: '',
@@ -62,30 +62,6 @@ function machine(opts: { aptInstalls: boolean }): Machine {
     },
     aptCalls: () => fs.readFileSync(calls, 'utf8').split('\n').filter(Boolean)
   };
-}
-
-/** Runs the launcher to its exit (it must exit by itself here: it stops before starting anything). */
-function runLauncher(
-  env: Record<string, string>,
-  user?: { uid: number; gid: number }
-): Promise<{ code: number | null; output: string }> {
-  const { binary, args } = typescriptProcess(path.join(ROOT, 'scripts', 'start.ts'));
-  const child = spawn(binary, args, {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    ...(user ?? {})
-  });
-  let output = '';
-  child.stdout.on('data', (d) => (output += d));
-  child.stderr.on('data', (d) => (output += d));
-  const killer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-  return new Promise((resolve) =>
-    child.on('close', (code) => {
-      clearTimeout(killer);
-      resolve({ code, output });
-    })
-  );
 }
 
 it('as root, asks apt-get to update once and install PostgreSQL and nginx, saying why for each', async () => {
@@ -141,4 +117,19 @@ it('as a user who may not install packages, stops at once with the one command t
   expect(fs.existsSync(path.join(m.env.DATA_DIR!, 'run'))).toBe(false);
   expect(output).not.toMatch(/starting|building/);
   expect(Date.now() - started).toBeLessThan(30_000);
+}, 90_000);
+
+it('told not to install packages, stops before anything starts with exit code 69 where PostgreSQL is missing', async () => {
+  const m = machine({ aptInstalls: true });
+  const { code, output } = await runLauncher({ ...m.env, ZHONGSHU_INSTALL_PACKAGES: '0', DEPLOY_WEB: 'off' });
+  expect(output).toContain(
+    'ZHONGSHU_INSTALL_PACKAGES=0: not installing postgresql (to install: sudo apt-get install -y postgresql)'
+  );
+  expect(output).toMatch(
+    /nothing was started: the embedded FerretDB stores in PostgreSQL, which is not installed: apt-get install -y postgresql .*\(exit code 69\)/
+  );
+  expect(code).toBe(EX_UNAVAILABLE);
+  expect(m.aptCalls()).toEqual([]);
+  expect(fs.existsSync(path.join(m.env.DATA_DIR!, 'run'))).toBe(false);
+  expect(output).not.toMatch(/starting|building/);
 }, 90_000);

@@ -27,6 +27,7 @@ async function startUnderLoad(
     'api',
     'ferretdb',
     ...(findNginx('/usr/sbin/nginx') ? ['nginx'] : []),
+    'postgres',
     'temporal',
     'worker'
   ]);

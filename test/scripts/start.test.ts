@@ -1,16 +1,14 @@
 /**
  * `npm start` as a user runs it: the whole stack comes up on the embedded servers, the Temporal Web UI shows the
  * worker polling, a second start after a crash (launcher killed with SIGKILL, children left running) works, and
- * SIGINT stops every process. It runs the default FERRETDB_BACKEND (`auto`) on a data dir PostgreSQL can reach (under
- * the system's temporary directory, not the suite's private one): PostgreSQL where it is installed (CI installs it),
- * SQLite where not.
+ * SIGINT stops every process. FerretDB stores in the launcher's own PostgreSQL server (CI installs the package; the
+ * launcher installs it where it may), its cluster in this data dir under the system's temporary directory.
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { findNginx } from '../../scripts/stack/nginx';
-import { chooseFerretBackend, findPostgres } from '../../scripts/stack/postgres';
 import { freePort, isAlive, typescriptProcess } from '../../scripts/stack/process';
 import { eventually, http } from '../support/service';
 
@@ -74,7 +72,6 @@ const pids = () =>
 const alive = isAlive;
 
 it('starts everything, survives a crashed launcher, and stops cleanly on SIGINT', async () => {
-  const chosen = chooseFerretBackend('auto', dataDir);
   const first = launch();
   await first.ready;
   const summary = await http('GET', `http://127.0.0.1:${env.PORT}/a2a/endpoints/summary`);
@@ -92,17 +89,15 @@ it('starts everything, survives a crashed launcher, and stops cleanly on SIGINT'
   );
   expect(queue.pollers.length).toBeGreaterThan(0);
 
-  // The default backend, and why (PostgreSQL where it is installed: this data dir is within its reach).
+  expect(first.output()).toContain(`starting PostgreSQL on 127.0.0.1:${env.POSTGRES_PORT}`);
   expect(first.output()).toContain(
-    `FerretDB on ${chosen.backend === 'postgresql' ? 'PostgreSQL' : 'SQLite'} (${chosen.why})`
+    `starting FerretDB on 127.0.0.1:${env.FERRETDB_PORT} (on PostgreSQL ${env.POSTGRES_PORT})`
   );
-  expect(chosen.backend).toBe(findPostgres() ? 'postgresql' : 'sqlite');
-  const postgres = chosen.backend === 'postgresql';
 
-  // A crash: the launcher dies without stopping its children (FerretDB, Temporal, the worker, the API, PostgreSQL
-  // where FerretDB stores in it, and nginx for deployment arbitration where it is installed).
+  // A crash: the launcher dies without stopping its children (PostgreSQL, FerretDB, Temporal, the worker, the API,
+  // and nginx for deployment arbitration where it is installed).
   const leftovers = pids();
-  expect(leftovers).toHaveLength(4 + (postgres ? 1 : 0) + (findNginx('/usr/sbin/nginx') ? 1 : 0));
+  expect(leftovers).toHaveLength(5 + (findNginx('/usr/sbin/nginx') ? 1 : 0));
   first.child.kill('SIGKILL');
   await new Promise((r) => first.child.once('exit', r));
   expect(leftovers.every(alive)).toBe(true);
@@ -110,11 +105,9 @@ it('starts everything, survives a crashed launcher, and stops cleanly on SIGINT'
   const second = launch();
   await second.ready;
   expect(second.output()).toMatch(/stopping leftover/);
-  if (postgres) {
-    // PostgreSQL's leftover stopped by its fast shutdown, not by the SIGKILL after it (which a smart shutdown needed).
-    expect(second.output()).toMatch(/stopping leftover postgres \(pid \d+\)/);
-    expect(second.output()).not.toMatch(/leftover postgres .* still runs after/);
-  }
+  // PostgreSQL's leftover stopped by its fast shutdown, not by the SIGKILL after it (which a smart shutdown needed).
+  expect(second.output()).toMatch(/stopping leftover postgres \(pid \d+\)/);
+  expect(second.output()).not.toMatch(/leftover postgres .* still runs after/);
   expect(leftovers.some(alive)).toBe(false);
   expect((await http('GET', `http://127.0.0.1:${env.PORT}/health`)).body.mongo).toBe('up');
 

@@ -64,8 +64,6 @@ export async function startTestService(
     HOST: '127.0.0.1',
     DATA_DIR: dataDir,
     MONGODB_URI: process.env.ZH_TEST_MONGODB_URI!,
-    // The suite's FerretDB runs on SQLite (test/setup/global-setup.ts), as `npm start` would tell its processes.
-    MONGODB_ID_LOOKUPS: 'scan',
     MONGODB_DB: `test_${id}`,
     TEMPORAL_ADDRESS: process.env.ZH_TEST_TEMPORAL_ADDRESS!,
     TEMPORAL_TASK_QUEUE: `test-${id}`,

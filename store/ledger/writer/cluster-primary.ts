@@ -3,15 +3,14 @@
  * cluster primary over the cluster's IPC channel, and the primary appends them with its own Ledger, group-committed
  * with every other process's. Two processes appending directly race for the next seq: the loser's insert is
  * refused, it waits for the winner's head record and builds its batch again, so N processes wrote well below the
- * rate of one (bench:ledger, SQLite, 1,000 entries: two processes 0.24-0.52x the throughput of one, p99 1.6-7.4x).
- * Through the primary there is no race among them; the worker process (the hub's own events) and API replicas on
- * other hosts append directly unless they share the writer lease (lease.ts, over HTTP); the unique seq keeps
- * the ledger exact whoever writes.
+ * rate of one (bench:ledger, 1,000 entries, on FerretDB's former SQLite backend: two processes 0.24-0.52x the
+ * throughput of one, p99 1.6-7.4x). Through the primary there is no race among them; the worker process (the hub's
+ * own events) and API replicas on other hosts append directly unless they share the writer lease (lease.ts, over
+ * HTTP); the unique seq keeps the ledger exact whoever writes.
  *
  * The daily quota's slots likewise (store/ledger/quota.ts): each process leasing a DID's slots on its own, the
- * processes of a host claimed the same slot numbers, refused each other's inserts and read the counter again after
- * a few refusals (on FerretDB/SQLite a scan of `quota_uses`); with many DIDs each written through every process
- * that happened at every block. The API processes forward `consume` and `refund` to the primary, whose one
+ * processes of a host claimed the same slot numbers, refused each other's inserts and looked the counter up again
+ * after a few refusals; with many DIDs each written through every process that happened at every block. The API processes forward `consume` and `refund` to the primary, whose one
  * QuotaStore leases for the whole host: its slots are refused only by other hosts.
  *
  * Messages (JSON over the IPC channel; `zh` tells them from the cluster module's own):
