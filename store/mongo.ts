@@ -105,6 +105,8 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   // One record per revoked DID, written before the revocation and kept ten minutes (store/active-dids.ts).
   did_revocations: [],
   ledger_head: [],
+  // The position lists (store/ledger/positions.ts), read and written by `_id`.
+  ledger_positions: [],
   ledger_marks: [],
   ledger_idempotency: [],
   ledger_writer: [],
@@ -156,21 +158,12 @@ function ignoreAlreadyExists(err: unknown): void {
 }
 
 /**
- * How every database the hub runs on answers an `_id` lookup: from an index (MongoDB; the embedded FerretDB on
- * PostgreSQL, with its `_id` index). Goes away once the ledger's files stop naming it (its constructor options,
- * CommitEngine, the tail reader); IdempotencyRecords and findByIds take it and ignore it until then.
- */
-export type IdLookups = 'indexed';
-
-/**
  * The documents with these `_id`s (those that exist, in no particular order): one `_id` lookup per id, all at once
- * (a `find({ _id: { $in } })` reads the whole collection in FerretDB, which pushes no `$in` down). `_lookups` is
- * ignored (IdLookups).
+ * (a `find({ _id: { $in } })` reads the whole collection in FerretDB, which pushes no `$in` down).
  */
 export async function findByIds<T extends { _id: string | number }>(
   collection: Collection<T>,
-  ids: T['_id'][],
-  _lookups?: IdLookups
+  ids: T['_id'][]
 ): Promise<WithId<T>[]> {
   if (ids.length === 0) return [];
   const found = await Promise.all(ids.map((_id) => collection.findOne({ _id } as Filter<T>)));

@@ -21,7 +21,7 @@
 import { Collection, Db, MongoBulkWriteError } from 'mongodb';
 import { canonicalJson } from '../../core/ledger/canonical-json';
 import type { LedgerEntryDocument } from '../../core/ledger/ledger-entry';
-import { IdLookups, isDuplicateKey } from '../mongo';
+import { isDuplicateKey } from '../mongo';
 import { AppendInput, AppendResult, AppendWithdrawn, callerIdempotencyScope, newEventId } from './append';
 import { IdempotencyRecords, LEDGER_COLLECTION } from './entries';
 import { HeadRecords, LedgerHeadWithTally, OwnHead } from './heads';
@@ -89,11 +89,11 @@ export class CommitEngine {
   /** The newest entry another writer appended for this process (head reads answer at least that). */
   private forwardedHead: LedgerHeadWithTally | null = null;
 
-  constructor(db: Db, idLookups: IdLookups) {
+  constructor(db: Db) {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
     this.heads = new HeadRecords(db);
-    this.idems = new IdempotencyRecords(db, idLookups);
-    this.tails = new TailReader(db, this.heads, idLookups);
+    this.idems = new IdempotencyRecords(db);
+    this.tails = new TailReader(db, this.heads);
     this.positions = new PositionLists(db);
   }
 

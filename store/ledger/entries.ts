@@ -11,7 +11,7 @@
  */
 import type { Collection, Db } from 'mongodb';
 import type { LedgerEntryDocument } from '../../core/ledger/ledger-entry';
-import { findByIds, type IdLookups } from '../mongo';
+import { findByIds } from '../mongo';
 
 export const LEDGER_COLLECTION = 'ledger';
 export const LEDGER_IDEMPOTENCY_COLLECTION = 'ledger_idempotency';
@@ -26,8 +26,7 @@ export class IdempotencyRecords {
   private readonly entries: Collection<LedgerEntryDocument>;
   private readonly records: Collection<IdempotencyRecord>;
 
-  /** `_idLookups` is ignored (store/mongo.ts IdLookups: CommitEngine still passes it). */
-  constructor(db: Db, _idLookups?: IdLookups) {
+  constructor(db: Db) {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
     this.records = db.collection<IdempotencyRecord>(LEDGER_IDEMPOTENCY_COLLECTION);
   }

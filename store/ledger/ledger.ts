@@ -11,7 +11,6 @@ import type { Collection, Db } from 'mongodb';
 import { EMPTY_ROOT, fromHex, Hash, toHex } from '../../core/ledger/merkle.node';
 import type { LedgerEntryDocument } from '../../core/ledger/ledger-entry';
 import { FreshReads } from '../../core/fresh-reads';
-import type { IdLookups } from '../mongo';
 import {
   AppendInput,
   AppendOptions,
@@ -48,11 +47,11 @@ export class Ledger {
 
   /**
    * `writer` picks the way appends reach the ledger's writer, given this process's engine (store/ledger/writer/
-   * transports.ts); by default they are committed here. `idLookups`: how the database answers `_id` lookups.
+   * transports.ts); by default they are committed here.
    */
-  constructor(db: Db, options: { writer?: WriterChoice; idLookups?: IdLookups } = {}) {
+  constructor(db: Db, options: { writer?: WriterChoice } = {}) {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
-    this.engine = new CommitEngine(db, options.idLookups ?? 'indexed');
+    this.engine = new CommitEngine(db);
     this.transport = (options.writer ?? appendHere)(this.engine);
     this.reads = new LedgerReads(db, this.engine);
   }

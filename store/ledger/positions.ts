@@ -75,7 +75,7 @@ export class PositionLists {
     for (let seq = from.size + 1; seq <= size; seq++) if (!known.has(seq)) missing.push(seq);
     const read = new Map<number, PositionFields>();
     for (let at = 0; at < missing.length; at += 256) {
-      const docs = await findByIds(this.entries, missing.slice(at, at + 256), 'indexed');
+      const docs = await findByIds(this.entries, missing.slice(at, at + 256));
       for (const d of docs) read.set(d._id, d);
     }
     const sets = new Map<string, Record<string, number>>();
@@ -109,8 +109,7 @@ export class PositionLists {
       chunks.push(c);
     const docs = await findByIds(
       this.positions,
-      chunks.map((c) => chunkId(list, c)),
-      'indexed'
+      chunks.map((c) => chunkId(list, c))
     );
     const byId = new Map(docs.map((d) => [d._id, d]));
     const out: number[] = [];

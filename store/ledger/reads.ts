@@ -58,8 +58,7 @@ export class LedgerReads {
   async bySeqs(seqs: number[]): Promise<LedgerEntryDocument[]> {
     const found = new Map<number, LedgerEntryDocument>();
     for (let at = 0; at < seqs.length; at += LOOKUPS_AT_ONCE)
-      for (const d of await findByIds(this.entries, seqs.slice(at, at + LOOKUPS_AT_ONCE), 'indexed'))
-        found.set(d._id, d);
+      for (const d of await findByIds(this.entries, seqs.slice(at, at + LOOKUPS_AT_ONCE))) found.set(d._id, d);
     return seqs.flatMap((s) => found.get(s) ?? []);
   }
 

@@ -19,7 +19,7 @@ import {
 import { LedgerEntryDocument, LedgerTally, ledgerLeafBytes } from '../../core/ledger/ledger-entry';
 import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { addToTally, tallyCategory } from '../../core/ledger/tally';
-import { findByIds, IdLookups } from '../mongo';
+import { findByIds } from '../mongo';
 import type { AppendInput } from './append';
 import { LEDGER_COLLECTION } from './entries';
 import type { HeadRecords, OwnHead } from './heads';
@@ -101,8 +101,7 @@ export class TailReader {
 
   constructor(
     db: Db,
-    private readonly heads: HeadRecords,
-    private readonly idLookups: IdLookups
+    private readonly heads: HeadRecords
   ) {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
   }
@@ -133,8 +132,7 @@ export class TailReader {
       (
         await findByIds(
           this.entries,
-          ends.map((e) => e.seq),
-          this.idLookups
+          ends.map((e) => e.seq)
         )
       ).map((d) => [d._id, d])
     );
