@@ -65,10 +65,10 @@ it('reads every acknowledged entry after a writer stopped before its head record
   const newestKept = 240;
   const positions = testDb.db.collection<Record<string, unknown> & { _id: string }>(LEDGER_POSITIONS_COLLECTION);
   for (const doc of await positions.find({}).toArray()) {
-    const unset = Object.fromEntries(
+    const unset: Record<string, ''> = Object.fromEntries(
       Object.entries(doc)
         .filter(([f, v]) => f.startsWith('p') && typeof v === 'number' && v > newestKept)
-        .map(([f]) => [f, ''])
+        .map(([f]) => [f, '' as const])
     );
     if (Object.keys(unset).length > 0) await positions.updateOne({ _id: doc._id }, { $unset: unset });
   }
