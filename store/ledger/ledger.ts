@@ -169,7 +169,7 @@ export class Ledger {
 
   /** Every entry in seq order, streamed in batches (flat memory). */
   scan(batchSize = 1000): AsyncIterable<LedgerEntryDocument> {
-    return this.entries.find({}).sort({ _id: 1 }).batchSize(batchSize);
+    return this.reads.scan(batchSize);
   }
 
   /** The perfect subtree of 2^level leaves at `index`, as recorded by the entry that completed it. */

@@ -25,6 +25,8 @@ import { listsOf, PositionCounts, PositionLists, SEED_LIST, TRUTH_LISTS } from '
 
 /** Entries looked up at once by one read, at most. */
 const LOOKUPS_AT_ONCE = 256;
+/** Entries a scan holds while waiting for an earlier seq (see scan). */
+const SCAN_WINDOW = 4096;
 
 export interface LatestFilter {
   truthTypes?: string[];
@@ -60,6 +62,38 @@ export class LedgerReads {
     for (let at = 0; at < seqs.length; at += LOOKUPS_AT_ONCE)
       for (const d of await findByIds(this.entries, seqs.slice(at, at + LOOKUPS_AT_ONCE))) found.set(d._id, d);
     return seqs.flatMap((s) => found.get(s) ?? []);
+  }
+
+  /**
+   * Every entry in seq order, in flat memory, without a sort: FerretDB sorts the whole collection in its own memory
+   * before answering a sorted find, so the collection is read in its stored order (the order of the inserts, in
+   * practice) and put in seq order through a window of at most SCAN_WINDOW entries; an entry the window waits for
+   * too long is looked up by `_id`, and a seq with no entry is skipped (the caller sees the gap), as a sorted read
+   * would. Entries appended during the scan may be included.
+   */
+  async *scan(batchSize = 1000, window = SCAN_WINDOW): AsyncGenerator<LedgerEntryDocument> {
+    const waiting = new Map<number, LedgerEntryDocument>();
+    let next = 1;
+    const settle = async function* (this: LedgerReads, force: boolean): AsyncGenerator<LedgerEntryDocument> {
+      for (;;) {
+        const ready = waiting.get(next);
+        if (ready) {
+          waiting.delete(next++);
+          yield ready;
+          continue;
+        }
+        if (waiting.size === 0 || (!force && waiting.size < window)) return;
+        const found = await this.entries.findOne({ _id: next });
+        if (found) waiting.set(next, found);
+        else next += 1; // no entry at this seq: the caller sees the gap
+      }
+    }.bind(this);
+    for await (const doc of this.entries.find({}).batchSize(batchSize)) {
+      if (doc._id < next || waiting.has(doc._id)) continue;
+      waiting.set(doc._id, doc);
+      yield* settle(false);
+    }
+    yield* settle(true);
   }
 
   /** The newest entries first, those before seq `before` when given. */
