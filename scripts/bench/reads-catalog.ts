@@ -1,0 +1,360 @@
+/**
+ * The reads bench:reads measures: every read endpoint of the hub (docs/endpoints.md, docs/ledger.md, docs/a2a.md,
+ * docs/federation.md, docs/gateways.md, docs/chat.md, docs/compute.md), each with the credential its route declares
+ * and what it must answer at the ledger's size: each read's count is checked against what the database holds
+ * (counted through the driver, not through the hub), so a read that answers 2xx with the wrong entries is reported.
+ * Prefixes and keys are the ones the fill writes (reads-fill.ts).
+ */
+import type { Db } from 'mongodb';
+import { PUBLIC_TRUTH_TYPES } from '../../core/ledger/truth-record';
+import { Ledger } from '../../store/ledger/ledger';
+import { FILL_KEYS, type Fixtures } from './reads-fill';
+
+export interface ReadSpec {
+  name: string;
+  url: string;
+  headers?: Record<string, string>;
+  /** What the answer returned: entries, nodes, tasks, …; 1 for a summary (it also sizes the read's floor). */
+  count(body: unknown): number;
+  /** Why the answer is not what the read expects at this size, or null. */
+  expect(count: number): string | null;
+  /** What a summary answered, shown beside its count. */
+  detail?(body: unknown): string;
+}
+
+/** Where the reads go and what the database holds when they start (the writes beside them only add entries). */
+export interface CatalogContext {
+  base: string;
+  hub: string;
+  memory: string;
+  /** The ledger's size when the measurements of this size begin. */
+  size: number;
+  fixtures: Fixtures;
+}
+
+type Json = Record<string, unknown>;
+const list = (field: string) => (body: unknown) => ((body as Json)[field] as unknown[]).length;
+const one = () => 1;
+const between = (min: number, max: number) => (count: number) =>
+  count >= min && count <= max ? null : `expected ${min === max ? min : `${min}..${max}`}`;
+const exactly = (n: number) => between(n, n);
+
+function escapeRegex(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/** The reads of one ledger size, with their expectations counted in the database now. */
+export async function buildCatalog(ctx: CatalogContext, db: Db): Promise<ReadSpec[]> {
+  const { base, hub, memory, size, fixtures: f } = ctx;
+  const homologous = { 'x-zr-token': f.homologousToken };
+  const ledger = db.collection('ledger');
+  const prefixCount = (prefix: string) => ledger.countDocuments({ key: { $regex: `^${escapeRegex(prefix)}` } });
+  const late = f.lastLate || `${FILL_KEYS.latePrefix}none.`;
+  const [hot, spread, nested, unicode, early, lateCount] = await Promise.all([
+    prefixCount(FILL_KEYS.hotMemoryKey),
+    prefixCount(FILL_KEYS.spreadPrefix),
+    prefixCount(FILL_KEYS.nestedPrefix),
+    prefixCount(FILL_KEYS.unicodePrefix),
+    prefixCount(FILL_KEYS.earlyPrefix),
+    prefixCount(late)
+  ]);
+  // Truths and public truths from the tally the head carries (the writes beside the reads only add to both).
+  const { tally } = await new Ledger(db).headWithTally();
+  const truths = tally ? Object.entries(tally).reduce((s, [k, n]) => (k === 'event' ? s : s + n), 0) : null;
+  const publicTruths = tally ? PUBLIC_TRUTH_TYPES.reduce((s, t) => s + (tally[t] ?? 0), 0) : null;
+  const atLeast = (total: number | null, limit: number) =>
+    total === null ? between(1, limit) : between(Math.min(limit, total), limit);
+  const nodes = db.collection('nodes');
+  const tasks = db.collection('tasks');
+  const [nodeCount, online, pending, gpus, taskCount, mine, proposals, orders] = await Promise.all([
+    nodes.countDocuments({}),
+    nodes.countDocuments({ state: 'online' }),
+    nodes.countDocuments({ state: 'pending_review' }),
+    db.collection('gpu_registry').countDocuments({}),
+    tasks.countDocuments({}),
+    tasks.countDocuments({ submitted_by: f.homologousId }),
+    db.collection('tree_proposals').countDocuments({ state: 'open' }),
+    db.collection('instructions').countDocuments({ node_id: f.instructionsNode, acked_at: null })
+  ]);
+  const half = Math.max(1, Math.floor(size / 2));
+  const small = Math.min(1000, size);
+  const truth = (query: string) => `${base}/api/truth?${query}`;
+  const enc = encodeURIComponent;
+  const hotKey = enc(FILL_KEYS.hotMemoryKey);
+  const deepTasks = Math.floor(mine / 2);
+
+  const specs: ReadSpec[] = [
+    { name: 'GET /api/status', url: `${base}/api/status`, count: one, expect: () => null },
+    // The route takes a limit only (newest first): no cursor to page with.
+    { name: '/api/ledger limit 20', url: `${base}/api/ledger?limit=20`, count: list('entries'), expect: exactly(20) },
+    {
+      name: '/api/ledger limit 200',
+      url: `${base}/api/ledger?limit=200`,
+      count: list('entries'),
+      expect: exactly(200)
+    },
+    {
+      name: '/api/truth exact key (a memory key, versions spread)',
+      url: truth(`key=${hotKey}`),
+      count: list('results'),
+      expect: exactly(Math.min(50, hot))
+    },
+    {
+      name: '/api/truth prefix spread through the ledger',
+      url: truth(`key=${enc(FILL_KEYS.spreadPrefix)}`),
+      count: list('results'),
+      expect: exactly(Math.min(50, spread))
+    },
+    {
+      name: '/api/truth same prefix, limit 200',
+      url: truth(`key=${enc(FILL_KEYS.spreadPrefix)}&limit=200`),
+      count: list('results'),
+      expect: exactly(Math.min(200, spread))
+    },
+    {
+      name: '/api/truth keys prefixes of one another',
+      url: truth(`key=${enc(FILL_KEYS.nestedPrefix)}`),
+      count: list('results'),
+      expect: exactly(Math.min(50, nested))
+    },
+    {
+      name: '/api/truth unicode prefix',
+      url: truth(`key=${enc(FILL_KEYS.unicodePrefix)}`),
+      count: list('results'),
+      expect: exactly(Math.min(50, unicode))
+    },
+    {
+      name: '/api/truth prefix with no match',
+      url: truth(`key=${enc(FILL_KEYS.absentPrefix)}`),
+      count: list('results'),
+      expect: exactly(0)
+    },
+    {
+      name: '/api/truth prefix only at the start',
+      url: truth(`key=${enc(FILL_KEYS.earlyPrefix)}`),
+      count: list('results'),
+      expect: exactly(Math.min(50, early))
+    },
+    {
+      name: '/api/truth prefix only at the end',
+      url: truth(`key=${enc(late)}`),
+      count: list('results'),
+      expect: exactly(Math.min(50, lateCount))
+    },
+    {
+      name: '/api/truth/public',
+      url: `${base}/api/truth/public`,
+      count: list('results'),
+      expect: atLeast(publicTruths, 50)
+    },
+    {
+      name: '/api/truth/public limit 200',
+      url: `${base}/api/truth/public?limit=200`,
+      count: list('results'),
+      expect: atLeast(publicTruths, 200)
+    },
+    {
+      name: '/api/sub-l0 from the start',
+      url: `${base}/api/sub-l0?after=1`,
+      count: list('entries'),
+      expect: exactly(Math.min(100, size - 1))
+    },
+    {
+      name: '/api/sub-l0 from the middle',
+      url: `${base}/api/sub-l0?after=${half}`,
+      count: list('entries'),
+      expect: exactly(Math.min(100, size - half))
+    },
+    {
+      name: '/api/sub-l0 from near the end',
+      url: `${base}/api/sub-l0?after=${Math.max(0, size - 50)}`,
+      count: list('entries'),
+      expect: between(Math.min(50, size), 100)
+    },
+    {
+      name: '/api/report/truths/list',
+      url: `${base}/api/report/truths/list`,
+      count: list('truths'),
+      expect: atLeast(truths, 100)
+    },
+    {
+      name: '/api/verify-seed',
+      url: `${base}/api/verify-seed`,
+      count: one,
+      expect: () => null,
+      detail: (b) => {
+        const body = b as Json;
+        if (body.ok !== true || body.chain_length !== f.seeds)
+          throw new Error(`chain ok=${String(body.ok)}, ${String(body.chain_length)} seed records (${f.seeds} filled)`);
+        return `chain of ${String(body.chain_length)}`;
+      }
+    },
+    ...['metrics', 'sync', 'assets'].map((resource): ReadSpec => ({
+      name: `/api/status-data/${resource}`,
+      url: `${base}/api/status-data/${resource}`,
+      count: one,
+      expect: () => null
+    })),
+    {
+      name: '/api/status-data/nodes',
+      url: `${base}/api/status-data/nodes`,
+      count: list('nodes'),
+      expect: exactly(Math.min(1000, nodeCount))
+    },
+    {
+      name: '/api/instructions/<node_id>',
+      url: `${base}/api/instructions/${f.instructionsNode}`,
+      headers: { 'x-did': f.readerDid },
+      count: list('instructions'),
+      expect: exactly(Math.min(200, orders))
+    },
+    ...[
+      ['/api/proof/inclusion small tree', `seq=2&tree_size=${small}`],
+      ['/api/proof/inclusion whole ledger', `seq=${half}&tree_size=${size}`]
+    ].map(([name, query]): ReadSpec => ({
+      name: name!,
+      url: `${base}/api/proof/inclusion?${query}`,
+      count: list('audit_path'),
+      expect: between(1, 64)
+    })),
+    ...[
+      ['/api/proof/consistency small trees', `first=10&second=${small}`],
+      ['/api/proof/consistency whole ledger', `first=${half}&second=${size}`]
+    ].map(([name, query]): ReadSpec => ({
+      name: name!,
+      url: `${base}/api/proof/consistency?${query}`,
+      count: list('proof'),
+      expect: between(1, 128)
+    })),
+    {
+      name: 'memory GET /truth/<key> (latest)',
+      url: `${memory}/truth/${hotKey}`,
+      count: one,
+      expect: () => null,
+      detail: (b) => `${String((b as Json).versions)} versions`
+    },
+    {
+      name: 'memory GET /truth/<key>/history',
+      url: `${memory}/truth/${hotKey}/history`,
+      count: list('history'),
+      expect: exactly(Math.min(50, hot))
+    },
+    {
+      name: 'memory history limit 200',
+      url: `${memory}/truth/${hotKey}/history?limit=200`,
+      count: list('history'),
+      expect: exactly(Math.min(200, hot))
+    },
+    { name: '/a2a/nodes', url: `${base}/a2a/nodes`, count: list('nodes'), expect: exactly(Math.min(50, nodeCount)) },
+    {
+      name: '/a2a/nodes limit 200',
+      url: `${base}/a2a/nodes?limit=200`,
+      count: list('nodes'),
+      expect: exactly(Math.min(200, nodeCount))
+    },
+    {
+      name: '/a2a/nodes online, limit 200',
+      url: `${base}/a2a/nodes?state=online&limit=200`,
+      count: list('nodes'),
+      expect: exactly(Math.min(200, online))
+    },
+    {
+      name: '/a2a/nodes page in the middle',
+      url: `${base}/a2a/nodes?offset=${Math.floor(nodeCount / 2)}`,
+      count: list('nodes'),
+      expect: exactly(Math.min(50, nodeCount - Math.floor(nodeCount / 2)))
+    },
+    {
+      name: '/a2a/dashboard',
+      url: `${base}/a2a/dashboard`,
+      count: one,
+      expect: () => null,
+      detail: (b) => `${String((b as Json).nodes_total)} nodes, ${String((b as Json).online)} online`
+    },
+    {
+      name: '/a2a/review/queue',
+      url: `${base}/a2a/review/queue`,
+      headers: homologous,
+      count: list('nodes'),
+      expect: exactly(Math.min(50, pending))
+    },
+    {
+      name: '/a2a/directory-tree/latest',
+      url: `${base}/a2a/directory-tree/latest`,
+      count: one,
+      expect: () => null
+    },
+    {
+      name: '/a2a/directory-tree/review',
+      url: `${base}/a2a/directory-tree/review`,
+      count: list('proposals'),
+      expect: exactly(Math.min(50, proposals))
+    },
+    {
+      name: '/api/nodes',
+      url: `${base}/api/nodes`,
+      headers: homologous,
+      count: list('nodes'),
+      expect: exactly(Math.min(100, online))
+    },
+    {
+      name: '/api/nodes limit 500',
+      url: `${base}/api/nodes?limit=500`,
+      headers: homologous,
+      count: list('nodes'),
+      expect: exactly(Math.min(500, online))
+    },
+    {
+      name: 'A2A GetTask GET /a2a/tasks/<id>',
+      url: `${base}/a2a/tasks/${f.taskId}`,
+      headers: homologous,
+      count: one,
+      expect: () => null
+    },
+    {
+      name: 'A2A ListTasks GET /a2a/tasks',
+      url: `${base}/a2a/tasks`,
+      headers: homologous,
+      count: list('tasks'),
+      expect: exactly(Math.min(50, mine))
+    },
+    {
+      name: 'A2A ListTasks page in the middle, size 100',
+      url: `${base}/a2a/tasks?pageSize=100&pageToken=${deepTasks}`,
+      headers: homologous,
+      count: list('tasks'),
+      expect: exactly(Math.min(100, mine - deepTasks))
+    },
+    {
+      name: 'hub GET /a2a/task/<id>',
+      url: `${hub}/a2a/task/${f.taskId}`,
+      headers: homologous,
+      count: one,
+      expect: () => null
+    },
+    {
+      name: '/a2a/queue/stats',
+      url: `${base}/a2a/queue/stats`,
+      count: one,
+      expect: () => null,
+      detail: (b) => {
+        if ((b as Json).total !== taskCount) throw new Error(`total ${String((b as Json).total)}, ${taskCount} tasks`);
+        return `${taskCount} tasks`;
+      }
+    },
+    {
+      name: '/v1/gpu/nodes',
+      url: `${base}/v1/gpu/nodes`,
+      count: list('gpus'),
+      expect: exactly(Math.min(100, gpus))
+    },
+    {
+      name: '/v1/usage',
+      url: `${base}/v1/usage`,
+      headers: { authorization: `Bearer ${f.chatKey}` },
+      count: list('days'),
+      expect: between(1, 7)
+    }
+  ];
+  return specs;
+}
