@@ -30,6 +30,16 @@ export interface CatalogContext {
   /** The ledger's size when the measurements of this size begin. */
   size: number;
   fixtures: Fixtures;
+  /** GET /api/ledger takes `before` (a cursor to page back with) on this hub: see ledgerTakesBefore. */
+  ledgerPaging: boolean;
+}
+
+/** Whether this hub's GET /api/ledger pages back with `before`, as its OpenAPI document says. */
+export async function ledgerTakesBefore(base: string): Promise<boolean> {
+  const doc = (await (await fetch(`${base}/openapi.json`)).json()) as {
+    paths?: Record<string, { get?: { parameters?: { name: string }[] } }>;
+  };
+  return (doc.paths?.['/api/ledger']?.get?.parameters ?? []).some((p) => p.name === 'before');
 }
 
 type Json = Record<string, unknown>;
@@ -85,7 +95,6 @@ export async function buildCatalog(ctx: CatalogContext, db: Db): Promise<ReadSpe
 
   const specs: ReadSpec[] = [
     { name: 'GET /api/status', url: `${base}/api/status`, count: one, expect: () => null },
-    // The route takes a limit only (newest first): no cursor to page with.
     { name: '/api/ledger limit 20', url: `${base}/api/ledger?limit=20`, count: list('entries'), expect: exactly(20) },
     {
       name: '/api/ledger limit 200',
@@ -93,6 +102,22 @@ export async function buildCatalog(ctx: CatalogContext, db: Db): Promise<ReadSpe
       count: list('entries'),
       expect: exactly(200)
     },
+    // Where the route pages back (`before`): a page from the middle, which must start right below the cursor.
+    ...(ctx.ledgerPaging
+      ? [
+          {
+            name: '/api/ledger page back from the middle, limit 200',
+            url: `${base}/api/ledger?limit=200&before=${half}`,
+            count: (body: unknown) => {
+              const entries = (body as { entries: { seq: number }[] }).entries;
+              if (entries[0] && entries[0].seq !== half - 1)
+                throw new Error(`the page starts at ${entries[0].seq}, not ${half - 1}`);
+              return entries.length;
+            },
+            expect: exactly(Math.min(200, half - 1))
+          }
+        ]
+      : []),
     {
       name: '/api/truth exact key (a memory key, versions spread)',
       url: truth(`key=${hotKey}`),

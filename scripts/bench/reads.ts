@@ -27,7 +27,7 @@
  */
 import { MongoClient } from 'mongodb';
 import { Ledger } from '../../store/ledger/ledger';
-import { buildCatalog } from './reads-catalog';
+import { buildCatalog, ledgerTakesBefore } from './reads-catalog';
 import { type Fixtures, fillLedger, loadFixtures, saveFixtures } from './reads-fill';
 import { ensureFixtures } from './reads-fixtures';
 import { MemoryGuard } from './reads-guard';
@@ -122,6 +122,8 @@ async function main(): Promise<void> {
     client = await MongoClient.connect(s.mongoUri, { retryWrites: false });
     const db = client.db(s.dbName);
     const ledger = new Ledger(db);
+    const ledgerPaging = await ledgerTakesBefore(s.base);
+    if (!ledgerPaging) console.log('GET /api/ledger takes no cursor on this hub (no `before`): no page of it is read');
     const base = { seeds: 0, seedHead: null, filled: 0, early: 0, lastLate: '' };
     const known: Partial<Fixtures> = { ...base, ...loadFixtures(s.dataDir) };
     g.doing = 'the fixtures';
@@ -160,9 +162,9 @@ async function main(): Promise<void> {
       let figures: WriterFigures | null = null;
       try {
         const t0 = Date.now();
-        const specs = (await buildCatalog({ base: s.base, hub, memory, size: head0, fixtures }, db)).filter(
-          (r) => !FILTER || FILTER.test(r.name)
-        );
+        const specs = (
+          await buildCatalog({ base: s.base, hub, memory, size: head0, fixtures, ledgerPaging }, db)
+        ).filter((r) => !FILTER || FILTER.test(r.name));
         console.log(
           `${specs.length} reads, their expected counts read from the database in ${seconds(t0).toFixed(1)} s; measuring…`
         );
