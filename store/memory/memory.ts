@@ -34,16 +34,19 @@ export class MemoryStore {
     return { latest: { version: versions, entry }, versions };
   }
 
-  /** Versions newest first, at most `limit`, those before seq `before` when given; `versions` counts them all. */
+  /**
+   * Versions newest first, at most `limit`, those before seq `before` when given; `versions` counts them all. The
+   * page's numbers count the key's versions up to its newest entry, read after the page: a version written while the
+   * page was read does not shift them (counted beside the page, it did).
+   */
   async history(key: string, limit: number, before?: number): Promise<{ versions: number; page: MemoryVersion[] }> {
     const filter =
       before === undefined ? { key, kind: 'truth' as const } : { key, kind: 'truth' as const, _id: { $lt: before } };
-    const [page, versions, olderThanPage] = await Promise.all([
-      this.entries.find(filter).sort({ _id: -1 }).limit(limit).toArray(),
+    const page = await this.entries.find(filter).sort({ _id: -1 }).limit(limit).toArray();
+    const [versions, newest] = await Promise.all([
       this.countVersions(key),
-      before === undefined ? Promise.resolve(undefined) : this.entries.countDocuments(filter)
+      page.length === 0 ? Promise.resolve(0) : this.countVersions(key, page[0]!.seq)
     ]);
-    const newest = olderThanPage ?? versions;
     return { versions, page: page.map((entry, i) => ({ version: newest - i, entry })) };
   }
 }
