@@ -47,6 +47,18 @@ const UNKNOWN_RECHECK_MS = 60_000;
 /** A retried sweep appends again the ledger events of the transitions this recent (a crash between the writes). */
 const LIVENESS_RECOVERY_MS = 120_000;
 
+/** Awaits `work` while heartbeating every second, so that Temporal does not take the attempt for dead meanwhile. */
+async function whileBeating<T>(ctx: Context, work: Promise<T>): Promise<T> {
+  const beat = () => ctx.heartbeat({ loading: true });
+  beat();
+  const alive = setInterval(beat, 1000);
+  try {
+    return await work;
+  } finally {
+    clearInterval(alive);
+  }
+}
+
 export function createNodeSweeperActivities(deps: {
   ledger: Ledger;
   nodes: NodeStore;
@@ -102,7 +114,10 @@ export function createNodeSweeperActivities(deps: {
       const judgesAny = () => [...view.values()].some((v) => v.state === 'online' || v.state === 'offline');
       const reasons = { offline: `no heartbeat for ${input.offline_after_s} s`, online: 'heartbeat received' };
       let cursor = Date.now();
-      const view = await deps.nodes.loadLiveness(ours);
+      // Alive from the start: the first read of the nodes' documents takes seconds under a large fleet on a busy
+      // database, and an attempt silent for Temporal's heartbeat timeout (5 s) is retried beside this one, which
+      // then reads the same documents again (a 10,000-node run piled such retries up into parallel scans).
+      const view = await whileBeating(ctx, deps.nodes.loadLiveness(ours));
       let offline = 0;
       let online = 0;
       let mirrored = 0;
