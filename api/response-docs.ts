@@ -94,14 +94,15 @@ const HOMOLOGOUS: SecurityRequirement[] = [{ zr_token: [] }, { did: [], capture_
  */
 export const SECURITY: Record<AuthModel, SecurityRequirement[] | null> = {
   none: [],
-  external_node: [NODE],
+  // A node's key, or X-DID alone of a DID linked to the node (api/plugins/auth/external-node.ts).
+  external_node: [NODE, { did: [] }],
   homologous: HOMOLOGOUS,
   did: [{ did: [] }],
   oauth: [{ oauth: [] }],
   api_key: [{ api_key: [] }],
   admin: [{ admin_token: [] }],
   daemon: [{ daemon_asset: [], daemon_order_root: [] }],
-  node_or_homologous: [NODE, ...HOMOLOGOUS],
+  node_or_homologous: [NODE, { did: [] }, ...HOMOLOGOUS],
   // HTTP Basic, or nothing in the headers: client_secret_post carries the client's id and secret in the form
   // (RFC 6749 §2.3.1), for which OpenAPI has no scheme. The route answers 401 when neither authenticates.
   oauth_client: [{ oauth_client: [] }, {}],
@@ -136,14 +137,21 @@ const ERROR_RESPONSES = new Map(
 const errorResponse = (status: number) => ERROR_RESPONSES.get(status) ?? ERROR_BODY;
 
 /** The error statuses a route can answer, from what it declares: its auth model, its inputs, its method. */
-export function errorStatuses(route: { method: string; auth: AuthModel; schema: Record<string, unknown> }): number[] {
+export function errorStatuses(route: {
+  method: string;
+  auth: AuthModel;
+  /** Further models the route accepts (config.authAlso): their refusals are answers too. */
+  also?: AuthModel[];
+  schema: Record<string, unknown>;
+}): number[] {
   const { schema, auth } = route;
+  const models = [auth, ...(route.also ?? [])];
   const hasBody = BODY_METHODS.has(route.method);
   const hasInput = hasBody || Boolean(schema.querystring || schema.params || schema.headers);
   const statuses = [429, 500, 503];
   if (hasInput) statuses.push(400, 404);
-  if (ANSWERS_401(auth)) statuses.push(401);
-  if (ANSWERS_403(auth)) statuses.push(403);
+  if (models.some(ANSWERS_401)) statuses.push(401);
+  if (models.some(ANSWERS_403)) statuses.push(403);
   if (hasBody) statuses.push(413, 415);
   if (schema.params) statuses.push(414);
   return statuses.sort((a, b) => a - b);
@@ -179,6 +187,7 @@ export function documentRoute(route: RouteShape): void {
     throw new Error(
       `Route ${methods.join(',')} ${route.url} declares auth ${auth}, whose credential has no OpenAPI security scheme yet (api/response-docs.ts)`
     );
+  const authAlso = (route.config as { authAlso?: AuthModel[] }).authAlso ?? [];
   const response = { ...((schema.response ?? {}) as Record<string, unknown>) };
   const declared = Object.keys(response);
   // Every route documents what it answers (its successes; a route that only refuses, such as the A2A operations
@@ -186,13 +195,16 @@ export function documentRoute(route: RouteShape): void {
   if (declared.length === 0)
     throw new Error(`Route ${methods.join(',')} ${route.url} declares no response schema (schema.response[200|201|…])`);
   for (const method of methods) {
-    for (const status of errorStatuses({ method, auth, schema })) {
+    for (const status of errorStatuses({ method, auth, also: authAlso, schema })) {
       if (!(String(status) in response)) response[String(status)] = errorResponse(status);
     }
   }
   // A route accepting further models (config.authAlso) lists their alternatives too.
-  const also = ((route.config as { authAlso?: AuthModel[] }).authAlso ?? []).flatMap((m) => SECURITY[m] ?? []);
-  route.schema = { ...schema, security: [...security, ...also], response };
+  const also = authAlso.flatMap((m) => SECURITY[m] ?? []);
+  const alternatives = [...security, ...also].filter(
+    (r, i, all) => all.findIndex((o) => JSON.stringify(o) === JSON.stringify(r)) === i
+  );
+  route.schema = { ...schema, security: alternatives, response };
 }
 
 /** Installs the hook on one listener's app; before the docs plugin registers, so it sees the filled-in schemas. */

@@ -39,7 +39,8 @@ export const ENDPOINT_GROUP_NAMES = Object.keys(ENDPOINT_GROUPS) as EndpointGrou
 export const AUTH_MODELS = {
   none: { credential: 'nothing', description: 'Public endpoint, anonymous access' },
   external_node: {
-    credential: 'headers X-External-Node + X-External-Key (from POST /a2a/register)',
+    credential:
+      'headers X-External-Node + X-External-Key (from POST /a2a/register), or header X-DID alone of a DID linked to the node (did_register)',
     description: 'A registered federation node'
   },
   homologous: {
@@ -64,7 +65,7 @@ export const AUTH_MODELS = {
     description: 'Local daemon dispatch: asset identity and order root; failure gives 403'
   },
   node_or_homologous: {
-    credential: 'external_node headers, or homologous headers',
+    credential: 'external_node headers (a node key, or X-DID alone of a DID linked to a node), or homologous headers',
     description: 'Either a federation node or a homologous system (directory-tree proposals)'
   },
   dpop: {

@@ -14,6 +14,8 @@ export interface DidDocument {
   label: string | null;
   created_at: string;
   revoked_at: string | null;
+  /** The node the DID is linked to (did_register, store/deploy/registry.ts): X-DID alone authenticates as it. */
+  node_id?: string | null;
 }
 
 export interface HomologousTokenDocument {

@@ -69,9 +69,10 @@ test('every operation declares security, and the directory routes declare exactl
       security: expected
     });
   }
-  // Spot checks of the schemes themselves: two headers for a node, two alternatives for homologous, Basic for clients.
+  // Spot checks of the schemes themselves: two headers for a node (or X-DID alone of a DID linked to it), two
+  // alternatives for homologous, Basic for clients.
   const schemes = doc.components.securitySchemes;
-  expect(doc.paths['/a2a/heartbeat']!.post!.security).toEqual([{ node_id: [], node_key: [] }]);
+  expect(doc.paths['/a2a/heartbeat']!.post!.security).toEqual([{ node_id: [], node_key: [] }, { did: [] }]);
   expect([schemes.node_id.name, schemes.node_key.name]).toEqual(['X-External-Node', 'X-External-Key']);
   expect(doc.paths['/a2a/review/queue']!.get!.security).toEqual([{ zr_token: [] }, { did: [], capture_token: [] }]);
   // (Basic, or client_secret_post: the credentials in the form, which OpenAPI has no scheme for.)

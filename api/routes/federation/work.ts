@@ -148,7 +148,8 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, d
   app.get(
     '/api/nodes',
     {
-      config: { auth: 'node_or_homologous' },
+      // Any registered DID reads the list (X-DID alone, linked to a node or not), as do nodes and homologous systems.
+      config: { auth: 'did', authAlso: ['node_or_homologous'] },
       schema: {
         summary: 'The online nodes: id, name, brand, capabilities, last seen',
         querystring: z.object({ limit: queryInt(1, 500).default(100), offset: queryInt(0, 1_000_000).default(0) }),
