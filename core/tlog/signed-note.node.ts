@@ -53,7 +53,9 @@ export interface ParsedCheckpoint {
  * verifies, else null. Other signature lines (cosignatures) are ignored.
  */
 export function verifyNote(note: string, verifierKey: string): string | null {
-  const [name, idHex, keyB64] = verifierKey.split('+');
+  // The name has no `+`; the base64 key may.
+  const parts = /^([^+]+)\+([0-9a-f]{8})\+(.+)$/.exec(verifierKey);
+  const [, name, idHex, keyB64] = parts ?? [];
   if (!name || !idHex || !keyB64) return null;
   const key = Buffer.from(keyB64, 'base64');
   if (key.length !== 33 || key[0] !== ED25519_TYPE) return null;
