@@ -251,6 +251,24 @@ describe('two replicas signing at once', () => {
   }, 120_000);
 });
 
+describe('an entry written before the 65,535-byte limit', () => {
+  it('makes its bundle 422 entry_too_large naming it, while the hash tiles still cover it', async () => {
+    // Such an entry cannot be written any more: put one in place behind the hub's back, and back afterwards.
+    const entries = svc.db.collection<{ _id: number; value_json: string }>('ledger');
+    const original = (await entries.findOne({ _id: 3 }))!.value_json;
+    await entries.updateOne({ _id: 3 }, { $set: { value_json: JSON.stringify({ blob: 'z'.repeat(70_000) }) } });
+    try {
+      const res = await request('GET', `${tlog()}/tile/entries/000`);
+      expect(res.status).toBe(422);
+      expect(res.body).toMatchObject({ ok: false, error: 'entry_too_large', seq: 3 });
+      expect(res.body.message).toMatch(/\/api\/proof\/inclusion\?seq=3/);
+      expect((await tile('0/000')).status).toBe(200);
+    } finally {
+      await entries.updateOne({ _id: 3 }, { $set: { value_json: original } });
+    }
+  });
+});
+
 // Last: these fork this suite's database.
 describe('a forked ledger', () => {
   it('is refused a checkpoint while a stored subtree hash was rewritten, and signed again once it is restored', async () => {

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { parseTilePath } from '../../../core/tlog/tiles';
 import type { TlogCheckpoints } from '../../../services/tlog/checkpoint';
 import { createTlogTiles } from '../../../services/tlog/tiles';
+import { ERROR_BODY } from '../../response-docs';
 import type { Ledger } from '../../../store/ledger/ledger';
 
 const text = (description: string) => ({ description, content: { 'text/plain': { schema: z.string() } } });
