@@ -41,6 +41,8 @@ import { KnowledgeStore } from '../store/chat/knowledge';
 import { MemoryStore } from '../store/memory/memory';
 import { MemoryGatewayClient } from '../services/commercial/memory-client';
 import { createTruthWrites, type TruthWriteOptions, type TruthWrites } from '../services/ledger/write-truth';
+import { createTlogCheckpoints, type TlogCheckpoints } from '../services/tlog/checkpoint';
+import { CheckpointStore } from '../store/tlog/checkpoints';
 
 export interface ServiceContext {
   config: Config;
@@ -72,6 +74,8 @@ export interface ServiceContext {
   forwarding: ForwardingCounts;
   /** Every truth write (report, forwarded counted appends, memory upserts): services/ledger/write-truth.ts. */
   truthWrites: TruthWrites;
+  /** The ledger's C2SP checkpoints (services/tlog/checkpoint.ts). */
+  tlog: TlogCheckpoints;
   slimGroups: SlimGroupStore;
   gpus: GpuStore;
   /** One per process: the partner authenticator and the partner routes share its replay records' pruning. */
@@ -141,6 +145,7 @@ export async function createServiceContext(
     const hostQuota = cluster.isWorker ? forwardQuotaTo(process, quota) : (writer?.quota(quota) ?? quota);
     const credentials = new CredentialStore(mongo.db);
     const memoryGateway = new MemoryGatewayClient(memoryGatewayUrl(config), config.MEMORY_GATEWAY_TIMEOUT_MS);
+    const keys = loadOrCreateHubKeys(config.dataDir);
     return {
       config,
       logger,
@@ -157,7 +162,7 @@ export async function createServiceContext(
       peers: new PeerStore(mongo.db),
       tree,
       temporal,
-      keys: loadOrCreateHubKeys(config.dataDir),
+      keys,
       adminTokenHash,
       directory: new EndpointDirectory(),
       admission: createAdmissionGates({ truth_write: config.TRUTH_MAX_IN_FLIGHT }),
@@ -166,6 +171,12 @@ export async function createServiceContext(
       ledgerWriter: writer,
       forwarding,
       truthWrites: createTruthWrites({ ledger, quota: hostQuota, temporal }, truthWriteOptions(config)),
+      tlog: createTlogCheckpoints({
+        ledger,
+        keys,
+        origin: config.tlogOrigin,
+        checkpoints: new CheckpointStore(mongo.db, config.tlogOrigin)
+      }),
       slimGroups: new SlimGroupStore(mongo.db),
       gpus: new GpuStore(mongo.db),
       partners: new PartnerStore(mongo.db),

@@ -18,6 +18,7 @@ import { mongoSettings } from './config/mongo.node';
 import { oauthSettings } from './config/oauth.node';
 import { serviceSettings } from './config/service.node';
 import { temporalSettings } from './config/temporal.node';
+import { tlogSettings } from './config/tlog.node';
 
 export { isAddressOrRange } from './config/values.node';
 export { LOG_LEVELS } from './config/service.node';
@@ -33,6 +34,7 @@ export type { MongoConfig } from './config/mongo.node';
 export type { OauthConfig } from './config/oauth.node';
 export type { ServiceConfig } from './config/service.node';
 export type { TemporalConfig } from './config/temporal.node';
+export type { TlogConfig } from './config/tlog.node';
 
 /** The capabilities in the order docs/configuration.md lists them. */
 export const CAPABILITIES = [
@@ -43,6 +45,7 @@ export const CAPABILITIES = [
   federationSettings,
   a2aSettings,
   ledgerSettings,
+  tlogSettings,
   oauthSettings,
   chatSettings,
   gatewaySettings,
@@ -58,6 +61,7 @@ export const configSchema = z.object({
   ...federationSettings.schema.shape,
   ...a2aSettings.schema.shape,
   ...ledgerSettings.schema.shape,
+  ...tlogSettings.schema.shape,
   ...oauthSettings.schema.shape,
   ...chatSettings.schema.shape,
   ...gatewaySettings.schema.shape,
@@ -72,6 +76,8 @@ export type Config = z.infer<typeof configSchema> & {
   publicUrl: string;
   /** Base URL of the hub gateway listener (HUB_PORT) as clients see it. */
   hubPublicUrl: string;
+  /** The transparency log's checkpoint origin (TLOG_ORIGIN, or derived from PUBLIC_URL). */
+  tlogOrigin: string;
 };
 
 export class ConfigError extends Error {
@@ -99,8 +105,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     ...c,
     dataDir: path.resolve(c.DATA_DIR),
     publicUrl: (c.PUBLIC_URL ?? `http://localhost:${c.PORT}`).replace(/\/+$/, ''),
-    hubPublicUrl: (c.HUB_PUBLIC_URL ?? `http://localhost:${c.HUB_PORT}`).replace(/\/+$/, '')
+    hubPublicUrl: (c.HUB_PUBLIC_URL ?? `http://localhost:${c.HUB_PORT}`).replace(/\/+$/, ''),
+    tlogOrigin: c.TLOG_ORIGIN ?? defaultTlogOrigin(c.PUBLIC_URL ?? `http://localhost:${c.PORT}`)
   };
+}
+
+/** PUBLIC_URL without its scheme and trailing slashes, then /tlog: where the log's tiles are (C2SP tlog-tiles). */
+export function defaultTlogOrigin(publicUrl: string): string {
+  const url = new URL(publicUrl);
+  return `${url.host}${url.pathname.replace(/\/+$/, '')}/tlog`;
 }
 
 /** Where MongoDB is: MONGODB_URI, or the embedded FerretDB on loopback. */

@@ -32,12 +32,16 @@ export const ERROR_STATUS = {
   request_timeout: 408,
   conflict: 409,
   payload_too_large: 413,
+  // An entry bundle holding an entry larger than the format's 65,535 bytes (docs/transparency.md#entry-bytes).
+  entry_too_large: 422,
   uri_too_long: 414,
   unsupported_media_type: 415,
   rate_limited: 429,
   quota_exceeded: 429,
   headers_too_large: 431,
   internal_error: 500,
+  // The ledger is not an extension of the last signed checkpoint (services/tlog/checkpoint.ts): nothing is signed.
+  ledger_fork: 500,
   upstream_failed: 502,
   unavailable: 503,
   overloaded: 503,

@@ -24,6 +24,7 @@ import { MongoError } from 'mongodb';
 import { AppError } from '../../core/errors';
 import { canonicalJson, type JsonValue } from '../../core/ledger/canonical-json';
 import { heldBecause, type RiskPolicy } from '../../core/ledger/truth-record';
+import { assertFitsEntryBundle } from '../../core/tlog/tiles';
 import { TruthApprovalInput, truthApprovalWorkflowId } from '../../contracts/ledger/truth-approval.contract';
 import { holdTruthForApproval } from '../../workflows/ledger/truth-approval.client';
 import { AppendWithdrawn, type AppendInput, type AppendResult, type QuotaClaim } from '../../store/ledger/append';
@@ -216,6 +217,7 @@ export function createTruthWrites(
   return {
     async writeTruth(w, log) {
       const valueJson = canonicalValue(w.value, 'value');
+      assertFitsEntryBundle({ kind: 'truth', key: w.key, truth_type: w.truthType ?? null, did: w.did }, valueJson);
       const held = heldBecause(w.key, w.truthType ?? undefined, options.risk);
       try {
         return await withDeadline(options.writeTimeoutMs, (signal, deadline) =>
@@ -236,7 +238,7 @@ export function createTruthWrites(
           'forbidden',
           `${held}: such writes wait for a human approver; send it to POST /api/report/truth on the main listener`
         );
-      canonicalValue(value, 'truth_value');
+      assertFitsEntryBundle({ kind: 'truth', key, truth_type: null, did }, canonicalValue(value, 'truth_value'));
       // No signal: nothing withdraws it, so its slot is given back only for a duplicate, which needs a key it has not.
       const input: AppendInput = { kind: 'truth', key, value, truth_type: null, did };
       const counted = await countedAppend(input, claimOf(did), { direct: false }, log);

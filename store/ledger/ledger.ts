@@ -172,6 +172,23 @@ export class Ledger {
     return this.reads.scan(batchSize);
   }
 
+  /** Entries by seq, in the order asked (a seq with no entry is left out): `_id` lookups, LOOKUPS_AT_ONCE at a time. */
+  bySeqs(seqs: number[]): Promise<LedgerEntryDocument[]> {
+    return this.reads.bySeqs(seqs);
+  }
+
+  /**
+   * The hex hashes of the perfect subtrees of 2^level leaves at `indices`, as recorded by the entries that completed
+   * them (level 0: the entries' leaf_hash), looked up by `_id` at once; null where none is recorded.
+   */
+  async subtreeHashes(level: number, indices: number[]): Promise<(string | null)[]> {
+    const projection = level === 0 ? { leaf_hash: 1 } : { completed: 1 };
+    const docs = await Promise.all(
+      indices.map((index) => this.entries.findOne({ _id: (index + 1) * 2 ** level }, { projection }))
+    );
+    return docs.map((d) => (level === 0 ? d?.leaf_hash : d?.completed?.[level]) ?? null);
+  }
+
   /** The perfect subtree of 2^level leaves at `index`, as recorded by the entry that completed it. */
   async perfectSubtree(level: number, index: number): Promise<Hash> {
     const seq = (index + 1) * 2 ** level;

@@ -27,7 +27,13 @@ export const statusResponse = z.object({
   version: z.string(),
   hub_version: z.string(),
   tree_head: signedTreeHead,
-  public_key: z.object({ algorithm: z.literal('Ed25519'), key_id: z.string(), base64: z.string() })
+  public_key: z.object({ algorithm: z.literal('Ed25519'), key_id: z.string(), base64: z.string() }),
+  tlog: z
+    .object({
+      origin: z.string().describe('the C2SP checkpoint origin (GET /tlog/checkpoint)'),
+      verifier_key: z.string().describe('the checkpoint verifier key, <origin>+<key id hex>+<base64 0x01||key>')
+    })
+    .describe('the ledger as a C2SP transparency log (docs/transparency.md)')
 });
 export const entriesResponse = z.object({
   ok: z.literal(true),

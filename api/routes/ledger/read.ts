@@ -16,6 +16,7 @@ import type { Ledger } from '../../../store/ledger/ledger';
 import { verifyLedger } from '../../../store/ledger/ledger-verify';
 import { createLedgerProofs } from '../../../services/ledger/read-proofs';
 import type { HubKeys } from '../../../store/keys/hub-keys';
+import type { TlogCheckpoints } from '../../../services/tlog/checkpoint';
 import {
   consistencyResponse,
   entriesResponse,
@@ -37,7 +38,8 @@ export const truthReadRoutes: FastifyPluginAsyncZod<{
   ledger: Ledger;
   config: Pick<ServiceConfig, 'SERVICE_DID'>;
   keys: HubKeys;
-}> = async (app, { ledger, config, keys }) => {
+  tlog: Pick<TlogCheckpoints, 'origin' | 'verifierKey'>;
+}> = async (app, { ledger, config, keys, tlog }) => {
   const proofs = createLedgerProofs(ledger);
   app.get(
     '/api/status',
@@ -60,7 +62,8 @@ export const truthReadRoutes: FastifyPluginAsyncZod<{
           keys.privateKey,
           keys.kid
         ),
-        public_key: { algorithm: 'Ed25519' as const, key_id: keys.kid, base64: keys.publicKeyBase64 }
+        public_key: { algorithm: 'Ed25519' as const, key_id: keys.kid, base64: keys.publicKeyBase64 },
+        tlog: { origin: tlog.origin, verifier_key: tlog.verifierKey }
       };
     }
   );

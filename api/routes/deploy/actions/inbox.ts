@@ -3,6 +3,7 @@
  * work-order/<id> workflow, which holds the order for the high-risk approval and only then queues it at
  * GET /api/instructions/<node_id>; the node it is for acknowledges it once.
  */
+import { assertFitsEntryBundle } from '../../../../core/tlog/tiles';
 import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { FastifyRequest } from 'fastify';
@@ -86,6 +87,7 @@ export function createInboxActions(deps: {
           'payload_too_large',
           `value is ${Buffer.byteLength(valueJson)} bytes as canonical JSON; the limit is ${config.TRUTH_MAX_VALUE_BYTES}`
         );
+      assertFitsEntryBundle({ kind: 'truth', key: body.key, truth_type: null, did: request.principal!.id }, valueJson);
       const hex = randomBytes(12).toString('hex');
       const instructionId = `wo_${hex}`;
       const approvalId = `apr_${randomBytes(12).toString('hex')}`;

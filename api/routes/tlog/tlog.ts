@@ -1,0 +1,75 @@
+/**
+ * The ledger as a C2SP transparency log (docs/transparency.md), on the main listener under /tlog:
+ *   GET /tlog/checkpoint            the signed checkpoint (c2sp.org/tlog-checkpoint), text/plain
+ *   GET /tlog/verifier-key          the verifier key of the checkpoints (note.NewVerifier's argument), text/plain
+ *   GET /tlog/tile/<L>/<N>[.p/<W>]  hash tiles, and /tlog/tile/entries/<N>[.p/<W>] entry bundles (c2sp.org/tlog-tiles)
+ */
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { parseTilePath } from '../../../core/tlog/tiles';
+import type { TlogCheckpoints } from '../../../services/tlog/checkpoint';
+import { createTlogTiles } from '../../../services/tlog/tiles';
+import { ERROR_BODY } from '../../response-docs';
+import type { Ledger } from '../../../store/ledger/ledger';
+
+const text = (description: string) => ({ description, content: { 'text/plain': { schema: z.string() } } });
+const octets = (description: string) => ({
+  description,
+  content: {
+    'application/octet-stream': {
+      schema: z.custom<Buffer>((v) => Buffer.isBuffer(v), 'bytes').meta({ type: 'string', format: 'binary' })
+    }
+  }
+});
+
+export const tlogRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; checkpoints: TlogCheckpoints }> = async (
+  app,
+  { ledger, checkpoints }
+) => {
+  const tiles = createTlogTiles(ledger);
+
+  app.get(
+    '/tlog/checkpoint',
+    {
+      config: { auth: 'none' },
+      schema: { response: { 200: text("The C2SP checkpoint: origin, tree size, base64 root, the hub's signature") } }
+    },
+    async (request, reply) => {
+      const note = await checkpoints.current(request.log);
+      return reply.type('text/plain; charset=utf-8').header('Cache-Control', 'no-cache').send(note);
+    }
+  );
+
+  app.get(
+    '/tlog/verifier-key',
+    {
+      config: { auth: 'none' },
+      schema: { response: { 200: text('The checkpoint verifier key: <origin>+<key id hex>+<base64 0x01||key>') } }
+    },
+    async (_request, reply) =>
+      reply
+        .type('text/plain; charset=utf-8')
+        .header('Cache-Control', 'public, max-age=300')
+        .send(`${checkpoints.verifierKey}\n`)
+  );
+
+  app.get(
+    '/tlog/tile/*',
+    {
+      config: { auth: 'none' },
+      schema: {
+        params: z.object({ '*': z.string().max(200).describe('<L>/<N>[.p/<W>] or entries/<N>[.p/<W>]') }),
+        response: {
+          200: octets('A hash tile (concatenated 32-byte hashes) or an entry bundle (uint16-length entries)')
+        }
+      }
+    },
+    async (request, reply) => {
+      const tile = await tiles.read(parseTilePath(request.params['*']));
+      return reply
+        .type('application/octet-stream')
+        .header('Cache-Control', tile.full ? 'public, max-age=31536000, immutable' : 'public, max-age=1')
+        .send(tile.bytes);
+    }
+  );
+};
