@@ -8,7 +8,9 @@
  * not): a process numbers its waiting appends of one submitter together in a round, n+1 … n+k after the length it
  * reads, inserts them in one unordered command, and puts those whose ordinal another process took into the next
  * round. An ordinal is only tried once every ordinal below it existed, so the list has no holes, except one left
- * by a process that died between its checks and an insert it had numbered: the next round anywhere fills it.
+ * when an insert of a round failed (not as a duplicate) while a later one of the round succeeded: the readers'
+ * length stops there until the next round that reads the length fills it (a process reads it at its first round for a submitter and after another process took an
+ * ordinal it tried; otherwise it goes on from its own last round).
  *
  * Document `<submitter>` (`{ n }`) says how far the list was known to be complete, raised with `$max` after each
  * round; a lost or late raise only makes it low, and the length is that hint plus the ordinals found after it
@@ -49,6 +51,8 @@ export class TaskLists {
   private readonly docs: Collection<ListDocument>;
   private readonly waiting = new Map<string, Append[]>();
   private readonly appending = new Set<string>();
+  /** Per submitter, a length this process knows (its last round's end, when nothing in it was taken by another). */
+  private readonly known = new Map<string, number>();
 
   constructor(db: Db) {
     this.docs = db.collection<ListDocument>(TASK_LISTS_COLLECTION);
@@ -89,7 +93,9 @@ export class TaskLists {
 
   /** One round: numbers and inserts the round's tasks; returns those whose ordinal another process took. */
   private async appendRound(submitter: string, round: Append[]): Promise<Append[]> {
-    const first = (await this.length(submitter)) + 1;
+    // A process that alone appends to a submitter's list reads its length once, not at every round; after another
+    // process took an ordinal (a duplicate below) the length is read again.
+    const first = (this.known.get(submitter) ?? (await this.length(submitter))) + 1;
     // A round in creation order (ties: the greater id first, so newest-first pages break ties by id ascending).
     round.sort((a, b) =>
       a.createdAt === b.createdAt ? (a.taskId < b.taskId ? 1 : -1) : a.createdAt < b.createdAt ? -1 : 1
@@ -103,7 +109,10 @@ export class TaskLists {
       await this.docs.insertMany(docs, { ordered: false });
     } catch (err) {
       failed = writeErrorsOf(err);
-      if (!failed) throw err;
+      if (!failed) {
+        this.known.delete(submitter);
+        throw err;
+      }
     }
     const retry: Append[] = [];
     let complete = true;
@@ -115,6 +124,9 @@ export class TaskLists {
       a.reject(Object.assign(new Error(error.errmsg ?? 'the task could not be listed'), { code: error.code }));
     });
     // Every ordinal of the round now exists (ours or another process's) unless an insert failed otherwise.
+    if (complete && retry.length === 0) this.known.set(submitter, first + round.length - 1);
+    else this.known.delete(submitter);
+    if (this.known.size > 10_000) this.known.clear();
     if (complete) await this.raiseHead(submitter, first + round.length - 1).catch(() => undefined);
     return retry;
   }
