@@ -3,7 +3,7 @@
  * task-lists.ts, task-counters.ts) from the tasks themselves: lists every task missing from its submitter's list
  * and sets the queue's counters to the tasks' figures. Run it after an upgrade from a version without them, after
  * a process died between a task's write and its counter write, or after tasks were changed by hand. It reads every
- * task (seconds per 100,000). Exact when no task changes during the run (stop the queue's traffic, or run it
+ * task and every list (19.8 s at 20,000 tasks on the embedded store of a 2-core machine). Exact when no task changes during the run (stop the queue's traffic, or run it
  * twice). `--fold` also replaces the counter documents of every process that ever ran by one; only with every API
  * and worker process stopped. Connects as the service does (MONGODB_URI, or the embedded FerretDB).
  */
