@@ -69,6 +69,8 @@ export type ClaimOutcome =
   | { ok: false; reason: 'not_found' | 'not_yours' | 'canceled' | 'finished'; task: TaskDocument | null };
 
 const TERMINAL: TaskState[] = ['done', 'failed', 'canceled'];
+/** How long a lapse record's sweeper has to make its update before another sweeper takes the lapse over. */
+const LAPSE_TAKEOVER_MS = 60_000;
 
 export class TaskStore {
   private readonly tasks: Collection<TaskDocument>;
@@ -183,18 +185,16 @@ export class TaskStore {
       : { state: 'queued', claimed_by: null, claim_id: null, lease_expires_at: null, updated_at: at };
     // Sweeps race (the workflow's, a claim's, a read's, in several processes), and FerretDB does not make a
     // conditional update atomic: both would change the task and count it. The record of this lease's lapse, one per
-    // lease (a progress call that extends it makes another), lets exactly one sweeper go on.
+    // lease (a progress call that extends it makes another), lets exactly one sweeper go on. A record older than
+    // LAPSE_TAKEOVER_MS whose task is still claimed under that lease was left by a sweeper that died (or lost the
+    // database) before its update: the next sweeper goes on instead, so the task cannot stay claimed for good.
+    const markerId = `${t._id}#${t.attempts}#lapsed@${t.lease_expires_at}`;
     try {
-      await this.claims.insertOne({
-        _id: `${t._id}#${t.attempts}#lapsed@${t.lease_expires_at}`,
-        task_id: t._id,
-        node_id: '',
-        claim_id: t.claim_id ?? '',
-        at
-      });
+      await this.claims.insertOne({ _id: markerId, task_id: t._id, node_id: '', claim_id: t.claim_id ?? '', at });
     } catch (err) {
-      if (isDuplicateKey(err)) return null;
-      throw err;
+      if (!isDuplicateKey(err)) throw err;
+      const marker = await this.claims.findOne({ _id: markerId });
+      if (!marker || Date.parse(marker.at) > Date.parse(at) - LAPSE_TAKEOVER_MS) return null;
     }
     const res = await this.tasks.updateOne(
       { _id: t._id, state: 'claimed', claim_id: t.claim_id ?? null, lease_expires_at: t.lease_expires_at },

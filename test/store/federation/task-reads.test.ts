@@ -197,3 +197,38 @@ it('repairs the figures and the lists after writes around the store', async () =
   expect(await store.db.collection('task_counters').countDocuments({})).toBe(1);
   await expectStatsMatch([s]);
 }, 60_000);
+
+it('sweeps a lapse whose first sweeper died before its update, once its record is a minute old', async () => {
+  const s = new TaskStore(store.db, { maxAttempts: 3 });
+  const { task } = await s.submit({
+    _id: 'task_lapse000000000000000000',
+    type: 'summarize',
+    payload_json: '{}',
+    required_capabilities: ['lapse-test'],
+    // Above the API's 0-9, so this claim takes it before the tasks the workload left queued.
+    priority: 99,
+    submitted_by: SUBMITTERS[2]!,
+    context_id: null
+  });
+  const [held] = await s.claim('node-x', ['lapse-test'], 1, -1000);
+  expect(held?._id).toBe(task._id);
+  // The record a sweeper inserts before its update, left by one that stopped there.
+  const marker = (at: Date) => ({
+    _id: `${task._id}#1#lapsed@${held!.lease_expires_at}`,
+    task_id: task._id,
+    node_id: '',
+    claim_id: held!.claim_id!,
+    at: at.toISOString()
+  });
+  const claims = store.db.collection<ReturnType<typeof marker>>('task_claims');
+  await claims.insertOne(marker(new Date()));
+  expect(await s.sweepLapsed()).toMatchObject({ requeued: 0, failed: 0 });
+  expect((await allTasks()).find((t) => t._id === task._id)?.state).toBe('claimed');
+  await claims.updateOne(
+    { _id: marker(new Date())._id },
+    { $set: { at: new Date(Date.now() - 61_000).toISOString() } }
+  );
+  expect(await s.sweepLapsed()).toMatchObject({ requeued: 1 });
+  expect((await s.find(task._id))?.state).toBe('queued');
+  await expectStatsMatch([s]);
+});
