@@ -125,7 +125,15 @@ export const INDEXES: Record<string, { key: Record<string, 1 | -1>; name: string
   // One small document per running API process: its presence clock (store/federation/presence.ts).
   node_presence_clocks: [],
   node_heartbeat_history: [],
-  tasks: [{ key: { state: 1, priority: -1, created_at: 1 }, name: 'claim_order' }],
+  tasks: [
+    { key: { state: 1, priority: -1, created_at: 1 }, name: 'claim_order' },
+    // A2A ListTasks with a state or context filter (store/federation/tasks.ts listBySubmitter).
+    { key: { submitted_by: 1, state: 1 }, name: 'submitter_state' },
+    { key: { submitted_by: 1, context_id: 1 }, name: 'submitter_context' }
+  ],
+  // Each submitter's tasks in order, and the queue's counters (task-lists.ts, task-counters.ts): read by `_id`.
+  task_lists: [],
+  task_counters: [],
   // One record per claim attempt (_id <task id>#<attempt>): the unique _id makes a claim exclusive.
   task_claims: [],
   peers: [],

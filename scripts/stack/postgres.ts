@@ -180,6 +180,8 @@ function initCluster(binDir: string, dir: string, user: { uid: number; gid: numb
  * the documents were inserted and about 1,000/s later with the default; about 1,550/s with fastupdate off.
  * The ledger's table also gets one on `(_jsonb->'key')`, for the reads that filter on a key's equality (the memory
  * gateway's: docs/ledger.md#how-reads-find-entries); among 1,000,000 entries `find({ key })` takes about 5 ms with it.
+ * The tasks' table gets them on `state`, `submitted_by` and `context_id`: the lease sweep reads the claimed tasks,
+ * a claim the queued ones, a filtered ListTasks a submitter's (docs/federation.md#task-reads).
  */
 const ID_LOOKUP_SQL = `
 SET client_min_messages = warning;
@@ -195,6 +197,12 @@ BEGIN
   -- The ledger's key (FerretDB names a collection's table <name>_<8 hex digits>): the memory gateway's reads.
   IF t ~ '\\.ledger_[0-9a-f]{8}$' THEN
     EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin ((_jsonb -> %L)) WITH (fastupdate = off)', 'zh_key_gin_' || rel, t, 'key');
+  END IF;
+  -- The tasks' equality filters: state (the lease sweep, claims), submitted_by and context_id (filtered ListTasks).
+  IF t ~ '\\.tasks_[0-9a-f]{8}$' THEN
+    EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin ((_jsonb -> %L)) WITH (fastupdate = off)', 'zh_state_gin_' || rel, t, 'state');
+    EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin ((_jsonb -> %L)) WITH (fastupdate = off)', 'zh_submitter_gin_' || rel, t, 'submitted_by');
+    EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin ((_jsonb -> %L)) WITH (fastupdate = off)', 'zh_context_gin_' || rel, t, 'context_id');
   END IF;
   -- An index made before fastupdate was turned off: off now, and the entries still in its pending list merged.
   ireg := to_regclass(format('%I.%I', ns, idx));

@@ -13,15 +13,24 @@
  * document returned carries that claim_id. No $inc anywhere: every condition is on a field the update itself sets.
  *
  * A lease is the stored lease_expires_at. sweepLapsed() returns each lapsed task to the queue, or fails it after
- * TASK_MAX_ATTEMPTS, each change conditional on the lease it read. It runs in two places: the task-leases/<queue>
+ * TASK_MAX_ATTEMPTS, each change conditional on the lease it read. It runs in three places: the task-leases/<queue>
  * workflow (workflows/federation/task-lease.ts) wakes at the earliest lease expiry (nextLeaseExpiry()) and sweeps,
- * so a lapsed task is requeued when its lease ends even if nobody reads; and every claim, read and stats call sweeps
- * first, so what the API answers never shows a lapsed lease as held, even while the worker or Temporal is down.
+ * so a lapsed task is requeued when its lease ends even if nobody reads; every claim and stats call sweeps first
+ * (it reads only claimed tasks: an equality on state, which the launcher's GIN index serves on FerretDB); and a
+ * read of tasks by id (find, ListTasks) settles a lapsed task it read, so what the API answers never shows a lapsed
+ * lease as held, even while the worker or Temporal is down.
+ *
+ * Reads that stay O(page) at any number of tasks (docs/federation.md#task-reads): every change of a task's state
+ * is counted by the writer that made it (task-counters.ts: stats() reads those counters, not the tasks), and every
+ * new task is appended to its submitter's list (task-lists.ts: an unfiltered ListTasks page is a few `_id` reads).
+ * Every write of a task's state goes through this class for that reason.
  */
 import { randomUUID } from 'node:crypto';
 import { Collection, Db, Filter } from 'mongodb';
 import type { TaskState } from '../../core/federation/vocabulary';
-import { isDuplicateKey } from '../mongo';
+import { findByIds, isDuplicateKey } from '../mongo';
+import { TaskCounters, tallyOf, taskContribution, type TallyChange } from './task-counters';
+import { TaskLists } from './task-lists';
 
 /** What a submitter decides about a new task; everything else starts at its queued value. */
 export type NewTask = Pick<
@@ -60,16 +69,25 @@ export type ClaimOutcome =
   | { ok: false; reason: 'not_found' | 'not_yours' | 'canceled' | 'finished'; task: TaskDocument | null };
 
 const TERMINAL: TaskState[] = ['done', 'failed', 'canceled'];
+/** How long a lapse record's sweeper has to make its update before another sweeper takes the lapse over. */
+const LAPSE_TAKEOVER_MS = 60_000;
 
 export class TaskStore {
   private readonly tasks: Collection<TaskDocument>;
   private readonly claims: Collection<{ _id: string; task_id: string; node_id: string; claim_id: string; at: string }>;
-  constructor(
-    db: Db,
-    private readonly opts: { maxAttempts: number } = { maxAttempts: 3 }
-  ) {
+  private readonly counters: TaskCounters;
+  private readonly lists: TaskLists;
+  private readonly opts: { maxAttempts: number };
+  /**
+   * `counters` and `lists`: one of each per process (a TaskCounters is the process's own counter document), shared
+   * by every TaskStore it makes; made here when not given.
+   */
+  constructor(db: Db, opts: { maxAttempts?: number; counters?: TaskCounters; lists?: TaskLists } = {}) {
     this.tasks = db.collection('tasks');
     this.claims = db.collection('task_claims');
+    this.counters = opts.counters ?? new TaskCounters(db);
+    this.lists = opts.lists ?? new TaskLists(db);
+    this.opts = { maxAttempts: opts.maxAttempts ?? 3 };
   }
 
   /**
@@ -91,18 +109,35 @@ export class TaskStore {
     };
     try {
       await this.tasks.insertOne(doc);
-      return { task: doc, duplicate: false };
     } catch (err) {
       if (!isDuplicateKey(err)) throw err;
       const existing = await this.tasks.findOne({ _id: doc._id });
       if (!existing) throw err;
       return { task: existing, duplicate: true };
     }
+    // Only the insert's winner gets here: a duplicate is neither listed nor counted twice.
+    await Promise.all([
+      this.lists.append(doc.submitted_by, doc._id, doc.created_at),
+      this.counters.record(taskContribution(doc))
+    ]);
+    return { task: doc, duplicate: false };
   }
 
   async find(taskId: string): Promise<TaskDocument | null> {
-    await this.expireLapsed();
-    return this.tasks.findOne({ _id: taskId });
+    const task = await this.tasks.findOne({ _id: taskId });
+    return task && (await this.settled([task]))[0]!;
+  }
+
+  /** The tasks as read, except that a claimed one whose lease lapsed is swept first and read again. */
+  private async settled(tasks: TaskDocument[], now = new Date()): Promise<TaskDocument[]> {
+    const at = now.toISOString();
+    return Promise.all(
+      tasks.map(async (t) => {
+        if (t.state !== 'claimed' || !t.lease_expires_at || t.lease_expires_at >= at) return t;
+        await this.lapse(t, at);
+        return (await this.tasks.findOne({ _id: t._id })) ?? t;
+      })
+    );
   }
 
   /** Sweeps lapsed leases (see sweepLapsed); the number of tasks changed. */
@@ -121,29 +156,57 @@ export class TaskStore {
     const lapsed = await this.tasks
       .find(
         { state: 'claimed', lease_expires_at: { $lt: at } },
-        { projection: { _id: 1, attempts: 1, lease_expires_at: 1, claim_id: 1 } }
+        { projection: { _id: 1, attempts: 1, lease_expires_at: 1, claim_id: 1, type: 1 } }
       )
       .limit(batch)
       .toArray();
     const out = { requeued: 0, failed: 0, more: lapsed.length >= batch };
     for (const t of lapsed) {
-      const exhausted = t.attempts >= this.opts.maxAttempts;
-      const set: Partial<TaskDocument> = exhausted
-        ? {
-            state: 'failed',
-            error: `lease lapsed on attempt ${t.attempts} of ${this.opts.maxAttempts}`,
-            lease_expires_at: null,
-            finished_at: at,
-            updated_at: at
-          }
-        : { state: 'queued', claimed_by: null, claim_id: null, lease_expires_at: null, updated_at: at };
-      const res = await this.tasks.updateOne(
-        { _id: t._id, state: 'claimed', claim_id: t.claim_id ?? null, lease_expires_at: t.lease_expires_at },
-        { $set: set }
-      );
-      if (res.modifiedCount) out[exhausted ? 'failed' : 'requeued'] += 1;
+      const outcome = await this.lapse(t, at);
+      if (outcome) out[outcome] += 1;
     }
     return out;
+  }
+
+  /** Returns one lapsed task to the queue or fails it, if its lease is still the one read; counts the change. */
+  private async lapse(
+    t: Pick<TaskDocument, '_id' | 'attempts' | 'lease_expires_at' | 'claim_id' | 'type'>,
+    at: string
+  ): Promise<'requeued' | 'failed' | null> {
+    const exhausted = t.attempts >= this.opts.maxAttempts;
+    const set: Partial<TaskDocument> = exhausted
+      ? {
+          state: 'failed',
+          error: `lease lapsed on attempt ${t.attempts} of ${this.opts.maxAttempts}`,
+          lease_expires_at: null,
+          finished_at: at,
+          updated_at: at
+        }
+      : { state: 'queued', claimed_by: null, claim_id: null, lease_expires_at: null, updated_at: at };
+    // Sweeps race (the workflow's, a claim's, a read's, in several processes), and FerretDB does not make a
+    // conditional update atomic: both would change the task and count it. The record of this lease's lapse, one per
+    // lease (a progress call that extends it makes another), lets exactly one sweeper go on. A record older than
+    // LAPSE_TAKEOVER_MS whose task is still claimed under that lease was left by a sweeper that died (or lost the
+    // database) before its update: the next sweeper goes on instead, so the task cannot stay claimed for good.
+    const markerId = `${t._id}#${t.attempts}#lapsed@${t.lease_expires_at}`;
+    try {
+      await this.claims.insertOne({ _id: markerId, task_id: t._id, node_id: '', claim_id: t.claim_id ?? '', at });
+    } catch (err) {
+      if (!isDuplicateKey(err)) throw err;
+      const marker = await this.claims.findOne({ _id: markerId });
+      if (!marker || Date.parse(marker.at) > Date.parse(at) - LAPSE_TAKEOVER_MS) return null;
+    }
+    const res = await this.tasks.updateOne(
+      { _id: t._id, state: 'claimed', claim_id: t.claim_id ?? null, lease_expires_at: t.lease_expires_at },
+      { $set: set }
+    );
+    if (!res.modifiedCount) return null;
+    await this.counters.record(
+      exhausted
+        ? { states: { claimed: -1, failed: 1 }, open_by_type: { [t.type]: -1 } }
+        : { states: { claimed: -1, queued: 1 } }
+    );
+    return exhausted ? 'failed' : 'requeued';
   }
 
   /** The earliest lease expiry among claimed tasks (ms since the epoch), or null when no task is claimed. */
@@ -172,7 +235,10 @@ export class TaskStore {
     const claimed: TaskDocument[] = [];
     // A window of candidates in claim order; tasks others take meanwhile are skipped.
     const candidates = await this.tasks
-      .find({ state: 'queued' }, { projection: { _id: 1, attempts: 1, required_capabilities: 1 } })
+      .find(
+        { state: 'queued' },
+        { projection: { _id: 1, attempts: 1, required_capabilities: 1, created_at: 1, claimed_at: 1 } }
+      )
       .sort({ priority: -1, created_at: 1 })
       .limit(Math.max(50, max * 4))
       .toArray();
@@ -209,7 +275,14 @@ export class TaskStore {
         },
         { returnDocument: 'after' }
       );
-      if (got && got.claim_id === claimId && got.claimed_by === nodeId) claimed.push(got);
+      if (!got || got.claim_id !== claimId || got.claimed_by !== nodeId) continue;
+      // The wait figure is the last claim's: a reclaimed task's earlier wait is replaced, not added.
+      const waited = Date.parse(at) - Date.parse(c.claimed_at ?? c.created_at);
+      await this.counters.record({
+        states: { queued: -1, claimed: 1 },
+        ...(c.claimed_at ? { wait_ms: waited } : { waits: 1, wait_ms: waited })
+      });
+      claimed.push(got);
     }
     return claimed;
   }
@@ -265,41 +338,69 @@ export class TaskStore {
       { $set: { ...set, lease_expires_at: null, finished_at: at, updated_at: at } },
       { returnDocument: 'after' }
     );
-    return got && got.claimed_by === nodeId && got.state === set.state
-      ? { ok: true, task: got }
-      : this.refusal(taskId, nodeId);
+    if (!got || got.claimed_by !== nodeId || got.state !== set.state) return this.refusal(taskId, nodeId);
+    const change: TallyChange = { states: { claimed: -1, [set.state]: 1 }, open_by_type: { [got.type]: -1 } };
+    if (set.state === 'done' && got.claimed_at)
+      Object.assign(change, { runs: 1, run_ms: Date.parse(at) - Date.parse(got.claimed_at) });
+    await this.counters.record(change);
+    return { ok: true, task: got };
   }
 
   /** Cancels a queued or claimed task (the claiming node hears it at its next progress call); others are returned as they are. */
   async cancel(taskId: string, now = new Date()): Promise<{ canceled: boolean; task: TaskDocument | null }> {
     const at = now.toISOString();
-    const got = await this.tasks.findOneAndUpdate(
+    const set = { state: 'canceled' as const, lease_expires_at: null, finished_at: at, updated_at: at };
+    // The document before the change: its state is what the counters move the task from.
+    const before = await this.tasks.findOneAndUpdate(
       { _id: taskId, state: { $in: ['queued', 'claimed'] } },
-      { $set: { state: 'canceled', lease_expires_at: null, finished_at: at, updated_at: at } },
-      { returnDocument: 'after' }
+      { $set: set },
+      { returnDocument: 'before' }
     );
-    if (got && got.state === 'canceled') return { canceled: true, task: got };
+    if (before && (before.state === 'queued' || before.state === 'claimed')) {
+      await this.counters.record({ states: { [before.state]: -1, canceled: 1 }, open_by_type: { [before.type]: -1 } });
+      return { canceled: true, task: { ...before, ...set } };
+    }
     return { canceled: false, task: await this.tasks.findOne({ _id: taskId }) };
   }
 
-  /** A submitter's tasks, newest first. */
+  /**
+   * A submitter's tasks, newest first. Unfiltered: the page of the submitter's list (task-lists.ts), `_id` reads
+   * only; `total` is the list's length. With a state or context filter: the tasks matching the equalities (served on
+   * FerretDB by the launcher's GIN indexes on submitted_by, state and context_id), ordered here; this costs the
+   * number of matching tasks, not of all tasks.
+   */
   async listBySubmitter(
     submitter: string,
     filter: { state?: TaskState; contextId?: string },
     page: { limit: number; offset: number }
   ): Promise<{ total: number; tasks: TaskDocument[] }> {
-    await this.expireLapsed();
+    if (!filter.state && !filter.contextId) {
+      const total = await this.lists.length(submitter);
+      const from = total - page.offset;
+      const ids = page.limit > 0 && from >= 1 ? await this.lists.taskIds(submitter, from, from - page.limit + 1) : [];
+      return { total, tasks: await this.settled(await this.byIds(ids)) };
+    }
     const query: Filter<TaskDocument> = { submitted_by: submitter };
     if (filter.state) query.state = filter.state;
     if (filter.contextId) query.context_id = filter.contextId;
-    const [total, tasks] = await Promise.all([
-      this.tasks.countDocuments(query),
-      this.tasks.find(query).sort({ created_at: -1, _id: 1 }).skip(page.offset).limit(page.limit).toArray()
-    ]);
-    return { total, tasks };
+    const matching = await this.tasks.find(query, { projection: { _id: 1, created_at: 1 } }).toArray();
+    matching.sort((a, b) =>
+      a.created_at === b.created_at ? (a._id < b._id ? -1 : 1) : a.created_at < b.created_at ? 1 : -1
+    );
+    const ids = matching.slice(page.offset, page.offset + page.limit).map((t) => t._id);
+    return { total: matching.length, tasks: await this.settled(await this.byIds(ids)) };
   }
 
-  /** Counts per state (queued = depth, claimed = in flight), and mean wait (created → claimed) and run (claimed → done) times. */
+  /** The tasks with these ids, in this order (a task missing meanwhile is left out). */
+  private async byIds(ids: string[]): Promise<TaskDocument[]> {
+    const byId = new Map((await findByIds(this.tasks, ids)).map((t) => [t._id, t]));
+    return ids.map((id) => byId.get(id)).filter((t): t is TaskDocument => t !== undefined);
+  }
+
+  /**
+   * Counts per state (queued = depth, claimed = in flight), open tasks per type, and mean wait (created → last
+   * claim) and run (last claim → done) times, from the counters (task-counters.ts).
+   */
   async stats(): Promise<
     Record<TaskState, number> & {
       total: number;
@@ -309,38 +410,53 @@ export class TaskStore {
     }
   > {
     await this.expireLapsed();
-    const docs = await this.tasks
-      .find({}, { projection: { state: 1, type: 1, created_at: 1, claimed_at: 1, finished_at: 1 } })
-      .toArray();
-    const out = {
-      queued: 0,
-      claimed: 0,
-      done: 0,
-      failed: 0,
-      canceled: 0,
-      total: docs.length,
-      by_type: {} as Record<string, number>
-    };
-    let waits = 0;
-    let waitSum = 0;
-    let runs = 0;
-    let runSum = 0;
-    for (const d of docs) {
-      out[d.state] += 1;
-      if (d.state === 'queued' || d.state === 'claimed') out.by_type[d.type] = (out.by_type[d.type] ?? 0) + 1;
-      if (d.claimed_at) {
-        waits += 1;
-        waitSum += Date.parse(d.claimed_at) - Date.parse(d.created_at);
-        if (d.state === 'done' && d.finished_at) {
-          runs += 1;
-          runSum += Date.parse(d.finished_at) - Date.parse(d.claimed_at);
-        }
-      }
-    }
+    const t = await this.counters.read();
+    const by_type = Object.fromEntries(
+      Object.entries(t.open_by_type)
+        .filter(([, n]) => n > 0)
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    );
     return {
-      ...out,
-      mean_wait_s: waits ? waitSum / waits / 1000 : null,
-      mean_run_s: runs ? runSum / runs / 1000 : null
+      ...t.states,
+      total: Object.values(t.states).reduce((a, b) => a + b, 0),
+      by_type,
+      mean_wait_s: t.waits ? t.wait_ms / t.waits / 1000 : null,
+      mean_run_s: t.runs ? t.run_ms / t.runs / 1000 : null
     };
+  }
+
+  /**
+   * Rebuilds what the reads keep beside the tasks from the tasks themselves (scripts/tasks-recount.ts): appends to
+   * its submitter's list every task missing from it (oldest first), and repairs the counters (TaskCounters.recount).
+   * Reads every task: an operator's command, not a request path.
+   */
+  async recount(opts: { fold?: boolean } = {}): Promise<{ listed: number; before: TallyChange; after: TallyChange }> {
+    const all = await this.tasks
+      .find(
+        {},
+        { projection: { _id: 1, submitted_by: 1, state: 1, type: 1, created_at: 1, claimed_at: 1, finished_at: 1 } }
+      )
+      .toArray();
+    const bySubmitter = new Map<string, typeof all>();
+    for (const t of all) {
+      let list = bySubmitter.get(t.submitted_by);
+      if (!list) bySubmitter.set(t.submitted_by, (list = []));
+      list.push(t);
+    }
+    let listed = 0;
+    for (const [submitter, tasks] of bySubmitter) {
+      const have = new Set(await this.lists.allTaskIds(submitter));
+      const missing = tasks
+        .filter((t) => !have.has(t._id))
+        .sort((a, b) =>
+          a.created_at === b.created_at ? (a._id < b._id ? 1 : -1) : a.created_at < b.created_at ? -1 : 1
+        );
+      // One at a time, so the list keeps their order.
+      for (const t of missing) await this.lists.append(submitter, t._id, t.created_at);
+      listed += missing.length;
+    }
+    const after = tallyOf(all);
+    const before = await this.counters.recount(after, opts);
+    return { listed, before, after };
   }
 }
