@@ -753,16 +753,6 @@ describe.each(PLANS)('a random ledger ($name, $entries entries)', (plan) => {
 
 // ---- reads while writes continue ----
 
-/**
- * A disagreement of the current implementation, left unpinned: MemoryStore.history(key, limit) without `before` reads
- * its page and the key's version count in two queries at once (store/memory/memory.ts) and numbers the page down from
- * the count, so a version of the key appended between them numbers the page one off (a page v116@119, v115@118 when
- * entries 119 and 118 are the key's 119th and 118th versions; 15 of 60 calls under three writers of that key). While
- * it does, the check below takes the page's entries strictly and its numbers only as counting down from `versions`;
- * set this to false once the page and its numbers come from one read.
- */
-const HISTORY_NEWEST_PAGE_NUMBERS_RACE = true;
-
 describe('a ledger written to while it is read', () => {
   const testDb = useStoreDb('ledger_reads_live');
   const at = (what: string) => `LEDGER_READS_SEED=${SEED} [live ledger] ${what}`;
@@ -926,13 +916,14 @@ describe('a ledger written to while it is read', () => {
               want.page.map((v) => v.entry),
               ctx
             );
-            if (beforeSeq !== undefined || !HISTORY_NEWEST_PAGE_NUMBERS_RACE)
-              expectSameVersions({ versions: want.versions, page: got.page }, want, ctx);
-            else
+            // The page's numbers are exact; without `before`, `versions` is counted after the page, so versions
+            // written meanwhile are in it too.
+            expectSameVersions({ versions: want.versions, page: got.page }, want, ctx);
+            if (beforeSeq === undefined)
               check(
-                got.page.every((v, i) => v.version === got.versions - i),
+                got.versions >= want.versions,
                 ctx,
-                `page ${got.page.map((v) => `v${v.version}@${v.entry.seq}`).join()} of ${got.versions} versions`
+                `${got.versions} versions, fewer than the page's ${want.versions}`
               );
           });
         }
