@@ -10,11 +10,20 @@
  * and the key is then looked up in the ledger itself (findInLedger).
  */
 import type { Collection, Db } from 'mongodb';
+import { lastOfRun } from '../../core/ledger/contiguous-run';
 import type { LedgerEntryDocument } from '../../core/ledger/ledger-entry';
 import { findByIds } from '../mongo';
 
 export const LEDGER_COLLECTION = 'ledger';
 export const LEDGER_IDEMPOTENCY_COLLECTION = 'ledger_idempotency';
+
+/**
+ * The newest seq from `from` (0 or a seq that exists) on, by `_id` lookups (usually one: from + 1 is missing): where
+ * the ledger ends, as far as the entries after a known prefix say (the tail's writer and the readers both ask).
+ */
+export function lastSeqFrom(entries: Collection<LedgerEntryDocument>, from: number): Promise<number> {
+  return lastOfRun(from, async (seq) => (await entries.findOne({ _id: seq }, { projection: { _id: 1 } })) !== null);
+}
 
 interface IdempotencyRecord {
   _id: string; // the entry's idem

@@ -5,21 +5,20 @@
  * from an index, so every read here is a known set of seqs looked up at once; real MongoDB runs the same code.
  *
  * How far the ledger goes: the newest head record, this process's own acknowledged tail, then `_id` probes past them
- * (lastOfRun: one lookup that finds nothing, usually). Entries after the newest head record that carries position
+ * (lastSeqFrom: one lookup that finds nothing, usually). Entries after the newest head record that carries position
  * lists (store/ledger/positions.ts) are read by `_id` and filtered here; the lists serve the rest.
  *
  * A ledger begun before position lists has none: its filtered reads fall back to the queries of earlier versions
  * (scans on FerretDB), which stay correct.
  */
 import type { Collection, Db, Filter } from 'mongodb';
-import { lastOfRun } from '../../core/ledger/contiguous-run';
 import type { LedgerEntryDocument, LedgerEntryKind } from '../../core/ledger/ledger-entry';
 import { tallyCategory } from '../../core/ledger/tally';
 import { SEED_KEY_PREFIX } from '../../core/ledger/truth-record';
 import { FreshReads } from '../../core/fresh-reads';
 import { findByIds } from '../mongo';
 import type { CommitEngine } from './commit-engine';
-import { LEDGER_COLLECTION } from './entries';
+import { lastSeqFrom, LEDGER_COLLECTION } from './entries';
 import type { LedgerHeadDocument } from './heads';
 import { listsOf, PositionCounts, PositionLists, SEED_LIST, TRUTH_LISTS } from './positions';
 
@@ -178,10 +177,7 @@ export class LedgerReads {
     const { newest, withPositions } = await this.records.get('head');
     const own = this.engine.ownHead();
     const from = Math.max(newest?.size ?? 0, own.acknowledged?.size ?? 0, own.forwarded?.size ?? 0);
-    const size = await lastOfRun(
-      from,
-      async (seq) => (await this.entries.findOne({ _id: seq }, { projection: { _id: 1 } })) !== null
-    );
+    const size = await lastSeqFrom(this.entries, from);
     const lists = withPositions?.positions
       ? { size: withPositions.size, counts: withPositions.positions }
       : newest

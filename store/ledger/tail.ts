@@ -17,11 +17,10 @@ import {
   toHex
 } from '../../core/ledger/merkle.node';
 import { LedgerEntryDocument, LedgerTally, ledgerLeafBytes } from '../../core/ledger/ledger-entry';
-import { lastOfRun } from '../../core/ledger/contiguous-run';
 import { addToTally, tallyCategory } from '../../core/ledger/tally';
 import { findByIds } from '../mongo';
 import type { AppendInput } from './append';
-import { LEDGER_COLLECTION } from './entries';
+import { lastSeqFrom, LEDGER_COLLECTION } from './entries';
 import type { HeadRecords, OwnHead } from './heads';
 
 export interface Tail {
@@ -110,7 +109,7 @@ export class TailReader {
   async read(): Promise<Tail> {
     const head = await this.heads.newest();
     const from = head?.size ?? 0;
-    const seq = await this.lastSeqFrom(from);
+    const seq = await lastSeqFrom(this.entries, from);
     // The head is the tail (the usual case): its record has the frontier, no entry needs reading.
     if (head?.frontier && seq === from)
       return { size: from, frontier: head.frontier.map(fromHex), tally: head.tally ?? null };
@@ -153,13 +152,5 @@ export class TailReader {
     return head?.frontier && head.size >= atLeast
       ? { size: head.size, frontier: head.frontier.map(fromHex), tally: head.tally ?? null }
       : null;
-  }
-
-  /** The newest seq from `from` (0 or a seq that exists) on, by `_id` lookups (usually one: from + 1 is missing). */
-  private lastSeqFrom(from: number): Promise<number> {
-    return lastOfRun(
-      from,
-      async (seq) => (await this.entries.findOne({ _id: seq }, { projection: { _id: 1 } })) !== null
-    );
   }
 }
