@@ -11,6 +11,7 @@ import { createHash } from 'node:crypto';
 import net from 'node:net';
 import { canonicalJson } from '../../core/ledger/canonical-json';
 import { ledgerLeafBytes } from '../../core/ledger/ledger-entry';
+import { leafBytesBound, MAX_TLOG_ENTRY_BYTES } from '../../core/tlog/tiles';
 import { eventually, http, startTestService, TestService } from '../support/service';
 import { heartbeat, nodeHeaders, registerNode } from '../support/federation';
 import { issueHomologousToken } from '../support/credentials';
@@ -45,14 +46,26 @@ async function postRaw(url: string, body: string | Uint8Array, headers: Record<s
 
 const nested = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
 let keyCounter = 0;
-const truthBody = (valueText: string) =>
-  `{"key":"hardening.k${keyCounter++}","value":${valueText},"truth_type":"data"}`;
+const truthBody = (valueText: string, key = `hardening.k${keyCounter++}`) =>
+  `{"key":"${key}","value":${valueText},"truth_type":"data"}`;
+/** Key of the value written at a limit. */
+const limitKey = (name: string) => `hardening.limit.${name}`;
+/**
+ * The largest value an entry takes (`extra` 0) or one byte more: the entry, with its key, DID and metadata, fills a
+ * transparency-log entry bundle's 65,535 bytes (docs/transparency.md#entry-bytes), which is below the 64 KiB of
+ * value the body limit alone would let through.
+ */
+const blobFilling = (extra: number) => {
+  const text = (n: number) => JSON.stringify({ blob: 'x'.repeat(n) });
+  const fields = { kind: 'truth' as const, key: limitKey('size'), truth_type: 'data', did: DID };
+  return text(MAX_TLOG_ENTRY_BYTES - leafBytesBound(fields, text(0)) + extra);
+};
 
 describe('the ledger serves back everything it accepts', () => {
   // The body is level 1, so its value may nest JSON_MAX_DEPTH - 1 (63) levels.
   const atLimits: Record<string, string> = {
     depth: nested(63),
-    size: JSON.stringify({ blob: 'x'.repeat(64 * 1024 - 20) }),
+    size: blobFilling(0),
     unicode: JSON.stringify({
       'a.b': { $where: 'x\u0000y' },
       rtl: 'שלום\u200f',
@@ -68,7 +81,7 @@ describe('the ledger serves back everything it accepts', () => {
 
   beforeAll(async () => {
     for (const [name, text] of Object.entries(atLimits)) {
-      const body = truthBody(text);
+      const body = truthBody(text, limitKey(name));
       const res = await postRaw(`${svc.urls.main}/api/report/truth`, body, writer());
       expect({ name, status: res.status, body: res.body }).toMatchObject({ name, status: 200 });
       // What a reader gets back is the canonical form (RFC 8785): the same value; -0 is written 0, 1.50 is 1.5.
@@ -78,6 +91,18 @@ describe('the ledger serves back everything it accepts', () => {
         key: JSON.parse(body).key
       };
     }
+  });
+
+  it('refuses a value one byte longer than an entry holds with 413, writing nothing', async () => {
+    const before = (await http('GET', `${svc.urls.main}/api/status`)).body.truth_count;
+    const res = await postRaw(
+      `${svc.urls.main}/api/report/truth`,
+      truthBody(blobFilling(1), limitKey('size')),
+      writer()
+    );
+    expect(res.status).toBe(413);
+    expect(res.body).toMatchObject({ ok: false, error: 'payload_too_large' });
+    expect((await http('GET', `${svc.urls.main}/api/status`)).body.truth_count).toBe(before);
   });
 
   const expectEntry = (name: string, entry: any) => {
