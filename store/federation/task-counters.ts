@@ -207,16 +207,24 @@ export class TaskCounters {
   }
 
   /**
-   * The stored changes of tasks stored before this version, summed over every process, and each process's count of
-   * them (what the build compares before and after its scan: equal counts mean no such change was stored between).
+   * The stored changes of tasks stored before this version, summed over every process, and a mark of each process's
+   * count of them (what the build compares before and after its scan: equal marks mean no such change was stored
+   * between). A process document without `old_changes` was written by the version that brought the counters without
+   * `tracked` (its tasks carry no `tracked` either, so the build reads them as old): all its sums are such changes,
+   * and its mark is its write time.
    */
-  async readOld(): Promise<{ tally: TaskTally; changes: Record<string, number> }> {
-    const docs = await this.docs.find({}, { projection: { _id: 1, old: 1, old_changes: 1 } }).toArray();
+  async readOld(): Promise<{ tally: TaskTally; changes: Record<string, string> }> {
+    const docs = await this.docs.find({ _id: { $ne: 'base' } }).toArray();
     const tally = emptyTally();
-    const changes: Record<string, number> = {};
+    const changes: Record<string, string> = {};
     for (const d of docs) {
+      if (d.old_changes === undefined) {
+        changes[d._id] = `legacy@${d.updated_at}`;
+        addTally(tally, fromDocument(d));
+        continue;
+      }
       if (!d.old_changes) continue;
-      changes[d._id] = d.old_changes;
+      changes[d._id] = String(d.old_changes);
       if (d.old) addTally(tally, fromDocument(d.old));
     }
     return { tally, changes };

@@ -3,7 +3,7 @@
  * stored the way the version before stored them (no `tracked` field, no lists, no counters). A store started on them
  * answers ListTasks and the queue's figures exactly as that version did from the first read, before and after the
  * build; two stores racing build once; submits, claims, finishes, cancels and sweeps made during the build are
- * counted once.
+ * counted once. Also from a database the version with counters but no `tracked` field wrote to.
  */
 import type { TaskState } from '../../../core/federation/vocabulary';
 import { tallyOf } from '../../../store/federation/task-counters';
@@ -14,6 +14,7 @@ import { useStoreDb, type StoreDb } from '../../support/store-db';
 const first = useStoreDb('task_upgrade_a');
 const racing = useStoreDb('task_upgrade_b');
 const takeover = useStoreDb('task_upgrade_c');
+const counted = useStoreDb('task_upgrade_d');
 
 const SUBMITTERS = ['did:example:alice', 'did:example:bob', 'node_custom_00000007'];
 const TYPES = ['a2a.message', 'summarize', 'video.render.4k'];
@@ -210,4 +211,31 @@ it('takes over a build whose holder stopped renewing its lease', async () => {
   expect(await marks.findOne({ _id: 'task-reads#lease#2' })).toMatchObject({ holder: expect.any(String) });
   await expectStatsExact(takeover, [s]);
   await expectListsExact(takeover, s);
+});
+
+it('builds exactly on a database written by the version with counters and lists but no tracked field', async () => {
+  // That version listed and counted its submits and counted every change, but marked no task and kept no old part:
+  // a store of this version, then its marks taken away.
+  await insertOldLayout(counted, 60);
+  const before = new TaskStore(counted.db, { maxAttempts: 2, build: FAST });
+  for (let i = 0; i < 12; i++) await before.submit(newTask(`task_v2_${String(i).padStart(3, '0')}`, i));
+  for (const t of await before.claim('node-a', [], 10, 60_000))
+    await before.finish(t._id, 'node-a', { result_json: '{}' });
+  await before.cancel('task_v2_011');
+  await before.stats();
+  await counted.db.collection('tasks').updateMany({}, { $unset: { tracked: '' } });
+  await counted.db.collection('task_counters').updateMany({}, { $unset: { old: '', old_changes: '' } });
+  expect(await counted.db.collection('migrations').countDocuments({})).toBe(0);
+
+  // Its tasks carry no `tracked` either, and were just submitted: quietMs 0 stands for the 2 minutes after its last.
+  const s = new TaskStore(counted.db, { maxAttempts: 2, build: { ...FAST, quietMs: 0 } });
+  await expectStatsExact(counted, [s]);
+  await expectListsExact(counted, s);
+  await s.submit(newTask('task_v3_000', 0));
+  expect(await s.readsBuild.run()).toBe('built');
+  await expectStatsExact(counted, [s, new TaskStore(counted.db, { build: FAST })]);
+  await expectListsExact(counted, s);
+  for (const t of await s.claim('node-b', [], 10, 60_000)) await s.finish(t._id, 'node-b', { error: 'no' });
+  await expectStatsExact(counted, [s]);
+  await expectListsExact(counted, s);
 });
