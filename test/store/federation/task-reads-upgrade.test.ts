@@ -15,6 +15,7 @@ const first = useStoreDb('task_upgrade_a');
 const racing = useStoreDb('task_upgrade_b');
 const takeover = useStoreDb('task_upgrade_c');
 const counted = useStoreDb('task_upgrade_d');
+const repaired = useStoreDb('task_upgrade_e');
 
 const SUBMITTERS = ['did:example:alice', 'did:example:bob', 'node_custom_00000007'];
 const TYPES = ['a2a.message', 'summarize', 'video.render.4k'];
@@ -238,4 +239,19 @@ it('builds exactly on a database written by the version with counters and lists 
   for (const t of await s.claim('node-b', [], 10, 60_000)) await s.finish(t._id, 'node-b', { error: 'no' });
   await expectStatsExact(counted, [s]);
   await expectListsExact(counted, s);
+});
+
+it('tasks:recount on a database not yet built builds first, so the older tasks keep their place', async () => {
+  await insertOldLayout(repaired, 30);
+  const s = new TaskStore(repaired.db, { maxAttempts: 2, build: FAST });
+  for (let i = 0; i < 4; i++) await s.submit(newTask(`task_new_${i}`, i));
+  const out = await s.recount();
+  expect(out.listed).toBe(0);
+  expect(
+    await repaired.db.collection<{ _id: string }>(MIGRATIONS_COLLECTION).findOne({ _id: 'task-reads' })
+  ).toMatchObject({
+    by: 'tasks:recount'
+  });
+  await expectStatsExact(repaired, [s, new TaskStore(repaired.db, { build: FAST })]);
+  await expectListsExact(repaired, s);
 });
