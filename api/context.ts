@@ -131,6 +131,13 @@ export async function createServiceContext(
       logger
     );
     presenceRecorder.startClock();
+    const tasks = new TaskStore(mongo.db, { maxAttempts: config.TASK_MAX_ATTEMPTS });
+    // After an upgrade, one process builds the task reads for the tasks stored before; until then the reads are
+    // the full ones of the version before (store/federation/task-reads-build.ts). Nothing to do once built.
+    const stopTaskReadsBuild = tasks.readsBuild.start({
+      onError: (err) => logger.warn({ err }, 'task reads build failed; tried again in 30 s'),
+      onBuilt: () => logger.info('task reads built: lists and counters cover every task')
+    });
     // Across hosts: the writer lease (LEDGER_FORWARD_SECRET), taken part in by the process that appends for this host.
     const forwarding = new ForwardingCounts();
     const writer = cluster.isWorker ? null : await joinWriterLease(mongo.db, config, logger, { counts: forwarding });
@@ -158,7 +165,7 @@ export async function createServiceContext(
       heartbeatHistory,
       presenceRecorder,
       nodeCache,
-      tasks: new TaskStore(mongo.db, { maxAttempts: config.TASK_MAX_ATTEMPTS }),
+      tasks,
       peers: new PeerStore(mongo.db),
       tree,
       temporal,
@@ -188,6 +195,7 @@ export async function createServiceContext(
       memoryGateway,
       close: async () => {
         nodeCache.stop();
+        stopTaskReadsBuild();
         // Heartbeats acknowledged before their write are stored before the process ends (at most 5 s).
         if (!(await presenceRecorder.drain(5000)))
           logger.warn(

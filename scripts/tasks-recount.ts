@@ -1,8 +1,9 @@
 /**
  * `npm run tasks:recount [-- --fold]`: rebuilds what the task reads keep beside the tasks (store/federation/
  * task-lists.ts, task-counters.ts) from the tasks themselves: lists every task missing from its submitter's list
- * and sets the queue's counters to the tasks' figures. Run it after an upgrade from a version without them, after
- * a process died between a task's write and its counter write, or after tasks were changed by hand. It reads every
+ * and sets the queue's counters to the tasks' figures. Run it after a process died between a task's write and its
+ * counter write, or after tasks were changed by hand; an upgrade needs nothing (the service builds them for the
+ * tasks stored before: store/federation/task-reads-build.ts; this runs that build first if it has not). It reads every
  * task and every list (19.8 s at 20,000 tasks on the embedded store of a 2-core machine). Exact when no task changes during the run (stop the queue's traffic, or run it
  * twice). `--fold` also replaces the counter documents of every process that ever ran by one; only with every API
  * and worker process stopped. Connects as the service does (MONGODB_URI, or the embedded FerretDB).

@@ -60,6 +60,12 @@ interface CounterDocument {
   /** An array (a type may contain dots, which FerretDB refuses in a key). */
   open_by_type: { type: string; n: number }[];
   updated_at: string;
+  /**
+   * The part of the sums that are changes of tasks stored before this version (no `tracked` field), and how many
+   * such changes: the build of the task reads (task-reads-build.ts) sets `base` from them. Absent in `base`.
+   */
+  old?: Omit<CounterDocument, '_id' | 'updated_at' | 'old' | 'old_changes'>;
+  old_changes?: number;
 }
 
 export const emptyTally = (): TaskTally => ({
@@ -120,18 +126,23 @@ export function taskContribution(t: {
   };
 }
 
-const toDocument = (_id: string, t: TaskTally): CounterDocument => ({
-  _id,
+const sumsOf = (t: TaskTally) => ({
   ...t.states,
   waits: t.waits,
   wait_ms: t.wait_ms,
   runs: t.runs,
   run_ms: t.run_ms,
-  open_by_type: Object.entries(t.open_by_type).map(([type, n]) => ({ type, n })),
-  updated_at: new Date().toISOString()
+  open_by_type: Object.entries(t.open_by_type).map(([type, n]) => ({ type, n }))
 });
 
-const fromDocument = (d: CounterDocument): TallyChange => ({
+const toDocument = (_id: string, t: TaskTally, old?: { tally: TaskTally; changes: number }): CounterDocument => ({
+  _id,
+  ...sumsOf(t),
+  updated_at: new Date().toISOString(),
+  ...(old ? { old: sumsOf(old.tally), old_changes: old.changes } : {})
+});
+
+const fromDocument = (d: Omit<CounterDocument, '_id' | 'updated_at'>): TallyChange => ({
   states: Object.fromEntries(STATES.map((s) => [s, d[s] ?? 0])),
   waits: d.waits ?? 0,
   wait_ms: d.wait_ms ?? 0,
@@ -145,6 +156,8 @@ export class TaskCounters {
   private readonly id = `p:${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   /** The sum of this process's changes; `written` is how much of it is stored. */
   private readonly mine = emptyTally();
+  /** The part of `mine` that changed tasks stored before this version (see CounterDocument.old). */
+  private readonly mineOld = { tally: emptyTally(), changes: 0 };
   private changes = 0;
   private written = 0;
   private writing: Promise<void> | null = null;
@@ -157,8 +170,12 @@ export class TaskCounters {
    * Counts a change of a task's state this process made; resolves once it is stored. A failed write is not thrown
    * (the task's own write succeeded): the change stays in memory and goes with the next write.
    */
-  async record(change: TallyChange): Promise<void> {
+  async record(change: TallyChange, opts: { old?: boolean } = {}): Promise<void> {
     addTally(this.mine, change);
+    if (opts.old) {
+      addTally(this.mineOld.tally, change);
+      this.mineOld.changes++;
+    }
     const target = ++this.changes;
     while (this.written < target) {
       if (!this.writing) this.writing = this.write().finally(() => (this.writing = null));
@@ -176,7 +193,7 @@ export class TaskCounters {
 
   private async write(): Promise<void> {
     const upTo = this.changes;
-    const doc = toDocument(this.id, this.mine);
+    const doc = toDocument(this.id, this.mine, this.mineOld);
     await this.docs.replaceOne({ _id: this.id }, doc, { upsert: true });
     this.written = Math.max(this.written, upTo);
   }
@@ -187,6 +204,36 @@ export class TaskCounters {
     const out = emptyTally();
     for (const d of docs) if (d._id !== this.id) addTally(out, fromDocument(d));
     return addTally(out, fromDocument(toDocument(this.id, this.mine)));
+  }
+
+  /**
+   * The stored changes of tasks stored before this version, summed over every process, and a mark of each process's
+   * count of them (what the build compares before and after its scan: equal marks mean no such change was stored
+   * between). A process document without `old_changes` was written by the version that brought the counters without
+   * `tracked` (its tasks carry no `tracked` either, so the build reads them as old): all its sums are such changes,
+   * and its mark is its write time.
+   */
+  async readOld(): Promise<{ tally: TaskTally; changes: Record<string, string> }> {
+    const docs = await this.docs.find({ _id: { $ne: 'base' } }).toArray();
+    const tally = emptyTally();
+    const changes: Record<string, string> = {};
+    for (const d of docs) {
+      if (d.old_changes === undefined) {
+        changes[d._id] = `legacy@${d.updated_at}`;
+        addTally(tally, fromDocument(d));
+        continue;
+      }
+      if (!d.old_changes) continue;
+      changes[d._id] = String(d.old_changes);
+      if (d.old) addTally(tally, fromDocument(d.old));
+    }
+    return { tally, changes };
+  }
+
+  /** Replaces `base` by these figures (the build: task-reads-build.ts). */
+  async setBase(base: TallyChange): Promise<void> {
+    const t = addTally(emptyTally(), base);
+    await this.docs.replaceOne({ _id: 'base' }, toDocument('base', t), { upsert: true });
   }
 
   /**
@@ -210,9 +257,9 @@ export class TaskCounters {
   }
 }
 
-const tallyChangeOf = (t: TaskTally): TallyChange => ({ ...t, states: { ...t.states } });
+export const tallyChangeOf = (t: TaskTally): TallyChange => ({ ...t, states: { ...t.states } });
 
-function negate(t: TaskTally): TallyChange {
+export function negate(t: TaskTally): TallyChange {
   return {
     states: Object.fromEntries(STATES.map((s) => [s, -t.states[s]])),
     waits: -t.waits,

@@ -16,6 +16,12 @@
  * round; a lost or late raise only makes it low, and the length is that hint plus the ordinals found after it
  * (read in parallel, 8 at a time).
  *
+ * The tasks stored before this version (no `tracked` field) come first, as the list's prefix, written once by the
+ * build of the task reads (task-reads-build.ts): position p of the prefix is `<submitter>\n-<p>`, in creation order
+ * (ties: the greater id first, as the earlier sort read newest first by id ascending), and `<submitter>\n-`
+ * (`{ n }`) is its length, written after its positions. A page numbers the prefix 1 … P and the appended list
+ * P+1 … P+length.
+ *
  * Order: a list is in the order tasks were listed, which is creation order for tasks submitted one after another
  * and, within a round, for tasks submitted together. A task whose insert took longer than a later one's can be
  * listed after it (concurrent submits of one submitter, a few milliseconds apart): newest-first pages can show
@@ -46,6 +52,8 @@ interface Append {
 }
 
 const positionId = (submitter: string, n: number) => `${submitter}\n${n}`;
+const prefixId = (submitter: string, n: number) => `${submitter}\n-${n}`;
+const prefixHeadId = (submitter: string) => `${submitter}\n-`;
 
 export class TaskLists {
   private readonly docs: Collection<ListDocument>;
@@ -155,6 +163,49 @@ export class TaskLists {
     for (let n = from; n >= Math.max(1, to); n--) ids.push(positionId(submitter, n));
     const byId = new Map((await findByIds(this.docs, ids)).map((d) => [d._id, d.task_id]));
     return ids.map((id) => byId.get(id)).filter((t): t is string => typeof t === 'string');
+  }
+
+  /** How many tasks the submitter's prefix holds (tasks stored before this version). */
+  async prefixLength(submitter: string): Promise<number> {
+    return (await this.docs.findOne({ _id: prefixHeadId(submitter) }))?.n ?? 0;
+  }
+
+  /**
+   * Writes the submitter's prefix (task ids oldest first), then its length. Only the build writes it; a build run
+   * again writes the same positions over them.
+   */
+  async writePrefix(submitter: string, taskIds: string[]): Promise<void> {
+    for (let i = 0; i < taskIds.length; i += 16)
+      await Promise.all(
+        taskIds.slice(i, i + 16).map((taskId, k) => {
+          const _id = prefixId(submitter, i + k + 1);
+          return this.docs.replaceOne({ _id }, { task_id: taskId }, { upsert: true });
+        })
+      );
+    await this.docs.replaceOne({ _id: prefixHeadId(submitter) }, { n: taskIds.length }, { upsert: true });
+  }
+
+  /** A page of the submitter's tasks, newest first (prefix and list), and how many there are. */
+  async page(submitter: string, offset: number, limit: number): Promise<{ total: number; taskIds: string[] }> {
+    const [prefix, appended] = await Promise.all([this.prefixLength(submitter), this.length(submitter)]);
+    const total = prefix + appended;
+    const from = total - offset;
+    if (limit <= 0 || from < 1) return { total, taskIds: [] };
+    const ids: string[] = [];
+    for (let n = from; n >= Math.max(1, from - limit + 1); n--)
+      ids.push(n > prefix ? positionId(submitter, n - prefix) : prefixId(submitter, n));
+    const byId = new Map((await findByIds(this.docs, ids)).map((d) => [d._id, d.task_id]));
+    return { total, taskIds: ids.map((id) => byId.get(id)).filter((t): t is string => typeof t === 'string') };
+  }
+
+  /** Every task id of the submitter's prefix and list (for the repair: scripts/tasks-recount.ts). */
+  async listedTaskIds(submitter: string): Promise<string[]> {
+    const prefix = await this.prefixLength(submitter);
+    const ids = Array.from({ length: prefix }, (_, i) => prefixId(submitter, i + 1));
+    const out: string[] = [];
+    for (let i = 0; i < ids.length; i += 256)
+      out.push(...(await findByIds(this.docs, ids.slice(i, i + 256))).map((d) => d.task_id!));
+    return [...out, ...(await this.allTaskIds(submitter))];
   }
 
   /** Every task id of the submitter's list, oldest first (for the repair: scripts/tasks-recount.ts). */

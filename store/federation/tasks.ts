@@ -23,7 +23,9 @@
  * Reads that stay O(page) at any number of tasks (docs/federation.md#task-reads): every change of a task's state
  * is counted by the writer that made it (task-counters.ts: stats() reads those counters, not the tasks), and every
  * new task is appended to its submitter's list (task-lists.ts: an unfiltered ListTasks page is a few `_id` reads).
- * Every write of a task's state goes through this class for that reason.
+ * Every write of a task's state goes through this class for that reason. Until they cover the tasks stored before
+ * this version (task-reads-build.ts: built by the service after an upgrade), stats() and unfiltered ListTasks read
+ * the tasks whole, as that version did.
  */
 import { randomUUID } from 'node:crypto';
 import { Collection, Db, Filter } from 'mongodb';
@@ -31,6 +33,7 @@ import type { TaskState } from '../../core/federation/vocabulary';
 import { findByIds, isDuplicateKey } from '../mongo';
 import { TaskCounters, tallyOf, taskContribution, type TallyChange } from './task-counters';
 import { TaskLists } from './task-lists';
+import { TaskReadsBuild, type TaskReadsBuildOptions } from './task-reads-build';
 
 /** What a submitter decides about a new task; everything else starts at its queued value. */
 export type NewTask = Pick<
@@ -62,6 +65,8 @@ export interface TaskDocument {
   progress?: string | null;
   /** A2A: the context of the message the task came in as (its payload is { message }). */
   context_id?: string | null;
+  /** Listed and counted from its submit (absent on tasks stored before the task reads: task-reads-build.ts). */
+  tracked?: boolean;
 }
 
 export type ClaimOutcome =
@@ -77,16 +82,22 @@ export class TaskStore {
   private readonly claims: Collection<{ _id: string; task_id: string; node_id: string; claim_id: string; at: string }>;
   private readonly counters: TaskCounters;
   private readonly lists: TaskLists;
+  /** Whether the lists and counters cover every task yet, and the build that makes them. */
+  readonly readsBuild: TaskReadsBuild;
   private readonly opts: { maxAttempts: number };
   /**
    * `counters` and `lists`: one of each per process (a TaskCounters is the process's own counter document), shared
    * by every TaskStore it makes; made here when not given.
    */
-  constructor(db: Db, opts: { maxAttempts?: number; counters?: TaskCounters; lists?: TaskLists } = {}) {
+  constructor(
+    db: Db,
+    opts: { maxAttempts?: number; counters?: TaskCounters; lists?: TaskLists; build?: TaskReadsBuildOptions } = {}
+  ) {
     this.tasks = db.collection('tasks');
     this.claims = db.collection('task_claims');
     this.counters = opts.counters ?? new TaskCounters(db);
     this.lists = opts.lists ?? new TaskLists(db);
+    this.readsBuild = new TaskReadsBuild(db, this.counters, this.lists, opts.build);
     this.opts = { maxAttempts: opts.maxAttempts ?? 3 };
   }
 
@@ -105,7 +116,8 @@ export class TaskStore {
       lease_expires_at: null,
       attempts: 0,
       result_json: null,
-      error: null
+      error: null,
+      tracked: true
     };
     try {
       await this.tasks.insertOne(doc);
@@ -156,7 +168,7 @@ export class TaskStore {
     const lapsed = await this.tasks
       .find(
         { state: 'claimed', lease_expires_at: { $lt: at } },
-        { projection: { _id: 1, attempts: 1, lease_expires_at: 1, claim_id: 1, type: 1 } }
+        { projection: { _id: 1, attempts: 1, lease_expires_at: 1, claim_id: 1, type: 1, tracked: 1 } }
       )
       .limit(batch)
       .toArray();
@@ -170,7 +182,7 @@ export class TaskStore {
 
   /** Returns one lapsed task to the queue or fails it, if its lease is still the one read; counts the change. */
   private async lapse(
-    t: Pick<TaskDocument, '_id' | 'attempts' | 'lease_expires_at' | 'claim_id' | 'type'>,
+    t: Pick<TaskDocument, '_id' | 'attempts' | 'lease_expires_at' | 'claim_id' | 'type' | 'tracked'>,
     at: string
   ): Promise<'requeued' | 'failed' | null> {
     const exhausted = t.attempts >= this.opts.maxAttempts;
@@ -204,7 +216,8 @@ export class TaskStore {
     await this.counters.record(
       exhausted
         ? { states: { claimed: -1, failed: 1 }, open_by_type: { [t.type]: -1 } }
-        : { states: { claimed: -1, queued: 1 } }
+        : { states: { claimed: -1, queued: 1 } },
+      { old: !t.tracked }
     );
     return exhausted ? 'failed' : 'requeued';
   }
@@ -237,7 +250,7 @@ export class TaskStore {
     const candidates = await this.tasks
       .find(
         { state: 'queued' },
-        { projection: { _id: 1, attempts: 1, required_capabilities: 1, created_at: 1, claimed_at: 1 } }
+        { projection: { _id: 1, attempts: 1, required_capabilities: 1, created_at: 1, claimed_at: 1, tracked: 1 } }
       )
       .sort({ priority: -1, created_at: 1 })
       .limit(Math.max(50, max * 4))
@@ -278,10 +291,10 @@ export class TaskStore {
       if (!got || got.claim_id !== claimId || got.claimed_by !== nodeId) continue;
       // The wait figure is the last claim's: a reclaimed task's earlier wait is replaced, not added.
       const waited = Date.parse(at) - Date.parse(c.claimed_at ?? c.created_at);
-      await this.counters.record({
-        states: { queued: -1, claimed: 1 },
-        ...(c.claimed_at ? { wait_ms: waited } : { waits: 1, wait_ms: waited })
-      });
+      await this.counters.record(
+        { states: { queued: -1, claimed: 1 }, ...(c.claimed_at ? { wait_ms: waited } : { waits: 1, wait_ms: waited }) },
+        { old: !c.tracked }
+      );
       claimed.push(got);
     }
     return claimed;
@@ -342,7 +355,7 @@ export class TaskStore {
     const change: TallyChange = { states: { claimed: -1, [set.state]: 1 }, open_by_type: { [got.type]: -1 } };
     if (set.state === 'done' && got.claimed_at)
       Object.assign(change, { runs: 1, run_ms: Date.parse(at) - Date.parse(got.claimed_at) });
-    await this.counters.record(change);
+    await this.counters.record(change, { old: !got.tracked });
     return { ok: true, task: got };
   }
 
@@ -357,7 +370,10 @@ export class TaskStore {
       { returnDocument: 'before' }
     );
     if (before && (before.state === 'queued' || before.state === 'claimed')) {
-      await this.counters.record({ states: { [before.state]: -1, canceled: 1 }, open_by_type: { [before.type]: -1 } });
+      await this.counters.record(
+        { states: { [before.state]: -1, canceled: 1 }, open_by_type: { [before.type]: -1 } },
+        { old: !before.tracked }
+      );
       return { canceled: true, task: { ...before, ...set } };
     }
     return { canceled: false, task: await this.tasks.findOne({ _id: taskId }) };
@@ -367,18 +383,16 @@ export class TaskStore {
    * A submitter's tasks, newest first. Unfiltered: the page of the submitter's list (task-lists.ts), `_id` reads
    * only; `total` is the list's length. With a state or context filter: the tasks matching the equalities (served on
    * FerretDB by the launcher's GIN indexes on submitted_by, state and context_id), ordered here; this costs the
-   * number of matching tasks, not of all tasks.
+   * number of matching tasks, not of all tasks. Unfiltered too until the lists cover every task (task-reads-build.ts).
    */
   async listBySubmitter(
     submitter: string,
     filter: { state?: TaskState; contextId?: string },
     page: { limit: number; offset: number }
   ): Promise<{ total: number; tasks: TaskDocument[] }> {
-    if (!filter.state && !filter.contextId) {
-      const total = await this.lists.length(submitter);
-      const from = total - page.offset;
-      const ids = page.limit > 0 && from >= 1 ? await this.lists.taskIds(submitter, from, from - page.limit + 1) : [];
-      return { total, tasks: await this.settled(await this.byIds(ids)) };
+    if (!filter.state && !filter.contextId && (await this.readsBuild.ready())) {
+      const { total, taskIds } = await this.lists.page(submitter, page.offset, page.limit);
+      return { total, tasks: await this.settled(await this.byIds(taskIds)) };
     }
     const query: Filter<TaskDocument> = { submitted_by: submitter };
     if (filter.state) query.state = filter.state;
@@ -399,7 +413,8 @@ export class TaskStore {
 
   /**
    * Counts per state (queued = depth, claimed = in flight), open tasks per type, and mean wait (created → last
-   * claim) and run (last claim → done) times, from the counters (task-counters.ts).
+   * claim) and run (last claim → done) times, from the counters (task-counters.ts); from every task until the counters
+   * cover them all (task-reads-build.ts).
    */
   async stats(): Promise<
     Record<TaskState, number> & {
@@ -410,7 +425,13 @@ export class TaskStore {
     }
   > {
     await this.expireLapsed();
-    const t = await this.counters.read();
+    const t = (await this.readsBuild.ready())
+      ? await this.counters.read()
+      : tallyOf(
+          await this.tasks
+            .find({}, { projection: { state: 1, type: 1, created_at: 1, claimed_at: 1, finished_at: 1 } })
+            .toArray()
+        );
     const by_type = Object.fromEntries(
       Object.entries(t.open_by_type)
         .filter(([, n]) => n > 0)
@@ -428,9 +449,11 @@ export class TaskStore {
   /**
    * Rebuilds what the reads keep beside the tasks from the tasks themselves (scripts/tasks-recount.ts): appends to
    * its submitter's list every task missing from it (oldest first), and repairs the counters (TaskCounters.recount).
-   * Reads every task: an operator's command, not a request path.
+   * Reads every task: an operator's command, not a request path. Builds first when the service has not yet
+   * (task-reads-build.ts), so the tasks stored before the upgrade are listed before the later ones.
    */
   async recount(opts: { fold?: boolean } = {}): Promise<{ listed: number; before: TallyChange; after: TallyChange }> {
+    if (!(await this.readsBuild.ready())) await this.readsBuild.build('tasks:recount');
     const all = await this.tasks
       .find(
         {},
@@ -445,7 +468,7 @@ export class TaskStore {
     }
     let listed = 0;
     for (const [submitter, tasks] of bySubmitter) {
-      const have = new Set(await this.lists.allTaskIds(submitter));
+      const have = new Set(await this.lists.listedTaskIds(submitter));
       const missing = tasks
         .filter((t) => !have.has(t._id))
         .sort((a, b) =>
