@@ -22,6 +22,19 @@ const octets = (description: string) => ({
   }
 });
 
+/**
+ * A tile's path as C2SP tlog-tiles spells it, for the schema (clients and generated tests): level 0-63 or `entries`,
+ * the index as 3-digit elements (all but the last prefixed with x; at most five, past any tree's size), a partial
+ * width of 1-255. parseTilePath checks the same, and says which part is wrong.
+ */
+const TILE_PATH = z
+  .string()
+  .max(200)
+  .regex(
+    /^(entries|[0-9]|[1-5][0-9]|6[0-3])\/(x[0-9]{3}\/){0,4}[0-9]{3}(\.p\/([1-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]))?$/,
+    'a tile path: <L>/<N>[.p/<W>] or entries/<N>[.p/<W>], N as 3-digit elements (1234067: x001/x234/067)'
+  );
+
 export const tlogRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; checkpoints: TlogCheckpoints }> = async (
   app,
   { ledger, checkpoints }
@@ -58,7 +71,7 @@ export const tlogRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; checkpoints: Tl
     {
       config: { auth: 'none' },
       schema: {
-        params: z.object({ '*': z.string().max(200).describe('<L>/<N>[.p/<W>] or entries/<N>[.p/<W>]') }),
+        params: z.object({ '*': TILE_PATH.describe('<L>/<N>[.p/<W>] or entries/<N>[.p/<W>]') }),
         response: {
           200: octets('A hash tile (concatenated 32-byte hashes) or an entry bundle (uint16-length entries)')
         }
