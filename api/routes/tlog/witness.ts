@@ -30,6 +30,8 @@ export const tlogWitnessRoutes: FastifyPluginAsyncZod<{ witness: TlogWitness }> 
     }
   );
 
+  // Any other media type, JSON included, is refused here rather than parsed and then refused by the schema.
+  app.removeContentTypeParser('application/json');
   app.addContentTypeParser('*', (_request, _payload, done) =>
     done(new AppError('unsupported_media_type', 'Send the body as text/plain (c2sp.org/tlog-witness)'), undefined)
   );
