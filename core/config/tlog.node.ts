@@ -3,6 +3,7 @@
  * the hub as a C2SP tlog-witness: the logs it witnesses and the name of its cosigning key.
  */
 import { z } from 'zod';
+import { ED25519_NOTE, parseVerifierKey } from '../tlog/cosignature.node';
 import { defineCapability, setting } from './capability';
 
 /** A C2SP note key name or checkpoint origin: non-empty, no whitespace, no `+`. */
@@ -26,12 +27,13 @@ export function parseWitnessedLogs(value: string, ctx?: z.RefinementCtx): Witnes
     const parts = entry.split(/\s+/);
     const key = parts.length === 2 ? parts[1]! : parts[0]!;
     const origin = parts.length === 2 ? parts[0]! : key.split('+')[0]!;
-    // The name has no `+`, the key id neither; the base64 key may.
-    const keyBytes = VERIFIER_KEY.test(key)
-      ? Buffer.from(key.slice(key.indexOf('+', key.indexOf('+') + 1) + 1), 'base64')
-      : null;
-    if (parts.length > 2 || !KEY_NAME.test(origin) || !keyBytes || keyBytes.length !== 33 || keyBytes[0] !== 0x01) {
-      ctx?.addIssue({ code: 'custom', message: `not "[<origin> ]<name>+<key id>+<base64 Ed25519 key>": ${entry}` });
+    // A note verifier key (type 0x01) whose key id is the one its name and key give (c2sp.org/signed-note).
+    const parsed = VERIFIER_KEY.test(key) ? parseVerifierKey(key) : null;
+    if (parts.length > 2 || !KEY_NAME.test(origin) || parsed?.type !== ED25519_NOTE) {
+      ctx?.addIssue({
+        code: 'custom',
+        message: `not "[<origin> ]<name>+<key id>+<base64 Ed25519 key>" with the key id of that name and key: ${entry}`
+      });
       continue;
     }
     logs.set(origin, [...(logs.get(origin) ?? []), key]);
