@@ -43,6 +43,8 @@ import { MemoryGatewayClient } from '../services/commercial/memory-client';
 import { createTruthWrites, type TruthWriteOptions, type TruthWrites } from '../services/ledger/write-truth';
 import { createTlogCheckpoints, type TlogCheckpoints } from '../services/tlog/checkpoint';
 import { CheckpointStore } from '../store/tlog/checkpoints';
+import { createTlogWitness, type TlogWitness } from '../services/tlog/witness';
+import { WitnessStore } from '../store/tlog/witness';
 
 export interface ServiceContext {
   config: Config;
@@ -76,6 +78,8 @@ export interface ServiceContext {
   truthWrites: TruthWrites;
   /** The ledger's C2SP checkpoints (services/tlog/checkpoint.ts). */
   tlog: TlogCheckpoints;
+  /** The hub as a C2SP tlog-witness of the logs it is configured for (services/tlog/witness.ts). */
+  witness: TlogWitness;
   slimGroups: SlimGroupStore;
   gpus: GpuStore;
   /** One per process: the partner authenticator and the partner routes share its replay records' pruning. */
@@ -183,6 +187,12 @@ export async function createServiceContext(
         keys,
         origin: config.tlogOrigin,
         checkpoints: new CheckpointStore(mongo.db, config.tlogOrigin)
+      }),
+      witness: createTlogWitness({
+        store: new WitnessStore(mongo.db),
+        keys,
+        name: config.tlogWitnessName,
+        logs: config.TLOG_WITNESSED_LOGS ?? []
       }),
       slimGroups: new SlimGroupStore(mongo.db),
       gpus: new GpuStore(mongo.db),

@@ -30,6 +30,7 @@ import { subscriptionRoutes } from './routes/ledger/subscription';
 import { approvalRoutes } from './routes/ledger/approvals';
 import { statusDataRoutes } from './routes/ledger/status-data';
 import { tlogRoutes } from './routes/tlog/tlog';
+import { tlogWitnessRoutes } from './routes/tlog/witness';
 import { daemonStatusRoutes } from './routes/daemon/status';
 import { daemonDispatchRoutes } from './routes/daemon/dispatch';
 import { daemonAdminRoutes } from './routes/daemon/admin';
@@ -124,8 +125,15 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
     counts: ctx.forwarding,
     released: () => ctx.ledgerWriter?.released() ?? false
   });
-  await main.register(truthReadRoutes, { ledger: ctx.ledger, config, keys: ctx.keys, tlog: ctx.tlog });
+  await main.register(truthReadRoutes, {
+    ledger: ctx.ledger,
+    config,
+    keys: ctx.keys,
+    tlog: ctx.tlog,
+    witness: ctx.witness
+  });
   await main.register(tlogRoutes, { ledger: ctx.ledger, checkpoints: ctx.tlog });
+  await main.register(tlogWitnessRoutes, { witness: ctx.witness });
   await main.register(subscriptionRoutes, { ledger: ctx.ledger });
   await main.register(approvalRoutes, { temporal: ctx.temporal, config });
   await main.register(statusDataRoutes, {

@@ -78,6 +78,8 @@ export type Config = z.infer<typeof configSchema> & {
   hubPublicUrl: string;
   /** The transparency log's checkpoint origin (TLOG_ORIGIN, or derived from PUBLIC_URL). */
   tlogOrigin: string;
+  /** The name of the hub's cosigning key as a witness (TLOG_WITNESS_NAME, or `<tlogOrigin>/witness`). */
+  tlogWitnessName: string;
 };
 
 export class ConfigError extends Error {
@@ -101,12 +103,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     );
   }
   const c = parsed.data;
+  const tlogOrigin = c.TLOG_ORIGIN ?? defaultTlogOrigin(c.PUBLIC_URL ?? `http://localhost:${c.PORT}`);
   return {
     ...c,
     dataDir: path.resolve(c.DATA_DIR),
     publicUrl: (c.PUBLIC_URL ?? `http://localhost:${c.PORT}`).replace(/\/+$/, ''),
     hubPublicUrl: (c.HUB_PUBLIC_URL ?? `http://localhost:${c.HUB_PORT}`).replace(/\/+$/, ''),
-    tlogOrigin: c.TLOG_ORIGIN ?? defaultTlogOrigin(c.PUBLIC_URL ?? `http://localhost:${c.PORT}`)
+    tlogOrigin,
+    tlogWitnessName: c.TLOG_WITNESS_NAME ?? `${tlogOrigin}/witness`
   };
 }
 

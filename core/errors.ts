@@ -34,6 +34,9 @@ export const ERROR_STATUS = {
   payload_too_large: 413,
   // An entry bundle holding an entry larger than the format's 65,535 bytes (docs/transparency.md#entry-bytes).
   entry_too_large: 422,
+  // The hub as a witness (services/tlog/witness.ts): a checkpoint it must not cosign.
+  checkpoint_inconsistent: 422,
+  checkpoint_fork: 422,
   uri_too_long: 414,
   unsupported_media_type: 415,
   rate_limited: 429,

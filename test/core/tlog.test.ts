@@ -9,6 +9,8 @@ import {
   tileWidthInTree
 } from '../../core/tlog/tiles';
 import { ledgerLeafBytes } from '../../core/ledger/ledger-entry';
+import { parseWitnessedLogs } from '../../core/config/tlog.node';
+import { cosignatureVerifierKey } from '../../core/tlog/cosignature.node';
 import {
   checkpointBody,
   noteKeyId,
@@ -100,5 +102,33 @@ describe('signed notes', () => {
       expect(verifyNote(note, key)).not.toBeNull();
       return;
     }
+  });
+});
+
+describe('TLOG_WITNESSED_LOGS', () => {
+  const key = (name: string) => {
+    const { publicKey } = generateKeyPairSync('ed25519');
+    return noteVerifierKey(name, Buffer.from(publicKey.export({ format: 'jwk' }).x as string, 'base64url'));
+  };
+
+  it('reads verifier keys (origin = key name) and `<origin> <key>` entries, grouping keys by origin', () => {
+    const [a, b, c] = [key('a.test/log'), key('a.test/log'), key('signer.test')];
+    expect(parseWitnessedLogs(`${a}, ${b}\nb.test/log ${c}`)).toEqual([
+      { origin: 'a.test/log', verifierKeys: [a, b] },
+      { origin: 'b.test/log', verifierKeys: [c] }
+    ]);
+  });
+
+  it('refuses a key whose key id is not its own, a cosignature key, or an origin with a space', () => {
+    const good = key('a.test/log');
+    const wrongId = good.replace(
+      /\+([0-9a-f]{8})\+/,
+      (_m, id: string) => `+${id === '00000000' ? '11111111' : '00000000'}+`
+    );
+    const cosigner = cosignatureVerifierKey('a.test/log', Buffer.alloc(32, 7));
+    const issues: string[] = [];
+    const ctx = { addIssue: (issue: { message: string }) => issues.push(issue.message) } as never;
+    expect(parseWitnessedLogs(`${wrongId},${cosigner},a b ${good}`, ctx)).toEqual([]);
+    expect(issues).toHaveLength(3);
   });
 });

@@ -31,7 +31,14 @@ export const statusResponse = z.object({
   tlog: z
     .object({
       origin: z.string().describe('the C2SP checkpoint origin (GET /tlog/checkpoint)'),
-      verifier_key: z.string().describe('the checkpoint verifier key, <origin>+<key id hex>+<base64 0x01||key>')
+      verifier_key: z.string().describe('the checkpoint verifier key, <origin>+<key id hex>+<base64 0x01||key>'),
+      witness: z
+        .object({
+          name: z.string().describe("the witness's cosigning key name (TLOG_WITNESS_NAME)"),
+          verifier_key: z.string().describe('the cosignature verifier key, <name>+<key id hex>+<base64 0x04||key>'),
+          logs: z.array(z.string()).describe('the origins of the logs this hub witnesses (TLOG_WITNESSED_LOGS)')
+        })
+        .describe('the hub as a C2SP tlog-witness: POST /tlog/add-checkpoint')
     })
     .describe('the ledger as a C2SP transparency log (docs/transparency.md)')
 });

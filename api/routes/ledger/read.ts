@@ -17,6 +17,7 @@ import { verifyLedger } from '../../../store/ledger/ledger-verify';
 import { createLedgerProofs } from '../../../services/ledger/read-proofs';
 import type { HubKeys } from '../../../store/keys/hub-keys';
 import type { TlogCheckpoints } from '../../../services/tlog/checkpoint';
+import type { TlogWitness } from '../../../services/tlog/witness';
 import {
   consistencyResponse,
   entriesResponse,
@@ -39,7 +40,8 @@ export const truthReadRoutes: FastifyPluginAsyncZod<{
   config: Pick<ServiceConfig, 'SERVICE_DID'>;
   keys: HubKeys;
   tlog: Pick<TlogCheckpoints, 'origin' | 'verifierKey'>;
-}> = async (app, { ledger, config, keys, tlog }) => {
+  witness: Pick<TlogWitness, 'name' | 'verifierKey' | 'origins'>;
+}> = async (app, { ledger, config, keys, tlog, witness }) => {
   const proofs = createLedgerProofs(ledger);
   app.get(
     '/api/status',
@@ -63,7 +65,11 @@ export const truthReadRoutes: FastifyPluginAsyncZod<{
           keys.kid
         ),
         public_key: { algorithm: 'Ed25519' as const, key_id: keys.kid, base64: keys.publicKeyBase64 },
-        tlog: { origin: tlog.origin, verifier_key: tlog.verifierKey }
+        tlog: {
+          origin: tlog.origin,
+          verifier_key: tlog.verifierKey,
+          witness: { name: witness.name, verifier_key: witness.verifierKey, logs: witness.origins }
+        }
       };
     }
   );

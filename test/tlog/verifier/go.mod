@@ -7,3 +7,8 @@ require (
 	github.com/transparency-dev/merkle v0.0.2
 	golang.org/x/mod v0.43.0
 )
+
+require (
+	filippo.io/mldsa v0.0.0-20260215214346-43d0283efc3e // indirect
+	golang.org/x/crypto v0.52.0 // indirect
+)

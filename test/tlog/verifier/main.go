@@ -5,6 +5,9 @@
 // checkpoint, consistency between the two. Any mismatch exits 1 with one line saying what failed.
 //
 //	verifier -url http://127.0.0.1:8080/tlog -key '<origin>+<key id>+<key>' [-old old.checkpoint] [-save new.checkpoint]
+//	verifier -cosigned cosigned.checkpoint -key '<log key>' -witness-key '<name>+<key id>+<base64 0x04||key>'
+//
+// The second form verifies a checkpoint carrying a witness's cosignature (cosigned.go).
 package main
 
 import (
@@ -92,7 +95,13 @@ func main() {
 	key := flag.String("key", "", "the checkpoint verifier key (GET <prefix>/verifier-key)")
 	old := flag.String("old", "", "an older checkpoint of the same log to prove consistency with")
 	save := flag.String("save", "", "where to write the checkpoint verified now")
+	cosigned := flag.String("cosigned", "", "instead: a checkpoint with a witness's cosignature lines to verify")
+	witnessKey := flag.String("witness-key", "", "with -cosigned: the witness's cosignature verifier key")
 	flag.Parse()
+	if *cosigned != "" {
+		verifyCosigned(*cosigned, *key, *witnessKey)
+		return
+	}
 	if *url == "" || *key == "" {
 		fail("usage: verifier -url <prefix> -key <verifier key> [-old file] [-save file]")
 	}
