@@ -13,6 +13,14 @@ import type { TlogWitness } from '../../../services/tlog/witness';
 const ADD_CHECKPOINT_BODY_LIMIT = 128 * 1024;
 
 const text = (type: string, description: string) => ({ description, content: { [type]: { schema: z.string() } } });
+/**
+ * An add-checkpoint body as c2sp.org/tlog-witness and tlog-checkpoint spell it: `old <size>`, at most 63 base64
+ * hashes, a blank line, then the checkpoint note (origin, size, base64 root, extension lines, a blank line, and its
+ * signature lines `— <name> <base64>`), with no control character but the line feeds.
+ */
+const ADD_CHECKPOINT_GRAMMAR =
+  '^old (0|[1-9][0-9]{0,15})\\n([A-Za-z0-9+/]{43}=\\n){0,63}\\n[^\\n\\x00-\\x1f\\x7f]+\\n(0|[1-9][0-9]{0,15})\\n' +
+  '[A-Za-z0-9+/]{43}=\\n([^\\n\\x00-\\x1f\\x7f]+\\n)*\\n(\\u2014 [^\\s+\\x00-\\x1f\\x7f]+ [A-Za-z0-9+/]{8,}={0,2}\\n)+$';
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 export const tlogWitnessRoutes: FastifyPluginAsyncZod<{ witness: TlogWitness }> = async (app, { witness }) => {
@@ -42,7 +50,14 @@ export const tlogWitnessRoutes: FastifyPluginAsyncZod<{ witness: TlogWitness }> 
       config: { auth: 'none' },
       bodyLimit: ADD_CHECKPOINT_BODY_LIMIT,
       schema: {
-        body: z.string().describe('old <size>, consistency proof lines (base64), a blank line, the signed checkpoint'),
+        body: z
+          .string()
+          // The grammar, for clients and generated tests (core/tlog/add-checkpoint.node.ts checks it and names the
+          // rule a body breaks, which a pattern check here would not).
+          .meta({ pattern: ADD_CHECKPOINT_GRAMMAR })
+          .describe('old <size>, consistency proof lines (base64), a blank line, the signed checkpoint'),
+        // The one media type taken (the parsers above refuse any other with 415), as the OpenAPI document says.
+        consumes: ['text/plain'],
         response: {
           200: text('text/plain', "The witness's cosignature line(s) on the checkpoint (c2sp.org/tlog-cosignature)"),
           409: text('text/x.tlog.size', 'The old size is not the size last cosigned for that log: that size')
