@@ -49,7 +49,11 @@ function resultArtifact(t: TaskDocument) {
 const messagePayload = z.object({ message: z.record(z.string(), z.unknown()) });
 
 /** A queue record as an A2A Task: state mapped, the node's result as the artifact, the message as history. */
-export function toA2aTask(t: TaskDocument) {
+/**
+ * A task as A2A answers it. `historyLength` (GetTask's): at most that many of the newest history messages (0: none);
+ * absent, all of them.
+ */
+export function toA2aTask(t: TaskDocument, historyLength?: number) {
   const payload = messagePayload.safeParse(JSON.parse(t.payload_json));
   const message = payload.success ? payload.data.message : null;
   const note = t.state === 'failed' ? t.error : t.state === 'claimed' ? t.progress : null;
@@ -63,7 +67,7 @@ export function toA2aTask(t: TaskDocument) {
       ...(note ? { message: agentText(`${t._id}-status-${t.attempts}`, note) } : {})
     },
     artifacts: artifact ? [artifact] : [],
-    history: message ? [message] : [],
+    history: message && historyLength !== 0 ? [message] : [],
     metadata: {
       task_type: t.type,
       required_capabilities: t.required_capabilities,

@@ -315,6 +315,17 @@ test('an OAuth client (client credentials, scope a2a) uses both bindings; a toke
   });
   expect([sent.status, sent.body.task.status.state]).toEqual([200, 'TASK_STATE_SUBMITTED']);
   const id = sent.body.task.id;
+  // GetTask's historyLength: 0 leaves the history out, in both bindings; without it the message is there.
+  const historyOf = async (query: string) =>
+    (await http('GET', `${svc.urls.main}/a2a/tasks/${id}${query}`, { headers: bearer })).body.history;
+  expect(await historyOf('')).toHaveLength(1);
+  expect(await historyOf('?historyLength=0')).toEqual([]);
+  expect(await historyOf('?historyLength=5')).toHaveLength(1);
+  const rpcGet = await http('POST', `${svc.urls.main}/a2a/jsonrpc`, {
+    headers: bearer,
+    body: { jsonrpc: '2.0', id: 0, method: 'GetTask', params: { id, historyLength: 0 } }
+  });
+  expect(rpcGet.body.result.history).toEqual([]);
   const viaRpc = await http('POST', `${svc.urls.main}/a2a/jsonrpc`, {
     headers: bearer,
     body: { jsonrpc: '2.0', id: 1, method: 'ListTasks', params: {} }

@@ -150,7 +150,9 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{
       const submitter = submitterOf(request);
       if (!subscribe) {
         const out = await a2a.get(submitter, id);
-        return out.ok ? reply.type('application/json').send(toA2aTask(out.task)) : refuse(reply, out.reason);
+        return out.ok
+          ? reply.type('application/json').send(toA2aTask(out.task, request.query.historyLength))
+          : refuse(reply, out.reason);
       }
       const out = await a2a.subscribe(submitter, id.slice(0, -':subscribe'.length));
       if (!out.ok) return refuse(reply, out.reason, out.message);

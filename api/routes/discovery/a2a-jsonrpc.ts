@@ -91,7 +91,7 @@ export const a2aJsonRpcRoutes: FastifyPluginAsyncZod<Deps> = async (app, { a2a, 
           const out =
             method === 'GetTask' ? await a2a.get(submitter, body.id) : await a2a.subscribe(submitter, body.id);
           if (!out.ok) return fail(out.reason, out.message);
-          if (method === 'GetTask') return result(toA2aTask(out.task));
+          if (method === 'GetTask') return result(toA2aTask(out.task, body.historyLength));
           await stream(request, reply, out.task, wrap);
           return reply;
         }
