@@ -326,6 +326,24 @@ test('an OAuth client (client credentials, scope a2a) uses both bindings; a toke
     body: { jsonrpc: '2.0', id: 0, method: 'GetTask', params: { id, historyLength: 0 } }
   });
   expect(rpcGet.body.result.history).toEqual([]);
+  // Media types: application/a2a+json (A2A 1.0.1's) is JSON; text/plain is 415, in the binding's error shape.
+  const raw = (path: string, type: string, body: unknown) =>
+    fetch(`${svc.urls.main}${path}`, {
+      method: 'POST',
+      headers: { ...bearer, 'content-type': type },
+      body: JSON.stringify(body)
+    });
+  const a2aJson = await raw('/a2a/jsonrpc', 'application/a2a+json', {
+    jsonrpc: '2.0',
+    id: 9,
+    method: 'GetTask',
+    params: { id }
+  });
+  expect(a2aJson.status).toBe(200);
+  expect(((await a2aJson.json()) as { result: { id: string } }).result.id).toBe(id);
+  const plain = await raw('/a2a/message:send', 'text/plain', { message: { messageId: 'plain', role: 'ROLE_USER' } });
+  expect(plain.status).toBe(415);
+  expect(((await plain.json()) as { error: { code: number } }).error.code).toBe(415);
   const viaRpc = await http('POST', `${svc.urls.main}/a2a/jsonrpc`, {
     headers: bearer,
     body: { jsonrpc: '2.0', id: 1, method: 'ListTasks', params: {} }

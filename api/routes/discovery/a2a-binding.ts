@@ -33,7 +33,8 @@ import { z } from 'zod';
 import { sseEvent } from '../../response-docs';
 import { queryInt } from '../../../core/identifiers';
 import { AppError } from '../../../core/errors';
-import type { A2aConfig } from '../../../core/config.node';
+import type { A2aConfig, Config } from '../../../core/config.node';
+import { parseJsonBody } from '../../plugins/json-body';
 import type { TaskStore } from '../../../store/federation/tasks';
 import { createA2aTasks } from '../../../services/a2a/a2a-tasks';
 import { toA2aTask } from '../../../services/a2a/a2a-task';
@@ -57,7 +58,7 @@ const clientGone = (request: FastifyRequest) => {
 };
 
 export const a2aBindingRoutes: FastifyPluginAsyncZod<{
-  config: Pick<A2aConfig, 'A2A_SEND_WAIT_S' | 'A2A_STREAM_MAX_S'>;
+  config: Pick<A2aConfig, 'A2A_SEND_WAIT_S' | 'A2A_STREAM_MAX_S'> & Pick<Config, 'JSON_MAX_DEPTH'>;
   tasks: TaskStore;
 }> = async (app, { config, tasks }) => {
   const a2a = createA2aTasks({ tasks, config });
@@ -65,6 +66,18 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{
   const caller = { auth: 'node_or_homologous' as const, authAlso: ['oauth' as const] };
 
   app.setErrorHandler(a2aErrorHandler);
+
+  // Bodies: application/json, and application/a2a+json (the media type A2A 1.0.1 registers), both through the
+  // listener's strict JSON parser. Any other type, text/plain included, is 415 (Fastify's own text parser would hand
+  // the text to the schema, a 400).
+  app.addContentTypeParser('application/a2a+json', { parseAs: 'buffer' }, (request, body, done) => {
+    try {
+      done(null, parseJsonBody(body as Buffer, request.headers['content-type'], config.JSON_MAX_DEPTH));
+    } catch (err) {
+      done(err as Error, undefined);
+    }
+  });
+  app.removeContentTypeParser('text/plain');
 
   // An OAuth access token must carry the scope a2a (403 otherwise).
   app.addHook('preHandler', async (request) => {

@@ -17,7 +17,7 @@ import { a2aBindingRoutes } from './a2a-binding';
 import { noBody } from '../../response-docs';
 
 type CardDeps = {
-  config: Pick<Config, 'publicUrl'> & Pick<A2aConfig, 'A2A_SEND_WAIT_S' | 'A2A_STREAM_MAX_S'>;
+  config: Pick<Config, 'publicUrl' | 'JSON_MAX_DEPTH'> & Pick<A2aConfig, 'A2A_SEND_WAIT_S' | 'A2A_STREAM_MAX_S'>;
   directory: EndpointDirectory;
   keys: HubKeys;
   tasks: TaskStore;
