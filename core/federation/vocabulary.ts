@@ -94,10 +94,15 @@ const knownResources = {
   gpu_count: z.number().int().min(0).max(1024).optional(),
   gpu_util_percent: percent.optional()
 };
+/**
+ * A node's task counters reach at most this (10^12): well inside what a double carries exactly, so a value just past
+ * the bound is a different number on every client (at 2^53 - 1, a generated "one more" was not).
+ */
+const MAX_TASK_COUNT = 1_000_000_000_000;
 const knownPerformance = {
   latency_ms: z.number().min(0).max(MAX_LATENCY_MS).optional(),
-  tasks_done: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
-  tasks_failed: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional()
+  tasks_done: z.number().int().min(0).max(MAX_TASK_COUNT).optional(),
+  tasks_failed: z.number().int().min(0).max(MAX_TASK_COUNT).optional()
 };
 
 /**
