@@ -7,9 +7,8 @@
  * Run by startWriters() as a child process (IPC): it writes until the parent sends 'stop', then sends its figures
  * back and exits.
  */
-import { fork } from 'node:child_process';
-import { pathToFileURL } from 'node:url';
 import { Agent } from 'undici';
+import { forkBenchChild } from './child';
 
 export interface WriterFigures {
   writes: number;
@@ -32,19 +31,7 @@ interface WriterArgs {
 
 /** Starts `concurrency` writers against `base`; resolves once each has had a write answered. */
 export async function startWriters(args: WriterArgs): Promise<{ stop(): Promise<WriterFigures> }> {
-  const child = fork(__filename, [JSON.stringify(args)], {
-    execArgv: ['--import', pathToFileURL(require.resolve('tsx')).href],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc']
-  });
-  const messages: unknown[] = [];
-  const waiters: ((m: unknown) => void)[] = [];
-  child.on('message', (m) => (waiters.length ? waiters.shift()!(m) : messages.push(m)));
-  const next = () =>
-    new Promise<unknown>((resolve, reject) => {
-      if (messages.length) return resolve(messages.shift());
-      waiters.push(resolve);
-      child.once('exit', (code) => reject(new Error(`the writers exited (${code})`)));
-    });
+  const { child, next } = forkBenchChild(__filename, [JSON.stringify(args)], 'the writers');
   const first = await next();
   if (first !== 'started') throw new Error(`the writers could not start: ${JSON.stringify(first)}`);
   return {

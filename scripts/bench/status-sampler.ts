@@ -8,8 +8,7 @@
  * Run by sampleStatus() as a child process (IPC): it samples until the parent sends 'stop', then sends its
  * latencies back and exits.
  */
-import { fork } from 'node:child_process';
-import { pathToFileURL } from 'node:url';
+import { forkBenchChild } from './child';
 
 /** The status reads sampled while writes run, in turn after each GET /api/status. */
 const STATUS_DATA_READS = ['/api/status-data/assets', '/api/status-data/metrics', '/api/status-data/sync'];
@@ -44,19 +43,7 @@ function latency(samples: Sample[]): Latency {
 
 /** Starts the sampler process against `base`; resolves once it has taken its first samples. */
 export async function sampleStatus(base: string): Promise<{ stop(): Promise<ReadLatencies> }> {
-  const child = fork(__filename, [base], {
-    execArgv: ['--import', pathToFileURL(require.resolve('tsx')).href],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc']
-  });
-  const messages: unknown[] = [];
-  const waiters: ((m: unknown) => void)[] = [];
-  child.on('message', (m) => (waiters.length ? waiters.shift()!(m) : messages.push(m)));
-  const next = () =>
-    new Promise<unknown>((resolve, reject) => {
-      if (messages.length) return resolve(messages.shift());
-      waiters.push(resolve);
-      child.once('exit', (code) => reject(new Error(`the status sampler exited (${code})`)));
-    });
+  const { child, next } = forkBenchChild(__filename, [base], 'the status sampler');
   await next(); // 'started'
   return {
     stop: async () => {
