@@ -42,7 +42,7 @@ import { Client, Connection } from '@temporalio/client';
 import { MongoClient } from 'mongodb';
 import { Agent } from 'undici';
 import { StackLog } from './stack-log';
-import { BenchStack, startBenchStack } from './stack';
+import { BenchStack, stackPids, startBenchStack } from './stack';
 import { presenceHorizon, PresenceStore, PRESENCE_SHARDS } from '../../store/federation/presence';
 import { nodeSweeperWorkflowId, NODE_SWEEPER_GROUPS } from '../../contracts/federation/node-lifecycle-sweeper.contract';
 
@@ -117,14 +117,6 @@ function cpuSeconds(pid: number): number {
     if (s && s.ppid === pid) total += s.cpu;
   }
   return total;
-}
-
-function stackPids(dataDir: string): Record<string, number> {
-  const dir = path.join(dataDir, 'run');
-  const out: Record<string, number> = {};
-  for (const f of fs.existsSync(dir) ? fs.readdirSync(dir) : [])
-    if (f.endsWith('.pid')) out[f.replace(/\.pid$/, '')] = Number(fs.readFileSync(path.join(dir, f), 'utf8').trim());
-  return out;
 }
 
 /**

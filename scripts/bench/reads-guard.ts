@@ -8,6 +8,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { stackPids } from './stack';
 
 const PAGE = 4096;
 
@@ -18,14 +19,6 @@ function rss(pid: number): number {
   } catch {
     return 0;
   }
-}
-
-function stackPids(dataDir: string): Record<string, number> {
-  const dir = path.join(dataDir, 'run');
-  const out: Record<string, number> = {};
-  for (const f of fs.existsSync(dir) ? fs.readdirSync(dir) : [])
-    if (f.endsWith('.pid')) out[f.replace(/\.pid$/, '')] = Number(fs.readFileSync(path.join(dir, f), 'utf8').trim());
-  return out;
 }
 
 export const MAX_RSS_BYTES =

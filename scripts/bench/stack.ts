@@ -27,6 +27,15 @@ const PORT_NAMES = [
   'FERRETDB_DEBUG_PORT'
 ] as const;
 
+/** The pid of each process a bench stack runs, by name, from the pid files under `<dataDir>/run`. */
+export function stackPids(dataDir: string): Record<string, number> {
+  const dir = path.join(dataDir, 'run');
+  const out: Record<string, number> = {};
+  for (const f of fs.existsSync(dir) ? fs.readdirSync(dir) : [])
+    if (f.endsWith('.pid')) out[f.replace(/\.pid$/, '')] = Number(fs.readFileSync(path.join(dir, f), 'utf8').trim());
+  return out;
+}
+
 export interface BenchStack {
   /** The main listener, e.g. http://127.0.0.1:40123 */
   base: string;
