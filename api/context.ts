@@ -151,6 +151,9 @@ export async function createServiceContext(
     const ledger = new Ledger(mongo.db, {
       writer: chooseWriter({ clusterPrimary: cluster.isWorker ? process : null, leaseMember: writer })
     });
+    // Key-prefix reads come from the key tree, which one API process (a lease) keeps up with the ledger, from seq 1
+    // after an upgrade (store/ledger/key-tree-indexer.ts).
+    const stopKeyTree = ledger.keyTreeIndexer().start();
     // With API_PROCESSES > 1 the primary's QuotaStore leases every DID's slots for the host (api/server.ts).
     // Across hosts, the writer lease holder counts for every replica (store/ledger/writer/lease-holder.ts).
     const hostQuota = cluster.isWorker ? forwardQuotaTo(process, quota) : (writer?.quota(quota) ?? quota);
@@ -206,6 +209,7 @@ export async function createServiceContext(
       close: async () => {
         nodeCache.stop();
         stopTaskReadsBuild();
+        stopKeyTree();
         // Heartbeats acknowledged before their write are stored before the process ends (at most 5 s).
         if (!(await presenceRecorder.drain(5000)))
           logger.warn(

@@ -143,6 +143,10 @@ async function main(): Promise<void> {
       g.doing = `the fill to ${size}`;
       const filled = await phase(`fill to ${size}`, () => fillLedger(ledger, db, size, fixtures, save));
       const head0 = (await ledger.head()).size;
+      const tree = await phase(`key tree to ${head0}`, () => keyTreeAt(ledger, head0));
+      console.log(
+        `  key tree: ${head0} entries indexed ${tree.seconds.toFixed(1)} s after the fill (the stack's indexer)`
+      );
       console.log(
         `\n== ledger ${size} entries: ` +
           (filled
@@ -269,3 +273,20 @@ main().catch((err) => {
   console.error(err);
   process.exit(1);
 });
+
+/**
+ * Waits until the stack's key-tree indexer (store/ledger/key-tree-indexer.ts) covers `size` entries: prefix reads
+ * take the regex query until it is within 2,048 entries of the head, and a fill is only done once it is.
+ */
+async function keyTreeAt(ledger: Ledger, size: number): Promise<{ seconds: number }> {
+  const t0 = Date.now();
+  for (let logged = t0; ; ) {
+    const indexed = (await ledger.keyTree.indexedSize()) ?? 0;
+    if (indexed >= size) return { seconds: (Date.now() - t0) / 1000 };
+    if (Date.now() - logged > 30_000) {
+      console.log(`  key tree: ${indexed}/${size} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+      logged = Date.now();
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}

@@ -23,6 +23,8 @@ import {
 import { CommitEngine } from './commit-engine';
 import { LEDGER_COLLECTION } from './entries';
 import type { AppendsSince, LedgerHead, LedgerHeadWithTally, LedgerHeadWithTime } from './heads';
+import { KeyTree } from './key-tree';
+import { KeyTreeIndexer, type KeyTreeIndexerOptions } from './key-tree-indexer';
 import { LatestFilter, LedgerReads } from './reads';
 import { appendHere, type WriterChoice } from './writer/transports';
 
@@ -32,6 +34,8 @@ export class Ledger {
   readonly engine: CommitEngine;
   private readonly transport: WriterTransport;
   private readonly reads: LedgerReads;
+  /** The ledger's keys as a radix tree, for prefix reads (key-tree.ts). */
+  readonly keyTree: KeyTree;
   /** Reads of the newest head record, shared by the head() calls that arrive together. */
   private readonly headReads = new FreshReads<LedgerHeadWithTally | null>(async () => {
     const record = await this.engine.heads.newest();
@@ -53,7 +57,16 @@ export class Ledger {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
     this.engine = new CommitEngine(db);
     this.transport = (options.writer ?? appendHere)(this.engine);
-    this.reads = new LedgerReads(db, this.engine);
+    this.keyTree = new KeyTree(db);
+    this.reads = new LedgerReads(db, this.engine, this.keyTree);
+    this.db = db;
+  }
+
+  private readonly db: Db;
+
+  /** The loop that keeps the key tree up with this ledger (key-tree-indexer.ts); `start()` it in API processes. */
+  keyTreeIndexer(options: KeyTreeIndexerOptions = {}): KeyTreeIndexer {
+    return new KeyTreeIndexer(this.db, this.keyTree, this.engine.heads, options);
   }
 
   /** Which way this process's appends reach the writer. */
@@ -142,14 +155,13 @@ export class Ledger {
   }
 
   /**
-   * Entries whose key starts with `prefix` (any prefix), oldest first. The empty prefix and seed-record prefixes are
-   * read by `_id` (store/ledger/reads.ts); any other prefix still by the query of earlier versions, which FerretDB
-   * serves by reading every entry (docs/known-issues.md).
+   * Entries whose key starts with `prefix` (any prefix), oldest first, at most `limit` (<= 200). The empty prefix and
+   * seed-record prefixes are read by `_id` (store/ledger/reads.ts), any other prefix from the key tree (key-tree.ts).
    */
   findByKeyPrefix(prefix: string, limit: number): Promise<LedgerEntryDocument[]> {
     if (!prefix) return this.reads.range(0, limit);
     if (LedgerReads.seedPrefix(prefix)) return this.reads.seedAfter(prefix, 0, limit);
-    return this.reads.legacyByKeyPrefix(prefix, limit);
+    return this.reads.byKeyPrefix(prefix, limit);
   }
 
   /** The newest entries first (those before seq `before` when given), optionally filtered by kind and truth type. */

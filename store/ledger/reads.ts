@@ -20,12 +20,18 @@ import { findByIds } from '../mongo';
 import type { CommitEngine } from './commit-engine';
 import { lastSeqFrom, LEDGER_COLLECTION } from './entries';
 import type { LedgerHeadDocument } from './heads';
+import { KeyTree, NODE_SEQS, wellFormed } from './key-tree';
 import { listsOf, PositionCounts, PositionLists, SEED_LIST, TRUTH_LISTS } from './positions';
 
 /** Entries looked up at once by one read, at most. */
 const LOOKUPS_AT_ONCE = 256;
 /** Entries a scan holds while waiting for an earlier seq (see scan). */
 const SCAN_WINDOW = 4096;
+/**
+ * Entries past the key tree's `#indexed` that a prefix read reads by `_id` at most; further behind (the tree being
+ * built for an older ledger, or its indexer stopped), the read takes the query of earlier versions.
+ */
+const KEY_TREE_MAX_LAG = 2048;
 
 export interface LatestFilter {
   truthTypes?: string[];
@@ -49,7 +55,8 @@ export class LedgerReads {
 
   constructor(
     db: Db,
-    private readonly engine: CommitEngine
+    private readonly engine: CommitEngine,
+    private readonly keyTree: KeyTree
   ) {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
     this.positions = engine.positions;
@@ -142,6 +149,25 @@ export class LedgerReads {
     for (let at = 0; at < seqs.length && out.length < limit; at += LOOKUPS_AT_ONCE)
       out.push(...(await this.bySeqs(seqs.slice(at, at + LOOKUPS_AT_ONCE))).filter(accept));
     if (out.length < limit) out.push(...(await this.tail(bounds, 'oldest')).filter(accept));
+    return out.slice(0, limit);
+  }
+
+  /**
+   * Entries whose key starts with `prefix` (not empty: any string), oldest first, at most `limit` (<= 200): the
+   * seqs of the key tree's node for the prefix up to `#indexed`, then the entries after it read by `_id`.
+   */
+  async byKeyPrefix(prefix: string, limit: number): Promise<LedgerEntryDocument[]> {
+    const [indexed, bounds] = await Promise.all([this.keyTree.indexedSize(), this.bounds()]);
+    if (indexed === null || bounds.size - indexed > KEY_TREE_MAX_LAG || limit > NODE_SEQS)
+      return this.legacyByKeyPrefix(prefix, limit);
+    const stored = wellFormed(prefix);
+    const seqs = await this.keyTree.oldest(stored);
+    if (seqs === null) return this.legacyByKeyPrefix(prefix, limit);
+    const out = await this.bySeqs(seqs.filter((s) => s <= indexed).slice(0, limit));
+    if (out.length < limit && bounds.size > indexed) {
+      const tail = await this.bySeqs(ascending(indexed + 1, bounds.size));
+      out.push(...tail.filter((e) => e.key.startsWith(stored)));
+    }
     return out.slice(0, limit);
   }
 

@@ -27,7 +27,8 @@ it('yields every entry once, in seq order, from a collection stored out of order
   await shuffled.db
     .collection<LedgerEntryDocument>(LEDGER_COLLECTION)
     .insertMany(stored.filter((d) => d._id !== missing));
-  const reads = new LedgerReads(shuffled.db, new Ledger(shuffled.db).engine);
+  const other = new Ledger(shuffled.db);
+  const reads = new LedgerReads(shuffled.db, other.engine, other.keyTree);
   for (const window of [8, 4096]) {
     const seen: number[] = [];
     for await (const doc of reads.scan(37, window)) seen.push(doc._id);

@@ -1,0 +1,164 @@
+/**
+ * Keeps the key tree (key-tree.ts) up with the ledger: one process at a time reads the entries published since
+ * `#indexed` by `_id`, in seq order, adds their keys to the tree and moves `#indexed` on.
+ *
+ * Every API process runs `start()`; a lease decides which one writes: records `#lease#<epoch>` in the tree's
+ * collection, taken by a unique insert, renewed by their holder every poll, and taken over (the next epoch, again by
+ * a unique insert) when not renewed for `leaseMs`. Before each batch's writes the holder checks that no later epoch
+ * exists, and stops when one does, so two processes write at once only if one stalled between that check and its
+ * writes for longer than `leaseMs`; each write sets a node to what the entries applied so far make it, and the next
+ * batch from `#indexed` repeats them, so even then the tree converges once one holder remains.
+ * A lease in the API process rather than a Temporal workflow: the work is a loop over the ledger that any process
+ * can resume from `#indexed`, it must run wherever the ledger is read (also where no worker runs), and a workflow
+ * would add a history per batch for no durability the tree does not already have.
+ *
+ * A ledger begun before the tree gets it built the same way, from seq 1; until the tree is near the ledger's head,
+ * prefix reads take the query of earlier versions (reads.ts).
+ */
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import type { Collection, Db } from 'mongodb';
+import type { LedgerEntryDocument } from '../../core/ledger/ledger-entry';
+import { findByIds, isDuplicateKey } from '../mongo';
+import { LEDGER_COLLECTION } from './entries';
+import type { HeadRecords } from './heads';
+import { KeyTree, KeyTreeWriter, type KeyTreeDocument } from './key-tree';
+
+const leaseId = (epoch: number) => `#lease#${epoch}`;
+/** Entries applied per batch (read by `_id`, 256 at a time). */
+const BATCH = 2000;
+
+export interface KeyTreeIndexerOptions {
+  /** How often the holder looks for new entries, and others for a lease to take. */
+  pollMs?: number;
+  /** A lease not renewed for this long is taken over. */
+  leaseMs?: number;
+}
+
+export class KeyTreeIndexer {
+  private readonly entries: Collection<LedgerEntryDocument>;
+  private readonly writer: KeyTreeWriter;
+  private readonly holder = `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  private readonly opts: Required<KeyTreeIndexerOptions>;
+  /** The lease this process holds, with its epoch. */
+  private lease: { id: string; epoch: number; renewedAt: number } | null = null;
+  /** The newest epoch this process has seen (the walk for a newer one starts there). */
+  private seenEpoch = 0;
+
+  constructor(
+    db: Db,
+    private readonly tree: KeyTree,
+    private readonly heads: Pick<HeadRecords, 'newest'>,
+    opts: KeyTreeIndexerOptions = {}
+  ) {
+    this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
+    this.writer = new KeyTreeWriter(tree);
+    this.opts = { pollMs: 250, leaseMs: 60_000, ...opts };
+  }
+
+  /** Runs the loop until the returned function is called. Failures are retried at the next poll. */
+  start(): () => void {
+    let stopped = false;
+    let timer: NodeJS.Timeout | null = null;
+    const tick = async () => {
+      // A process without the lease looks for one to take four times per lease period.
+      let next = this.opts.leaseMs / 4;
+      try {
+        if (await this.holdLease()) {
+          await this.catchUp({ stop: () => stopped });
+          next = this.opts.pollMs;
+        }
+      } catch {
+        // The database is unreachable or a write failed: the next poll starts again from `#indexed`.
+        this.writer.forget();
+        next = this.opts.pollMs;
+      }
+      if (!stopped) timer = setTimeout(() => void tick(), next);
+    };
+    timer = setTimeout(() => void tick(), 0);
+    return () => {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+    };
+  }
+
+  /**
+   * Applies every entry published so far (up to the newest head record, or `upTo`), batch by batch; returns the
+   * tree's size. The caller holds the lease (start), or knows no other process writes the tree (tests, scripts).
+   */
+  async catchUp(options: { stop?: () => boolean; upTo?: number } = {}): Promise<number> {
+    const stop = options.stop ?? (() => false);
+    let indexed = (await this.tree.indexedSize()) ?? 0;
+    const published = (await this.heads.newest())?.size ?? 0;
+    const target = Math.min(published, options.upTo ?? published);
+    while (indexed < target && !stop()) {
+      const to = Math.min(target, indexed + BATCH);
+      const seqs: number[] = [];
+      for (let s = indexed + 1; s <= to; s++) seqs.push(s);
+      const found = new Map<number, string>();
+      for (let at = 0; at < seqs.length; at += 256) {
+        const docs = await findByIds(this.entries, seqs.slice(at, at + 256));
+        for (const d of docs) found.set(d._id, d.key);
+      }
+      const batch = seqs.map((seq) => {
+        const key = found.get(seq);
+        if (key === undefined) throw new Error(`ledger entry ${seq} is missing: the key tree waits for it`);
+        return { seq, key };
+      });
+      if (this.lease && !(await this.renew())) return indexed;
+      await this.writer.apply(batch, to);
+      indexed = to;
+    }
+    return indexed;
+  }
+
+  /** Takes or renews the lease; false while another live holder has it. */
+  private async holdLease(): Promise<boolean> {
+    const nodes = this.tree.nodes;
+    if (this.lease && (await this.renew())) return true;
+    this.lease = null;
+    this.writer.forget();
+    let epoch = this.seenEpoch;
+    let newest: KeyTreeDocument | null = epoch > 0 ? await nodes.findOne({ _id: leaseId(epoch) }) : null;
+    for (;;) {
+      const next = await nodes.findOne({ _id: leaseId(epoch + 1) });
+      if (!next) break;
+      newest = next;
+      epoch++;
+    }
+    this.seenEpoch = epoch;
+    if (newest && Date.parse(newest.renewed_at ?? '') > Date.now() - this.opts.leaseMs) return false;
+    try {
+      await nodes.insertOne({ _id: leaseId(epoch + 1), holder: this.holder, renewed_at: new Date().toISOString() });
+    } catch (err) {
+      if (isDuplicateKey(err)) return false;
+      throw err;
+    }
+    this.lease = { id: leaseId(epoch + 1), epoch: epoch + 1, renewedAt: Date.now() };
+    this.seenEpoch = epoch + 1;
+    return true;
+  }
+
+  /**
+   * Whether this process still holds its lease (no later epoch exists), renewing it when a quarter of the lease
+   * period has passed since the last renewal. Called before each batch's writes, so a long build keeps its lease.
+   */
+  private async renew(): Promise<boolean> {
+    if (!(await this.stillHeld())) return false;
+    const lease = this.lease!;
+    if (Date.now() - lease.renewedAt >= this.opts.leaseMs / 4) {
+      const now = Date.now();
+      await this.tree.nodes.updateOne({ _id: lease.id }, { $set: { renewed_at: new Date(now).toISOString() } });
+      lease.renewedAt = now;
+    }
+    return true;
+  }
+
+  /** Whether no process took a later lease than this one's. */
+  private async stillHeld(): Promise<boolean> {
+    if (!this.lease) return false;
+    const later = await this.tree.nodes.findOne({ _id: leaseId(this.lease.epoch + 1) });
+    if (later) this.lease = null;
+    return later === null;
+  }
+}

@@ -1,0 +1,97 @@
+/**
+ * The key tree's writer (store/ledger/key-tree.ts, key-tree-indexer.ts) beyond what the reads equivalence test
+ * checks: a batch written again after a crash (its `#indexed` never recorded) ends in the same documents as one
+ * written once, and of several processes running the indexer one writes at a time, another taking over when the
+ * holder stops renewing its lease. (Answers against a full read: ledger-reads-equivalence.test.ts.)
+ */
+import { Ledger } from '../../../store/ledger/ledger';
+import { LEDGER_KEY_TREE_COLLECTION, NODE_SEQS, type KeyTreeDocument } from '../../../store/ledger/key-tree';
+import { useStoreDb } from '../../support/store-db';
+
+const once = useStoreDb('key_tree_once');
+const twice = useStoreDb('key_tree_twice');
+const leased = useStoreDb('key_tree_lease');
+
+/** Keys sharing prefixes at every depth, splitting surrogate pairs' neighbours, and prefixes of one another. */
+const keyOf = (i: number) =>
+  [
+    `node.n${i % 37}.metric.${['cpu', 'cpus', 'mem'][i % 3]}`,
+    `app.config${'.v2'.repeat(i % 4)}`,
+    `用户.${i % 11}.笔记`,
+    `${['😀', '😁', '😀😁'][i % 3]}.${i % 5}`,
+    `k${i}`
+  ][i % 5]!;
+
+async function fill(ledger: Ledger, count: number): Promise<void> {
+  await ledger.appendBulk(
+    Array.from({ length: count }, (_, i) => ({ kind: 'truth' as const, key: keyOf(i), value: { i } })),
+    250
+  );
+  await ledger.headPublished();
+}
+
+/** The tree's nodes, without the lease and `#indexed` records. */
+async function nodes(ledger: Ledger): Promise<KeyTreeDocument[]> {
+  const docs = await ledger.keyTree.nodes.find({}).toArray();
+  return docs
+    .filter((d) => d._id.startsWith('/'))
+    .map((d) => ({ ...d, c: [...(d.c ?? [])].sort() }))
+    .sort((a, b) => (a._id < b._id ? -1 : 1));
+}
+
+it('a batch applied again after a crash leaves the same tree', async () => {
+  const [a, b] = [new Ledger(once.db), new Ledger(twice.db)];
+  await Promise.all([fill(a, 1200), fill(b, 1200)]);
+  expect(await a.keyTreeIndexer().catchUp()).toBe(1200);
+
+  // The other ledger: built to 700, then the tree written on to 1200 by a process that stopped before recording
+  // `#indexed` (which stays at 700), then a new process resumes from 700.
+  expect(await b.keyTreeIndexer().catchUp({ upTo: 700 })).toBe(700);
+  expect(await b.keyTreeIndexer().catchUp()).toBe(1200);
+  await b.keyTree.nodes.updateOne({ _id: '#indexed' }, { $set: { size: 700 } });
+  expect(await b.keyTreeIndexer().catchUp()).toBe(1200);
+
+  const [treeA, treeB] = await Promise.all([nodes(a), nodes(b)]);
+  expect(treeB).toEqual(treeA);
+  // A node at every key and branch, each with at most NODE_SEQS seqs, ascending.
+  const byPrefix = new Map(treeA.map((n) => [n._id.slice(1), n]));
+  for (let i = 0; i < 1200; i++) expect(byPrefix.has(keyOf(i))).toBe(true);
+  for (const n of treeA) {
+    expect(n.s!.length).toBeLessThanOrEqual(NODE_SEQS);
+    expect([...n.s!].sort((x, y) => x - y)).toEqual(n.s);
+  }
+  expect(byPrefix.get('')!.s).toEqual(Array.from({ length: NODE_SEQS }, (_, i) => i + 1));
+  // Surrogate pairs are never split: '😀' and '😁' share their high surrogate, and branch at the root.
+  expect([...byPrefix.keys()].every((p) => p === p.replace(/[\uD800-\uDBFF]$/, ''))).toBe(true);
+}, 90_000);
+
+it('one process at a time keeps the tree; another takes over when the holder stops', async () => {
+  const ledger = new Ledger(leased.db);
+  await fill(ledger, 500);
+  const options = { pollMs: 50, leaseMs: 8000 };
+  const stops = [0, 1, 2].map(() => ledger.keyTreeIndexer(options).start());
+  const indexed = async (size: number) => {
+    const deadline = Date.now() + 30_000;
+    while ((await ledger.keyTree.indexedSize()) !== size) {
+      if (Date.now() > deadline) throw new Error(`the tree did not reach ${size}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+  await indexed(500);
+  const leases = async () =>
+    (await leased.db.collection<KeyTreeDocument>(LEDGER_KEY_TREE_COLLECTION).find({}).toArray())
+      .filter((d) => d._id.startsWith('#lease#'))
+      .map((d) => d._id);
+  expect(await leases()).toEqual(['#lease#1']);
+
+  // Every process stops; one comes back and takes the lease over once it is not renewed.
+  for (const stop of stops) stop();
+  await fill(ledger, 300);
+  const stopLast = ledger.keyTreeIndexer(options).start();
+  try {
+    await indexed(800);
+    expect((await leases()).sort()).toEqual(['#lease#1', '#lease#2']);
+  } finally {
+    stopLast();
+  }
+}, 90_000);
