@@ -4,7 +4,8 @@
  * A is configured with a wrong key for it; the quorum is 1 of 2. Entries appended on A → A's GET /tlog/checkpoint
  * carries B's cosignature (verified here and by the Go verifier), never C's (refused, and said so in /api/status);
  * B down → A keeps signing and serving the last witnessed checkpoint, and catches up when B is back, with no
- * operator. The witness workflow also continues as new with its totals. Its histories are saved for the replay
+ * operator; A having lost its record of B's progress follows B's 409. The witness workflow also continues as new
+ * with its totals. Its histories are saved for the replay
  * test (RECORD_HISTORIES=1).
  */
 import { execFileSync } from 'node:child_process';
@@ -232,6 +233,26 @@ describe('a witness down, then up', () => {
     const blob = Buffer.from(caughtUp.lines[1]!.split(' ')[2]!, 'base64');
     expect(verifyCosignature(caughtUp.text, blob, parseVerifierKey(bWitnessKey)!)).not.toBeNull();
     expect(witnessOf(await statusOfA(), B_NAME)).toMatchObject({ state: 'cosigned', cosigned_size: caughtUp.size });
+  });
+
+  it("follows the witness's 409 when A lost its record of what B cosigned (a database restored)", async () => {
+    const docs = a.db.collection<{ _id: string }>('tlog_cosignatures');
+    expect((await docs.deleteOne({ _id: `${A_ORIGIN} state:${B_NAME}` })).deletedCount).toBe(1);
+    await writeTruths(2);
+    // A submits from old 0; B answers 409 with the size it cosigned last; A sends again from it, with the proof.
+    const cp = await eventually(
+      async () => {
+        const served = await servedOfA();
+        return served.size === (await headOfA()) && served.lines.length === 2 ? served : undefined;
+      },
+      30_000,
+      "A's checkpoint cosigned by B after the 409"
+    );
+    expect(witnessOf(await statusOfA(), B_NAME)).toMatchObject({
+      state: 'cosigned',
+      cosigned_size: cp.size,
+      witness_size: cp.size
+    });
   });
 
   it('saves the workflow history for the replay test (RECORD_HISTORIES=1)', async () => {
