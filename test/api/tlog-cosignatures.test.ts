@@ -4,7 +4,8 @@
  * A is configured with a wrong key for it; the quorum is 1 of 2. Entries appended on A → A's GET /tlog/checkpoint
  * carries B's cosignature (verified here and by the Go verifier), never C's (refused, and said so in /api/status);
  * B down → A keeps signing and serving the last witnessed checkpoint, and catches up when B is back, with no
- * operator; A having lost its record of B's progress follows B's 409. The witness workflow also continues as new
+ * operator; A having lost its record of B's progress follows B's 409. With k=2 (never met: C's key is wrong) A
+ * serves its newest checkpoint with the cosignature it has. The witness workflow also continues as new
  * with its totals. Its histories are saved for the replay
  * test (RECORD_HISTORIES=1).
  */
@@ -260,6 +261,32 @@ describe('a witness down, then up', () => {
     const workflowId = tlogWitnessWorkflowId(a.env.TEMPORAL_TASK_QUEUE!, B_NAME);
     await a.temporal.workflow.getHandle(workflowId).terminate('history recorded');
     saveHistory(workflowId, 'tlog-witness-down-and-up');
+  });
+});
+
+describe('a quorum not met', () => {
+  it('serves the newest signed checkpoint with the cosignatures it has (k=2 of 2, C never valid)', async () => {
+    // Another API process of A with k=2: only B's cosignature can ever count.
+    const strict = await a.startSecondApi({}, { TLOG_WITNESS_QUORUM: '2' });
+    try {
+      await writeTruths(1);
+      const cp = await eventually(
+        async () => {
+          const res = await fetch(`${strict.url}/tlog/checkpoint`);
+          const note = await res.text();
+          const lines = note.slice(note.lastIndexOf('\n\n') + 2, -1).split('\n');
+          const size = Number(note.split('\n')[1]);
+          return size === (await headOfA()) && lines.length === 2 ? { size, lines } : undefined;
+        },
+        30_000,
+        "the strict replica's checkpoint of every entry with B's cosignature"
+      );
+      expect(cp.lines[1]).toMatch(new RegExp(`^\u2014 ${B_NAME} `));
+      const status = (await request('GET', `${strict.url}/api/status`)).body;
+      expect(status.tlog.witnesses).toMatchObject({ k: 2, n: 2, witnessed_size: null });
+    } finally {
+      await strict.stop();
+    }
   });
 });
 
