@@ -174,6 +174,15 @@ describe("A's checkpoint with its witnesses' cosignatures (1 of 2)", () => {
       // C's key (the wrong one configured) finds no cosignature of C on it.
       const none = await runTlogVerifier(bin, ['-cosigned', file, '-key', aLogKey, '-witness-key', cWrongKey]);
       expect([none.code, none.stderr]).toEqual([1, `FAIL: no verified signature of ${C_NAME}\n`]);
+      // A's policy, 1 of B and C: met; 2 of 2 is not.
+      const both = ['-cosigned', file, '-key', aLogKey, '-witness-key', bWitnessKey, '-witness-key', cWrongKey];
+      const oneOfTwo = await runTlogVerifier(bin, [...both, '-quorum', '1']);
+      expect(oneOfTwo).toMatchObject({ code: 0, stderr: '' });
+      expect(oneOfTwo.stdout).toMatch(new RegExp(`^OK cosigned by ${B_NAME}: `));
+      const twoOfTwo = await runTlogVerifier(bin, both);
+      expect([twoOfTwo.code, twoOfTwo.stderr]).toEqual([1, `FAIL: no verified signature of ${C_NAME}\n`]);
+      const quorum2 = await runTlogVerifier(bin, [...both, '-quorum', '2']);
+      expect(quorum2.code).toBe(1);
       const served = await runTlogVerifier(bin, ['-url', `${a.urls.main}/tlog`, '-key', aLogKey]);
       expect(served).toMatchObject({ code: 0, stderr: '' });
     },
