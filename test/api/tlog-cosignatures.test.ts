@@ -142,7 +142,7 @@ describe("A's checkpoint with its witnesses' cosignatures (1 of 2)", () => {
     const status = await eventually(async () => {
       const s = await statusOfA();
       return witnessOf(s, C_NAME)?.state === 'refused' ? s : undefined;
-    });
+    }, 30_000);
     expect(status.tlog.witnesses).toMatchObject({ k: 1, n: 2, witnessed_size: cosigned.size });
     expect(witnessOf(status, B_NAME)).toMatchObject({
       verifier_key: bWitnessKey,
@@ -203,6 +203,7 @@ describe("A's checkpoint with its witnesses' cosignatures (1 of 2)", () => {
 describe('a witness down, then up', () => {
   it('never blocks signing or serving: A serves the last witnessed checkpoint and says B is unreachable', async () => {
     const before = await servedOfA();
+    expect(before.lines).toHaveLength(2);
     await bWitness!.stop();
     bWitness = null;
     await writeTruths(4);
@@ -224,10 +225,8 @@ describe('a witness down, then up', () => {
     const latest = () =>
       a.db.collection<{ _id: string; size: number }>('tlog_checkpoints').findOne({ _id: `${A_ORIGIN} latest` });
     await eventually(async () => ((await latest())?.size === status.truth_count ? true : undefined), 10_000, 'signed');
-    const served = await servedOfA();
-    expect(served.size).toBe(before.size);
-    expect(served.lines).toEqual(before.lines.slice(0, 1).concat(served.lines.slice(1)));
-    expect(served.lines[1]).toMatch(new RegExp(`^\u2014 ${B_NAME} `));
+    // The same checkpoint with the same stored cosignature: the same bytes.
+    expect((await servedOfA()).note).toBe(before.note);
   });
 
   it('catches up once B is back, with no operator', async () => {
