@@ -4,8 +4,8 @@
  * A is configured with a wrong key for it; the quorum is 1 of 2. Entries appended on A → A's GET /tlog/checkpoint
  * carries B's cosignature (verified here and by the Go verifier), never C's (refused, and said so in /api/status);
  * B down → A keeps signing and serving the last witnessed checkpoint, and catches up when B is back, with no
- * operator; A having lost its record of B's progress follows B's 409. With k=2 (never met: C's key is wrong) A
- * serves its newest checkpoint with the cosignature it has. The witness workflow also continues as new
+ * operator; A having lost its record of B's progress follows B's 409. With k=2 of B, C and D (never met: C's key
+ * is wrong, D answers 404) A serves its newest checkpoint with the cosignature it has. The witness workflow also continues as new
  * with its totals. Its histories are saved for the replay
  * test (RECORD_HISTORIES=1).
  */
@@ -273,9 +273,15 @@ describe('a witness down, then up', () => {
 });
 
 describe('a quorum not met', () => {
-  it('serves the newest signed checkpoint with the cosignatures it has (k=2 of 2, C never valid)', async () => {
-    // Another API process of A with k=2: only B's cosignature can ever count.
-    const strict = await a.startSecondApi({}, { TLOG_WITNESS_QUORUM: '2' });
+  it('serves the newest signed checkpoint with the cosignatures it has (k=2 of 3); a 404 is a refusal', async () => {
+    // Another API process of A with k=2 and a third witness D at A's own prefix (A does not witness itself: 404):
+    // only B's cosignature can ever count.
+    const dName = 'd.cosign.test/witness';
+    const dKey = cosignatureVerifierKey(dName, rawKey(generateKeyPairSync('ed25519').publicKey));
+    const strict = await a.startSecondApi(
+      {},
+      { TLOG_WITNESSES: `${a.env.TLOG_WITNESSES},${dKey} ${a.urls.main}/tlog`, TLOG_WITNESS_QUORUM: '2' }
+    );
     try {
       await writeTruths(1);
       const cp = await eventually(
@@ -290,8 +296,15 @@ describe('a quorum not met', () => {
         "the strict replica's checkpoint of every entry with B's cosignature"
       );
       expect(cp.lines[1]).toMatch(new RegExp(`^\u2014 ${B_NAME} `));
-      const status = (await request('GET', `${strict.url}/api/status`)).body;
-      expect(status.tlog.witnesses).toMatchObject({ k: 2, n: 2, witnessed_size: null });
+      const status = await eventually(async () => {
+        const s = (await request('GET', `${strict.url}/api/status`)).body;
+        return witnessOf(s, dName)?.state === 'refused' ? s : undefined;
+      }, 30_000);
+      expect(status.tlog.witnesses).toMatchObject({ k: 2, n: 3, witnessed_size: null });
+      expect(witnessOf(status, dName)).toMatchObject({
+        cosigned_size: 0,
+        reason: expect.stringMatching(/^404 from http:\/\/127\.0\.0\.1:\d+\/tlog\/add-checkpoint: .*not_found/)
+      });
     } finally {
       await strict.stop();
     }
