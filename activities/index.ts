@@ -14,6 +14,7 @@ import { createDeployActivities, createWorkOrderActivities, DeployActivityDeps }
 import { WorkOrderStore } from '../store/deploy/work-orders';
 import { createDaemonCoreActivities, createDaemonModelActivities, DaemonActivityDeps } from './daemon';
 import { createComputeActivities } from './compute';
+import { createTlogWitnessActivities } from './tlog/witness';
 
 export interface ActivityDeps {
   db: Db;
@@ -37,7 +38,8 @@ export function createActivities(deps: ActivityDeps) {
     ...createDirectoryTreeActivities({ ledger: deps.ledger, tree: new DirectoryTreeStore(deps.db) }),
     ...createTaskLeaseActivities({ db: deps.db }),
     ...createComputeActivities({ ledger: deps.ledger }),
-    ...createWorkOrderActivities({ orders: new WorkOrderStore(deps.db) })
+    ...createWorkOrderActivities({ orders: new WorkOrderStore(deps.db) }),
+    ...createTlogWitnessActivities({ db: deps.db, ledger: deps.ledger })
   };
 }
 

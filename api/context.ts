@@ -45,6 +45,9 @@ import { createTlogCheckpoints, type TlogCheckpoints } from '../services/tlog/ch
 import { CheckpointStore } from '../store/tlog/checkpoints';
 import { createTlogWitness, type TlogWitness } from '../services/tlog/witness';
 import { WitnessStore } from '../store/tlog/witness';
+import { CosignatureStore } from '../store/tlog/cosignatures';
+import { createWitnessPolicy, type WitnessPolicy } from '../services/tlog/cosigned';
+import { startCheckpointPublisher } from '../services/tlog/publisher';
 
 export interface ServiceContext {
   config: Config;
@@ -80,6 +83,8 @@ export interface ServiceContext {
   tlog: TlogCheckpoints;
   /** The hub as a C2SP tlog-witness of the logs it is configured for (services/tlog/witness.ts). */
   witness: TlogWitness;
+  /** The witnesses of the hub's log and the k-of-n policy (TLOG_WITNESSES, services/tlog/cosigned.ts). */
+  logWitnesses: WitnessPolicy;
   slimGroups: SlimGroupStore;
   gpus: GpuStore;
   /** One per process: the partner authenticator and the partner routes share its replay records' pruning. */
@@ -160,6 +165,26 @@ export async function createServiceContext(
     const credentials = new CredentialStore(mongo.db);
     const memoryGateway = new MemoryGatewayClient(memoryGatewayUrl(config), config.MEMORY_GATEWAY_TIMEOUT_MS);
     const keys = loadOrCreateHubKeys(config.dataDir);
+    const logWitnesses = createWitnessPolicy({
+      store: new CosignatureStore(mongo.db, config.tlogOrigin),
+      witnesses: config.TLOG_WITNESSES ?? [],
+      quorum: config.tlogWitnessQuorum
+    });
+    const tlog = createTlogCheckpoints({
+      ledger,
+      keys,
+      origin: config.tlogOrigin,
+      checkpoints: new CheckpointStore(mongo.db, config.tlogOrigin),
+      witnesses: logWitnesses
+    });
+    const stopPublisher = startCheckpointPublisher({
+      tlog,
+      temporal,
+      coreQueue: config.TEMPORAL_TASK_QUEUE,
+      witnesses: config.TLOG_WITNESSES ?? [],
+      intervalMs: config.TLOG_CHECKPOINT_INTERVAL_MS,
+      logger
+    });
     return {
       config,
       logger,
@@ -185,12 +210,8 @@ export async function createServiceContext(
       ledgerWriter: writer,
       forwarding,
       truthWrites: createTruthWrites({ ledger, quota: hostQuota, temporal }, truthWriteOptions(config)),
-      tlog: createTlogCheckpoints({
-        ledger,
-        keys,
-        origin: config.tlogOrigin,
-        checkpoints: new CheckpointStore(mongo.db, config.tlogOrigin)
-      }),
+      tlog,
+      logWitnesses,
       witness: createTlogWitness({
         store: new WitnessStore(mongo.db),
         keys,
@@ -207,6 +228,7 @@ export async function createServiceContext(
       memory: new MemoryStore(mongo.db),
       memoryGateway,
       close: async () => {
+        stopPublisher();
         nodeCache.stop();
         stopTaskReadsBuild();
         stopKeyTree();

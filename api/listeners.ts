@@ -130,7 +130,8 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
     config,
     keys: ctx.keys,
     tlog: ctx.tlog,
-    witness: ctx.witness
+    witness: ctx.witness,
+    logWitnesses: ctx.logWitnesses
   });
   await main.register(tlogRoutes, { ledger: ctx.ledger, checkpoints: ctx.tlog });
   await main.register(tlogWitnessRoutes, { witness: ctx.witness });

@@ -18,7 +18,16 @@ export const DeployStateAttr = defineSearchAttributeKey('DeployState', SearchAtt
 /** The daemon's circuit breaker (daemon-breaker/<queue>): closed, open, half_open. */
 export const BreakerStateAttr = defineSearchAttributeKey('BreakerState', SearchAttributeType.KEYWORD);
 
-const ALL = [
+/**
+ * A witness of the hub's log (witness/<queue>/<name>): pending, cosigned, unreachable, refused. A one-element
+ * keyword list: the dev server's SQLite visibility store takes 10 Keyword attributes, all taken above
+ * (`WitnessState = "unreachable"` matches it the same).
+ */
+export const WitnessStateAttr = defineSearchAttributeKey('WitnessState', SearchAttributeType.KEYWORD_LIST);
+/** The largest checkpoint size that witness cosigned (a verified cosignature). */
+export const WitnessCosignedSizeAttr = defineSearchAttributeKey('WitnessCosignedSize', SearchAttributeType.INT);
+
+const KEYWORDS = [
   TruthKeyAttr,
   TruthTypeAttr,
   ApprovalStateAttr,
@@ -30,10 +39,15 @@ const ALL = [
   DeployStateAttr,
   BreakerStateAttr
 ];
+const KEYWORD_LISTS = [WitnessStateAttr];
+const INTS = [WitnessCosignedSizeAttr];
 
-/** Name → type as the dev server's `--search-attribute Name=Type` flag spells it (every one is a Keyword today). */
-export const SEARCH_ATTRIBUTES: Record<string, 'Keyword'> = Object.fromEntries(
-  ALL.map((key) => [key.name, 'Keyword' as const])
-);
+/** Name → type as the dev server's `--search-attribute Name=Type` flag spells it. */
+export const SEARCH_ATTRIBUTES: Record<string, 'Keyword' | 'KeywordList' | 'Int'> = Object.fromEntries([
+  ...KEYWORDS.map((key) => [key.name, 'Keyword' as const]),
+  ...KEYWORD_LISTS.map((key) => [key.name, 'KeywordList' as const]),
+  ...INTS.map((key) => [key.name, 'Int' as const])
+]);
 
-export type SearchAttributeName = (typeof ALL)[number]['name'];
+export type SearchAttributeName =
+  (typeof KEYWORDS)[number]['name'] | (typeof KEYWORD_LISTS)[number]['name'] | (typeof INTS)[number]['name'];

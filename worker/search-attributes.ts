@@ -17,7 +17,14 @@ export async function ensureSearchAttributes(address: string, namespace: string,
     await connection.operatorService.addSearchAttributes({
       namespace,
       searchAttributes: Object.fromEntries(
-        missing.map((name) => [name, temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD])
+        missing.map((name) => [
+          name,
+          {
+            Keyword: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+            KeywordList: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+            Int: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_INT
+          }[SEARCH_ATTRIBUTES[name]!]
+        ])
       )
     });
     logger.info({ added: missing }, 'registered search attributes');

@@ -10,3 +10,4 @@ export { taskLeasesWorkflow } from './federation/task-lease';
 export { groupConsensusWorkflow } from './compute/group-consensus';
 export { daemonDagWorkflow } from './daemon/dag';
 export { daemonBreakerWorkflow } from './daemon/breaker';
+export { tlogWitnessWorkflow } from './tlog/witness';

@@ -3,7 +3,7 @@
  * the hub as a C2SP tlog-witness: the logs it witnesses and the name of its cosigning key.
  */
 import { z } from 'zod';
-import { ED25519_NOTE, parseVerifierKey } from '../tlog/cosignature.node';
+import { ED25519_COSIGNATURE_V1, ED25519_NOTE, parseVerifierKey } from '../tlog/cosignature.node';
 import { defineCapability, setting } from './capability';
 
 /** A C2SP note key name or checkpoint origin: non-empty, no whitespace, no `+`. */
@@ -41,6 +41,50 @@ export function parseWitnessedLogs(value: string, ctx?: z.RefinementCtx): Witnes
   return [...logs].map(([origin, verifierKeys]) => ({ origin, verifierKeys }));
 }
 
+/** A witness of this hub's log: its cosignature verifier key and its C2SP tlog-witness submission prefix. */
+export interface LogWitness {
+  /** The witness's key name (the name of its cosignature lines). */
+  name: string;
+  /** `<name>+<key id>+<base64 of 0x04 || Ed25519 key>`, as GET /tlog/witness-key serves. */
+  verifierKey: string;
+  /** The submission prefix: the checkpoints go to `<url>/add-checkpoint`. */
+  url: string;
+}
+
+/** `<cosignature verifier key> <submission prefix URL>` entries, separated by commas or newlines. */
+export function parseLogWitnesses(value: string, ctx?: z.RefinementCtx): LogWitness[] {
+  const witnesses: LogWitness[] = [];
+  for (const entry of value
+    .split(/[,\n]/)
+    .map((s) => s.trim())
+    .filter(Boolean)) {
+    const [key = '', url = '', ...rest] = entry.split(/\s+/);
+    const parsed = parseVerifierKey(key);
+    let prefix: URL | null = null;
+    try {
+      prefix = new URL(url);
+    } catch {
+      prefix = null;
+    }
+    const problem =
+      rest.length > 0 || !url
+        ? 'not "<witness verifier key> <submission prefix URL>"'
+        : parsed?.type !== ED25519_COSIGNATURE_V1
+          ? 'the key is not a cosignature/v1 verifier key (<name>+<key id>+<base64 of 0x04 || Ed25519 key>) with the key id of that name and key'
+          : !prefix || !/^https?:$/.test(prefix.protocol) || prefix.search || prefix.hash
+            ? 'the submission prefix is not an http(s) URL without query or fragment'
+            : witnesses.some((w) => w.name === parsed.name)
+              ? `a second witness named ${parsed.name}`
+              : null;
+    if (problem) {
+      ctx?.addIssue({ code: 'custom', message: `${problem}: ${entry}` });
+      continue;
+    }
+    witnesses.push({ name: parsed!.name, verifierKey: key, url: url.replace(/\/+$/, '') });
+  }
+  return witnesses;
+}
+
 export const tlogSettings = defineCapability({
   name: 'tlog',
   title: 'Transparency log (C2SP checkpoints, tiles, witness)',
@@ -74,7 +118,38 @@ export const tlogSettings = defineCapability({
       .describe(
         "The name of the hub's cosigning key as a witness (the key name of its cosignature lines and of GET /tlog/witness-key); unset: the checkpoint origin followed by /witness (e.g. localhost:8080/tlog/witness). Every replica of one hub must use the same."
       )
-      .meta(setting({ allowed: 'a URL prefix without scheme, no whitespace or "+"' }))
+      .meta(setting({ allowed: 'a URL prefix without scheme, no whitespace or "+"' })),
+    TLOG_WITNESSES: z
+      .string()
+      .max(64 * 1024)
+      .transform((v, ctx) => parseLogWitnesses(v, ctx))
+      .optional()
+      .describe(
+        "The witnesses of this hub's log (C2SP tlog-witness): entries separated by commas or newlines, each `<witness verifier key> <submission prefix URL>`: the key as the witness publishes it (a peer hub's GET /tlog/witness-key: `<name>+<key id>+<base64 of 0x04 || Ed25519 key>`) and the prefix to which /add-checkpoint is appended (a peer hub's <PUBLIC_URL>/tlog). The worker submits every new checkpoint to each (workflow witness/<TEMPORAL_TASK_QUEUE>/<name>) and keeps the cosignatures that verify with that key; GET /tlog/checkpoint serves them. Unset: no witness, checkpoints carry no cosignature."
+      )
+      .meta(
+        setting({ allowed: '<name>+<8 hex key id>+<base64 of 0x04 || Ed25519 key> <http(s) URL>, comma-separated' })
+      ),
+    TLOG_WITNESS_QUORUM: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .max(64)
+      .optional()
+      .describe(
+        'How many of TLOG_WITNESSES must cosign a checkpoint for it to count as witnessed (k of n): GET /tlog/checkpoint serves the newest checkpoint with at least this many valid cosignatures (before any has: the newest signed one with the cosignatures it has). Unset: all of them. At most the number of witnesses.'
+      )
+      .meta(setting({ allowed: '0 to the number of TLOG_WITNESSES' })),
+    TLOG_CHECKPOINT_INTERVAL_MS: z.coerce
+      .number()
+      .int()
+      .min(100)
+      .max(3_600_000)
+      .default(2000)
+      .describe(
+        'With TLOG_WITNESSES set, each API process signs a checkpoint of the ledger this often when it has grown (otherwise only GET /tlog/checkpoint signs), and tells the witness workflows about it.'
+      )
+      .meta(setting({ allowed: '100 to 3600000 (ms)' }))
   })
 });
 export type TlogConfig = z.infer<typeof tlogSettings.schema>;

@@ -1,7 +1,7 @@
 /**
  * The Go verifier of test/tlog/verifier (the standard transparency-log libraries against a running hub), built
  * once per source and cached outside the clone like the stack's tools (scripts/install-tools.sh): under
- * $ZHONGSHU_TOOLS_DIR or ~/.cache/zhongshu-hub/tools/tlog-verifier-<hash of go.mod, go.sum, main.go>/verifier.
+ * $ZHONGSHU_TOOLS_DIR or ~/.cache/zhongshu-hub/tools/tlog-verifier-<hash of go.mod, go.sum and the .go files>/verifier.
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -19,7 +19,15 @@ export function goAvailable(): boolean {
 /** The verifier binary, built from the module proxy the first time (a minute or so), then from the cache. */
 export function tlogVerifierBinary(): string {
   const hash = createHash('sha256');
-  for (const f of ['go.mod', 'go.sum', 'main.go']) hash.update(f).update(fs.readFileSync(path.join(SOURCE, f)));
+  const sources = [
+    'go.mod',
+    'go.sum',
+    ...fs
+      .readdirSync(SOURCE)
+      .filter((f) => f.endsWith('.go'))
+      .sort()
+  ];
+  for (const f of sources) hash.update(f).update(fs.readFileSync(path.join(SOURCE, f)));
   const tools =
     process.env.ZHONGSHU_TOOLS_DIR ??
     path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'zhongshu-hub', 'tools');

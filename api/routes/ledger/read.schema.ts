@@ -38,7 +38,33 @@ export const statusResponse = z.object({
           verifier_key: z.string().describe('the cosignature verifier key, <name>+<key id hex>+<base64 0x04||key>'),
           logs: z.array(z.string()).describe('the origins of the logs this hub witnesses (TLOG_WITNESSED_LOGS)')
         })
-        .describe('the hub as a C2SP tlog-witness: POST /tlog/add-checkpoint')
+        .describe('the hub as a C2SP tlog-witness: POST /tlog/add-checkpoint'),
+      witnesses: z
+        .object({
+          k: z.number().int().describe('cosignatures a checkpoint needs to count as witnessed (TLOG_WITNESS_QUORUM)'),
+          n: z.number().int().describe('the witnesses of this log (TLOG_WITNESSES)'),
+          witnessed_size: z
+            .number()
+            .int()
+            .nullable()
+            .describe('the size of the newest checkpoint k witnesses cosigned (GET /tlog/checkpoint); null: none yet'),
+          witnesses: z.array(
+            z.object({
+              name: z.string(),
+              verifier_key: z.string().describe('the configured cosignature verifier key'),
+              url: z.string().describe('the submission prefix (…/add-checkpoint)'),
+              state: z
+                .enum(['pending', 'cosigned', 'unreachable', 'refused'])
+                .describe('the outcome of the last submission (pending: none yet)'),
+              cosigned_size: z.number().int().describe('the largest size it cosigned with a cosignature that verified'),
+              witness_size: z.number().int().nullable().describe('the size the witness says it last cosigned'),
+              reason: z.string().nullable().describe('why the last submission gave no cosignature that counts'),
+              attempted_at: z.string().nullable(),
+              cosigned_at: z.string().nullable()
+            })
+          )
+        })
+        .describe("the witnesses of this hub's log and the k-of-n policy (docs/transparency.md#witnesses-of-this-log)")
     })
     .describe('the ledger as a C2SP transparency log (docs/transparency.md)')
 });

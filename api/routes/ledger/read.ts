@@ -18,6 +18,7 @@ import { createLedgerProofs } from '../../../services/ledger/read-proofs';
 import type { HubKeys } from '../../../store/keys/hub-keys';
 import type { TlogCheckpoints } from '../../../services/tlog/checkpoint';
 import type { TlogWitness } from '../../../services/tlog/witness';
+import type { WitnessPolicy } from '../../../services/tlog/cosigned';
 import {
   consistencyResponse,
   entriesResponse,
@@ -41,7 +42,8 @@ export const truthReadRoutes: FastifyPluginAsyncZod<{
   keys: HubKeys;
   tlog: Pick<TlogCheckpoints, 'origin' | 'verifierKey'>;
   witness: Pick<TlogWitness, 'name' | 'verifierKey' | 'origins'>;
-}> = async (app, { ledger, config, keys, tlog, witness }) => {
+  logWitnesses: Pick<WitnessPolicy, 'progress'>;
+}> = async (app, { ledger, config, keys, tlog, witness, logWitnesses }) => {
   const proofs = createLedgerProofs(ledger);
   app.get(
     '/api/status',
@@ -50,7 +52,7 @@ export const truthReadRoutes: FastifyPluginAsyncZod<{
       schema: { response: { 200: statusResponse } }
     },
     async () => {
-      const head = await ledger.head();
+      const [head, witnesses] = await Promise.all([ledger.head(), logWitnesses.progress()]);
       return {
         status: 'online' as const,
         service: SERVICE_NAME,
@@ -68,7 +70,8 @@ export const truthReadRoutes: FastifyPluginAsyncZod<{
         tlog: {
           origin: tlog.origin,
           verifier_key: tlog.verifierKey,
-          witness: { name: witness.name, verifier_key: witness.verifierKey, logs: witness.origins }
+          witness: { name: witness.name, verifier_key: witness.verifierKey, logs: witness.origins },
+          witnesses
         }
       };
     }

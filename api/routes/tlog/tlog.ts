@@ -45,10 +45,16 @@ export const tlogRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; checkpoints: Tl
     '/tlog/checkpoint',
     {
       config: { auth: 'none' },
-      schema: { response: { 200: text("The C2SP checkpoint: origin, tree size, base64 root, the hub's signature") } }
+      schema: {
+        response: {
+          200: text(
+            "The C2SP checkpoint: origin, tree size, base64 root, the hub's signature, then its witnesses' cosignatures"
+          )
+        }
+      }
     },
     async (request, reply) => {
-      const note = await checkpoints.current(request.log);
+      const note = await checkpoints.served(request.log);
       return reply.type('text/plain; charset=utf-8').header('Cache-Control', 'no-cache').send(note);
     }
   );

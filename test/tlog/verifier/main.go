@@ -5,9 +5,10 @@
 // checkpoint, consistency between the two. Any mismatch exits 1 with one line saying what failed.
 //
 //	verifier -url http://127.0.0.1:8080/tlog -key '<origin>+<key id>+<key>' [-old old.checkpoint] [-save new.checkpoint]
-//	verifier -cosigned cosigned.checkpoint -key '<log key>' -witness-key '<name>+<key id>+<base64 0x04||key>'
+//	verifier -cosigned cosigned.checkpoint -key '<log key>' -witness-key '<name>+<key id>+<base64 0x04||key>' … [-quorum k]
 //
-// The second form verifies a checkpoint carrying a witness's cosignature (cosigned.go).
+// The second form verifies a checkpoint carrying witnesses' cosignatures (cosigned.go): -witness-key repeated, one a
+// witness, and at least -quorum of them (all by default) must have cosigned it.
 package main
 
 import (
@@ -96,10 +97,12 @@ func main() {
 	old := flag.String("old", "", "an older checkpoint of the same log to prove consistency with")
 	save := flag.String("save", "", "where to write the checkpoint verified now")
 	cosigned := flag.String("cosigned", "", "instead: a checkpoint with a witness's cosignature lines to verify")
-	witnessKey := flag.String("witness-key", "", "with -cosigned: the witness's cosignature verifier key")
+	var witnessKeys keyList
+	flag.Var(&witnessKeys, "witness-key", "with -cosigned: a witness's cosignature verifier key (repeat for several)")
+	quorum := flag.Int("quorum", -1, "with -cosigned: how many of the witnesses must have cosigned (default: all)")
 	flag.Parse()
 	if *cosigned != "" {
-		verifyCosigned(*cosigned, *key, *witnessKey)
+		verifyCosigned(*cosigned, *key, witnessKeys, *quorum)
 		return
 	}
 	if *url == "" || *key == "" {

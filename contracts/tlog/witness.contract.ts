@@ -1,0 +1,81 @@
+/**
+ * What the API, operators and the witness/<core queue>/<witness name> workflows share. One workflow per witness of
+ * this hub's log (TLOG_WITNESSES): it submits the hub's newest signed checkpoint to the witness (C2SP tlog-witness,
+ * activities/tlog/witness.ts), keeps each cosignature that verifies with the configured key, and sleeps until the
+ * next checkpoint (the API's `configure` signal, sent with the settings whenever it signs one) or the poll interval.
+ * A witness that is down or refuses is tried again with a doubling backoff; it never blocks signing or serving.
+ * Continues as new to keep its history bounded. The core task queue names the hub (hubs sharing a namespace each
+ * have their own). Operators:
+ *   temporal workflow query --workflow-id 'witness/zhongshu-hub/<name>' --type tlogWitnessStatus
+ *   temporal workflow list --query 'WorkflowType = "tlogWitnessWorkflow" AND WitnessState = "unreachable"'
+ */
+import { defineQuery, defineSignal } from '@temporalio/workflow';
+import type { FlowTaskQueues } from '../task-queues';
+
+export const tlogWitnessWorkflowId = (coreQueue: string, witnessName: string): string =>
+  `witness/${coreQueue}/${witnessName}`;
+
+/** The workflow and its activity (MongoDB reads and writes, one HTTP request to the witness) run on the core queue. */
+export const TLOG_WITNESS_TASK_QUEUES: FlowTaskQueues = { workflow: 'core', activities: ['core'] };
+
+export interface TlogWitnessSettings {
+  /** The hub's checkpoint origin (TLOG_ORIGIN). */
+  origin: string;
+  /** The witness: its name, cosignature verifier key and submission prefix (one entry of TLOG_WITNESSES). */
+  name: string;
+  verifier_key: string;
+  url: string;
+}
+
+export interface TlogWitnessInput extends TlogWitnessSettings {
+  version: 1;
+  /** With nothing new, the workflow looks again this often (a lost `configure` signal costs at most this). */
+  poll_ms: number;
+  /** The backoff after a failed submission starts here and doubles up to max_backoff_ms. */
+  backoff_ms: number;
+  max_backoff_ms: number;
+  /** Continue as new once the history has this many events. */
+  history_limit: number;
+  /** What the run before this one ended with (continue-as-new). */
+  carried?: {
+    rounds: number;
+    cosigned: number;
+    failures: number;
+    runs: number;
+    state?: TlogWitnessStatus['state'];
+    cosigned_size?: number;
+  };
+}
+
+/** One submission's outcome (activity submitToWitness). */
+export interface WitnessRound {
+  /** cosigned: a verified cosignature of `hub_size` is stored (or it was already); idle: nothing new to submit. */
+  outcome: 'cosigned' | 'idle' | 'unreachable' | 'refused';
+  /** The hub's newest signed checkpoint size. */
+  hub_size: number;
+  /** The largest size the witness cosigned with a verified cosignature. */
+  cosigned_size: number;
+  reason: string | null;
+}
+
+export interface TlogWitnessStatus extends TlogWitnessSettings {
+  state: 'pending' | 'cosigned' | 'unreachable' | 'refused';
+  cosigned_size: number;
+  hub_size: number;
+  reason: string | null;
+  rounds: number;
+  cosigned: number;
+  /** Failed submissions in a row (the backoff's exponent). */
+  failures: number;
+  runs: number;
+  next_round_at: string | null;
+}
+
+export const DEFAULT_WITNESS_POLL_MS = 60_000;
+export const DEFAULT_WITNESS_BACKOFF_MS = 1_000;
+export const DEFAULT_WITNESS_MAX_BACKOFF_MS = 5 * 60_000;
+export const DEFAULT_WITNESS_HISTORY_LIMIT = 1_000;
+
+/** The settings (from the API's configuration) and a round now: sent with signal-with-start at every new checkpoint. */
+export const witnessConfigureSignal = defineSignal<[TlogWitnessSettings]>('configure');
+export const tlogWitnessStatusQuery = defineQuery<TlogWitnessStatus>('tlogWitnessStatus');

@@ -1,0 +1,48 @@
+/**
+ * The client side of witness/<core queue>/<witness name>, for the API's checkpoint publisher
+ * (services/tlog/publisher.ts): signal-with-start of `configure` with the witness's settings, which starts the
+ * workflow when absent and otherwise passes the settings and asks for a round now. Not part of the workflow bundle.
+ */
+import type { Client } from '@temporalio/client';
+import { taskQueueFor } from '../../contracts/task-queues';
+import type { LogWitness } from '../../core/config/tlog.node';
+import type { tlogWitnessWorkflow } from './witness';
+import {
+  DEFAULT_WITNESS_BACKOFF_MS,
+  DEFAULT_WITNESS_HISTORY_LIMIT,
+  DEFAULT_WITNESS_MAX_BACKOFF_MS,
+  DEFAULT_WITNESS_POLL_MS,
+  TlogWitnessSettings,
+  tlogWitnessWorkflowId,
+  TLOG_WITNESS_TASK_QUEUES,
+  witnessConfigureSignal
+} from '../../contracts/tlog/witness.contract';
+
+export async function signalWitnesses(
+  client: Client,
+  coreQueue: string,
+  origin: string,
+  witnesses: LogWitness[]
+): Promise<void> {
+  await Promise.all(
+    witnesses.map(async (w) => {
+      const settings: TlogWitnessSettings = { origin, name: w.name, verifier_key: w.verifierKey, url: w.url };
+      await client.workflow.signalWithStart<typeof tlogWitnessWorkflow, [TlogWitnessSettings]>('tlogWitnessWorkflow', {
+        workflowId: tlogWitnessWorkflowId(coreQueue, w.name),
+        taskQueue: taskQueueFor(coreQueue, TLOG_WITNESS_TASK_QUEUES.workflow),
+        args: [
+          {
+            version: 1,
+            ...settings,
+            poll_ms: DEFAULT_WITNESS_POLL_MS,
+            backoff_ms: DEFAULT_WITNESS_BACKOFF_MS,
+            max_backoff_ms: DEFAULT_WITNESS_MAX_BACKOFF_MS,
+            history_limit: DEFAULT_WITNESS_HISTORY_LIMIT
+          }
+        ],
+        signal: witnessConfigureSignal,
+        signalArgs: [settings]
+      });
+    })
+  );
+}
