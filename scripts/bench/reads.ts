@@ -280,7 +280,7 @@ main().catch((err) => {
  */
 async function keyTreeAt(ledger: Ledger, size: number): Promise<{ seconds: number }> {
   const t0 = Date.now();
-  for (let logged = t0; ; ) {
+  for (let logged = t0; ;) {
     const indexed = (await ledger.keyTree.indexedSize()) ?? 0;
     if (indexed >= size) return { seconds: (Date.now() - t0) / 1000 };
     if (Date.now() - logged > 30_000) {
