@@ -5,12 +5,13 @@
  * same state dir sends what the last one left; tampered proofs and checkpoints are reported; 429 and 503 are waited
  * out as Retry-After asks; the node key never appears in the SDK's log.
  */
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { HubNode, Outbox, VerificationError, type Logger, type NodeState } from '../../../sdk/typescript/src';
-import { freePort } from '../../../scripts/stack/process';
+import { freePort, typescriptProcess } from '../../../scripts/stack/process';
 import { issueHomologousToken, registerDid } from '../../support/credentials';
 import { eventually, http, startTestService, type TestService } from '../../support/service';
 import { HubProxy } from './hub-proxy';
@@ -190,6 +191,34 @@ describe('truth writes that never block', () => {
     const entries = await ledgerEntries('sdk.crash.');
     expect(entries.map((e) => e.key).sort()).toEqual(Array.from({ length: 20 }, (_, i) => `sdk.crash.${i}`).sort());
   });
+
+  it('loses no returned write when the node process is killed with SIGKILL mid-stream', async () => {
+    const dir = path.join(scratch, 'killed');
+    const { binary, args } = typescriptProcess(path.join(__dirname, 'crash-child.ts'));
+    const child = spawn(binary, [...args, api2.url, dir, did, '100000'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    await eventually(async () => (out.split('\n').length > 300 ? true : undefined), 30_000, '300 writes returned');
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    // Every write whose write() returned (its line printed) must land exactly once once a new run sends the outbox.
+    const returned = out
+      .split('\n')
+      .filter((l) => /^w_\S+ \d+$/.test(l))
+      .map((l) => `sdk.kill.${l.split(' ')[1]}`);
+    const revived = newNode('killed', { heartbeat: false, verify: false });
+    const leftPending = revived.outbox.counts().pending;
+    expect(leftPending).toBeGreaterThan(0); // the kill did interrupt the sending
+    await revived.start();
+    await eventually(async () => (revived.outbox.counts().pending === 0 ? true : undefined), 30_000, 'all sent');
+    const landed = (await ledgerEntries('sdk.kill.')).map((e) => String(e.key));
+    expect(new Set(landed).size).toBe(landed.length); // never twice
+    const landedSet = new Set(landed);
+    expect(returned.filter((k) => !landedSet.has(k))).toEqual([]); // every returned write is in
+    console.log(
+      `killed after ${returned.length} returned writes (${leftPending} not yet sent); ${landed.length} landed, each once`
+    );
+  }, 60_000);
 
   it('follows a held write to its approval, and a rejected one to its rejection', async () => {
     const node = newNode('holder', { heartbeat: false });
