@@ -2,7 +2,8 @@
  * HubNode: one node of the hub, as an application holds it. `start()` joins (registers or adopts saved
  * credentials), then heartbeats, sends the outbox and verifies what landed, each in its own loop; `write()` only
  * appends to the durable outbox and returns; `stop()` ends every loop and leaves no timer. What happens is told
- * through events: `state`, `heartbeat`, `write` (a write changed state), `verified`, `checkpoint`, `error`.
+ * through events: `state`, `heartbeat`, `write` (a write changed state), `verified`, `checkpoint`, `task` (the
+ * worker claimed, finished, failed or dropped a task), `error`.
  */
 import { EventEmitter } from 'node:events';
 import path from 'node:path';
@@ -13,6 +14,7 @@ import { Outbox, type OutboxRecord, type TruthInput, type WriteState } from './o
 import { Presence, type HeartbeatReport, type NodeState, type Registration } from './presence';
 import { TruthWriter } from './truth-writer';
 import { LedgerVerifier } from './verifier';
+import { TaskWorker, type TaskHandler } from './worker';
 
 export interface HubNodeOptions {
   /** The hub's main listener, e.g. http://localhost:8080. */
@@ -32,6 +34,8 @@ export interface HubNodeOptions {
   report?: () => HeartbeatReport | Promise<HeartbeatReport>;
   /** The checkpoint verifier key to pin (`GET /tlog/verifier-key`, given out of band). */
   verifierKey?: string;
+  /** Claim and run tasks matching the node's declared capabilities (docs/a2a.md, work distribution). */
+  worker?: { handler: TaskHandler; maxTasks?: number; pollMs?: number };
   /** Prove acknowledged writes (default true). */
   verify?: boolean;
   verifyIntervalMs?: number;
@@ -68,6 +72,7 @@ export class HubNode extends EventEmitter {
   private readonly presence: Presence;
   private readonly writer: TruthWriter | undefined;
   private readonly verifier: LedgerVerifier | undefined;
+  private readonly worker: TaskWorker | undefined;
   private readonly waiting = new Map<string, { resolve(o: WriteOutcome): void; reject(e: Error): void }>();
   private readonly controller = new AbortController();
   private readonly loops: Promise<void>[] = [];
@@ -109,6 +114,18 @@ export class HubNode extends EventEmitter {
         onError: (err) => this.fail(err)
       });
     }
+    if (options.worker) {
+      this.worker = new TaskWorker({
+        http: this.http,
+        authHeaders: () => this.presence.authHeaders(),
+        handler: options.worker.handler,
+        maxTasks: options.worker.maxTasks,
+        pollMs: options.worker.pollMs,
+        maxBackoffMs: options.maxBackoffMs,
+        log: this.log,
+        onTask: (event) => this.emit('task', event)
+      });
+    }
     if (verify) {
       this.verifier = new LedgerVerifier({
         http: this.http,
@@ -134,7 +151,8 @@ export class HubNode extends EventEmitter {
     if (this.options.heartbeat !== false) {
       await this.presence.join(signal);
       this.loops.push(this.presence.run(signal));
-    }
+      if (this.worker) this.loops.push(this.worker.run(signal));
+    } else if (this.worker) throw new Error('the worker needs the node to join (heartbeat: true)');
     if (this.writer) this.loops.push(this.writer.run(signal));
     if (this.verifier) this.loops.push(this.verifier.run(signal));
     return this;

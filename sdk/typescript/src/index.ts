@@ -4,6 +4,7 @@ export { Outbox, type OutboxRecord, type TruthInput, type WriteState } from './o
 export { Presence, type NodeState, type Registration, type HeartbeatReport } from './presence';
 export { LedgerVerifier } from './verifier';
 export { TruthWriter } from './truth-writer';
+export { TaskWorker, type ClaimedTask, type TaskContext, type TaskHandler, type TaskEvent } from './worker';
 export {
   parseVerifierKey,
   verifyCheckpoint,

@@ -12,6 +12,7 @@ export type NodeState = 'unknown' | 'pending_review' | 'online' | 'offline' | 'r
 
 export interface Registration {
   name: string;
+  /** Default `{ code: 'custom' }`. */
   brand?: { code?: string; model_base?: string };
   instance?: { os?: string; cpu?: string; memory_gb?: number; gpu?: string };
   capabilities?: { declared?: string[] };
@@ -96,7 +97,9 @@ export class Presence {
       if (signal.aborted) throw new Error('stopped before the node registered');
       let wait: number;
       try {
-        const res = await http.request('POST', '/a2a/register', { body: this.options.register, signal });
+        // The hub requires a brand object; `custom` is its default code.
+        const body = { ...this.options.register, brand: this.options.register.brand ?? { code: 'custom' } };
+        const res = await http.request('POST', '/a2a/register', { body, signal });
         if (res.status === 201) {
           const b = res.body;
           this.credentials = {

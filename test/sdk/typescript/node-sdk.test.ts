@@ -15,6 +15,8 @@ import { freePort, typescriptProcess } from '../../../scripts/stack/process';
 import { issueHomologousToken, registerDid } from '../../support/credentials';
 import { eventually, http, startTestService, type TestService } from '../../support/service';
 import { HubProxy } from './hub-proxy';
+import { TaskStore } from '../../../store/federation/tasks';
+import type { TaskEvent } from '../../../sdk/typescript/src';
 
 let svc: TestService;
 let reviewer: string;
@@ -61,7 +63,7 @@ const ledgerEntries = async (keyPrefix: string) =>
   (await svc.db.collection('ledger').find({ did }).toArray()).filter((e) => String(e.key).startsWith(keyPrefix));
 
 beforeAll(async () => {
-  svc = await startTestService({ TRUTH_DAILY_QUOTA: '100000' });
+  svc = await startTestService({ TRUTH_DAILY_QUOTA: '100000', TASK_LEASE_S: '3' });
   reviewer = await issueHomologousToken(svc.urls.main, svc.adminToken);
   did = await registerDid(svc.urls.main, svc.adminToken, 'did:example:sdk-node');
   verifierKey = (await http('GET', `${svc.urls.main}/tlog/verifier-key`)).text.trim();
@@ -242,6 +244,73 @@ describe('truth writes that never block', () => {
     await expect(risky.done).resolves.toMatchObject({ state: 'acknowledged', seq: expect.any(Number) });
     await expect(refused.done).resolves.toMatchObject({ state: 'rejected' });
     expect(await ledgerEntries('sdk.held.')).toHaveLength(1);
+  }, 60_000);
+});
+
+describe('the worker loop', () => {
+  it('claims matching tasks, renews leases past their length, completes, fails and honours a cancel', async () => {
+    const events: TaskEvent[] = [];
+    const node = newNode('worker', {
+      heartbeat: true,
+      register: { name: 'worker', capabilities: { declared: ['summarize'] } },
+      worker: {
+        maxTasks: 4,
+        pollMs: 300,
+        handler: async (task, ctx) => {
+          if (task.type === 'sdk.boom') throw new Error('boom');
+          if (task.type === 'sdk.slow') {
+            await new Promise((r) => setTimeout(r, 5000)); // longer than the 3 s lease
+            return { slow: true };
+          }
+          if (task.type === 'sdk.wait') {
+            await new Promise((r) => ctx.signal.addEventListener('abort', r));
+            return { never: 'reported' };
+          }
+          return { echo: task.payload.n };
+        }
+      }
+    });
+    node.on('task', (e: TaskEvent) => events.push(e));
+    await node.start();
+    await http('POST', `${svc.urls.main}/a2a/review/approve`, {
+      headers: { 'x-zr-token': reviewer },
+      body: { node_id: node.nodeId, reason: 'worker' }
+    });
+    await eventually(async () => (node.state === 'online' ? true : undefined), 15_000, 'the worker online');
+    const submit = async (type: string, required = ['summarize']) => {
+      const res = await http('POST', `${svc.urls.hub}/a2a/task`, {
+        headers: { 'x-zr-token': reviewer },
+        body: { type, payload: { n: 7 }, required_capabilities: required, priority: 5 }
+      });
+      expect(res.status).toBe(200);
+      return res.body.task_id as string;
+    };
+    const task = async (id: string) =>
+      (await http('GET', `${svc.urls.hub}/a2a/task/${id}`, { headers: { 'x-zr-token': reviewer } })).body.task;
+    const [echo, slow, boom, wait, other] = [
+      await submit('sdk.echo'),
+      await submit('sdk.slow'),
+      await submit('sdk.boom'),
+      await submit('sdk.wait'),
+      await submit('sdk.gpu', ['gpu'])
+    ];
+    await eventually(async () => (events.some((e) => e.task_id === wait) ? true : undefined), 10_000, 'claimed');
+    expect((await new TaskStore(svc.db).cancel(wait!)).canceled).toBe(true);
+    await eventually(
+      async () =>
+        [echo, slow, boom, wait].every((id) => events.some((e) => e.task_id === id && e.state !== 'claimed'))
+          ? true
+          : undefined,
+      20_000,
+      'every task settled'
+    );
+    expect(await task(echo!)).toMatchObject({ state: 'done', result: { echo: 7 } });
+    expect(await task(slow!)).toMatchObject({ state: 'done', result: { slow: true }, attempts: 1 });
+    expect(await task(boom!)).toMatchObject({ state: 'failed', error: 'boom' });
+    expect(await task(wait!)).toMatchObject({ state: 'canceled', result: null });
+    expect(events.find((e) => e.task_id === wait && e.state !== 'claimed')?.state).toBe('canceled');
+    expect(await task(other!)).toMatchObject({ state: 'queued' }); // needs a capability the node lacks
+    await node.stop();
   }, 60_000);
 });
 
