@@ -39,6 +39,11 @@ export interface HubNodeOptions {
   /** Prove acknowledged writes (default true). */
   verify?: boolean;
   verifyIntervalMs?: number;
+  /**
+   * Keep acknowledged writes in the outbox until proven (default: when verifying). A process that does not verify
+   * but shares the state dir with one that does (the CLI's commands) sets it, or its compaction drops them.
+   */
+  keepUnverified?: boolean;
   concurrency?: number;
   maxBackoffMs?: number;
   heldPollMs?: number;
@@ -85,7 +90,7 @@ export class HubNode extends EventEmitter {
     const verify = options.verify !== false && options.did !== undefined;
     this.outbox = new Outbox(path.join(options.stateDir, 'outbox.jsonl'), {
       durable: options.durable,
-      keepUntilVerified: verify
+      keepUntilVerified: options.keepUnverified ?? verify
     });
     this.presence = new Presence({
       http: this.http,

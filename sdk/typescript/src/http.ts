@@ -78,8 +78,11 @@ export class HubHttp {
       text = await res.text();
     } catch (err) {
       // Only the cause's name and message: never the request (its headers hold credentials).
-      const cause = (err as { cause?: { code?: string } }).cause?.code;
-      throw new NetworkError(`${method} ${path}: ${(err as Error).name}${cause ? ` (${cause})` : ''}`);
+      const e = err as Error & { cause?: { code?: string; message?: string } };
+      const cause = e.cause?.code ?? e.cause?.message;
+      throw new NetworkError(
+        `${method} ${path}: ${e.name === 'TimeoutError' ? 'timed out' : e.message}${cause ? ` (${cause})` : ''}`
+      );
     }
     let body: any;
     try {

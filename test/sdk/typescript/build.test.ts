@@ -19,7 +19,7 @@ it('builds with tsc into the files its package.json names, and loads in plain No
     });
     const pkg = JSON.parse(fs.readFileSync(path.join(SDK, 'package.json'), 'utf8'));
     expect(pkg.dependencies ?? {}).toEqual({});
-    for (const file of [pkg.main, pkg.types])
+    for (const file of [pkg.main, pkg.types, pkg.bin['zhongshu-node']])
       expect(fs.existsSync(path.join(out, path.relative('dist', file)))).toBe(true);
     // Plain Node (no jest transform) loads the build and finds the public API.
     const names = execFileSync(
@@ -29,6 +29,9 @@ it('builds with tsc into the files its package.json names, and loads in plain No
     ).trim();
     for (const name of ['HubNode', 'Outbox', 'verifyCheckpoint', 'verifyInclusion', 'verifyConsistency'])
       expect(names.split(',')).toContain(name);
+    // The CLI's build runs under plain Node too.
+    const help = execFileSync(process.execPath, [path.join(out, 'cli.js'), '--help'], { encoding: 'utf8' });
+    expect(help).toMatch(/^usage: zhongshu-node <command>/);
   } finally {
     fs.rmSync(out, { recursive: true, force: true });
   }
