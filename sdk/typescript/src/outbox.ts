@@ -51,6 +51,13 @@ const COMPACT_SLACK = 2000;
 
 export class Outbox {
   private readonly records = new Map<string, OutboxRecord>();
+  /** The ids in each state, and the acknowledged ones not yet proven, in enqueue order (no scan per send). */
+  private readonly index = new Map<WriteState | 'unverified', Set<string>>(
+    (['pending', 'held', 'acknowledged', 'rejected', 'expired', 'failed', 'unverified'] as const).map((s) => [
+      s,
+      new Set<string>()
+    ])
+  );
   private fd: number;
   private lines = 0;
 
@@ -122,14 +129,28 @@ export class Outbox {
     return out;
   }
 
+  /** Up to `limit` writes in `state` ('unverified': acknowledged, not yet proven), oldest first, skipping some. */
+  take(state: WriteState | 'unverified', limit: number, skip?: (id: string) => boolean): OutboxRecord[] {
+    const out: OutboxRecord[] = [];
+    for (const id of this.index.get(state)!) {
+      if (out.length >= limit) break;
+      if (!skip?.(id)) out.push({ ...this.records.get(id)! });
+    }
+    return out;
+  }
+
   /** The writes in each state. */
   counts(): Record<WriteState, number> & { unverified: number } {
-    const c = { pending: 0, held: 0, acknowledged: 0, rejected: 0, expired: 0, failed: 0, unverified: 0 };
-    for (const r of this.records.values()) {
-      c[r.state]++;
-      if (r.state === 'acknowledged' && r.verified_size === undefined) c.unverified++;
-    }
-    return c;
+    const size = (s: WriteState | 'unverified') => this.index.get(s)!.size;
+    return {
+      pending: size('pending'),
+      held: size('held'),
+      acknowledged: size('acknowledged'),
+      rejected: size('rejected'),
+      expired: size('expired'),
+      failed: size('failed'),
+      unverified: size('unverified')
+    };
   }
 
   close(): void {
@@ -151,9 +172,17 @@ export class Outbox {
     this.lines++;
   }
 
+  private reindex(r: OutboxRecord, previous?: WriteState): void {
+    if (previous) this.index.get(previous)!.delete(r.id);
+    this.index.get(r.state)!.add(r.id);
+    const unverified = this.index.get('unverified')!;
+    if (r.state === 'acknowledged' && r.verified_size === undefined) unverified.add(r.id);
+    else unverified.delete(r.id);
+  }
+
   private apply(line: JournalLine): void {
     if (line.t === 'enq') {
-      this.records.set(line.id, {
+      const r: OutboxRecord = {
         id: line.id,
         key: line.key,
         value: line.value,
@@ -161,11 +190,14 @@ export class Outbox {
         enqueued_at: line.at,
         state: 'pending',
         attempts: 0
-      });
+      };
+      this.records.set(line.id, r);
+      this.reindex(r);
       return;
     }
     const r = this.records.get(line.id);
     if (!r) return;
+    const previous = r.state;
     switch (line.t) {
       case 'ack':
         Object.assign(r, { state: 'acknowledged', seq: line.seq, event_id: line.event_id });
@@ -184,6 +216,7 @@ export class Outbox {
         r.verified_size = line.size;
         break;
     }
+    this.reindex(r, previous);
   }
 
   private replay(text: string): void {
@@ -204,7 +237,11 @@ export class Outbox {
     for (const [id, r] of this.records) {
       const done = r.state === 'failed' || r.state === 'rejected' || r.state === 'expired';
       const proven = r.verified_size !== undefined || (r.state === 'acknowledged' && !this.options.keepUntilVerified);
-      if (done || proven) this.records.delete(id);
+      if (done || proven) {
+        this.records.delete(id);
+        this.index.get(r.state)!.delete(id);
+        this.index.get('unverified')!.delete(id);
+      }
     }
     const lines: JournalLine[] = [];
     for (const r of this.records.values()) {

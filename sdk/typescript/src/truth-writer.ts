@@ -53,8 +53,7 @@ export class TruthWriter {
       if (now < this.pausedUntil) {
         nextWake = this.pausedUntil - now;
       } else {
-        for (const r of outbox.list((r) => r.state === 'pending' && !this.inFlight.has(r.id))) {
-          if (this.inFlight.size >= concurrency || Date.now() < this.pausedUntil) break;
+        for (const r of outbox.take('pending', concurrency - this.inFlight.size, (id) => this.inFlight.has(id))) {
           const sending = this.send(r, signal).finally(() => {
             this.inFlight.delete(r.id);
             this.wake.kick();
@@ -153,7 +152,7 @@ export class TruthWriter {
    */
   private async followHeld(signal: AbortSignal): Promise<void> {
     const { http, outbox, log } = this.options;
-    const held = outbox.list((r) => r.state === 'held');
+    const held = outbox.take('held', Infinity);
     const byApproval = new Map(held.map((r) => [r.approval_id!, r]));
     let after = Math.min(...held.map((r) => r.held_after ?? 0));
     try {

@@ -75,9 +75,11 @@ export class LedgerVerifier {
   async round(signal: AbortSignal): Promise<{ checkpoint: Checkpoint; proven: number }> {
     const checkpoint = await this.checkpoint(signal);
     const { outbox, log } = this.options;
-    const due = outbox
-      .list((r) => r.state === 'acknowledged' && r.verified_size === undefined && r.seq! <= checkpoint.size)
-      .slice(0, this.options.proofsPerRound ?? 64);
+    const due = outbox.take(
+      'unverified',
+      this.options.proofsPerRound ?? 64,
+      (id) => outbox.get(id)!.seq! > checkpoint.size
+    );
     let proven = 0;
     for (const r of due) {
       if (signal.aborted) break;
