@@ -60,6 +60,8 @@ export class Outbox {
   );
   private fd: number;
   private lines = 0;
+  private readonly lockFile: string;
+  private locked = false;
 
   /**
    * `keepUntilVerified`: acknowledged writes stay in the journal until their inclusion is proven (so a restart
@@ -70,6 +72,9 @@ export class Outbox {
     private readonly options: { durable?: boolean; keepUntilVerified?: boolean } = {}
   ) {
     fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+    this.lockFile = `${file}.lock`;
+    lockJournal(this.lockFile);
+    this.locked = true;
     if (fs.existsSync(file)) this.replay(fs.readFileSync(file, 'utf8'));
     this.fd = -1;
     this.compact();
@@ -153,7 +158,14 @@ export class Outbox {
     };
   }
 
+  /** Closes the journal and lets another outbox open it. */
   close(): void {
+    this.closeJournal();
+    if (this.locked) fs.rmSync(this.lockFile, { force: true });
+    this.locked = false;
+  }
+
+  private closeJournal(): void {
     if (this.fd >= 0) fs.closeSync(this.fd);
     this.fd = -1;
   }
@@ -257,11 +269,42 @@ export class Outbox {
     } finally {
       fs.closeSync(fd);
     }
-    this.close();
+    this.closeJournal();
     fs.renameSync(tmp, this.file);
     syncDirectory(path.dirname(this.file));
     this.fd = fs.openSync(this.file, 'a', 0o600);
     this.lines = lines.length;
     for (const r of this.records.values()) r.attempts = 0;
+  }
+}
+
+/**
+ * One outbox per journal: two processes appending and compacting one file would drop each other's lines. The lock
+ * file holds the owner's pid; one whose process is gone (killed) is taken over.
+ */
+function lockJournal(lockFile: string): void {
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      const fd = fs.openSync(lockFile, 'wx', 0o600);
+      fs.writeSync(fd, String(process.pid));
+      fs.closeSync(fd);
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    const owner = Number(fs.readFileSync(lockFile, 'utf8'));
+    if (Number.isInteger(owner) && owner > 0 && isAlive(owner))
+      throw new Error(`the outbox ${lockFile.slice(0, -5)} is in use by process ${owner}`);
+    fs.rmSync(lockFile, { force: true }); // its owner is gone
+  }
+  throw new Error(`could not lock ${lockFile}`);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

@@ -106,8 +106,14 @@ describe('joining and staying alive', () => {
     // A credentials file others can read is refused.
     await again.stop();
     fs.chmodSync(file, 0o644);
-    await expect(newNode('joiner').start()).rejects.toThrow(/can be read by others/);
+    const refused = newNode('joiner');
+    await expect(refused.start()).rejects.toThrow(/can be read by others/);
+    await refused.stop();
     fs.chmodSync(file, 0o600);
+    // One outbox per state dir: a second client on it while the first runs is refused.
+    const first = newNode('joiner', { heartbeat: false });
+    expect(() => newNode('joiner', { heartbeat: false })).toThrow(/is in use by process/);
+    await first.stop();
   });
 });
 
