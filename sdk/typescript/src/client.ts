@@ -153,13 +153,15 @@ export class HubNode extends EventEmitter {
     if (this.started) return this;
     this.started = true;
     const signal = this.controller.signal;
+    // A loop that ends with an error (an event listener that threw, a disk failing) reports it and stops.
+    const loop = (run: Promise<void>) => this.loops.push(run.catch((err: Error) => this.fail(err)));
     if (this.options.heartbeat !== false) {
       await this.presence.join(signal);
-      this.loops.push(this.presence.run(signal));
-      if (this.worker) this.loops.push(this.worker.run(signal));
+      loop(this.presence.run(signal));
+      if (this.worker) loop(this.worker.run(signal));
     } else if (this.worker) throw new Error('the worker needs the node to join (heartbeat: true)');
-    if (this.writer) this.loops.push(this.writer.run(signal));
-    if (this.verifier) this.loops.push(this.verifier.run(signal));
+    if (this.writer) loop(this.writer.run(signal));
+    if (this.verifier) loop(this.verifier.run(signal));
     return this;
   }
 

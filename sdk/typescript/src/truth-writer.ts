@@ -54,10 +54,12 @@ export class TruthWriter {
         nextWake = this.pausedUntil - now;
       } else {
         for (const r of outbox.take('pending', concurrency - this.inFlight.size, (id) => this.inFlight.has(id))) {
-          const sending = this.send(r, signal).finally(() => {
-            this.inFlight.delete(r.id);
-            this.wake.kick();
-          });
+          const sending = this.send(r, signal)
+            .catch((err: Error) => this.options.onError(err)) // e.g. the journal's disk failing
+            .finally(() => {
+              this.inFlight.delete(r.id);
+              this.wake.kick();
+            });
           this.inFlight.set(r.id, sending);
         }
       }

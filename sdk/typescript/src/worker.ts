@@ -91,10 +91,14 @@ export class TaskWorker {
   }
 
   private start(task: ClaimedTask, leaseS: number, stop: AbortSignal): void {
-    const work = this.work(task, leaseS, stop).finally(() => {
-      this.running.delete(task.task_id);
-      this.wake.kick();
-    });
+    const work = this.work(task, leaseS, stop)
+      .catch((err: Error) =>
+        this.options.log.error('task worker failed', { task_id: task.task_id, error: err.message })
+      )
+      .finally(() => {
+        this.running.delete(task.task_id);
+        this.wake.kick();
+      });
     this.running.set(task.task_id, work);
   }
 
