@@ -150,7 +150,10 @@ describe('truth writes that never block', () => {
       if (i % 10 === 9) await new Promise((r) => setTimeout(r, 20));
     }
     await eventually(async () => (beater.state === 'online' ? true : undefined), 15_000, 'the beater back');
-    expect(beaterStates).toEqual(['online', 'offline', 'online']);
+    // online, then offline while nothing got through for 2 s, then online again (a loaded machine may add a pair).
+    expect(beaterStates[0]).toBe('online');
+    expect(beaterStates.indexOf('offline')).toBeGreaterThan(0);
+    expect(beaterStates[beaterStates.length - 1]).toBe('online');
     await beater.stop();
     // The writes made while the API was down (50-149) were all still waiting for it.
     expect(waitingAtRestart).toBeGreaterThanOrEqual(100);
