@@ -26,7 +26,7 @@ import { canonicalJson, type JsonValue } from '../../core/ledger/canonical-json'
 import { heldBecause, type RiskPolicy } from '../../core/ledger/truth-record';
 import { assertFitsEntryBundle } from '../../core/tlog/tiles';
 import { TruthApprovalInput, truthApprovalWorkflowId } from '../../contracts/ledger/truth-approval.contract';
-import { holdTruthForApproval } from '../../workflows/ledger/truth-approval.client';
+import { approvalExists, holdTruthForApproval } from '../../workflows/ledger/truth-approval.client';
 import { AppendWithdrawn, type AppendInput, type AppendResult, type QuotaClaim } from '../../store/ledger/append';
 import type { Ledger } from '../../store/ledger/ledger';
 import type { DailyQuota } from '../../store/ledger/daily-quota';
@@ -173,6 +173,9 @@ export function createTruthWrites(
     // trip for nothing.
     const existing = await alreadyWritten(w);
     if (existing) return existing;
+    // A retry of a held write answers its first hold (pending or decided) and spends no second slot.
+    const approvalId = approvalIdOf(w);
+    if (w.idempotencyKey && (await approvalExists(temporal, approvalId))) return heldResult(approvalId, held);
     signal.throwIfAborted();
     const giveBack = await claimSlot(claimOf(w.did), false, log);
     if (!giveBack) throw quotaExceeded(w.did);
@@ -180,7 +183,10 @@ export function createTruthWrites(
       await giveBack();
       throw signal.reason;
     }
-    return startApproval(temporal, options.approval, w, valueJson, held);
+    const { started } = await startApproval(temporal, options.approval, w, valueJson, held, approvalId);
+    // Two retries at once: the one that did not start the hold gives its slot back.
+    if (!started) await giveBack();
+    return heldResult(approvalId, held);
   };
 
   const append = async (w: TruthWrite, signal: AbortSignal, deadline: number, log: WriteLog) => {
@@ -248,17 +254,26 @@ export function createTruthWrites(
   };
 }
 
-/** Starts truth-approval/<id> for a held write; with an Idempotency-Key a retry finds the same workflow. */
+/** A held write's approval id: from (did, Idempotency-Key) when it has one, so that a retry finds its hold. */
+function approvalIdOf(w: TruthWrite): string {
+  return w.idempotencyKey
+    ? `apr_${createHash('sha256').update(`${w.did}\n${w.idempotencyKey}`).digest('hex').slice(0, 24)}`
+    : `apr_${randomBytes(12).toString('hex')}`;
+}
+
+function heldResult(approvalId: string, held: string): TruthWriteResult {
+  return { kind: 'held', approvalId, workflowId: truthApprovalWorkflowId(approvalId), held };
+}
+
+/** Starts truth-approval/<id> for a held write; `started` false when a retry found it started. */
 async function startApproval(
   temporal: Client,
   approval: TruthWriteOptions['approval'],
   w: TruthWrite,
   valueJson: string,
-  held: string
-): Promise<TruthWriteResult> {
-  const approvalId = w.idempotencyKey
-    ? `apr_${createHash('sha256').update(`${w.did}\n${w.idempotencyKey}`).digest('hex').slice(0, 24)}`
-    : `apr_${randomBytes(12).toString('hex')}`;
+  held: string,
+  approvalId: string
+): Promise<{ started: boolean }> {
   const input: TruthApprovalInput = {
     version: 1,
     approval_id: approvalId,
@@ -274,8 +289,8 @@ async function startApproval(
     timeout_seconds: approval.timeoutSeconds,
     hub_did: approval.hubDid
   };
-  await holdTruthForApproval(temporal, approval.taskQueue, input);
-  return { kind: 'held', approvalId, workflowId: truthApprovalWorkflowId(approvalId), held };
+  const { started } = await holdTruthForApproval(temporal, approval.taskQueue, input);
+  return { started };
 }
 
 /**

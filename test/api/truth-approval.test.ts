@@ -200,3 +200,32 @@ describe('expiry', () => {
     }
   });
 });
+
+describe('quota', () => {
+  it('spends one daily-quota slot on a held write, however often it is retried', async () => {
+    const small = await startTestService({ TRUTH_DAILY_QUOTA: '3' });
+    try {
+      await registerDid(small.urls.main, small.adminToken, DID);
+      const held = (key: string, idempotencyKey: string) =>
+        http('POST', `${small.urls.main}/api/report/truth`, {
+          headers: { 'x-did': DID, 'idempotency-key': idempotencyKey },
+          body: { key, value: {}, truth_type: 'risk' }
+        });
+      const first = await held('ops.risk.quota.1', 'quota-1');
+      expect(first.status).toBe(202);
+      for (let i = 0; i < 4; i++) {
+        const retry = await held('ops.risk.quota.1', 'quota-1');
+        expect(retry.status).toBe(202);
+        expect(retry.body.approval_id).toBe(first.body.approval_id);
+      }
+      // Two more slots are left for other writes, then the quota is used up.
+      expect((await held('ops.risk.quota.2', 'quota-2')).status).toBe(202);
+      expect((await held('ops.risk.quota.3', 'quota-3')).status).toBe(202);
+      const over = await held('ops.risk.quota.4', 'quota-4');
+      expect(over.status).toBe(429);
+      expect(over.body.error).toBe('quota_exceeded');
+    } finally {
+      await small.close();
+    }
+  });
+});

@@ -37,12 +37,26 @@ const DECISION_WAIT_MS = 10_000;
 const expiresAt = (input: TruthApprovalInput) =>
   new Date(Date.parse(input.requested_at) + input.timeout_seconds * 1000).toISOString();
 
-/** Starts truth-approval/<id>; a second start with the same id (a retried write) finds the same workflow. */
+/** Whether truth-approval/<id> exists (running or closed): a retried held write finds its first hold. */
+export async function approvalExists(client: Client, approvalId: string): Promise<boolean> {
+  try {
+    await client.workflow.getHandle(truthApprovalWorkflowId(approvalId)).describe();
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    throw err;
+  }
+}
+
+/**
+ * Starts truth-approval/<id>; a second start with the same id (a retried write) finds the same workflow, and
+ * `started` says which happened.
+ */
 export async function holdTruthForApproval(
   client: Client,
   coreQueue: string,
   input: TruthApprovalInput
-): Promise<{ workflowId: string }> {
+): Promise<{ workflowId: string; started: boolean }> {
   const workflowId = truthApprovalWorkflowId(input.approval_id);
   const memo: TruthApprovalMemo = {
     key: input.truth.key,
@@ -67,8 +81,9 @@ export async function holdTruthForApproval(
     });
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    return { workflowId, started: false };
   }
-  return { workflowId };
+  return { workflowId, started: true };
 }
 
 /**
