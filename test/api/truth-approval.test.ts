@@ -109,6 +109,23 @@ describe('held writes', () => {
     expect(await ledgerKeys('ops.risk.idem')).toHaveLength(1);
   });
 
+  it("lets the writer's DID read its own approval, and no other DID", async () => {
+    const held = await write({ key: 'ops.risk.own', value: {}, truth_type: 'risk' });
+    expect(held.status).toBe(202);
+    const url = `${svc.urls.main}/api/truth/approvals/${held.body.approval_id}`;
+    const own = await http('GET', url, { headers: { 'x-did': DID } });
+    expect(own.status).toBe(200);
+    expect(own.body.approval).toMatchObject({ approval_id: held.body.approval_id, did: DID, state: 'pending' });
+    const other = 'did:example:bystander';
+    await registerDid(svc.urls.main, svc.adminToken, other);
+    expect((await http('GET', url, { headers: { 'x-did': other } })).status).toBe(404);
+    expect((await http('GET', url, { headers: { 'x-did': 'did:example:never-registered' } })).status).toBe(401);
+    expect((await http('GET', url)).status).toBe(401);
+    // Deciding stays the approvers' (homologous) alone.
+    const decided = await http('POST', `${url}/approve`, { headers: { 'x-did': DID }, body: { reason: 'mine' } });
+    expect(decided.status).toBe(401);
+  });
+
   it('rejects approvers without homologous credentials', async () => {
     expect((await http('GET', `${svc.urls.main}/api/truth/approvals`)).status).toBe(401);
     expect(

@@ -10,6 +10,7 @@ import type { Client } from '@temporalio/client';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { Config } from '../../../core/config.node';
+import { notFound } from '../../../core/errors';
 import { humanText, queryInt } from '../../../core/identifiers';
 import { approvalStatus, decideApproval, listApprovals } from '../../../workflows/ledger/truth-approval.client';
 import { ERROR_BODY } from '../../response-docs';
@@ -85,13 +86,20 @@ export const approvalRoutes: FastifyPluginAsyncZod<{ temporal: Client; config: C
   app.get(
     '/api/truth/approvals/:id',
     {
-      config: { auth: 'homologous' },
+      // Approvers read any approval; the DID that wrote a held write reads its own (X-DID), as its status_url says.
+      config: { auth: 'homologous', authAlso: ['did'] },
       schema: {
         params: approvalId,
         response: { 200: oneResponse, 409: ERROR_BODY.describe('The approval workflow was terminated or failed') }
       }
     },
-    async (request) => ({ ok: true as const, approval: await approvalStatus(temporal, request.params.id) })
+    async (request) => {
+      const approval = await approvalStatus(temporal, request.params.id);
+      const { model, did } = request.principal!;
+      // Another writer's approval does not exist for a DID.
+      if (model === 'did' && approval.did !== did) throw notFound(`No approval ${request.params.id}`);
+      return { ok: true as const, approval };
+    }
   );
 
   for (const verdict of ['approve', 'reject'] as const) {
