@@ -43,35 +43,15 @@ import type { TaskStore } from '../../../store/federation/tasks';
 import { createA2aTasks } from '../../../services/a2a/a2a-tasks';
 import { toA2aTask } from '../../../services/a2a/a2a-task';
 import { A2A_BASE_PATH, A2A_OAUTH_SCOPE } from '../../../services/a2a/interface';
-import { A2A_VERSIONS, negotiateVersion } from '../../../services/a2a/a2a-version';
 import * as s from './a2a-binding.schema';
-import { A2aRefusalError, a2aError, a2aErrorHandler, JSONRPC_PATH, refuse, taskStreamer } from './a2a-replies';
+import { a2aError, a2aErrorHandler, refuse, taskStreamer } from './a2a-replies';
+import { refuseUnsupportedVersion } from './a2a-version-check';
 import { a2aJsonRpcRoutes } from './a2a-jsonrpc';
 import { a2aUnsupportedRoutes } from './a2a-unsupported';
 
 /** Who sent a task: the node or homologous principal, or `oauth:<client_id>` for an OAuth client. */
 const submitterOf = (request: FastifyRequest): string =>
   request.principal!.model === 'oauth' ? `oauth:${request.principal!.id}` : request.principal!.id;
-
-/** The A2A-Version a request names: its header, else its query parameter of that name; undefined when neither. */
-const versionOf = (request: FastifyRequest): string | undefined => {
-  const header = request.headers['a2a-version'];
-  if (header !== undefined) return Array.isArray(header) ? header.join(',') : header;
-  const query = request.query as Record<string, unknown> | undefined;
-  const param = query?.['A2A-Version'] ?? query?.['a2a-version'];
-  return typeof param === 'string' ? param : undefined;
-};
-
-/**
- * The version check of every operation: the version served, or a VersionNotSupported refusal. The header is then set
- * to the version served (Major.Minor), which the routes' documented header schema takes.
- */
-const checkVersion = (request: FastifyRequest): { ok: true } | { ok: false; message: string; requested: string } => {
-  const v = negotiateVersion(versionOf(request));
-  if (!v.served) return { ok: false, message: v.refusal, requested: v.requested };
-  request.headers['a2a-version'] = v.requested;
-  return { ok: true };
-};
 
 /** From now on, whether the client has gone (a blocking send stops waiting for it). */
 const clientGone = (request: FastifyRequest) => {
@@ -113,15 +93,7 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{
   app.removeContentTypeParser('text/plain');
 
   // A2A-Version, before validation (the JSON-RPC route checks it itself, to answer with the request's id).
-  app.addHook('preValidation', async (request) => {
-    if (request.routeOptions.url === JSONRPC_PATH) return;
-    const v = checkVersion(request);
-    if (!v.ok)
-      throw new A2aRefusalError('VERSION_NOT_SUPPORTED', v.message, {
-        requestedVersion: v.requested,
-        supportedVersions: A2A_VERSIONS.join(',')
-      });
-  });
+  app.addHook('preValidation', refuseUnsupportedVersion);
 
   // An OAuth access token must carry the scope a2a (403 otherwise).
   app.addHook('preHandler', async (request) => {
@@ -257,14 +229,7 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{
     }
   );
 
-  await app.register(a2aJsonRpcRoutes, {
-    prefix: A2A_BASE_PATH,
-    a2a,
-    stream,
-    submitterOf,
-    clientGone,
-    checkVersion
-  });
+  await app.register(a2aJsonRpcRoutes, { prefix: A2A_BASE_PATH, a2a, stream, submitterOf, clientGone });
 
   await app.register(a2aUnsupportedRoutes, { prefix: A2A_BASE_PATH });
 };

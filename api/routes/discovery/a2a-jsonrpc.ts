@@ -15,7 +15,6 @@ import type { z } from 'zod';
 import { sseEvent } from '../../response-docs';
 import type { A2aRefusal, A2aTasks } from '../../../services/a2a/a2a-tasks';
 import { toA2aTask } from '../../../services/a2a/a2a-task';
-import { A2A_VERSIONS } from '../../../services/a2a/a2a-version';
 import {
   errors,
   protoJsonNames,
@@ -35,13 +34,13 @@ import {
   rpcError,
   type TaskStreamer
 } from './a2a-replies';
+import { checkVersion } from './a2a-version-check';
 
 type Deps = {
   a2a: A2aTasks;
   stream: TaskStreamer;
   submitterOf: (request: FastifyRequest) => string;
   clientGone: (request: FastifyRequest) => () => boolean;
-  checkVersion: (request: FastifyRequest) => { ok: true } | { ok: false; message: string; requested: string };
 };
 
 type RpcId = string | number | null;
@@ -53,10 +52,7 @@ function idOf(body: unknown): RpcId {
   return typeof id === 'string' || typeof id === 'number' ? id : null;
 }
 
-export const a2aJsonRpcRoutes: FastifyPluginAsyncZod<Deps> = async (
-  app,
-  { a2a, stream, submitterOf, clientGone, checkVersion }
-) => {
+export const a2aJsonRpcRoutes: FastifyPluginAsyncZod<Deps> = async (app, { a2a, stream, submitterOf, clientGone }) => {
   app.post(
     '/jsonrpc',
     {
@@ -100,11 +96,7 @@ export const a2aJsonRpcRoutes: FastifyPluginAsyncZod<Deps> = async (
       const fail = (reason: A2aRefusal, message?: string, metadata?: Record<string, string>) =>
         rpcError(reply, id, JSONRPC_CODE[reason], message ?? REASONS[reason].message, [errorInfo(reason, metadata)]);
       const version = checkVersion(request);
-      if (!version.ok)
-        return fail('VERSION_NOT_SUPPORTED', version.message, {
-          requestedVersion: version.requested,
-          supportedVersions: A2A_VERSIONS.join(',')
-        });
+      if (!version.ok) return fail('VERSION_NOT_SUPPORTED', version.message, version.metadata);
       const parse = <T extends z.ZodType>(schema: T): z.infer<T> | null => {
         const parsed = schema.safeParse(params);
         return parsed.success ? parsed.data : null;
