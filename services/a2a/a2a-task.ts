@@ -78,12 +78,13 @@ export function toA2aTask(t: TaskDocument, view: TaskView = {}) {
     },
     ...(view.includeArtifacts === false ? {} : { artifacts: artifact ? [artifact] : [] }),
     history: message && view.historyLength !== 0 ? [message] : [],
+    // The queue's view of the task, named in the protocol's JSON convention (camelCase).
     metadata: {
-      task_type: t.type,
-      required_capabilities: t.required_capabilities,
+      taskType: t.type,
+      requiredCapabilities: t.required_capabilities,
       priority: t.priority,
       attempts: t.attempts,
-      claimed_by: t.claimed_by
+      claimedBy: t.claimed_by
     }
   };
 }

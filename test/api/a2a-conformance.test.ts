@@ -265,6 +265,14 @@ test("a client's undocumented Message and Part members are neither stored nor se
   });
   const seen = done.artifacts[0].parts.find((p: any) => p.data).data.payload_seen.message;
   expect(Object.keys(seen).sort()).toEqual(documented);
+  // The task's own metadata is named in the protocol's camelCase.
+  expect(done.metadata).toEqual({
+    taskType: 'a2a.message',
+    requiredCapabilities: ['conformance'],
+    priority: 5,
+    attempts: 1,
+    claimedBy: worker.node_id
+  });
 });
 
 test('malformed JSON-RPC bodies are JSON-RPC errors: -32700 for invalid JSON, -32600 for what is not a request; REST keeps its shape', async () => {
@@ -291,6 +299,17 @@ test('malformed JSON-RPC bodies are JSON-RPC errors: -32700 for invalid JSON, -3
   }
   const empty = await rpcRaw('');
   expect([empty.status, empty.body.error.code]).toEqual([200, -32600]);
+  // A body of another media type: ContentTypeNotSupported, as the reference SDKs' servers answer it.
+  const plain = await http('POST', `${svc.urls.main}/a2a/jsonrpc`, {
+    headers: { ...auth(), 'content-type': 'text/plain' },
+    raw: JSON.stringify({ jsonrpc: '2.0', id: 11, method: 'GetTask', params: { id: 'x' } })
+  });
+  expect([plain.status, plain.body.id, plain.body.error.code, plain.body.error.data[0].reason]).toEqual([
+    200,
+    null,
+    -32005,
+    'CONTENT_TYPE_NOT_SUPPORTED'
+  ]);
   // Method not found and invalid params keep their codes, with the id.
   expect((await rpc('NoSuchMethod', {}, auth(), 9)).body).toMatchObject({ id: 9, error: { code: -32601 } });
   expect((await rpc('GetTask', { id: 5 }, auth(), 10)).body).toMatchObject({ id: 10, error: { code: -32602 } });
@@ -357,9 +376,13 @@ test('ListTasks: artifacts only with includeArtifacts, filtered lists by status 
   expect(all.indexOf(second.id)).toBeLessThan(all.indexOf(first.id));
 });
 
-test('GetExtendedAgentCard while the card has none is UnsupportedOperation on both bindings', async () => {
-  const card = (await http('GET', `${svc.urls.main}/.well-known/agent-card.json`)).body;
+test('GetExtendedAgentCard while the card has none is UnsupportedOperation on both bindings; the card has a Last-Modified', async () => {
+  const served = await http('GET', `${svc.urls.main}/.well-known/agent-card.json`);
+  const card = served.body;
   expect(card.capabilities.extendedAgentCard).toBe(false);
+  const modified = Date.parse(served.headers.get('last-modified') ?? '');
+  expect(modified).toBeLessThanOrEqual(Date.now());
+  expect(modified).toBeGreaterThan(Date.now() - 10 * 60_000);
   const viaRest = await rest('GET', '/extendedAgentCard');
   expect([viaRest.status, viaRest.body.error.status, viaRest.body.error.details[0].reason]).toEqual([
     400,

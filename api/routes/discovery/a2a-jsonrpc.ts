@@ -4,9 +4,9 @@
  * the streaming methods answer SSE whose data lines are JSON-RPC responses). Every error is a JSON-RPC error object
  * with HTTP 200 (./a2a-replies.ts rpcError): a body that is not JSON -32700 (id null), a body that is not a JSON-RPC
  * 2.0 request (no "jsonrpc": "2.0", no method, a batch) -32600 (with its id when one can be read, else null), an
- * unknown method -32601, malformed params -32602, an unsupported A2A-Version -32009, and A2A's errors -32001 …
- * -32007. Authentication (401, 403), a body too large (413) and a media type other than JSON (415) are refused
- * before any JSON-RPC is read, over HTTP in the binding's shape.
+ * unknown method -32601, malformed params -32602, an unsupported A2A-Version -32009, a body of another media type
+ * -32005 (as the reference SDKs answer it), and A2A's errors -32001 … -32007. Authentication (401, 403) and a body
+ * too large (413) are refused before any JSON-RPC is read, over HTTP in the binding's shape.
  * Registered inside the binding's plugin (under its base path), so its error handler and OAuth scope check apply.
  */
 import type { FastifyRequest } from 'fastify';
@@ -74,7 +74,7 @@ export const a2aJsonRpcRoutes: FastifyPluginAsyncZod<Deps> = async (app, { a2a, 
               'text/event-stream': { schema: sseEvent('a JSON-RPC response carrying a StreamResponse') }
             }
           },
-          ...errors(400, 401, 403, 413, 415, 500, 503)
+          ...errors(400, 401, 403, 413, 500, 503)
         }
       }
     },

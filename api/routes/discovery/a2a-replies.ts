@@ -134,19 +134,32 @@ const BODY_PARSE_CODES = new Set([
 ]);
 const isBodyParseError = (err: FastifyError) =>
   (err instanceof AppError || typeof err.code === 'string') && BODY_PARSE_CODES.has(err.code);
+/** Whether a failure is a body of a media type other than JSON (or JSON in a charset other than UTF-8). */
+const isMediaTypeError = (err: FastifyError) =>
+  err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || err.code === 'unsupported_media_type';
 
 /** The binding's JSON-RPC route (./a2a-jsonrpc.ts): its body failures are JSON-RPC errors. */
 export const JSONRPC_PATH = `${A2A_BASE_PATH}/jsonrpc`;
 
 /**
  * Inside the binding's plugin every failure takes the binding's shape, so the SDKs can read it: an A2A error raised
- * by a hook (A2aRefusalError), and on the JSON-RPC route a body that is not JSON (-32700 Parse error, id null: no
- * id can be read); the rest as the HTTP+JSON binding's errors.
+ * by a hook (A2aRefusalError); on the JSON-RPC route a body that is not valid JSON (-32700 Parse error) or not JSON at
+ * all (-32005 ContentTypeNotSupported), both with id null (none can be read); the rest as the HTTP+JSON binding's
+ * errors.
  */
 export function a2aErrorHandler(err: FastifyError, request: FastifyRequest, reply: FastifyReply) {
   if (err instanceof A2aRefusalError) return refuse(reply, err.reason, err.message, err.metadata);
   if (request.routeOptions.url === JSONRPC_PATH && isBodyParseError(err))
     return rpcError(reply, null, JSONRPC_PARSE_ERROR, `Parse error: ${err.message}`);
+  // As the reference SDKs' JSON-RPC servers answer a body that is not application/json.
+  if (request.routeOptions.url === JSONRPC_PATH && isMediaTypeError(err))
+    return rpcError(
+      reply,
+      null,
+      JSONRPC_CODE.CONTENT_TYPE_NOT_SUPPORTED,
+      `Content type not supported: send the JSON-RPC request as application/json (${err.message})`,
+      [errorInfo('CONTENT_TYPE_NOT_SUPPORTED')]
+    );
   if (hasZodFastifySchemaValidationErrors(err) || err.validation)
     return a2aError(reply, 400, `Request malformed: ${err.message}`, 'INVALID_PARAMS');
   const status = err instanceof AppError ? err.status : (err.statusCode ?? 500);
