@@ -57,6 +57,8 @@ function escapeRegex(s: string): string {
 export async function buildCatalog(ctx: CatalogContext, db: Db): Promise<ReadSpec[]> {
   const { base, hub, memory, size, fixtures: f } = ctx;
   const homologous = { 'x-zr-token': f.homologousToken };
+  // The A2A binding's operations name the protocol version (a missing one means 0.3, which the hub refuses).
+  const a2a = { ...homologous, 'a2a-version': '1.0' };
   const ledger = db.collection('ledger');
   const prefixCount = (prefix: string) => ledger.countDocuments({ key: { $regex: `^${escapeRegex(prefix)}` } });
   const late = f.lastLate || `${FILL_KEYS.latePrefix}none.`;
@@ -332,21 +334,21 @@ export async function buildCatalog(ctx: CatalogContext, db: Db): Promise<ReadSpe
     {
       name: 'A2A GetTask GET /a2a/tasks/<id>',
       url: `${base}/a2a/tasks/${f.taskId}`,
-      headers: homologous,
+      headers: a2a,
       count: one,
       expect: () => null
     },
     {
       name: 'A2A ListTasks GET /a2a/tasks',
       url: `${base}/a2a/tasks`,
-      headers: homologous,
+      headers: a2a,
       count: list('tasks'),
       expect: exactly(Math.min(50, mine))
     },
     {
       name: 'A2A ListTasks page in the middle, size 100',
       url: `${base}/a2a/tasks?pageSize=100&pageToken=${deepTasks}`,
-      headers: homologous,
+      headers: a2a,
       count: list('tasks'),
       expect: exactly(Math.min(100, mine - deepTasks))
     },

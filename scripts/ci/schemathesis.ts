@@ -56,7 +56,7 @@ expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 414, 415, 422, 428,
 
 # The A2A binding's refusals (api/routes/discovery/a2a-binding.ts): while the agent card says pushNotifications
 # and extendedAgentCard are false, the A2A HTTP+JSON binding answers these operations with its error
-# (PushNotificationNotSupported, ExtendedAgentCardNotConfigured), which it maps to 400.
+# (PushNotificationNotSupported, UnsupportedOperation), which it maps to 400.
 # Every valid request is refused by design, so positive_data_acceptance cannot hold; every other check runs.
 [[operations]]
 include-path-regex = '^/a2a/(extendedAgentCard|tasks/\\{task\\}/pushNotificationConfigs)'
@@ -64,11 +64,20 @@ checks.positive_data_acceptance.enabled = false
 
 # Two refusals A2A defines for well-formed messages (api/routes/discovery/a2a-binding.ts): a file part, or a part whose
 # mediaType is not text/plain or application/json, is ContentTypeNotSupported (415); a message naming a taskId (a
-# further turn of an existing task: the hub runs one message per task) is UnsupportedOperation (400, A2A's mapping).
+# further turn of an existing task: the hub runs one message per task) is TaskNotFound (404) for a task the caller
+# does not have, else UnsupportedOperation (400, A2A's mapping).
 # Every other check runs, and any other refusal of valid data still fails.
 [[operations]]
 include-path-regex = '^/a2a/message:(send|stream)$'
 checks.positive_data_acceptance.expected-statuses = [200, 201, 202, 400, 401, 403, 404, 409, 415, 429]
+
+# The A2A JSON-RPC binding (api/routes/discovery/a2a-jsonrpc.ts) answers every JSON-RPC error, a malformed request
+# (-32600), malformed params (-32602) and an unsupported A2A-Version (-32009) included, as a JSON-RPC response with
+# HTTP 200, as the binding and both reference SDKs do: invalid data is refused in the body, not by the status, so
+# negative_data_rejection cannot hold. Every other check runs.
+[[operations]]
+include-path = "/a2a/jsonrpc"
+checks.negative_data_rejection.enabled = false
 
 # A sealed message that does not authenticate under the group's key is refused (400: api/routes/compute/group.ts);
 # a generated ciphertext never authenticates, so positive_data_acceptance cannot hold for decrypt. Every other

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import type { TaskState } from '../../core/federation/vocabulary';
 import type { TaskDocument } from '../../store/federation/tasks';
+import { documentedMessage } from './a2a-message';
 
 export const A2A_STATE: Record<TaskState, string> = {
   queued: 'TASK_STATE_SUBMITTED',
@@ -16,7 +17,7 @@ export const A2A_STATE: Record<TaskState, string> = {
   canceled: 'TASK_STATE_CANCELED'
 };
 
-/** The A2A states a ListTasks may filter on, and the queue state each stands for. */
+/** The A2A states a queue state stands for, and the queue state each stands for. */
 export const A2A_STATES = [
   'TASK_STATE_SUBMITTED',
   'TASK_STATE_WORKING',
@@ -26,6 +27,12 @@ export const A2A_STATES = [
 ] as const;
 export type A2aState = (typeof A2A_STATES)[number];
 export const QUEUE_STATE = Object.fromEntries(Object.entries(A2A_STATE).map(([k, v]) => [v, k as TaskState]));
+/** A2A v1.0's other task states (a2a.proto TaskState): valid in a ListTasks filter, which then matches no task. */
+export const A2A_STATES_NEVER_HELD = [
+  'TASK_STATE_INPUT_REQUIRED',
+  'TASK_STATE_REJECTED',
+  'TASK_STATE_AUTH_REQUIRED'
+] as const;
 
 const FINAL: TaskState[] = ['done', 'failed', 'canceled'];
 /** A final task changes no more: nothing to wait for, stream or cancel. */
@@ -48,14 +55,17 @@ function resultArtifact(t: TaskDocument) {
 
 const messagePayload = z.object({ message: z.record(z.string(), z.unknown()) });
 
-/** A queue record as an A2A Task: state mapped, the node's result as the artifact, the message as history. */
+/** What a Task answer holds: GetTask's and ListTasks' `historyLength`, and ListTasks' `includeArtifacts`. */
+export type TaskView = { historyLength?: number; includeArtifacts?: boolean };
+
 /**
- * A task as A2A answers it. `historyLength` (GetTask's): at most that many of the newest history messages (0: none);
- * absent, all of them.
+ * A queue record as an A2A Task: state mapped, the node's result as the artifact, the message (its documented
+ * members: ./a2a-message.ts) as history. `historyLength`: at most that many of the newest history messages (0:
+ * none); absent, all of them. `includeArtifacts: false` leaves the `artifacts` member out (ListTasks' default).
  */
-export function toA2aTask(t: TaskDocument, historyLength?: number) {
+export function toA2aTask(t: TaskDocument, view: TaskView = {}) {
   const payload = messagePayload.safeParse(JSON.parse(t.payload_json));
-  const message = payload.success ? payload.data.message : null;
+  const message = payload.success ? documentedMessage(payload.data.message) : null;
   const note = t.state === 'failed' ? t.error : t.state === 'claimed' ? t.progress : null;
   const artifact = resultArtifact(t);
   return {
@@ -66,14 +76,15 @@ export function toA2aTask(t: TaskDocument, historyLength?: number) {
       timestamp: t.updated_at,
       ...(note ? { message: agentText(`${t._id}-status-${t.attempts}`, note) } : {})
     },
-    artifacts: artifact ? [artifact] : [],
-    history: message && historyLength !== 0 ? [message] : [],
+    ...(view.includeArtifacts === false ? {} : { artifacts: artifact ? [artifact] : [] }),
+    history: message && view.historyLength !== 0 ? [message] : [],
+    // The queue's view of the task, named in the protocol's JSON convention (camelCase).
     metadata: {
-      task_type: t.type,
-      required_capabilities: t.required_capabilities,
+      taskType: t.type,
+      requiredCapabilities: t.required_capabilities,
       priority: t.priority,
       attempts: t.attempts,
-      claimed_by: t.claimed_by
+      claimedBy: t.claimed_by
     }
   };
 }

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { canonicalJson, type JsonValue } from '../../core/ledger/canonical-json';
 import type { A2aConfig } from '../../core/config.node';
 import type { TaskDocument, TaskStore } from '../../store/federation/tasks';
-import { A2A_STATE, isFinal, QUEUE_STATE, toA2aTask } from './a2a-task';
+import { A2A_STATE, isFinal, QUEUE_STATE, toA2aTask, type TaskView } from './a2a-task';
 
 /** The A2A errors a task operation ends in (the binding maps each to its HTTP status or JSON-RPC code). */
 export type A2aRefusal =
@@ -17,7 +17,7 @@ export type A2aRefusal =
   | 'UNSUPPORTED_OPERATION'
   | 'CONTENT_TYPE_NOT_SUPPORTED'
   | 'PUSH_NOTIFICATION_NOT_SUPPORTED'
-  | 'EXTENDED_AGENT_CARD_NOT_CONFIGURED'
+  | 'VERSION_NOT_SUPPORTED'
   | 'INVALID_PARAMS';
 
 /** An operation's outcome: its value, or the A2A error it ends in. */
@@ -32,8 +32,22 @@ export type A2aMessage = {
   metadata?: { required_capabilities?: string[]; task_type?: string; priority?: number };
 };
 
-/** `status`: an A2A state to filter on; any other value (the SDKs' unset enum values) filters nothing. */
-export type ListTasksQuery = { pageSize: number; pageToken?: string; contextId?: string; status?: string };
+/**
+ * `status`: an A2A state to filter on (a state the queue never holds matches nothing); the SDKs' unset enum values
+ * filter nothing. `statusTimestampAfter`: RFC 3339. `includeArtifacts`: the artifacts member, left out by default.
+ */
+export type ListTasksQuery = {
+  pageSize: number;
+  pageToken?: string;
+  contextId?: string;
+  status?: string;
+  historyLength?: number;
+  includeArtifacts?: boolean;
+  statusTimestampAfter?: string;
+};
+
+/** The filter values that mean no filter (the SDKs' unset enum values). */
+const NO_STATUS = ['TASK_STATE_UNSPECIFIED', 'UNRECOGNIZED'];
 
 /** One event of a task's stream: a StreamResponse, or null when nothing changed (time for a keep-alive). */
 export type StreamEvent = Record<string, unknown> | null;
@@ -54,14 +68,34 @@ export function createA2aTasks({
   const sendWaitMs = config.A2A_SEND_WAIT_S * 1000;
   const streamMaxMs = config.A2A_STREAM_MAX_S * 1000;
 
-  /** Queues a message as a task, or says why it cannot become one. */
+  /** The caller's task, or null. */
+  const ownTask = async (submitter: string, id: string) => {
+    const task = /^task_[a-f0-9]{24}$/.test(id) ? await tasks.find(id) : null;
+    return task && task.submitted_by === submitter ? task : null;
+  };
+
+  /**
+   * Queues a message as a task, or says why it cannot become one. A message naming a taskId continues that task: the
+   * task must exist (and be the caller's), else TaskNotFound; the hub runs one message per task, so continuing one
+   * is UnsupportedOperation.
+   */
   const queue = async (submitter: string, message: A2aMessage): Promise<Outcome<{ task: TaskDocument }>> => {
-    if (message.taskId)
+    if (message.taskId) {
+      const task = await ownTask(submitter, message.taskId);
+      if (!task)
+        return {
+          ok: false,
+          reason: 'TASK_NOT_FOUND',
+          message: `No task ${message.taskId}: a message's taskId must name an existing task (leave it out for new work)`
+        };
       return {
         ok: false,
         reason: 'UNSUPPORTED_OPERATION',
-        message: 'A task takes one message: send a new message (without taskId) for new work'
+        message: isFinal(task)
+          ? `The task is ${A2A_STATE[task.state]}: a final task takes no further message`
+          : 'A task takes one message: send a new message (without taskId) for new work'
       };
+    }
     if (message.parts.some((p) => !('text' in p || 'data' in p) || !ACCEPTED_MEDIA.includes(p.mediaType ?? '')))
       return { ok: false, reason: 'CONTENT_TYPE_NOT_SUPPORTED' };
     // Derived from the caller and messageId, so a retried send returns the first task.
@@ -76,12 +110,6 @@ export function createA2aTasks({
       context_id: message.contextId ?? null
     });
     return { ok: true, task };
-  };
-
-  /** The caller's task, or null. */
-  const ownTask = async (submitter: string, id: string) => {
-    const task = /^task_[a-f0-9]{24}$/.test(id) ? await tasks.find(id) : null;
-    return task && task.submitted_by === submitter ? task : null;
   };
 
   return {
@@ -141,17 +169,33 @@ export function createA2aTasks({
       return { ok: true, task: toA2aTask(out.task) };
     },
 
-    /** ListTasks: the caller's tasks, newest first; the page token is the offset of the next page. */
-    async list(submitter: string, { pageSize, pageToken, contextId, status }: ListTasksQuery) {
+    /**
+     * ListTasks: the caller's tasks; the page token is the offset of the next page. Order (store/federation/tasks.ts
+     * listBySubmitter): with a status, contextId or statusTimestampAfter filter, by status timestamp, the latest
+     * first; without, newest submitted first (docs/a2a.md#a2a-binding: why).
+     */
+    async list(submitter: string, query: ListTasksQuery) {
+      const { pageSize, pageToken, contextId, status, statusTimestampAfter } = query;
       const offset = pageToken ? Number(pageToken) : 0;
-      const page = await tasks.listBySubmitter(
-        submitter,
-        { state: status ? QUEUE_STATE[status] : undefined, contextId },
-        { limit: pageSize, offset }
-      );
+      const view: TaskView = { historyLength: query.historyLength, includeArtifacts: query.includeArtifacts === true };
+      const state = status && !NO_STATUS.includes(status) ? QUEUE_STATE[status] : undefined;
+      // A state the queue never holds (input-required, rejected, auth-required): no task has it.
+      const page =
+        status && !NO_STATUS.includes(status) && !state
+          ? { total: 0, tasks: [] }
+          : await tasks.listBySubmitter(
+              submitter,
+              {
+                state,
+                contextId,
+                // Stored timestamps are toISOString()'s: compared as text, the bound must be written alike.
+                updatedSince: statusTimestampAfter ? new Date(statusTimestampAfter).toISOString() : undefined
+              },
+              { limit: pageSize, offset }
+            );
       const next = offset + page.tasks.length;
       return {
-        tasks: page.tasks.map(toA2aTask),
+        tasks: page.tasks.map((t) => toA2aTask(t, view)),
         nextPageToken: next < page.total ? String(next) : '',
         pageSize,
         totalSize: page.total
@@ -190,16 +234,10 @@ export function createA2aTasks({
         }
         last = key;
         const a2a = toA2aTask(current);
-        const artifact = a2a.artifacts[0];
+        const artifact = a2a.artifacts?.[0];
         if (artifact) yield { artifactUpdate: { taskId: a2a.id, contextId: a2a.contextId, artifact, lastChunk: true } };
-        yield {
-          statusUpdate: {
-            taskId: a2a.id,
-            contextId: a2a.contextId,
-            status: a2a.status,
-            ...(isFinal(current) ? { final: true } : {})
-          }
-        };
+        // A2A v1.0's TaskStatusUpdateEvent has no `final`: the stream's end after a final state says it.
+        yield { statusUpdate: { taskId: a2a.id, contextId: a2a.contextId, status: a2a.status } };
       }
     }
   };

@@ -211,8 +211,8 @@ export function buildAgentCard({ config, directory, keys }: AgentCardDeps, capab
   };
 }
 
-/** The card as served: its JSON text and ETag. */
-export type ServedCard = { body: string; etag: string; at: number };
+/** The card as served: its JSON text, ETag, when it was built and since when its text has been the same. */
+export type ServedCard = { body: string; etag: string; at: number; modified: number };
 
 /**
  * The card, rebuilt at most every CARD_TTL_MS (the capability skills change as nodes come and go), by one caller at a
@@ -229,10 +229,13 @@ export function createAgentCard(deps: AgentCardDeps & { nodes: NodeStore }, onSt
     });
     if (capabilities === null) return { ...cached!, at: Date.now() };
     const text = JSON.stringify(buildAgentCard(deps, capabilities));
+    const now = Date.now();
     return {
       body: text,
       etag: `"${createHash('sha256').update(text).digest('base64url').slice(0, 27)}"`,
-      at: Date.now()
+      at: now,
+      // Last-Modified: the time the text changed (whole seconds, as HTTP dates have).
+      modified: cached?.body === text ? cached.modified : Math.floor(now / 1000) * 1000
     };
   };
   return {

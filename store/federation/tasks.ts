@@ -380,27 +380,29 @@ export class TaskStore {
   }
 
   /**
-   * A submitter's tasks, newest first. Unfiltered: the page of the submitter's list (task-lists.ts), `_id` reads
-   * only; `total` is the list's length. With a state or context filter: the tasks matching the equalities (served on
-   * FerretDB by the launcher's GIN indexes on submitted_by, state and context_id), ordered here; this costs the
-   * number of matching tasks, not of all tasks. Unfiltered too until the lists cover every task (task-reads-build.ts).
+   * A submitter's tasks. Unfiltered: the page of the submitter's list (task-lists.ts), newest submitted first, `_id`
+   * reads only; `total` is the list's length. With a state, context or `updatedSince` filter (updated_at at or after
+   * it, an ISO timestamp as stored): the tasks matching (served on FerretDB by the launcher's GIN indexes on
+   * submitted_by, state and context_id), ordered here by last update, newest first (ties: id ascending); this costs
+   * the number of the submitter's tasks matching the equalities, not of all tasks. Until the lists cover every task
+   * (task-reads-build.ts), unfiltered reads read every task of the submitter, newest created first.
    */
   async listBySubmitter(
     submitter: string,
-    filter: { state?: TaskState; contextId?: string },
+    filter: { state?: TaskState; contextId?: string; updatedSince?: string },
     page: { limit: number; offset: number }
   ): Promise<{ total: number; tasks: TaskDocument[] }> {
-    if (!filter.state && !filter.contextId && (await this.readsBuild.ready())) {
+    if (!filter.state && !filter.contextId && !filter.updatedSince && (await this.readsBuild.ready())) {
       const { total, taskIds } = await this.lists.page(submitter, page.offset, page.limit);
       return { total, tasks: await this.settled(await this.byIds(taskIds)) };
     }
     const query: Filter<TaskDocument> = { submitted_by: submitter };
     if (filter.state) query.state = filter.state;
     if (filter.contextId) query.context_id = filter.contextId;
-    const matching = await this.tasks.find(query, { projection: { _id: 1, created_at: 1 } }).toArray();
-    matching.sort((a, b) =>
-      a.created_at === b.created_at ? (a._id < b._id ? -1 : 1) : a.created_at < b.created_at ? 1 : -1
-    );
+    if (filter.updatedSince) query.updated_at = { $gte: filter.updatedSince };
+    const key = query.state || query.context_id || query.updated_at ? 'updated_at' : 'created_at';
+    const matching = await this.tasks.find(query, { projection: { _id: 1, [key]: 1 } }).toArray();
+    matching.sort((a, b) => (a[key] === b[key] ? (a._id < b._id ? -1 : 1) : a[key] < b[key] ? 1 : -1));
     const ids = matching.slice(page.offset, page.offset + page.limit).map((t) => t._id);
     return { total: matching.length, tasks: await this.settled(await this.byIds(ids)) };
   }

@@ -9,29 +9,33 @@
  *                                 Routing: message.metadata.required_capabilities (the capabilities a node must have
  *                                 declared), metadata.task_type (default a2a.message), metadata.priority (0-9).
  *                                 The task id is derived from the caller and messageId, so a retried send returns
- *                                 the first task. A message naming a taskId is UnsupportedOperation (tasks take one
- *                                 message: no input-required turns); file parts are ContentTypeNotSupported.
+ *                                 the first task. A message naming a taskId is TaskNotFound when the caller has no
+ *                                 such task, else UnsupportedOperation (tasks take one message: no input-required
+ *                                 turns); raw and url parts are ContentTypeNotSupported. A Message's and its parts'
+ *                                 undocumented members are dropped (services/a2a/a2a-message.ts).
  *   POST /a2a/message:stream      SendStreamingMessage: the same, then SSE: { task }, a { statusUpdate } at each state
  *                                 change, an { artifactUpdate } with the result, until a final state (or
  *                                 A2A_STREAM_MAX_S, 15 min: the client then subscribes again)
- *   GET  /a2a/tasks/{id}          GetTask; GET /a2a/tasks/{id}:subscribe SubscribeToTask (SSE as above, for a task
- *                                 not yet final)
- *   GET  /a2a/tasks               ListTasks: the caller's tasks, newest first (contextId, status, pageSize, pageToken)
+ *   GET  /a2a/tasks/{id}          GetTask (historyLength); GET or POST /a2a/tasks/{id}:subscribe SubscribeToTask (SSE
+ *                                 as above, for a task not yet final; a2a.proto says GET, the specification's HTTP
+ *                                 binding section POST)
+ *   GET  /a2a/tasks               ListTasks: the caller's tasks (contextId, status, statusTimestampAfter, pageSize,
+ *                                 pageToken, historyLength, includeArtifacts; proto field names accepted too)
  *   POST /a2a/tasks/{id}:cancel   CancelTask: a queued or working task is canceled (its node hears it at its next
  *                                 progress call); a final one is TaskNotCancelable
  *   /a2a/tasks/{id}/pushNotificationConfigs[/{config}] and GET /a2a/extendedAgentCard: PushNotificationNotSupported,
- *                                 ExtendedAgentCardNotConfigured (./a2a-unsupported.ts)
+ *                                 UnsupportedOperation (./a2a-unsupported.ts)
  *   POST /a2a/jsonrpc             The JSON-RPC 2.0 binding of the same operations (./a2a-jsonrpc.ts).
+ * Every operation reads the A2A-Version service parameter (header, or query parameter): a version other than 1.0,
+ * a missing one (0.3) included, is VersionNotSupported (services/a2a/a2a-version.ts).
  * The operations themselves are services/a2a/a2a-tasks.ts. Every task operation needs a node key (X-External-Node +
  * X-External-Key), homologous credentials, or an OAuth access token (client credentials) with the scope `a2a`, as the
  * card's securityRequirements say; a caller sees only the tasks it sent (an OAuth client's are `oauth:<client_id>`'s).
  * Errors take the binding's shape (./a2a-replies.ts), not the hub's, so A2A clients see typed errors.
  */
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { z } from 'zod';
 import { sseEvent } from '../../response-docs';
-import { queryInt } from '../../../core/identifiers';
 import { AppError } from '../../../core/errors';
 import type { A2aConfig, Config } from '../../../core/config.node';
 import { parseJsonBody } from '../../plugins/json-body';
@@ -41,6 +45,7 @@ import { toA2aTask } from '../../../services/a2a/a2a-task';
 import { A2A_BASE_PATH, A2A_OAUTH_SCOPE } from '../../../services/a2a/interface';
 import * as s from './a2a-binding.schema';
 import { a2aError, a2aErrorHandler, refuse, taskStreamer } from './a2a-replies';
+import { refuseUnsupportedVersion } from './a2a-version-check';
 import { a2aJsonRpcRoutes } from './a2a-jsonrpc';
 import { a2aUnsupportedRoutes } from './a2a-unsupported';
 
@@ -65,6 +70,14 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{
   const stream = taskStreamer(app, a2a);
   const caller = { auth: 'node_or_homologous' as const, authAlso: ['oauth' as const] };
 
+  /** SubscribeToTask, over GET (a2a.proto) or POST (the specification's HTTP binding section). */
+  const subscribe = async (request: FastifyRequest, reply: FastifyReply, id: string) => {
+    const out = await a2a.subscribe(submitterOf(request), id);
+    if (!out.ok) return refuse(reply, out.reason, out.message);
+    await stream(request, reply, out.task);
+    return reply;
+  };
+
   app.setErrorHandler(a2aErrorHandler);
 
   // Bodies: application/json, and application/a2a+json (the media type A2A 1.0.1 registers), both through the
@@ -78,6 +91,9 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{
     }
   });
   app.removeContentTypeParser('text/plain');
+
+  // A2A-Version, before validation (the JSON-RPC route checks it itself, to answer with the request's id).
+  app.addHook('preValidation', refuseUnsupportedVersion);
 
   // An OAuth access token must carry the scope a2a (403 otherwise).
   app.addHook('preHandler', async (request) => {
@@ -95,6 +111,7 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{
       config: caller,
       schema: {
         summary: 'A2A SendMessage: queues the message as a federation task',
+        headers: s.versionHeader,
         body: s.sendMessageRequest,
         response: { 200: s.sendMessageResponse, ...s.errors(400, 401, 403, 404, 413, 415, 500, 503) }
       }
@@ -111,8 +128,9 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{
       config: caller,
       schema: {
         summary: 'A2A SendStreamingMessage: queues the message as a task, then SSE until it is final',
+        headers: s.versionHeader,
         body: s.sendMessageRequest,
-        response: { ...s.sseResponse, ...s.errors(400, 401, 403, 413, 415, 500, 503) }
+        response: { ...s.sseResponse, ...s.errors(400, 401, 403, 404, 413, 415, 500, 503) }
       }
     },
     async (request, reply) => {
@@ -128,12 +146,22 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{
     {
       config: caller,
       schema: {
-        summary: "A2A ListTasks: the caller's tasks, newest first",
+        summary:
+          "A2A ListTasks: the caller's tasks (filtered: latest status first; unfiltered: newest submitted first)",
+        headers: s.versionHeader,
         querystring: s.listTasksQuery,
         response: { 200: s.listTasksResponse, ...s.errors(400, 401, 403, 500, 503) }
+      },
+      // ProtoJSON's proto field names (context_id, page_size, …) as the JSON names.
+      preValidation: async (request) => {
+        request.query = s.protoJsonNames(request.query);
       }
     },
-    async (request) => a2a.list(submitterOf(request), request.query)
+    async (request) =>
+      a2a.list(submitterOf(request), {
+        ...request.query,
+        includeArtifacts: request.query.includeArtifacts === 'true'
+      })
   );
 
   // GetTask is /tasks/{id} and SubscribeToTask /tasks/{id}:subscribe: one route, told apart by the suffix.
@@ -143,8 +171,9 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{
       config: caller,
       schema: {
         summary: 'A2A GetTask, and SubscribeToTask (/tasks/{id}:subscribe, SSE until the task is final)',
+        headers: s.versionHeader,
         params: s.taskParams,
-        querystring: z.looseObject({ historyLength: queryInt(0, 100).optional() }),
+        querystring: s.getTaskQuery,
         response: {
           200: {
             description: 'GetTask: the A2A Task; SubscribeToTask: an SSE stream (text/event-stream)',
@@ -155,22 +184,19 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{
           },
           ...s.errors(400, 401, 403, 404, 500, 503)
         }
+      },
+      preValidation: async (request) => {
+        request.query = s.protoJsonNames(request.query);
       }
     },
     async (request, reply) => {
       const { task: id } = request.params;
-      const subscribe = id.endsWith(':subscribe');
       const submitter = submitterOf(request);
-      if (!subscribe) {
-        const out = await a2a.get(submitter, id);
-        return out.ok
-          ? reply.type('application/json').send(toA2aTask(out.task, request.query.historyLength))
-          : refuse(reply, out.reason);
-      }
-      const out = await a2a.subscribe(submitter, id.slice(0, -':subscribe'.length));
-      if (!out.ok) return refuse(reply, out.reason, out.message);
-      await stream(request, reply, out.task);
-      return reply;
+      if (id.endsWith(':subscribe')) return subscribe(request, reply, id.slice(0, -':subscribe'.length));
+      const out = await a2a.get(submitter, id);
+      return out.ok
+        ? reply.type('application/json').send(toA2aTask(out.task, { historyLength: request.query.historyLength }))
+        : refuse(reply, out.reason);
     }
   );
 
@@ -179,16 +205,27 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{
     {
       config: caller,
       schema: {
-        summary: 'A2A CancelTask (/tasks/{id}:cancel)',
+        summary: 'A2A CancelTask (/tasks/{id}:cancel), and SubscribeToTask (/tasks/{id}:subscribe, SSE)',
+        headers: s.versionHeader,
         params: s.taskParams,
-        response: { 200: s.a2aTask, ...s.errors(400, 401, 403, 404, 409, 413, 415, 500, 503) }
+        response: {
+          200: {
+            description: 'CancelTask: the A2A Task; SubscribeToTask: an SSE stream (text/event-stream)',
+            content: {
+              'application/json': { schema: s.a2aTask },
+              'text/event-stream': { schema: sseEvent('a StreamResponse as JSON') }
+            }
+          },
+          ...s.errors(400, 401, 403, 404, 409, 413, 415, 500, 503)
+        }
       }
     },
     async (request, reply) => {
-      if (!request.params.task.endsWith(':cancel'))
-        return a2aError(reply, 404, `No route POST ${request.url.split('?')[0]}`);
-      const out = await a2a.cancel(submitterOf(request), request.params.task.slice(0, -':cancel'.length));
-      return out.ok ? out.task : refuse(reply, out.reason, out.message);
+      const { task } = request.params;
+      if (task.endsWith(':subscribe')) return subscribe(request, reply, task.slice(0, -':subscribe'.length));
+      if (!task.endsWith(':cancel')) return a2aError(reply, 404, `No route POST ${request.url.split('?')[0]}`);
+      const out = await a2a.cancel(submitterOf(request), task.slice(0, -':cancel'.length));
+      return out.ok ? reply.type('application/json').send(out.task) : refuse(reply, out.reason, out.message);
     }
   );
 

@@ -1,8 +1,12 @@
 /**
  * POST /a2a/jsonrpc: the JSON-RPC 2.0 binding of the A2A operations ./a2a-binding.ts serves over HTTP+JSON (methods
  * SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask; params and results as there;
- * the streaming methods answer SSE whose data lines are JSON-RPC responses). A2A errors are JSON-RPC errors
- * (-32001 TaskNotFound … -32007) with HTTP 200; an envelope that is not JSON-RPC 2.0 is a 400 in the binding's shape.
+ * the streaming methods answer SSE whose data lines are JSON-RPC responses). Every error is a JSON-RPC error object
+ * with HTTP 200 (./a2a-replies.ts rpcError): a body that is not JSON -32700 (id null), a body that is not a JSON-RPC
+ * 2.0 request (no "jsonrpc": "2.0", no method, a batch) -32600 (with its id when one can be read, else null), an
+ * unknown method -32601, malformed params -32602, an unsupported A2A-Version -32009, a body of another media type
+ * -32005 (as the reference SDKs answer it), and A2A's errors -32001 … -32007. Authentication (401, 403) and a body
+ * too large (413) are refused before any JSON-RPC is read, over HTTP in the binding's shape.
  * Registered inside the binding's plugin (under its base path), so its error handler and OAuth scope check apply.
  */
 import type { FastifyRequest } from 'fastify';
@@ -11,10 +15,26 @@ import type { z } from 'zod';
 import { sseEvent } from '../../response-docs';
 import type { A2aRefusal, A2aTasks } from '../../../services/a2a/a2a-tasks';
 import { toA2aTask } from '../../../services/a2a/a2a-task';
-import { errors, rpcParams, rpcRequest, rpcResponse, sendMessageRequest } from './a2a-binding.schema';
-import { errorInfo, JSONRPC_CODE, REASONS, type TaskStreamer } from './a2a-replies';
-
-const METHOD_NOT_FOUND = -32601;
+import {
+  errors,
+  protoJsonNames,
+  rpcParams,
+  rpcRequest,
+  rpcResponse,
+  sendMessageRequest,
+  versionHeader
+} from './a2a-binding.schema';
+import {
+  errorInfo,
+  EXTENDED_CARD_REFUSAL,
+  JSONRPC_CODE,
+  JSONRPC_INVALID_REQUEST,
+  JSONRPC_METHOD_NOT_FOUND,
+  REASONS,
+  rpcError,
+  type TaskStreamer
+} from './a2a-replies';
+import { checkVersion } from './a2a-version-check';
 
 type Deps = {
   a2a: A2aTasks;
@@ -23,40 +43,60 @@ type Deps = {
   clientGone: (request: FastifyRequest) => () => boolean;
 };
 
+type RpcId = string | number | null;
+
+/** The request's id if it can be read (a string, a number or null), else null. */
+function idOf(body: unknown): RpcId {
+  if (typeof body !== 'object' || body === null || Array.isArray(body) || !('id' in body)) return null;
+  const { id } = body as { id: unknown };
+  return typeof id === 'string' || typeof id === 'number' ? id : null;
+}
+
 export const a2aJsonRpcRoutes: FastifyPluginAsyncZod<Deps> = async (app, { a2a, stream, submitterOf, clientGone }) => {
   app.post(
     '/jsonrpc',
     {
       config: { auth: 'node_or_homologous', authAlso: ['oauth'] },
+      // The schemas document the route; the handler checks the envelope and the version itself, so that every
+      // failure is a JSON-RPC error carrying the request's id.
+      attachValidation: true,
       schema: {
         summary:
           'A2A JSON-RPC binding: SendMessage, SendStreamingMessage (SSE), GetTask, ListTasks, CancelTask, SubscribeToTask (SSE)',
+        headers: versionHeader,
         body: rpcRequest,
         response: {
           200: {
             description:
-              'A JSON-RPC response; for SendStreamingMessage and SubscribeToTask an SSE stream whose data lines are JSON-RPC responses carrying StreamResponses',
+              'A JSON-RPC response (errors too: -32700 parse error, -32600 invalid request, -32601, -32602, -32009 version not supported, A2A errors -32001 … -32007); for SendStreamingMessage and SubscribeToTask an SSE stream whose data lines are JSON-RPC responses carrying StreamResponses',
             content: {
               'application/json': { schema: rpcResponse },
               'text/event-stream': { schema: sseEvent('a JSON-RPC response carrying a StreamResponse') }
             }
           },
-          ...errors(400, 401, 403, 413, 415, 500, 503)
+          ...errors(400, 401, 403, 413, 500, 503)
         }
       }
     },
     async (request, reply) => {
-      const { method, params = {} } = request.body;
-      const id = request.body.id ?? null;
+      const envelope = rpcRequest.safeParse(request.body);
+      if (!envelope.success)
+        return rpcError(
+          reply,
+          idOf(request.body),
+          JSONRPC_INVALID_REQUEST,
+          'Invalid Request: the body must be one JSON-RPC 2.0 request object ({"jsonrpc": "2.0", "method": …, "id": …, "params"?: {…}})'
+        );
+      const { method, params: rawParams = {} } = envelope.data;
+      const id = envelope.data.id ?? null;
+      const params = protoJsonNames(rawParams);
       const submitter = submitterOf(request);
-      const send = (body: z.infer<typeof rpcResponse>) => reply.type('application/json').send(body);
+      const send = (body: z.infer<typeof rpcResponse>) => reply.code(200).type('application/json').send(body);
       const result = (value: unknown) => send({ jsonrpc: '2.0', id, result: value });
-      const fail = (reason: A2aRefusal, message?: string) =>
-        send({
-          jsonrpc: '2.0',
-          id,
-          error: { code: JSONRPC_CODE[reason], message: message ?? REASONS[reason].message, data: [errorInfo(reason)] }
-        });
+      const fail = (reason: A2aRefusal, message?: string, metadata?: Record<string, string>) =>
+        rpcError(reply, id, JSONRPC_CODE[reason], message ?? REASONS[reason].message, [errorInfo(reason, metadata)]);
+      const version = checkVersion(request);
+      if (!version.ok) return fail('VERSION_NOT_SUPPORTED', version.message, version.metadata);
       const parse = <T extends z.ZodType>(schema: T): z.infer<T> | null => {
         const parsed = schema.safeParse(params);
         return parsed.success ? parsed.data : null;
@@ -91,7 +131,7 @@ export const a2aJsonRpcRoutes: FastifyPluginAsyncZod<Deps> = async (app, { a2a, 
           const out =
             method === 'GetTask' ? await a2a.get(submitter, body.id) : await a2a.subscribe(submitter, body.id);
           if (!out.ok) return fail(out.reason, out.message);
-          if (method === 'GetTask') return result(toA2aTask(out.task, body.historyLength));
+          if (method === 'GetTask') return result(toA2aTask(out.task, { historyLength: body.historyLength }));
           await stream(request, reply, out.task, wrap);
           return reply;
         }
@@ -106,13 +146,9 @@ export const a2aJsonRpcRoutes: FastifyPluginAsyncZod<Deps> = async (app, { a2a, 
         case 'DeleteTaskPushNotificationConfig':
           return fail('PUSH_NOTIFICATION_NOT_SUPPORTED');
         case 'GetExtendedAgentCard':
-          return fail('EXTENDED_AGENT_CARD_NOT_CONFIGURED');
+          return fail('UNSUPPORTED_OPERATION', EXTENDED_CARD_REFUSAL);
         default:
-          return send({
-            jsonrpc: '2.0',
-            id,
-            error: { code: METHOD_NOT_FOUND, message: `Method not found: ${method}` }
-          });
+          return rpcError(reply, id, JSONRPC_METHOD_NOT_FOUND, `Method not found: ${method}`);
       }
     }
   );

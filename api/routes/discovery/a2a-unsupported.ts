@@ -1,11 +1,13 @@
 /**
  * What the agent card says is off, answered with A2A's typed refusals (inside the binding's plugin, under /a2a):
  *   /a2a/tasks/{id}/pushNotificationConfigs[/{config}]   PushNotificationNotSupported (pushNotifications: false)
- *   GET /a2a/extendedAgentCard                           ExtendedAgentCardNotConfigured (extendedAgentCard: false)
+ *   GET /a2a/extendedAgentCard                           UnsupportedOperation (extendedAgentCard: false; A2A v1.0
+ *                                                        §3.3.4: ExtendedAgentCardNotConfigured is for a card that
+ *                                                        says it has one)
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { configParams, errors, taskParams } from './a2a-binding.schema';
-import { refuse } from './a2a-replies';
+import { configParams, errors, taskParams, versionHeader } from './a2a-binding.schema';
+import { EXTENDED_CARD_REFUSAL, refuse } from './a2a-replies';
 
 export const a2aUnsupportedRoutes: FastifyPluginAsyncZod = async (app) => {
   const none = { auth: 'none' as const };
@@ -14,13 +16,21 @@ export const a2aUnsupportedRoutes: FastifyPluginAsyncZod = async (app) => {
     '/tasks/:task/pushNotificationConfigs',
     {
       config: none,
-      schema: { summary: pushSummary, params: taskParams, response: errors(400, 413, 415, 500, 503) }
+      schema: {
+        summary: pushSummary,
+        headers: versionHeader,
+        params: taskParams,
+        response: errors(400, 413, 415, 500, 503)
+      }
     },
     async (_r, reply) => refuse(reply, 'PUSH_NOTIFICATION_NOT_SUPPORTED')
   );
   app.get(
     '/tasks/:task/pushNotificationConfigs',
-    { config: none, schema: { summary: pushSummary, params: taskParams, response: errors(400, 500, 503) } },
+    {
+      config: none,
+      schema: { summary: pushSummary, headers: versionHeader, params: taskParams, response: errors(400, 500, 503) }
+    },
     async (_r, reply) => refuse(reply, 'PUSH_NOTIFICATION_NOT_SUPPORTED')
   );
   for (const method of ['GET', 'DELETE'] as const) {
@@ -28,7 +38,12 @@ export const a2aUnsupportedRoutes: FastifyPluginAsyncZod = async (app) => {
       method,
       url: '/tasks/:task/pushNotificationConfigs/:config',
       config: none,
-      schema: { summary: pushSummary, params: configParams, response: errors(400, 413, 415, 500, 503) },
+      schema: {
+        summary: pushSummary,
+        headers: versionHeader,
+        params: configParams,
+        response: errors(400, 413, 415, 500, 503)
+      },
       handler: async (_r, reply) => refuse(reply, 'PUSH_NOTIFICATION_NOT_SUPPORTED')
     });
   }
@@ -38,10 +53,11 @@ export const a2aUnsupportedRoutes: FastifyPluginAsyncZod = async (app) => {
     {
       config: none,
       schema: {
-        summary: 'A2A GetExtendedAgentCard: not configured (capabilities.extendedAgentCard is false)',
+        summary: 'A2A GetExtendedAgentCard: not supported (capabilities.extendedAgentCard is false)',
+        headers: versionHeader,
         response: errors(400, 500, 503)
       }
     },
-    async (_r, reply) => refuse(reply, 'EXTENDED_AGENT_CARD_NOT_CONFIGURED')
+    async (_r, reply) => refuse(reply, 'UNSUPPORTED_OPERATION', EXTENDED_CARD_REFUSAL)
   );
 };

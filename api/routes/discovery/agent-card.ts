@@ -1,8 +1,9 @@
 /**
  * The A2A v1.0 agent card (built by services/a2a/agent-card.ts), served at the documented path
  * (/a2a/.well-known/agent.json, docs/a2a.md#discovery-the-agent-card-and-the-endpoint-directory) and where A2A v1.0
- * clients look (/.well-known/agent-card.json), with an ETag and a Cache-Control as long as the card is kept. This
- * plugin also registers the bindings the card advertises (./a2a-binding.ts).
+ * clients look (/.well-known/agent-card.json), with an ETag, a Last-Modified (when its text last changed) and a
+ * Cache-Control as long as the card is kept. This plugin also registers the bindings the card advertises
+ * (./a2a-binding.ts).
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
@@ -54,8 +55,11 @@ export const agentCardRoutes: FastifyPluginAsyncZod<CardDeps> = async (app, deps
     )
   );
   const handler = async (request: FastifyRequest, reply: FastifyReply) => {
-    const { body, etag } = await card.current();
-    reply.header('Cache-Control', `public, max-age=${CARD_TTL_MS / 1000}`).header('ETag', etag);
+    const { body, etag, modified } = await card.current();
+    reply
+      .header('Cache-Control', `public, max-age=${CARD_TTL_MS / 1000}`)
+      .header('ETag', etag)
+      .header('Last-Modified', new Date(modified).toUTCString());
     if (request.headers['if-none-match'] === etag) return reply.code(304).send();
     return reply.type('application/json').send(body);
   };

@@ -31,6 +31,9 @@ const STATES: TaskState[] = ['queued', 'claimed', 'done', 'failed', 'canceled'];
 const allTasks = () => store.db.collection<TaskDocument>('tasks').find({}).toArray();
 const newestFirst = (a: TaskDocument, b: TaskDocument) =>
   a.created_at === b.created_at ? (a._id < b._id ? -1 : 1) : a.created_at < b.created_at ? 1 : -1;
+/** Filtered lists: the latest updated first (A2A ListTasks' status timestamp order), ties by id. */
+const latestFirst = (a: TaskDocument, b: TaskDocument) =>
+  a.updated_at === b.updated_at ? (a._id < b._id ? -1 : 1) : a.updated_at < b.updated_at ? 1 : -1;
 
 async function expectStatsMatch(stores: TaskStore[]) {
   const want = tallyOf(await allTasks());
@@ -65,19 +68,24 @@ async function expectListsMatch(s: TaskStore) {
       expect(Date.parse(seen[i]!.created_at) - Date.parse(seen[i - 1]!.created_at)).toBeLessThan(1000);
     const stored = new Map(all.map((t) => [t._id, t]));
     for (const t of seen) expect(t).toEqual(stored.get(t._id));
-    // Filtered: exactly the brute-force page.
+    // Filtered: exactly the brute-force page, latest updated first.
+    const latest = [...mine].sort(latestFirst);
     for (const state of STATES)
       for (const contextId of [undefined, 'ctx-1']) {
-        const want = mine.filter((t) => t.state === state && (!contextId || t.context_id === contextId));
+        const want = latest.filter((t) => t.state === state && (!contextId || t.context_id === contextId));
         const got = await s.listBySubmitter(submitter, { state, contextId }, { limit: 5, offset: 2 });
         expect({ total: got.total, ids: got.tasks.map((t) => t._id) }).toEqual({
           total: want.length,
           ids: want.slice(2, 7).map((t) => t._id)
         });
       }
-    const byContext = mine.filter((t) => t.context_id === 'ctx-2');
+    const byContext = latest.filter((t) => t.context_id === 'ctx-2');
     const got = await s.listBySubmitter(submitter, { contextId: 'ctx-2' }, { limit: 100, offset: 0 });
     expect(got.tasks.map((t) => t._id)).toEqual(byContext.map((t) => t._id));
+    // Updated at or after a time: the tasks updated since, latest first.
+    const since = latest[Math.floor(latest.length / 2)]?.updated_at ?? new Date().toISOString();
+    const recent = await s.listBySubmitter(submitter, { updatedSince: since }, { limit: 100, offset: 0 });
+    expect(recent.tasks.map((t) => t._id)).toEqual(latest.filter((t) => t.updated_at >= since).map((t) => t._id));
   }
 }
 
