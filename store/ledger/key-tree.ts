@@ -25,14 +25,17 @@
  * `#indexed` it read. Every write sets a node to what it must be after the seqs applied so far, so a batch written
  * again after a crash or a lease takeover (from the last `#indexed`) ends in the same documents.
  */
-import type { AnyBulkWriteOperation, Collection, Db } from 'mongodb';
+import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db } from 'mongodb';
 
 export const LEDGER_KEY_TREE_COLLECTION = 'ledger_key_tree';
 /** Seqs a node keeps: the oldest of its subtree, as many as a prefix read returns at most. */
 export const NODE_SEQS = 200;
 const INDEXED_ID = '#indexed';
-/** Node writes sent in one command, at most (see write). */
+/** Node updates sent in one command, at most, and commands at once (see updateExisting). */
 const WRITES_PER_COMMAND = 8;
+const UPDATE_COMMANDS = 4;
+/** New nodes inserted by one command, at most. */
+const INSERTS_PER_COMMAND = 500;
 
 export interface KeyTreeDocument {
   _id: string;
@@ -118,6 +121,8 @@ interface HeldNode {
   last: number;
   dirtyChildren: boolean;
   dirtySeqs: boolean;
+  /** Created by this batch, not written yet. */
+  created: boolean;
 }
 
 /**
@@ -189,7 +194,8 @@ export class KeyTreeWriter {
       seqs,
       last: seqs[seqs.length - 1] ?? 0,
       dirtyChildren: true,
-      dirtySeqs: true
+      dirtySeqs: true,
+      created: true
     };
     this.held.set(prefix, node);
     return node;
@@ -234,30 +240,73 @@ export class KeyTreeWriter {
       seqs,
       last: seqs[seqs.length - 1] ?? 0,
       dirtyChildren: false,
-      dirtySeqs: false
+      dirtySeqs: false,
+      created: false
     };
     this.held.set(prefix, node);
     return node;
   }
 
-  /** Writes the changed nodes, longest prefixes first (children before their parents). */
+  /**
+   * Writes the changed nodes so that a reader never follows a pointer to a node not written yet: a new pointer only
+   * ever points to a node created in this batch, so first the new nodes (inserted, many per command; a node already
+   * there from a batch written before a crash is updated instead) and the nodes whose seqs alone changed, then the
+   * nodes that gained children.
+   */
   private async write(): Promise<void> {
-    const dirty = [...this.held.values()]
-      .filter((n) => n.dirtyChildren || n.dirtySeqs)
-      .sort((a, b) => b.prefix.length - a.prefix.length);
+    const dirty = [...this.held.values()].filter((n) => n.dirtyChildren || n.dirtySeqs);
     if (dirty.length === 0) return;
-    const ops: AnyBulkWriteOperation<KeyTreeDocument>[] = dirty.map((n) => {
-      const $set: Partial<KeyTreeDocument> = {};
-      if (n.dirtyChildren) $set.c = n.children;
-      if (n.dirtySeqs) $set.s = n.seqs!;
-      return { updateOne: { filter: { _id: nodeId(n.prefix) }, update: { $set }, upsert: true } };
-    });
-    // A few statements per command: FerretDB 1.24 holds a PostgreSQL connection for each statement of an update
-    // command that matches a document until the whole command ends, so one command updating more nodes than its
-    // pool has connections (50) waits for itself forever, and every other request with it.
-    for (let at = 0; at < ops.length; at += WRITES_PER_COMMAND)
-      await this.tree.nodes.bulkWrite(ops.slice(at, at + WRITES_PER_COMMAND), { ordered: true });
-    for (const n of dirty) n.dirtyChildren = n.dirtySeqs = false;
+    const created = dirty.filter((n) => n.created);
+    const changed = dirty.filter((n) => !n.created && !n.dirtyChildren);
+    const parents = dirty.filter((n) => !n.created && n.dirtyChildren);
+    const there = await this.insertNew(created);
+    await this.updateExisting([...changed, ...there]);
+    await this.updateExisting(parents);
+    for (const n of dirty) n.dirtyChildren = n.dirtySeqs = n.created = false;
+  }
+
+  /** Inserts new nodes; returns those that were there already (written by a batch that did not record its end). */
+  private async insertNew(nodes: HeldNode[]): Promise<HeldNode[]> {
+    const there: HeldNode[] = [];
+    for (let at = 0; at < nodes.length; at += INSERTS_PER_COMMAND) {
+      const chunk = nodes.slice(at, at + INSERTS_PER_COMMAND);
+      try {
+        await this.tree.nodes.insertMany(
+          chunk.map((n) => ({ _id: nodeId(n.prefix), c: n.children, s: n.seqs! })),
+          { ordered: false }
+        );
+      } catch (err) {
+        if (!(err instanceof MongoBulkWriteError)) throw err;
+        const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+        if (!errors.every((e) => e.code === 11000)) throw err;
+        for (const e of errors) there.push(chunk[e.index]!);
+      }
+    }
+    return there;
+  }
+
+  /**
+   * Sets what changed of existing nodes: WRITES_PER_COMMAND statements per command, UPDATE_COMMANDS commands at
+   * once. FerretDB 1.24 holds a PostgreSQL connection for each statement of an update command that matches a
+   * document until the whole command ends, so one command updating more nodes than its pool has connections (50)
+   * waits for itself forever, and every other request with it.
+   */
+  private async updateExisting(nodes: HeldNode[]): Promise<void> {
+    const commands: AnyBulkWriteOperation<KeyTreeDocument>[][] = [];
+    for (let at = 0; at < nodes.length; at += WRITES_PER_COMMAND)
+      commands.push(
+        nodes.slice(at, at + WRITES_PER_COMMAND).map((n) => {
+          const $set: Partial<KeyTreeDocument> = { s: n.seqs ?? undefined, c: n.children };
+          if (!(n.dirtyChildren || n.created)) delete $set.c;
+          if (!(n.dirtySeqs || n.created) || n.seqs === null) delete $set.s;
+          return { updateOne: { filter: { _id: nodeId(n.prefix) }, update: { $set }, upsert: true } };
+        })
+      );
+    let next = 0;
+    const run = async () => {
+      while (next < commands.length) await this.tree.nodes.bulkWrite(commands[next++]!, { ordered: false });
+    };
+    await Promise.all(Array.from({ length: Math.min(UPDATE_COMMANDS, commands.length) }, run));
   }
 
   /** Drops full nodes' seqs from memory, and the least recently used nodes past `maxHeld`. */

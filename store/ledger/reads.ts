@@ -75,12 +75,26 @@ export class LedgerReads {
    * before answering a sorted find, so the collection is read in its stored order (the order of the inserts, in
    * practice) and put in seq order through a window of at most SCAN_WINDOW entries; an entry the window waits for
    * too long is looked up by `_id`, and a seq with no entry is skipped (the caller sees the gap), as a sorted read
-   * would. Entries appended during the scan may be included.
+   * would. Entries appended during the scan may be included. `fields` (a projection) reads only those.
    */
-  async *scan(batchSize = 1000, window = SCAN_WINDOW): AsyncGenerator<LedgerEntryDocument> {
-    const waiting = new Map<number, LedgerEntryDocument>();
+  scan(batchSize = 1000, window = SCAN_WINDOW): AsyncGenerator<LedgerEntryDocument> {
+    return this.scanFields<LedgerEntryDocument>(batchSize, window);
+  }
+
+  /** scan, reading only the entries' keys. */
+  scanKeys(batchSize = 5000): AsyncGenerator<Pick<LedgerEntryDocument, '_id' | 'key'>> {
+    return this.scanFields(batchSize, SCAN_WINDOW, { key: 1 });
+  }
+
+  private async *scanFields<T extends { _id: number }>(
+    batchSize: number,
+    window: number,
+    fields?: Record<string, 1>
+  ): AsyncGenerator<T> {
+    const options = fields ? { projection: fields } : {};
+    const waiting = new Map<number, T>();
     let next = 1;
-    const settle = async function* (this: LedgerReads, force: boolean): AsyncGenerator<LedgerEntryDocument> {
+    const settle = async function* (this: LedgerReads, force: boolean): AsyncGenerator<T> {
       for (;;) {
         const ready = waiting.get(next);
         if (ready) {
@@ -89,12 +103,12 @@ export class LedgerReads {
           continue;
         }
         if (waiting.size === 0 || (!force && waiting.size < window)) return;
-        const found = await this.entries.findOne({ _id: next });
+        const found = (await this.entries.findOne({ _id: next }, options)) as T | null;
         if (found) waiting.set(next, found);
         else next += 1; // no entry at this seq: the caller sees the gap
       }
     }.bind(this);
-    for await (const doc of this.entries.find({}).batchSize(batchSize)) {
+    for await (const doc of this.entries.find({}, options).batchSize(batchSize) as AsyncIterable<T>) {
       if (doc._id < next || waiting.has(doc._id)) continue;
       waiting.set(doc._id, doc);
       yield* settle(false);
