@@ -73,11 +73,13 @@ checks.positive_data_acceptance.expected-statuses = [200, 201, 202, 400, 401, 40
 
 # The A2A JSON-RPC binding (api/routes/discovery/a2a-jsonrpc.ts) answers every JSON-RPC error, a malformed request
 # (-32600), malformed params (-32602) and an unsupported A2A-Version (-32009) included, as a JSON-RPC response with
-# HTTP 200, as the binding and both reference SDKs do: invalid data is refused in the body, not by the status, so
-# negative_data_rejection cannot hold. Every other check runs.
+# HTTP 200, as the binding and both reference SDKs do: invalid data, and a request without the required A2A-Version
+# header, are refused in the body, not by the status, so negative_data_rejection and missing_required_header cannot
+# hold. Every other check runs.
 [[operations]]
 include-path = "/a2a/jsonrpc"
 checks.negative_data_rejection.enabled = false
+checks.missing_required_header.enabled = false
 
 # A sealed message that does not authenticate under the group's key is refused (400: api/routes/compute/group.ts);
 # a generated ciphertext never authenticates, so positive_data_acceptance cannot hold for decrypt. Every other

@@ -286,6 +286,7 @@ test('malformed JSON-RPC bodies are JSON-RPC errors: -32700 for invalid JSON, -3
     [{ jsonrpc: '2.0', id: 6 }, 6], // no method
     [{ jsonrpc: '2.0', id: 7, method: 42 }, 7],
     [{ jsonrpc: '2.0', id: { not: 'an id' }, method: 'GetTask' }, null],
+    [{ jsonrpc: '2.0', id: '0'.repeat(201), method: '0', params: {} }, null], // an id too long to echo
     [[{ jsonrpc: '2.0', id: 8, method: 'GetTask' }], null], // a batch
     ['just a string', null]
   ];

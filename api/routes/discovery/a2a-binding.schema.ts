@@ -174,7 +174,8 @@ export const versionHeader = z.looseObject({
     )
 });
 
-const rpcId = z.union([z.string().max(200), z.number(), z.null()]);
+/** A JSON-RPC request id the binding reads and echoes (one it cannot read is answered with id null). */
+export const rpcId = z.union([z.string().max(200), z.number(), z.null()]);
 export const rpcRequest = z
   .looseObject({
     jsonrpc: z.literal('2.0'),

@@ -10,6 +10,7 @@ import { AppError } from '../../../core/errors';
 import type { A2aRefusal, A2aTasks } from '../../../services/a2a/a2a-tasks';
 import type { TaskDocument } from '../../../store/federation/tasks';
 import { A2A_BASE_PATH } from '../../../services/a2a/interface';
+import { rpcId } from './a2a-binding.schema';
 
 /** The A2A error reasons this binding answers with, their HTTP status and google.rpc status name. */
 export const REASONS = {
@@ -113,10 +114,12 @@ export function rpcError(
   message: string,
   data?: unknown[]
 ): FastifyReply {
+  // An id the request schema refuses (a string over 200 characters) cannot be echoed: JSON-RPC's null then.
+  const echoed = rpcId.safeParse(id).success ? id : null;
   return reply
     .code(200)
     .type('application/json')
-    .send({ jsonrpc: '2.0', id, error: { code, message, ...(data ? { data } : {}) } });
+    .send({ jsonrpc: '2.0', id: echoed, error: { code, message, ...(data ? { data } : {}) } });
 }
 
 /** Whether a failure is the request body's JSON failing to parse (api/plugins/json-body.ts, core/strict-json.ts). */
