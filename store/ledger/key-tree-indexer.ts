@@ -65,10 +65,15 @@ export class KeyTreeIndexer {
     this.opts = { pollMs: 250, leaseMs: 60_000, scanBacklog: SCAN_BACKLOG, ...opts };
   }
 
-  /** Runs the loop until the returned function is called. Failures are retried at the next poll. */
-  start(): () => void {
+  /**
+   * Runs the loop until the returned function is called. A failure (the database unreachable, a write refused, an
+   * entry missing) is reported to `onError` and tried again from `#indexed`, after 1 s doubling to 60 s while it
+   * lasts; prefix reads meanwhile read the tail after `#indexed`, or the regex query once it is far behind.
+   */
+  start(options: { onError?: (err: unknown) => void } = {}): () => void {
     let stopped = false;
     let timer: NodeJS.Timeout | null = null;
+    let failures = 0;
     const tick = async () => {
       // A process without the lease looks for one to take four times per lease period.
       let next = this.opts.leaseMs / 4;
@@ -77,10 +82,11 @@ export class KeyTreeIndexer {
           await this.catchUp({ stop: () => stopped });
           next = this.opts.pollMs;
         }
-      } catch {
-        // The database is unreachable or a write failed: the next poll starts again from `#indexed`.
+        failures = 0;
+      } catch (err) {
         this.writer.forget();
-        next = this.opts.pollMs;
+        next = Math.min(60_000, 1000 * 2 ** failures++);
+        if (!stopped) options.onError?.(err);
       }
       if (!stopped) timer = setTimeout(() => void tick(), next);
     };
