@@ -58,6 +58,8 @@ export class KeyTreeIndexer {
     private readonly heads: Pick<HeadRecords, 'newest'>,
     /** Every entry's key in seq order, reading the collection through (LedgerReads.scanKeys). */
     private readonly scanKeys: () => AsyncIterable<{ _id: number; key: string }>,
+    /** The keys of entries first … last published with the position lists (PositionLists.keys). */
+    private readonly publishedKeys: (first: number, last: number) => Promise<Map<number, string>>,
     opts: KeyTreeIndexerOptions = {}
   ) {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
@@ -111,11 +113,13 @@ export class KeyTreeIndexer {
       const to = Math.min(target, indexed + BATCH);
       const seqs: number[] = [];
       for (let s = indexed + 1; s <= to; s++) seqs.push(s);
-      const found = new Map<number, string>();
-      // The keys alone, by `_id` (a `$in` or a range would read every entry on FerretDB), 256 at once.
-      for (let at = 0; at < seqs.length; at += 256) {
+      // The keys as the writer published them beside its position lists (one document per 256 entries); an entry
+      // whose key was not published is read itself, by `_id` (a `$in` or a range reads every entry on FerretDB).
+      const found = await this.publishedKeys(indexed + 1, to);
+      const missing = seqs.filter((seq) => !found.has(seq));
+      for (let at = 0; at < missing.length; at += 256) {
         const docs = await Promise.all(
-          seqs.slice(at, at + 256).map((_id) => this.entries.findOne({ _id }, { projection: { key: 1 } }))
+          missing.slice(at, at + 256).map((_id) => this.entries.findOne({ _id }, { projection: { key: 1 } }))
         );
         for (const d of docs) if (d) found.set(d._id, d.key);
       }

@@ -66,7 +66,14 @@ export class Ledger {
 
   /** The loop that keeps the key tree up with this ledger (key-tree-indexer.ts); `start()` it in API processes. */
   keyTreeIndexer(options: KeyTreeIndexerOptions = {}): KeyTreeIndexer {
-    return new KeyTreeIndexer(this.db, this.keyTree, this.engine.heads, () => this.reads.scanKeys(), options);
+    return new KeyTreeIndexer(
+      this.db,
+      this.keyTree,
+      this.engine.heads,
+      () => this.reads.scanKeys(),
+      (first, last) => this.engine.positions.keys(first, last),
+      options
+    );
   }
 
   /** Which way this process's appends reach the writer. */

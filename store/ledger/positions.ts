@@ -32,6 +32,8 @@ export type PositionCounts = Record<string, number>;
 /** Every list a truth belongs to by its category (each truth is in exactly one of these). */
 export const TRUTH_LISTS: readonly string[] = [...TRUTH_TYPES, 'untyped', 'other'];
 export const SEED_LIST = 'seed';
+/** Not a list: the entries' keys by seq, published with the lists for the key tree (PositionLists.keys). */
+const KEYS_LIST = 'keys';
 
 /** What an entry's lists are computed from. */
 export type PositionFields = Pick<LedgerEntryDocument, 'seq' | 'kind' | 'key' | 'truth_type'>;
@@ -46,6 +48,8 @@ export function listsOf(entry: { kind: LedgerEntryKind; key: string; truth_type:
 interface PositionDocument {
   _id: string;
   [field: `p${number}`]: number;
+  /** In `keys:<chunk>`: the key of seq chunk·POSITION_CHUNK + i + 1. */
+  [key: `k${number}`]: string;
 }
 
 const chunkId = (list: string, chunk: number) => `${list}:${chunk}`;
@@ -78,10 +82,15 @@ export class PositionLists {
       const docs = await findByIds(this.entries, missing.slice(at, at + 256));
       for (const d of docs) read.set(d._id, d);
     }
-    const sets = new Map<string, Record<string, number>>();
+    const sets = new Map<string, Record<string, number | string>>();
     for (let seq = from.size + 1; seq <= size; seq++) {
       const entry = known.get(seq) ?? read.get(seq);
       if (!entry) throw new Error(`ledger entry ${seq} is missing: its positions cannot be published`);
+      // The entry's key, for the key tree's indexer (keys): field k<i> of `keys:<chunk>`, by seq.
+      const keysId = chunkId(KEYS_LIST, Math.floor((seq - 1) / POSITION_CHUNK));
+      let keys = sets.get(keysId);
+      if (!keys) sets.set(keysId, (keys = {}));
+      keys[`k${(seq - 1) % POSITION_CHUNK}`] = entry.key;
       for (const list of listsOf(entry)) {
         const ordinal = (counts[list] ?? 0) + 1;
         counts[list] = ordinal;
@@ -92,10 +101,31 @@ export class PositionLists {
       }
     }
     const ops: AnyBulkWriteOperation<PositionDocument>[] = [...sets].map(([_id, $set]) => ({
-      updateOne: { filter: { _id }, update: { $set }, upsert: true }
+      updateOne: { filter: { _id }, update: { $set: $set as Partial<PositionDocument> }, upsert: true }
     }));
     if (ops.length > 0) await retryingUpsert(() => this.positions.bulkWrite(ops, { ordered: false }));
     return counts;
+  }
+
+  /**
+   * The keys of entries `first … last` as the writer published them with their positions (`keys:<chunk>`, one
+   * document per POSITION_CHUNK seqs): what the key tree's indexer reads instead of each entry. A seq whose key was
+   * not published (a ledger begun before this, or a range whose positions could not be published) is left out.
+   */
+  async keys(first: number, last: number): Promise<Map<number, string>> {
+    const chunks: string[] = [];
+    for (let c = Math.floor((first - 1) / POSITION_CHUNK); c <= Math.floor((last - 1) / POSITION_CHUNK); c++)
+      chunks.push(chunkId(KEYS_LIST, c));
+    const out = new Map<number, string>();
+    for (const doc of await findByIds(this.positions, chunks)) {
+      const chunk = Number(doc._id.slice(KEYS_LIST.length + 1));
+      for (let i = 0; i < POSITION_CHUNK; i++) {
+        const seq = chunk * POSITION_CHUNK + i + 1;
+        const key = (doc as unknown as Record<string, unknown>)[`k${i}`];
+        if (seq >= first && seq <= last && typeof key === 'string') out.set(seq, key);
+      }
+    }
+    return out;
   }
 
   /**

@@ -42,6 +42,10 @@ async function nodes(ledger: Ledger): Promise<KeyTreeDocument[]> {
 it('a batch applied again after a crash leaves the same tree', async () => {
   const [a, b] = [new Ledger(once.db), new Ledger(twice.db)];
   await Promise.all([fill(a, 1200), fill(b, 1200)]);
+  // The writer published every key beside its position lists: the indexer reads them 256 to a document.
+  const published = await a.engine.positions.keys(1, 1200);
+  expect([...published.keys()].sort((x, y) => x - y)).toEqual(Array.from({ length: 1200 }, (_, i) => i + 1));
+  for (const [seq, key] of published) expect(key).toBe(keyOf(seq - 1));
   expect(await a.keyTreeIndexer().catchUp()).toBe(1200);
 
   // The other ledger: built to 700 by a pass over the collection (as a large backlog is), then the tree written on
