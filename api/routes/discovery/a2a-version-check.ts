@@ -5,16 +5,19 @@
  * answer with the request's id.
  */
 import type { FastifyRequest } from 'fastify';
+import { z } from 'zod';
 import { A2A_VERSIONS, negotiateVersion } from '../../../services/a2a/a2a-version';
 import { A2aRefusalError, JSONRPC_PATH } from './a2a-replies';
+
+/** The query parameter, read before the route's schema runs (a preValidation hook): any other member is ignored. */
+const versionQuery = z.looseObject({ 'A2A-Version': z.string().optional(), 'a2a-version': z.string().optional() });
 
 /** The A2A-Version a request names: its header, else its query parameter of that name; undefined when neither. */
 const versionOf = (request: FastifyRequest): string | undefined => {
   const header = request.headers['a2a-version'];
   if (header !== undefined) return Array.isArray(header) ? header.join(',') : header;
-  const query = request.query as Record<string, unknown> | undefined;
-  const param = query?.['A2A-Version'] ?? query?.['a2a-version'];
-  return typeof param === 'string' ? param : undefined;
+  const query = versionQuery.safeParse(request.query ?? {});
+  return query.success ? (query.data['A2A-Version'] ?? query.data['a2a-version']) : undefined;
 };
 
 /**
