@@ -159,7 +159,7 @@ export async function createServiceContext(
     // Key-prefix reads come from the key tree, which one API process (a lease) keeps up with the ledger, from seq 1
     // after an upgrade (store/ledger/key-tree-indexer.ts).
     const stopKeyTree = ledger.keyTreeIndexer().start({
-      onError: (err) => logger.warn({ err }, 'key tree indexer failed; tried again from its #indexed')
+      onError: (err) => logger.warn({ err }, 'key tree indexer failed; tried again from its #indexed:edges')
     });
     // With API_PROCESSES > 1 the primary's QuotaStore leases every DID's slots for the host (api/server.ts).
     // Across hosts, the writer lease holder counts for every replica (store/ledger/writer/lease-holder.ts).

@@ -1,15 +1,15 @@
 /**
  * Keeps the key tree (key-tree.ts) up with the ledger: one process at a time reads the entries published since
- * `#indexed` by `_id`, in seq order, adds their keys to the tree and moves `#indexed` on.
+ * `#indexed:edges` by `_id`, in seq order, adds their keys to the tree and moves `#indexed:edges` on.
  *
  * Every API process runs `start()`; a lease decides which one writes: records `#lease#<epoch>` in the tree's
  * collection, taken by a unique insert, renewed by their holder every poll, and taken over (the next epoch, again by
  * a unique insert) when not renewed for `leaseMs`. Before each batch's writes the holder checks that no later epoch
  * exists, and stops when one does, so two processes write at once only if one stalled between that check and its
  * writes for longer than `leaseMs`; each write sets a node to what the entries applied so far make it, and the next
- * batch from `#indexed` repeats them, so even then the tree converges once one holder remains.
+ * batch from `#indexed:edges` repeats them, so even then the tree converges once one holder remains.
  * A lease in the API process rather than a Temporal workflow: the work is a loop over the ledger that any process
- * can resume from `#indexed`, it must run wherever the ledger is read (also where no worker runs), and a workflow
+ * can resume from `#indexed:edges`, it must run wherever the ledger is read (also where no worker runs), and a workflow
  * would add a history per batch for no durability the tree does not already have.
  *
  * A ledger begun before the tree gets it built the same way, from seq 1; until the tree is near the ledger's head,
@@ -69,8 +69,8 @@ export class KeyTreeIndexer {
 
   /**
    * Runs the loop until the returned function is called. A failure (the database unreachable, a write refused, an
-   * entry missing) is reported to `onError` and tried again from `#indexed`, after 1 s doubling to 60 s while it
-   * lasts; prefix reads meanwhile read the tail after `#indexed`, or the regex query once it is far behind.
+   * entry missing) is reported to `onError` and tried again from `#indexed:edges`, after 1 s doubling to 60 s while it
+   * lasts; prefix reads meanwhile read the tail after `#indexed:edges`, or the regex query once it is far behind.
    */
   start(options: { onError?: (err: unknown) => void } = {}): () => void {
     let stopped = false;
@@ -105,7 +105,9 @@ export class KeyTreeIndexer {
    */
   async catchUp(options: { stop?: () => boolean; upTo?: number } = {}): Promise<number> {
     const stop = options.stop ?? (() => false);
-    let indexed = (await this.tree.indexedSize()) ?? 0;
+    const size = await this.tree.indexedSize();
+    if (size === null) await this.writer.dropEarlierLayout();
+    let indexed = size ?? 0;
     const published = (await this.heads.newest())?.size ?? 0;
     const target = Math.min(published, options.upTo ?? published);
     if (target - indexed > this.opts.scanBacklog) indexed = await this.fromScan(indexed, target, stop);

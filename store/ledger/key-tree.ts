@@ -4,46 +4,56 @@
  * `GET /api/truth?key=<prefix>` returns the oldest entries (at most 200) whose key starts with the prefix, any prefix
  * (not only whole dotted segments). MongoDB would serve that from an index on `key` with a regex and a sort; FerretDB
  * reads the whole ledger for it (40 s at 100,000 entries). So the hub keeps the ledger's distinct keys as a radix
- * tree (a trie whose chains without branches are one node), one document per node in `ledger_key_tree`, addressed
- * by `_id` = '/' + the node's prefix, holding:
- *   - `c`: its children's prefixes (each starts with this prefix and the first code points of two children differ);
- *   - `s`: the oldest NODE_SEQS seqs of the entries whose key starts with this prefix, ascending.
- * There is a node at every key and at every branch. The entries starting with a prefix P are those under the first
- * node whose prefix starts with P (no key ends and no branch starts between P and that node), so a read walks from
- * the root to that node (one `_id` read per branch, comparing children in memory) and looks the seqs up. Since the
- * ledger only grows, a node's `s` changes only while it holds fewer than NODE_SEQS seqs; the hot prefixes are full
- * early and no longer written.
+ * tree (a trie whose chains without branches are one node) in `ledger_key_tree`, two kinds of documents:
+ *   - a node, `_id` = '/' + its prefix, `s`: the oldest NODE_SEQS seqs of the entries whose key starts with the
+ *     prefix, ascending. There is a node at every key and at every branch.
+ *   - an edge, `_id` = '>' + a node's prefix + the next code point of one of its children, `p`: that child's prefix.
+ *     The edge's `_id` is the child's prefix cut one code point after its parent's, so a walk finds the child on a
+ *     prefix's next code point by one `_id` read, whatever the number of children (a node holding its children
+ *     would grow with them: a million distinct keys under one prefix make a document past the 16 MiB limit, and
+ *     every new key would rewrite it).
+ * The entries starting with a prefix P are those under the first node whose prefix starts with P (no key ends and
+ * no branch starts between P and that node), so a read follows edges from the root to that node and looks its seqs
+ * up. Since the ledger only grows, a node's `s` changes only while it holds fewer than NODE_SEQS seqs: the hot
+ * prefixes are full early and no longer written; a new key inserts its node and its edge.
  *
  * The tree is written by one process at a time (key-tree-indexer.ts), in seq order, after the entries are durable
- * and published in a head record, and it says how far it goes in `#indexed` (its `size`). A node may hold seqs past
- * `#indexed` (a batch written, its record not yet): readers drop them and read the entries after `#indexed` by
- * `_id` (the tail). That is exact because `s` is always the oldest seqs of the node's subtree: any entry up to
- * `#indexed` under the node that is not in a full `s` is newer than all of `s`.
+ * and published in a head record, and it says how far it goes in INDEXED_ID (its `size`). A node may hold seqs past
+ * that (a batch written, its record not yet): readers drop them and read the entries after it by `_id` (the tail).
+ * That is exact because `s` is always the oldest seqs of the node's subtree: any entry up to the recorded size under
+ * the node that is not in a full `s` is newer than all of `s`.
  *
- * A batch's nodes are written children before parents (longer prefixes first), so a reader that sees a parent's new
- * child sees the child; a reader that sees the old parent reaches a node that still holds every seq up to the
- * `#indexed` it read. Every write sets a node to what it must be after the seqs applied so far, so a batch written
- * again after a crash or a lease takeover (from the last `#indexed`) ends in the same documents.
+ * A batch writes its nodes before its edges, and new edges before changed ones (an edge moved to a node a split
+ * created, whose own edges are new), so a reader never follows an edge to a document not written yet; a reader
+ * that follows an edge before it moved reaches a node that still holds every seq up to the size it read. Every
+ * write sets a document to what the seqs applied so far make it, so a batch written again after a crash or a lease
+ * takeover (from the recorded size) ends in the same documents.
  */
 import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db } from 'mongodb';
 
 export const LEDGER_KEY_TREE_COLLECTION = 'ledger_key_tree';
 /** Seqs a node keeps: the oldest of its subtree, as many as a prefix read returns at most. */
 export const NODE_SEQS = 200;
-const INDEXED_ID = '#indexed';
-/** Node updates sent in one command, at most, and commands at once (see updateExisting). */
+/**
+ * How far the tree goes. Named for the layout: the first layout (children listed in their parent, before edges) kept
+ * `#indexed`; a process of this version drops that tree and builds this one (KeyTreeWriter.dropEarlierLayout), while
+ * a process of the earlier version, finding no `#indexed`, reads prefixes by the regex query.
+ */
+const INDEXED_ID = '#indexed:edges';
+const EARLIER_INDEXED_ID = '#indexed';
+/** Updates sent in one command, at most, and commands at once (see updateExisting). */
 const WRITES_PER_COMMAND = 8;
 const UPDATE_COMMANDS = 4;
-/** New nodes inserted by one command, at most. */
+/** New documents inserted by one command, at most. */
 const INSERTS_PER_COMMAND = 500;
 
 export interface KeyTreeDocument {
   _id: string;
-  /** Node: its children's prefixes. */
-  c?: string[];
   /** Node: the oldest seqs of its subtree, ascending, at most NODE_SEQS. */
   s?: number[];
-  /** `#indexed`: every entry up to this seq is in the tree. */
+  /** Edge: the prefix of the child it leads to. */
+  p?: string;
+  /** INDEXED_ID: every entry up to this seq is in the tree. */
   size?: number;
   /** Lease records (key-tree-indexer.ts). */
   holder?: string;
@@ -51,6 +61,8 @@ export interface KeyTreeDocument {
 }
 
 const nodeId = (prefix: string) => `/${prefix}`;
+/** The edge from the node at `parent` to its child whose prefix continues with the code point `next`. */
+const edgeId = (parent: string, next: string) => `>${parent}${next}`;
 
 /**
  * A string as the database stores it: a lone UTF-16 surrogate (half of an astral character) becomes U+FFFD, as the
@@ -73,12 +85,6 @@ function commonPrefix(a: string, b: string): string {
   return a.slice(0, i);
 }
 
-/** The child of a node (prefix `at` characters long) whose first code point after it is that of `s` there. */
-const childFor = (children: string[], s: string, at: number): string | undefined => {
-  const next = codePointAt(s, at);
-  return children.find((c) => c.startsWith(next, at));
-};
-
 /** Reads of the tree (any process). */
 export class KeyTree {
   readonly nodes: Collection<KeyTreeDocument>;
@@ -94,43 +100,56 @@ export class KeyTree {
   }
 
   /**
-   * The oldest seqs (at most NODE_SEQS, ascending, possibly some past `#indexed`) of the entries whose key starts
-   * with `prefix` (well-formed); null when the tree has no root yet or a node is missing (the caller reads otherwise).
+   * The oldest seqs (at most NODE_SEQS, ascending, possibly some past the indexed size) of the entries whose key
+   * starts with `prefix` (well-formed); null when the node an edge leads to is missing, or for a prefix holding U+0000
+   * (the caller reads otherwise).
    */
   async oldest(prefix: string): Promise<number[] | null> {
-    let node = await this.nodes.findOne({ _id: nodeId('') });
-    if (!node) return null;
+    // PostgreSQL's jsonb holds no U+0000, so the embedded store can look no such `_id` up (nor store such a key).
+    if (prefix.includes('\u0000')) return null;
     let at = '';
-    for (;;) {
-      if (at.startsWith(prefix)) return node.s ?? [];
-      // `at` is a proper prefix of `prefix`: follow the child on prefix's next code point.
-      const child = childFor(node.c ?? [], prefix, at.length);
+    while (!at.startsWith(prefix)) {
+      // `at` is a proper prefix of `prefix`: follow the edge on prefix's next code point.
+      const edge = await this.nodes.findOne({ _id: edgeId(at, codePointAt(prefix, at.length)) });
+      const child = edge?.p;
       if (child === undefined || !(child.startsWith(prefix) || prefix.startsWith(child))) return [];
-      node = await this.nodes.findOne({ _id: nodeId(child) });
-      if (!node) return null;
       at = child;
     }
+    const node = await this.nodes.findOne({ _id: nodeId(at) });
+    if (node) return node.s ?? [];
+    return at === '' ? [] : null;
   }
 }
 
-/** A node as the indexer holds it. `seqs` null: a full node whose seqs were dropped from memory (`last` kept). */
+/**
+ * A node as the indexer holds it. `seqs` null: a full node whose seqs were dropped from memory (`last` kept).
+ * `edges`: its edges known so far, by next code point (null: known to be absent); `allEdges`: no other edge exists
+ * (a node this process created).
+ */
 interface HeldNode {
   prefix: string;
-  children: string[];
+  edges: Map<string, string | null>;
+  allEdges: boolean;
   seqs: number[] | null;
   last: number;
-  dirtyChildren: boolean;
   dirtySeqs: boolean;
   /** Created by this batch, not written yet. */
   created: boolean;
 }
 
+/** An edge to write: `created` when no document for it existed before this batch. */
+interface DirtyEdge {
+  child: string;
+  created: boolean;
+}
+
 /**
  * The writer's side (one process at a time: key-tree-indexer.ts): applies entries in seq order to nodes held in
- * memory (read on first use, at most `maxHeld` kept between batches), then writes the nodes that changed.
+ * memory (read on first use, at most `maxHeld` kept between batches), then writes the documents that changed.
  */
 export class KeyTreeWriter {
   private readonly held = new Map<string, HeldNode>();
+  private readonly dirtyEdges = new Map<string, DirtyEdge>();
 
   constructor(
     private readonly tree: KeyTree,
@@ -140,9 +159,23 @@ export class KeyTreeWriter {
   /** Forgets every node held (after losing the lease: another process may have written since). */
   forget(): void {
     this.held.clear();
+    this.dirtyEdges.clear();
   }
 
-  /** Adds entries (in seq order, keys as stored) to the tree and writes the changed nodes; then `#indexed`. */
+  /**
+   * Drops a tree of the earlier layout (nodes listing their children), whose `#indexed` says it exists: its nodes
+   * first, then the record, so a reader of that version never meets a record without its nodes. Returns whether
+   * there was one.
+   */
+  async dropEarlierLayout(): Promise<boolean> {
+    if (!(await this.tree.nodes.findOne({ _id: EARLIER_INDEXED_ID }))) return false;
+    await this.tree.nodes.deleteMany({ c: { $exists: true } });
+    await this.tree.nodes.deleteOne({ _id: EARLIER_INDEXED_ID });
+    this.forget();
+    return true;
+  }
+
+  /** Adds entries (in seq order, keys as stored) to the tree and writes what changed; then the indexed size. */
   async apply(entries: { seq: number; key: string }[], indexedSize: number): Promise<void> {
     try {
       for (const e of entries) await this.insert(e.key, e.seq);
@@ -160,12 +193,11 @@ export class KeyTreeWriter {
     for (;;) {
       await this.addSeq(node, seq);
       if (node.prefix === key) return;
-      const at = node.prefix.length;
-      const childPrefix = childFor(node.children, key, at);
-      if (childPrefix === undefined) {
-        this.create(key, [seq], []);
-        node.children.push(key);
-        node.dirtyChildren = true;
+      const next = codePointAt(key, node.prefix.length);
+      const childPrefix = await this.edge(node, next);
+      if (childPrefix === null) {
+        this.create(key, [seq]);
+        this.setEdge(node, next, key);
         return;
       }
       const common = commonPrefix(childPrefix, key);
@@ -175,30 +207,48 @@ export class KeyTreeWriter {
       }
       // The key leaves the child's edge at `common`: a node there takes the child, and the key below it.
       const child = await this.node(childPrefix, false);
-      const seqs = oldestOf([...(await this.seqsOf(child)), seq]);
-      const mid = this.create(common, seqs, [childPrefix]);
-      node.children[node.children.indexOf(childPrefix)] = common;
-      node.dirtyChildren = true;
+      const mid = this.create(common, oldestOf([...(await this.seqsOf(child)), seq]));
+      this.setEdge(mid, codePointAt(childPrefix, common.length), childPrefix);
+      this.setEdge(node, next, common);
       if (common !== key) {
-        this.create(key, [seq], []);
-        mid.children.push(key);
+        this.create(key, [seq]);
+        this.setEdge(mid, codePointAt(key, common.length), key);
       }
       return;
     }
   }
 
-  private create(prefix: string, seqs: number[], children: string[]): HeldNode {
+  private create(prefix: string, seqs: number[]): HeldNode {
     const node: HeldNode = {
       prefix,
-      children,
+      edges: new Map(),
+      allEdges: true,
       seqs,
       last: seqs[seqs.length - 1] ?? 0,
-      dirtyChildren: true,
       dirtySeqs: true,
       created: true
     };
     this.held.set(prefix, node);
     return node;
+  }
+
+  /** The prefix of the child of `node` whose prefix continues with `next`, or null: held, or read once. */
+  private async edge(node: HeldNode, next: string): Promise<string | null> {
+    const known = node.edges.get(next);
+    if (known !== undefined) return known;
+    if (node.allEdges) return null;
+    const doc = await this.tree.nodes.findOne({ _id: edgeId(node.prefix, next) });
+    const child = doc?.p ?? null;
+    node.edges.set(next, child);
+    return child;
+  }
+
+  private setEdge(node: HeldNode, next: string, child: string): void {
+    const id = edgeId(node.prefix, next);
+    // No document for it yet: none known (a node created here, or one read as absent), or one this batch creates.
+    const created = this.dirtyEdges.get(id)?.created ?? (node.edges.get(next) ?? null) === null;
+    node.edges.set(next, child);
+    this.dirtyEdges.set(id, { child, created });
   }
 
   private async addSeq(node: HeldNode, seq: number): Promise<void> {
@@ -230,16 +280,16 @@ export class KeyTreeWriter {
     }
     const doc = await this.tree.nodes.findOne({ _id: nodeId(prefix) });
     if (!doc) {
-      if (orCreate) return this.create(prefix, [], []);
+      if (orCreate) return this.create(prefix, []);
       throw new Error(`ledger key tree: node ${JSON.stringify(prefix)} is missing`);
     }
     const seqs = doc.s ?? [];
     const node: HeldNode = {
       prefix,
-      children: doc.c ?? [],
+      edges: new Map(),
+      allEdges: false,
       seqs,
       last: seqs[seqs.length - 1] ?? 0,
-      dirtyChildren: false,
       dirtySeqs: false,
       created: false
     };
@@ -248,33 +298,33 @@ export class KeyTreeWriter {
   }
 
   /**
-   * Writes the changed nodes so that a reader never follows a pointer to a node not written yet: a new pointer only
-   * ever points to a node created in this batch, so first the new nodes (inserted, many per command; a node already
-   * there from a batch written before a crash is updated instead) and the nodes whose seqs alone changed, then the
-   * nodes that gained children.
+   * Writes what changed so that a reader never follows an edge to a document not written yet: the new nodes
+   * (inserted, many per command; one already there from a batch written before a crash is updated instead) and the
+   * nodes whose seqs changed, then the new edges (which lead only to nodes), then the edges that moved (to a node a
+   * split created, whose own edges are new).
    */
   private async write(): Promise<void> {
-    const dirty = [...this.held.values()].filter((n) => n.dirtyChildren || n.dirtySeqs);
-    if (dirty.length === 0) return;
+    const dirty = [...this.held.values()].filter((n) => n.dirtySeqs);
     const created = dirty.filter((n) => n.created);
-    const changed = dirty.filter((n) => !n.created && !n.dirtyChildren);
-    const parents = dirty.filter((n) => !n.created && n.dirtyChildren);
-    const there = await this.insertNew(created);
-    await this.updateExisting([...changed, ...there]);
-    await this.updateExisting(parents);
-    for (const n of dirty) n.dirtyChildren = n.dirtySeqs = n.created = false;
+    const there = await this.insertNew(created.map((n) => ({ _id: nodeId(n.prefix), s: n.seqs! })));
+    await this.updateExisting([
+      ...dirty.filter((n) => !n.created && n.seqs !== null).map((n) => ({ _id: nodeId(n.prefix), s: n.seqs! })),
+      ...there
+    ]);
+    const edges = [...this.dirtyEdges].map(([_id, e]) => ({ _id, p: e.child, created: e.created }));
+    const moved = await this.insertNew(edges.filter((e) => e.created).map(({ _id, p }) => ({ _id, p })));
+    await this.updateExisting([...edges.filter((e) => !e.created).map(({ _id, p }) => ({ _id, p })), ...moved]);
+    for (const n of dirty) n.dirtySeqs = n.created = false;
+    this.dirtyEdges.clear();
   }
 
-  /** Inserts new nodes; returns those that were there already (written by a batch that did not record its end). */
-  private async insertNew(nodes: HeldNode[]): Promise<HeldNode[]> {
-    const there: HeldNode[] = [];
-    for (let at = 0; at < nodes.length; at += INSERTS_PER_COMMAND) {
-      const chunk = nodes.slice(at, at + INSERTS_PER_COMMAND);
+  /** Inserts new documents; returns those that were there already (written by a batch that did not record its end). */
+  private async insertNew(docs: KeyTreeDocument[]): Promise<KeyTreeDocument[]> {
+    const there: KeyTreeDocument[] = [];
+    for (let at = 0; at < docs.length; at += INSERTS_PER_COMMAND) {
+      const chunk = docs.slice(at, at + INSERTS_PER_COMMAND);
       try {
-        await this.tree.nodes.insertMany(
-          chunk.map((n) => ({ _id: nodeId(n.prefix), c: n.children, s: n.seqs! })),
-          { ordered: false }
-        );
+        await this.tree.nodes.insertMany(chunk, { ordered: false });
       } catch (err) {
         if (!(err instanceof MongoBulkWriteError)) throw err;
         const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
@@ -286,21 +336,18 @@ export class KeyTreeWriter {
   }
 
   /**
-   * Sets what changed of existing nodes: WRITES_PER_COMMAND statements per command, UPDATE_COMMANDS commands at
-   * once. FerretDB 1.24 holds a PostgreSQL connection for each statement of an update command that matches a
-   * document until the whole command ends, so one command updating more nodes than its pool has connections (50)
-   * waits for itself forever, and every other request with it.
+   * Sets documents' fields: WRITES_PER_COMMAND statements per command, UPDATE_COMMANDS commands at once. FerretDB
+   * 1.24 holds a PostgreSQL connection for each statement of an update command that matches a document until the
+   * whole command ends, so one command updating more documents than its pool has connections (50) waits for itself
+   * forever, and every other request with it.
    */
-  private async updateExisting(nodes: HeldNode[]): Promise<void> {
+  private async updateExisting(docs: KeyTreeDocument[]): Promise<void> {
     const commands: AnyBulkWriteOperation<KeyTreeDocument>[][] = [];
-    for (let at = 0; at < nodes.length; at += WRITES_PER_COMMAND)
+    for (let at = 0; at < docs.length; at += WRITES_PER_COMMAND)
       commands.push(
-        nodes.slice(at, at + WRITES_PER_COMMAND).map((n) => {
-          const $set: Partial<KeyTreeDocument> = { s: n.seqs ?? undefined, c: n.children };
-          if (!(n.dirtyChildren || n.created)) delete $set.c;
-          if (!(n.dirtySeqs || n.created) || n.seqs === null) delete $set.s;
-          return { updateOne: { filter: { _id: nodeId(n.prefix) }, update: { $set }, upsert: true } };
-        })
+        docs.slice(at, at + WRITES_PER_COMMAND).map(({ _id, ...$set }) => ({
+          updateOne: { filter: { _id }, update: { $set }, upsert: true }
+        }))
       );
     let next = 0;
     const run = async () => {

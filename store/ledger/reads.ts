@@ -28,7 +28,7 @@ const LOOKUPS_AT_ONCE = 256;
 /** Entries a scan holds while waiting for an earlier seq (see scan). */
 const SCAN_WINDOW = 4096;
 /**
- * Entries past the key tree's `#indexed` that a prefix read reads by `_id` at most; further behind (the tree being
+ * Entries past the key tree's `#indexed:edges` that a prefix read reads by `_id` at most; further behind (the tree being
  * built for an older ledger, or its indexer stopped), the read takes the query of earlier versions.
  */
 const KEY_TREE_MAX_LAG = 2048;
@@ -168,7 +168,7 @@ export class LedgerReads {
 
   /**
    * Entries whose key starts with `prefix` (not empty: any string), oldest first, at most `limit` (<= 200): the
-   * seqs of the key tree's node for the prefix up to `#indexed`, then the entries after it read by `_id`.
+   * seqs of the key tree's node for the prefix up to `#indexed:edges`, then the entries after it read by `_id`.
    */
   async byKeyPrefix(prefix: string, limit: number): Promise<LedgerEntryDocument[]> {
     const [indexed, bounds] = await Promise.all([this.keyTree.indexedSize(), this.bounds()]);

@@ -1,8 +1,9 @@
 /**
  * The key tree's writer (store/ledger/key-tree.ts, key-tree-indexer.ts) beyond what the reads equivalence test
- * checks: a batch written again after a crash (its `#indexed` never recorded) ends in the same documents as one
+ * checks: a batch written again after a crash (its size never recorded) ends in the same documents as one
  * written once, and of several processes running the indexer one writes at a time, another taking over when the
- * holder stops renewing its lease. (Answers against a full read: ledger-reads-equivalence.test.ts.)
+ * holder stops renewing its lease; a tree of the earlier layout is rebuilt; a prefix with thousands of children keeps
+ * its documents small. (Answers against a full read: ledger-reads-equivalence.test.ts.)
  */
 import { Ledger } from '../../../store/ledger/ledger';
 import { LEDGER_KEY_TREE_COLLECTION, NODE_SEQS, type KeyTreeDocument } from '../../../store/ledger/key-tree';
@@ -11,6 +12,8 @@ import { useStoreDb } from '../../support/store-db';
 const once = useStoreDb('key_tree_once');
 const twice = useStoreDb('key_tree_twice');
 const leased = useStoreDb('key_tree_lease');
+const earlier = useStoreDb('key_tree_earlier');
+const wide = useStoreDb('key_tree_wide');
 
 /** Keys sharing prefixes at every depth, splitting surrogate pairs' neighbours, and prefixes of one another. */
 const keyOf = (i: number) =>
@@ -30,13 +33,10 @@ async function fill(ledger: Ledger, count: number): Promise<void> {
   await ledger.headPublished();
 }
 
-/** The tree's nodes, without the lease and `#indexed` records. */
+/** The tree's nodes and edges, without the lease and size records. */
 async function nodes(ledger: Ledger): Promise<KeyTreeDocument[]> {
   const docs = await ledger.keyTree.nodes.find({}).toArray();
-  return docs
-    .filter((d) => d._id.startsWith('/'))
-    .map((d) => ({ ...d, c: [...(d.c ?? [])].sort() }))
-    .sort((a, b) => (a._id < b._id ? -1 : 1));
+  return docs.filter((d) => !d._id.startsWith('#')).sort((a, b) => (a._id < b._id ? -1 : 1));
 }
 
 it('a batch applied again after a crash leaves the same tree', async () => {
@@ -49,22 +49,26 @@ it('a batch applied again after a crash leaves the same tree', async () => {
   expect(await a.keyTreeIndexer().catchUp()).toBe(1200);
 
   // The other ledger: built to 700 by a pass over the collection (as a large backlog is), then the tree written on
-  // to 1200 by a process that stopped before recording `#indexed` (which stays at 700), then a new process resumes
+  // to 1200 by a process that stopped before recording its size (which stays at 700), then a new process resumes
   // from 700.
   expect(await b.keyTreeIndexer({ scanBacklog: 100 }).catchUp({ upTo: 700 })).toBe(700);
   expect(await b.keyTreeIndexer().catchUp()).toBe(1200);
-  await b.keyTree.nodes.updateOne({ _id: '#indexed' }, { $set: { size: 700 } });
+  await b.keyTree.nodes.updateOne({ _id: '#indexed:edges' }, { $set: { size: 700 } });
   expect(await b.keyTreeIndexer().catchUp()).toBe(1200);
 
   const [treeA, treeB] = await Promise.all([nodes(a), nodes(b)]);
   expect(treeB).toEqual(treeA);
   // A node at every key and branch, each with at most NODE_SEQS seqs, ascending.
-  const byPrefix = new Map(treeA.map((n) => [n._id.slice(1), n]));
+  const byPrefix = new Map(treeA.filter((d) => d._id.startsWith('/')).map((n) => [n._id.slice(1), n]));
   for (let i = 0; i < 1200; i++) expect(byPrefix.has(keyOf(i))).toBe(true);
-  for (const n of treeA) {
+  for (const n of byPrefix.values()) {
     expect(n.s!.length).toBeLessThanOrEqual(NODE_SEQS);
     expect([...n.s!].sort((x, y) => x - y)).toEqual(n.s);
   }
+  // Every node but the root has one edge, named by its prefix cut one code point after its parent's.
+  const edges = treeA.filter((d) => d._id.startsWith('>'));
+  expect(edges.map((e) => e.p).sort()).toEqual([...byPrefix.keys()].filter((p) => p !== '').sort());
+  for (const e of edges) expect(e.p!.startsWith(e._id.slice(1))).toBe(true);
   expect(byPrefix.get('')!.s).toEqual(Array.from({ length: NODE_SEQS }, (_, i) => i + 1));
   // Surrogate pairs are never split: '😀' and '😁' share their high surrogate, and branch at the root.
   expect([...byPrefix.keys()].every((p) => p === p.replace(/[\uD800-\uDBFF]$/, ''))).toBe(true);
@@ -99,4 +103,46 @@ it('one process at a time keeps the tree; another takes over when the holder sto
   } finally {
     stopLast();
   }
+}, 90_000);
+
+it('a tree of the earlier layout is dropped and built again as edges', async () => {
+  const ledger = new Ledger(earlier.db);
+  await fill(ledger, 300);
+  // The first layout: nodes listing their children in `c`, its size in `#indexed`.
+  const tree = earlier.db.collection<KeyTreeDocument & { c?: string[] }>(LEDGER_KEY_TREE_COLLECTION);
+  await tree.insertMany([
+    { _id: '/', c: ['k', 'node.n'], s: [1, 2, 3] },
+    { _id: '/node.n', c: [], s: [1] },
+    { _id: '#indexed', size: 300 }
+  ]);
+  expect(await ledger.keyTree.indexedSize()).toBeNull();
+  expect(await ledger.keyTreeIndexer().catchUp()).toBe(300);
+  const docs = await tree.find({}).toArray();
+  expect(docs.filter((d) => d.c !== undefined || d._id === '#indexed')).toEqual([]);
+  expect(await ledger.keyTree.oldest('k1')).toEqual(
+    Array.from({ length: 300 }, (_, i) => i + 1).filter((seq) => keyOf(seq - 1).startsWith('k1'))
+  );
+}, 90_000);
+
+it('a prefix with thousands of children keeps small documents', async () => {
+  const ledger = new Ledger(wide.db);
+  // 3,000 distinct keys under one prefix, as unique event keys make: every new key inserts a node and an edge.
+  await ledger.appendBulk(
+    Array.from({ length: 3000 }, (_, i) => ({ kind: 'truth' as const, key: `event.${i * 7919}`, value: { i } })),
+    500
+  );
+  await ledger.headPublished();
+  expect(await ledger.keyTreeIndexer().catchUp({ upTo: 1500 })).toBe(1500);
+  expect(await ledger.keyTreeIndexer().catchUp()).toBe(3000);
+  const docs = await nodes(ledger);
+  const largest = Math.max(...docs.map((d) => JSON.stringify(d).length));
+  // A node holds at most NODE_SEQS seqs (about 1.4 KiB), an edge one prefix: nothing grows with the children.
+  expect(largest).toBeLessThan(2000);
+  expect(await ledger.keyTree.oldest('event.1')).toEqual(
+    Array.from({ length: 3000 }, (_, i) => i)
+      .filter((i) => `${i * 7919}`.startsWith('1'))
+      .map((i) => i + 1)
+      .slice(0, NODE_SEQS)
+  );
+  expect(await ledger.keyTree.oldest('event.x')).toEqual([]);
 }, 90_000);

@@ -554,12 +554,13 @@ describe.each(PLANS)('a random ledger ($name, $entries entries)', (plan) => {
     );
     // Some answers are cut by their limit.
     check(cut >= 5, at('findByKeyPrefix'), `only ${cut} queries had more matches than their limit`);
-    // The answers came from the key tree: each node holds the oldest 200 seqs under its prefix (past `#indexed`
-    // too, when a batch went further than the record), so no read fell back to the regex query.
+    // The answers came from the key tree: each node holds the oldest 200 seqs under its prefix (past `#indexed:edges`
+    // too, when a batch went further than the record), so no read fell back to the regex query (but those of a
+    // prefix holding U+0000, which no `_id` on the embedded store can hold).
     const indexed = (await ledger.keyTree.indexedSize())!;
     await runAll(
       queries.map(([prefix]) => async () => {
-        if (!prefix) return;
+        if (!prefix || prefix.includes('\u0000')) return;
         const seqs = await ledger.keyTree.oldest(wellFormed(prefix));
         const want = ref.findByKeyPrefix(prefix, 200).filter((e) => e.seq <= indexed);
         check(
@@ -816,7 +817,7 @@ describe('a ledger written to while it is read', () => {
 
     const reader = new Ledger(db);
     const memory = new MemoryStore(db);
-    // The key tree follows the writes as an API process's indexer does, its `#indexed` some entries behind.
+    // The key tree follows the writes as an API process's indexer does, its `#indexed:edges` some entries behind.
     await writers[1]!.keyTreeIndexer().catchUp();
     const stopIndexer = writers[1]!.keyTreeIndexer({ pollMs: 30 }).start();
     const prefixes = ['', 'a', 'ab', 'mem.agent-1', HOT_KEYS[0]!, SEED_KEY_PREFIX, '中', '😀', 'L'];
