@@ -227,7 +227,7 @@ export async function createServiceContext(
       ports: new PortPoolStore(mongo.db, config.PORT_POOL),
       didRegistry: new DidRegistryStore(mongo.db, credentials.activeDids),
       knowledge: new KnowledgeStore(mongo.db),
-      memory: new MemoryStore(mongo.db),
+      memory: new MemoryStore(mongo.db, ledger),
       memoryGateway,
       close: async () => {
         stopPublisher();

@@ -22,7 +22,8 @@ import type { LedgerEntryDocument } from '../../core/ledger/ledger-entry';
 import { isDuplicateKey } from '../mongo';
 import { LEDGER_COLLECTION } from './entries';
 import type { HeadRecords } from './heads';
-import { KeyTree, KeyTreeWriter, type KeyTreeDocument } from './key-tree';
+import { KeyTree, KeyTreeWriter, type KeyTreeDocument, type KeyTreeEntry } from './key-tree';
+import type { PublishedKey } from './positions';
 
 const leaseId = (epoch: number) => `#lease#${epoch}`;
 /**
@@ -56,10 +57,10 @@ export class KeyTreeIndexer {
     db: Db,
     private readonly tree: KeyTree,
     private readonly heads: Pick<HeadRecords, 'newest'>,
-    /** Every entry's key in seq order, reading the collection through (LedgerReads.scanKeys). */
-    private readonly scanKeys: () => AsyncIterable<{ _id: number; key: string }>,
+    /** Every entry's key and kind in seq order, reading the collection through (LedgerReads.scanKeys). */
+    private readonly scanKeys: () => AsyncIterable<{ _id: number; key: string; kind: string }>,
     /** The keys of entries first … last published with the position lists (PositionLists.keys). */
-    private readonly publishedKeys: (first: number, last: number) => Promise<Map<number, string>>,
+    private readonly publishedKeys: (first: number, last: number) => Promise<Map<number, PublishedKey>>,
     opts: KeyTreeIndexerOptions = {}
   ) {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
@@ -121,14 +122,14 @@ export class KeyTreeIndexer {
       const missing = seqs.filter((seq) => !found.has(seq));
       for (let at = 0; at < missing.length; at += 256) {
         const docs = await Promise.all(
-          missing.slice(at, at + 256).map((_id) => this.entries.findOne({ _id }, { projection: { key: 1 } }))
+          missing.slice(at, at + 256).map((_id) => this.entries.findOne({ _id }, { projection: { key: 1, kind: 1 } }))
         );
-        for (const d of docs) if (d) found.set(d._id, d.key);
+        for (const d of docs) if (d) found.set(d._id, { key: d.key, truth: d.kind === 'truth' });
       }
       const batch = seqs.map((seq) => {
-        const key = found.get(seq);
-        if (key === undefined) throw new Error(`ledger entry ${seq} is missing: the key tree waits for it`);
-        return { seq, key };
+        const published = found.get(seq);
+        if (published === undefined) throw new Error(`ledger entry ${seq} is missing: the key tree waits for it`);
+        return { seq, ...published };
       });
       if (this.lease && !(await this.renew())) return indexed;
       await this.writer.apply(batch, to);
@@ -143,7 +144,7 @@ export class KeyTreeIndexer {
    * the tree then goes.
    */
   private async fromScan(indexed: number, target: number, stop: () => boolean): Promise<number> {
-    let batch: { seq: number; key: string }[] = [];
+    let batch: KeyTreeEntry[] = [];
     const flush = async (): Promise<boolean> => {
       if (batch.length === 0) return true;
       if (this.lease && !(await this.renew())) return false;
@@ -158,7 +159,7 @@ export class KeyTreeIndexer {
       if (e._id > target || stop()) break;
       const want = indexed + batch.length + 1;
       if (e._id !== want) throw new Error(`ledger entry ${want} is missing: the key tree waits for it`);
-      batch.push({ seq: e._id, key: e.key });
+      batch.push({ seq: e._id, key: e.key, truth: e.kind === 'truth' });
       if (batch.length >= BATCH && !(await flush())) return indexed;
     }
     await flush();

@@ -12,6 +12,10 @@
  *     prefix's next code point by one `_id` read, whatever the number of children (a node holding its children
  *     would grow with them: a million distinct keys under one prefix make a document past the 16 MiB limit, and
  *     every new key would rewrite it).
+ *   - a key's versions (its truth entries, as the memory gateway counts them): its node's `v` (how many) and `lv`
+ *     (the newest's seq), and their seqs in order, field `p<i>` of `=<key>#<chunk>` for version chunk·256 + i + 1
+ *     (the chunk, digits, after the last '#'), so a key's newest versions and their numbers are a few `_id` reads
+ *     however many it has.
  * The entries starting with a prefix P are those under the first node whose prefix starts with P (no key ends and
  * no branch starts between P and that node), so a read follows edges from the root to that node and looks its seqs
  * up. Since the ledger only grows, a node's `s` changes only while it holds fewer than NODE_SEQS seqs: the hot
@@ -23,13 +27,13 @@
  * That is exact because `s` is always the oldest seqs of the node's subtree: any entry up to the recorded size under
  * the node that is not in a full `s` is newer than all of `s`.
  *
- * A batch writes its nodes before its edges, and new edges before changed ones (an edge moved to a node a split
+ * A batch writes version chunks before the nodes counting them, its nodes before its edges, and new edges before changed ones (an edge moved to a node a split
  * created, whose own edges are new), so a reader never follows an edge to a document not written yet; a reader
  * that follows an edge before it moved reaches a node that still holds every seq up to the size it read. Every
  * write sets a document to what the seqs applied so far make it, so a batch written again after a crash or a lease
  * takeover (from the recorded size) ends in the same documents.
  */
-import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db } from 'mongodb';
+import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Document } from 'mongodb';
 
 export const LEDGER_KEY_TREE_COLLECTION = 'ledger_key_tree';
 /** Seqs a node keeps: the oldest of its subtree, as many as a prefix read returns at most. */
@@ -47,10 +51,20 @@ const UPDATE_COMMANDS = 4;
 /** New documents inserted by one command, at most. */
 const INSERTS_PER_COMMAND = 500;
 
+/** An entry as the tree takes it: its seq, its key as stored, whether it is a truth (a version of its key). */
+export interface KeyTreeEntry {
+  seq: number;
+  key: string;
+  truth: boolean;
+}
+
 export interface KeyTreeDocument {
   _id: string;
   /** Node: the oldest seqs of its subtree, ascending, at most NODE_SEQS. */
   s?: number[];
+  /** Node at a key: how many of its entries are truths (its versions), and the newest one's seq. */
+  v?: number;
+  lv?: number;
   /** Edge: the prefix of the child it leads to. */
   p?: string;
   /** INDEXED_ID: every entry up to this seq is in the tree. */
@@ -61,6 +75,11 @@ export interface KeyTreeDocument {
 }
 
 const nodeId = (prefix: string) => `/${prefix}`;
+/** Versions per chunk document. */
+export const VERSION_CHUNK = 256;
+/** The chunk holding version `ordinal` (from 1) of `key`, and its field there. */
+const versionChunkId = (key: string, ordinal: number) => `=${key}#${Math.floor((ordinal - 1) / VERSION_CHUNK)}`;
+const versionField = (ordinal: number) => `p${(ordinal - 1) % VERSION_CHUNK}`;
 /** The edge from the node at `parent` to its child whose prefix continues with the code point `next`. */
 const edgeId = (parent: string, next: string) => `>${parent}${next}`;
 
@@ -88,9 +107,12 @@ function commonPrefix(a: string, b: string): string {
 /** Reads of the tree (any process). */
 export class KeyTree {
   readonly nodes: Collection<KeyTreeDocument>;
+  /** The same collection, for the version chunks' `p<i>` fields. */
+  readonly raw: Collection<Document>;
 
   constructor(db: Db) {
     this.nodes = db.collection<KeyTreeDocument>(LEDGER_KEY_TREE_COLLECTION);
+    this.raw = db.collection(LEDGER_KEY_TREE_COLLECTION);
   }
 
   /** How far the tree goes: every entry up to this seq is in it; null when it was never built. */
@@ -119,6 +141,24 @@ export class KeyTree {
     if (node) return node.s ?? [];
     return at === '' ? [] : null;
   }
+
+  /**
+   * The versions of `key` (well-formed, without U+0000) the tree has counted: how many, possibly some past the
+   * indexed size, and a reader of their seqs by ordinal (version chunks read once each).
+   */
+  async versions(key: string): Promise<{ count: number; seqOf: (ordinal: number) => Promise<number> }> {
+    const node = await this.nodes.findOne({ _id: nodeId(key) });
+    const chunks = new Map<string, Promise<Document | null>>();
+    const seqOf = async (ordinal: number) => {
+      const id = versionChunkId(key, ordinal);
+      if (!chunks.has(id)) chunks.set(id, this.raw.findOne({ _id: id as unknown as Document['_id'] }));
+      const seq = (await chunks.get(id)!)?.[versionField(ordinal)];
+      if (typeof seq !== 'number')
+        throw new Error(`ledger key tree: version ${ordinal} of ${JSON.stringify(key)} is missing`);
+      return seq;
+    };
+    return { count: node?.v ?? 0, seqOf };
+  }
 }
 
 /**
@@ -133,7 +173,17 @@ interface HeldNode {
   seqs: number[] | null;
   last: number;
   dirtySeqs: boolean;
+  /** Versions (truths with exactly this key) and the newest one's seq. */
+  versions: number;
+  lastVersion: number;
+  dirtyVersions: boolean;
   /** Created by this batch, not written yet. */
+  created: boolean;
+}
+
+/** A document to write: its `_id` and the fields to set (an insert when `created`, else an update). */
+interface DirtyDocument {
+  fields: Record<string, unknown>;
   created: boolean;
 }
 
@@ -150,6 +200,7 @@ interface DirtyEdge {
 export class KeyTreeWriter {
   private readonly held = new Map<string, HeldNode>();
   private readonly dirtyEdges = new Map<string, DirtyEdge>();
+  private readonly dirtyChunks = new Map<string, DirtyDocument>();
 
   constructor(
     private readonly tree: KeyTree,
@@ -160,6 +211,7 @@ export class KeyTreeWriter {
   forget(): void {
     this.held.clear();
     this.dirtyEdges.clear();
+    this.dirtyChunks.clear();
   }
 
   /**
@@ -176,9 +228,12 @@ export class KeyTreeWriter {
   }
 
   /** Adds entries (in seq order, keys as stored) to the tree and writes what changed; then the indexed size. */
-  async apply(entries: { seq: number; key: string }[], indexedSize: number): Promise<void> {
+  async apply(entries: KeyTreeEntry[], indexedSize: number): Promise<void> {
     try {
-      for (const e of entries) await this.insert(e.key, e.seq);
+      for (const e of entries) {
+        const node = await this.insert(e.key, e.seq);
+        if (e.truth) this.addVersion(node, e.seq);
+      }
       await this.write();
       await this.tree.nodes.updateOne({ _id: INDEXED_ID }, { $set: { size: indexedSize } }, { upsert: true });
     } catch (err) {
@@ -188,17 +243,18 @@ export class KeyTreeWriter {
     this.trim();
   }
 
-  private async insert(key: string, seq: number): Promise<void> {
+  /** Adds the seq to every node on its key's path, making the nodes it needs; returns the key's node. */
+  private async insert(key: string, seq: number): Promise<HeldNode> {
     let node = await this.node('', true);
     for (;;) {
       await this.addSeq(node, seq);
-      if (node.prefix === key) return;
+      if (node.prefix === key) return node;
       const next = codePointAt(key, node.prefix.length);
       const childPrefix = await this.edge(node, next);
       if (childPrefix === null) {
-        this.create(key, [seq]);
+        const leaf = this.create(key, [seq]);
         this.setEdge(node, next, key);
-        return;
+        return leaf;
       }
       const common = commonPrefix(childPrefix, key);
       if (common === childPrefix) {
@@ -210,12 +266,24 @@ export class KeyTreeWriter {
       const mid = this.create(common, oldestOf([...(await this.seqsOf(child)), seq]));
       this.setEdge(mid, codePointAt(childPrefix, common.length), childPrefix);
       this.setEdge(node, next, common);
-      if (common !== key) {
-        this.create(key, [seq]);
-        this.setEdge(mid, codePointAt(key, common.length), key);
-      }
-      return;
+      if (common === key) return mid;
+      const leaf = this.create(key, [seq]);
+      this.setEdge(mid, codePointAt(key, common.length), key);
+      return leaf;
     }
+  }
+
+  /** Counts a truth as its key's next version (once: a seq at or before the newest version is counted already). */
+  private addVersion(node: HeldNode, seq: number): void {
+    if (seq <= node.lastVersion) return;
+    const ordinal = ++node.versions;
+    node.lastVersion = seq;
+    node.dirtyVersions = true;
+    const id = versionChunkId(node.prefix, ordinal);
+    let chunk = this.dirtyChunks.get(id);
+    // A chunk whose first version this batch sets has no document yet (but after a crash: see insertNew).
+    if (!chunk) this.dirtyChunks.set(id, (chunk = { fields: {}, created: (ordinal - 1) % VERSION_CHUNK === 0 }));
+    chunk.fields[versionField(ordinal)] = seq;
   }
 
   private create(prefix: string, seqs: number[]): HeldNode {
@@ -226,6 +294,9 @@ export class KeyTreeWriter {
       seqs,
       last: seqs[seqs.length - 1] ?? 0,
       dirtySeqs: true,
+      versions: 0,
+      lastVersion: 0,
+      dirtyVersions: false,
       created: true
     };
     this.held.set(prefix, node);
@@ -291,6 +362,9 @@ export class KeyTreeWriter {
       seqs,
       last: seqs[seqs.length - 1] ?? 0,
       dirtySeqs: false,
+      versions: doc.v ?? 0,
+      lastVersion: doc.lv ?? 0,
+      dirtyVersions: false,
       created: false
     };
     this.held.set(prefix, node);
@@ -298,33 +372,43 @@ export class KeyTreeWriter {
   }
 
   /**
-   * Writes what changed so that a reader never follows an edge to a document not written yet: the new nodes
-   * (inserted, many per command; one already there from a batch written before a crash is updated instead) and the
-   * nodes whose seqs changed, then the new edges (which lead only to nodes), then the edges that moved (to a node a
-   * split created, whose own edges are new).
+   * Writes what changed so that a reader never follows an edge or a count to a document not written yet: the version
+   * chunks, then the new nodes (inserted, many per command; one already there from a batch written before a crash is
+   * updated instead) and the nodes whose seqs or versions changed, then the new edges (which lead only to nodes),
+   * then the edges that moved (to a node a split created, whose own edges are new).
    */
   private async write(): Promise<void> {
-    const dirty = [...this.held.values()].filter((n) => n.dirtySeqs);
-    const created = dirty.filter((n) => n.created);
-    const there = await this.insertNew(created.map((n) => ({ _id: nodeId(n.prefix), s: n.seqs! })));
-    await this.updateExisting([
-      ...dirty.filter((n) => !n.created && n.seqs !== null).map((n) => ({ _id: nodeId(n.prefix), s: n.seqs! })),
-      ...there
-    ]);
-    const edges = [...this.dirtyEdges].map(([_id, e]) => ({ _id, p: e.child, created: e.created }));
-    const moved = await this.insertNew(edges.filter((e) => e.created).map(({ _id, p }) => ({ _id, p })));
-    await this.updateExisting([...edges.filter((e) => !e.created).map(({ _id, p }) => ({ _id, p })), ...moved]);
-    for (const n of dirty) n.dirtySeqs = n.created = false;
+    await this.writeAll([...this.dirtyChunks].map(([_id, c]) => ({ _id, ...c })));
+    const dirty = [...this.held.values()].filter((n) => n.dirtySeqs || n.dirtyVersions);
+    await this.writeAll(
+      dirty.map((n) => {
+        const fields: Record<string, unknown> = {};
+        if ((n.dirtySeqs || n.created) && n.seqs !== null) fields.s = n.seqs;
+        if (n.dirtyVersions) Object.assign(fields, { v: n.versions, lv: n.lastVersion });
+        return { _id: nodeId(n.prefix), fields, created: n.created };
+      })
+    );
+    const edges = [...this.dirtyEdges].map(([_id, e]) => ({ _id, fields: { p: e.child }, created: e.created }));
+    await this.writeAll(edges.filter((e) => e.created));
+    await this.writeAll(edges.filter((e) => !e.created));
+    for (const n of dirty) n.dirtySeqs = n.dirtyVersions = n.created = false;
     this.dirtyEdges.clear();
+    this.dirtyChunks.clear();
+  }
+
+  /** Inserts the created documents, then sets the fields of the others (and of created ones that were there). */
+  private async writeAll(docs: ({ _id: string } & DirtyDocument)[]): Promise<void> {
+    const there = await this.insertNew(docs.filter((d) => d.created).map((d) => ({ _id: d._id, ...d.fields })));
+    await this.updateExisting([...docs.filter((d) => !d.created).map((d) => ({ _id: d._id, ...d.fields })), ...there]);
   }
 
   /** Inserts new documents; returns those that were there already (written by a batch that did not record its end). */
-  private async insertNew(docs: KeyTreeDocument[]): Promise<KeyTreeDocument[]> {
-    const there: KeyTreeDocument[] = [];
+  private async insertNew(docs: Document[]): Promise<Document[]> {
+    const there: Document[] = [];
     for (let at = 0; at < docs.length; at += INSERTS_PER_COMMAND) {
       const chunk = docs.slice(at, at + INSERTS_PER_COMMAND);
       try {
-        await this.tree.nodes.insertMany(chunk, { ordered: false });
+        await this.tree.raw.insertMany(chunk, { ordered: false });
       } catch (err) {
         if (!(err instanceof MongoBulkWriteError)) throw err;
         const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
@@ -341,8 +425,8 @@ export class KeyTreeWriter {
    * whole command ends, so one command updating more documents than its pool has connections (50) waits for itself
    * forever, and every other request with it.
    */
-  private async updateExisting(docs: KeyTreeDocument[]): Promise<void> {
-    const commands: AnyBulkWriteOperation<KeyTreeDocument>[][] = [];
+  private async updateExisting(docs: Document[]): Promise<void> {
+    const commands: AnyBulkWriteOperation<Document>[][] = [];
     for (let at = 0; at < docs.length; at += WRITES_PER_COMMAND)
       commands.push(
         docs.slice(at, at + WRITES_PER_COMMAND).map(({ _id, ...$set }) => ({
@@ -351,7 +435,7 @@ export class KeyTreeWriter {
       );
     let next = 0;
     const run = async () => {
-      while (next < commands.length) await this.tree.nodes.bulkWrite(commands[next++]!, { ordered: false });
+      while (next < commands.length) await this.tree.raw.bulkWrite(commands[next++]!, { ordered: false });
     };
     await Promise.all(Array.from({ length: Math.min(UPDATE_COMMANDS, commands.length) }, run));
   }

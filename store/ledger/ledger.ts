@@ -165,6 +165,11 @@ export class Ledger {
    * Entries whose key starts with `prefix` (any prefix), oldest first, at most `limit` (<= 200). The empty prefix and
    * seed-record prefixes are read by `_id` (store/ledger/reads.ts), any other prefix from the key tree (key-tree.ts).
    */
+  /** A key's truth versions from the key tree, or null when it cannot answer (LedgerReads.truthVersions). */
+  truthVersions(key: string, options: { limit?: number; before?: number; through?: number } = {}) {
+    return this.reads.truthVersions(key, options);
+  }
+
   findByKeyPrefix(prefix: string, limit: number): Promise<LedgerEntryDocument[]> {
     if (!prefix) return this.reads.range(0, limit);
     if (LedgerReads.seedPrefix(prefix)) return this.reads.seedAfter(prefix, 0, limit);

@@ -35,6 +35,12 @@ export const SEED_LIST = 'seed';
 /** Not a list: the entries' keys by seq, published with the lists for the key tree (PositionLists.keys). */
 const KEYS_LIST = 'keys';
 
+/** An entry's key as published for the key tree, and whether the entry is a truth (a version of its key). */
+export interface PublishedKey {
+  key: string;
+  truth: boolean;
+}
+
 /** What an entry's lists are computed from. */
 export type PositionFields = Pick<LedgerEntryDocument, 'seq' | 'kind' | 'key' | 'truth_type'>;
 
@@ -48,8 +54,9 @@ export function listsOf(entry: { kind: LedgerEntryKind; key: string; truth_type:
 interface PositionDocument {
   _id: string;
   [field: `p${number}`]: number;
-  /** In `keys:<chunk>`: the key of seq chunk·POSITION_CHUNK + i + 1. */
+  /** In `keys:<chunk>`: the key of seq chunk·POSITION_CHUNK + i + 1, and 1 when that entry is a truth (else 0). */
   [key: `k${number}`]: string;
+  [truth: `t${number}`]: number;
 }
 
 const chunkId = (list: string, chunk: number) => `${list}:${chunk}`;
@@ -91,6 +98,7 @@ export class PositionLists {
       let keys = sets.get(keysId);
       if (!keys) sets.set(keysId, (keys = {}));
       keys[`k${(seq - 1) % POSITION_CHUNK}`] = entry.key;
+      keys[`t${(seq - 1) % POSITION_CHUNK}`] = entry.kind === 'truth' ? 1 : 0;
       for (const list of listsOf(entry)) {
         const ordinal = (counts[list] ?? 0) + 1;
         counts[list] = ordinal;
@@ -109,20 +117,23 @@ export class PositionLists {
 
   /**
    * The keys of entries `first … last` as the writer published them with their positions (`keys:<chunk>`, one
-   * document per POSITION_CHUNK seqs): what the key tree's indexer reads instead of each entry. A seq whose key was
-   * not published (a ledger begun before this, or a range whose positions could not be published) is left out.
+   * document per POSITION_CHUNK seqs), and whether each is a truth: what the key tree's indexer reads instead of each
+   * entry. A seq whose key was not published (a ledger begun before this, or a range whose positions could not be
+   * published) is left out.
    */
-  async keys(first: number, last: number): Promise<Map<number, string>> {
+  async keys(first: number, last: number): Promise<Map<number, PublishedKey>> {
     const chunks: string[] = [];
     for (let c = Math.floor((first - 1) / POSITION_CHUNK); c <= Math.floor((last - 1) / POSITION_CHUNK); c++)
       chunks.push(chunkId(KEYS_LIST, c));
-    const out = new Map<number, string>();
+    const out = new Map<number, PublishedKey>();
     for (const doc of await findByIds(this.positions, chunks)) {
       const chunk = Number(doc._id.slice(KEYS_LIST.length + 1));
+      const fields = doc as unknown as Record<string, unknown>;
       for (let i = 0; i < POSITION_CHUNK; i++) {
         const seq = chunk * POSITION_CHUNK + i + 1;
-        const key = (doc as unknown as Record<string, unknown>)[`k${i}`];
-        if (seq >= first && seq <= last && typeof key === 'string') out.set(seq, key);
+        const [key, truth] = [fields[`k${i}`], fields[`t${i}`]];
+        if (seq >= first && seq <= last && typeof key === 'string' && typeof truth === 'number')
+          out.set(seq, { key, truth: truth === 1 });
       }
     }
     return out;

@@ -82,8 +82,8 @@ export class LedgerReads {
   }
 
   /** scan, reading only the entries' keys. */
-  scanKeys(batchSize = 5000): AsyncGenerator<Pick<LedgerEntryDocument, '_id' | 'key'>> {
-    return this.scanFields(batchSize, SCAN_WINDOW, { key: 1 });
+  scanKeys(batchSize = 5000): AsyncGenerator<Pick<LedgerEntryDocument, '_id' | 'key' | 'kind'>> {
+    return this.scanFields(batchSize, SCAN_WINDOW, { key: 1, kind: 1 });
   }
 
   private async *scanFields<T extends { _id: number }>(
@@ -183,6 +183,57 @@ export class LedgerReads {
       out.push(...tail.filter((e) => e.key.startsWith(stored)));
     }
     return out.slice(0, limit);
+  }
+
+  /**
+   * A key's truth versions (the memory gateway's reads) from the key tree: `versions`, how many have a seq up to
+   * `through` (all when not given); `page`, the newest `limit` of those before seq `before`, newest first, each with
+   * its number (from 1, oldest first). The versions up to the tree's indexed size come from the key's version
+   * chunks, those after it from the entries read by `_id`. Null when the tree cannot answer (not built, far behind,
+   * a key not as stored or holding U+0000): the caller reads otherwise.
+   */
+  async truthVersions(
+    key: string,
+    options: { limit?: number; before?: number; through?: number } = {}
+  ): Promise<{ versions: number; page: { version: number; entry: LedgerEntryDocument }[] } | null> {
+    const [indexed, bounds] = await Promise.all([this.keyTree.indexedSize(), this.bounds()]);
+    if (indexed === null || bounds.size - indexed > KEY_TREE_MAX_LAG) return null;
+    if (key !== wellFormed(key) || key.includes('\u0000')) return null;
+    const { count, seqOf } = await this.keyTree.versions(key);
+    // The versions up to the indexed size: the tree may have counted a few past it (a batch not recorded yet).
+    let n = count;
+    while (n > 0 && (await seqOf(n)) > indexed) n--;
+    const tail =
+      bounds.size > indexed
+        ? (await this.bySeqs(ascending(indexed + 1, bounds.size))).filter((e) => e.key === key && e.kind === 'truth')
+        : [];
+    /** How many of versions 1 … n have a seq up to `seq` (seqs ascend with the numbers: a binary search). */
+    const countedTo = async (seq: number): Promise<number> => {
+      if (n === 0 || (await seqOf(n)) <= seq) return n;
+      let [lo, hi] = [0, n]; // seqOf(lo) <= seq < seqOf(hi), version 0 before every seq
+      while (hi - lo > 1) {
+        const mid = (lo + hi) >> 1;
+        if ((await seqOf(mid)) <= seq) lo = mid;
+        else hi = mid;
+      }
+      return lo;
+    };
+    const through = options.through ?? Infinity;
+    const versions = (await countedTo(through)) + tail.filter((e) => e.seq <= through).length;
+    const limit = options.limit ?? 0;
+    const before = options.before ?? Infinity;
+    const page: { version: number; entry: LedgerEntryDocument }[] = [];
+    for (let i = tail.length - 1; i >= 0 && page.length < limit; i--)
+      if (tail[i]!.seq < before) page.push({ version: n + i + 1, entry: tail[i]! });
+    const ordinals: number[] = [];
+    for (let v = await countedTo(before - 1); v >= 1 && page.length + ordinals.length < limit; v--) ordinals.push(v);
+    const seqs = await Promise.all(ordinals.map(seqOf));
+    const entries = new Map((await this.bySeqs(seqs)).map((e) => [e.seq, e]));
+    ordinals.forEach((version, i) => {
+      const entry = entries.get(seqs[i]!);
+      if (entry) page.push({ version, entry });
+    });
+    return { versions, page };
   }
 
   /** Whether the seed list serves a key prefix: every key starting with it is a seed record's. */

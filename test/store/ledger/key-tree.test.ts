@@ -25,9 +25,12 @@ const keyOf = (i: number) =>
     `k${i}`
   ][i % 5]!;
 
+/** Every seventh entry an event: no version of its key. */
+const kindOf = (i: number) => (i % 7 === 3 ? ('event' as const) : ('truth' as const));
+
 async function fill(ledger: Ledger, count: number): Promise<void> {
   await ledger.appendBulk(
-    Array.from({ length: count }, (_, i) => ({ kind: 'truth' as const, key: keyOf(i), value: { i } })),
+    Array.from({ length: count }, (_, i) => ({ kind: kindOf(i), key: keyOf(i), value: { i } })),
     250
   );
   await ledger.headPublished();
@@ -45,7 +48,7 @@ it('a batch applied again after a crash leaves the same tree', async () => {
   // The writer published every key beside its position lists: the indexer reads them 256 to a document.
   const published = await a.engine.positions.keys(1, 1200);
   expect([...published.keys()].sort((x, y) => x - y)).toEqual(Array.from({ length: 1200 }, (_, i) => i + 1));
-  for (const [seq, key] of published) expect(key).toBe(keyOf(seq - 1));
+  for (const [seq, key] of published) expect(key).toEqual({ key: keyOf(seq - 1), truth: kindOf(seq - 1) === 'truth' });
   expect(await a.keyTreeIndexer().catchUp()).toBe(1200);
 
   // The other ledger: built to 700 by a pass over the collection (as a large backlog is), then the tree written on
@@ -70,6 +73,18 @@ it('a batch applied again after a crash leaves the same tree', async () => {
   expect(edges.map((e) => e.p).sort()).toEqual([...byPrefix.keys()].filter((p) => p !== '').sort());
   for (const e of edges) expect(e.p!.startsWith(e._id.slice(1))).toBe(true);
   expect(byPrefix.get('')!.s).toEqual(Array.from({ length: NODE_SEQS }, (_, i) => i + 1));
+  // Each key's versions: its truths in seq order, counted once though the batch was written twice.
+  const versions = await b.truthVersions('app.config.v2', { limit: 200 });
+  const want = Array.from({ length: 1200 }, (_, i) => i).filter(
+    (i) => keyOf(i) === 'app.config.v2' && kindOf(i) === 'truth'
+  );
+  expect(versions!.versions).toBe(want.length);
+  expect(versions!.page.map((v) => [v.version, v.entry.seq])).toEqual(
+    want
+      .map((i, n) => [n + 1, i + 1])
+      .reverse()
+      .slice(0, 200)
+  );
   // Surrogate pairs are never split: '😀' and '😁' share their high surrogate, and branch at the root.
   expect([...byPrefix.keys()].every((p) => p === p.replace(/[\uD800-\uDBFF]$/, ''))).toBe(true);
 }, 90_000);

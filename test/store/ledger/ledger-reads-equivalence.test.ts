@@ -522,7 +522,7 @@ describe.each(PLANS)('a random ledger ($name, $entries entries)', (plan) => {
     // The key tree up to the end, but for the small ledger, whose last entries are read as the tail after it.
     const upTo = plan.name === 'small' ? ref.size - 37 : ref.size;
     check((await ledger.keyTreeIndexer().catchUp({ upTo })) === upTo, at('the key tree'), `not built to ${upTo}`);
-    memory = new MemoryStore(testDb.db);
+    memory = new MemoryStore(testDb.db, ledger);
   }, 60_000);
 
   it('findByKeyPrefix: any string prefix, oldest first, at most the limit', async () => {
@@ -816,7 +816,7 @@ describe('a ledger written to while it is read', () => {
     );
 
     const reader = new Ledger(db);
-    const memory = new MemoryStore(db);
+    const memory = new MemoryStore(db, reader);
     // The key tree follows the writes as an API process's indexer does, its `#indexed:edges` some entries behind.
     await writers[1]!.keyTreeIndexer().catchUp();
     const stopIndexer = writers[1]!.keyTreeIndexer({ pollMs: 30 }).start();
