@@ -2,8 +2,9 @@
  * The launcher supervises its processes: `kill -9` of the worker and then of the API, while writers hammer the
  * truth ledger (each write retried with its Idempotency-Key until acknowledged) and high-risk writes wait for
  * approval. Each dead process is restarted, with the reason in the log; afterwards no acknowledged write is lost, no
- * seq appears twice, /api/verify is consistent, and the approvals are still pending and can be decided. A process
- * that keeps dying makes the launcher give up and stop everything, saying so.
+ * seq appears twice, /api/verify is consistent, every acknowledged write reads back by its key and from the memory
+ * gateway (both through the key tree, whose indexer the API kill interrupts), and the approvals are still pending
+ * and can be decided. A process that keeps dying makes the launcher give up and stop everything, saying so.
  */
 import { issueHomologousToken, registerDid } from '../support/credentials';
 import { eventually, http } from '../support/service';
@@ -75,6 +76,19 @@ it('restarts a killed worker and API; acknowledged writes, seqs, the ledger root
   const verify = await http('GET', `${stack.base}/api/verify`);
   expect(verify.body).toMatchObject({ ok: true, consistent: true, ledger_lines: entries.length });
 
+  // Every acknowledged write also reads back through the key tree, whose indexer ran in the killed API: by its key
+  // (a prefix read: its entry and those of the keys it prefixes, `…n1` of `…n10`, oldest first) and as the memory
+  // gateway's newest version of its key (its only one).
+  const loads = entries.filter((e) => e.key.startsWith('supervised.load.'));
+  const memory = `http://127.0.0.1:${stack.env.MEMORY_PORT}`;
+  for (const a of writers.acknowledged) {
+    const byKey = await http('GET', `${stack.base}/api/truth?key=${encodeURIComponent(a.key)}&limit=200`);
+    const want = loads.filter((e) => e.key.startsWith(a.key)).slice(0, 200);
+    expect([a.key, byKey.body.results?.map((e: { seq: number }) => e.seq)]).toEqual([a.key, want.map((e) => e.seq)]);
+    const latest = await http('GET', `${memory}/truth/${a.key}`);
+    expect([a.key, latest.status, latest.body.seq, latest.body.version]).toEqual([a.key, 200, a.seq, 1]);
+  }
+
   // The approvals held before and during the restarts still wait for a human, and a decision goes through.
   const headers = { 'x-zr-token': approver };
   for (const h of writers.held) {
@@ -101,7 +115,7 @@ it('restarts a killed worker and API; acknowledged writes, seqs, the ledger root
   expect(await stack.exited).toEqual([0, null]);
   expect(alive(worker)).toBe(false);
   expect(recordedPids(stack.dataDir)).toEqual({});
-}, 180_000);
+}, 240_000);
 
 it(`gives up and stops everything when the API dies more than ${RESTART_POLICY.maxRestarts} times in ${RESTART_POLICY.windowMs / 1000} s`, async () => {
   const stack = await launch('node');
