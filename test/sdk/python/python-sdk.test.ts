@@ -67,6 +67,7 @@ beforeAll(async () => {
     ZHONGSHU_TEST_PROXY: proxy.url,
     ZHONGSHU_TEST_CONTROL: control.url,
     ZHONGSHU_TEST_REVIEWER: reviewer,
+    ZHONGSHU_TEST_ADMIN: svc.adminToken,
     ZHONGSHU_TEST_DID: did,
     ZHONGSHU_TEST_VERIFIER_KEY: verifierKey,
     ZHONGSHU_TEST_SCRATCH: path.join(scratch, 'nodes'),
