@@ -1,0 +1,98 @@
+"""The outbox without a hub: writes survive a reopen and a SIGKILL of the process making them, one process holds
+a state dir at a time, settled writes leave at the next open, bad keys and values fail the call itself, and the
+credentials file is 0600 and refused when others can read it."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from zhongshu_node import CredentialsError, HubNode, Outbox, OutboxLockedError, load_credentials, save_credentials
+
+CHILD = r"""
+import sys
+from zhongshu_node import HubNode
+node = HubNode("http://127.0.0.1:9", sys.argv[1], did="did:example:crash", heartbeat=False, verify=False)
+node.start()
+i = 0
+while True:
+    h = node.write(f"sdk.kill.{i}", {"i": i})
+    print(h.id, i, flush=True)
+    i += 1
+"""
+
+
+def test_a_returned_write_survives_sigkill(tmp_path):
+    state = tmp_path / "killed"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(state)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    returned = []
+    deadline = time.monotonic() + 30
+    while len(returned) < 300 and time.monotonic() < deadline:
+        line = child.stdout.readline()
+        if line.strip():
+            returned.append(line.split()[0])
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert len(returned) >= 300
+    # The kernel released the dead process's lock: a new outbox opens it and holds every returned write.
+    box = Outbox(str(state / "outbox.sqlite"))
+    try:
+        pending = {r.id for r in box.list() if r.state == "pending"}
+        assert set(returned) <= pending
+    finally:
+        box.close()
+
+
+def test_writes_survive_a_reopen_and_settled_ones_leave(tmp_path):
+    path = str(tmp_path / "outbox.sqlite")
+    box = Outbox(path)
+    ids = [box.enqueue(f"sdk.reopen.{i}", {"i": i}).id for i in range(5)]
+    box.acknowledge(ids[0], 10, "ev_10")
+    box.mark_verified(ids[0], 12)
+    box.acknowledge(ids[1], 11, "ev_11")
+    box.fail(ids[2], 400, "bad_request", "no")
+    box.hold(ids[3], "apr_1", 9)
+    with pytest.raises(OutboxLockedError, match=f"in use by process {os.getpid()}"):
+        Outbox(path)
+    box.close()
+    again = Outbox(path)
+    try:
+        by_id = {r.id: r for r in again.list()}
+        assert sorted(by_id) == sorted(ids[1:2] + ids[3:])  # proven and failed writes left
+        assert (by_id[ids[1]].state, by_id[ids[1]].seq) == ("acknowledged", 11)
+        assert (by_id[ids[3]].state, by_id[ids[3]].approval_id, by_id[ids[3]].held_after) == ("held", "apr_1", 9)
+        assert by_id[ids[4]].value == {"i": 4}
+        assert again.counts()["unverified"] == 1
+    finally:
+        again.close()
+    assert os.stat(path).st_mode & 0o777 == 0o600
+
+
+def test_bad_writes_fail_the_call(tmp_path):
+    node = HubNode("http://127.0.0.1:9", str(tmp_path / "n"), did="did:example:x", heartbeat=False, verify=False)
+    try:
+        for key in ("no-namespace", "hub.mine", "truth-x.y", "a." + "b" * 300):
+            with pytest.raises(ValueError):
+                node.write(key, {})
+        with pytest.raises(ValueError):
+            node.write("sdk.x", [])
+        with pytest.raises(ValueError):
+            node.write("sdk.x", {"n": float("nan")})
+        assert node.writes() == []
+    finally:
+        node.stop()
+
+
+def test_credentials_are_private(tmp_path):
+    path = str(tmp_path / "credentials.json")
+    save_credentials(path, {"hub_url": "http://h", "node_id": "n1", "api_key": "k"})
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert load_credentials(path)["node_id"] == "n1"
+    os.chmod(path, 0o644)
+    with pytest.raises(CredentialsError, match="can be read by others"):
+        load_credentials(path)
