@@ -12,8 +12,11 @@
  *     checkpoint and under the witness policy;
  *   - B's database altered (a seq removed, the entries after it renumbered) → its witnesses answer that they
  *     cosigned a larger tree (409, refused), and once B grows past it, that the proof does not verify from what they
- *     cosigned (422 checkpoint_inconsistent); the Go verifier fails it too.
+ *     cosigned (422 checkpoint_inconsistent); the Go verifier fails it too;
+ *   - a witness removed from a hub's TLOG_WITNESSES: its workflow there ends (`retired`). Its history is saved for
+ *     the replay test (RECORD_HISTORIES=1).
  */
+import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -115,7 +118,11 @@ const cosignedByBoth = (m: Member, timeoutMs: number) =>
     },
     timeoutMs,
     `${m.name}'s checkpoint of its whole ledger with two cosignatures`
-  );
+  ).catch(async (err: Error) => {
+    // What the hub says of its witnesses, to tell a slow machine from a refusal.
+    const witnesses = await status(m).then((s) => JSON.stringify(s.tlog.witnesses), String);
+    throw new Error(`${err.message}; its witnesses: ${witnesses}`);
+  });
 
 /** The witness workflow of `witness` on hub `m`, once its search attributes say `refused` with `reason`. */
 async function refusedBy(m: Member, witness: Member, reason: RegExp) {
@@ -323,3 +330,58 @@ describe("a hub's database altered behind its back", () => {
     expect(cp.size).toBeGreaterThan(saved.c!.size);
   });
 });
+
+describe('a witness removed from TLOG_WITNESSES', () => {
+  it("has its workflow ended: an API process of C configured without B retires C's workflow for B", async () => {
+    const queue = c.svc.env.TEMPORAL_TASK_QUEUE!;
+    const ofB = c.svc.temporal.workflow.getHandle(tlogWitnessWorkflowId(queue, b.witnessName));
+    const ofA = c.svc.temporal.workflow.getHandle(tlogWitnessWorkflowId(queue, a.witnessName));
+    expect((await ofB.describe()).status.name).toBe('RUNNING');
+    const narrowed = await c.svc.startSecondApi(
+      {},
+      { TLOG_WITNESSES: `${a.witnessKey} ${mainUrl(a)}/tlog`, TLOG_WITNESS_QUORUM: '1' }
+    );
+    try {
+      const ended = await eventually(
+        async () => {
+          const d = await ofB.describe();
+          return d.status.name === 'COMPLETED' ? d : undefined;
+        },
+        30_000,
+        "C's workflow for B completed"
+      );
+      expect(ended.searchAttributes.WitnessState).toEqual(['retired']);
+      expect(await ofB.result()).toMatchObject({
+        name: b.witnessName,
+        state: 'retired',
+        reason: `${b.witnessName} is no longer in TLOG_WITNESSES`
+      });
+      // The witness still configured goes on.
+      expect((await ofA.describe()).status.name).toBe('RUNNING');
+    } finally {
+      await narrowed.stop();
+    }
+    if (process.env.RECORD_HISTORIES === '1') saveHistory(c, ofB.workflowId, 'tlog-witness-retired');
+  });
+});
+
+/** Writes a workflow's history (its latest run) where the replay test reads it (RECORD_HISTORIES=1). */
+function saveHistory(m: Member, workflowId: string, name: string): void {
+  const json = execFileSync(
+    process.env.ZH_TEST_TEMPORAL_BIN!,
+    [
+      'workflow',
+      'show',
+      '--workflow-id',
+      workflowId,
+      '--address',
+      m.svc.env.TEMPORAL_ADDRESS!,
+      '--namespace',
+      'default',
+      '--output',
+      'json'
+    ],
+    { encoding: 'utf8' }
+  );
+  fs.writeFileSync(path.join(__dirname, '..', 'replay', 'histories', `${name}.json`), json);
+}
