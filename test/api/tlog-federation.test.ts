@@ -124,23 +124,30 @@ const cosignedByBoth = (m: Member, timeoutMs: number) =>
     throw new Error(`${err.message}; its witnesses: ${witnesses}`);
   });
 
-/** The witness workflow of `witness` on hub `m`, once its search attributes say `refused` with `reason`. */
+/**
+ * The witness workflow of `witness` on hub `m`, once its query and search attributes say `refused` with `reason`
+ * (a minute: on a loaded machine a witness may first time out, `unreachable`, and be retried after a backoff).
+ */
 async function refusedBy(m: Member, witness: Member, reason: RegExp) {
   const handle = m.svc.temporal.workflow.getHandle(
     tlogWitnessWorkflowId(m.svc.env.TEMPORAL_TASK_QUEUE!, witness.witnessName)
   );
+  let seen = '';
   return eventually(
     async () => {
       const query = await handle.query(tlogWitnessStatusQuery);
+      seen = `${query.state}: ${query.reason}`;
       if (query.state !== 'refused' || !reason.test(query.reason ?? '')) return undefined;
       const described = await handle.describe();
       return (described.searchAttributes.WitnessState as string[] | undefined)?.[0] === 'refused'
         ? { query, described }
         : undefined;
     },
-    30_000,
+    60_000,
     `${m.name}'s workflow of witness ${witness.name} refused with ${reason}`
-  );
+  ).catch((err: Error) => {
+    throw new Error(`${err.message} (last seen ${seen})`);
+  });
 }
 
 function saveCheckpoint(note: string, name: string): string {
@@ -242,17 +249,19 @@ describe("a hub's database altered behind its back", () => {
       "A's checkpoint of the rewritten tree"
     );
     // Both witnesses refuse: the same size with another root than the one they cosigned.
-    for (const w of [b, c]) {
-      const { query } = await refusedBy(a, w, /^422 from .*checkpoint_fork/);
-      expect(query).toMatchObject({ name: w.witnessName, cosigned_size: 0, hub_size: before.size });
-      expect(query.reason).toContain(`${before.size}`);
-      // The witness keeps the signed fork as evidence of the log's misbehaviour.
-      const evidence = await w.svc.db
-        .collection<{ _id: string }>('tlog_witness')
-        .find({ _id: { $regex: `^${a.origin.replace(/\./g, '\\.')} fork:${before.size}:` } })
-        .toArray();
-      expect(evidence).toHaveLength(1);
-    }
+    await Promise.all(
+      [b, c].map(async (w) => {
+        const { query } = await refusedBy(a, w, /^422 from .*checkpoint_fork/);
+        expect(query).toMatchObject({ name: w.witnessName, cosigned_size: 0, hub_size: before.size });
+        expect(query.reason).toContain(`${before.size}`);
+        // The witness keeps the signed fork as evidence of the log's misbehaviour.
+        const evidence = await w.svc.db
+          .collection<{ _id: string }>('tlog_witness')
+          .find({ _id: { $regex: `^${a.origin.replace(/\./g, '\\.')} fork:${before.size}:` } })
+          .toArray();
+        expect(evidence).toHaveLength(1);
+      })
+    );
     const s = await status(a);
     expect(s.tlog.witnesses.witnessed_size).toBeNull();
     for (const w of [b, c])
@@ -263,7 +272,7 @@ describe("a hub's database altered behind its back", () => {
     // Served without a cosignature: a client holding the 2-of-2 policy refuses it.
     expect(forged.lines).toHaveLength(1);
     saved.aForged = { note: forged.note, size: forged.size };
-  });
+  }, 180_000);
 
   (goAvailable() ? it : it.skip)(
     "the Go verifier: A's rewritten log is whole on its own, but not consistent with A's earlier checkpoint nor witnessed",
@@ -292,16 +301,21 @@ describe("a hub's database altered behind its back", () => {
     const restarted = await b.svc.startSecondApi();
     b.writeUrl = restarted.url;
     // B signs a tree one entry shorter; both witnesses answer 409 with the size they cosigned, larger.
-    for (const w of [a, c]) {
-      const { query } = await refusedBy(b, w, /^the witness has cosigned a checkpoint of \d+ entries/);
-      expect(query.reason).toContain(`of ${before.size} entries for this log, more than the ${before.size - 1}`);
-    }
+    await Promise.all(
+      [a, c].map(async (w) => {
+        const { query } = await refusedBy(b, w, /^the witness has cosigned a checkpoint of \d+ entries/);
+        expect(query.reason).toContain(`of ${before.size} entries for this log, more than the ${before.size - 1}`);
+      })
+    );
     // B grows past what they cosigned: the consistency proof from it, computed from B's altered ledger, fails.
     await write(b, 2);
-    for (const w of [a, c]) {
-      const { query } = await refusedBy(b, w, /^422 from .*checkpoint_inconsistent/);
-      expect(query.hub_size).toBe(before.size + 1);
-    }
+    // (after the backoff of their refusals, which a new checkpoint does not cut short)
+    await Promise.all(
+      [a, c].map(async (w) => {
+        const { query } = await refusedBy(b, w, /^422 from .*checkpoint_inconsistent/);
+        expect(query.hub_size).toBe(before.size + 1);
+      })
+    );
     const s = await status(b);
     expect(s.tlog.witnesses.witnessed_size).toBeNull();
     for (const w of [a, c])
@@ -310,7 +324,7 @@ describe("a hub's database altered behind its back", () => {
         witness_size: before.size,
         reason: expect.stringMatching(/checkpoint_inconsistent/)
       });
-  });
+  }, 180_000);
 
   (goAvailable() ? it : it.skip)(
     "the Go verifier: B's log is not consistent with B's earlier checkpoint",
