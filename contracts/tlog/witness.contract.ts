@@ -4,7 +4,8 @@
  * activities/tlog/witness.ts), keeps each cosignature that verifies with the configured key, and sleeps until the
  * next checkpoint (the API's `configure` signal, sent with the settings whenever it signs one) or the poll interval.
  * A witness that is down or refuses is tried again with a doubling backoff; it never blocks signing or serving.
- * Continues as new to keep its history bounded. The core task queue names the hub (hubs sharing a namespace each
+ * Continues as new to keep its history bounded. A witness removed from TLOG_WITNESSES is sent `retire` by the API
+ * (witness.client.ts): its workflow ends, `retired`. The core task queue names the hub (hubs sharing a namespace each
  * have their own). Operators:
  *   temporal workflow query --workflow-id 'witness/zhongshu-hub/<name>' --type tlogWitnessStatus
  *   temporal workflow list --query 'WorkflowType = "tlogWitnessWorkflow" AND WitnessState = "unreachable"'
@@ -59,7 +60,8 @@ export interface WitnessRound {
 }
 
 export interface TlogWitnessStatus extends TlogWitnessSettings {
-  state: 'pending' | 'cosigned' | 'unreachable' | 'refused';
+  /** retired: ended by the `retire` signal (the witness is no longer configured); the workflow's result. */
+  state: 'pending' | 'cosigned' | 'unreachable' | 'refused' | 'retired';
   cosigned_size: number;
   hub_size: number;
   reason: string | null;
@@ -78,4 +80,9 @@ export const DEFAULT_WITNESS_HISTORY_LIMIT = 1_000;
 
 /** The settings (from the API's configuration) and a round now: sent with signal-with-start at every new checkpoint. */
 export const witnessConfigureSignal = defineSignal<[TlogWitnessSettings]>('configure');
+/**
+ * The witness is no longer configured (sent by an API process whose TLOG_WITNESSES lacks it): the workflow ends after
+ * the round under way, with its status as result. Signal-with-start of `configure` starts it again if it is added back.
+ */
+export const witnessRetireSignal = defineSignal<[{ reason: string }]>('retire');
 export const tlogWitnessStatusQuery = defineQuery<TlogWitnessStatus>('tlogWitnessStatus');

@@ -4,13 +4,14 @@
  * and hands the witness workflows (witness/<queue>/<name>) the news: signal-with-start of `configure`, at a new
  * size and at least every RESIGNAL_MS (which also starts them at the process's start, and passes changed settings).
  * Off every request's path: Temporal or a witness being down delays only the cosignatures; a failed signal is sent
- * again at the next tick. Several processes sign at once safely (store/tlog/checkpoints.ts); a refused fork, and a
+ * again at the next tick. At its start and every RESIGNAL_MS it also retires the workflows of witnesses no longer
+ * configured (retireRemovedWitnesses), even with none configured. Several processes sign at once safely (store/tlog/checkpoints.ts); a refused fork, and a
  * failure to sign or signal, is logged at most once a minute here (GET /tlog/checkpoint answers a fork every time).
  */
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { LogWitness } from '../../core/config/tlog.node';
-import { signalWitnesses } from '../../workflows/tlog/witness.client';
+import { retireRemovedWitnesses, signalWitnesses } from '../../workflows/tlog/witness.client';
 import type { TlogCheckpoints } from './checkpoint';
 
 const RESIGNAL_MS = 10 * 60_000;
@@ -25,7 +26,34 @@ export function startCheckpointPublisher(deps: {
   logger: Logger;
 }): () => void {
   const { tlog, witnesses, logger } = deps;
-  if (witnesses.length === 0) return () => undefined;
+  let retiredAt = 0;
+  let retireWarnedAt = 0;
+  let retiring = false;
+  // Off the signing path: listing workflows can be slow on a loaded Temporal, and must never delay a checkpoint.
+  const retire = async () => {
+    if (retiring || Date.now() - retiredAt < RESIGNAL_MS) return;
+    retiring = true;
+    try {
+      const names = await retireRemovedWitnesses(deps.temporal, deps.coreQueue, witnesses);
+      retiredAt = Date.now();
+      if (names.length > 0) logger.info({ witnesses: names }, 'tlog: retired the workflows of removed witnesses');
+    } catch (err) {
+      retiredAt = Date.now() - RESIGNAL_MS + LOG_EVERY_MS; // again in a minute
+      if (Date.now() - retireWarnedAt >= LOG_EVERY_MS) {
+        retireWarnedAt = Date.now();
+        logger.warn({ err }, 'tlog: could not retire the workflows of removed witnesses; trying again');
+      }
+    } finally {
+      retiring = false;
+    }
+  };
+  if (witnesses.length === 0) {
+    // Nothing to sign on a timer: only the workflows of witnesses removed from the configuration to end.
+    void retire();
+    const timer = setInterval(() => void retire(), RESIGNAL_MS);
+    timer.unref();
+    return () => clearInterval(timer);
+  }
   let signalledSize = -1;
   let signalledAt = 0;
   let forkLoggedAt = 0;
@@ -55,6 +83,7 @@ export function startCheckpointPublisher(deps: {
       }
     } finally {
       busy = false;
+      void retire();
     }
   };
   void tick();

@@ -2,7 +2,8 @@
  * Replays saved workflow histories against the current workflow code: a change that would break running
  * workflows (non-determinism) fails here. Histories are recorded with
  *   RECORD_HISTORIES=1 npx jest test/workflows
- * (the tlog witness workflow's, which needs live witnesses: RECORD_HISTORIES=1 npx jest test/api/tlog-cosignatures.test.ts)
+ * (the tlog witness workflow's, which needs live witnesses: RECORD_HISTORIES=1 npx jest test/api/tlog-cosignatures.test.ts
+ * test/api/tlog-federation.test.ts)
  * and committed; record new ones when a workflow gains a path, and keep old ones while such workflows may run.
  * The replay itself runs in its own process (scripts/replay-histories.ts): protobufjs and jest's module registry
  * do not mix.

@@ -1,7 +1,8 @@
 /**
  * The client side of witness/<core queue>/<witness name>, for the API's checkpoint publisher
  * (services/tlog/publisher.ts): signal-with-start of `configure` with the witness's settings, which starts the
- * workflow when absent and otherwise passes the settings and asks for a round now. Not part of the workflow bundle.
+ * workflow when absent and otherwise passes the settings and asks for a round now; `retire` to the workflows of
+ * witnesses no longer configured. Not part of the workflow bundle.
  */
 import type { Client } from '@temporalio/client';
 import { taskQueueFor } from '../../contracts/task-queues';
@@ -15,7 +16,8 @@ import {
   TlogWitnessSettings,
   tlogWitnessWorkflowId,
   TLOG_WITNESS_TASK_QUEUES,
-  witnessConfigureSignal
+  witnessConfigureSignal,
+  witnessRetireSignal
 } from '../../contracts/tlog/witness.contract';
 
 export async function signalWitnesses(
@@ -45,4 +47,32 @@ export async function signalWitnesses(
       });
     })
   );
+}
+
+/**
+ * Ends the witness workflows of this hub (witness/<coreQueue>/…) whose witness is not among `witnesses` any more:
+ * lists the running ones (Temporal visibility, so one started a moment ago may be missed until the next call) and
+ * sends each `retire`. Returns the names retired. Replicas configured differently during a rolling change retire and
+ * start a witness's workflow in turn until they agree; they then settle on the new configuration.
+ */
+export async function retireRemovedWitnesses(
+  client: Client,
+  coreQueue: string,
+  witnesses: LogWitness[]
+): Promise<string[]> {
+  const prefix = tlogWitnessWorkflowId(coreQueue, '');
+  const configured = new Set(witnesses.map((w) => tlogWitnessWorkflowId(coreQueue, w.name)));
+  const retired: string[] = [];
+  const running = client.workflow.list({
+    query: `WorkflowType = "tlogWitnessWorkflow" AND ExecutionStatus = "Running"`
+  });
+  for await (const wf of running) {
+    if (!wf.workflowId.startsWith(prefix) || configured.has(wf.workflowId)) continue;
+    const name = wf.workflowId.slice(prefix.length);
+    await client.workflow
+      .getHandle(wf.workflowId)
+      .signal(witnessRetireSignal, { reason: `${name} is no longer in TLOG_WITNESSES` });
+    retired.push(name);
+  }
+  return retired;
 }

@@ -7,7 +7,8 @@
  * doubling from backoff_ms to max_backoff_ms, which new checkpoints do not cut short (a witness that is down is not
  * hammered at the rate checkpoints are signed) but new settings do. So a witness that comes back is caught up
  * within the backoff, with no operator. The search attributes WitnessState and WitnessCosignedSize follow each
- * round. Continue-as-new bounds the history.
+ * round. Continue-as-new bounds the history. The `retire` signal (the witness was removed from the configuration) ends
+ * it after the round under way: state `retired`, the status as its result.
  */
 import {
   condition,
@@ -23,7 +24,8 @@ import {
   TlogWitnessSettings,
   TlogWitnessStatus,
   tlogWitnessStatusQuery,
-  witnessConfigureSignal
+  witnessConfigureSignal,
+  witnessRetireSignal
 } from '../../contracts/tlog/witness.contract';
 import { WitnessCosignedSizeAttr, WitnessStateAttr } from '../../core/search-attributes';
 
@@ -36,7 +38,7 @@ const { submitToWitness } = proxyActivities<Activities>({
 const sameSettings = (x: TlogWitnessSettings, y: TlogWitnessSettings) =>
   x.origin === y.origin && x.name === y.name && x.verifier_key === y.verifier_key && x.url === y.url;
 
-export async function tlogWitnessWorkflow(input: TlogWitnessInput): Promise<never> {
+export async function tlogWitnessWorkflow(input: TlogWitnessInput): Promise<TlogWitnessStatus> {
   let settings: TlogWitnessSettings = {
     origin: input.origin,
     name: input.name,
@@ -57,7 +59,11 @@ export async function tlogWitnessWorkflow(input: TlogWitnessInput): Promise<neve
   };
   let signalled = false;
   let reconfigured = false;
+  let retiredFor: string | null = null;
   setHandler(tlogWitnessStatusQuery, () => status);
+  setHandler(witnessRetireSignal, ({ reason }) => {
+    retiredFor = reason;
+  });
   setHandler(witnessConfigureSignal, (next) => {
     signalled = true;
     if (next.name !== settings.name || sameSettings(next, settings)) return;
@@ -71,6 +77,13 @@ export async function tlogWitnessWorkflow(input: TlogWitnessInput): Promise<neve
     : null;
 
   for (;;) {
+    if (retiredFor !== null) {
+      status.state = 'retired';
+      status.reason = retiredFor;
+      status.next_round_at = null;
+      upsertSearchAttributes([{ key: WitnessStateAttr, value: ['retired'] }]);
+      return status;
+    }
     if (workflowInfo().historyLength >= input.history_limit || workflowInfo().continueAsNewSuggested) {
       const { rounds, cosigned, failures, runs, state, cosigned_size } = status;
       return continueAsNew<typeof tlogWitnessWorkflow>({
@@ -108,6 +121,6 @@ export async function tlogWitnessWorkflow(input: TlogWitnessInput): Promise<neve
           ? 0
           : input.poll_ms;
     status.next_round_at = new Date(Date.now() + wait).toISOString();
-    if (wait > 0) await condition(() => (status.failures > 0 ? reconfigured : signalled), wait);
+    if (wait > 0) await condition(() => retiredFor !== null || (status.failures > 0 ? reconfigured : signalled), wait);
   }
 }
