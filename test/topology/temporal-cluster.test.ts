@@ -1,0 +1,328 @@
+/**
+ * The hub on a real Temporal cluster across hosts (test/topology/hosts.ts: network namespaces on one machine, as
+ * root): PostgreSQL and FerretDB on `db` (the launcher's own modules, test/topology/db-host.ts), two Temporal server
+ * members on `temporal-1` and `temporal-2` (scripts/stack/temporal-cluster.ts: every service on each, ringpop
+ * membership between them, persistence and visibility on the PostgreSQL of `db`), nginx balancing gRPC over both
+ * frontends on `temporal-lb` (the one TEMPORAL_ADDRESS the hub takes), and the hub's API on `api-1` and its worker on
+ * `worker-1`.
+ * Through the API: truth writes with Idempotency-Keys (retried with the same key until acknowledged), held writes
+ * (each starts a truth-approval workflow in Temporal) and a node's heartbeats, before, while and after `temporal-1` is
+ * killed (SIGKILL) and started again. Then: every acknowledged write is in the ledger once, at the seq it was
+ * answered with; the ledger's seqs are contiguous and /api/verify is consistent; every acknowledged held write has
+ * its workflow, pending; the node is online. Prints the requests refused and how long the hub took to answer
+ * everything again (figures in docs/operations.md#a-real-temporal-cluster).
+ */
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { MongoClient } from 'mongodb';
+import { findNginx } from '../../scripts/stack/nginx';
+import { ServerHandle, typescriptProcess } from '../../scripts/stack/process';
+import {
+  ensureTemporalServer,
+  PostgresAddress,
+  registerNamespace,
+  setupTemporalSchema,
+  startTemporalMember,
+  TemporalMember,
+  TemporalServerTools,
+  waitForFrontend
+} from '../../scripts/stack/temporal-cluster';
+import { ensureTool } from '../../scripts/stack/tools';
+import { registerDid } from '../support/credentials';
+import { heartbeat, RegisteredNode, registerNode } from '../support/federation';
+import { http } from '../support/service';
+import { DB_FERRETDB_PORT, DB_POSTGRES_PORT } from './db-host';
+import { BRIDGE_IP, cannotMakeHosts, createTopology, Topology, waitForHostPort } from './hosts';
+import { startTemporalLb } from './temporal-lb';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const nginxBin = findNginx(process.env.NGINX_BIN ?? '/usr/sbin/nginx');
+const refused = cannotMakeHosts() ?? (nginxBin ? null : 'nginx is not installed (apt-get install -y nginx)');
+if (refused) {
+  console.warn(`skipping the real Temporal cluster test: ${refused}`);
+}
+const describeOnHosts = refused ? describe.skip : describe;
+
+/** How long temporal-1 stays dead while the writers go on. */
+const KILLED_S = 30;
+const SUBNET = `${BRIDGE_IP.replace(/\.1$/, '.0')}/24`;
+
+interface Attempt {
+  at: number;
+  what: 'write' | 'held' | 'heartbeat';
+  ok: boolean;
+}
+
+describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its own', () => {
+  let topology: Topology;
+  let root: string;
+  let tools: TemporalServerTools;
+  let cli: string;
+  let pg: PostgresAddress;
+  const members: TemporalMember[] = [];
+  let lbAddress: string;
+  let api: string;
+  let adminToken: string;
+  let mongo: MongoClient;
+  let connection: Connection;
+  let succeeded = false;
+  const dbName = `zh49_${randomBytes(4).toString('hex')}`;
+  const taskQueue = `zh49-${randomBytes(4).toString('hex')}`;
+
+  const startMember = (i: number): TemporalMember => {
+    const host = topology.hosts[`temporal-${i}`]!;
+    return startTemporalMember({
+      server: tools.server,
+      dir: path.join(root, `temporal-${i}`),
+      ip: host.ip,
+      postgres: pg,
+      name: `temporal-${i}`,
+      spawnIt: (o) => host.spawn(o)
+    });
+  };
+
+  beforeAll(async () => {
+    const started = Date.now();
+    [tools, cli] = await Promise.all([
+      ensureTemporalServer(),
+      process.env.ZH_TEST_TEMPORAL_BIN ? Promise.resolve(process.env.ZH_TEST_TEMPORAL_BIN) : ensureTool('temporal')
+    ]);
+    root = fs.mkdtempSync(path.join(os.tmpdir(), 'temporal-cluster-'));
+    // The postgres user (PostgreSQL's, under root) reaches its cluster and pg_hba.conf below.
+    fs.chmodSync(root, 0o711);
+    topology = await createTopology(['db', 'temporal-1', 'temporal-2', 'temporal-lb', 'api-1', 'worker-1']);
+    const { db } = topology.hosts;
+    const dbHost = db!.spawn({
+      name: 'db',
+      ...prefixed(typescriptProcess(path.join(__dirname, 'db-host.ts')), [path.join(root, 'db'), db!.ip, SUBNET]),
+      pidFile: path.join(root, 'db.pid')
+    });
+    await waitForHostPort(db!.ip, DB_FERRETDB_PORT, 120_000, dbHost);
+    pg = { host: db!.ip, port: DB_POSTGRES_PORT, user: 'ferret' };
+    await setupTemporalSchema(tools.sqlTool, pg);
+    members.push(startMember(1), startMember(2));
+    await Promise.all(members.map((m) => waitForFrontend(cli, m.address, 120_000, m)));
+    await registerNamespace(
+      cli,
+      members.map((m) => m.address),
+      'default'
+    );
+    const lb = await startTemporalLb(
+      nginxBin!,
+      topology.hosts['temporal-lb']!,
+      root,
+      members.map((m) => m.address)
+    );
+    lbAddress = lb.address;
+
+    adminToken = `adm_test_${randomBytes(16).toString('hex')}`;
+    const apiHost = topology.hosts['api-1']!;
+    api = `http://${apiHost.ip}:8080`;
+    const env = (dataDir: string): NodeJS.ProcessEnv => ({
+      ...process.env,
+      LOG_LEVEL: 'warn',
+      DATA_DIR: dataDir,
+      MONGODB_URI: `mongodb://${db!.ip}:${DB_FERRETDB_PORT}/`,
+      MONGODB_DB: dbName,
+      TEMPORAL_ADDRESS: lbAddress,
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      ADMIN_TOKEN: adminToken,
+      NODE_REVIEW_REQUIRED: 'false',
+      DEPLOY_WEB: 'off',
+      REGISTER_RATE_LIMIT_PER_MIN: '100000',
+      ...(process.env.ZH_TEST_WORKFLOW_BUNDLE ? { WORKFLOW_BUNDLE_PATH: process.env.ZH_TEST_WORKFLOW_BUNDLE } : {})
+    });
+    const apiProcess = apiHost.spawn({
+      name: 'api-1',
+      ...typescriptProcess(path.join(ROOT, 'api/server.ts')),
+      pidFile: path.join(root, 'api-1.pid'),
+      logFile: path.join(root, 'api-1.log'),
+      env: { ...env(path.join(root, 'api-1')), HOST: apiHost.ip, PUBLIC_URL: api }
+    });
+    const workerHost = topology.hosts['worker-1']!;
+    const workerProcess = workerHost.spawn({
+      name: 'worker-1',
+      ...typescriptProcess(path.join(ROOT, 'worker/main.ts')),
+      pidFile: path.join(root, 'worker-1.pid'),
+      logFile: path.join(root, 'worker-1.log'),
+      env: { ...env(path.join(root, 'worker-1')), HOST: workerHost.ip }
+    });
+    mongo = await MongoClient.connect(`mongodb://${db!.ip}:${DB_FERRETDB_PORT}/`);
+    connection = await Connection.connect({ address: lbAddress });
+    await Promise.all([waitHealthy(`${api}/health`, apiProcess), waitForPoller(connection, taskQueue, workerProcess)]);
+    console.log(`hosts, cluster and hub up in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  }, 420_000);
+
+  afterAll(async () => {
+    await connection?.close().catch(() => undefined);
+    await mongo?.close().catch(() => undefined);
+    await topology?.teardown();
+    if (succeeded && root) fs.rmSync(root, { recursive: true, force: true });
+    else if (root) {
+      console.log(`logs kept in ${root}`);
+    }
+  }, 60_000);
+
+  it('loses and duplicates no acknowledged write when a Temporal member is killed and comes back', async () => {
+    const did = await registerDid(api, adminToken, 'did:example:cluster');
+    const node: RegisteredNode = await registerNode(api, 'cluster-node');
+    expect((await heartbeat(api, node)).status).toBe(200);
+
+    const acknowledged = new Map<string, number>(); // key -> seq
+    const held = new Map<string, string>(); // idempotency key -> approval status url
+    const attempts: Attempt[] = [];
+    let counter = 0;
+    let stop = false;
+
+    /** One write, retried with its Idempotency-Key until it is acknowledged. */
+    const write = async (kind: 'write' | 'held'): Promise<void> => {
+      const n = counter++;
+      const key = kind === 'write' ? `cluster.write.${n}` : `cluster.held.${n}`;
+      const idempotencyKey = `idem-${kind}-${n}`;
+      for (;;) {
+        const res = await http('POST', `${api}/api/report/truth`, {
+          headers: { 'x-did': did, 'idempotency-key': idempotencyKey },
+          body: kind === 'write' ? { key, value: { n } } : { key, value: { n }, truth_type: 'risk' }
+        }).catch(() => ({ status: 0, body: undefined }) as const);
+        const ok = kind === 'write' ? res.status === 200 : res.status === 202;
+        attempts.push({ at: Date.now(), what: kind, ok });
+        if (ok && kind === 'write') {
+          acknowledged.set(key, res.body.seq);
+          return;
+        }
+        if (ok) {
+          held.set(idempotencyKey, res.body.status_url);
+          return;
+        }
+        if (res.status !== 503 && res.status !== 0)
+          throw new Error(`${kind} ${key}: ${res.status} ${JSON.stringify(res.body)}`);
+        await sleep(250);
+      }
+    };
+    const writers = (async () => {
+      for (let i = 0; !stop; i++) {
+        await write('write');
+        if (i % 3 === 0) await write('held');
+        await sleep(100);
+      }
+    })();
+    const beats = (async () => {
+      while (!stop) {
+        const res = await heartbeat(api, node).catch(() => ({ status: 0 }));
+        attempts.push({ at: Date.now(), what: 'heartbeat', ok: res.status === 200 });
+        await sleep(1000);
+      }
+    })();
+
+    await sleep(10_000);
+    const beforeKill = acknowledged.size;
+    const killedAt = Date.now();
+    members[0]!.kill();
+    await members[0]!.closed;
+    await sleep(KILLED_S * 1000);
+    const duringKill = acknowledged.size - beforeKill;
+    const restartAt = Date.now();
+    members[0] = startMember(1);
+    await waitForFrontend(cli, members[0].address, 120_000, members[0]);
+    const rejoinS = (Date.now() - restartAt) / 1000;
+    await sleep(15_000);
+    stop = true;
+    await Promise.all([writers, beats]);
+
+    // Figures: requests refused (503 or no answer), while the member was dead and once it was started again, and the
+    // time from the kill (from the restart) to the last refusal of each phase.
+    const phase = (from: number, to: number) => {
+      const tried = attempts.filter((a) => a.at >= from && a.at < to);
+      const failed = tried.filter((a) => !a.ok);
+      const label = { write: 'writes', held: 'held writes', heartbeat: 'heartbeats' };
+      const count = (k: Attempt['what']) =>
+        `${label[k]} ${failed.filter((a) => a.what === k).length}/${tried.filter((a) => a.what === k).length}`;
+      const last = failed.length ? ((failed[failed.length - 1]!.at - from) / 1000).toFixed(1) : '0';
+      return `refused ${count('write')}, ${count('held')}, ${count('heartbeat')}; the last ${last} s in`;
+    };
+    console.log(
+      [
+        `temporal-1 SIGKILLed for ${KILLED_S} s, then started again (serving after ${rejoinS.toFixed(1)} s)`,
+        `acknowledged: ${acknowledged.size} writes (${duringKill} while it was dead), ${held.size} held writes`,
+        `while dead: ${phase(killedAt, restartAt)}`,
+        `after the restart: ${phase(restartAt, Date.now())}`
+      ].join('\n')
+    );
+
+    // Every acknowledged write once, at its seq; the ledger contiguous and consistent.
+    const ledger = mongo.db(dbName).collection('ledger');
+    const entries = await ledger.find({ key: { $regex: '^cluster\\.write\\.' } }).toArray();
+    expect(entries.length).toBe(acknowledged.size);
+    expect(new Set(entries.map((e) => e.key)).size).toBe(entries.length);
+    for (const e of entries) expect(Number(e._id)).toBe(acknowledged.get(e.key as string));
+    const seqs = (await ledger.find({}, { projection: { _id: 1 } }).toArray())
+      .map((e) => Number(e._id))
+      .sort((a, b) => a - b);
+    expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => seqs[0]! + i));
+    expect((await http('GET', `${api}/api/verify`)).body).toMatchObject({ consistent: true });
+    expect(acknowledged.size).toBeGreaterThan(beforeKill);
+
+    // Every acknowledged held write is decidable: its workflow runs, pending.
+    const temporal = new Client({ connection });
+    expect(held.size).toBeGreaterThan(0);
+    for (const statusUrl of held.values()) {
+      const res = await http('GET', statusUrl, { headers: { 'x-did': did } });
+      expect(res.status).toBe(200);
+      expect(JSON.stringify(res.body)).toContain('pending');
+    }
+    // One approval workflow per acknowledged held write: a refused attempt that had started one was answered, at its
+    // retry with the same Idempotency-Key, with that same approval. (Visibility is written asynchronously: polled.)
+    const query = `TaskQueue = '${taskQueue}' AND WorkflowType = 'truthApprovalWorkflow'`;
+    let approvals = -1;
+    for (const end = Date.now() + 20_000; Date.now() < end; await sleep(500)) {
+      approvals = (await temporal.workflow.count(query)).count;
+      if (approvals === held.size) break;
+    }
+    expect(approvals).toBe(held.size);
+
+    // The node beat throughout: online.
+    const nodes = await http('GET', `${api}/a2a/nodes`);
+    expect(JSON.stringify(nodes.body)).toContain(node.node_id);
+    // Both members serve again.
+    for (const m of members) await waitForFrontend(cli, m.address, 30_000, m);
+    succeeded = true;
+  }, 300_000);
+});
+
+function prefixed(p: { binary: string; args: string[] }, more: string[]): { binary: string; args: string[] } {
+  return { binary: p.binary, args: [...p.args, ...more] };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function waitHealthy(url: string, handle: ServerHandle): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  while (Date.now() < deadline) {
+    const reason = handle.exitReason();
+    if (reason) throw new Error(`${handle.name} exited (${reason}):\n${handle.output(30)}`);
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      /* not yet listening */
+    }
+    await sleep(250);
+  }
+  throw new Error(`${url} did not become healthy within 120 s:\n${handle.output(30)}`);
+}
+
+async function waitForPoller(connection: Connection, taskQueue: string, handle: ServerHandle): Promise<void> {
+  const deadline = Date.now() + 180_000;
+  while (Date.now() < deadline) {
+    const reason = handle.exitReason();
+    if (reason) throw new Error(`${handle.name} exited (${reason}):\n${handle.output(30)}`);
+    const res = await connection.workflowService
+      .describeTaskQueue({ namespace: 'default', taskQueue: { name: taskQueue }, taskQueueType: 1 })
+      .catch(() => null);
+    if ((res?.pollers ?? []).length > 0) return;
+    await sleep(500);
+  }
+  throw new Error(`the worker did not poll ${taskQueue} within 180 s:\n${handle.output(30)}`);
+}
