@@ -2,15 +2,17 @@
 # Builds the embedded stack's two servers (Temporal CLI dev server, FerretDB) once and caches them
 # outside the clone, keyed by version. Prints the path of each binary on its last lines.
 # Also installs the Debian packages the service runs (see install_packages).
-# Usage: scripts/install-tools.sh [temporal|ferretdb|temporal-server|nginx|postgresql|all] or `packages <name>...`
-# (`all`: both packages and both servers; `temporal-server`, the real Temporal server for the multi-host topology
-# (docs/operations.md#a-real-temporal-cluster), is built only when asked for)
+# Usage: scripts/install-tools.sh [temporal|ferretdb|temporal-server|temporal-ui|nginx|postgresql|all]
+#        or `packages <name>...`
+# (`all`: both packages and both servers; `temporal-server` and `temporal-ui`, the real Temporal server and its Web UI
+# for a cluster (docs/operations.md#a-real-temporal-cluster), are built only when asked for)
 set -euo pipefail
 
 TEMPORAL_VERSION="v1.5.1"
 FERRETDB_VERSION="v1.24.2"
-# The Temporal server the CLI above embeds (its go.mod requires go.temporal.io/server at this version).
+# The Temporal server and Web UI server the CLI above embeds (its go.mod requires these versions).
 TEMPORAL_SERVER_VERSION="v1.29.1"
+TEMPORAL_UI_VERSION="v2.42.1"
 TOOLS_DIR="${ZHONGSHU_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/zhongshu-hub/tools}"
 
 log() { printf '[install-tools] %s\n' "$*" >&2; }
@@ -128,6 +130,35 @@ build_temporal_server() {
   log "temporal-sql-tool $version: built -> $dir/temporal-sql-tool"
 }
 
+# build_temporal_ui: Temporal's Web UI server (github.com/temporalio/ui-server/v2/cmd/server, its assets embedded),
+# the UI the CLI's dev server serves, as a server of its own for a real cluster (docs/operations.md#the-web-ui), into
+# $TOOLS_DIR/temporal-ui-<version>/temporal-ui. Cached and atomic as the other builds.
+build_temporal_ui() {
+  local version="$TEMPORAL_UI_VERSION" mod="github.com/temporalio/ui-server/v2"
+  local dir="$TOOLS_DIR/temporal-ui-$version"
+  if [ -x "$dir/temporal-ui" ]; then
+    log "temporal-ui $version: cached at $dir/temporal-ui"
+    return 0
+  fi
+  need_go
+  mkdir -p "$TOOLS_DIR"
+  log "temporal-ui $version: building with 'go build $mod/cmd/server' (first time only)..."
+  local started=$SECONDS tmp src
+  tmp=$(mktemp -d "$TOOLS_DIR/.temporal-ui-build.XXXXXX")
+  src=$( (cd "$(mktemp -d)" && go mod init zhongshu-tools >/dev/null 2>&1 && go mod download -json "$mod@$version") | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  if [ -n "$src" ] && [ -d "$src" ]; then
+    ( cd "$src" && GOFLAGS="${GOFLAGS:-} -mod=readonly" go build -trimpath -v -o "$tmp/temporal-ui" ./cmd/server 2>&1 | while read -r line; do log "  temporal-ui: $line"; done ) || true
+  fi
+  if [ ! -x "$tmp/temporal-ui" ] || ! "$tmp/temporal-ui" --help >/dev/null 2>&1; then
+    rm -rf "$tmp"
+    log "temporal-ui $version: build FAILED. Check that Go >= 1.25 is installed and the Go module proxy is reachable."
+    exit 1
+  fi
+  rm -rf "$dir"
+  mv "$tmp" "$dir"
+  log "temporal-ui $version: built in $((SECONDS - started))s -> $dir/temporal-ui"
+}
+
 # The Debian packages the service runs: PostgreSQL's server binaries (FerretDB stores in a PostgreSQL child server,
 # scripts/stack/postgres.ts) and nginx (deploy targets, scripts/stack/nginx.ts). `npm start` runs this for the ones it
 # needs; each missing one is installed with one line saying why, by one `apt-get update` and one `apt-get install -y`.
@@ -210,6 +241,7 @@ case "$what" in
   temporal) build temporal github.com/temporalio/cli/cmd/temporal "$TEMPORAL_VERSION" ;;
   ferretdb) build ferretdb github.com/FerretDB/FerretDB/cmd/ferretdb "$FERRETDB_VERSION" ;;
   temporal-server) build_temporal_server ;;
+  temporal-ui) build_temporal_ui ;;
   all)
     install_packages postgresql nginx
     build temporal github.com/temporalio/cli/cmd/temporal "$TEMPORAL_VERSION"
@@ -221,5 +253,5 @@ case "$what" in
     for name in "$@"; do case "$name" in nginx | postgresql) ;; *) log "unknown package '$name' (nginx, postgresql)"; exit 2 ;; esac; done
     install_packages "$@"
     ;;
-  *) log "unknown tool '$what' (temporal, ferretdb, temporal-server, nginx, postgresql, packages <name>... or all)"; exit 2 ;;
+  *) log "unknown tool '$what' (temporal, ferretdb, temporal-server, temporal-ui, nginx, postgresql, packages <name>... or all)"; exit 2 ;;
 esac

@@ -15,7 +15,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
-import { log, ServerHandle, spawnServer } from './process';
+import { log, ServerHandle, spawnServer, waitForPort } from './process';
 
 export const TEMPORAL_SERVER_VERSION = 'v1.29.1';
 /** History shards: fixed for the life of a cluster's database; a handful is plenty for a test or a small hub. */
@@ -37,29 +37,38 @@ export interface TemporalServerTools {
 }
 
 /** The server and its SQL tool, built on first use (a few minutes) and cached outside the clone. */
-export function ensureTemporalServer(): Promise<TemporalServerTools> {
+export async function ensureTemporalServer(): Promise<TemporalServerTools> {
+  const found = await installTools('temporal-server', ['temporal-server', 'temporal-sql-tool']);
+  return { server: found['temporal-server']!, sqlTool: found['temporal-sql-tool']! };
+}
+
+/** Temporal's Web UI server (the UI the CLI's dev server embeds), built on first use and cached outside the clone. */
+export async function ensureTemporalUi(): Promise<string> {
+  return (await installTools('temporal-ui', ['temporal-ui']))['temporal-ui']!;
+}
+
+/** Runs `install-tools.sh <target>` and answers the path it reports for each of `binaries`. */
+function installTools(target: string, binaries: string[]): Promise<Record<string, string>> {
   return new Promise((resolve, reject) => {
-    const child = spawn('bash', [SCRIPT, 'temporal-server'], { stdio: ['ignore', 'inherit', 'pipe'] });
-    const found: Partial<Record<'temporal-server' | 'temporal-sql-tool', string>> = {};
+    const child = spawn('bash', [SCRIPT, target], { stdio: ['ignore', 'inherit', 'pipe'] });
+    const found: Record<string, string> = {};
     const recent: string[] = [];
     let announced = false;
     readline.createInterface({ input: child.stderr! }).on('line', (raw) => {
       const line = raw.replace(/^\[install-tools\] ?/, '');
       recent.push(line);
       if (recent.length > 40) recent.shift();
-      const m = /^(temporal-server|temporal-sql-tool) \S+: (?:cached at|built.*->) (\S+)$/.exec(line);
-      if (m) found[m[1] as 'temporal-server' | 'temporal-sql-tool'] = m[2]!;
+      const m = /^(\S+) \S+: (?:cached at|built.*->) (\S+)$/.exec(line);
+      if (m && binaries.includes(m[1]!)) found[m[1]!] = m[2]!;
       else if (/building with/.test(line) && !announced) {
         announced = true;
-        log(`${line} (about 5 min on 2 cores with a cold Go build cache)`);
+        log(`${line} (a few minutes on 2 cores)`);
       }
     });
     child.on('error', reject);
     child.on('close', (code) => {
-      const server = found['temporal-server'];
-      const sqlTool = found['temporal-sql-tool'];
-      if (code === 0 && server && sqlTool) return resolve({ server, sqlTool });
-      reject(new Error(`could not build the Temporal server (exit code ${code}):\n${recent.join('\n')}`));
+      if (code === 0 && binaries.every((b) => found[b])) return resolve(found);
+      reject(new Error(`could not build ${target} (exit code ${code}):\n${recent.join('\n')}`));
     });
   });
 }
@@ -279,4 +288,38 @@ export async function registerNamespace(cli: string, addresses: string[], namesp
       await new Promise((r) => setTimeout(r, 500));
     }
   }
+}
+
+/**
+ * Temporal's Web UI server pointed at `temporalAddress` (a frontend, or the balancer in front of them), its config
+ * under `dir`, listening on host:port. Resolves once it listens.
+ */
+export async function startTemporalUi(opts: {
+  binary: string;
+  dir: string;
+  temporalAddress: string;
+  host: string;
+  port: number;
+  echo?: boolean;
+}): Promise<ServerHandle & { url: string }> {
+  const configDir = path.join(opts.dir, 'config');
+  fs.mkdirSync(configDir, { recursive: true });
+  const config = {
+    temporalGrpcAddress: opts.temporalAddress,
+    host: opts.host,
+    port: opts.port,
+    enableUi: true,
+    defaultNamespace: 'default',
+    notifyOnNewVersion: false
+  };
+  fs.writeFileSync(path.join(configDir, 'cluster.yaml'), `${JSON.stringify(config, null, 2)}\n`);
+  const handle = spawnServer({
+    name: 'temporal-ui',
+    binary: opts.binary,
+    args: ['--root', opts.dir, '--config', 'config', '--env', 'cluster', 'start'],
+    pidFile: path.join(opts.dir, 'temporal-ui.pid'),
+    echo: opts.echo ?? true
+  });
+  await waitForPort(opts.host, opts.port, 30_000, handle.child);
+  return { ...handle, url: `http://${opts.host}:${opts.port}` };
 }
