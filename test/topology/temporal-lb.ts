@@ -1,44 +1,55 @@
 /**
- * The one Temporal address the hub's processes are given (TEMPORAL_ADDRESS takes one host:port): Debian's nginx on a
- * host of its own, balancing gRPC (HTTP/2 without TLS, as the SDK speaks it) over every member's frontend. A member
- * that is gone refuses the connection (or does not answer within grpc_connect_timeout) and the call goes to the next
- * one; long polls (a minute) pass, as the timeouts are longer. This is what a load balancer in front of a managed
- * cluster's frontends does (docs/operations.md#a-real-temporal-cluster).
+ * The one Temporal address the hub's processes are given (TEMPORAL_ADDRESS takes one host:port): docker/temporal-lb.conf
+ * (compose service temporal-lb), nginx balancing gRPC over every member's frontend, run by Debian's nginx on a test
+ * host. Only what Docker provides is replaced: the members' names (`server temporal-N:7233`) by the frontends given,
+ * `listen 7233` by the host's address, and pid, logs and temp files go under the data dir (`user root;` when run as
+ * root). A change to the file that these replacements no longer fit fails the render, so the test cannot drift from
+ * it.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { FRONTEND_PORT } from '../../scripts/stack/temporal-cluster';
 import { ServerHandle } from '../../scripts/stack/process';
+import { FRONTEND_PORT } from '../../scripts/stack/temporal-cluster';
 import { Host, waitForHostPort } from './hosts';
 
-export function temporalLbConfig(prefix: string, listen: string, frontends: string[]): string {
-  return [
-    ...(process.getuid?.() === 0 ? ['user root;'] : []),
-    'worker_processes 1;',
-    `pid ${path.join(prefix, 'nginx.pid')};`,
-    `error_log ${path.join(prefix, 'logs', 'error.log')} warn;`,
-    'events { worker_connections 4096; }',
-    'http {',
-    '  access_log off;',
-    ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map(
-      (t) => `  ${t}_temp_path ${path.join(prefix, 'temp', t)};`
-    ),
-    // A member that stops answering is left out for 5 s after one failure, then tried again.
-    `  upstream temporal_frontend { ${frontends.map((f) => `server ${f} max_fails=1 fail_timeout=5s;`).join(' ')} keepalive 32; }`,
-    '  server {',
-    `    listen ${listen} http2;`,
-    '    client_max_body_size 0;',
-    '    keepalive_requests 1000000;',
-    '    keepalive_timeout 600s;',
-    '    grpc_connect_timeout 2s;',
-    '    grpc_read_timeout 600s;',
-    '    grpc_send_timeout 600s;',
-    '    grpc_next_upstream error timeout;',
-    '    location / { grpc_pass grpc://temporal_frontend; }',
-    '  }',
-    '}',
-    ''
-  ].join('\n');
+const CONF = path.resolve(__dirname, '..', '..', 'docker', 'temporal-lb.conf');
+
+/** docker/temporal-lb.conf for `frontends` (host:port each, as many as the file names members), listening on `listen`. */
+export function renderTemporalLb(prefix: string, listen: string, frontends: string[]): string {
+  let conf = fs.readFileSync(CONF, 'utf8');
+  const replace = (pattern: RegExp, by: (...groups: string[]) => string) => {
+    if (!pattern.test(conf)) throw new Error(`docker/temporal-lb.conf no longer matches ${pattern}`);
+    conf = conf.replace(new RegExp(pattern.source, `${pattern.flags.replace('g', '')}g`), (_m, ...groups: string[]) =>
+      by(...groups)
+    );
+  };
+  replace(/server temporal-(\d+):7233/, (n) => {
+    const frontend = frontends[Number(n) - 1];
+    if (!frontend) throw new Error(`no frontend for temporal-${n}`);
+    return `server ${frontend}`;
+  });
+  replace(/listen 7233 /, () => `listen ${listen} `);
+  replace(/^worker_processes [^;]*;/m, () =>
+    [
+      ...(process.getuid?.() === 0 ? ['user root;'] : []),
+      'worker_processes 1;',
+      `pid ${path.join(prefix, 'nginx.pid')};`,
+      `error_log ${path.join(prefix, 'logs', 'error.log')} warn;`
+    ].join('\n')
+  );
+  replace(/^http \{\n/m, () =>
+    [
+      'http {',
+      '  access_log off;',
+      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map(
+        (t) => `  ${t}_temp_path ${path.join(prefix, 'temp', t)};`
+      ),
+      ''
+    ].join('\n')
+  );
+  if (/temporal-\d+:/.test(conf.replace(/#.*$/gm, '')))
+    throw new Error('docker/temporal-lb.conf names more members than the frontends given');
+  return conf;
 }
 
 export async function startTemporalLb(
@@ -51,7 +62,7 @@ export async function startTemporalLb(
   for (const dir of ['logs', 'temp']) fs.mkdirSync(path.join(prefix, dir), { recursive: true });
   const address = `${host.ip}:${FRONTEND_PORT}`;
   const confFile = path.join(prefix, 'nginx.conf');
-  fs.writeFileSync(confFile, temporalLbConfig(prefix, address, frontends));
+  fs.writeFileSync(confFile, renderTemporalLb(prefix, address, frontends));
   const handle = host.spawn({
     name: 'temporal-lb',
     binary: nginxBin,
