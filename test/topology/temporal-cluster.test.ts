@@ -6,11 +6,12 @@
  * frontends on `temporal-lb` (the one TEMPORAL_ADDRESS the hub takes), and the hub's API on `api-1` and its worker on
  * `worker-1`.
  * Through the API: truth writes with Idempotency-Keys (retried with the same key until acknowledged), held writes
- * (each starts a truth-approval workflow in Temporal) and a node's heartbeats, before, while and after `temporal-1` is
- * killed (SIGKILL) and started again. Then: every acknowledged write is in the ledger once, at the seq it was
- * answered with; the ledger's seqs are contiguous and /api/verify is consistent; every acknowledged held write has
- * its workflow, pending; the node is online. Prints the requests refused and how long the hub took to answer
- * everything again (figures in docs/operations.md#a-real-temporal-cluster).
+ * (each starts a truth-approval workflow in Temporal) and a node's heartbeats, before, while and after each drill:
+ * `temporal-1` killed (SIGKILL) and started again; `temporal-2` cut off from every host (its link down) and healed.
+ * After each: every acknowledged write is in the ledger once, at the seq it was answered with; the ledger's seqs are
+ * contiguous and /api/verify is consistent; every acknowledged held write has its one workflow, pending; the node is
+ * listed; both members serve. Prints the requests refused per phase and when the last one was (figures in
+ * docs/operations.md#test-hosts-network-namespaces).
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -49,6 +50,8 @@ const describeOnHosts = refused ? describe.skip : describe;
 
 /** How long temporal-1 stays dead while the writers go on. */
 const KILLED_S = 30;
+/** How long temporal-2 stays cut off from every host. */
+const CUT_S = 20;
 const SUBNET = `${BRIDGE_IP.replace(/\.1$/, '.0')}/24`;
 
 interface Attempt {
@@ -69,6 +72,7 @@ describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its o
   let adminToken: string;
   let mongo: MongoClient;
   let connection: Connection;
+  // Logs are removed only when every drill passed.
   let succeeded = false;
   const dbName = `zh49_${randomBytes(4).toString('hex')}`;
   const taskQueue = `zh49-${randomBytes(4).toString('hex')}`;
@@ -171,46 +175,47 @@ describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its o
     }
   }, 60_000);
 
-  it('loses and duplicates no acknowledged write when a Temporal member is killed and comes back', async () => {
-    // The worker registered the hub's search attributes on the cluster (PostgreSQL visibility), as on a real one.
-    const attributes = await connection.operatorService.listSearchAttributes({ namespace: 'default' });
-    expect(Object.keys(attributes.customAttributes ?? {}).sort()).toEqual(Object.keys(SEARCH_ATTRIBUTES).sort());
+  // The load every drill runs under, through the API: truth writes with Idempotency-Keys (retried with the same key
+  // until acknowledged), a held write every third (each starts a truth-approval workflow) and one node's heartbeats.
+  let did: string;
+  let node: RegisteredNode;
+  const acknowledged = new Map<string, number>(); // key -> seq
+  const held = new Map<string, string>(); // idempotency key -> approval status url
+  const attempts: Attempt[] = [];
+  let counter = 0;
 
-    const did = await registerDid(api, adminToken, 'did:example:cluster');
-    const node: RegisteredNode = await registerNode(api, 'cluster-node');
-    expect((await heartbeat(api, node)).status).toBe(200);
-
-    const acknowledged = new Map<string, number>(); // key -> seq
-    const held = new Map<string, string>(); // idempotency key -> approval status url
-    const attempts: Attempt[] = [];
-    let counter = 0;
-    let stop = false;
-
-    /** One write, retried with its Idempotency-Key until it is acknowledged. */
-    const write = async (kind: 'write' | 'held'): Promise<void> => {
-      const n = counter++;
-      const key = kind === 'write' ? `cluster.write.${n}` : `cluster.held.${n}`;
-      const idempotencyKey = `idem-${kind}-${n}`;
-      for (;;) {
-        const res = await http('POST', `${api}/api/report/truth`, {
-          headers: { 'x-did': did, 'idempotency-key': idempotencyKey },
-          body: kind === 'write' ? { key, value: { n } } : { key, value: { n }, truth_type: 'risk' }
-        }).catch(() => ({ status: 0, body: undefined }) as const);
-        const ok = kind === 'write' ? res.status === 200 : res.status === 202;
-        attempts.push({ at: Date.now(), what: kind, ok });
-        if (ok && kind === 'write') {
-          acknowledged.set(key, res.body.seq);
-          return;
-        }
-        if (ok) {
-          held.set(idempotencyKey, res.body.status_url);
-          return;
-        }
-        if (res.status !== 503 && res.status !== 0)
-          throw new Error(`${kind} ${key}: ${res.status} ${JSON.stringify(res.body)}`);
-        await sleep(250);
+  /** One write, retried with its Idempotency-Key until it is acknowledged. */
+  const write = async (kind: 'write' | 'held'): Promise<void> => {
+    const n = counter++;
+    const key = kind === 'write' ? `cluster.write.${n}` : `cluster.held.${n}`;
+    const idempotencyKey = `idem-${kind}-${n}`;
+    for (;;) {
+      const res = await http('POST', `${api}/api/report/truth`, {
+        headers: { 'x-did': did, 'idempotency-key': idempotencyKey },
+        body: kind === 'write' ? { key, value: { n } } : { key, value: { n }, truth_type: 'risk' }
+      }).catch(() => ({ status: 0, body: undefined }) as const);
+      const ok = kind === 'write' ? res.status === 200 : res.status === 202;
+      attempts.push({ at: Date.now(), what: kind, ok });
+      if (ok && kind === 'write') {
+        acknowledged.set(key, res.body.seq);
+        return;
       }
-    };
+      if (ok) {
+        held.set(idempotencyKey, res.body.status_url);
+        return;
+      }
+      if (res.status !== 503 && res.status !== 0)
+        throw new Error(`${kind} ${key}: ${res.status} ${JSON.stringify(res.body)}`);
+      await sleep(250);
+    }
+  };
+
+  /**
+   * Runs the load for 10 s, then `disrupt` (which answers its phases: a label and a time span each), then 15 s more;
+   * prints per phase the requests refused (503 or no answer) and when the last one was, from the phase's start.
+   */
+  const drive = async (title: string, disrupt: () => Promise<[string, number, number][]>): Promise<void> => {
+    let stop = false;
     const writers = (async () => {
       for (let i = 0; !stop; i++) {
         await write('write');
@@ -225,24 +230,15 @@ describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its o
         await sleep(1000);
       }
     })();
-
-    await sleep(10_000);
-    const beforeKill = acknowledged.size;
-    const killedAt = Date.now();
-    members[0]!.kill();
-    await members[0]!.closed;
-    await sleep(KILLED_S * 1000);
-    const duringKill = acknowledged.size - beforeKill;
-    const restartAt = Date.now();
-    members[0] = startMember(1);
-    await waitForFrontend(cli, members[0].address, 120_000, members[0]);
-    const rejoinS = (Date.now() - restartAt) / 1000;
-    await sleep(15_000);
-    stop = true;
-    await Promise.all([writers, beats]);
-
-    // Figures: requests refused (503 or no answer), while the member was dead and once it was started again, and the
-    // time from the kill (from the restart) to the last refusal of each phase.
+    let phases: [string, number, number][] = [];
+    try {
+      await sleep(10_000);
+      phases = await disrupt();
+      await sleep(15_000);
+    } finally {
+      stop = true;
+      await Promise.all([writers, beats]);
+    }
     const phase = (from: number, to: number) => {
       const tried = attempts.filter((a) => a.at >= from && a.at < to);
       const failed = tried.filter((a) => !a.ok);
@@ -254,13 +250,15 @@ describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its o
     };
     console.log(
       [
-        `temporal-1 SIGKILLed for ${KILLED_S} s, then started again (serving after ${rejoinS.toFixed(1)} s)`,
-        `acknowledged: ${acknowledged.size} writes (${duringKill} while it was dead), ${held.size} held writes`,
-        `while dead: ${phase(killedAt, restartAt)}`,
-        `after the restart: ${phase(restartAt, Date.now())}`
+        title,
+        `acknowledged so far: ${acknowledged.size} writes, ${held.size} held writes`,
+        ...phases.map(([label, from, to]) => `${label}: ${phase(from, to)}`)
       ].join('\n')
     );
+  };
 
+  /** What must hold after every drill. */
+  const expectNothingLost = async (): Promise<void> => {
     // Every acknowledged write once, at its seq; the ledger contiguous and consistent.
     const ledger = mongo.db(dbName).collection('ledger');
     const entries = await ledger.find({ key: { $regex: '^cluster\\.write\\.' } }).toArray();
@@ -272,10 +270,8 @@ describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its o
       .sort((a, b) => a - b);
     expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => seqs[0]! + i));
     expect((await http('GET', `${api}/api/verify`)).body).toMatchObject({ consistent: true });
-    expect(acknowledged.size).toBeGreaterThan(beforeKill);
 
     // Every acknowledged held write is decidable: its workflow runs, pending.
-    const temporal = new Client({ connection });
     expect(held.size).toBeGreaterThan(0);
     for (const statusUrl of held.values()) {
       const res = await http('GET', statusUrl, { headers: { 'x-did': did } });
@@ -284,6 +280,7 @@ describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its o
     }
     // One approval workflow per acknowledged held write: a refused attempt that had started one was answered, at its
     // retry with the same Idempotency-Key, with that same approval. (Visibility is written asynchronously: polled.)
+    const temporal = new Client({ connection });
     const query = `TaskQueue = '${taskQueue}' AND WorkflowType = 'truthApprovalWorkflow'`;
     let approvals = -1;
     for (const end = Date.now() + 20_000; Date.now() < end; await sleep(500)) {
@@ -292,11 +289,61 @@ describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its o
     }
     expect(approvals).toBe(held.size);
 
-    // The node beat throughout: online.
+    // The node beat throughout: listed.
     const nodes = await http('GET', `${api}/a2a/nodes`);
     expect(JSON.stringify(nodes.body)).toContain(node.node_id);
     // Both members serve again.
-    for (const m of members) await waitForFrontend(cli, m.address, 30_000, m);
+    for (const m of members) await waitForFrontend(cli, m.address, 60_000, m);
+  };
+
+  it("has the hub's search attributes registered on the cluster by the worker", async () => {
+    // As on a real cluster: the worker registers them at its start (PostgreSQL visibility here).
+    const attributes = await connection.operatorService.listSearchAttributes({ namespace: 'default' });
+    expect(Object.keys(attributes.customAttributes ?? {}).sort()).toEqual(Object.keys(SEARCH_ATTRIBUTES).sort());
+    did = await registerDid(api, adminToken, 'did:example:cluster');
+    node = await registerNode(api, 'cluster-node');
+    expect((await heartbeat(api, node)).status).toBe(200);
+  });
+
+  it('loses and duplicates no acknowledged write when a Temporal member is killed and comes back', async () => {
+    await drive(`temporal-1 SIGKILLed for ${KILLED_S} s, then started again`, async () => {
+      const killedAt = Date.now();
+      members[0]!.kill();
+      await members[0]!.closed;
+      await sleep(KILLED_S * 1000);
+      const restartAt = Date.now();
+      members[0] = startMember(1);
+      await waitForFrontend(cli, members[0].address, 120_000, members[0]);
+      console.log(`temporal-1 serving ${((Date.now() - restartAt) / 1000).toFixed(1)} s after its restart`);
+      return [
+        ['while dead', killedAt, restartAt],
+        ['after the restart', restartAt, Date.now() + 15_000]
+      ];
+    });
+    await expectNothingLost();
+  }, 300_000);
+
+  it('loses and duplicates no acknowledged write when a Temporal member is cut off from every host and healed', async () => {
+    await drive(`temporal-2 cut off from every host for ${CUT_S} s, then healed`, async () => {
+      const cutAt = Date.now();
+      topology.isolate('temporal-2');
+      await sleep(CUT_S * 1000);
+      const healedAt = Date.now();
+      topology.heal('temporal-2');
+      // A member that ended itself meanwhile is started again, as its supervisor (compose: restart) would.
+      const reason = members[1]!.exitReason();
+      if (reason) {
+        console.log(`temporal-2 ended while cut off (${reason}); started again`);
+        members[1] = startMember(2);
+      }
+      await waitForFrontend(cli, members[1]!.address, 120_000, members[1]);
+      console.log(`temporal-2 serving ${((Date.now() - healedAt) / 1000).toFixed(1)} s after the heal`);
+      return [
+        ['while cut off', cutAt, healedAt],
+        ['after the heal', healedAt, Date.now() + 15_000]
+      ];
+    });
+    await expectNothingLost();
     succeeded = true;
   }, 300_000);
 });
