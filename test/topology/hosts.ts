@@ -11,6 +11,7 @@
  * and `createTopology` calls it first.
  */
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import { canConnect, ServerHandle, sleep, spawnServer } from '../../scripts/stack/process';
 
 export const PREFIX = 'zh49-';
@@ -37,6 +38,8 @@ export interface Host {
   }): ServerHandle;
   /** Runs a command inside the host and waits for it; throws on a non-zero exit. */
   run(binary: string, args: string[]): string;
+  /** The processes running inside the host whose command line contains `match` (e.g. a server's binary name). */
+  pids(match: string): number[];
 }
 
 export interface Topology {
@@ -184,7 +187,19 @@ export async function createTopology(names: string[]): Promise<Topology> {
           spawned.push(handle);
           return handle;
         },
-        run: (binary, args) => ip(['netns', 'exec', ns, binary, ...args])
+        run: (binary, args) => ip(['netns', 'exec', ns, binary, ...args]),
+        pids: (match) =>
+          ip(['netns', 'pids', ns], true)
+            .split(/\s+/)
+            .filter(Boolean)
+            .map(Number)
+            .filter((pid) => {
+              try {
+                return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(match);
+              } catch {
+                return false;
+              }
+            })
       };
     });
   } catch (err) {

@@ -7,7 +7,8 @@
  * `worker-1`.
  * Through the API: truth writes with Idempotency-Keys (retried with the same key until acknowledged), held writes
  * (each starts a truth-approval workflow in Temporal) and a node's heartbeats, before, while and after each drill:
- * `temporal-1` killed (SIGKILL) and started again; `temporal-2` cut off from every host (its link down) and healed.
+ * `temporal-1` killed (SIGKILL) and started again; `temporal-2` cut off from every host (its link down) and healed;
+ * FerretDB paused (SIGSTOP) and resumed.
  * After each: every acknowledged write is in the ledger once, at the seq it was answered with; the ledger's seqs are
  * contiguous and /api/verify is consistent; every acknowledged held write has its one workflow, pending; the node is
  * listed; both members serve. Prints the requests refused per phase and when the last one was (figures in
@@ -52,6 +53,8 @@ const describeOnHosts = refused ? describe.skip : describe;
 const KILLED_S = 30;
 /** How long temporal-2 stays cut off from every host. */
 const CUT_S = 20;
+/** How long FerretDB stays stopped. */
+const PAUSED_S = 20;
 const SUBNET = `${BRIDGE_IP.replace(/\.1$/, '.0')}/24`;
 
 interface Attempt {
@@ -341,6 +344,26 @@ describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its o
       return [
         ['while cut off', cutAt, healedAt],
         ['after the heal', healedAt, Date.now() + 15_000]
+      ];
+    });
+    await expectNothingLost();
+  }, 300_000);
+
+  it('loses and duplicates no acknowledged write when FerretDB is paused (SIGSTOP) and resumed', async () => {
+    const [ferretdb] = topology.hosts.db!.pids('ferretdb');
+    expect(ferretdb).toBeDefined();
+    await drive(`FerretDB on db paused (SIGSTOP) for ${PAUSED_S} s, then resumed`, async () => {
+      const pausedAt = Date.now();
+      process.kill(ferretdb!, 'SIGSTOP');
+      try {
+        await sleep(PAUSED_S * 1000);
+      } finally {
+        process.kill(ferretdb!, 'SIGCONT');
+      }
+      const resumedAt = Date.now();
+      return [
+        ['while paused', pausedAt, resumedAt],
+        ['after it resumed', resumedAt, Date.now() + 15_000]
       ];
     });
     await expectNothingLost();
