@@ -2,12 +2,17 @@
 # Builds the embedded stack's two servers (Temporal CLI dev server, FerretDB) once and caches them
 # outside the clone, keyed by version. Prints the path of each binary on its last lines.
 # Also installs the Debian packages the service runs (see install_packages).
-# Usage: scripts/install-tools.sh [temporal|ferretdb|nginx|postgresql|all] or `packages <nginx|postgresql>...`
-# (`all`: both packages and both servers)
+# Usage: scripts/install-tools.sh [temporal|ferretdb|temporal-server|temporal-ui|nginx|postgresql|all]
+#        or `packages <name>...`
+# (`all`: both packages and both servers; `temporal-server` and `temporal-ui`, the real Temporal server and its Web UI
+# for a cluster (docs/operations.md#a-real-temporal-cluster), are built only when asked for)
 set -euo pipefail
 
 TEMPORAL_VERSION="v1.5.1"
 FERRETDB_VERSION="v1.24.2"
+# The Temporal server and Web UI server the CLI above embeds (its go.mod requires these versions).
+TEMPORAL_SERVER_VERSION="v1.29.1"
+TEMPORAL_UI_VERSION="v2.42.1"
 TOOLS_DIR="${ZHONGSHU_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/zhongshu-hub/tools}"
 
 log() { printf '[install-tools] %s\n' "$*" >&2; }
@@ -79,6 +84,79 @@ build_from_module() {
   fi
   ( cd "$src" && go build -trimpath -v -o "$out" "$rel" 2>&1 | while read -r line; do log "  $(basename "$out"): $line"; done )
   rm -rf "$src"
+}
+
+# build_temporal_server: the real Temporal server (go.temporal.io/server/cmd/server) and its SQL schema tool
+# (cmd/tools/sql) at TEMPORAL_SERVER_VERSION, with the module's PostgreSQL schema files beside them (the tool reads
+# them from disk), into $TOOLS_DIR/temporal-server-<version>/{temporal-server,temporal-sql-tool,schema/}. As the other
+# builds: cached, and moved into place only once both binaries run, so an interrupted build leaves nothing behind.
+build_temporal_server() {
+  local version="$TEMPORAL_SERVER_VERSION" mod="go.temporal.io/server"
+  local dir="$TOOLS_DIR/temporal-server-$version"
+  if [ -x "$dir/temporal-server" ] && [ -x "$dir/temporal-sql-tool" ] && [ -d "$dir/schema/postgresql/v12" ]; then
+    log "temporal-server $version: cached at $dir/temporal-server"
+    log "temporal-sql-tool $version: cached at $dir/temporal-sql-tool"
+    return 0
+  fi
+  need_go
+  mkdir -p "$TOOLS_DIR"
+  log "temporal-server $version: building with 'go build $mod/cmd/server and cmd/tools/sql' (first time only, takes a few minutes)..."
+  local started=$SECONDS tmp src
+  tmp=$(mktemp -d "$TOOLS_DIR/.temporal-server-build.XXXXXX")
+  src=$( (cd "$(mktemp -d)" && go mod init zhongshu-tools >/dev/null 2>&1 && go mod download -json "$mod@$version") | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  if [ -z "$src" ] || [ ! -d "$src" ]; then
+    rm -rf "$tmp"
+    log "temporal-server $version: could not download $mod@$version from the Go module proxy"
+    exit 1
+  fi
+  # Built inside the module's own directory (read-only in the module cache; `go build -o` writes elsewhere), with its
+  # own go.mod and go.sum: the same dependency versions as the release.
+  local ok=1
+  for pair in "temporal-server ./cmd/server" "temporal-sql-tool ./cmd/tools/sql"; do
+    set -- $pair
+    ( cd "$src" && GOFLAGS="${GOFLAGS:-} -mod=readonly" go build -trimpath -v -o "$tmp/$1" "$2" 2>&1 | while read -r line; do log "  temporal-server: $line"; done ) || true
+    if [ ! -x "$tmp/$1" ] || ! "$tmp/$1" --help >/dev/null 2>&1; then ok=0; log "temporal-server $version: $1 did not build or does not run"; fi
+  done
+  if [ "$ok" != 1 ]; then
+    rm -rf "$tmp"
+    log "temporal-server $version: build FAILED. Check that Go >= 1.25 is installed and the Go module proxy is reachable."
+    exit 1
+  fi
+  mkdir -p "$tmp/schema/postgresql"
+  cp -r "$src/schema/postgresql/v12" "$tmp/schema/postgresql/" && chmod -R u+w "$tmp/schema"
+  rm -rf "$dir"
+  mv "$tmp" "$dir"
+  log "temporal-server $version: built in $((SECONDS - started))s -> $dir/temporal-server"
+  log "temporal-sql-tool $version: built -> $dir/temporal-sql-tool"
+}
+
+# build_temporal_ui: Temporal's Web UI server (github.com/temporalio/ui-server/v2/cmd/server, its assets embedded),
+# the UI the CLI's dev server serves, as a server of its own for a real cluster (docs/operations.md#the-web-ui), into
+# $TOOLS_DIR/temporal-ui-<version>/temporal-ui. Cached and atomic as the other builds.
+build_temporal_ui() {
+  local version="$TEMPORAL_UI_VERSION" mod="github.com/temporalio/ui-server/v2"
+  local dir="$TOOLS_DIR/temporal-ui-$version"
+  if [ -x "$dir/temporal-ui" ]; then
+    log "temporal-ui $version: cached at $dir/temporal-ui"
+    return 0
+  fi
+  need_go
+  mkdir -p "$TOOLS_DIR"
+  log "temporal-ui $version: building with 'go build $mod/cmd/server' (first time only)..."
+  local started=$SECONDS tmp src
+  tmp=$(mktemp -d "$TOOLS_DIR/.temporal-ui-build.XXXXXX")
+  src=$( (cd "$(mktemp -d)" && go mod init zhongshu-tools >/dev/null 2>&1 && go mod download -json "$mod@$version") | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  if [ -n "$src" ] && [ -d "$src" ]; then
+    ( cd "$src" && GOFLAGS="${GOFLAGS:-} -mod=readonly" go build -trimpath -v -o "$tmp/temporal-ui" ./cmd/server 2>&1 | while read -r line; do log "  temporal-ui: $line"; done ) || true
+  fi
+  if [ ! -x "$tmp/temporal-ui" ] || ! "$tmp/temporal-ui" --help >/dev/null 2>&1; then
+    rm -rf "$tmp"
+    log "temporal-ui $version: build FAILED. Check that Go >= 1.25 is installed and the Go module proxy is reachable."
+    exit 1
+  fi
+  rm -rf "$dir"
+  mv "$tmp" "$dir"
+  log "temporal-ui $version: built in $((SECONDS - started))s -> $dir/temporal-ui"
 }
 
 # The Debian packages the service runs: PostgreSQL's server binaries (FerretDB stores in a PostgreSQL child server,
@@ -162,6 +240,8 @@ what="${1:-all}"
 case "$what" in
   temporal) build temporal github.com/temporalio/cli/cmd/temporal "$TEMPORAL_VERSION" ;;
   ferretdb) build ferretdb github.com/FerretDB/FerretDB/cmd/ferretdb "$FERRETDB_VERSION" ;;
+  temporal-server) build_temporal_server ;;
+  temporal-ui) build_temporal_ui ;;
   all)
     install_packages postgresql nginx
     build temporal github.com/temporalio/cli/cmd/temporal "$TEMPORAL_VERSION"
@@ -173,5 +253,5 @@ case "$what" in
     for name in "$@"; do case "$name" in nginx | postgresql) ;; *) log "unknown package '$name' (nginx, postgresql)"; exit 2 ;; esac; done
     install_packages "$@"
     ;;
-  *) log "unknown tool '$what' (temporal, ferretdb, nginx, postgresql, packages <name>... or all)"; exit 2 ;;
+  *) log "unknown tool '$what' (temporal, ferretdb, temporal-server, temporal-ui, nginx, postgresql, packages <name>... or all)"; exit 2 ;;
 esac

@@ -18,6 +18,8 @@ export async function startFerretDb(opts: {
   postgresqlUrl: string;
   /** 0 or absent: a free port. */
   port?: number;
+  /** The address it listens on: 127.0.0.1 unless given (a test host's own address, test/topology/). */
+  host?: string;
   echo?: boolean;
   /** Also append the server's output to this file. */
   logFile?: string;
@@ -29,6 +31,7 @@ export async function startFerretDb(opts: {
   fs.mkdirSync(dir, { recursive: true });
   const pidFile = path.join(opts.dataDir, 'run', 'ferretdb.pid');
   await stopStale(pidFile, binary);
+  const host = opts.host ?? '127.0.0.1';
   for (let attempt = 1; ; attempt++) {
     const port = opts.port || (await freePort());
     const handle = spawnServer({
@@ -40,7 +43,7 @@ export async function startFerretDb(opts: {
       args: [
         '--handler=postgresql',
         `--postgresql-url=${opts.postgresqlUrl}`,
-        `--listen-addr=127.0.0.1:${port}`,
+        `--listen-addr=${host}:${port}`,
         `--state-dir=${dir}`,
         '--telemetry=disable',
         opts.debugPort ? `--debug-addr=127.0.0.1:${opts.debugPort}` : '--debug-addr=-',
@@ -48,8 +51,8 @@ export async function startFerretDb(opts: {
       ]
     });
     try {
-      await waitForPort('127.0.0.1', port, 30_000, handle.child);
-      return { ...handle, uri: `mongodb://127.0.0.1:${port}/`, port };
+      await waitForPort(host, port, 30_000, handle.child);
+      return { ...handle, uri: `mongodb://${host}:${port}/`, port };
     } catch (err) {
       await handle.stop();
       await handle.closed;

@@ -1,0 +1,407 @@
+/**
+ * The hub on a real Temporal cluster across hosts (test/topology/hosts.ts: network namespaces on one machine, as
+ * root): PostgreSQL and FerretDB on `db` (the launcher's own modules, test/topology/db-host.ts), two Temporal server
+ * members on `temporal-1` and `temporal-2` (scripts/stack/temporal-cluster.ts: every service on each, ringpop
+ * membership between them, persistence and visibility on the PostgreSQL of `db`), nginx balancing gRPC over both
+ * frontends on `temporal-lb` (the one TEMPORAL_ADDRESS the hub takes), and the hub's API on `api-1` and its worker on
+ * `worker-1`.
+ * Through the API: truth writes with Idempotency-Keys (retried with the same key until acknowledged), held writes
+ * (each starts a truth-approval workflow in Temporal) and a node's heartbeats, before, while and after each drill:
+ * `temporal-1` killed (SIGKILL) and started again; `temporal-2` cut off from every host (its link down) and healed;
+ * FerretDB paused (SIGSTOP) and resumed.
+ * After each: every acknowledged write is in the ledger once, at the seq it was answered with; the ledger's seqs are
+ * contiguous and /api/verify is consistent; every acknowledged held write has its one workflow, pending; the node is
+ * listed; both members serve. Prints the requests refused per phase and when the last one was (figures in
+ * docs/operations.md#test-hosts-network-namespaces).
+ */
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { MongoClient } from 'mongodb';
+import { SEARCH_ATTRIBUTES } from '../../core/search-attributes';
+import { findNginx } from '../../scripts/stack/nginx';
+import { ServerHandle, typescriptProcess } from '../../scripts/stack/process';
+import {
+  ensureTemporalServer,
+  PostgresAddress,
+  registerNamespace,
+  setupTemporalSchema,
+  startTemporalMember,
+  TemporalMember,
+  TemporalServerTools,
+  waitForFrontend
+} from '../../scripts/stack/temporal-cluster';
+import { ensureTool } from '../../scripts/stack/tools';
+import { registerDid } from '../support/credentials';
+import { heartbeat, RegisteredNode, registerNode } from '../support/federation';
+import { http } from '../support/service';
+import { DB_FERRETDB_PORT, DB_POSTGRES_PORT } from './db-host';
+import { BRIDGE_IP, cannotMakeHosts, createTopology, Topology, waitForHostPort } from './hosts';
+import { startTemporalLb } from './temporal-lb';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const nginxBin = findNginx(process.env.NGINX_BIN ?? '/usr/sbin/nginx');
+const refused = cannotMakeHosts() ?? (nginxBin ? null : 'nginx is not installed (apt-get install -y nginx)');
+if (refused) {
+  console.warn(`skipping the real Temporal cluster test: ${refused}`);
+}
+const describeOnHosts = refused ? describe.skip : describe;
+
+/** How long temporal-1 stays dead while the writers go on. */
+const KILLED_S = 30;
+/** How long temporal-2 stays cut off from every host. */
+const CUT_S = 20;
+/** How long FerretDB stays stopped. */
+const PAUSED_S = 20;
+const SUBNET = `${BRIDGE_IP.replace(/\.1$/, '.0')}/24`;
+
+interface Attempt {
+  at: number;
+  what: 'write' | 'held' | 'heartbeat';
+  ok: boolean;
+}
+
+describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its own', () => {
+  let topology: Topology;
+  let root: string;
+  let tools: TemporalServerTools;
+  let cli: string;
+  let pg: PostgresAddress;
+  const members: TemporalMember[] = [];
+  let lbAddress: string;
+  let api: string;
+  let adminToken: string;
+  let mongo: MongoClient;
+  let connection: Connection;
+  // Logs are removed only when every drill passed.
+  let succeeded = false;
+  const dbName = `zh49_${randomBytes(4).toString('hex')}`;
+  const taskQueue = `zh49-${randomBytes(4).toString('hex')}`;
+
+  const startMember = (i: number): TemporalMember => {
+    const host = topology.hosts[`temporal-${i}`]!;
+    return startTemporalMember({
+      server: tools.server,
+      dir: path.join(root, `temporal-${i}`),
+      ip: host.ip,
+      postgres: pg,
+      name: `temporal-${i}`,
+      spawnIt: (o) => host.spawn(o)
+    });
+  };
+
+  beforeAll(async () => {
+    const started = Date.now();
+    [tools, cli] = await Promise.all([
+      ensureTemporalServer(),
+      process.env.ZH_TEST_TEMPORAL_BIN ? Promise.resolve(process.env.ZH_TEST_TEMPORAL_BIN) : ensureTool('temporal')
+    ]);
+    root = fs.mkdtempSync(path.join(os.tmpdir(), 'temporal-cluster-'));
+    // The postgres user (PostgreSQL's, under root) reaches its cluster and pg_hba.conf below.
+    fs.chmodSync(root, 0o711);
+    topology = await createTopology(['db', 'temporal-1', 'temporal-2', 'temporal-lb', 'api-1', 'worker-1']);
+    const { db } = topology.hosts;
+    const dbHost = db!.spawn({
+      name: 'db',
+      ...prefixed(typescriptProcess(path.join(__dirname, 'db-host.ts')), [path.join(root, 'db'), db!.ip, SUBNET]),
+      pidFile: path.join(root, 'db.pid')
+    });
+    await waitForHostPort(db!.ip, DB_FERRETDB_PORT, 120_000, dbHost);
+    pg = { host: db!.ip, port: DB_POSTGRES_PORT, user: 'ferret' };
+    await setupTemporalSchema(tools.sqlTool, pg);
+    // The first member alone: on a new database each member saves the cluster's metadata at its first start, and of
+    // two starting at once one can lose that insert and exit.
+    members.push(startMember(1));
+    await waitForFrontend(cli, members[0]!.address, 120_000, members[0]);
+    members.push(startMember(2));
+    await waitForFrontend(cli, members[1]!.address, 120_000, members[1]);
+    await registerNamespace(
+      cli,
+      members.map((m) => m.address),
+      'default'
+    );
+    const lb = await startTemporalLb(
+      nginxBin!,
+      topology.hosts['temporal-lb']!,
+      root,
+      members.map((m) => m.address)
+    );
+    lbAddress = lb.address;
+
+    adminToken = `adm_test_${randomBytes(16).toString('hex')}`;
+    const apiHost = topology.hosts['api-1']!;
+    api = `http://${apiHost.ip}:8080`;
+    const env = (dataDir: string): NodeJS.ProcessEnv => ({
+      ...process.env,
+      LOG_LEVEL: 'warn',
+      DATA_DIR: dataDir,
+      MONGODB_URI: `mongodb://${db!.ip}:${DB_FERRETDB_PORT}/`,
+      MONGODB_DB: dbName,
+      TEMPORAL_ADDRESS: lbAddress,
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      ADMIN_TOKEN: adminToken,
+      NODE_REVIEW_REQUIRED: 'false',
+      DEPLOY_WEB: 'off',
+      REGISTER_RATE_LIMIT_PER_MIN: '100000',
+      ...(process.env.ZH_TEST_WORKFLOW_BUNDLE ? { WORKFLOW_BUNDLE_PATH: process.env.ZH_TEST_WORKFLOW_BUNDLE } : {})
+    });
+    const apiProcess = apiHost.spawn({
+      name: 'api-1',
+      ...typescriptProcess(path.join(ROOT, 'api/server.ts')),
+      pidFile: path.join(root, 'api-1.pid'),
+      logFile: path.join(root, 'api-1.log'),
+      env: { ...env(path.join(root, 'api-1')), HOST: apiHost.ip, PUBLIC_URL: api }
+    });
+    const workerHost = topology.hosts['worker-1']!;
+    const workerProcess = workerHost.spawn({
+      name: 'worker-1',
+      ...typescriptProcess(path.join(ROOT, 'worker/main.ts')),
+      pidFile: path.join(root, 'worker-1.pid'),
+      logFile: path.join(root, 'worker-1.log'),
+      env: { ...env(path.join(root, 'worker-1')), HOST: workerHost.ip }
+    });
+    mongo = await MongoClient.connect(`mongodb://${db!.ip}:${DB_FERRETDB_PORT}/`);
+    connection = await Connection.connect({ address: lbAddress });
+    await Promise.all([waitHealthy(`${api}/health`, apiProcess), waitForPoller(connection, taskQueue, workerProcess)]);
+    console.log(`hosts, cluster and hub up in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  }, 420_000);
+
+  afterAll(async () => {
+    await connection?.close().catch(() => undefined);
+    await mongo?.close().catch(() => undefined);
+    await topology?.teardown();
+    if (succeeded && root) fs.rmSync(root, { recursive: true, force: true });
+    else if (root) {
+      console.log(`logs kept in ${root}`);
+    }
+  }, 60_000);
+
+  // The load every drill runs under, through the API: truth writes with Idempotency-Keys (retried with the same key
+  // until acknowledged), a held write every third (each starts a truth-approval workflow) and one node's heartbeats.
+  let did: string;
+  let node: RegisteredNode;
+  const acknowledged = new Map<string, number>(); // key -> seq
+  const held = new Map<string, string>(); // idempotency key -> approval status url
+  const attempts: Attempt[] = [];
+  let counter = 0;
+
+  /** One write, retried with its Idempotency-Key until it is acknowledged. */
+  const write = async (kind: 'write' | 'held'): Promise<void> => {
+    const n = counter++;
+    const key = kind === 'write' ? `cluster.write.${n}` : `cluster.held.${n}`;
+    const idempotencyKey = `idem-${kind}-${n}`;
+    for (;;) {
+      const res = await http('POST', `${api}/api/report/truth`, {
+        headers: { 'x-did': did, 'idempotency-key': idempotencyKey },
+        body: kind === 'write' ? { key, value: { n } } : { key, value: { n }, truth_type: 'risk' }
+      }).catch(() => ({ status: 0, body: undefined }) as const);
+      const ok = kind === 'write' ? res.status === 200 : res.status === 202;
+      attempts.push({ at: Date.now(), what: kind, ok });
+      if (ok && kind === 'write') {
+        acknowledged.set(key, res.body.seq);
+        return;
+      }
+      if (ok) {
+        held.set(idempotencyKey, res.body.status_url);
+        return;
+      }
+      if (res.status !== 503 && res.status !== 0)
+        throw new Error(`${kind} ${key}: ${res.status} ${JSON.stringify(res.body)}`);
+      await sleep(250);
+    }
+  };
+
+  /**
+   * Runs the load for 10 s, then `disrupt` (which answers its phases: a label and a time span each), then 15 s more;
+   * prints per phase the requests refused (503 or no answer) and when the last one was, from the phase's start.
+   */
+  const drive = async (title: string, disrupt: () => Promise<[string, number, number][]>): Promise<void> => {
+    let stop = false;
+    const writers = (async () => {
+      for (let i = 0; !stop; i++) {
+        await write('write');
+        if (i % 3 === 0) await write('held');
+        await sleep(100);
+      }
+    })();
+    const beats = (async () => {
+      while (!stop) {
+        const res = await heartbeat(api, node).catch(() => ({ status: 0 }));
+        attempts.push({ at: Date.now(), what: 'heartbeat', ok: res.status === 200 });
+        await sleep(1000);
+      }
+    })();
+    let phases: [string, number, number][] = [];
+    try {
+      await sleep(10_000);
+      phases = await disrupt();
+      await sleep(15_000);
+    } finally {
+      stop = true;
+      await Promise.all([writers, beats]);
+    }
+    const phase = (from: number, to: number) => {
+      const tried = attempts.filter((a) => a.at >= from && a.at < to);
+      const failed = tried.filter((a) => !a.ok);
+      const label = { write: 'writes', held: 'held writes', heartbeat: 'heartbeats' };
+      const count = (k: Attempt['what']) =>
+        `${label[k]} ${failed.filter((a) => a.what === k).length}/${tried.filter((a) => a.what === k).length}`;
+      const last = failed.length ? ((failed[failed.length - 1]!.at - from) / 1000).toFixed(1) : '0';
+      return `refused ${count('write')}, ${count('held')}, ${count('heartbeat')}; the last ${last} s in`;
+    };
+    console.log(
+      [
+        title,
+        `acknowledged so far: ${acknowledged.size} writes, ${held.size} held writes`,
+        ...phases.map(([label, from, to]) => `${label}: ${phase(from, to)}`)
+      ].join('\n')
+    );
+  };
+
+  /** What must hold after every drill. */
+  const expectNothingLost = async (): Promise<void> => {
+    // Every acknowledged write once, at its seq; the ledger contiguous and consistent.
+    const ledger = mongo.db(dbName).collection('ledger');
+    const entries = await ledger.find({ key: { $regex: '^cluster\\.write\\.' } }).toArray();
+    expect(entries.length).toBe(acknowledged.size);
+    expect(new Set(entries.map((e) => e.key)).size).toBe(entries.length);
+    for (const e of entries) expect(Number(e._id)).toBe(acknowledged.get(e.key as string));
+    const seqs = (await ledger.find({}, { projection: { _id: 1 } }).toArray())
+      .map((e) => Number(e._id))
+      .sort((a, b) => a - b);
+    expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => seqs[0]! + i));
+    expect((await http('GET', `${api}/api/verify`)).body).toMatchObject({ consistent: true });
+
+    // Every acknowledged held write is decidable: its workflow runs, pending.
+    expect(held.size).toBeGreaterThan(0);
+    for (const statusUrl of held.values()) {
+      const res = await http('GET', statusUrl, { headers: { 'x-did': did } });
+      expect(res.status).toBe(200);
+      expect(JSON.stringify(res.body)).toContain('pending');
+    }
+    // One approval workflow per acknowledged held write: a refused attempt that had started one was answered, at its
+    // retry with the same Idempotency-Key, with that same approval. (Visibility is written asynchronously: polled.)
+    const temporal = new Client({ connection });
+    const query = `TaskQueue = '${taskQueue}' AND WorkflowType = 'truthApprovalWorkflow'`;
+    let approvals = -1;
+    for (const end = Date.now() + 20_000; Date.now() < end; await sleep(500)) {
+      approvals = (await temporal.workflow.count(query)).count;
+      if (approvals === held.size) break;
+    }
+    expect(approvals).toBe(held.size);
+
+    // The node beat throughout: listed.
+    const nodes = await http('GET', `${api}/a2a/nodes`);
+    expect(JSON.stringify(nodes.body)).toContain(node.node_id);
+    // Both members serve again.
+    for (const m of members) await waitForFrontend(cli, m.address, 60_000, m);
+  };
+
+  it("has the hub's search attributes registered on the cluster by the worker", async () => {
+    // As on a real cluster: the worker registers them at its start (PostgreSQL visibility here).
+    const attributes = await connection.operatorService.listSearchAttributes({ namespace: 'default' });
+    expect(Object.keys(attributes.customAttributes ?? {}).sort()).toEqual(Object.keys(SEARCH_ATTRIBUTES).sort());
+    did = await registerDid(api, adminToken, 'did:example:cluster');
+    node = await registerNode(api, 'cluster-node');
+    expect((await heartbeat(api, node)).status).toBe(200);
+  });
+
+  it('loses and duplicates no acknowledged write when a Temporal member is killed and comes back', async () => {
+    await drive(`temporal-1 SIGKILLed for ${KILLED_S} s, then started again`, async () => {
+      const killedAt = Date.now();
+      members[0]!.kill();
+      await members[0]!.closed;
+      await sleep(KILLED_S * 1000);
+      const restartAt = Date.now();
+      members[0] = startMember(1);
+      await waitForFrontend(cli, members[0].address, 120_000, members[0]);
+      console.log(`temporal-1 serving ${((Date.now() - restartAt) / 1000).toFixed(1)} s after its restart`);
+      return [
+        ['while dead', killedAt, restartAt],
+        ['after the restart', restartAt, Date.now() + 15_000]
+      ];
+    });
+    await expectNothingLost();
+  }, 300_000);
+
+  it('loses and duplicates no acknowledged write when a Temporal member is cut off from every host and healed', async () => {
+    await drive(`temporal-2 cut off from every host for ${CUT_S} s, then healed`, async () => {
+      const cutAt = Date.now();
+      topology.isolate('temporal-2');
+      await sleep(CUT_S * 1000);
+      const healedAt = Date.now();
+      topology.heal('temporal-2');
+      // A member that ended itself meanwhile is started again, as its supervisor (compose: restart) would.
+      const reason = members[1]!.exitReason();
+      if (reason) {
+        console.log(`temporal-2 ended while cut off (${reason}); started again`);
+        members[1] = startMember(2);
+      }
+      await waitForFrontend(cli, members[1]!.address, 120_000, members[1]);
+      console.log(`temporal-2 serving ${((Date.now() - healedAt) / 1000).toFixed(1)} s after the heal`);
+      return [
+        ['while cut off', cutAt, healedAt],
+        ['after the heal', healedAt, Date.now() + 15_000]
+      ];
+    });
+    await expectNothingLost();
+  }, 300_000);
+
+  it('loses and duplicates no acknowledged write when FerretDB is paused (SIGSTOP) and resumed', async () => {
+    const [ferretdb] = topology.hosts.db!.pids('ferretdb');
+    expect(ferretdb).toBeDefined();
+    await drive(`FerretDB on db paused (SIGSTOP) for ${PAUSED_S} s, then resumed`, async () => {
+      const pausedAt = Date.now();
+      process.kill(ferretdb!, 'SIGSTOP');
+      try {
+        await sleep(PAUSED_S * 1000);
+      } finally {
+        process.kill(ferretdb!, 'SIGCONT');
+      }
+      const resumedAt = Date.now();
+      return [
+        ['while paused', pausedAt, resumedAt],
+        ['after it resumed', resumedAt, Date.now() + 15_000]
+      ];
+    });
+    await expectNothingLost();
+    succeeded = true;
+  }, 300_000);
+});
+
+function prefixed(p: { binary: string; args: string[] }, more: string[]): { binary: string; args: string[] } {
+  return { binary: p.binary, args: [...p.args, ...more] };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function waitHealthy(url: string, handle: ServerHandle): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  while (Date.now() < deadline) {
+    const reason = handle.exitReason();
+    if (reason) throw new Error(`${handle.name} exited (${reason}):\n${handle.output(30)}`);
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      /* not yet listening */
+    }
+    await sleep(250);
+  }
+  throw new Error(`${url} did not become healthy within 120 s:\n${handle.output(30)}`);
+}
+
+async function waitForPoller(connection: Connection, taskQueue: string, handle: ServerHandle): Promise<void> {
+  const deadline = Date.now() + 180_000;
+  while (Date.now() < deadline) {
+    const reason = handle.exitReason();
+    if (reason) throw new Error(`${handle.name} exited (${reason}):\n${handle.output(30)}`);
+    const res = await connection.workflowService
+      .describeTaskQueue({ namespace: 'default', taskQueue: { name: taskQueue }, taskQueueType: 1 })
+      .catch(() => null);
+    if ((res?.pollers ?? []).length > 0) return;
+    await sleep(500);
+  }
+  throw new Error(`the worker did not poll ${taskQueue} within 180 s:\n${handle.output(30)}`);
+}
