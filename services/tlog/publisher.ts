@@ -5,8 +5,9 @@
  * size and at least every RESIGNAL_MS (which also starts them at the process's start, and passes changed settings).
  * Off every request's path: Temporal or a witness being down delays only the cosignatures; a failed signal is sent
  * again at the next tick. At its start and every RESIGNAL_MS it also retires the workflows of witnesses no longer
- * configured (retireRemovedWitnesses), even with none configured. Several processes sign at once safely (store/tlog/checkpoints.ts); a refused fork, and a
- * failure to sign or signal, is logged at most once a minute here (GET /tlog/checkpoint answers a fork every time).
+ * configured (retireRemovedWitnesses), even with none configured. Several processes sign at once safely
+ * (store/tlog/checkpoints.ts); a refused fork, and a failure to sign or signal, is logged at most once a minute here
+ * (GET /tlog/checkpoint answers a fork every time).
  */
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
