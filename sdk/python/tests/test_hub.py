@@ -3,7 +3,8 @@ hub's URLs in ZHONGSHU_TEST_*; skipped without them). A node registers, keeps it
 and beats; 1,000 writes made while the API process it talks to is killed and started again twice land exactly
 once and no write() call started a request; held writes follow their decision; a worker claims, renews, completes,
 fails and honours a cancel of tasks an A2A client submitted; tampered proofs and checkpoints served by a proxy are
-reported; 429 and 503 are waited out as Retry-After asks; no node key is logged."""
+reported; a checkpoint proves nothing until the pinned witnesses cosigned it, and a forged cosignature is reported;
+429 and 503 are waited out as Retry-After asks; no node key is logged."""
 
 import logging
 import os
@@ -347,6 +348,43 @@ def test_tampered_proof_and_forged_checkpoint_are_reported():
     control("POST", "/proxy", {})
     eventually(lambda: node.outbox.counts()["unverified"] == 0, 15, "verified once honest")
     node.stop()
+
+
+def test_witness_cosignatures_k_of_n():
+    # The control server is the witness: it cosigns the checkpoints the proxy serves, honestly or not.
+    errors = []
+    node = new_node(
+        "witnessed",
+        hub_url=E["ZHONGSHU_TEST_PROXY"],
+        heartbeat=False,
+        witnesses=[control("GET", "/witness")["key"]],
+        witness_quorum=1,
+    )
+    node.on("error", errors.append)
+    node.start()
+    try:
+        # No cosignature: the checkpoint proves nothing yet; the write waits, and no verification error is raised.
+        control("POST", "/proxy", {"clear_arrivals": True})
+        h = node.write("pysdk.witnessed.one", {"witnessed": True})
+        h.result(timeout=20)
+        rounds = lambda: len(control("GET", "/proxy/arrivals", prefix="/tlog/checkpoint")["at_ms"])  # noqa: E731
+        eventually(lambda: rounds() >= 3, 15, "verification rounds")
+        assert node.outbox.get(h.id).verified_size is None
+        assert errors == []
+        # A line with the witness's name and key id signed by another key: a forgery.
+        control("POST", "/proxy", {"cosign": "forged"})
+        eventually(
+            lambda: any(isinstance(e, VerificationError) and e.kind == "checkpoint_cosignature" for e in errors),
+            15,
+            "a cosignature error",
+        )
+        assert node.outbox.get(h.id).verified_size is None
+        # The witness's own cosignature: the write is proven.
+        control("POST", "/proxy", {"cosign": "honest"})
+        eventually(lambda: node.outbox.counts()["unverified"] == 0, 15, "verified once witnessed")
+    finally:
+        control("POST", "/proxy", {})
+        node.stop()
 
 
 def test_backs_off_as_retry_after_asks_on_429_and_503():

@@ -1,6 +1,7 @@
 """The SDK's own verification code against the vectors the TypeScript SDK's tests read too (sdk/test-vectors.json):
 RFC 6962 roots, inclusion and consistency proofs (every index and size of the reference tree of 8 leaves, and
-tampered proofs), the Go sumdb signed-note example, a C2SP checkpoint and forged variants of it, canonical JSON,
+tampered proofs), the Go sumdb signed-note example, a C2SP checkpoint and forged variants of it, witness
+cosignatures of it, canonical JSON,
 ledger leaf hashes and the backoff's schedule."""
 
 import json
@@ -16,8 +17,10 @@ from zhongshu_node import (
     node_hash,
     open_note,
     parse_verifier_key,
+    parse_witness_key,
     retry_after_s,
     root_of,
+    verified_cosigners,
     verify_checkpoint,
     verify_consistency,
     verify_inclusion,
@@ -147,6 +150,26 @@ def test_checkpoint_and_forged_ones(vectors):
         with pytest.raises(VerificationError) as caught:
             verify_checkpoint(forged["note"], key)
         assert caught.value.kind == forged["error"]
+
+
+def test_witness_cosignatures(vectors):
+    c = vectors["cosigned_checkpoint"]
+    witnesses = [parse_witness_key(w) for w in c["witnesses"]]
+    key = parse_verifier_key(vectors["checkpoint"]["key"])
+    # Two cosigners; one; a line of the same name under another key (ignored) and one; a forgery of the second.
+    for case in c["cases"]:
+        assert verify_checkpoint(case["note"], key).size == vectors["checkpoint"]["size"]
+        if "cosigners" in case:
+            assert verified_cosigners(case["note"], witnesses) == case["cosigners"]
+        else:
+            with pytest.raises(VerificationError) as caught:
+                verified_cosigners(case["note"], witnesses)
+            assert caught.value.kind == case["error"]
+    # A note-signature key is no witness key, nor the reverse.
+    with pytest.raises(ValueError):
+        parse_witness_key(vectors["checkpoint"]["key"])
+    with pytest.raises(ValueError):
+        parse_verifier_key(c["witnesses"][0])
 
 
 def test_canonical_json(vectors):

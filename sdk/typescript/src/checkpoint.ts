@@ -2,7 +2,9 @@
  * C2SP signed notes and tlog checkpoints (c2sp.org/signed-note, c2sp.org/tlog-checkpoint), verified with a key the
  * application pins: `<name>+<key id hex>+<base64 of 0x01 ‖ Ed25519 public key>`, the key id being the first four
  * bytes of SHA-256(name ‖ 0x0A ‖ 0x01 ‖ public key). A checkpoint is accepted only with a valid signature of that
- * key; unknown signature lines (witness cosignatures) are ignored, as the spec says.
+ * key; unknown signature lines are ignored, as the spec says. Witness cosignatures (c2sp.org/tlog-cosignature,
+ * cosignature/v1) are checked against the witness keys the application pins, `<name>+<key id hex>+<base64 of 0x04 ‖
+ * Ed25519 public key>` (the key id over 0x04): a line naming a pinned witness that does not verify is a forgery.
  */
 import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 import { sha256 } from './merkle';
@@ -29,6 +31,7 @@ export class VerificationError extends Error {
     readonly kind:
       | 'checkpoint_format'
       | 'checkpoint_signature'
+      | 'checkpoint_cosignature'
       | 'checkpoint_origin'
       | 'checkpoint_rollback'
       | 'checkpoint_fork'
@@ -45,7 +48,17 @@ export class VerificationError extends Error {
 
 const NAME = /^[^\s+]+$/;
 
+/** A checkpoint verifier key (type 0x01: the log's note signature). */
 export function parseVerifierKey(text: string): VerifierKey {
+  return parseKey(text, 0x01);
+}
+
+/** A witness's cosignature verifier key (type 0x04: cosignature/v1), as the witness publishes it. */
+export function parseWitnessKey(text: string): VerifierKey {
+  return parseKey(text, 0x04);
+}
+
+function parseKey(text: string, type: number): VerifierKey {
   const trimmed = text.trim();
   // The base64 key may itself hold '+': split at the first two only.
   const first = trimmed.indexOf('+');
@@ -57,8 +70,8 @@ export function parseVerifierKey(text: string): VerifierKey {
   if (!NAME.test(name)) throw new TypeError('the verifier key name has white space or a plus sign');
   if (!/^[0-9a-f]{8}$/.test(idHex)) throw new TypeError('the verifier key id is not 8 hex digits');
   const raw = Buffer.from(b64, 'base64');
-  if (raw.length !== 33 || raw[0] !== 0x01 || raw.toString('base64') !== b64)
-    throw new TypeError('the verifier key is not base64 of 0x01 and a 32-byte Ed25519 key');
+  if (raw.length !== 33 || raw[0] !== type || raw.toString('base64') !== b64)
+    throw new TypeError(`the verifier key is not base64 of 0x0${type} and a 32-byte Ed25519 key`);
   const keyId = sha256(Buffer.from(`${name}\n`, 'utf8'), raw).subarray(0, 4);
   if (keyId.toString('hex') !== idHex) throw new TypeError('the verifier key id does not match its name and key');
   const publicKey = createPublicKey({
@@ -103,4 +116,35 @@ export function verifyCheckpoint(text: string, key: VerifierKey, origin = key.na
   if (root.length !== 32 || root.toString('base64') !== rootText)
     throw new VerificationError('checkpoint_format', 'the checkpoint root is not base64 of 32 bytes');
   return { origin: first, size: Number(sizeText), root, text };
+}
+
+/**
+ * The pinned witnesses whose cosignature/v1 on the checkpoint note `text` verifies (their names). A line with a
+ * pinned witness's name and key id that does not verify throws `checkpoint_cosignature`; lines of other keys are
+ * ignored.
+ */
+export function verifiedCosigners(text: string, witnesses: VerifierKey[]): string[] {
+  const split = text.indexOf('\n\n');
+  if (split < 0 || !text.endsWith('\n')) throw new VerificationError('checkpoint_format', 'not a signed note');
+  const body = text.slice(0, split + 1);
+  const cosigners = new Set<string>();
+  for (const line of text.slice(split + 2, -1).split('\n')) {
+    const m = /^\u2014 (\S+) ([A-Za-z0-9+/=]+)$/.exec(line);
+    if (!m) throw new VerificationError('checkpoint_format', 'a malformed signature line');
+    const blob = Buffer.from(m[2]!, 'base64');
+    const witness = witnesses.find((w) => w.name === m[1] && blob.length >= 4 && blob.subarray(0, 4).equals(w.keyId));
+    if (!witness) continue;
+    const timestamp = blob.length === 76 ? blob.readBigUInt64BE(4) : 0n;
+    const message = Buffer.from(`cosignature/v1\ntime ${timestamp}\n${body}`, 'utf8');
+    if (timestamp === 0n || !verify(null, message, witness.publicKey, blob.subarray(12)))
+      throw new VerificationError(
+        'checkpoint_cosignature',
+        `the cosignature of witness ${witness.name} does not verify`,
+        {
+          witness: witness.name
+        }
+      );
+    cosigners.add(witness.name);
+  }
+  return [...cosigners];
 }

@@ -41,8 +41,10 @@ ${COMMON}`,
 ${COMMON}`,
   status: `usage: zhongshu-node status --hub <url>
 ${COMMON}`,
-  verify: `usage: zhongshu-node verify --hub <url> [--did <did>] [--verifier-key <key>]
-  Exits 1 with a FAIL line when a checkpoint signature, a consistency proof or an inclusion proof does not verify.
+  verify: `usage: zhongshu-node verify --hub <url> [--did <did>] [--verifier-key <key>] [--witness <key>]... [--quorum <k>]
+  --witness: a witness's cosignature key (repeat for each); --quorum: how many must cosign (default: all).
+  Exits 1 with a FAIL line when a checkpoint signature, a cosignature, a consistency proof or an inclusion proof
+  does not verify, or when fewer witnesses than the quorum cosigned the checkpoint.
 ${COMMON}`
 };
 
@@ -65,6 +67,8 @@ export async function main(argv: string[]): Promise<number> {
       state: { type: 'string' },
       did: { type: 'string' },
       'verifier-key': { type: 'string' },
+      witness: { type: 'string', multiple: true },
+      quorum: { type: 'string' },
       name: { type: 'string' },
       brand: { type: 'string' },
       capability: { type: 'string', multiple: true },
@@ -88,6 +92,8 @@ export async function main(argv: string[]): Promise<number> {
     stateDir,
     did,
     verifierKey: values['verifier-key'] ?? process.env.ZHONGSHU_VERIFIER_KEY,
+    witnesses: values.witness,
+    witnessQuorum: values.quorum === undefined ? undefined : Number(values.quorum),
     keepUnverified: true, // `verify` proves what `write` and `run` left
     logger: values.verbose ? stderrLogger : { ...stderrLogger, info: () => undefined, warn: () => undefined }
   };

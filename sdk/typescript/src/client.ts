@@ -34,6 +34,12 @@ export interface HubNodeOptions {
   report?: () => HeartbeatReport | Promise<HeartbeatReport>;
   /** The checkpoint verifier key to pin (`GET /tlog/verifier-key`, given out of band). */
   verifierKey?: string;
+  /**
+   * The hub's witnesses to require (their cosignature keys, `GET /tlog/witness-key` of each, given out of band), and
+   * how many must cosign a checkpoint before it proves anything (default: all).
+   */
+  witnesses?: string[];
+  witnessQuorum?: number;
   /** Claim and run tasks matching the node's declared capabilities (docs/a2a.md, work distribution). */
   worker?: { handler: TaskHandler; maxTasks?: number; pollMs?: number };
   /** Prove acknowledged writes (default true). */
@@ -137,6 +143,8 @@ export class HubNode extends EventEmitter {
         outbox: this.outbox,
         did: options.did!,
         verifierKey: options.verifierKey,
+        witnesses: options.witnesses,
+        witnessQuorum: options.witnessQuorum,
         keyFile: path.join(options.stateDir, 'verifier-key'),
         checkpointFile: path.join(options.stateDir, 'checkpoint'),
         intervalMs: options.verifyIntervalMs,

@@ -7,6 +7,8 @@ export { TruthWriter } from './truth-writer';
 export { TaskWorker, type ClaimedTask, type TaskContext, type TaskHandler, type TaskEvent } from './worker';
 export {
   parseVerifierKey,
+  parseWitnessKey,
+  verifiedCosigners,
   verifyCheckpoint,
   openNote,
   VerificationError,

@@ -4,13 +4,22 @@
  * the last checkpoint this node accepted (`GET /api/proof/consistency`, RFC 6962, recomputed here; the last one is
  * kept in a file, so a restart does not forget it), then asks `GET /api/proof/inclusion` for each acknowledged write
  * the checkpoint covers and recomputes the entry's leaf hash from what the node wrote and the path to the signed
- * root. Any mismatch is a VerificationError for the application; the checkpoint is then not adopted and the write
- * stays unverified.
+ * root. With witnesses pinned, a checkpoint counts only with valid cosignatures of enough of them (k of n). Any
+ * mismatch is a VerificationError for the application; the checkpoint is then not adopted and the write stays
+ * unverified.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { canonicalJson, leafBytes } from './canonical-json';
-import { parseVerifierKey, verifyCheckpoint, VerificationError, type Checkpoint, type VerifierKey } from './checkpoint';
+import {
+  parseVerifierKey,
+  parseWitnessKey,
+  verifiedCosigners,
+  verifyCheckpoint,
+  VerificationError,
+  type Checkpoint,
+  type VerifierKey
+} from './checkpoint';
 import { syncDirectory } from './credentials';
 import { HubError, HubHttp } from './http';
 import type { Logger } from './logger';
@@ -26,6 +35,13 @@ export interface VerifierOptions {
   verifierKey?: string;
   keyFile: string;
   checkpointFile: string;
+  /**
+   * Witness cosignature verifier keys (`<name>+<id>+<base64 of 0x04 ‖ key>`, each witness's published key): a
+   * checkpoint is adopted only with valid cosignatures of `witnessQuorum` of them (default: all). Until one is, the
+   * writes wait unverified; a forged cosignature is a `checkpoint_cosignature` error.
+   */
+  witnesses?: string[];
+  witnessQuorum?: number;
   /** Between rounds while writes wait for proof (default 10 s). */
   intervalMs?: number;
   /** Inclusion proofs fetched per round at most (default 64). */
@@ -39,9 +55,15 @@ export interface VerifierOptions {
 export class LedgerVerifier {
   private readonly wake = new Wake();
   private key: VerifierKey | undefined;
+  private readonly witnesses: VerifierKey[];
+  private readonly quorum: number;
 
   constructor(private readonly options: VerifierOptions) {
     if (options.verifierKey) this.key = parseVerifierKey(options.verifierKey);
+    this.witnesses = (options.witnesses ?? []).map(parseWitnessKey);
+    this.quorum = options.witnessQuorum ?? this.witnesses.length;
+    if (!Number.isInteger(this.quorum) || this.quorum < 0 || this.quorum > this.witnesses.length)
+      throw new TypeError(`the witness quorum must be 0 to the ${this.witnesses.length} witnesses given`);
   }
 
   kick(): void {
@@ -104,6 +126,15 @@ export class LedgerVerifier {
     const res = await http.request('GET', '/tlog/checkpoint', { signal });
     if (res.status !== 200) throw new HubError(res.status, `GET /tlog/checkpoint answered ${res.status}`, res.body);
     const next = verifyCheckpoint(res.text, key);
+    const cosigners = verifiedCosigners(res.text, this.witnesses);
+    if (cosigners.length < this.quorum)
+      // Not yet witnessed (the hub serves the newest checkpoint with enough cosignatures once it has one): the
+      // writes wait for a later round. An error for the round, not a verification failure.
+      throw new HubError(
+        res.status,
+        `the checkpoint of ${next.size} carries ${cosigners.length} of the ${this.quorum} witness cosignatures required`,
+        { cosigners }
+      );
     const last = this.lastCheckpoint();
     if (last) {
       if (next.size < last.size)

@@ -1,10 +1,13 @@
 /**
  * A control server for the Python SDK's tests (test double, test/ only): what a Python test cannot do through the
  * hub's API it asks here, over HTTP on 127.0.0.1. Kill or start the second API process the SDK talks to, list the
- * test DID's ledger keys, set the tampering proxy (hub-proxy.ts) and read when requests reached it, cancel a task.
+ * test DID's ledger keys, set the tampering proxy (hub-proxy.ts) and read when requests reached it, be a witness
+ * cosigning the checkpoints the proxy serves (its key at GET /witness), cancel a task.
  */
+import { generateKeyPairSync } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { cosign, cosignatureVerifierKey } from '../../../core/tlog/cosignature.node';
 import { TaskStore } from '../../../store/federation/tasks';
 import type { TestService } from '../../support/service';
 import type { HubProxy } from '../typescript/hub-proxy';
@@ -25,6 +28,11 @@ export async function startControl(deps: {
 }): Promise<Control> {
   const { svc, api2Port, proxy, did } = deps;
   let api2: Api2 | null = await svc.startSecondApi({ PORT: api2Port });
+  const witnessKeys = generateKeyPairSync('ed25519');
+  const impostor = generateKeyPairSync('ed25519');
+  const raw = Buffer.from(witnessKeys.publicKey.export({ format: 'jwk' }).x!, 'base64url');
+  const witness = { name: 'witness.test/python-sdk', keys: witnessKeys, raw, vkey: '' };
+  witness.vkey = cosignatureVerifierKey(witness.name, raw);
   const api2Url = api2.url;
 
   const routes: Record<string, (q: URLSearchParams, body: any) => Promise<unknown>> = {
@@ -42,9 +50,15 @@ export async function startControl(deps: {
       const entries = await svc.db.collection('ledger').find({ did }).project({ key: 1 }).toArray();
       return { keys: entries.map((e) => String(e.key)).filter((k) => k.startsWith(prefix)) };
     },
+    'GET /witness': async () => ({ key: witness.vkey }),
     'POST /proxy': async (_q, body) => {
       proxy.tamperProof = Boolean(body.tamper_proof);
       proxy.tamperCheckpoint = Boolean(body.tamper_checkpoint);
+      // The test's witness cosigns the checkpoints it serves: honestly, or with another key under its name and id.
+      const signer = { honest: witness.keys.privateKey, forged: impostor.privateKey }[String(body.cosign)];
+      proxy.cosign = signer
+        ? (text) => cosign(text, Math.floor(Date.now() / 1000), witness.name, signer, witness.raw)
+        : null;
       proxy.refuse.clear();
       for (const r of body.refuse ?? [])
         proxy.refuse.set(r.prefix, { status: r.status, retryAfterS: r.retry_after_s, times: r.times });

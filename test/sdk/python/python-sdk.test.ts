@@ -131,9 +131,11 @@ it('passes the Python SDK tests against the stack, and logs no node key', async 
     'test_hub.py::test_worker_claims_renews_completes_fails_and_honours_cancel',
     'test_hub.py::test_instructions_pull_and_ack',
     'test_hub.py::test_tampered_proof_and_forged_checkpoint_are_reported',
+    'test_hub.py::test_witness_cosignatures_k_of_n',
     'test_hub.py::test_backs_off_as_retry_after_asks_on_429_and_503',
     'test_hub.py::test_no_node_key_in_the_log',
     'test_vectors.py::test_checkpoint_and_forged_ones',
+    'test_vectors.py::test_witness_cosignatures',
     'test_outbox.py::test_a_returned_write_survives_sigkill'
   ])
     expect(out).toContain(`PASSED sdk/python/tests/${name}`);

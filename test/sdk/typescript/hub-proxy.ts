@@ -1,7 +1,8 @@
 /**
  * A small HTTP proxy in front of a test hub, for the SDK's tests: it forwards every request and can answer some
  * itself (429 or 503 with Retry-After, as a busy hub would) or change the hub's answer (flip one byte of an
- * inclusion proof or of the checkpoint's signature, as a forging hub or a man in the middle would). It records when
+ * inclusion proof or of the checkpoint's signature, as a forging hub or a man in the middle would; add a witness's
+ * cosignature line, honest or forged, to the checkpoint). It records when
  * each request arrived, so a test can see how long the client waited.
  */
 import http from 'node:http';
@@ -20,6 +21,8 @@ export class HubProxy {
   readonly refuse = new Map<string, Refusal>();
   tamperProof = false;
   tamperCheckpoint = false;
+  /** Lines (each ending in a newline) to append to the checkpoint's signatures, given the note's text (a witness's). */
+  cosign: ((noteText: string) => string) | null = null;
   private server!: http.Server;
   url = '';
 
@@ -79,6 +82,10 @@ export class HubProxy {
       const text = body.toString('utf8');
       const at = text.lastIndexOf(' ') + 10;
       body = Buffer.from(text.slice(0, at) + (text[at] === 'A' ? 'B' : 'A') + text.slice(at + 1), 'utf8');
+    }
+    if (this.cosign && path.startsWith('/tlog/checkpoint') && upstream.status === 200) {
+      const text = body.toString('utf8');
+      body = Buffer.from(text + this.cosign(text.slice(0, text.indexOf('\n\n') + 1)), 'utf8');
     }
     const out: Record<string, string> = {};
     upstream.headers.forEach((v, k) => {

@@ -6,6 +6,7 @@
  * out as Retry-After asks; the node key never appears in the SDK's log.
  */
 import { spawn } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,6 +16,7 @@ import { freePort, typescriptProcess } from '../../../scripts/stack/process';
 import { issueHomologousToken, registerDid } from '../../support/credentials';
 import { eventually, http, startTestService, type TestService } from '../../support/service';
 import { HubProxy } from './hub-proxy';
+import { cosign, cosignatureVerifierKey } from '../../../core/tlog/cosignature.node';
 import { TaskStore } from '../../../store/federation/tasks';
 import type { TaskEvent } from '../../../sdk/typescript/src';
 
@@ -357,6 +359,46 @@ describe('verification and backoff through a proxy', () => {
     );
     proxy.tamperCheckpoint = false;
     await eventually(async () => (node.outbox.counts().unverified === 0 ? true : undefined), 15_000, 'verified');
+  });
+
+  it('requires k of n witness cosignatures: waits without them, refuses a forged one, proves with them', async () => {
+    // The test is the witness: its cosignature/v1 lines go on the hub's checkpoints through the proxy.
+    const witness = generateKeyPairSync('ed25519');
+    const impostor = generateKeyPairSync('ed25519');
+    const raw = Buffer.from(witness.publicKey.export({ format: 'jwk' }).x!, 'base64url');
+    const name = 'witness.test/sdk';
+    const errors: Error[] = [];
+    const node = newNode('witnessed', {
+      hubUrl: proxy.url,
+      heartbeat: false,
+      witnesses: [cosignatureVerifierKey(name, raw)],
+      witnessQuorum: 1
+    });
+    node.on('error', (e: Error) => errors.push(e));
+    await node.start();
+    const now = () => Math.floor(Date.now() / 1000);
+    try {
+      // No cosignature: the checkpoint proves nothing yet; the write waits, and no verification error is raised.
+      const h = node.write({ key: 'sdk.witnessed.one', value: { witnessed: true } });
+      await h.done;
+      const asked = proxy.count('/tlog/checkpoint');
+      await eventually(async () => (proxy.count('/tlog/checkpoint') >= asked + 3 ? true : undefined), 15_000, 'rounds');
+      expect(node.outbox.get(h.id)?.verified_size).toBeUndefined();
+      expect(errors).toEqual([]);
+      // A line with the witness's name and key id signed by another key: a forgery.
+      proxy.cosign = (text) => cosign(text, now(), name, impostor.privateKey, raw);
+      await eventually(
+        async () => errors.find((e) => e instanceof VerificationError && e.kind === 'checkpoint_cosignature'),
+        15_000,
+        'a cosignature error'
+      );
+      expect(node.outbox.get(h.id)?.verified_size).toBeUndefined();
+      // The witness's own cosignature: the write is proven.
+      proxy.cosign = (text) => cosign(text, now(), name, witness.privateKey, raw);
+      await eventually(async () => (node.outbox.counts().unverified === 0 ? true : undefined), 15_000, 'verified');
+    } finally {
+      proxy.cosign = null;
+    }
   });
 
   it('waits as long as Retry-After asks on 429 and 503, and the write still lands once', async () => {

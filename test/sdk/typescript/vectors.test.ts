@@ -15,7 +15,9 @@ import {
   nodeHash,
   openNote,
   parseVerifierKey,
+  parseWitnessKey,
   rootOf,
+  verifiedCosigners,
   verifyCheckpoint,
   verifyConsistency,
   verifyInclusion,
@@ -153,6 +155,23 @@ describe('C2SP signed notes and checkpoints', () => {
       expect(error).toBeInstanceOf(VerificationError);
       expect((error as VerificationError).kind).toBe(forged.error);
     }
+  });
+});
+
+describe('C2SP witness cosignatures', () => {
+  it('counts the pinned witnesses whose cosignature/v1 verifies, ignores others, refuses a forged one', () => {
+    const c = V.cosigned_checkpoint;
+    const witnesses = (c.witnesses as string[]).map(parseWitnessKey);
+    const key = parseVerifierKey(V.checkpoint.key);
+    // Two cosigners; one; a line of the same name under another key (ignored) and one; a forgery of the second.
+    for (const t of c.cases as { note: string; cosigners?: string[]; error?: string }[]) {
+      expect(verifyCheckpoint(t.note, key).size).toBe(V.checkpoint.size);
+      if (t.cosigners) expect(verifiedCosigners(t.note, witnesses)).toEqual(t.cosigners);
+      else expect(() => verifiedCosigners(t.note, witnesses)).toThrow(expect.objectContaining({ kind: t.error }));
+    }
+    // A note-signature key is no witness key, nor the reverse.
+    expect(() => parseWitnessKey(V.checkpoint.key)).toThrow();
+    expect(() => parseVerifierKey(c.witnesses[0])).toThrow();
   });
 });
 

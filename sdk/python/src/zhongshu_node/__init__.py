@@ -8,6 +8,8 @@ from .checkpoint import (
     VerifierKey,
     open_note,
     parse_verifier_key,
+    parse_witness_key,
+    verified_cosigners,
     verify_checkpoint,
 )
 from .credentials import CredentialsError, load_credentials, save_credentials
@@ -41,9 +43,11 @@ __all__ = [
     "node_hash",
     "open_note",
     "parse_verifier_key",
+    "parse_witness_key",
     "retry_after_s",
     "root_of",
     "save_credentials",
+    "verified_cosigners",
     "verify_checkpoint",
     "verify_consistency",
     "verify_inclusion",

@@ -77,6 +77,8 @@ class HubNode:
         offline_after_s: Optional[float] = None,
         report: Optional[Callable[[], Dict[str, Any]]] = None,
         verifier_key: Optional[str] = None,
+        witnesses: Optional[List[str]] = None,
+        witness_quorum: Optional[int] = None,
         worker: Optional[TaskHandler] = None,
         max_tasks: int = 1,
         task_poll_s: float = 5.0,
@@ -95,6 +97,8 @@ class HubNode:
         checkpoint; one directory per node. ``did``: the DID truth writes are made with (X-DID). ``register`` (name,
         brand, instance, capabilities) when ``state_dir`` holds no credentials, or ``credentials`` (node_id,
         api_key) issued earlier. ``verifier_key``: the checkpoint key to pin (GET /tlog/verifier-key, out of band).
+        ``witnesses``: the hub's witnesses' cosignature keys to require (GET /tlog/witness-key of each, out of band),
+        ``witness_quorum`` of them (default: all) on a checkpoint before it proves anything.
         ``worker``: a handler ``(task, ctx) -> result`` to claim and run tasks."""
         self.log = logger or logging.getLogger("zhongshu_node")
         self.did = did
@@ -156,6 +160,8 @@ class HubNode:
                 on_error=self._fail,
                 verifier_key=verifier_key,
                 interval_s=verify_interval_s,
+                witnesses=witnesses,
+                witness_quorum=witness_quorum,
             )
             if do_verify
             else None

@@ -14,7 +14,15 @@ import threading
 from typing import Any, Callable, List, Optional, Tuple
 
 from .canonical_json import canonical_json, leaf_bytes
-from .checkpoint import Checkpoint, VerificationError, VerifierKey, parse_verifier_key, verify_checkpoint
+from .checkpoint import (
+    Checkpoint,
+    VerificationError,
+    VerifierKey,
+    parse_verifier_key,
+    parse_witness_key,
+    verified_cosigners,
+    verify_checkpoint,
+)
 from .credentials import write_private_file
 from .http import HubError, HubHttp, Wake
 from .merkle import hash_from_hex, leaf_hash, verify_consistency, verify_inclusion
@@ -37,12 +45,20 @@ class LedgerVerifier:
         verifier_key: Optional[str] = None,
         interval_s: float = 10.0,
         proofs_per_round: int = 64,
+        witnesses: Optional[List[str]] = None,
+        witness_quorum: Optional[int] = None,
     ):
         self.http, self.outbox, self.did, self.log, self.stop = http, outbox, did, log, stop
         self.key_file, self.checkpoint_file = key_file, checkpoint_file
         self.on_verified, self.on_checkpoint, self.on_error = on_verified, on_checkpoint, on_error
         self.interval_s, self.proofs_per_round = interval_s, proofs_per_round
         self.key: Optional[VerifierKey] = parse_verifier_key(verifier_key) if verifier_key else None
+        # With witnesses pinned, a checkpoint counts only with valid cosignatures of `witness_quorum` of them (default:
+        # all); until one does, the writes wait unverified.
+        self.witnesses = [parse_witness_key(w) for w in witnesses or []]
+        self.quorum = len(self.witnesses) if witness_quorum is None else witness_quorum
+        if not 0 <= self.quorum <= len(self.witnesses):
+            raise ValueError(f"the witness quorum must be 0 to the {len(self.witnesses)} witnesses given")
         self.wake = Wake(stop)
         self._round_lock = threading.Lock()
 
@@ -98,6 +114,16 @@ class LedgerVerifier:
         if res.status != 200:
             raise HubError(res.status, f"GET /tlog/checkpoint answered {res.status}", res.body)
         new = verify_checkpoint(res.text, key)
+        cosigners = verified_cosigners(res.text, self.witnesses)
+        if len(cosigners) < self.quorum:
+            # Not yet witnessed (the hub serves the newest checkpoint with enough cosignatures once it has one): the
+            # writes wait for a later round. An error for the round, not a verification failure.
+            raise HubError(
+                res.status,
+                f"the checkpoint of {new.size} carries {len(cosigners)} of the {self.quorum} witness cosignatures"
+                " required",
+                {"cosigners": cosigners},
+            )
         last = self.last_checkpoint()
         if last:
             if new.size < last.size:
