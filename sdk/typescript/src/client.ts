@@ -108,7 +108,10 @@ export class HubNode extends EventEmitter {
       maxBackoffMs: options.maxBackoffMs,
       report: options.report,
       log: this.log,
-      onState: (state, previous) => this.emit('state', state, previous),
+      onState: (state, previous) => {
+        if (state === 'online') this.worker?.kick(); // claim now, not at the next poll
+        this.emit('state', state, previous);
+      },
       onHeartbeat: (answer) => this.emit('heartbeat', answer),
       onError: (err) => this.fail(err)
     });

@@ -268,7 +268,8 @@ describe('the worker loop', () => {
         maxTasks: 4,
         pollMs: 300,
         handler: async (task, ctx) => {
-          if (task.type === 'sdk.boom') throw new Error('boom');
+          // Several lines: the hub takes a one-line reason, which the worker makes of it.
+          if (task.type === 'sdk.boom') throw new Error('boom\n  at the model');
           if (task.type === 'sdk.slow') {
             await new Promise((r) => setTimeout(r, 5000)); // longer than the 3 s lease
             return { slow: true };
@@ -317,7 +318,7 @@ describe('the worker loop', () => {
     );
     expect(await task(echo!)).toMatchObject({ state: 'done', result: { echo: 7 } });
     expect(await task(slow!)).toMatchObject({ state: 'done', result: { slow: true }, attempts: 1 });
-    expect(await task(boom!)).toMatchObject({ state: 'failed', error: 'boom' });
+    expect(await task(boom!)).toMatchObject({ state: 'failed', error: 'boom at the model' });
     expect(await task(wait!)).toMatchObject({ state: 'canceled', result: null });
     expect(events.find((e) => e.task_id === wait && e.state !== 'claimed')?.state).toBe('canceled');
     expect(await task(other!)).toMatchObject({ state: 'queued' }); // needs a capability the node lacks
