@@ -1,5 +1,12 @@
 /** @zhongshu-hub/node-sdk: a node's client for the zhongshu-hub federation hub (docs/node-sdk.md). */
-export { HubNode, type HubNodeOptions, type WriteHandle, type WriteOutcome } from './client';
+export {
+  HubNode,
+  type HubNodeOptions,
+  type Instruction,
+  type InstructionAck,
+  type WriteHandle,
+  type WriteOutcome
+} from './client';
 export { Outbox, type OutboxRecord, type TruthInput, type WriteState } from './outbox';
 export { Presence, type NodeState, type Registration, type HeartbeatReport } from './presence';
 export { LedgerVerifier } from './verifier';
