@@ -12,6 +12,7 @@ export { Presence, type NodeState, type Registration, type HeartbeatReport } fro
 export { LedgerVerifier } from './verifier';
 export { TruthWriter } from './truth-writer';
 export { TaskWorker, type ClaimedTask, type TaskContext, type TaskHandler, type TaskEvent } from './worker';
+export { shellTaskHandler, httpTaskHandler, type ShellTaskOptions, type HttpTaskOptions } from './task-handlers';
 export {
   parseVerifierKey,
   parseWitnessKey,
