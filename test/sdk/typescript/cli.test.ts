@@ -56,6 +56,12 @@ it('prints the usage of every command with --help, and refuses bad usage with ex
   }
   expect((await cli('fly')).code).toBe(2);
   expect((await cli('write', 'sdk.cli.x', 'not json', '--hub', svc.urls.main, '--did', did)).code).toBe(2);
+  // run's task options: one way at a time, a URL for --call, the others only with one of them.
+  const both = await cli('run', '--hub', svc.urls.main, '--exec', 'true', '--call', 'http://127.0.0.1:1/x');
+  expect([both.code, both.stderr]).toEqual([2, expect.stringContaining('give --exec or --call, not both')]);
+  expect((await cli('run', '--hub', svc.urls.main, '--call', 'ftp://127.0.0.1/x')).code).toBe(2);
+  expect((await cli('run', '--hub', svc.urls.main, '--max-tasks', '2')).code).toBe(2);
+  expect((await cli('run', '--hub', svc.urls.main, '--exec', 'true', '--task-timeout', '0')).code).toBe(2);
 }, 60_000);
 
 it('joins, writes, shows the status and verifies; a tampered proof fails verify', async () => {
