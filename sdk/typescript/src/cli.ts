@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * zhongshu-node: the SDK from a shell. `join` registers (or loads) the node, `run` beats and sends the outbox until
- * Ctrl-C, `write` records one truth and waits for its acknowledgement, `status` shows the hub and the node,
+ * Ctrl-C (and with --exec or --call works tasks through a shell command or a local HTTP endpoint), `write` records one truth and waits for its acknowledgement, `status` shows the hub and the node,
  * `verify` checks the checkpoint, its consistency with the last one seen and the outbox's acknowledged writes.
  * Messages go to stderr, results (one line each) to stdout; exit 1 on an error, 2 on a usage error.
  */
@@ -11,6 +11,8 @@ import { VerificationError } from './checkpoint';
 import { HubNode, type HubNodeOptions } from './client';
 import { loadCredentials } from './credentials';
 import type { Logger } from './logger';
+import { httpTaskHandler, shellTaskHandler } from './task-handlers';
+import type { TaskEvent } from './worker';
 
 const COMMON = `
   --hub <url>            the hub's main listener (or ZHONGSHU_HUB_URL)
@@ -25,7 +27,7 @@ const HELP: Record<string, string> = {
 
 commands:
   join      register the node (or load its saved credentials) and send one heartbeat
-  run       heartbeat, send the outbox and verify until Ctrl-C
+  run       heartbeat, send the outbox and verify until Ctrl-C; work tasks with --exec or --call
   write     record a truth: zhongshu-node write <key> '<json object>' [--type <truth type>]
   status    the hub's ledger and the node's state and outbox
   verify    check the checkpoint, its consistency with the last one seen, and the outbox's writes
@@ -33,7 +35,24 @@ commands:
 zhongshu-node <command> --help for its options.`,
   join: `usage: zhongshu-node join --hub <url> --name <name> [--brand <code>] [--capability <name>]...
 ${COMMON}`,
-  run: `usage: zhongshu-node run --hub <url> [--did <did>]
+  run: `usage: zhongshu-node run --hub <url> [--did <did>] [--exec '<command>' | --call <url>] [--max-tasks <n>]
+                         [--task-timeout <s>] [--poll <s>]
+  Heartbeats, sends the outbox and verifies until Ctrl-C; with --exec or --call it also works tasks: while the node
+  is online it claims queued tasks whose required capabilities it declared at join, at most --max-tasks (1) at once.
+  --exec '<command>'     run the command with /bin/sh -c per task, in a process group of its own: the task's JSON
+                         ({"task_id","type","payload","attempts",…}) on stdin, and ZHONGSHU_TASK_ID,
+                         ZHONGSHU_TASK_TYPE, ZHONGSHU_TASK_ATTEMPT in its environment. Exit 0: the task is done,
+                         its result the JSON object printed on stdout (nothing: {}). Another status: the task
+                         fails, the last lines of stderr its reason. A cancel by the submitter, a lost claim,
+                         Ctrl-C or the timeout sends SIGTERM to the group (SIGKILL 5 s later).
+  --call <url>           POST the task's JSON to a local HTTP endpoint per task (headers X-Zhongshu-Task-Id,
+                         X-Zhongshu-Task-Type). A 2xx answer with a JSON object (or nothing) completes the task;
+                         any other answer fails it with the status and the start of the body. A cancel, a lost
+                         claim, Ctrl-C or the timeout aborts the request.
+  --task-timeout <s>     give up on a task after this long and fail it (default 600)
+  --poll <s>             between claims while nothing is queued (default 5)
+  Prints one line per event on stdout: state changes, writes, verified entries, and per task
+  "task <id> <type> claimed", "… done in 1.2 s", "… failed: <reason>", "… canceled", "… lost" (claim lapsed).
 ${COMMON}`,
   write: `usage: zhongshu-node write <key> '<json object>' --hub <url> --did <did> [--type <truth type>] [--timeout <s>]
   Waits up to --timeout seconds (30) for the hub's answer; a write not yet acknowledged stays in the outbox, and
@@ -74,6 +93,11 @@ export async function main(argv: string[]): Promise<number> {
       capability: { type: 'string', multiple: true },
       type: { type: 'string' },
       timeout: { type: 'string' },
+      exec: { type: 'string' },
+      call: { type: 'string' },
+      'max-tasks': { type: 'string' },
+      'task-timeout': { type: 'string' },
+      poll: { type: 'string' },
       verbose: { type: 'boolean' },
       help: { type: 'boolean' }
     }
@@ -124,8 +148,13 @@ export async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'run': {
-      const node = new HubNode({ ...base, logger: stderrLogger });
-      node.on('state', (s: string, p: string) => out(`state ${p} -> ${s}`));
+      const worker = taskWorker(values);
+      const node = new HubNode({ ...base, logger: stderrLogger, worker: worker?.options });
+      node.on('state', (s: string, p: string) => {
+        out(`state ${p} -> ${s}`);
+        if (worker && s === 'pending_review')
+          process.stderr.write('the node is pending review: it claims tasks once a reviewer approves it\n');
+      });
       node.on('write', (r: { id: string; state: string; seq?: number }) =>
         out(`write ${r.id} ${r.state}${r.seq ? ` seq ${r.seq}` : ''}`)
       );
@@ -133,12 +162,32 @@ export async function main(argv: string[]): Promise<number> {
         out(`verified seq ${r.seq} in tree ${cp.size}`)
       );
       node.on('error', (e: Error) => process.stderr.write(`error: ${e.message}\n`));
+      const claimedAt = new Map<string, number>();
+      node.on('task', (e: TaskEvent) => {
+        if (e.state === 'claimed') {
+          claimedAt.set(e.task_id, Date.now());
+          return out(`task ${e.task_id} ${e.type} claimed`);
+        }
+        const took = `${((Date.now() - (claimedAt.get(e.task_id) ?? Date.now())) / 1000).toFixed(1)} s`;
+        claimedAt.delete(e.task_id);
+        const how = {
+          done: `done in ${took}`,
+          failed: `failed after ${took}: ${e.state === 'failed' ? e.reason : ''}`,
+          canceled: 'canceled by its submitter: stopped',
+          lost: 'lost: its lease lapsed and the hub gave it to another node; stopped'
+        }[e.state];
+        out(`task ${e.task_id} ${e.type} ${how}`);
+      });
       await node.start();
-      out(`running as ${node.nodeId}; Ctrl-C stops`);
+      out(`running as ${node.nodeId}${worker ? `; working tasks with ${worker.label}` : ''}; Ctrl-C stops`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
         process.once('SIGTERM', resolve);
       });
+      if (claimedAt.size > 0)
+        process.stderr.write(
+          `stopping: ${claimedAt.size} task(s) in progress are stopped and not reported (the hub queues them again)\n`
+        );
       await node.stop();
       return 0;
     }
@@ -209,6 +258,54 @@ export async function main(argv: string[]): Promise<number> {
     }
   }
   return 2;
+}
+
+/**
+ * The worker `run` gets from --exec or --call (none without either), checked as a usage error before anything runs.
+ * Its label names the way, not the command or the URL's query, which may hold a secret.
+ */
+function taskWorker(values: {
+  exec?: string;
+  call?: string;
+  'max-tasks'?: string;
+  'task-timeout'?: string;
+  poll?: string;
+}): { options: NonNullable<HubNodeOptions['worker']>; label: string } | undefined {
+  const { exec, call } = values;
+  if (exec !== undefined && call !== undefined) throw new UsageError('give --exec or --call, not both');
+  if (exec === undefined && call === undefined) {
+    for (const o of ['max-tasks', 'task-timeout', 'poll'] as const)
+      if (values[o] !== undefined) throw new UsageError(`--${o} goes with --exec or --call`);
+    return undefined;
+  }
+  const seconds = (name: 'task-timeout' | 'poll', fallback: number) => {
+    const v = values[name] === undefined ? fallback : Number(values[name]);
+    if (!Number.isFinite(v) || v <= 0) throw new UsageError(`--${name} is a number of seconds above 0`);
+    return v * 1000;
+  };
+  const maxTasks = values['max-tasks'] === undefined ? 1 : Number(values['max-tasks']);
+  if (!Number.isInteger(maxTasks) || maxTasks < 1 || maxTasks > 50)
+    throw new UsageError('--max-tasks is a whole number from 1 to 50');
+  const timeoutMs = seconds('task-timeout', 600);
+  const pollMs = seconds('poll', 5);
+  if (exec !== undefined) {
+    if (!exec.trim()) throw new UsageError('--exec needs a command');
+    return {
+      options: { handler: shellTaskHandler(exec, { timeoutMs }), maxTasks, pollMs },
+      label: 'a shell command (--exec)'
+    };
+  }
+  let url: URL;
+  try {
+    url = new URL(call!);
+  } catch {
+    throw new UsageError(`--call needs a URL such as http://127.0.0.1:8000/task, not ${call}`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError('--call needs an http(s) URL');
+  return {
+    options: { handler: httpTaskHandler(url.href, { timeoutMs }), maxTasks, pollMs },
+    label: `POST ${url.origin}${url.pathname} (--call)`
+  };
 }
 
 if (require.main === module) {

@@ -74,6 +74,28 @@ export interface WriteHandle {
   state(): WriteState | undefined;
 }
 
+/** A work order of the node's queue (`GET /api/instructions/<node_id>`). */
+export interface Instruction {
+  instruction_id: string;
+  key: string;
+  /** The order itself, as its issuer wrote it. */
+  value: unknown;
+  created_at: string;
+  /** Null until the node acknowledges it. */
+  acked_at: string | null;
+}
+
+/** The hub's answer to an acknowledgement (`inbox_ack`). */
+export interface InstructionAck {
+  instruction_id: string;
+  node_id: string;
+  acked_at: string;
+  /** True when the order had been acknowledged before (nothing changed). */
+  already_acked: boolean;
+  /** The ledger entry recording the acknowledgement, when the hub wrote one. */
+  ledger_seq: number | null;
+}
+
 const KEY = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_:+-]+)+$/;
 
 export class HubNode extends EventEmitter {
@@ -108,7 +130,10 @@ export class HubNode extends EventEmitter {
       maxBackoffMs: options.maxBackoffMs,
       report: options.report,
       log: this.log,
-      onState: (state, previous) => this.emit('state', state, previous),
+      onState: (state, previous) => {
+        if (state === 'online') this.worker?.kick(); // claim now, not at the next poll
+        this.emit('state', state, previous);
+      },
       onHeartbeat: (answer) => this.emit('heartbeat', answer),
       onError: (err) => this.fail(err)
     });
@@ -229,7 +254,7 @@ export class HubNode extends EventEmitter {
   }
 
   /** Step 3 of the onboarding: the node's instruction queue (X-DID). */
-  async instructions(options: { includeAcked?: boolean } = {}): Promise<any[]> {
+  async instructions(options: { includeAcked?: boolean } = {}): Promise<Instruction[]> {
     if (!this.options.did || !this.nodeId) throw new Error('instructions need a DID and a joined node');
     const q = options.includeAcked ? '?include_acked=true' : '';
     const res = await this.http.request('GET', `/api/instructions/${encodeURIComponent(this.nodeId)}${q}`, {
@@ -239,6 +264,21 @@ export class HubNode extends EventEmitter {
     if (res.status !== 200)
       throw new HubError(res.status, `instructions: ${res.body?.message ?? res.status}`, res.body);
     return res.body.instructions;
+  }
+
+  /**
+   * Acknowledges a work order of the node's queue (`inbox_ack` on `POST /dal/deploy`, X-DID: the DID must be linked
+   * to the node). Answers the hub's record of it; `already_acked: true` when it was acknowledged before.
+   */
+  async ackInstruction(instructionId: string): Promise<InstructionAck> {
+    if (!this.options.did) throw new Error('acknowledging instructions needs a DID');
+    const res = await this.http.request('POST', '/dal/deploy', {
+      body: { action: 'inbox_ack', id: instructionId },
+      headers: { 'x-did': this.options.did },
+      signal: this.controller.signal
+    });
+    if (res.status !== 200) throw new HubError(res.status, `inbox_ack: ${res.body?.message ?? res.status}`, res.body);
+    return res.body;
   }
 
   private track(id: string): Promise<WriteOutcome> {

@@ -1,10 +1,18 @@
 /** @zhongshu-hub/node-sdk: a node's client for the zhongshu-hub federation hub (docs/node-sdk.md). */
-export { HubNode, type HubNodeOptions, type WriteHandle, type WriteOutcome } from './client';
+export {
+  HubNode,
+  type HubNodeOptions,
+  type Instruction,
+  type InstructionAck,
+  type WriteHandle,
+  type WriteOutcome
+} from './client';
 export { Outbox, type OutboxRecord, type TruthInput, type WriteState } from './outbox';
 export { Presence, type NodeState, type Registration, type HeartbeatReport } from './presence';
 export { LedgerVerifier } from './verifier';
 export { TruthWriter } from './truth-writer';
 export { TaskWorker, type ClaimedTask, type TaskContext, type TaskHandler, type TaskEvent } from './worker';
+export { shellTaskHandler, httpTaskHandler, type ShellTaskOptions, type HttpTaskOptions } from './task-handlers';
 export {
   parseVerifierKey,
   parseWitnessKey,

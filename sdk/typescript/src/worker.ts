@@ -56,6 +56,11 @@ export class TaskWorker {
     this.backoff = new Backoff(1000, options.maxBackoffMs ?? 30_000);
   }
 
+  /** Claims at once rather than at the next poll (the node just came online). */
+  kick(): void {
+    this.wake.kick();
+  }
+
   async run(signal: AbortSignal): Promise<void> {
     const { http, log } = this.options;
     const maxTasks = this.options.maxTasks ?? 1;
@@ -112,8 +117,9 @@ export class TaskWorker {
     let outcome: 'canceled' | 'lost' | undefined;
 
     const progress = async (note?: string) => {
+      const line = note === undefined ? '' : oneLine(note, 500);
       const res = await http.request('POST', `/api/task/${id}/progress`, {
-        body: note === undefined ? {} : { note: note.slice(0, 500) },
+        body: line ? { note: line } : {},
         headers: this.options.authHeaders(),
         signal: stop
       });
@@ -139,7 +145,7 @@ export class TaskWorker {
     try {
       result = await this.options.handler(task, { signal: abort.signal, progress });
     } catch (err) {
-      failure = (err as Error)?.message || String(err);
+      failure = oneLine((err as Error)?.message || String(err), 1000) || 'failed';
     } finally {
       ended.abort();
       stop.removeEventListener('abort', onStop);
@@ -153,7 +159,7 @@ export class TaskWorker {
     const [path, body] =
       failure === undefined
         ? [`/api/task/${id}/complete`, { result: result ?? {} }]
-        : [`/api/task/${id}/fail`, { reason: failure.slice(0, 1000) }];
+        : [`/api/task/${id}/fail`, { reason: failure }];
     const backoff = new Backoff(1000, 8000);
     for (let attempt = 0; attempt < 5 && !stop.aborted; attempt++) {
       try {
@@ -183,4 +189,19 @@ export class TaskWorker {
     }
     log.warn('could not report a task outcome; its lease will lapse', { task_id: task.task_id });
   }
+}
+
+/**
+ * Text the hub shows people (a failure's reason, a progress note) is one line without control or bidirectional
+ * formatting characters (docs/a2a.md): a multi-line error message (a command's stderr) is joined with spaces rather
+ * than refused.
+ */
+export function oneLine(text: string, max: number): string {
+  return text
+    .replace(/[\u0000-\u001f\u007f-\u009f]+/g, ' ')
+    .replace(/[\u202a-\u202e\u2066-\u2069]/g, '')
+    .replace(/ {2,}/g, ' ')
+    .trim()
+    .slice(0, max)
+    .trim();
 }

@@ -1,15 +1,19 @@
 /**
  * The zhongshu-node CLI against the real embedded stack, as a person runs it: --help for each command, join (the
  * credentials file 0600), write (acknowledged with its seq), status, verify (OK, then consistent with the last
- * checkpoint after more writes, then FAIL through a proxy that tampers with the proof), usage errors, and no node
- * key in anything it prints, even with --verbose.
+ * checkpoint after more writes, then FAIL through a proxy that tampers with the proof), usage errors, no node key in
+ * anything it prints, even with --verbose; `run --exec` and `run --call` work tasks an A2A client submitted (done,
+ * failed, canceled with the command's processes killed, timed out).
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile, spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import fs from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { typescriptProcess } from '../../../scripts/stack/process';
-import { registerDid } from '../../support/credentials';
+import { TaskStore } from '../../../store/federation/tasks';
+import { issueHomologousToken, registerDid } from '../../support/credentials';
 import { eventually, http, startTestService, type TestService } from '../../support/service';
 import { HubProxy } from './hub-proxy';
 
@@ -30,7 +34,8 @@ function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr:
 }
 
 beforeAll(async () => {
-  svc = await startTestService({}, { worker: true });
+  // A 3 s lease: the worker renews it every second, and so hears of a cancel within about a second.
+  svc = await startTestService({ TASK_LEASE_S: '3' }, { worker: true });
   did = await registerDid(svc.urls.main, svc.adminToken, 'did:example:cli-node');
   key = (await http('GET', `${svc.urls.main}/tlog/verifier-key`)).text.trim();
 }, 90_000);
@@ -51,6 +56,12 @@ it('prints the usage of every command with --help, and refuses bad usage with ex
   }
   expect((await cli('fly')).code).toBe(2);
   expect((await cli('write', 'sdk.cli.x', 'not json', '--hub', svc.urls.main, '--did', did)).code).toBe(2);
+  // run's task options: one way at a time, a URL for --call, the others only with one of them.
+  const both = await cli('run', '--hub', svc.urls.main, '--exec', 'true', '--call', 'http://127.0.0.1:1/x');
+  expect([both.code, both.stderr]).toEqual([2, expect.stringContaining('give --exec or --call, not both')]);
+  expect((await cli('run', '--hub', svc.urls.main, '--call', 'ftp://127.0.0.1/x')).code).toBe(2);
+  expect((await cli('run', '--hub', svc.urls.main, '--max-tasks', '2')).code).toBe(2);
+  expect((await cli('run', '--hub', svc.urls.main, '--exec', 'true', '--task-timeout', '0')).code).toBe(2);
 }, 60_000);
 
 it('joins, writes, shows the status and verifies; a tampered proof fails verify', async () => {
@@ -111,3 +122,155 @@ it('joins, writes, shows the status and verifies; a tampered proof fails verify'
   const apiKey = JSON.parse(fs.readFileSync(path.join(state, 'credentials.json'), 'utf8')).api_key as string;
   expect(printed.join('')).not.toContain(apiKey);
 }, 90_000);
+
+describe('run works tasks', () => {
+  const dir = path.join(state, 'worker');
+  let reviewer: string;
+  let common: string[];
+
+  const submit = async (type: string) => {
+    const res = await http('POST', `${svc.urls.hub}/a2a/task`, {
+      headers: { 'x-zr-token': reviewer },
+      body: { type, payload: { n: 7 }, required_capabilities: ['cli-work'], priority: 5 }
+    });
+    expect(res.status).toBe(200);
+    return res.body.task_id as string;
+  };
+  const task = async (id: string) =>
+    (await http('GET', `${svc.urls.hub}/a2a/task/${id}`, { headers: { 'x-zr-token': reviewer } })).body.task;
+
+  /** `zhongshu-node run` with these options; its stdout is kept line by line, its stderr in `printed`. */
+  function run(...args: string[]) {
+    const child = spawn(CLI.binary, [...CLI.args, 'run', ...common, ...args], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, PIDS: dir }
+    }) as ChildProcessWithoutNullStreams;
+    let stdout = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => printed.push(d.toString()));
+    const line = (pattern: RegExp, what: string) =>
+      eventually(async () => stdout.match(pattern) ?? undefined, 20_000, what).catch((err: Error) => {
+        throw new Error(`${err.message}; run printed:\n${stdout}`);
+      });
+    const stop = async () => {
+      child.kill('SIGINT');
+      const code = await new Promise((r) => child.once('exit', r));
+      printed.push(stdout);
+      return code;
+    };
+    return { line, stop };
+  }
+
+  beforeAll(async () => {
+    reviewer = await issueHomologousToken(svc.urls.main, svc.adminToken);
+    const at = ['--hub', svc.urls.main, '--state', dir];
+    common = [...at, '--poll', '0.5'];
+    const join = await cli('join', ...at, '--name', 'cli-worker', '--capability', 'cli-work');
+    expect(join.code).toBe(0);
+    const nodeId = join.stdout.split(' ')[0];
+    const approved = await http('POST', `${svc.urls.main}/a2a/review/approve`, {
+      headers: { 'x-zr-token': reviewer },
+      body: { node_id: nodeId, reason: 'cli worker' }
+    });
+    expect(approved.status).toBe(200);
+  }, 60_000);
+
+  it("--exec: completes with stdout, fails with stderr, kills a canceled task's processes, times out", async () => {
+    // The command: one case per task type; it reads the task from stdin and its type from the environment.
+    const script = path.join(dir, 'task.sh');
+    fs.writeFileSync(
+      script,
+      [
+        'case "$ZHONGSHU_TASK_TYPE" in',
+        '  cli.echo) printf \'{"type":"%s","attempt":%s,"task":%s}\' "$ZHONGSHU_TASK_TYPE" "$ZHONGSHU_TASK_ATTEMPT" "$(cat)" ;;',
+        '  cli.boom) echo "loading the model" >&2; echo "boom: no such model" >&2; exit 3 ;;',
+        '  cli.wait) sleep 60 & echo "$$ $!" > "$PIDS/$ZHONGSHU_TASK_ID.pids"; wait ;;',
+        '  cli.slow) sleep 60 ;;',
+        'esac',
+        ''
+      ].join('\n')
+    );
+    const worker = run('--exec', `sh '${script}'`, '--max-tasks', '4', '--task-timeout', '4');
+    await worker.line(/running as ext-custom-\d+; working tasks with a shell command/, 'running');
+    const [echo, boom, wait, slow] = [
+      await submit('cli.echo'),
+      await submit('cli.boom'),
+      await submit('cli.wait'),
+      await submit('cli.slow')
+    ];
+    // The waiting task's command and the sleep it started are running; the submitter cancels it.
+    const pidFile = path.join(dir, `${wait}.pids`);
+    await eventually(async () => (fs.existsSync(pidFile) ? true : undefined), 20_000, 'the waiting command started');
+    const pids = fs.readFileSync(pidFile, 'utf8').trim().split(' ').map(Number);
+    expect(pids.every(alive)).toBe(true);
+    expect((await new TaskStore(svc.db).cancel(wait!)).canceled).toBe(true);
+
+    await worker.line(new RegExp(`task ${echo} cli.echo done in \\d+\\.\\d s`), 'echo done');
+    await worker.line(new RegExp(`task ${boom} cli.boom failed after .*: the command exited with status 3`), 'boom');
+    await worker.line(new RegExp(`task ${wait} cli.wait canceled`), 'wait canceled');
+    await worker.line(new RegExp(`task ${slow} cli.slow failed after .*: the command timed out after 4 s`), 'slow');
+    expect(pids.some(alive)).toBe(false); // the shell and the sleep it left in the background
+
+    expect(await task(echo!)).toMatchObject({
+      state: 'done',
+      result: { type: 'cli.echo', attempt: 1, task: { task_id: echo, type: 'cli.echo', payload: { n: 7 } } }
+    });
+    expect(await task(boom!)).toMatchObject({
+      state: 'failed',
+      error: 'the command exited with status 3: loading the model | boom: no such model'
+    });
+    expect(await task(wait!)).toMatchObject({ state: 'canceled', result: null });
+    expect(await task(slow!)).toMatchObject({ state: 'failed', error: 'the command timed out after 4 s' });
+    expect(await worker.stop()).toBe(0);
+  }, 60_000);
+
+  it('--call: POSTs each task to a local endpoint; a 2xx JSON answer completes it, a 500 fails it', async () => {
+    const received: { id?: string; type?: string; task: { payload: { n: number } } }[] = [];
+    const endpoint = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d: Buffer) => (body += d.toString()));
+      req.on('end', () => {
+        const t = JSON.parse(body);
+        received.push({ id: req.headers['x-zhongshu-task-id'] as string, type: t.type, task: t });
+        if (req.url !== '/work' || t.type === 'cli.call.bad') {
+          res.writeHead(500, { 'content-type': 'text/plain' });
+          return res.end('model unavailable');
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ answer: t.payload.n * 6 }));
+      });
+    });
+    await new Promise<void>((r) => endpoint.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(endpoint.address() as AddressInfo).port}/work`;
+    try {
+      const worker = run('--call', url);
+      await worker.line(/working tasks with POST http:\/\/127\.0\.0\.1:\d+\/work \(--call\)/, 'running');
+      const good = await submit('cli.call.good');
+      await worker.line(new RegExp(`task ${good} cli.call.good done`), 'good done');
+      const bad = await submit('cli.call.bad');
+      await worker.line(new RegExp(`task ${bad} cli.call.bad failed after .*: ${url} answered 500`), 'bad failed');
+      expect(await worker.stop()).toBe(0);
+      expect(await task(good)).toMatchObject({ state: 'done', result: { answer: 42 } });
+      expect(await task(bad)).toMatchObject({ state: 'failed', error: `${url} answered 500: model unavailable` });
+      expect(received.map((r) => [r.id, r.type, r.task.payload.n])).toEqual([
+        [good, 'cli.call.good', 7],
+        [bad, 'cli.call.bad', 7]
+      ]);
+      const apiKey = JSON.parse(fs.readFileSync(path.join(dir, 'credentials.json'), 'utf8')).api_key as string;
+      expect(printed.join('')).not.toContain(apiKey);
+    } finally {
+      endpoint.closeAllConnections();
+      await new Promise((r) => endpoint.close(r));
+    }
+  }, 60_000);
+});
+
+/** A process that exists and is not a zombie (Linux: /proc). */
+function alive(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}

@@ -2,8 +2,9 @@
  * The TypeScript node SDK against the real embedded stack, over real HTTP: a node registers, is approved by a
  * reviewer and beats; 200 truth writes made while the API process it talks to is stopped and started again all land
  * exactly once, and no write() call did any network I/O; a held write follows its approval; a node restarted on the
- * same state dir sends what the last one left; tampered proofs and checkpoints are reported; 429 and 503 are waited
- * out as Retry-After asks; the node key never appears in the SDK's log.
+ * same state dir sends what the last one left; a work order is pulled and acknowledged; tampered proofs and
+ * checkpoints are reported; 429 and 503 are waited out as Retry-After asks; the node key never appears in the SDK's
+ * log.
  */
 import { spawn } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
@@ -268,7 +269,8 @@ describe('the worker loop', () => {
         maxTasks: 4,
         pollMs: 300,
         handler: async (task, ctx) => {
-          if (task.type === 'sdk.boom') throw new Error('boom');
+          // Several lines: the hub takes a one-line reason, which the worker makes of it.
+          if (task.type === 'sdk.boom') throw new Error('boom\n  at the model');
           if (task.type === 'sdk.slow') {
             await new Promise((r) => setTimeout(r, 5000)); // longer than the 3 s lease
             return { slow: true };
@@ -317,10 +319,61 @@ describe('the worker loop', () => {
     );
     expect(await task(echo!)).toMatchObject({ state: 'done', result: { echo: 7 } });
     expect(await task(slow!)).toMatchObject({ state: 'done', result: { slow: true }, attempts: 1 });
-    expect(await task(boom!)).toMatchObject({ state: 'failed', error: 'boom' });
+    expect(await task(boom!)).toMatchObject({ state: 'failed', error: 'boom at the model' });
     expect(await task(wait!)).toMatchObject({ state: 'canceled', result: null });
     expect(events.find((e) => e.task_id === wait && e.state !== 'claimed')?.state).toBe('canceled');
     expect(await task(other!)).toMatchObject({ state: 'queued' }); // needs a capability the node lacks
+    await node.stop();
+  }, 60_000);
+});
+
+describe('instructions', () => {
+  it('pulls a work order pushed and approved for the node, acknowledges it once, and it leaves the queue', async () => {
+    const node = newNode('reader', { did: 'did:example:sdk-orders', verify: false });
+    await node.start();
+    const admin = { authorization: `Bearer ${svc.adminToken}` };
+    const dal = (body: Record<string, unknown>, asDid: string) =>
+      http('POST', `${svc.urls.main}/dal/deploy`, { headers: { ...admin, 'x-did': asDid }, body });
+    // The operator's side: a DID of the node's own (linked to it), and a work order for it, approved.
+    await registerDid(svc.urls.main, svc.adminToken, 'did:example:sdk-orders');
+    const linked = await dal(
+      { action: 'did_register', did: 'did:example:sdk-orders', node_id: node.nodeId, autonomy_level: 0, channels: [] },
+      'did:example:sdk-orders'
+    );
+    expect(linked.status).toBe(200);
+    expect(await node.instructions()).toEqual([]);
+    const order = {
+      action: 'inbox_push',
+      key: 'KERNEL.EVOLUTION.DIRECTIVE.tssdk',
+      value: { directive_action: 'noop' }
+    };
+    const pushed = await dal({ ...order, node_id: node.nodeId }, did);
+    expect(pushed.status).toBe(202);
+    const { approval_id: approvalId, instruction_id: instructionId } = pushed.body;
+    await eventually(
+      async () =>
+        (
+          await http('POST', `${svc.urls.main}/api/truth/approvals/${approvalId}/approve`, {
+            headers: { 'x-zr-token': reviewer },
+            body: { reason: 'ts sdk' }
+          })
+        ).status === 200 || undefined,
+      30_000,
+      'the work order approved'
+    );
+    // The node's side: pull, acknowledge once, and the queue no longer lists it.
+    const orders = await eventually(
+      async () => ((await node.instructions()).length > 0 ? node.instructions() : undefined),
+      30_000,
+      'the work order queued'
+    );
+    expect(orders.map((o) => [o.instruction_id, o.value, o.acked_at])).toEqual([[instructionId, order.value, null]]);
+    const acked = await node.ackInstruction(instructionId);
+    expect(acked).toMatchObject({ instruction_id: instructionId, node_id: node.nodeId, already_acked: false });
+    expect((await node.ackInstruction(instructionId)).already_acked).toBe(true);
+    expect(await node.instructions()).toEqual([]);
+    expect((await node.instructions({ includeAcked: true })).map((o) => o.acked_at !== null)).toEqual([true]);
+    await expect(node.ackInstruction(`wo_${'0'.repeat(24)}`)).rejects.toMatchObject({ status: 404 });
     await node.stop();
   }, 60_000);
 });
