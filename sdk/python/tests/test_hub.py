@@ -229,7 +229,7 @@ def test_worker_claims_renews_completes_fails_and_honours_cancel():
 
     def handler(task, ctx):
         if task["type"] == "pysdk.boom":
-            raise RuntimeError("boom")
+            raise RuntimeError("boom\n  at line 2")  # the hub takes one line: the SDK joins them
         if task["type"] == "pysdk.slow":
             time.sleep(5)  # longer than the 3 s lease: the renewals keep it
             return {"slow": True}
@@ -274,7 +274,7 @@ def test_worker_claims_renews_completes_fails_and_honours_cancel():
     eventually(lambda: all(settled(t) for t in (echo, slow, boom, wait)), 20, "every task settled")
     assert task(echo)["state"] == "done" and task(echo)["result"] == {"echo": 7}
     assert task(slow)["state"] == "done" and task(slow)["attempts"] == 1
-    assert task(boom)["state"] == "failed" and task(boom)["error"] == "boom"
+    assert task(boom)["state"] == "failed" and task(boom)["error"] == "boom at line 2"
     assert task(wait)["state"] == "canceled"
     assert [e["state"] for e in events if e["task_id"] == wait] == ["claimed", "canceled"]
     assert task(gpu)["state"] == "queued"  # needs a capability the node lacks

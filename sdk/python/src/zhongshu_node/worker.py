@@ -8,6 +8,7 @@ nothing."""
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from typing import Any, Callable, Dict, Optional
 from urllib.parse import quote
@@ -110,7 +111,8 @@ class TaskWorker:
         outcome: Dict[str, str] = {}
 
         def progress(note: Optional[str] = None) -> None:
-            body = {} if note is None else {"note": note[:500]}
+            line = "" if note is None else one_line(note, 500)
+            body = {"note": line} if line else {}
             res = self.http.request("POST", f"/api/task/{tid}/progress", body=body, headers=self.auth_headers())
             if res.status == 200 and isinstance(res.body, dict) and res.body.get("canceled"):
                 outcome.setdefault("state", "canceled")
@@ -155,7 +157,7 @@ class TaskWorker:
         if failure is None:
             path, body = f"/api/task/{tid}/complete", {"result": result or {}}
         else:
-            path, body = f"/api/task/{tid}/fail", {"reason": failure[:1000]}
+            path, body = f"/api/task/{tid}/fail", {"reason": one_line(failure, 1000) or "failed"}
         backoff = Backoff(1.0, 8.0)
         for _ in range(5):
             if self.stop.is_set():
@@ -182,3 +184,11 @@ class TaskWorker:
                 return
             self.stop.wait(backoff.next(retry_after_s(res.headers)))
         self.log.warning("could not report a task outcome; its lease will lapse task_id=%s", task["task_id"])
+
+
+def one_line(text: str, limit: int) -> str:
+    """A failure reason or progress note as the hub takes it: one line, no control or bidirectional-override
+    characters (a handler's message of several lines, such as a command's stderr, would be refused with 400)."""
+    text = re.sub(r"[\u0000-\u001f\u007f-\u009f]+", " ", text)
+    text = re.sub(r"[\u202a-\u202e\u2066-\u2069]", "", text)
+    return re.sub(r" {2,}", " ", text).strip()[:limit].strip()
