@@ -4,7 +4,7 @@
  * members on `temporal-1` and `temporal-2` (scripts/stack/temporal-cluster.ts: every service on each, ringpop
  * membership between them, persistence and visibility on the PostgreSQL of `db`), nginx balancing gRPC over both
  * frontends on `temporal-lb` (the one TEMPORAL_ADDRESS the hub takes), and the hub's API on `api-1` and its worker on
- * `worker-1`.
+ * `worker-1` (all started by test/topology/cluster.ts, as test/topology/api-drills.test.ts starts them).
  * Through the API: truth writes with Idempotency-Keys (retried with the same key until acknowledged), held writes
  * (each starts a truth-approval workflow in Temporal) and a node's heartbeats, before, while and after each drill:
  * `temporal-1` killed (SIGKILL) and started again; `temporal-2` cut off from every host (its link down) and healed;
@@ -16,32 +16,26 @@
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { MongoClient } from 'mongodb';
 import { SEARCH_ATTRIBUTES } from '../../core/search-attributes';
 import { findNginx } from '../../scripts/stack/nginx';
-import { ServerHandle, typescriptProcess } from '../../scripts/stack/process';
-import {
-  ensureTemporalServer,
-  PostgresAddress,
-  registerNamespace,
-  setupTemporalSchema,
-  startTemporalMember,
-  TemporalMember,
-  TemporalServerTools,
-  waitForFrontend
-} from '../../scripts/stack/temporal-cluster';
-import { ensureTool } from '../../scripts/stack/tools';
+import { waitForFrontend } from '../../scripts/stack/temporal-cluster';
 import { registerDid } from '../support/credentials';
 import { heartbeat, RegisteredNode, registerNode } from '../support/federation';
 import { http } from '../support/service';
-import { DB_FERRETDB_PORT, DB_POSTGRES_PORT } from './db-host';
-import { BRIDGE_IP, cannotMakeHosts, createTopology, Topology, waitForHostPort } from './hosts';
-import { startTemporalLb } from './temporal-lb';
+import {
+  DbAndTemporal,
+  hubEnv,
+  makeRoot,
+  startDbAndTemporal,
+  startHubProcess,
+  temporalTools,
+  waitForPoller,
+  waitHealthy
+} from './cluster';
+import { cannotMakeHosts, createTopology, Topology } from './hosts';
 
-const ROOT = path.resolve(__dirname, '..', '..');
 const nginxBin = findNginx(process.env.NGINX_BIN ?? '/usr/sbin/nginx');
 const refused = cannotMakeHosts() ?? (nginxBin ? null : 'nginx is not installed (apt-get install -y nginx)');
 if (refused) {
@@ -55,7 +49,6 @@ const KILLED_S = 30;
 const CUT_S = 20;
 /** How long FerretDB stays stopped. */
 const PAUSED_S = 20;
-const SUBNET = `${BRIDGE_IP.replace(/\.1$/, '.0')}/24`;
 
 interface Attempt {
   at: number;
@@ -66,11 +59,8 @@ interface Attempt {
 describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its own', () => {
   let topology: Topology;
   let root: string;
-  let tools: TemporalServerTools;
   let cli: string;
-  let pg: PostgresAddress;
-  const members: TemporalMember[] = [];
-  let lbAddress: string;
+  let cluster: DbAndTemporal;
   let api: string;
   let adminToken: string;
   let mongo: MongoClient;
@@ -80,90 +70,21 @@ describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its o
   const dbName = `zh49_${randomBytes(4).toString('hex')}`;
   const taskQueue = `zh49-${randomBytes(4).toString('hex')}`;
 
-  const startMember = (i: number): TemporalMember => {
-    const host = topology.hosts[`temporal-${i}`]!;
-    return startTemporalMember({
-      server: tools.server,
-      dir: path.join(root, `temporal-${i}`),
-      ip: host.ip,
-      postgres: pg,
-      name: `temporal-${i}`,
-      spawnIt: (o) => host.spawn(o)
-    });
-  };
-
   beforeAll(async () => {
     const started = Date.now();
-    [tools, cli] = await Promise.all([
-      ensureTemporalServer(),
-      process.env.ZH_TEST_TEMPORAL_BIN ? Promise.resolve(process.env.ZH_TEST_TEMPORAL_BIN) : ensureTool('temporal')
-    ]);
-    root = fs.mkdtempSync(path.join(os.tmpdir(), 'temporal-cluster-'));
-    // The postgres user (PostgreSQL's, under root) reaches its cluster and pg_hba.conf below.
-    fs.chmodSync(root, 0o711);
+    const found = await temporalTools();
+    cli = found.cli;
+    root = makeRoot('temporal-cluster-');
     topology = await createTopology(['db', 'temporal-1', 'temporal-2', 'temporal-lb', 'api-1', 'worker-1']);
-    const { db } = topology.hosts;
-    const dbHost = db!.spawn({
-      name: 'db',
-      ...prefixed(typescriptProcess(path.join(__dirname, 'db-host.ts')), [path.join(root, 'db'), db!.ip, SUBNET]),
-      pidFile: path.join(root, 'db.pid')
-    });
-    await waitForHostPort(db!.ip, DB_FERRETDB_PORT, 120_000, dbHost);
-    pg = { host: db!.ip, port: DB_POSTGRES_PORT, user: 'ferret' };
-    await setupTemporalSchema(tools.sqlTool, pg);
-    // The first member alone: on a new database each member saves the cluster's metadata at its first start, and of
-    // two starting at once one can lose that insert and exit.
-    members.push(startMember(1));
-    await waitForFrontend(cli, members[0]!.address, 120_000, members[0]);
-    members.push(startMember(2));
-    await waitForFrontend(cli, members[1]!.address, 120_000, members[1]);
-    await registerNamespace(
-      cli,
-      members.map((m) => m.address),
-      'default'
-    );
-    const lb = await startTemporalLb(
-      nginxBin!,
-      topology.hosts['temporal-lb']!,
-      root,
-      members.map((m) => m.address)
-    );
-    lbAddress = lb.address;
+    cluster = await startDbAndTemporal({ topology, root, tools: found.tools, cli, nginxBin: nginxBin! });
 
     adminToken = `adm_test_${randomBytes(16).toString('hex')}`;
-    const apiHost = topology.hosts['api-1']!;
-    api = `http://${apiHost.ip}:8080`;
-    const env = (dataDir: string): NodeJS.ProcessEnv => ({
-      ...process.env,
-      LOG_LEVEL: 'warn',
-      DATA_DIR: dataDir,
-      MONGODB_URI: `mongodb://${db!.ip}:${DB_FERRETDB_PORT}/`,
-      MONGODB_DB: dbName,
-      TEMPORAL_ADDRESS: lbAddress,
-      TEMPORAL_TASK_QUEUE: taskQueue,
-      ADMIN_TOKEN: adminToken,
-      NODE_REVIEW_REQUIRED: 'false',
-      DEPLOY_WEB: 'off',
-      REGISTER_RATE_LIMIT_PER_MIN: '100000',
-      ...(process.env.ZH_TEST_WORKFLOW_BUNDLE ? { WORKFLOW_BUNDLE_PATH: process.env.ZH_TEST_WORKFLOW_BUNDLE } : {})
-    });
-    const apiProcess = apiHost.spawn({
-      name: 'api-1',
-      ...typescriptProcess(path.join(ROOT, 'api/server.ts')),
-      pidFile: path.join(root, 'api-1.pid'),
-      logFile: path.join(root, 'api-1.log'),
-      env: { ...env(path.join(root, 'api-1')), HOST: apiHost.ip, PUBLIC_URL: api }
-    });
-    const workerHost = topology.hosts['worker-1']!;
-    const workerProcess = workerHost.spawn({
-      name: 'worker-1',
-      ...typescriptProcess(path.join(ROOT, 'worker/main.ts')),
-      pidFile: path.join(root, 'worker-1.pid'),
-      logFile: path.join(root, 'worker-1.log'),
-      env: { ...env(path.join(root, 'worker-1')), HOST: workerHost.ip }
-    });
-    mongo = await MongoClient.connect(`mongodb://${db!.ip}:${DB_FERRETDB_PORT}/`);
-    connection = await Connection.connect({ address: lbAddress });
+    const env = hubEnv({ ...cluster, dbName, taskQueue, adminToken });
+    const apiProcess = startHubProcess('api', topology.hosts['api-1']!, root, env);
+    api = apiProcess.url;
+    const workerProcess = startHubProcess('worker', topology.hosts['worker-1']!, root, env);
+    mongo = await MongoClient.connect(cluster.mongoUri);
+    connection = await Connection.connect({ address: cluster.temporalAddress });
     await Promise.all([waitHealthy(`${api}/health`, apiProcess), waitForPoller(connection, taskQueue, workerProcess)]);
     console.log(`hosts, cluster and hub up in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   }, 420_000);
@@ -296,7 +217,7 @@ describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its o
     const nodes = await http('GET', `${api}/a2a/nodes`);
     expect(JSON.stringify(nodes.body)).toContain(node.node_id);
     // Both members serve again.
-    for (const m of members) await waitForFrontend(cli, m.address, 60_000, m);
+    for (const m of cluster.members) await waitForFrontend(cli, m.address, 60_000, m);
   };
 
   it("has the hub's search attributes registered on the cluster by the worker", async () => {
@@ -311,12 +232,12 @@ describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its o
   it('loses and duplicates no acknowledged write when a Temporal member is killed and comes back', async () => {
     await drive(`temporal-1 SIGKILLed for ${KILLED_S} s, then started again`, async () => {
       const killedAt = Date.now();
-      members[0]!.kill();
-      await members[0]!.closed;
+      cluster.members[0]!.kill();
+      await cluster.members[0]!.closed;
       await sleep(KILLED_S * 1000);
       const restartAt = Date.now();
-      members[0] = startMember(1);
-      await waitForFrontend(cli, members[0].address, 120_000, members[0]);
+      const restarted = cluster.startMember(1);
+      await waitForFrontend(cli, restarted.address, 120_000, restarted);
       console.log(`temporal-1 serving ${((Date.now() - restartAt) / 1000).toFixed(1)} s after its restart`);
       return [
         ['while dead', killedAt, restartAt],
@@ -334,12 +255,12 @@ describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its o
       const healedAt = Date.now();
       topology.heal('temporal-2');
       // A member that ended itself meanwhile is started again, as its supervisor (compose: restart) would.
-      const reason = members[1]!.exitReason();
+      const reason = cluster.members[1]!.exitReason();
       if (reason) {
         console.log(`temporal-2 ended while cut off (${reason}); started again`);
-        members[1] = startMember(2);
+        cluster.startMember(2);
       }
-      await waitForFrontend(cli, members[1]!.address, 120_000, members[1]);
+      await waitForFrontend(cli, cluster.members[1]!.address, 120_000, cluster.members[1]);
       console.log(`temporal-2 serving ${((Date.now() - healedAt) / 1000).toFixed(1)} s after the heal`);
       return [
         ['while cut off', cutAt, healedAt],
@@ -371,37 +292,4 @@ describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its o
   }, 300_000);
 });
 
-function prefixed(p: { binary: string; args: string[] }, more: string[]): { binary: string; args: string[] } {
-  return { binary: p.binary, args: [...p.args, ...more] };
-}
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function waitHealthy(url: string, handle: ServerHandle): Promise<void> {
-  const deadline = Date.now() + 120_000;
-  while (Date.now() < deadline) {
-    const reason = handle.exitReason();
-    if (reason) throw new Error(`${handle.name} exited (${reason}):\n${handle.output(30)}`);
-    try {
-      if ((await fetch(url)).ok) return;
-    } catch {
-      /* not yet listening */
-    }
-    await sleep(250);
-  }
-  throw new Error(`${url} did not become healthy within 120 s:\n${handle.output(30)}`);
-}
-
-async function waitForPoller(connection: Connection, taskQueue: string, handle: ServerHandle): Promise<void> {
-  const deadline = Date.now() + 180_000;
-  while (Date.now() < deadline) {
-    const reason = handle.exitReason();
-    if (reason) throw new Error(`${handle.name} exited (${reason}):\n${handle.output(30)}`);
-    const res = await connection.workflowService
-      .describeTaskQueue({ namespace: 'default', taskQueue: { name: taskQueue }, taskQueueType: 1 })
-      .catch(() => null);
-    if ((res?.pollers ?? []).length > 0) return;
-    await sleep(500);
-  }
-  throw new Error(`the worker did not poll ${taskQueue} within 180 s:\n${handle.output(30)}`);
-}

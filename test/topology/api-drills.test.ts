@@ -1,0 +1,395 @@
+/**
+ * The hub's production topology across hosts (test/topology/hosts.ts: network namespaces on one machine, as root),
+ * drilled: PostgreSQL and FerretDB on `db`, a real Temporal cluster on `temporal-1` and `temporal-2` behind its gRPC
+ * balancer on `temporal-lb` (test/topology/cluster.ts, as temporal-cluster.test.ts starts them), two API replicas
+ * on `api-1` and `api-2` sharing the ledger writer lease (LEDGER_FORWARD_SECRET: one holds it, the other forwards
+ * its appends to it), the worker on `worker-1`, and docker/nginx-lb.conf under Debian's nginx on `lb` in front of
+ * the two APIs (test/topology/api-lb.ts). Clients reach the hub only through `lb` (test/topology/load.ts): writers
+ * with Idempotency-Keys, a held writer, and nodes beating.
+ * Drills, in order:
+ *   - the writer-lease holder (found from each API's /health) cut off from `db` for 30 s, then healed;
+ *   - the API holding the lease cut off from the balancer and from the other API (its forwarder) for 30 s;
+ *   - a rolling restart: both APIs, the worker and both Temporal members restarted one after the other (SIGTERM,
+ *     started again, waited for).
+ * After each: every acknowledged write is in the ledger once, at the seq it was answered with; the seqs are
+ * contiguous and /api/verify (through the balancer) is consistent; every held write has its one approval workflow,
+ * pending, and one acknowledged during the drill is approved and appended once; every node stayed online (it never
+ * changed state during the drill); both Temporal members serve; and every request started more than
+ * RECOVERY_BOUND_S after the heal (the last restart) was answered. Prints the requests refused per phase, and when
+ * the last refusal after the heal ended (figures in docs/operations.md#test-hosts-network-namespaces).
+ */
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import { Client, Connection } from '@temporalio/client';
+import { MongoClient } from 'mongodb';
+import { findNginx } from '../../scripts/stack/nginx';
+import { ServerHandle, sleep } from '../../scripts/stack/process';
+import { waitForFrontend } from '../../scripts/stack/temporal-cluster';
+import { issueHomologousToken, registerDid } from '../support/credentials';
+import { nodeHeaders, RegisteredNode, registerNode } from '../support/federation';
+import { startApiLb } from './api-lb';
+import {
+  DbAndTemporal,
+  hubEnv,
+  makeRoot,
+  startDbAndTemporal,
+  startHubProcess,
+  temporalTools,
+  waitForPoller,
+  waitHealthy
+} from './cluster';
+import { cannotMakeHosts, createTopology, Topology } from './hosts';
+import { createLoad, HEARTBEAT_BODY, HeldWrite, Load, refusals, request } from './load';
+
+const nginxBin = findNginx(process.env.NGINX_BIN ?? '/usr/sbin/nginx');
+const refused = cannotMakeHosts() ?? (nginxBin ? null : 'nginx is not installed (apt-get install -y nginx)');
+if (refused) {
+  console.warn(`skipping the API host drills: ${refused}`);
+}
+const describeOnHosts = refused ? describe.skip : describe;
+
+const API_HOSTS = ['api-1', 'api-2'] as const;
+type ApiHost = (typeof API_HOSTS)[number];
+/** How long a cut lasts. */
+const CUT_S = 30;
+/** The load runs this long before each disruption, and this long after its heal (the last restart). */
+const BEFORE_S = 5;
+const AFTER_S = 18;
+/** Every request started this long after the heal is answered: the bound the drills assert. */
+const RECOVERY_BOUND_S = 12;
+/** nginx's fail_timeout (the file keeps the default): a replica that refused a connection is skipped this long. */
+const LB_FAIL_TIMEOUT_S = 10;
+/** After a Temporal member or the worker is back, before the next is restarted (its shards and pollers settle). */
+const SETTLE_S = 3;
+const NODES = 20;
+
+type Phase = [label: string, from: number, to: number];
+
+const TITLE = 'two API hosts behind docker/nginx-lb.conf on a real Temporal cluster: partitions, rolling restart';
+
+describeOnHosts(TITLE, () => {
+  let topology: Topology;
+  let root: string;
+  let cli: string;
+  let cluster: DbAndTemporal;
+  let env: NodeJS.ProcessEnv;
+  let lbUrl: string;
+  let mongo: MongoClient;
+  let connection: Connection;
+  const apis = {} as Record<ApiHost, ServerHandle & { url: string }>;
+  let worker: ServerHandle;
+  let did: string;
+  let approver: string;
+  const nodes: RegisteredNode[] = [];
+  /** Node id -> when it came online (state_changed_at), before the first drill. */
+  const onlineSince = new Map<string, string>();
+  let load: Load;
+  const decided = new Set<string>();
+  const figures: string[] = [];
+  // Logs are removed only when every drill passed.
+  let drillsPassed = 0;
+  const dbName = `zhdrills_${randomBytes(4).toString('hex')}`;
+  const taskQueue = `zhdrills-${randomBytes(4).toString('hex')}`;
+
+  const startApi = (name: ApiHost) =>
+    (apis[name] = startHubProcess('api', topology.hosts[name]!, root, env, { PUBLIC_URL: lbUrl }));
+  const startWorker = () => (worker = startHubProcess('worker', topology.hosts['worker-1']!, root, env));
+
+  beforeAll(async () => {
+    const started = Date.now();
+    const found = await temporalTools();
+    cli = found.cli;
+    root = makeRoot('topology-drills-');
+    topology = await createTopology(['db', 'temporal-1', 'temporal-2', 'temporal-lb', ...API_HOSTS, 'worker-1', 'lb']);
+    cluster = await startDbAndTemporal({ topology, root, tools: found.tools, cli, nginxBin: nginxBin! });
+    const adminToken = `adm_test_${randomBytes(16).toString('hex')}`;
+    const lbHost = topology.hosts.lb!;
+    lbUrl = `http://${lbHost.ip}:8080`;
+    env = hubEnv(
+      { ...cluster, dbName, taskQueue, adminToken },
+      {
+        LEDGER_FORWARD_SECRET: `lfs_${randomBytes(24).toString('hex')}`,
+        TRUSTED_PROXIES: lbHost.ip,
+        TRUTH_DAILY_QUOTA: '1000000'
+      }
+    );
+    API_HOSTS.forEach(startApi);
+    startWorker();
+    await startApiLb(
+      nginxBin!,
+      lbHost,
+      root,
+      API_HOSTS.map((h) => topology.hosts[h]!.ip)
+    );
+    mongo = await MongoClient.connect(cluster.mongoUri);
+    connection = await Connection.connect({ address: cluster.temporalAddress });
+    await Promise.all([
+      ...API_HOSTS.map((h) => waitHealthy(`${apis[h].url}/health`, apis[h])),
+      waitForPoller(connection, taskQueue, worker)
+    ]);
+
+    // Through the balancer, as clients: a DID that writes, an approver, the nodes, each beating once.
+    did = await registerDid(lbUrl, adminToken, 'did:example:drills');
+    approver = await issueHomologousToken(lbUrl, adminToken);
+    for (let i = 0; i < NODES; i++) nodes.push(await registerNode(lbUrl, `drill-node-${i}`));
+    // (Each API learns the other's registrations from the node change log within about a second.)
+    await sleep(2_000);
+    for (const node of nodes) {
+      const res = await request('POST', `${lbUrl}/a2a/heartbeat`, {
+        headers: nodeHeaders(node),
+        body: HEARTBEAT_BODY
+      });
+      expect(res.status).toBe(200);
+    }
+    // Every node listed online (presence is written in batches: polled); when each became so is the baseline.
+    for (const end = Date.now() + 30_000; onlineSince.size < NODES; await sleep(500)) {
+      if (Date.now() > end) throw new Error(`${onlineSince.size} of ${NODES} nodes online after their first heartbeat`);
+      for (const [id, at] of await listedOnline()) if (nodes.some((n) => n.node_id === id)) onlineSince.set(id, at);
+    }
+    load = createLoad({
+      url: lbUrl,
+      did,
+      nodes,
+      writers: 2,
+      writePauseMs: 100,
+      heldPauseMs: 1_500,
+      beatEveryMs: 3_000
+    });
+    console.log(
+      `hosts, cluster, two APIs, the worker and the balancer up in ${((Date.now() - started) / 1000).toFixed(1)} s`
+    );
+  }, 420_000);
+
+  afterAll(async () => {
+    if (figures.length) console.log(figures.join('\n'));
+    await connection?.close().catch(() => undefined);
+    await mongo?.close().catch(() => undefined);
+    await topology?.teardown();
+    if (drillsPassed === 3 && root) fs.rmSync(root, { recursive: true, force: true });
+    else if (root) console.log(`logs kept in ${root}`);
+  }, 60_000);
+
+  /** The nodes listed online through the balancer, with when each became so (state_changed_at). */
+  const listedOnline = async (): Promise<Map<string, string>> => {
+    const res = await request('GET', `${lbUrl}/a2a/nodes?state=online&limit=200`);
+    expect(res.status).toBe(200);
+    return new Map(
+      (res.body.nodes as { node_id: string; state_changed_at: string }[]).map((n) => [n.node_id, n.state_changed_at])
+    );
+  };
+
+  /** The API holding the writer lease, as both APIs' /health say (waits out a moment where both or none claim it). */
+  const leaseHolder = async (): Promise<ApiHost> => {
+    for (const end = Date.now() + 30_000; ; await sleep(500)) {
+      const holds = await Promise.all(
+        API_HOSTS.map(
+          async (h) =>
+            (await request('GET', `${apis[h].url}/health`, { timeoutMs: 5_000 })).body?.ledger_writer?.holds_lease ===
+            true
+        )
+      );
+      const holders = API_HOSTS.filter((_, i) => holds[i]);
+      if (holders.length === 1) return holders[0]!;
+      if (Date.now() > end) throw new Error(`the writer lease is held by ${holders.length} APIs, not one`);
+    }
+  };
+
+  /**
+   * Runs the load for BEFORE_S, then `disrupt` (which answers its phases and when it healed), then AFTER_S more;
+   * prints the refusals per phase and asserts every request started RECOVERY_BOUND_S after the heal was answered.
+   */
+  const drill = async (title: string, disrupt: () => Promise<{ phases: Phase[]; healedAt: number }>) => {
+    const began = Date.now();
+    load.start();
+    let done: { phases: Phase[]; healedAt: number };
+    try {
+      await sleep(BEFORE_S * 1000);
+      done = await disrupt();
+      await sleep(AFTER_S * 1000);
+    } finally {
+      await load.stop();
+    }
+    const ended = Date.now();
+    const after = refusals(load.attempts, done.healedAt, ended);
+    const late = refusals(load.attempts, done.healedAt + RECOVERY_BOUND_S * 1000, ended);
+    const lines = [
+      title,
+      `  before (${BEFORE_S} s): ${refusals(load.attempts, began, done.phases[0]![1]).text}`,
+      ...done.phases.map(
+        ([label, from, to]) =>
+          `  ${label} (${((to - from) / 1000).toFixed(1)} s): ${refusals(load.attempts, from, to).text}`
+      ),
+      `  after (${((ended - done.healedAt) / 1000).toFixed(1)} s): ${after.text}`,
+      `  answering on the balancer again ${after.lastRefusalS.toFixed(1)} s after the heal (bound ${RECOVERY_BOUND_S} s); ` +
+        `acknowledged so far ${load.acknowledged.size} writes, ${load.held.size} held writes`
+    ];
+    console.log(lines.join('\n'));
+    figures.push(...lines);
+    expect(late.refused).toBe(0);
+    await expectNothingLost(began);
+    drillsPassed++;
+  };
+
+  /** Approves one held write acknowledged since `since`, through the balancer, and finds it appended once. */
+  const decideOne = async (since: number): Promise<void> => {
+    const found = [...load.held.entries()].find(([idem, h]) => h.at >= since && !decided.has(idem));
+    expect(found).toBeDefined();
+    const [idem, h] = found! as [string, HeldWrite];
+    let res = { status: 0, body: undefined as any };
+    for (const end = Date.now() + 60_000; res.status !== 200 && Date.now() < end;) {
+      res = await request('POST', `${lbUrl}/api/truth/approvals/${h.approvalId}/approve`, {
+        headers: { 'x-zr-token': approver },
+        body: { reason: 'drill' },
+        timeoutMs: 30_000
+      });
+      if (res.status !== 200) await sleep(1_000);
+    }
+    expect(res.status).toBe(200);
+    decided.add(idem);
+    let approval = res.body.final ? res.body.approval : undefined;
+    for (const end = Date.now() + 60_000; !(approval?.state === 'approved' && approval.seq != null); await sleep(500)) {
+      if (Date.now() > end)
+        throw new Error(`${h.approvalId} was not appended within 60 s: ${JSON.stringify(approval)}`);
+      approval = (
+        await request('GET', `${lbUrl}/api/truth/approvals/${h.approvalId}`, {
+          headers: { 'x-zr-token': approver }
+        })
+      ).body?.approval;
+    }
+    const entries = await mongo.db(dbName).collection('ledger').find({ key: h.key }).toArray();
+    expect(entries.map((e) => Number(e._id))).toEqual([approval.seq]);
+  };
+
+  /** What must hold after every drill (`began`: when its load started). */
+  const expectNothingLost = async (began: number): Promise<void> => {
+    // A held write of this drill is still decidable: approved, it is appended once.
+    await decideOne(began);
+
+    // Every acknowledged write once, at its seq; the ledger contiguous and consistent.
+    const ledger = mongo.db(dbName).collection('ledger');
+    const entries = await ledger.find({ key: { $regex: '^drills\\.write\\.' } }).toArray();
+    expect(entries.length).toBe(load.acknowledged.size);
+    expect(new Set(entries.map((e) => e.key)).size).toBe(entries.length);
+    for (const e of entries) expect(Number(e._id)).toBe(load.acknowledged.get(e.key as string));
+    const seqs = (await ledger.find({}, { projection: { _id: 1 } }).toArray())
+      .map((e) => Number(e._id))
+      .sort((a, b) => a - b);
+    expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => seqs[0]! + i));
+    const verify = await request('GET', `${lbUrl}/api/verify`, { timeoutMs: 60_000 });
+    expect(verify.body).toMatchObject({ consistent: true });
+
+    // Every other held write pending, each with its one approval workflow (visibility is asynchronous: polled).
+    const pending = [...load.held.entries()].filter(([idem]) => !decided.has(idem)).map(([, h]) => h);
+    for (let i = 0; i < pending.length; i += 8) {
+      const states = await Promise.all(
+        pending.slice(i, i + 8).map(async (h) => {
+          const res = await request('GET', h.statusUrl, { headers: { 'x-did': did }, timeoutMs: 30_000 });
+          return `${h.key}: ${res.status} ${res.body?.approval?.state ?? JSON.stringify(res.body)}`;
+        })
+      );
+      for (const state of states) expect(state).toMatch(/: 200 pending$/);
+    }
+    const temporal = new Client({ connection });
+    const query = `TaskQueue = '${taskQueue}' AND WorkflowType = 'truthApprovalWorkflow'`;
+    let approvals = -1;
+    for (const end = Date.now() + 20_000; Date.now() < end; await sleep(500)) {
+      approvals = (await temporal.workflow.count(query)).count;
+      if (approvals === load.held.size) break;
+    }
+    expect(approvals).toBe(load.held.size);
+
+    // Every node online, none having changed state since it first came online (none went offline and came back).
+    const online = await listedOnline();
+    for (const node of nodes) expect(online.get(node.node_id)).toBe(onlineSince.get(node.node_id));
+    // Both Temporal members serve.
+    for (const m of cluster.members) await waitForFrontend(cli, m.address, 60_000, m);
+  };
+
+  it('has one API holding the writer lease, both answering behind the balancer', async () => {
+    const holder = await leaseHolder();
+    console.log(`${holder} holds the writer lease`);
+    const answered = new Set<string>();
+    for (let i = 0; i < 6; i++) {
+      const res = await request('GET', `${lbUrl}/health`);
+      expect(res.status).toBe(200);
+      answered.add(String(res.body.ledger_writer.holds_lease));
+    }
+    expect([...answered].sort()).toEqual(['false', 'true']);
+  });
+
+  it('loses and duplicates no acknowledged write when the writer-lease holder is cut off from the database', async () => {
+    const holder = await leaseHolder();
+    await drill(`${holder}, holding the writer lease, cut off from db for ${CUT_S} s, then healed`, async () => {
+      const cutAt = Date.now();
+      topology.cut(holder, 'db');
+      await sleep(CUT_S * 1000);
+      const healedAt = Date.now();
+      topology.heal(holder);
+      return { phases: [['cut off', cutAt, healedAt]], healedAt };
+    });
+    console.log(`the writer lease is held by ${await leaseHolder()} after the drill`);
+  }, 300_000);
+
+  it('loses and duplicates no acknowledged write when the lease holder is cut off from the balancer and its forwarder', async () => {
+    const holder = await leaseHolder();
+    const other = API_HOSTS.find((h) => h !== holder)!;
+    await drill(
+      `${holder}, holding the writer lease, cut off from lb and ${other} for ${CUT_S} s, then healed`,
+      async () => {
+        const cutAt = Date.now();
+        topology.cut(holder, 'lb');
+        topology.cut(holder, other);
+        await sleep(CUT_S * 1000);
+        const healedAt = Date.now();
+        topology.heal(holder);
+        return { phases: [['cut off', cutAt, healedAt]], healedAt };
+      }
+    );
+    console.log(`the writer lease is held by ${await leaseHolder()} after the drill`);
+  }, 300_000);
+
+  it('loses and duplicates no acknowledged write through a rolling restart of every process', async () => {
+    // Each process is stopped (SIGTERM), started again and waited for, then the next: an API until it is healthy and
+    // the balancer's fail_timeout has passed (it may have skipped the replica while it was down: stopping the next one
+    // sooner would leave it none), the worker until it polls, a Temporal member until its frontend serves.
+    const steps: [string, () => Promise<number>][] = [
+      ...API_HOSTS.map((h): [string, () => Promise<number>] => [
+        h,
+        async () => {
+          await apis[h].stop();
+          const handle = startApi(h);
+          await waitHealthy(`${handle.url}/health`, handle);
+          return LB_FAIL_TIMEOUT_S + 1;
+        }
+      ]),
+      [
+        'worker-1',
+        async () => {
+          await worker.stop();
+          await waitForPoller(connection, taskQueue, startWorker());
+          return SETTLE_S;
+        }
+      ],
+      ...[1, 2].map((i): [string, () => Promise<number>] => [
+        `temporal-${i}`,
+        async () => {
+          await cluster.members[i - 1]!.stop();
+          const member = cluster.startMember(i);
+          await waitForFrontend(cli, member.address, 120_000, member);
+          return SETTLE_S;
+        }
+      ])
+    ];
+    await drill('every process restarted one after the other (APIs, worker, Temporal members)', async () => {
+      const phases: Phase[] = [];
+      for (const [name, restart] of steps) {
+        const from = Date.now();
+        const settleS = await restart();
+        const back = ((Date.now() - from) / 1000).toFixed(1);
+        await sleep(settleS * 1000);
+        phases.push([`${name} restarted (back in ${back} s, then ${settleS} s)`, from, Date.now()]);
+      }
+      return { phases, healedAt: Date.now() };
+    });
+  }, 400_000);
+});
