@@ -9,13 +9,13 @@
  * with its totals. Its histories are saved for the replay
  * test (RECORD_HISTORIES=1).
  */
-import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { freePort } from '../../scripts/stack/process';
 import { registerDid } from '../support/credentials';
 import { eventually, http as request, startTestService, TestService } from '../support/service';
+import { saveWorkflowHistory } from '../support/history';
 import { noteVerifierKey } from '../../core/tlog/signed-note.node';
 import { cosignatureVerifierKey, parseVerifierKey, verifyCosignature } from '../../core/tlog/cosignature.node';
 import { tlogWitnessStatusQuery, tlogWitnessWorkflowId } from '../../contracts/tlog/witness.contract';
@@ -268,7 +268,7 @@ describe('a witness down, then up', () => {
     if (process.env.RECORD_HISTORIES !== '1') return;
     const workflowId = tlogWitnessWorkflowId(a.env.TEMPORAL_TASK_QUEUE!, B_NAME);
     await a.temporal.workflow.getHandle(workflowId).terminate('history recorded');
-    saveHistory(workflowId, 'tlog-witness-down-and-up');
+    saveWorkflowHistory(a.env.TEMPORAL_ADDRESS!, workflowId, 'tlog-witness-down-and-up');
   });
 });
 
@@ -338,28 +338,11 @@ describe('the workflow on its own', () => {
     expect(status.failures).toBeGreaterThan(1);
     await handle.terminate('test done');
     if (process.env.RECORD_HISTORIES === '1')
-      saveHistory(handle.workflowId, 'tlog-witness-refused-continued-as-new', handle.firstExecutionRunId);
+      saveWorkflowHistory(
+        a.env.TEMPORAL_ADDRESS!,
+        handle.workflowId,
+        'tlog-witness-refused-continued-as-new',
+        handle.firstExecutionRunId
+      );
   });
 });
-
-/** Writes a workflow's history (of `runId`, else its latest run) where the replay test reads it. */
-function saveHistory(workflowId: string, name: string, runId?: string): void {
-  const json = execFileSync(
-    process.env.ZH_TEST_TEMPORAL_BIN!,
-    [
-      'workflow',
-      'show',
-      '--workflow-id',
-      workflowId,
-      ...(runId ? ['--run-id', runId] : []),
-      '--address',
-      a.env.TEMPORAL_ADDRESS!,
-      '--namespace',
-      'default',
-      '--output',
-      'json'
-    ],
-    { encoding: 'utf8' }
-  );
-  fs.writeFileSync(path.join(__dirname, '..', 'replay', 'histories', `${name}.json`), json);
-}

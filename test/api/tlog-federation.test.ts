@@ -16,13 +16,13 @@
  *   - a witness removed from a hub's TLOG_WITNESSES: its workflow there ends (`retired`). Its history is saved for
  *     the replay test (RECORD_HISTORIES=1).
  */
-import { execFileSync } from 'node:child_process';
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { freePort } from '../../scripts/stack/process';
 import { registerDid } from '../support/credentials';
 import { eventually, http as request, startTestService, TestService } from '../support/service';
+import { saveWorkflowHistory } from '../support/history';
 import { noteVerifierKey } from '../../core/tlog/signed-note.node';
 import { cosignatureVerifierKey, parseVerifierKey, verifyCosignature } from '../../core/tlog/cosignature.node';
 import { tlogWitnessStatusQuery, tlogWitnessWorkflowId } from '../../contracts/tlog/witness.contract';
@@ -375,27 +375,7 @@ describe('a witness removed from TLOG_WITNESSES', () => {
     } finally {
       await narrowed.stop();
     }
-    if (process.env.RECORD_HISTORIES === '1') saveHistory(c, ofB.workflowId, 'tlog-witness-retired');
+    if (process.env.RECORD_HISTORIES === '1')
+      saveWorkflowHistory(c.svc.env.TEMPORAL_ADDRESS!, ofB.workflowId, 'tlog-witness-retired');
   });
 });
-
-/** Writes a workflow's history (its latest run) where the replay test reads it (RECORD_HISTORIES=1). */
-function saveHistory(m: Member, workflowId: string, name: string): void {
-  const json = execFileSync(
-    process.env.ZH_TEST_TEMPORAL_BIN!,
-    [
-      'workflow',
-      'show',
-      '--workflow-id',
-      workflowId,
-      '--address',
-      m.svc.env.TEMPORAL_ADDRESS!,
-      '--namespace',
-      'default',
-      '--output',
-      'json'
-    ],
-    { encoding: 'utf8' }
-  );
-  fs.writeFileSync(path.join(__dirname, '..', 'replay', 'histories', `${name}.json`), json);
-}

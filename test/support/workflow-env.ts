@@ -6,9 +6,6 @@
  * Every port the dev server binds that a flag can set is chosen here (freePort keeps it from being handed out
  * again), and a start that fails is tried again on new ports (see scripts/stack/temporal.ts for why).
  */
-import fs from 'node:fs';
-import path from 'node:path';
-import { execFileSync } from 'node:child_process';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker, Runtime, makeTelemetryFilterString } from '@temporalio/worker';
 import { MongoClient, Db } from 'mongodb';
@@ -17,6 +14,7 @@ import { Ledger } from '../../store/ledger/ledger';
 import { ensureIndexes } from '../../store/mongo';
 import { SEARCH_ATTRIBUTES } from '../../core/search-attributes';
 import { freePort } from '../../scripts/stack/process';
+import { saveWorkflowHistory } from './history';
 import { START_ATTEMPTS } from '../../scripts/stack/temporal';
 
 export interface WorkflowTestEnv {
@@ -58,28 +56,7 @@ export async function startWorkflowTestEnv(taskQueue: string): Promise<WorkflowT
       return (await createWorker(queue)).runUntil(fn);
     },
     async saveHistory(workflowId, name, runId) {
-      if (process.env.RECORD_HISTORIES !== '1') return;
-      const run = runId ? ['--run-id', runId] : [];
-      const json = execFileSync(
-        process.env.ZH_TEST_TEMPORAL_BIN!,
-        [
-          'workflow',
-          'show',
-          '--workflow-id',
-          workflowId,
-          ...run,
-          '--address',
-          env.address,
-          '--namespace',
-          'default',
-          '--output',
-          'json'
-        ],
-        { encoding: 'utf8' }
-      );
-      const dir = path.join(__dirname, '..', 'replay', 'histories');
-      fs.mkdirSync(dir, { recursive: true });
-      fs.writeFileSync(path.join(dir, `${name}.json`), json);
+      if (process.env.RECORD_HISTORIES === '1') saveWorkflowHistory(env.address, workflowId, name, runId);
     },
     async close() {
       worker.shutdown();
