@@ -14,6 +14,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { freePort, ServerHandle, spawnServer, waitForPort } from '../../scripts/stack/process';
+import { nginxArgs, NginxConf } from './nginx-conf';
 
 const CONF = path.resolve(__dirname, '..', '..', 'docker', 'nginx-lb.conf');
 
@@ -40,7 +41,7 @@ export async function startLoadBalancer(
     const handle: ServerHandle = spawnServer({
       name: 'lb',
       binary: nginxBin,
-      args: ['-p', `${prefix}/`, '-c', confFile, '-e', path.join(prefix, 'logs', 'error.log'), '-g', 'daemon off;'],
+      args: nginxArgs(prefix, confFile),
       pidFile: path.join(dataDir, 'run', 'lb.pid'),
       echo: process.env.ZH_TEST_ECHO === '1'
     });
@@ -66,16 +67,9 @@ async function render(
 ): Promise<{ conf: string; urls: Record<number, string> }> {
   const prefix = path.join(dataDir, 'lb');
   for (const dir of ['logs', 'temp']) fs.mkdirSync(path.join(prefix, dir), { recursive: true });
-  let conf = fs.readFileSync(CONF, 'utf8');
-  const replace = (pattern: RegExp, by: (...groups: string[]) => string) => {
-    if (!pattern.test(conf)) throw new Error(`docker/nginx-lb.conf no longer matches ${pattern}`);
-    conf = conf.replace(
-      new RegExp(pattern.source, pattern.flags.includes('g') ? pattern.flags : `${pattern.flags}g`),
-      (_m, ...groups: string[]) => by(...groups)
-    );
-  };
-  replace(/^\s*resolver [^;]*;\n/m, () => '');
-  replace(/server api:(\d+) resolve;/, (port) =>
+  const conf = new NginxConf(CONF);
+  conf.replace(/^\s*resolver [^;]*;\n/m, () => '');
+  conf.replace(/server api:(\d+) resolve;/, (port) =>
     replicas
       .map((r) => {
         const url = r[Number(port)];
@@ -86,32 +80,14 @@ async function render(
   );
   const urls: Record<number, string> = {};
   const listens: number[] = [];
-  for (const m of conf.matchAll(/listen (\d+);/g)) listens.push(Number(m[1]));
+  for (const m of conf.text.matchAll(/listen (\d+);/g)) listens.push(Number(m[1]));
   for (const port of listens) urls[port] = `http://127.0.0.1:${await freePort()}`;
-  replace(/listen (\d+);/, (port) => `listen ${new URL(urls[Number(port)]!).host};`);
-  replace(/^worker_processes [^;]*;/m, (): string =>
-    [
-      ...(process.getuid?.() === 0 ? ['user root;'] : []),
-      'worker_processes 1;',
-      `pid ${path.join(prefix, 'nginx.pid')};`,
-      `error_log ${path.join(prefix, 'logs', 'error.log')} warn;`
-    ].join('\n')
-  );
-  replace(/^http \{\n/m, () =>
-    [
-      'http {',
-      `  access_log off;`,
-      `  proxy_bind ${LB_ADDRESS};`,
-      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map(
-        (t) => `  ${t}_temp_path ${path.join(prefix, 'temp', t)};`
-      ),
-      ''
-    ].join('\n')
-  );
+  conf.replace(/listen (\d+);/, (port) => `listen ${new URL(urls[Number(port)]!).host};`);
+  conf.runUnder(prefix, [`proxy_bind ${LB_ADDRESS};`]);
   // Nothing of Docker's left: every listen and upstream server was replaced.
   for (const left of [/listen (?!127\.0\.0\.1:)/, /\bapi:\d/, /\bresolve\b/, /\bresolver\b/]) {
-    if (left.test(conf.replace(/#.*$/gm, '')))
+    if (left.test(conf.uncommented()))
       throw new Error(`docker/nginx-lb.conf: ${left} is left after the replacements; update test/support/nginx-lb.ts`);
   }
-  return { conf, urls };
+  return { conf: conf.text, urls };
 }

@@ -11,46 +11,24 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { ServerHandle } from '../../scripts/stack/process';
+import { nginxArgs, NginxConf } from '../support/nginx-conf';
 import { Host, waitForHostPort } from './hosts';
 
 const CONF = path.resolve(__dirname, '..', '..', 'docker', 'nginx-lb.conf');
 
 /** docker/nginx-lb.conf for API replicas at `replicas` (addresses; each serves every port the file balances). */
 export function renderApiLb(prefix: string, listen: string, replicas: string[]): { conf: string; ports: number[] } {
-  let conf = fs.readFileSync(CONF, 'utf8');
-  const replace = (pattern: RegExp, by: (...groups: string[]) => string) => {
-    if (!pattern.test(conf)) throw new Error(`docker/nginx-lb.conf no longer matches ${pattern}`);
-    conf = conf.replace(new RegExp(pattern.source, `${pattern.flags.replace('g', '')}g`), (_m, ...groups: string[]) =>
-      by(...groups)
-    );
-  };
-  replace(/^\s*resolver [^;]*;\n/m, () => '');
-  replace(/server api:(\d+) resolve;/, (port) => replicas.map((r) => `server ${r}:${port};`).join(' '));
-  const ports = [...conf.matchAll(/listen (\d+);/g)].map((m) => Number(m[1]));
-  replace(/listen (\d+);/, (port) => `listen ${listen}:${port};`);
-  replace(/^worker_processes [^;]*;/m, () =>
-    [
-      ...(process.getuid?.() === 0 ? ['user root;'] : []),
-      'worker_processes 1;',
-      `pid ${path.join(prefix, 'nginx.pid')};`,
-      `error_log ${path.join(prefix, 'logs', 'error.log')} warn;`
-    ].join('\n')
-  );
-  replace(/^http \{\n/m, () =>
-    [
-      'http {',
-      '  access_log off;',
-      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map(
-        (t) => `  ${t}_temp_path ${path.join(prefix, 'temp', t)};`
-      ),
-      ''
-    ].join('\n')
-  );
+  const conf = new NginxConf(CONF);
+  conf.replace(/^\s*resolver [^;]*;\n/m, () => '');
+  conf.replace(/server api:(\d+) resolve;/, (port) => replicas.map((r) => `server ${r}:${port};`).join(' '));
+  const ports = [...conf.text.matchAll(/listen (\d+);/g)].map((m) => Number(m[1]));
+  conf.replace(/listen (\d+);/, (port) => `listen ${listen}:${port};`);
+  conf.runUnder(prefix);
   for (const left of [/\bapi:\d/, /\bresolve\b/, /\bresolver\b/]) {
-    if (left.test(conf.replace(/#.*$/gm, '')))
+    if (left.test(conf.uncommented()))
       throw new Error(`docker/nginx-lb.conf: ${left} is left after the replacements; update test/topology/api-lb.ts`);
   }
-  return { conf, ports };
+  return { conf: conf.text, ports };
 }
 
 /** The balancer on `host` in front of `replicas`; answers its main listener's URL (the file's port 8080). */
@@ -68,7 +46,7 @@ export async function startApiLb(
   const handle = host.spawn({
     name: 'lb',
     binary: nginxBin,
-    args: ['-p', `${prefix}/`, '-c', confFile, '-e', path.join(prefix, 'logs', 'error.log'), '-g', 'daemon off;'],
+    args: nginxArgs(prefix, confFile),
     pidFile: path.join(prefix, 'run.pid')
   });
   for (const port of ports) await waitForHostPort(host.ip, port, 15_000, handle);

@@ -10,46 +10,24 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { ServerHandle } from '../../scripts/stack/process';
 import { FRONTEND_PORT } from '../../scripts/stack/temporal-cluster';
+import { nginxArgs, NginxConf } from '../support/nginx-conf';
 import { Host, waitForHostPort } from './hosts';
 
 const CONF = path.resolve(__dirname, '..', '..', 'docker', 'temporal-lb.conf');
 
 /** docker/temporal-lb.conf for `frontends` (host:port each, as many as the file names members), listening on `listen`. */
 export function renderTemporalLb(prefix: string, listen: string, frontends: string[]): string {
-  let conf = fs.readFileSync(CONF, 'utf8');
-  const replace = (pattern: RegExp, by: (...groups: string[]) => string) => {
-    if (!pattern.test(conf)) throw new Error(`docker/temporal-lb.conf no longer matches ${pattern}`);
-    conf = conf.replace(new RegExp(pattern.source, `${pattern.flags.replace('g', '')}g`), (_m, ...groups: string[]) =>
-      by(...groups)
-    );
-  };
-  replace(/server temporal-(\d+):7233/, (n) => {
+  const conf = new NginxConf(CONF);
+  conf.replace(/server temporal-(\d+):7233/, (n) => {
     const frontend = frontends[Number(n) - 1];
     if (!frontend) throw new Error(`no frontend for temporal-${n}`);
     return `server ${frontend}`;
   });
-  replace(/listen 7233 /, () => `listen ${listen} `);
-  replace(/^worker_processes [^;]*;/m, () =>
-    [
-      ...(process.getuid?.() === 0 ? ['user root;'] : []),
-      'worker_processes 1;',
-      `pid ${path.join(prefix, 'nginx.pid')};`,
-      `error_log ${path.join(prefix, 'logs', 'error.log')} warn;`
-    ].join('\n')
-  );
-  replace(/^http \{\n/m, () =>
-    [
-      'http {',
-      '  access_log off;',
-      ...['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map(
-        (t) => `  ${t}_temp_path ${path.join(prefix, 'temp', t)};`
-      ),
-      ''
-    ].join('\n')
-  );
-  if (/temporal-\d+:/.test(conf.replace(/#.*$/gm, '')))
+  conf.replace(/listen 7233 /, () => `listen ${listen} `);
+  conf.runUnder(prefix);
+  if (/temporal-\d+:/.test(conf.uncommented()))
     throw new Error('docker/temporal-lb.conf names more members than the frontends given');
-  return conf;
+  return conf.text;
 }
 
 export async function startTemporalLb(
@@ -66,7 +44,7 @@ export async function startTemporalLb(
   const handle = host.spawn({
     name: 'temporal-lb',
     binary: nginxBin,
-    args: ['-p', `${prefix}/`, '-c', confFile, '-e', path.join(prefix, 'logs', 'error.log'), '-g', 'daemon off;'],
+    args: nginxArgs(prefix, confFile),
     pidFile: path.join(prefix, 'run.pid')
   });
   await waitForHostPort(host.ip, FRONTEND_PORT, 15_000, handle);
