@@ -23,25 +23,23 @@
  * Each submitter's old tasks become its list's prefix (task-lists.ts), in creation order, so the list reads the same
  * as the sort by creation did.
  *
- * Who builds. Every API process runs `start()`; the lease decides: lease records `task-reads#lease#<epoch>`, taken
- * by a unique insert, renewed by their holder, and taken over (the next epoch, again by a unique insert) when not
- * renewed for `leaseMs`. Two builds at once are harmless (each writes the same prefixes and a correct base); the
+ * Who builds. Every API process runs `start()`; the lease decides (store/epoch-lease.ts: records
+ * `task-reads#lease#<epoch>` in `migrations`, renewed by their holder, taken over when not renewed for `leaseMs`).
+ * Two builds at once are harmless (each writes the same prefixes and a correct base); the
  * lease only saves the work. A lease in the API process rather than a Temporal workflow: the build is one resumable
  * step that any process can redo from the start, it must run even where no worker runs yet after an upgrade, and a
  * workflow would bring its replay histories for a one-off step.
  * A database without tasks gets its marker at the first pass.
  */
-import { randomBytes } from 'node:crypto';
-import os from 'node:os';
 import type { Collection, Db } from 'mongodb';
 import type { TaskState } from '../../core/federation/vocabulary';
+import { EpochLease } from '../epoch-lease';
 import { isDuplicateKey } from '../mongo';
 import { addTally, emptyTally, negate, tallyOf, type TaskCounters, type TaskTally } from './task-counters';
 import type { TaskLists } from './task-lists';
 
 export const MIGRATIONS_COLLECTION = 'migrations';
 const MARKER_ID = 'task-reads';
-const leaseId = (epoch: number) => `task-reads#lease#${epoch}`;
 const MAX_RETRY_MS = 120_000;
 
 interface MigrationDocument {
@@ -49,9 +47,6 @@ interface MigrationDocument {
   /** Marker: when and how it was written. */
   built_at?: string;
   by?: string;
-  /** Lease record. */
-  holder?: string;
-  renewed_at?: string;
 }
 
 /** An old task as the build reads it. */
@@ -84,8 +79,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms).u
 export class TaskReadsBuild {
   private readonly marks: Collection<MigrationDocument>;
   private readonly tasks: Collection<OldTask & { tracked?: boolean }>;
-  private readonly holder = `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   private readonly opts: Required<TaskReadsBuildOptions>;
+  private readonly lease: EpochLease;
   private built = false;
   private checkedAt = 0;
   /** Set by start()'s stop: a build in progress gives up at its next pass. */
@@ -100,6 +95,7 @@ export class TaskReadsBuild {
     this.marks = db.collection(MIGRATIONS_COLLECTION);
     this.tasks = db.collection('tasks');
     this.opts = { settleMs: 5_000, leaseMs: 60_000, recheckMs: 1_000, retryMs: 5_000, quietMs: 120_000, ...opts };
+    this.lease = new EpochLease(db, MIGRATIONS_COLLECTION, 'task-reads#lease#', this.opts.leaseMs);
   }
 
   /** Whether the lists and counters cover every task (once true, for good; otherwise looked up again after recheckMs). */
@@ -118,18 +114,14 @@ export class TaskReadsBuild {
   async run(): Promise<'built' | 'ready' | 'elsewhere'> {
     this.checkedAt = 0;
     if (await this.ready()) return 'ready';
-    const lease = await this.takeLease();
-    if (!lease) return 'elsewhere';
+    if (!(await this.lease.hold())) return 'elsewhere';
     const renew = setInterval(
-      () =>
-        void this.marks
-          .updateOne({ _id: lease }, { $set: { renewed_at: new Date().toISOString() } })
-          .catch(() => undefined),
+      () => void this.lease.renew(0).catch(() => undefined),
       Math.max(50, this.opts.leaseMs / 4)
     );
     renew.unref();
     try {
-      await this.build(`build:${this.holder}`);
+      await this.build(`build:${this.lease.holder}`);
       return 'built';
     } finally {
       clearInterval(renew);
@@ -166,31 +158,6 @@ export class TaskReadsBuild {
       this.stopping = true;
       if (timer) clearTimeout(timer);
     };
-  }
-
-  /** The lease id when this process holds (or now took) the newest lease; null when another live holder has it. */
-  private async takeLease(): Promise<string | null> {
-    let epoch = 0;
-    let newest: MigrationDocument | null = null;
-    for (;;) {
-      const next = await this.marks.findOne({ _id: leaseId(epoch + 1) });
-      if (!next) break;
-      newest = next;
-      epoch++;
-    }
-    if (newest?.holder === this.holder) return newest._id;
-    if (newest && Date.parse(newest.renewed_at ?? '') > Date.now() - this.opts.leaseMs) return null;
-    try {
-      await this.marks.insertOne({
-        _id: leaseId(epoch + 1),
-        holder: this.holder,
-        renewed_at: new Date().toISOString()
-      });
-      return leaseId(epoch + 1);
-    } catch (err) {
-      if (isDuplicateKey(err)) return null;
-      throw err;
-    }
   }
 
   /**

@@ -2,12 +2,12 @@
  * Keeps the key tree (key-tree.ts) up with the ledger: one process at a time reads the entries published since
  * `#indexed:edges` by `_id`, in seq order, adds their keys to the tree and moves `#indexed:edges` on.
  *
- * Every API process runs `start()`; a lease decides which one writes: records `#lease#<epoch>` in the tree's
- * collection, taken by a unique insert, renewed by their holder every poll, and taken over (the next epoch, again by
- * a unique insert) when not renewed for `leaseMs`. Before each batch's writes the holder checks that no later epoch
- * exists, and stops when one does, so two processes write at once only if one stalled between that check and its
- * writes for longer than `leaseMs`; each write sets a node to what the entries applied so far make it, and the next
- * batch from `#indexed:edges` repeats them, so even then the tree converges once one holder remains.
+ * Every API process runs `start()`; a lease decides which one writes (store/epoch-lease.ts: records `#lease#<epoch>`
+ * in the tree's collection, renewed by their holder every poll, taken over when not renewed for `leaseMs`). Before
+ * each batch's writes the holder checks that no later epoch exists, and stops when one does, so two processes write
+ * at once only if one stalled between that check and its writes for longer than `leaseMs`; each write sets a node
+ * to what the entries applied so far make it, and the next batch from `#indexed:edges` repeats them, so even then
+ * the tree converges once one holder remains.
  * A lease in the API process rather than a Temporal workflow: the work is a loop over the ledger that any process
  * can resume from `#indexed:edges`, it must run wherever the ledger is read (also where no worker runs), and a workflow
  * would add a history per batch for no durability the tree does not already have.
@@ -15,17 +15,14 @@
  * A ledger begun before the tree gets it built the same way, from seq 1; until the tree is near the ledger's head,
  * prefix reads take the query of earlier versions (reads.ts).
  */
-import { randomBytes } from 'node:crypto';
-import os from 'node:os';
 import type { Collection, Db } from 'mongodb';
 import type { LedgerEntryDocument } from '../../core/ledger/ledger-entry';
-import { isDuplicateKey } from '../mongo';
+import { EpochLease } from '../epoch-lease';
 import { LEDGER_COLLECTION } from './entries';
 import type { HeadRecords } from './heads';
-import { KeyTree, KeyTreeWriter, type KeyTreeDocument, type KeyTreeEntry } from './key-tree';
+import { KeyTree, KeyTreeWriter, LEDGER_KEY_TREE_COLLECTION, type KeyTreeEntry } from './key-tree';
 import type { PublishedKey } from './positions';
 
-const leaseId = (epoch: number) => `#lease#${epoch}`;
 /**
  * Entries applied per batch (read by `_id`, 256 at a time): a node changed by many entries of a batch is written
  * once, so larger batches write less (2,000: 19 s of writes for 20,000 entries of bench:reads' keys; 10,000: 6.5 s).
@@ -46,12 +43,8 @@ export interface KeyTreeIndexerOptions {
 export class KeyTreeIndexer {
   private readonly entries: Collection<LedgerEntryDocument>;
   private readonly writer: KeyTreeWriter;
-  private readonly holder = `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   private readonly opts: Required<KeyTreeIndexerOptions>;
-  /** The lease this process holds, with its epoch. */
-  private lease: { id: string; epoch: number; renewedAt: number } | null = null;
-  /** The newest epoch this process has seen (the walk for a newer one starts there). */
-  private seenEpoch = 0;
+  private readonly lease: EpochLease;
 
   constructor(
     db: Db,
@@ -66,6 +59,7 @@ export class KeyTreeIndexer {
     this.entries = db.collection<LedgerEntryDocument>(LEDGER_COLLECTION);
     this.writer = new KeyTreeWriter(tree);
     this.opts = { pollMs: 250, leaseMs: 60_000, scanBacklog: SCAN_BACKLOG, ...opts };
+    this.lease = new EpochLease(db, LEDGER_KEY_TREE_COLLECTION, '#lease#', this.opts.leaseMs);
   }
 
   /**
@@ -131,7 +125,7 @@ export class KeyTreeIndexer {
         if (published === undefined) throw new Error(`ledger entry ${seq} is missing: the key tree waits for it`);
         return { seq, ...published };
       });
-      if (this.lease && !(await this.renew())) return indexed;
+      if (this.lease.held && !(await this.lease.renew())) return indexed;
       await this.writer.apply(batch, to);
       indexed = to;
     }
@@ -147,7 +141,7 @@ export class KeyTreeIndexer {
     let batch: KeyTreeEntry[] = [];
     const flush = async (): Promise<boolean> => {
       if (batch.length === 0) return true;
-      if (this.lease && !(await this.renew())) return false;
+      if (this.lease.held && !(await this.lease.renew())) return false;
       const to = batch[batch.length - 1]!.seq;
       await this.writer.apply(batch, to);
       indexed = to;
@@ -168,51 +162,9 @@ export class KeyTreeIndexer {
 
   /** Takes or renews the lease; false while another live holder has it. */
   private async holdLease(): Promise<boolean> {
-    const nodes = this.tree.nodes;
-    if (this.lease && (await this.renew())) return true;
-    this.lease = null;
+    if (this.lease.held && (await this.lease.renew())) return true;
+    // Not holding it since the last batch: another process may have written the tree meanwhile.
     this.writer.forget();
-    let epoch = this.seenEpoch;
-    let newest: KeyTreeDocument | null = epoch > 0 ? await nodes.findOne({ _id: leaseId(epoch) }) : null;
-    for (;;) {
-      const next = await nodes.findOne({ _id: leaseId(epoch + 1) });
-      if (!next) break;
-      newest = next;
-      epoch++;
-    }
-    this.seenEpoch = epoch;
-    if (newest && Date.parse(newest.renewed_at ?? '') > Date.now() - this.opts.leaseMs) return false;
-    try {
-      await nodes.insertOne({ _id: leaseId(epoch + 1), holder: this.holder, renewed_at: new Date().toISOString() });
-    } catch (err) {
-      if (isDuplicateKey(err)) return false;
-      throw err;
-    }
-    this.lease = { id: leaseId(epoch + 1), epoch: epoch + 1, renewedAt: Date.now() };
-    this.seenEpoch = epoch + 1;
-    return true;
-  }
-
-  /**
-   * Whether this process still holds its lease (no later epoch exists), renewing it when a quarter of the lease
-   * period has passed since the last renewal. Called before each batch's writes, so a long build keeps its lease.
-   */
-  private async renew(): Promise<boolean> {
-    if (!(await this.stillHeld())) return false;
-    const lease = this.lease!;
-    if (Date.now() - lease.renewedAt >= this.opts.leaseMs / 4) {
-      const now = Date.now();
-      await this.tree.nodes.updateOne({ _id: lease.id }, { $set: { renewed_at: new Date(now).toISOString() } });
-      lease.renewedAt = now;
-    }
-    return true;
-  }
-
-  /** Whether no process took a later lease than this one's. */
-  private async stillHeld(): Promise<boolean> {
-    if (!this.lease) return false;
-    const later = await this.tree.nodes.findOne({ _id: leaseId(this.lease.epoch + 1) });
-    if (later) this.lease = null;
-    return later === null;
+    return this.lease.hold();
   }
 }
