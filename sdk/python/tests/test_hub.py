@@ -6,11 +6,13 @@ fails and honours a cancel of tasks an A2A client submitted; tampered proofs and
 reported; a checkpoint proves nothing until the pinned witnesses cosigned it, and a forged cosignature is reported;
 429 and 503 are waited out as Retry-After asks; no node key is logged."""
 
+import asyncio
 import logging
 import os
 import statistics
 import threading
 import time
+import uuid
 
 import httpx
 import pytest
@@ -223,6 +225,63 @@ def test_held_writes_follow_their_decision():
     assert ledger_keys("pysdk.held.") == ["pysdk.held.approve"]
     node.stop()
 
+def a2a_client(run):
+    """Runs `run(client)` with an A2A client (a2a-sdk, as shipped, over the card's HTTP+JSON interface) holding the
+    reviewer's token: how the work reaches the node, and how its outcome is read back."""
+    from a2a.client import ClientConfig, ClientFactory
+    from a2a.client.card_resolver import A2ACardResolver
+
+    async def main():
+        headers = {"x-zr-token": E["ZHONGSHU_TEST_REVIEWER"]}
+        async with httpx.AsyncClient(timeout=30, headers=headers) as http:
+            card = await A2ACardResolver(http, E["ZHONGSHU_TEST_MAIN"]).get_agent_card()
+            config = ClientConfig(
+                httpx_client=http, supported_protocol_bindings=["HTTP+JSON"], streaming=False, polling=True
+            )
+            return await run(ClientFactory(config).create(card))
+
+    return asyncio.run(main())
+
+
+def a2a_send(kinds):
+    """One A2A message per (task type, capabilities): the data {"n": 7}, the type and capabilities in metadata."""
+    from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
+    from google.protobuf import struct_pb2
+
+    async def run(client):
+        ids = []
+        for kind, capabilities in kinds:
+            metadata = struct_pb2.Struct()
+            metadata.update({"task_type": kind, "required_capabilities": list(capabilities)})
+            data = struct_pb2.Value()
+            data.struct_value.update({"n": 7})
+            message = Message(
+                message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(data=data)], metadata=metadata
+            )
+            replies = [reply async for reply in client.send_message(SendMessageRequest(message=message))]
+            assert len(replies) == 1 and replies[0].HasField("task"), replies
+            ids.append(replies[0].task.id)
+        return ids
+
+    return a2a_client(run)
+
+
+def a2a_states(ids):
+    """The state of each task (its TaskState name) and its artifacts' data parts, as the A2A client sees them."""
+    from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
+    from google.protobuf.json_format import MessageToDict
+
+    async def run(client):
+        seen = []
+        for tid in ids:
+            task = await client.get_task(GetTaskRequest(id=tid))
+            data = [MessageToDict(p)["data"] for a in task.artifacts for p in a.parts if p.HasField("data")]
+            seen.append((TaskState.Name(task.status.state), data))
+        return seen
+
+    return a2a_client(run)
+
+
 
 def test_worker_claims_renews_completes_fails_and_honours_cancel():
     events = []
@@ -237,7 +296,9 @@ def test_worker_claims_renews_completes_fails_and_honours_cancel():
             ctx.cancelled.wait(30)
             return {"never": "reported"}
         ctx.progress("started")
-        return {"echo": task["payload"]["n"]}
+        # A task made of an A2A message carries it whole: {"message": {..., "parts": [{"data": {"n": 7}}]}}.
+        data = next(p["data"] for p in task["payload"]["message"]["parts"] if "data" in p)
+        return {"echo": data["n"]}
 
     node = new_node(
         "worker",
@@ -251,23 +312,14 @@ def test_worker_claims_renews_completes_fails_and_honours_cancel():
     approve(node.node_id)
     eventually(lambda: node.state == "online", 15, "the worker online")
 
-    def submit(kind, required=("summarize",)):
-        # The A2A client's side: a task submitted on the hub listener.
-        res = reviewer(
-            "POST",
-            E["ZHONGSHU_TEST_A2A"] + "/a2a/task",
-            {"type": kind, "payload": {"n": 7}, "required_capabilities": list(required), "priority": 5},
-        )
-        assert res.status_code == 200, res.text
-        return res.json()["task_id"]
-
     def task(tid):
         return httpx.get(
             f"{E['ZHONGSHU_TEST_A2A']}/a2a/task/{tid}", headers={"x-zr-token": E["ZHONGSHU_TEST_REVIEWER"]}
         ).json()["task"]
 
-    echo, slow, boom, wait = (submit(k) for k in ("pysdk.echo", "pysdk.slow", "pysdk.boom", "pysdk.wait"))
-    gpu = submit("pysdk.gpu", ["gpu"])
+    summarize = ("summarize",)
+    kinds = [("pysdk.echo", summarize), ("pysdk.slow", summarize), ("pysdk.boom", summarize), ("pysdk.wait", summarize)]
+    echo, slow, boom, wait, gpu = a2a_send([*kinds, ("pysdk.gpu", ("gpu",))])
     eventually(lambda: any(e["task_id"] == wait for e in events), 10, "the waiting task claimed")
     assert control("POST", "/task/cancel", {"task_id": wait})["canceled"]
     settled = lambda tid: any(e["task_id"] == tid and e["state"] != "claimed" for e in events)  # noqa: E731
@@ -277,6 +329,13 @@ def test_worker_claims_renews_completes_fails_and_honours_cancel():
     assert task(boom)["state"] == "failed" and task(boom)["error"] == "boom at line 2"
     assert task(wait)["state"] == "canceled"
     assert [e["state"] for e in events if e["task_id"] == wait] == ["claimed", "canceled"]
+    # What the A2A client sees of the same tasks.
+    assert a2a_states([echo, boom, wait, gpu]) == [
+        ("TASK_STATE_COMPLETED", [{"echo": 7}]),
+        ("TASK_STATE_FAILED", []),
+        ("TASK_STATE_CANCELED", []),
+        ("TASK_STATE_SUBMITTED", []),
+    ]
     assert task(gpu)["state"] == "queued"  # needs a capability the node lacks
     node.stop()
 

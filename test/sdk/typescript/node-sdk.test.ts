@@ -2,7 +2,8 @@
  * The TypeScript node SDK against the real embedded stack, over real HTTP: a node registers, is approved by a
  * reviewer and beats; 200 truth writes made while the API process it talks to is stopped and started again all land
  * exactly once, and no write() call did any network I/O; a held write follows its approval; a node restarted on the
- * same state dir sends what the last one left; a work order is pulled and acknowledged; tampered proofs and
+ * same state dir sends what the last one left; a worker works the tasks an A2A client (@a2a-js/sdk) sends, and the
+ * client sees their outcomes; a work order is pulled and acknowledged; tampered proofs and
  * checkpoints are reported; 429 and 503 are waited out as Retry-After asks; the node key never appears in the SDK's
  * log.
  */
@@ -17,6 +18,7 @@ import { freePort, typescriptProcess } from '../../../scripts/stack/process';
 import { issueHomologousToken, registerDid } from '../../support/credentials';
 import { eventually, http, startTestService, type TestService } from '../../support/service';
 import { HubProxy } from './hub-proxy';
+import { getA2ATasks, sendA2AWork } from '../../support/a2a-client';
 import { cosign, cosignatureVerifierKey } from '../../../core/tlog/cosignature.node';
 import { TaskStore } from '../../../store/federation/tasks';
 import type { TaskEvent } from '../../../sdk/typescript/src';
@@ -62,6 +64,9 @@ function newNode(name: string, options: Partial<ConstructorParameters<typeof Hub
   return node;
 }
 
+/** The data part of the message an A2A client sent (the payload of a task made of a message is { message }). */
+const dataOf = (payload: Record<string, unknown>): Record<string, number> =>
+  (payload.message as { parts: Array<{ data?: Record<string, number> }> }).parts.find((p) => p.data)?.data ?? {};
 const ledgerEntries = async (keyPrefix: string) =>
   (await svc.db.collection('ledger').find({ did }).toArray()).filter((e) => String(e.key).startsWith(keyPrefix));
 
@@ -279,7 +284,7 @@ describe('the worker loop', () => {
             await new Promise((r) => ctx.signal.addEventListener('abort', r));
             return { never: 'reported' };
           }
-          return { echo: task.payload.n };
+          return { echo: dataOf(task.payload).n };
         }
       }
     });
@@ -290,23 +295,23 @@ describe('the worker loop', () => {
       body: { node_id: node.nodeId, reason: 'worker' }
     });
     await eventually(async () => (node.state === 'online' ? true : undefined), 15_000, 'the worker online');
-    const submit = async (type: string, required = ['summarize']) => {
-      const res = await http('POST', `${svc.urls.hub}/a2a/task`, {
-        headers: { 'x-zr-token': reviewer },
-        body: { type, payload: { n: 7 }, required_capabilities: required, priority: 5 }
-      });
-      expect(res.status).toBe(200);
-      return res.body.task_id as string;
-    };
+    // The work comes from an A2A client (@a2a-js/sdk): one message per task, its type and capabilities in metadata.
+    const client = { 'x-zr-token': reviewer };
+    const work = (type: string, capabilities = ['summarize']) => ({
+      messageId: `${type}-${Date.now()}`,
+      taskType: type,
+      capabilities,
+      data: { n: 7 }
+    });
     const task = async (id: string) =>
       (await http('GET', `${svc.urls.hub}/a2a/task/${id}`, { headers: { 'x-zr-token': reviewer } })).body.task;
-    const [echo, slow, boom, wait, other] = [
-      await submit('sdk.echo'),
-      await submit('sdk.slow'),
-      await submit('sdk.boom'),
-      await submit('sdk.wait'),
-      await submit('sdk.gpu', ['gpu'])
-    ];
+    const [echo, slow, boom, wait, other] = await sendA2AWork(svc.urls.main, client, [
+      work('sdk.echo'),
+      work('sdk.slow'),
+      work('sdk.boom'),
+      work('sdk.wait'),
+      work('sdk.gpu', ['gpu'])
+    ]);
     await eventually(async () => (events.some((e) => e.task_id === wait) ? true : undefined), 10_000, 'claimed');
     expect((await new TaskStore(svc.db).cancel(wait!)).canceled).toBe(true);
     await eventually(
@@ -323,6 +328,14 @@ describe('the worker loop', () => {
     expect(await task(wait!)).toMatchObject({ state: 'canceled', result: null });
     expect(events.find((e) => e.task_id === wait && e.state !== 'claimed')?.state).toBe('canceled');
     expect(await task(other!)).toMatchObject({ state: 'queued' }); // needs a capability the node lacks
+    // What the A2A client sees of the same tasks.
+    const seen = await getA2ATasks(svc.urls.main, client, [echo!, boom!, wait!, other!]);
+    expect(seen).toEqual([
+      expect.objectContaining({ id: echo, state: 'TASK_STATE_COMPLETED', artifacts: [{ echo: 7 }] }),
+      expect.objectContaining({ id: boom, state: 'TASK_STATE_FAILED', message: 'boom at the model' }),
+      expect.objectContaining({ id: wait, state: 'TASK_STATE_CANCELED' }),
+      expect.objectContaining({ id: other, state: 'TASK_STATE_SUBMITTED' })
+    ]);
     await node.stop();
   }, 60_000);
 });
