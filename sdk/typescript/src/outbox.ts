@@ -1,14 +1,27 @@
 /**
  * The durable outbox of truth writes: an append-only journal of JSON lines, one per enqueue and one per change of a
- * write's state (acknowledged, held, decided, failed, verified), each written and fsynced before the call that
- * made it returns. Opening it replays the journal (a line torn by a crash is dropped: its write() never returned),
- * then compacts it to the writes still open. What it guarantees: a write() that returned survives a crash of the
- * node and is sent again after it, with the same Idempotency-Key, so it lands once.
+ * write's state (acknowledged, held, decided, failed, verified). Opening it replays the journal (a line torn by a
+ * crash is dropped: its write() never returned), then compacts it to the writes still open.
+ *
+ * Each line is handed to the kernel (write(2)) before the call that made it returns, so a write() that returned
+ * survives a crash of the node's process (SIGKILL, an out-of-memory kill, an uncaught exception) and is sent again
+ * after it, with the same Idempotency-Key, so it lands once. Getting it onto the disk as well (fdatasync, so that it
+ * also survives a crash of the machine) depends on `sync`:
+ *   'group' (default): group commit off the caller's path: the lines appended while one fdatasync runs in libuv's
+ *          thread pool are synced by the next; the caller never waits for the disk. A crash of the machine loses at
+ *          most the lines of the fdatasync under way (about a millisecond of writes; more on a saturated disk).
+ *          flush() waits until everything appended so far is on the disk; close() syncs what is left.
+ *   'each':  fdatasync inside each call (what 'group' trades away: the call waits for the disk, 0.3-70 ms here).
+ *   'none':  no fdatasync (a crash of the machine may lose any recent line).
+ * A failed fdatasync (the disk failing) makes the next enqueue throw it.
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { syncDirectory } from './credentials';
+
+/** When the journal's lines reach the disk (see the module comment). */
+export type OutboxSync = 'group' | 'each' | 'none';
 
 export type WriteState = 'pending' | 'held' | 'acknowledged' | 'rejected' | 'expired' | 'failed';
 
@@ -60,6 +73,14 @@ export class Outbox {
   );
   private fd: number;
   private lines = 0;
+  /** Group commit: lines appended since the last fdatasync started, the one under way, and who waits for it. */
+  private dirty = false;
+  private syncing: number | null = null;
+  private waitingForCurrent: Array<(err: Error | null) => void> = [];
+  private waitingForNext: Array<(err: Error | null) => void> = [];
+  /** Journal descriptors replaced (compaction, close) while an fdatasync on them ran: closed when it ends. */
+  private retired = new Set<number>();
+  private syncError: Error | null = null;
   private readonly lockFile: string;
   private locked = false;
 
@@ -69,7 +90,7 @@ export class Outbox {
    */
   constructor(
     readonly file: string,
-    private readonly options: { durable?: boolean; keepUntilVerified?: boolean } = {}
+    private readonly options: { sync?: OutboxSync; keepUntilVerified?: boolean } = {}
   ) {
     fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
     this.lockFile = `${file}.lock`;
@@ -80,8 +101,9 @@ export class Outbox {
     this.compact();
   }
 
-  /** Appends the write to the journal (fsynced) and returns its record; no network I/O. */
+  /** Appends the write to the journal (see `sync` above) and returns its record; no network I/O. */
   enqueue(input: TruthInput): OutboxRecord {
+    if (this.syncError) throw this.syncError;
     const id = `w_${Date.now().toString(36)}_${randomBytes(9).toString('hex')}`;
     const line: JournalLine = {
       t: 'enq',
@@ -158,16 +180,50 @@ export class Outbox {
     };
   }
 
-  /** Closes the journal and lets another outbox open it. */
+  /** Resolves once every line appended so far is on the disk (at once with sync 'each' or 'none'). */
+  flush(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const done = (err: Error | null) => (err ? reject(err) : resolve());
+      if (this.dirty) this.waitingForNext.push(done);
+      else if (this.syncing !== null) this.waitingForCurrent.push(done);
+      else resolve();
+    });
+  }
+
+  /** Closes the journal (synced) and lets another outbox open it. */
   close(): void {
+    if (this.fd >= 0 && this.dirty) fs.fdatasyncSync(this.fd);
+    this.dirty = false;
+    for (const done of this.waitingForNext.splice(0)) done(null);
     this.closeJournal();
     if (this.locked) fs.rmSync(this.lockFile, { force: true });
     this.locked = false;
   }
 
   private closeJournal(): void {
-    if (this.fd >= 0) fs.closeSync(this.fd);
+    if (this.fd >= 0) {
+      if (this.fd === this.syncing) this.retired.add(this.fd);
+      else fs.closeSync(this.fd);
+    }
     this.fd = -1;
+  }
+
+  /** Starts the next group fdatasync, unless one is under way (its end starts the next). */
+  private groupSync(): void {
+    if (this.syncing !== null || !this.dirty || this.fd < 0) return;
+    const fd = this.fd;
+    this.dirty = false;
+    this.syncing = fd;
+    this.waitingForCurrent.push(...this.waitingForNext.splice(0));
+    fs.fdatasync(fd, (err) => {
+      this.syncing = null;
+      // A descriptor replaced meanwhile (compaction, close) was synced by whoever replaced it.
+      const failed = err && fd === this.fd ? err : null;
+      if (this.retired.delete(fd)) fs.closeSync(fd);
+      if (failed) this.syncError ??= failed;
+      for (const done of this.waitingForCurrent.splice(0)) done(failed);
+      this.groupSync();
+    });
   }
 
   private record(line: JournalLine): void {
@@ -180,8 +236,13 @@ export class Outbox {
   private append(line: JournalLine): void {
     if (this.fd < 0) throw new Error('the outbox is closed');
     fs.writeSync(this.fd, `${JSON.stringify(line)}\n`);
-    if (this.options.durable !== false) fs.fdatasyncSync(this.fd);
     this.lines++;
+    const sync = this.options.sync ?? 'group';
+    if (sync === 'each') fs.fdatasyncSync(this.fd);
+    else if (sync === 'group') {
+      this.dirty = true;
+      this.groupSync();
+    }
   }
 
   private reindex(r: OutboxRecord, previous?: WriteState): void {
@@ -273,6 +334,9 @@ export class Outbox {
     fs.renameSync(tmp, this.file);
     syncDirectory(path.dirname(this.file));
     this.fd = fs.openSync(this.file, 'a', 0o600);
+    // The new journal is on the disk whole: whoever waited for the old one's lines can stop waiting.
+    this.dirty = false;
+    for (const done of this.waitingForNext.splice(0)) done(null);
     this.lines = lines.length;
     for (const r of this.records.values()) r.attempts = 0;
   }

@@ -89,7 +89,7 @@ class HubNode:
         max_backoff_s: float = 30.0,
         held_poll_s: float = 5.0,
         request_timeout_s: float = 10.0,
-        durable: bool = True,
+        sync: str = "group",
         logger: Optional[logging.Logger] = None,
         transport: Any = None,
     ):
@@ -113,7 +113,7 @@ class HubNode:
         do_verify = verify and did is not None
         self.outbox = Outbox(
             os.path.join(state_dir, "outbox.sqlite"),
-            durable=durable,
+            sync=sync,
             keep_until_verified=do_verify if keep_unverified is None else keep_unverified,
         )
         self.presence = Presence(
@@ -269,7 +269,8 @@ class HubNode:
     # -- truth writes -------------------------------------------------------------------------------------------
 
     def write(self, key: str, value: Dict[str, Any], truth_type: Optional[str] = None) -> WriteHandle:
-        """Records a truth: stores it in the outbox (fsynced) and returns; no network I/O happens in this call."""
+        """Records a truth: stores it in the outbox and returns; no network I/O happens in this call, and (with the
+        default ``sync="group"``) no wait for the disk either: ``flush()`` waits for that."""
         if not self.writer:
             raise RuntimeError("no DID given: truth writes need one (HubNode(did=...))")
         # The hub's key rules (docs/ledger.md, Writing), checked here so a bad key fails the call, not the outbox.
@@ -293,6 +294,11 @@ class HubNode:
         if self._started:
             self.writer.kick()
         return WriteHandle(record.id, future, self.outbox)
+
+    def flush(self, timeout_s: Optional[float] = None) -> bool:
+        """Waits until every write() made so far is on the disk (it then survives a crash of the machine, not only of
+        the node); False when ``timeout_s`` passed first."""
+        return self.outbox.flush(timeout_s)
 
     def writes(self) -> List[OutboxRecord]:
         """The outbox's writes (pending, held, acknowledged and not yet verified, ...), oldest first."""

@@ -1,9 +1,19 @@
-"""The durable outbox of truth writes, in SQLite (the standard library's): one row per write, inserted and
-committed (``synchronous=FULL``: the write-ahead log is fsynced) before ``enqueue`` returns, and updated at each
-change of the write's state (acknowledged, held, decided, failed, verified). A crash loses no write whose
-``enqueue`` returned: the next outbox on the file sends it again, with the same Idempotency-Key (its id), so it
-lands once. Opening it drops the writes that are done (proven, failed, rejected, expired); one process at a time
-holds it (an advisory lock the kernel releases when the process dies)."""
+"""The durable outbox of truth writes, in SQLite (the standard library's), in write-ahead-log mode: one row per
+write, inserted and committed before ``enqueue`` returns, and updated at each change of the write's state
+(acknowledged, held, decided, failed, verified). A committed row is in the kernel when ``enqueue`` returns, so a
+crash of the node's process loses no write whose ``enqueue`` returned: the next outbox on the file sends it again,
+with the same Idempotency-Key (its id), so it lands once. Getting it onto the disk as well (so that it survives a
+crash of the machine) depends on ``sync``:
+
+- ``"group"`` (default): group commit off the caller's thread. Commits do not fsync (``synchronous=NORMAL``, no
+  automatic checkpoint); a syncer thread checkpoints the log (``wal_checkpoint(PASSIVE)``, which fsyncs it first)
+  whenever rows were committed since its last round, on a connection of its own, so the caller never waits for the
+  disk. A crash of the machine loses at most the rows committed since the last round. ``flush()`` waits for them.
+- ``"each"``: ``synchronous=FULL``: each enqueue's commit fsyncs the log (the caller waits for the disk).
+- ``"none"``: ``synchronous=OFF``.
+
+Opening it drops the writes that are done (proven, failed, rejected, expired); one process at a time holds it (an
+advisory lock the kernel releases when the process dies)."""
 
 from __future__ import annotations
 
@@ -18,6 +28,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Optional
 
+_LEVELS = {"group": "NORMAL", "each": "FULL", "none": "OFF"}
 STATES = ("pending", "held", "acknowledged", "rejected", "expired", "failed")
 _DONE = ("failed", "rejected", "expired")
 
@@ -58,9 +69,19 @@ def _base36(n: int) -> str:
 
 
 class Outbox:
-    def __init__(self, path: str, durable: bool = True, keep_until_verified: bool = True):
-        """``keep_until_verified``: acknowledged writes stay until their inclusion is proven (so a restart proves
-        them still); without verification they leave at the next open."""
+    def __init__(self, path: str, sync: str = "group", keep_until_verified: bool = True):
+        """``sync``: "group", "each" or "none" (see the module). ``keep_until_verified``: acknowledged writes stay
+        until their inclusion is proven (so a restart proves them still); without verification they leave at the next
+        open."""
+        if sync not in ("group", "each", "none"):
+            raise ValueError(f'sync is "group", "each" or "none", not {sync!r}')
+        self._mode = sync
+        self._committed = 0  # rows committed (enqueues and changes) since the open
+        self._synced = 0  # of those, how many the syncer's last round put on the disk
+        self._sync_error: Optional[BaseException] = None
+        self._synced_cond = threading.Condition(threading.Lock())
+        self._syncer: Optional[threading.Thread] = None
+        self._closing = False
         os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
         self.path = path
         self._keep = keep_until_verified
@@ -71,8 +92,10 @@ class Outbox:
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             os.chmod(path, 0o600)
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._durable = durable
-            self._sync("FULL")
+            self._db.execute(f"PRAGMA synchronous={_LEVELS[sync]}")
+            if sync == "group":
+                # No checkpoint inside a caller's commit: the syncer runs them.
+                self._db.execute("PRAGMA wal_autocheckpoint=0")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS writes (id TEXT PRIMARY KEY, key TEXT NOT NULL, value TEXT NOT NULL,"
                 " truth_type TEXT, enqueued_at TEXT NOT NULL, state TEXT NOT NULL, seq INTEGER, event_id TEXT,"
@@ -99,6 +122,10 @@ class Outbox:
             self.close()
             raise
         self._n = len(self._records)
+        if sync == "group":
+            self._wake = threading.Event()
+            self._syncer = threading.Thread(target=self._sync_rounds, name="zhongshu-outbox-sync", daemon=True)
+            self._syncer.start()
 
     def enqueue(self, key: str, value: Dict[str, Any], truth_type: Optional[str] = None) -> OutboxRecord:
         """Stores the write durably and returns its record; no network I/O."""
@@ -107,14 +134,58 @@ class Outbox:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
         r = OutboxRecord(id=rid, key=key, value=json.loads(text), truth_type=truth_type, enqueued_at=at)
         with self._mutex:
+            if self._sync_error is not None:
+                raise self._sync_error
             self._n += 1
-            self._sync("FULL")
             self._db.execute(
                 "INSERT INTO writes (id, key, value, truth_type, enqueued_at, state, n) VALUES (?,?,?,?,?,?,?)",
                 (rid, key, text, truth_type, at, "pending", self._n),
             )
             self._records[rid] = r
+            self._committed += 1
+        if self._syncer is not None:
+            self._wake.set()
         return replace(r)
+
+    def flush(self, timeout_s: Optional[float] = None) -> bool:
+        """Waits until every row committed so far is on the disk (at once with sync "each" or "none"); False when
+        ``timeout_s`` passed first. Raises what the syncer met if the disk failed."""
+        if self._syncer is None:
+            return True
+        with self._mutex:
+            target = self._committed
+        self._wake.set()
+        with self._synced_cond:
+            done = self._synced_cond.wait_for(
+                lambda: self._synced >= target or self._sync_error is not None or self._closing, timeout_s
+            )
+        if self._sync_error is not None:
+            raise self._sync_error
+        return done
+
+    def _sync_rounds(self) -> None:
+        """The syncer: a checkpoint of the log (fsynced first) whenever rows were committed since the last round."""
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            db.execute("PRAGMA synchronous=NORMAL")  # a checkpoint fsyncs the log, then the database file
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._closing:
+                    return
+                with self._mutex:
+                    target = self._committed
+                if target == self._synced:
+                    continue
+                try:
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error as err:  # the disk failing: the next enqueue raises it
+                    self._sync_error = err
+                with self._synced_cond:
+                    self._synced = target
+                    self._synced_cond.notify_all()
+        finally:
+            db.close()
 
     def acknowledge(self, rid: str, seq: int, event_id: Optional[str]) -> None:
         self._update(rid, state="acknowledged", seq=seq, event_id=event_id)
@@ -170,7 +241,16 @@ class Outbox:
             return c
 
     def close(self) -> None:
-        """Closes the database and lets another outbox open it."""
+        """Closes the database (the last connection's close checkpoints and syncs it) and lets another outbox open
+        it."""
+        syncer = getattr(self, "_syncer", None)
+        if syncer is not None:
+            self._closing = True
+            self._wake.set()
+            syncer.join()
+            self._syncer = None
+            with self._synced_cond:
+                self._synced_cond.notify_all()
         with self._mutex:
             db = getattr(self, "_db", None)
             if db is not None:
@@ -187,21 +267,17 @@ class Outbox:
                 return
             if self._db is None:
                 raise RuntimeError("the outbox is closed")
-            # A state change lost to a crash costs a resend with the same Idempotency-Key, which the hub answers with
-            # the first entry (or the same approval): it needs no fsync of its own; the next enqueue's carries it.
-            self._sync("NORMAL")
+            # A state change lost to a crash of the machine costs a resend with the same Idempotency-Key, which the
+            # hub answers with the first entry (or the same approval).
             columns = ", ".join(f"{k} = ?" for k in changes)
             values = [json.dumps(v) if k == "error" else v for k, v in changes.items()]
             self._db.execute(f"UPDATE writes SET {columns} WHERE id = ?", (*values, rid))
             for k, v in changes.items():
                 setattr(r, k, v)
+            self._committed += 1
             self._prune()
-
-    def _sync(self, level: str) -> None:
-        level = level if self._durable else "OFF"
-        if level != getattr(self, "_level", None):
-            self._db.execute(f"PRAGMA synchronous={level}")
-            self._level = level
+        if self._syncer is not None:
+            self._wake.set()
 
     def _prune(self) -> None:
         """Forgets writes that are done once they outnumber the open ones (their rows left at the last open)."""
