@@ -13,6 +13,7 @@ import { humanText } from '../../../core/identifiers';
 import { checkpointKeyProblem, submissionPrefixProblem, witnessKeyProblem } from '../../../core/config/tlog.node';
 import type { PeerDocument } from '../../../store/federation/peers';
 import type { PeerRegistry } from '../../../services/federation/peers';
+import { ERROR_BODY } from '../../response-docs';
 
 const publicPeer = ({ _id, tlog, tlog_offered, ...rest }: PeerDocument) => ({
   peer_id: _id,
@@ -124,7 +125,10 @@ export const peerRoutes: FastifyPluginAsyncZod<{ peers: PeerRegistry }> = async 
           .strict(),
         response: {
           200: peerResponse.describe('Updated and re-probed'),
-          201: peerResponse.describe('Added and probed')
+          201: peerResponse.describe('Added and probed'),
+          409: ERROR_BODY.describe(
+            'The witness name is pinned for another peer, or TLOG_WITNESSES has it with another key'
+          )
         }
       }
     },
