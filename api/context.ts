@@ -48,6 +48,8 @@ import { WitnessStore } from '../store/tlog/witness';
 import { CosignatureStore } from '../store/tlog/cosignatures';
 import { createWitnessPolicy, type WitnessPolicy } from '../services/tlog/cosigned';
 import { startCheckpointPublisher } from '../services/tlog/publisher';
+import { createPeerWitnesses } from '../services/tlog/peer-witnesses';
+import { createPeerRegistry, type PeerRegistry } from '../services/federation/peers';
 
 export interface ServiceContext {
   config: Config;
@@ -62,7 +64,8 @@ export interface ServiceContext {
   presenceRecorder: PresenceRecorder;
   nodeCache: NodeCache;
   tasks: TaskStore;
-  peers: PeerStore;
+  /** The peer registry, with the transparency keys pinned for peers (services/federation/peers.ts). */
+  peers: PeerRegistry;
   tree: DirectoryTreeStore;
   temporal: Client;
   keys: HubKeys;
@@ -83,7 +86,7 @@ export interface ServiceContext {
   tlog: TlogCheckpoints;
   /** The hub as a C2SP tlog-witness of the logs it is configured for (services/tlog/witness.ts). */
   witness: TlogWitness;
-  /** The witnesses of the hub's log and the k-of-n policy (TLOG_WITNESSES, services/tlog/cosigned.ts). */
+  /** The witnesses of the hub's log and the k-of-n policy (settings and peers, services/tlog/cosigned.ts). */
   logWitnesses: WitnessPolicy;
   slimGroups: SlimGroupStore;
   gpus: GpuStore;
@@ -167,10 +170,26 @@ export async function createServiceContext(
     const credentials = new CredentialStore(mongo.db);
     const memoryGateway = new MemoryGatewayClient(memoryGatewayUrl(config), config.MEMORY_GATEWAY_TIMEOUT_MS);
     const keys = loadOrCreateHubKeys(config.dataDir);
+    // The witnessed logs and the witnesses: the settings and the peer registry's pins, read before anything uses
+    // them (an empty first copy would make the publisher retire the peers' witness workflows).
+    const peerStore = new PeerStore(mongo.db);
+    const tlogIdentity = { origin: config.tlogOrigin, witnessName: config.tlogWitnessName };
+    const peerWitnesses = createPeerWitnesses({
+      peers: peerStore,
+      settings: {
+        witnessedLogs: config.TLOG_WITNESSED_LOGS ?? [],
+        witnesses: config.TLOG_WITNESSES ?? [],
+        quorum: config.tlogWitnessQuorum
+      },
+      self: tlogIdentity,
+      logger
+    });
+    await peerWitnesses.refresh();
+    const stopPeerWitnesses = peerWitnesses.start();
     const logWitnesses = createWitnessPolicy({
       store: new CosignatureStore(mongo.db, config.tlogOrigin),
-      witnesses: config.TLOG_WITNESSES ?? [],
-      quorum: config.tlogWitnessQuorum
+      witnesses: peerWitnesses.witnesses,
+      quorum: peerWitnesses.quorum
     });
     const tlog = createTlogCheckpoints({
       ledger,
@@ -183,7 +202,8 @@ export async function createServiceContext(
       tlog,
       temporal,
       coreQueue: config.TEMPORAL_TASK_QUEUE,
-      witnesses: config.TLOG_WITNESSES ?? [],
+      witnesses: peerWitnesses.witnesses,
+      refreshWitnesses: peerWitnesses.refresh,
       intervalMs: config.TLOG_CHECKPOINT_INTERVAL_MS,
       logger
     });
@@ -200,7 +220,12 @@ export async function createServiceContext(
       presenceRecorder,
       nodeCache,
       tasks,
-      peers: new PeerStore(mongo.db),
+      peers: createPeerRegistry({
+        peers: peerStore,
+        self: tlogIdentity,
+        settingsWitnesses: config.TLOG_WITNESSES ?? [],
+        refreshTlog: peerWitnesses.refresh
+      }),
       tree,
       temporal,
       keys,
@@ -218,7 +243,7 @@ export async function createServiceContext(
         store: new WitnessStore(mongo.db),
         keys,
         name: config.tlogWitnessName,
-        logs: config.TLOG_WITNESSED_LOGS ?? []
+        logs: peerWitnesses.witnessedLogs
       }),
       slimGroups: new SlimGroupStore(mongo.db),
       gpus: new GpuStore(mongo.db),
@@ -231,6 +256,7 @@ export async function createServiceContext(
       memoryGateway,
       close: async () => {
         stopPublisher();
+        stopPeerWitnesses();
         nodeCache.stop();
         stopTaskReadsBuild();
         stopKeyTree();

@@ -80,8 +80,11 @@ export type Config = z.infer<typeof configSchema> & {
   tlogOrigin: string;
   /** The name of the hub's cosigning key as a witness (TLOG_WITNESS_NAME, or `<tlogOrigin>/witness`). */
   tlogWitnessName: string;
-  /** How many of TLOG_WITNESSES make a checkpoint witnessed (TLOG_WITNESS_QUORUM, or all of them). */
-  tlogWitnessQuorum: number;
+  /**
+   * How many witnesses make a checkpoint witnessed (TLOG_WITNESS_QUORUM), counted over TLOG_WITNESSES and the peer
+   * registry's; null: all of those configured at the time (services/tlog/peer-witnesses.ts).
+   */
+  tlogWitnessQuorum: number | null;
 };
 
 export class ConfigError extends Error {
@@ -106,11 +109,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
   const c = parsed.data;
   const tlogOrigin = c.TLOG_ORIGIN ?? defaultTlogOrigin(c.PUBLIC_URL ?? `http://localhost:${c.PORT}`);
-  const witnesses = c.TLOG_WITNESSES?.length ?? 0;
-  if ((c.TLOG_WITNESS_QUORUM ?? 0) > witnesses)
-    throw new ConfigError([
-      `TLOG_WITNESS_QUORUM=${c.TLOG_WITNESS_QUORUM}: more than the ${witnesses} witness(es) of TLOG_WITNESSES`
-    ]);
   return {
     ...c,
     dataDir: path.resolve(c.DATA_DIR),
@@ -118,7 +116,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     hubPublicUrl: (c.HUB_PUBLIC_URL ?? `http://localhost:${c.HUB_PORT}`).replace(/\/+$/, ''),
     tlogOrigin,
     tlogWitnessName: c.TLOG_WITNESS_NAME ?? `${tlogOrigin}/witness`,
-    tlogWitnessQuorum: c.TLOG_WITNESS_QUORUM ?? witnesses
+    tlogWitnessQuorum: c.TLOG_WITNESS_QUORUM ?? null
   };
 }
 

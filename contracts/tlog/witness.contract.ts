@@ -1,12 +1,12 @@
 /**
  * What the API, operators and the witness/<core queue>/<witness name> workflows share. One workflow per witness of
- * this hub's log (TLOG_WITNESSES): it submits the hub's newest signed checkpoint to the witness (C2SP tlog-witness,
- * activities/tlog/witness.ts), keeps each cosignature that verifies with the configured key, and sleeps until the
- * next checkpoint (the API's `configure` signal, sent with the settings whenever it signs one) or the poll interval.
- * A witness that is down or refuses is tried again with a doubling backoff; it never blocks signing or serving.
- * Continues as new to keep its history bounded. A witness removed from TLOG_WITNESSES is sent `retire` by the API
- * (witness.client.ts): its workflow ends, `retired`. The core task queue names the hub (hubs sharing a namespace each
- * have their own). Operators:
+ * this hub's log (TLOG_WITNESSES, or a witness key pinned in the peer registry): it submits the hub's newest signed
+ * checkpoint to the witness (C2SP tlog-witness, activities/tlog/witness.ts), keeps each cosignature that verifies
+ * with the configured key, and sleeps until the next checkpoint (the API's `configure` signal, sent with the
+ * settings whenever it signs one) or the poll interval. A witness that is down or refuses is tried again with a
+ * doubling backoff; it never blocks signing or serving. Continues as new to keep its history bounded. A witness
+ * removed (from TLOG_WITNESSES or the registry) is sent `retire` by the API (witness.client.ts): its workflow ends,
+ * `retired`. The core task queue names the hub (hubs sharing a namespace each have their own). Operators:
  *   temporal workflow query --workflow-id 'witness/zhongshu-hub/<name>' --type tlogWitnessStatus
  *   temporal workflow list --query 'WorkflowType = "tlogWitnessWorkflow" AND WitnessState = "unreachable"'
  */
@@ -22,7 +22,7 @@ export const TLOG_WITNESS_TASK_QUEUES: FlowTaskQueues = { workflow: 'core', acti
 export interface TlogWitnessSettings {
   /** The hub's checkpoint origin (TLOG_ORIGIN). */
   origin: string;
-  /** The witness: its name, cosignature verifier key and submission prefix (one entry of TLOG_WITNESSES). */
+  /** The witness: its name, cosignature verifier key and submission prefix (TLOG_WITNESSES, or a peer's pins). */
   name: string;
   verifier_key: string;
   url: string;
@@ -81,7 +81,7 @@ export const DEFAULT_WITNESS_HISTORY_LIMIT = 1_000;
 /** The settings (from the API's configuration) and a round now: sent with signal-with-start at every new checkpoint. */
 export const witnessConfigureSignal = defineSignal<[TlogWitnessSettings]>('configure');
 /**
- * The witness is no longer configured (sent by an API process whose TLOG_WITNESSES lacks it): the workflow ends after
+ * The witness is no longer configured (sent by an API process whose witnesses lack it): the workflow ends after
  * the round under way, with its status as result. Signal-with-start of `configure` starts it again if it is added back.
  */
 export const witnessRetireSignal = defineSignal<[{ reason: string }]>('retire');

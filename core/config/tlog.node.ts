@@ -17,6 +17,42 @@ export interface WitnessedLog {
   verifierKeys: string[];
 }
 
+/** Why `key` is not a checkpoint (note) verifier key whose key id is its name and key's (c2sp.org/signed-note). */
+export function checkpointKeyProblem(key: string): string | null {
+  return VERIFIER_KEY.test(key) && safeParse(key)?.type === ED25519_NOTE
+    ? null
+    : 'not a checkpoint verifier key (<name>+<key id>+<base64 of 0x01 || Ed25519 key>) with the key id of that name and key';
+}
+
+/** Why `key` is not a cosignature/v1 verifier key whose key id is its name and key's (c2sp.org/tlog-cosignature). */
+export function witnessKeyProblem(key: string): string | null {
+  return safeParse(key)?.type === ED25519_COSIGNATURE_V1
+    ? null
+    : 'the key is not a cosignature/v1 verifier key (<name>+<key id>+<base64 of 0x04 || Ed25519 key>) with the key id of that name and key';
+}
+
+/** Why `url` cannot be a C2SP tlog-witness submission prefix (`<url>/add-checkpoint` is where checkpoints go). */
+export function submissionPrefixProblem(url: string): string | null {
+  let prefix: URL | null = null;
+  try {
+    prefix = new URL(url);
+  } catch {
+    prefix = null;
+  }
+  return !prefix || !/^https?:$/.test(prefix.protocol) || prefix.search || prefix.hash
+    ? 'the submission prefix is not an http(s) URL without query or fragment'
+    : null;
+}
+
+/** A key whose bytes are no Ed25519 public key the crypto library takes is no key either. */
+function safeParse(key: string) {
+  try {
+    return parseVerifierKey(key);
+  } catch {
+    return null;
+  }
+}
+
 /** `[<origin> ]<verifier key>` entries, separated by commas or newlines; keys of one origin are grouped. */
 export function parseWitnessedLogs(value: string, ctx?: z.RefinementCtx): WitnessedLog[] {
   const logs = new Map<string, string[]>();
@@ -27,9 +63,7 @@ export function parseWitnessedLogs(value: string, ctx?: z.RefinementCtx): Witnes
     const parts = entry.split(/\s+/);
     const key = parts.length === 2 ? parts[1]! : parts[0]!;
     const origin = parts.length === 2 ? parts[0]! : key.split('+')[0]!;
-    // A note verifier key (type 0x01) whose key id is the one its name and key give (c2sp.org/signed-note).
-    const parsed = VERIFIER_KEY.test(key) ? parseVerifierKey(key) : null;
-    if (parts.length > 2 || !KEY_NAME.test(origin) || parsed?.type !== ED25519_NOTE) {
+    if (parts.length > 2 || !KEY_NAME.test(origin) || checkpointKeyProblem(key) !== null) {
       ctx?.addIssue({
         code: 'custom',
         message: `not "[<origin> ]<name>+<key id>+<base64 Ed25519 key>" with the key id of that name and key: ${entry}`
@@ -59,28 +93,18 @@ export function parseLogWitnesses(value: string, ctx?: z.RefinementCtx): LogWitn
     .map((s) => s.trim())
     .filter(Boolean)) {
     const [key = '', url = '', ...rest] = entry.split(/\s+/);
-    const parsed = parseVerifierKey(key);
-    let prefix: URL | null = null;
-    try {
-      prefix = new URL(url);
-    } catch {
-      prefix = null;
-    }
+    const name = key.split('+')[0]!;
     const problem =
       rest.length > 0 || !url
         ? 'not "<witness verifier key> <submission prefix URL>"'
-        : parsed?.type !== ED25519_COSIGNATURE_V1
-          ? 'the key is not a cosignature/v1 verifier key (<name>+<key id>+<base64 of 0x04 || Ed25519 key>) with the key id of that name and key'
-          : !prefix || !/^https?:$/.test(prefix.protocol) || prefix.search || prefix.hash
-            ? 'the submission prefix is not an http(s) URL without query or fragment'
-            : witnesses.some((w) => w.name === parsed.name)
-              ? `a second witness named ${parsed.name}`
-              : null;
+        : (witnessKeyProblem(key) ??
+          submissionPrefixProblem(url) ??
+          (witnesses.some((w) => w.name === name) ? `a second witness named ${name}` : null));
     if (problem) {
       ctx?.addIssue({ code: 'custom', message: `${problem}: ${entry}` });
       continue;
     }
-    witnesses.push({ name: parsed!.name, verifierKey: key, url: url.replace(/\/+$/, '') });
+    witnesses.push({ name, verifierKey: key, url: url.replace(/\/+$/, '') });
   }
   return witnesses;
 }
@@ -107,7 +131,7 @@ export const tlogSettings = defineCapability({
       .transform((v, ctx) => parseWitnessedLogs(v, ctx))
       .optional()
       .describe(
-        "The logs this hub witnesses (POST /tlog/add-checkpoint, C2SP tlog-witness): entries separated by commas or newlines, each the log's checkpoint verifier key (GET /tlog/verifier-key of a peer hub), whose key name is the log's origin, or `<origin> <verifier key>` when they differ. Several keys of one origin are all trusted. Unset: the hub witnesses no log (add-checkpoint answers 404 for every origin)."
+        "The logs this hub witnesses (POST /tlog/add-checkpoint, C2SP tlog-witness): entries separated by commas or newlines, each the log's checkpoint verifier key (GET /tlog/verifier-key of a peer hub), whose key name is the log's origin, or `<origin> <verifier key>` when they differ. Several keys of one origin are all trusted. The peer registry adds the checkpoint keys pinned for peers (POST /admin/peers). Unset: the hub witnesses only the logs of the peer registry (add-checkpoint answers 404 for every other origin)."
       )
       .meta(setting({ allowed: '[<origin> ]<name>+<8 hex key id>+<base64 of 0x01 || Ed25519 key>, comma-separated' })),
     TLOG_WITNESS_NAME: z
@@ -125,7 +149,7 @@ export const tlogSettings = defineCapability({
       .transform((v, ctx) => parseLogWitnesses(v, ctx))
       .optional()
       .describe(
-        "The witnesses of this hub's log (C2SP tlog-witness): entries separated by commas or newlines, each `<witness verifier key> <submission prefix URL>`: the key as the witness publishes it (a peer hub's GET /tlog/witness-key: `<name>+<key id>+<base64 of 0x04 || Ed25519 key>`) and the prefix to which /add-checkpoint is appended (a peer hub's <PUBLIC_URL>/tlog). The worker submits every new checkpoint to each (workflow witness/<TEMPORAL_TASK_QUEUE>/<name>) and keeps the cosignatures that verify with that key; GET /tlog/checkpoint serves them. Unset: no witness, checkpoints carry no cosignature."
+        "The witnesses of this hub's log (C2SP tlog-witness): entries separated by commas or newlines, each `<witness verifier key> <submission prefix URL>`: the key as the witness publishes it (a peer hub's GET /tlog/witness-key: `<name>+<key id>+<base64 of 0x04 || Ed25519 key>`) and the prefix to which /add-checkpoint is appended (a peer hub's <PUBLIC_URL>/tlog). The worker submits every new checkpoint to each (workflow witness/<TEMPORAL_TASK_QUEUE>/<name>) and keeps the cosignatures that verify with that key; GET /tlog/checkpoint serves them. The peer registry adds the witness keys pinned for peers (POST /admin/peers). Unset: only the peer registry's witnesses (none: checkpoints carry no cosignature)."
       )
       .meta(
         setting({ allowed: '<name>+<8 hex key id>+<base64 of 0x04 || Ed25519 key> <http(s) URL>, comma-separated' })
@@ -137,9 +161,9 @@ export const tlogSettings = defineCapability({
       .max(64)
       .optional()
       .describe(
-        'How many of TLOG_WITNESSES must cosign a checkpoint for it to count as witnessed (k of n): GET /tlog/checkpoint serves the newest checkpoint with at least this many valid cosignatures (before any has: the newest signed one with the cosignatures it has). Unset: all of them. At most the number of witnesses.'
+        'How many witnesses of this log must cosign a checkpoint for it to count as witnessed (k of n), n counting TLOG_WITNESSES and the witnesses pinned in the peer registry (POST /admin/peers) at the time: GET /tlog/checkpoint serves the newest checkpoint with at least this many valid cosignatures (before any has, or while fewer than k witnesses are configured: the newest signed one with the cosignatures it has). Unset: all the witnesses configured at the time.'
       )
-      .meta(setting({ allowed: '0 to the number of TLOG_WITNESSES' })),
+      .meta(setting({ allowed: '0 to 64' })),
     TLOG_CHECKPOINT_INTERVAL_MS: z.coerce
       .number()
       .int()
@@ -147,7 +171,7 @@ export const tlogSettings = defineCapability({
       .max(3_600_000)
       .default(2000)
       .describe(
-        'With TLOG_WITNESSES set, each API process signs a checkpoint of the ledger this often when it has grown (otherwise only GET /tlog/checkpoint signs), and tells the witness workflows about it.'
+        'With witnesses of this log (TLOG_WITNESSES or the peer registry), each API process signs a checkpoint of the ledger this often when it has grown (otherwise only GET /tlog/checkpoint signs), and tells the witness workflows about it.'
       )
       .meta(setting({ allowed: '100 to 3600000 (ms)' }))
   })

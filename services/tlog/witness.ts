@@ -1,6 +1,6 @@
 /**
  * The hub as a C2SP tlog-witness (c2sp.org/tlog-witness): add-checkpoint for the logs it is configured to witness
- * (TLOG_WITNESSED_LOGS), answered with a cosignature/v1 (c2sp.org/tlog-cosignature) by the hub's Ed25519 key under
+ * (TLOG_WITNESSED_LOGS and the peer registry's pinned checkpoint keys: services/tlog/peer-witnesses.ts), answered with a cosignature/v1 (c2sp.org/tlog-cosignature) by the hub's Ed25519 key under
  * the witness name (TLOG_WITNESS_NAME).
  *
  * In the spec's order: a malformed body is 400; an origin not witnessed 404; no valid signature of a trusted key of
@@ -35,7 +35,7 @@ export interface TlogWitness {
   readonly name: string;
   /** The witness's cosignature verifier key: `<name>+<key id>+<base64 of 0x04 || Ed25519 key>`. */
   readonly verifierKey: string;
-  /** The origins witnessed. */
+  /** The origins witnessed now. */
   readonly origins: string[];
   addCheckpoint(body: string, log: WitnessLog): Promise<AddCheckpointResult>;
 }
@@ -47,20 +47,32 @@ export function createTlogWitness(deps: {
   store: WitnessStore;
   keys: Pick<HubKeys, 'privateKey' | 'publicKeyBase64'>;
   name: string;
-  logs: WitnessedLog[];
+  /** The logs witnessed, read at every request (they change at run time with the peer registry). */
+  logs: () => WitnessedLog[];
   now?: () => Date;
 }): TlogWitness {
   const { store, name } = deps;
   const now = deps.now ?? (() => new Date());
   const publicKey = Buffer.from(deps.keys.publicKeyBase64, 'base64');
-  const trusted = new Map<string, Ed25519VerifierKey[]>(
-    deps.logs.map((l) => [l.origin, l.verifierKeys.map((k) => parseVerifierKey(k)).filter((k) => k !== null)])
-  );
+  const parsed = new Map<string, Ed25519VerifierKey | null>();
+  const parse = (key: string) => {
+    if (!parsed.has(key)) parsed.set(key, parseVerifierKey(key));
+    return parsed.get(key) ?? null;
+  };
+  /** The trusted keys of `origin` now; undefined when it is not witnessed. */
+  const trustedKeys = (origin: string) =>
+    deps
+      .logs()
+      .find((l) => l.origin === origin)
+      ?.verifierKeys.map(parse)
+      .filter((k) => k !== null);
 
   return {
     name,
     verifierKey: cosignatureVerifierKey(name, publicKey),
-    origins: [...trusted.keys()],
+    get origins() {
+      return deps.logs().map((l) => l.origin);
+    },
     async addCheckpoint(body, log) {
       let request;
       try {
@@ -72,7 +84,7 @@ export function createTlogWitness(deps: {
       const { oldSize, proof, note, checkpoint } = request;
       const { origin, size } = checkpoint;
       const root = checkpoint.root.toString('hex');
-      const keys = trusted.get(origin);
+      const keys = trustedKeys(origin);
       if (!keys) throw new AppError('not_found', 'This hub does not witness that log', { origin });
       const signatures = checkNoteSignatures(note, keys);
       if (signatures !== 'ok')

@@ -368,7 +368,7 @@ describe('a witness removed from TLOG_WITNESSES', () => {
       expect(await ofB.result()).toMatchObject({
         name: b.witnessName,
         state: 'retired',
-        reason: `${b.witnessName} is no longer in TLOG_WITNESSES`
+        reason: `${b.witnessName} is no longer a witness of this log (TLOG_WITNESSES, peers)`
       });
       // The witness still configured goes on.
       expect((await ofA.describe()).status.name).toBe('RUNNING');

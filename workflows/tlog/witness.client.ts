@@ -71,7 +71,7 @@ export async function retireRemovedWitnesses(
     const name = wf.workflowId.slice(prefix.length);
     await client.workflow
       .getHandle(wf.workflowId)
-      .signal(witnessRetireSignal, { reason: `${name} is no longer in TLOG_WITNESSES` });
+      .signal(witnessRetireSignal, { reason: `${name} is no longer a witness of this log (TLOG_WITNESSES, peers)` });
     retired.push(name);
   }
   return retired;

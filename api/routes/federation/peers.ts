@@ -1,52 +1,62 @@
 /**
- * Peer hubs this hub federates with.
- *   GET  /a2a/peers                 (public) name, agent-card URL, last contact, last probe status
- *   POST /admin/peers               (admin) add or re-probe a peer: { name, agent_card_url }; the hub fetches the
- *                                   card (5 s timeout) and records the outcome; 201 new, 200 updated
+ * Peer hubs this hub federates with (services/federation/peers.ts).
+ *   GET  /a2a/peers                 (public) name, agent-card URL, last contact, last probe status, pinned tlog keys
+ *   POST /admin/peers               (admin) add or re-probe a peer: { name, agent_card_url, tlog? }; the hub fetches
+ *                                   the card (5 s timeout), and the peer's tlog keys to show them; 201 new, 200 updated
  *   POST /admin/peers/:id/remove    (admin)
- * last_contact_at is the last time the peer's card was fetched successfully.
+ * last_contact_at is the last time the peer's card was fetched successfully. `tlog` pins the peer's transparency keys
+ * (docs/transparency.md#peers-in-the-registry): what the peer serves is shown as tlog_offered, never pinned by itself.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { humanText } from '../../../core/identifiers';
-import { notFound } from '../../../core/errors';
-import type { PeerDocument, PeerStore } from '../../../store/federation/peers';
+import { checkpointKeyProblem, submissionPrefixProblem, witnessKeyProblem } from '../../../core/config/tlog.node';
+import type { PeerDocument } from '../../../store/federation/peers';
+import type { PeerRegistry } from '../../../services/federation/peers';
+import { ERROR_BODY } from '../../response-docs';
 
-const PROBE_TIMEOUT_MS = 5000;
-const peerId = (name: string) =>
-  name
-    .toLowerCase()
-    .replace(/[^a-z0-9]+/g, '-')
-    .replace(/^-|-$/g, '')
-    .slice(0, 60) || 'peer';
+const publicPeer = ({ _id, tlog, tlog_offered, ...rest }: PeerDocument) => ({
+  peer_id: _id,
+  ...rest,
+  tlog: tlog ?? null,
+  tlog_offered: tlog_offered ?? null
+});
 
-async function probe(
-  url: string
-): Promise<{ ok: true; name: string | null; version: string | null } | { ok: false; error: string }> {
-  try {
-    const res = await fetch(url, {
-      signal: AbortSignal.timeout(PROBE_TIMEOUT_MS),
-      headers: { accept: 'application/json' }
-    });
-    if (!res.ok) return { ok: false, error: `agent card answered HTTP ${res.status}` };
-    const card = (await res.json()) as { name?: unknown; version?: unknown };
-    return {
-      ok: true,
-      name: typeof card.name === 'string' ? card.name : null,
-      version: typeof card.version === 'string' ? card.version : null
-    };
-  } catch (err) {
-    return {
-      ok: false,
-      error:
-        (err as Error).name === 'TimeoutError'
-          ? `no answer within ${PROBE_TIMEOUT_MS} ms`
-          : `fetch failed: ${(err as Error).message}`
-    };
-  }
-}
+/** A key name as pinned here: printable ASCII without space or `+` (C2SP signed-note allows more; peers need no more). */
+const NAME = '[!-*,-~]{1,200}';
+/** base64 of 0x01 || 32 bytes begins `A` then one of Q-f; of 0x04 || 32 bytes, `B` then one of A-P. */
+const CHECKPOINT_KEY = `^${NAME}\\+[0-9a-f]{8}\\+A[Q-Za-f][A-Za-z0-9+/]{42}$`;
+const WITNESS_KEY = `^${NAME}\\+[0-9a-f]{8}\\+B[A-P][A-Za-z0-9+/]{42}$`;
+const printableName = (key: string) => new RegExp(`^${NAME}\\+`).test(key);
 
-const publicPeer = ({ _id, ...rest }: PeerDocument) => ({ peer_id: _id, ...rest });
+const tlogKeys = z
+  .object({
+    url: z
+      .url()
+      .max(2000)
+      .refine((u) => submissionPrefixProblem(u) === null, 'an http(s) URL without query or fragment')
+      .meta({ pattern: '^https?://[^?#\\s]+$' })
+      .describe(
+        "the peer's log prefix, <its PUBLIC_URL>/tlog: its witness's submission prefix, where its keys are read"
+      ),
+    verifier_key: z
+      .string()
+      .max(300)
+      .refine((k) => printableName(k) && checkpointKeyProblem(k) === null, checkpointKeyProblem('') ?? '')
+      .meta({ pattern: CHECKPOINT_KEY })
+      .nullable()
+      .optional()
+      .describe("the peer's checkpoint verifier key (its GET /tlog/verifier-key): this hub witnesses its log"),
+    witness_key: z
+      .string()
+      .max(300)
+      .refine((k) => printableName(k) && witnessKeyProblem(k) === null, witnessKeyProblem('') ?? '')
+      .meta({ pattern: WITNESS_KEY })
+      .nullable()
+      .optional()
+      .describe("the peer's witness verifier key (its GET /tlog/witness-key): it witnesses this hub's log at url")
+  })
+  .strict();
 
 const peerSchema = z.object({
   peer_id: z.string(),
@@ -58,11 +68,29 @@ const peerSchema = z.object({
   last_status: z.enum(['reachable', 'unreachable']),
   last_error: z.string().nullable(),
   card_name: z.string().nullable().describe("what the peer's card says about itself, when it was reachable"),
-  card_version: z.string().nullable()
+  card_version: z.string().nullable(),
+  tlog: z
+    .object({
+      url: z.string(),
+      verifier_key: z.string().nullable(),
+      witness_key: z.string().nullable(),
+      pinned_at: z.string()
+    })
+    .nullable()
+    .describe('the transparency keys an administrator pinned (null: none)'),
+  tlog_offered: z
+    .object({
+      fetched_at: z.string(),
+      verifier_key: z.string().nullable(),
+      witness_key: z.string().nullable(),
+      error: z.string().nullable()
+    })
+    .nullable()
+    .describe("what the peer's /verifier-key and /witness-key answered at the last probe: shown, never trusted")
 });
 const peerResponse = z.object({ ok: z.literal(true), peer: peerSchema });
 
-export const peerRoutes: FastifyPluginAsyncZod<{ peers: PeerStore }> = async (app, { peers }) => {
+export const peerRoutes: FastifyPluginAsyncZod<{ peers: PeerRegistry }> = async (app, { peers }) => {
   app.get(
     '/a2a/peers',
     {
@@ -85,36 +113,28 @@ export const peerRoutes: FastifyPluginAsyncZod<{ peers: PeerStore }> = async (ap
     {
       config: { auth: 'admin' },
       schema: {
-        body: z.object({
-          name: humanText(120),
-          agent_card_url: z.url().refine((u) => /^https?:\/\//.test(u), 'an http(s) URL')
-        }),
+        body: z
+          .object({
+            name: humanText(120),
+            agent_card_url: z.url().refine((u) => /^https?:\/\//.test(u), 'an http(s) URL'),
+            tlog: tlogKeys
+              .nullable()
+              .optional()
+              .describe("pins the peer's transparency keys: absent keeps the pinned ones, null removes them")
+          })
+          .strict(),
         response: {
           200: peerResponse.describe('Updated and re-probed'),
-          201: peerResponse.describe('Added and probed')
+          201: peerResponse.describe('Added and probed'),
+          409: ERROR_BODY.describe(
+            'The witness name is pinned for another peer, or TLOG_WITNESSES has it with another key'
+          )
         }
       }
     },
     async (request, reply) => {
-      const { name, agent_card_url } = request.body;
-      const id = peerId(name);
-      const existing = await peers.find(id);
-      const result = await probe(agent_card_url);
-      const now = new Date().toISOString();
-      const doc: PeerDocument = {
-        _id: id,
-        name,
-        agent_card_url,
-        added_at: existing?.added_at ?? now,
-        last_probe_at: now,
-        last_contact_at: result.ok ? now : (existing?.last_contact_at ?? null),
-        last_status: result.ok ? 'reachable' : 'unreachable',
-        last_error: result.ok ? null : result.error,
-        card_name: result.ok ? result.name : (existing?.card_name ?? null),
-        card_version: result.ok ? result.version : (existing?.card_version ?? null)
-      };
-      await peers.save(doc);
-      return reply.code(existing ? 200 : 201).send({ ok: true as const, peer: publicPeer(doc) });
+      const { created, peer } = await peers.add(request.body);
+      return reply.code(created ? 201 : 200).send({ ok: true as const, peer: publicPeer(peer) });
     }
   );
 
@@ -129,7 +149,7 @@ export const peerRoutes: FastifyPluginAsyncZod<{ peers: PeerStore }> = async (ap
     },
     async (request) => {
       const { peer_id } = request.params;
-      if (!(await peers.remove(peer_id))) throw notFound(`No peer ${peer_id}`);
+      await peers.remove(peer_id);
       return { ok: true as const, removed: peer_id };
     }
   );

@@ -36,13 +36,18 @@ export const statusResponse = z.object({
         .object({
           name: z.string().describe("the witness's cosigning key name (TLOG_WITNESS_NAME)"),
           verifier_key: z.string().describe('the cosignature verifier key, <name>+<key id hex>+<base64 0x04||key>'),
-          logs: z.array(z.string()).describe('the origins of the logs this hub witnesses (TLOG_WITNESSED_LOGS)')
+          logs: z
+            .array(z.string())
+            .describe('the origins of the logs this hub witnesses (TLOG_WITNESSED_LOGS and the peer registry)')
         })
         .describe('the hub as a C2SP tlog-witness: POST /tlog/add-checkpoint'),
       witnesses: z
         .object({
-          k: z.number().int().describe('cosignatures a checkpoint needs to count as witnessed (TLOG_WITNESS_QUORUM)'),
-          n: z.number().int().describe('the witnesses of this log (TLOG_WITNESSES)'),
+          k: z
+            .number()
+            .int()
+            .describe('cosignatures a checkpoint needs to count as witnessed (TLOG_WITNESS_QUORUM; unset: n)'),
+          n: z.number().int().describe('the witnesses of this log now (TLOG_WITNESSES and the peer registry)'),
           witnessed_size: z
             .number()
             .int()
@@ -53,6 +58,10 @@ export const statusResponse = z.object({
               name: z.string(),
               verifier_key: z.string().describe('the configured cosignature verifier key'),
               url: z.string().describe('the submission prefix (…/add-checkpoint)'),
+              peer_id: z
+                .string()
+                .nullable()
+                .describe('the peer whose pinned witness key this is (POST /admin/peers); null: TLOG_WITNESSES'),
               state: z
                 .enum(['pending', 'cosigned', 'unreachable', 'refused'])
                 .describe('the outcome of the last submission (pending: none yet)'),
