@@ -7,7 +7,7 @@
 import { Client, Connection, defaultGrpcRetryOptions, makeGrpcRetryInterceptor } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { createLogger } from '../core/logger.node';
-import { Config, memoryGatewayUrl, mongoUri, temporalAddress } from '../core/config.node';
+import { Config, memoryGatewayUrl, mongoUri, temporalConnectionSettings } from '../core/config.node';
 import { connectMongo, ensureIndexes, Mongo } from '../store/mongo';
 import cluster from 'node:cluster';
 import { Ledger } from '../store/ledger/ledger';
@@ -112,7 +112,7 @@ export async function createServiceContext(
     // A request waits for Temporal only briefly: transient failures are retried for about a second (4 attempts
     // instead of the SDK's 10, which take some 20 s), then the error handler answers 503 with Retry-After.
     const connection = await Connection.connect({
-      address: temporalAddress(config),
+      ...temporalConnectionSettings(config),
       interceptors: [makeGrpcRetryInterceptor(defaultGrpcRetryOptions({ maxAttempts: 4 }))]
     });
     const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });

@@ -4,6 +4,7 @@
  * docs/configuration.md is generated from them by `npm run docs:config`). An invalid value stops the start with a
  * message naming the variable and what is allowed.
  */
+import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { a2aSettings } from './config/a2a.node';
@@ -108,6 +109,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     );
   }
   const c = parsed.data;
+  if (!c.TEMPORAL_TLS_CERT_FILE !== !c.TEMPORAL_TLS_KEY_FILE)
+    throw new ConfigError([
+      `TEMPORAL_TLS_CERT_FILE and TEMPORAL_TLS_KEY_FILE: a client certificate needs both (${c.TEMPORAL_TLS_CERT_FILE ? 'no key file' : 'no certificate file'})`
+    ]);
   const tlogOrigin = c.TLOG_ORIGIN ?? defaultTlogOrigin(c.PUBLIC_URL ?? `http://localhost:${c.PORT}`);
   return {
     ...c,
@@ -138,9 +143,68 @@ export function memoryGatewayUrl(config: Config): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${config.MEMORY_PORT}`;
 }
 
-/** Where Temporal is: TEMPORAL_ADDRESS, or the embedded dev server on loopback. */
-export function temporalAddress(config: Config): string {
-  return config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`;
+/** What a Temporal connection (the client's or the worker's native one) is given: TLS and an API key, as set. */
+export interface TemporalConnectionSettings {
+  address: string;
+  tls?: {
+    serverNameOverride?: string;
+    serverRootCACertificate?: Buffer;
+    clientCertPair?: { crt: Buffer; key: Buffer };
+  };
+  apiKey?: string;
+}
+
+type TemporalReach = Pick<
+  Config,
+  | 'TEMPORAL_ADDRESS'
+  | 'TEMPORAL_PORT'
+  | 'TEMPORAL_TLS'
+  | 'TEMPORAL_TLS_CA_FILE'
+  | 'TEMPORAL_TLS_CERT_FILE'
+  | 'TEMPORAL_TLS_KEY_FILE'
+  | 'TEMPORAL_TLS_SERVER_NAME'
+  | 'TEMPORAL_API_KEY'
+>;
+
+/**
+ * The address, TLS and API key of the connections to Temporal (api/context.ts, worker/worker.ts): the PEM files are
+ * read here, at start, so a missing or unreadable one stops the process with a config error naming it.
+ */
+export function temporalConnectionSettings(config: TemporalReach): TemporalConnectionSettings {
+  const read = (name: 'TEMPORAL_TLS_CA_FILE' | 'TEMPORAL_TLS_CERT_FILE' | 'TEMPORAL_TLS_KEY_FILE') => {
+    const file = config[name];
+    if (!file) return undefined;
+    try {
+      return fs.readFileSync(file);
+    } catch (err) {
+      throw new ConfigError([
+        `${name}=${JSON.stringify(file)}: cannot be read (${(err as NodeJS.ErrnoException).code})`
+      ]);
+    }
+  };
+  const ca = read('TEMPORAL_TLS_CA_FILE');
+  const crt = read('TEMPORAL_TLS_CERT_FILE');
+  const key = read('TEMPORAL_TLS_KEY_FILE');
+  const tlsOn =
+    config.TEMPORAL_TLS === 'on' ||
+    ca !== undefined ||
+    crt !== undefined ||
+    key !== undefined ||
+    !!config.TEMPORAL_TLS_SERVER_NAME;
+  return {
+    // TEMPORAL_ADDRESS, or the embedded dev server on loopback.
+    address: config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`,
+    ...(tlsOn
+      ? {
+          tls: {
+            ...(config.TEMPORAL_TLS_SERVER_NAME ? { serverNameOverride: config.TEMPORAL_TLS_SERVER_NAME } : {}),
+            ...(ca ? { serverRootCACertificate: ca } : {}),
+            ...(crt && key ? { clientCertPair: { crt, key } } : {})
+          }
+        }
+      : {}),
+    ...(config.TEMPORAL_API_KEY ? { apiKey: config.TEMPORAL_API_KEY } : {})
+  };
 }
 
 /** Where the worker's deploy activities find the hub's nginx and the releases (docs/deploy.md#how-it-runs). */

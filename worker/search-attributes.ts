@@ -5,10 +5,15 @@
 import { Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import type { Logger } from 'pino';
+import type { TemporalConnectionSettings } from '../core/config.node';
 import { SEARCH_ATTRIBUTES } from '../core/search-attributes';
 
-export async function ensureSearchAttributes(address: string, namespace: string, logger: Logger): Promise<void> {
-  const connection = await Connection.connect({ address });
+export async function ensureSearchAttributes(
+  reach: TemporalConnectionSettings,
+  namespace: string,
+  logger: Logger
+): Promise<void> {
+  const connection = await Connection.connect(reach);
   try {
     const existing = await connection.operatorService.listSearchAttributes({ namespace });
     const known = new Set(Object.keys(existing.customAttributes ?? {}));

@@ -6,7 +6,7 @@
  */
 import { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import { Config, deployActivityDeps, mongoUri, temporalAddress } from '../core/config.node';
+import { Config, deployActivityDeps, mongoUri, temporalConnectionSettings } from '../core/config.node';
 import { connectMongo, ensureIndexes } from '../store/mongo';
 import { Ledger } from '../store/ledger/ledger';
 import { joinWriterLease } from '../store/ledger/writer/lease-holder';
@@ -30,15 +30,15 @@ export async function createHubWorker(config: Config, logger: Logger): Promise<H
   const workflowCode: Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> = config.WORKFLOW_BUNDLE_PATH
     ? { workflowBundle: { codePath: config.WORKFLOW_BUNDLE_PATH } }
     : { workflowsPath: require.resolve('../workflows') };
-  const address = temporalAddress(config);
-  await ensureSearchAttributes(address, config.TEMPORAL_NAMESPACE, logger);
+  const reach = temporalConnectionSettings(config);
+  await ensureSearchAttributes(reach, config.TEMPORAL_NAMESPACE, logger);
   const mongo = await connectMongo({
     uri: mongoUri(config),
     dbName: config.MONGODB_DB,
     appName: 'zhongshu-hub-worker'
   });
   await ensureIndexes(mongo.db);
-  const connection = await NativeConnection.connect({ address });
+  const connection = await NativeConnection.connect(reach);
   // With the writer lease (LEDGER_FORWARD_SECRET) the hub's own events go to the API replica holding it, like every
   // replica's appends; the worker never holds it (no listener to be reached at). Its appends all carry keys, so an
   // activity retried after an unanswered forward cannot append twice.

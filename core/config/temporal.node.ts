@@ -1,4 +1,7 @@
-/** Where Temporal is (or the embedded dev server's ports), the namespace, and the task queues a worker polls. */
+/**
+ * Where Temporal is (or the embedded dev server's ports), how to reach it (TLS, client certificate, API key), the
+ * namespace, and the task queues a worker polls.
+ */
 import { z } from 'zod';
 import { defineCapability, setting } from './capability';
 import { csv, port } from './values.node';
@@ -18,6 +21,51 @@ export const temporalSettings = defineCapability({
       )
       .meta(setting({ allowed: 'host:port' })),
     TEMPORAL_NAMESPACE: z.string().min(1).default('default').describe('The Temporal namespace.'),
+    TEMPORAL_TLS: z
+      .enum(['off', 'on'])
+      .default('off')
+      .describe(
+        "TLS to the Temporal frontend (TEMPORAL_ADDRESS): `on` verifies its certificate with the system's CAs, or with TEMPORAL_TLS_CA_FILE. Any TEMPORAL_TLS_*_FILE turns it on. A Temporal Cloud namespace needs it."
+      )
+      .meta(setting({ readBy: ['api', 'worker'] })),
+    TEMPORAL_TLS_CA_FILE: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "A PEM file of the CA certificates the frontend's certificate is verified with (a self-hosted cluster's own CA); unset: the system's CAs."
+      )
+      .meta(setting({ readBy: ['api', 'worker'], allowed: 'a readable file' })),
+    TEMPORAL_TLS_CERT_FILE: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "A PEM file of this process's client certificate, for mutual TLS (a cluster that requires client certificates, or a Temporal Cloud namespace with mTLS); with TEMPORAL_TLS_KEY_FILE."
+      )
+      .meta(setting({ readBy: ['api', 'worker'], allowed: 'a readable file' })),
+    TEMPORAL_TLS_KEY_FILE: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("A PEM file of the client certificate's private key (readable by the service's user only).")
+      .meta(setting({ readBy: ['api', 'worker'], allowed: 'a readable file' })),
+    TEMPORAL_TLS_SERVER_NAME: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "The name the frontend's certificate must carry when it is not TEMPORAL_ADDRESS's host (e.g. a balancer's address in front of the cluster)."
+      )
+      .meta(setting({ readBy: ['api', 'worker'] })),
+    TEMPORAL_API_KEY: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "Sent as `Authorization: Bearer <key>` on every call to Temporal: a Temporal Cloud API key, or a JWT for a self-hosted cluster's authorizer. A secret: from the environment only, never logged."
+      )
+      .meta(setting({ readBy: ['api', 'worker'] })),
     TEMPORAL_TASK_QUEUE: z
       .string()
       .min(1)

@@ -51,10 +51,14 @@ const LISTENER_PORTS: Record<ListenerName, string> = {
   daemon: 'DAEMON_PORT'
 };
 
-/** `logFiles`: each process's output also goes to `<DATA_DIR>/<name>.log` (for tests that read what was logged). */
+/**
+ * `logFiles`: each process's output also goes to `<DATA_DIR>/<name>.log` (for tests that read what was logged).
+ * `harnessTemporal`: where the test's own Temporal client connects, when the service's processes reach the same
+ * server through something the test need not go through (a TLS front: test/api/temporal-tls.test.ts).
+ */
 export async function startTestService(
   extra: Record<string, string> = {},
-  options: { worker?: boolean; logFiles?: boolean } = {}
+  options: { worker?: boolean; logFiles?: boolean; harnessTemporal?: string } = {}
 ): Promise<TestService> {
   const id = randomBytes(5).toString('hex');
   const dataDir = path.join(process.env.ZH_TEST_DATA_DIR!, `svc-${id}`);
@@ -127,7 +131,7 @@ export async function startTestService(
   };
 
   const mongo = await MongoClient.connect(env.MONGODB_URI!);
-  const connection = await Connection.connect({ address: env.TEMPORAL_ADDRESS! });
+  const connection = await Connection.connect({ address: options.harnessTemporal ?? env.TEMPORAL_ADDRESS! });
   const temporal = new Client({ connection });
 
   /** Waits until `taskQueue` has pollers of at least `workers` worker processes (their identities). */
