@@ -1,6 +1,8 @@
 /**
  * did_register { did, node_id, autonomy_level, channels } and did_revoke { did }: the DID registry that decides who
  * may deploy (store/deploy/registry.ts), changed by an arbitrator or the admin token; every change is a ledger event.
+ * did_register's node_id links the DID to that node (X-DID alone then authenticates as it); a DID links to one node,
+ * so naming another node moves the link (relinking: the answer and the ledger event name the previous node).
  */
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
@@ -54,6 +56,11 @@ export const registryAnswer = z.object({
   autonomy_level: z.number().int(),
   channels: z.array(z.string()),
   created: z.boolean().describe('did_register: the DID was not registered before'),
+  previous_node_id: z
+    .string()
+    .nullable()
+    .optional()
+    .describe('did_register: the node the DID was linked to before (null: none); another than node_id means relinked'),
   revoked: z.boolean(),
   ledger_seq: z.number().int()
 });
@@ -76,7 +83,7 @@ export function createRegistryActions(deps: {
           `an arbitrator of level ${who.entry?.autonomy_level ?? 0} cannot grant level ${body.autonomy_level}`
         );
       }
-      const { entry, created } = await registry.register({
+      const { entry, created, previous_node_id } = await registry.register({
         did: body.did,
         node_id: body.node_id,
         public_key: body.public_key ?? null,
@@ -94,6 +101,7 @@ export function createRegistryActions(deps: {
           autonomy_level: body.autonomy_level,
           channels: body.channels,
           created,
+          previous_node_id,
           by
         },
         did: config.SERVICE_DID,
@@ -107,6 +115,7 @@ export function createRegistryActions(deps: {
         autonomy_level: entry.autonomy_level ?? 0,
         channels: entry.channels ?? [],
         created,
+        previous_node_id,
         revoked: false,
         ledger_seq: recorded.seq
       });
