@@ -194,7 +194,8 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
     registry: ctx.didRegistry,
     ledger: ctx.ledger,
     adminTokenHash: ctx.adminTokenHash,
-    orders: ctx.workOrders
+    orders: ctx.workOrders,
+    nodeAuth: ctx
   });
 
   const backup = make('backup');

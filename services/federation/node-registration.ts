@@ -9,7 +9,7 @@
  *
  * A registration may name the node's DID (`did`): a registered, unrevoked DID linked to no node yet. It is checked
  * before anything is stored (400 unknown or revoked, 409 linked to another node), linked once the node document exists
- * (a conditional update of the DID's record, store/deploy/registry.ts linkNewNode, so a DID revoked or linked meanwhile
+ * (a conditional update of the DID's record, store/deploy/registry.ts linkFreeDid, so a DID revoked or linked meanwhile
  * is refused the same way and the node removed again), and unlinked again if the workflow cannot be started. The link
  * is in the ledger through the node's registration event (its `did`, written by the lifecycle workflow's activity).
  * Registration is anonymous and a DID is no secret, so it can only link a DID that is free: moving a link is
@@ -59,7 +59,7 @@ export function createNodeRegistration({
 }: {
   nodes: NodeStore;
   /** The DIDs a registration can link (its `did`). */
-  didRegistry: Pick<DidRegistryStore, 'get' | 'linkNewNode' | 'unlinkNode'>;
+  didRegistry: Pick<DidRegistryStore, 'get' | 'linkFreeDid' | 'unlinkNode'>;
   temporal: Client;
   /** The endpoint directory the new node is shown. */
   directory: { entries(): DirectoryEntry[] };
@@ -111,7 +111,7 @@ export function createNodeRegistration({
             }
             throw err;
           });
-        if (did && !(await didRegistry.linkNewNode(did, doc._id))) {
+        if (did && !(await didRegistry.linkFreeDid(did, doc._id, 'registration'))) {
           // Revoked or linked to another node since the check above: nothing of this registration is kept.
           void nodes.abandon([doc], (e) =>
             log.error({ err: e, nodeId: doc._id }, 'a node whose DID could not be linked could not be removed')

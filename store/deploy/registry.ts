@@ -8,8 +8,9 @@
  *
  * node_id is the DID's link to a node (X-DID alone then authenticates as that node, api/plugins/auth/external-node.ts):
  * one field of the DID's own record, so a DID links to at most one node, the link is read with the DID by `_id`, and
- * a change to it counts at once on every API process. did_register sets it (moving an existing link: relinking); a
- * registration that names a DID sets it only on a DID linked to no node (linkNewNode).
+ * a change to it counts at once on every API process. did_register by an arbitrator sets it (moving an existing link:
+ * relinking); a registration that names a DID, and did_register with the node's key, set it only on a DID linked to
+ * no node (linkFreeDid).
  */
 import { Collection, Db } from 'mongodb';
 import { AppError } from '../../core/errors';
@@ -83,19 +84,19 @@ export class DidRegistryStore {
   }
 
   /**
-   * Links an active DID that is linked to no node to a node being registered; false when the DID is unknown, revoked or
-   * already linked (the caller reads it again to say which). `node_id: null` also matches a record without the field
-   * (a DID made by POST /admin/dids).
+   * Links an active DID that is linked to no node to a node; false when the DID is unknown, revoked or already linked
+   * (the caller reads it again to say which). `node_id: null` also matches a record without the field (a DID made by
+   * POST /admin/dids). `by`: who linked it (registered_by).
    */
-  async linkNewNode(did: string, nodeId: string): Promise<boolean> {
+  async linkFreeDid(did: string, nodeId: string, by: string): Promise<boolean> {
     const res = await this.dids.updateOne(
       { _id: did, revoked_at: null, node_id: null },
-      { $set: { node_id: nodeId, registry_updated_at: new Date().toISOString(), registered_by: 'registration' } }
+      { $set: { node_id: nodeId, registry_updated_at: new Date().toISOString(), registered_by: by } }
     );
     return res.modifiedCount === 1;
   }
 
-  /** Undoes linkNewNode for a registration that did not complete: only while the DID is still linked to that node. */
+  /** Undoes linkFreeDid for a registration that did not complete: only while the DID is still linked to that node. */
   async unlinkNode(did: string, nodeId: string): Promise<void> {
     await this.dids.updateOne({ _id: did, node_id: nodeId }, { $set: { node_id: null } });
   }
