@@ -29,8 +29,8 @@ async function linkedNode(did: string, { credentials, nodeCache }: AuthDeps): Pr
   if (!record.node_id)
     throw new AppError(
       'forbidden',
-      `X-DID ${did} is linked to no node: link it to the node with did_register (POST /dal/deploy) or when ` +
-        'registering the node (did), or send X-External-Node and X-External-Key'
+      `X-DID ${did} is linked to no node: link it when registering the node (did), or with did_register ` +
+        "(POST /dal/deploy, with the node's key), or send X-External-Node and X-External-Key"
     );
   const node = await nodeCache.get(record.node_id);
   if (!node)
