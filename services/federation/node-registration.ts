@@ -45,7 +45,7 @@ function didRefusal(did: string, entry: RegistryEntry | null): AppError | null {
   const field = (message: string) =>
     new AppError('invalid_request', `did: ${message}`, { fields: [{ field: 'body.did', message }] });
   if (!entry) return field(`${did} is not a registered DID (POST /admin/dids, or did_register)`);
-  if (entry.revoked_at !== null) return field(`${did} was revoked`);
+  if ((entry.revoked_at ?? null) !== null) return field(`${did} was revoked`);
   if (entry.node_id) return new AppError('conflict', `DID ${did} is linked to another node (did_register moves links)`);
   return null;
 }

@@ -21,7 +21,8 @@ export interface RegistryEntry {
   _id: string;
   label: string | null;
   created_at: string;
-  revoked_at: string | null;
+  /** Null or absent: active (on FerretDB, a record POST /admin/dids wrote has no null fields: its upsert drops them). */
+  revoked_at?: string | null;
   node_id?: string | null;
   public_key?: string | null;
   autonomy_level?: number;

@@ -115,7 +115,8 @@ export function createRegistryActions(deps: {
     if (body.did !== did || body.node_id !== node)
       throw new AppError('forbidden', `${onlyLinks}: did must be ${did} and node_id ${node}`);
     const current = await registry.get(did);
-    if (!current || current.revoked_at !== null) throw new AppError('unauthorized', 'X-DID is not a registered DID');
+    if (!current || (current.revoked_at ?? null) !== null)
+      throw new AppError('unauthorized', 'X-DID is not a registered DID');
     const sameChannels = [...(current.channels ?? [])].sort().join() === [...body.channels].sort().join();
     if (
       body.autonomy_level !== (current.autonomy_level ?? 0) ||
@@ -174,7 +175,7 @@ export function createRegistryActions(deps: {
       const who = await access.allow(request, 'arbitrator');
       const by = who.admin ? 'admin' : request.principal!.id;
       const entry = await registry.get(body.did);
-      if (!entry || entry.revoked_at !== null || !(await registry.revoke(body.did, by)))
+      if (!entry || (entry.revoked_at ?? null) !== null || !(await registry.revoke(body.did, by)))
         throw new AppError('not_found', `no active DID ${body.did}`);
       const { entry: recorded } = await ledger.append({
         kind: 'event',
