@@ -129,6 +129,7 @@ export function createListenerApp(
         path: route.url,
         group: declared.group,
         auth: route.config!.auth!,
+        auth_also: route.config!.authAlso ?? [],
         public_read: declared.publicRead ?? route.config!.auth === 'none',
         summary: declared.summary,
         listener

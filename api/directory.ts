@@ -18,6 +18,8 @@ export interface DirectoryEntry {
   path: string;
   group: EndpointGroup;
   auth: AuthModel;
+  /** Further models the endpoint also accepts (route `config.authAlso`): any one of auth and these will do. */
+  auth_also: AuthModel[];
   public_read: boolean;
   summary: string;
   listener: ListenerName;
@@ -45,9 +47,11 @@ export class EndpointDirectory {
     return counts;
   }
 
+  /** Endpoints per model they accept (their declared model and any further ones). */
   countByAuth(): Map<AuthModel, number> {
     const counts = new Map<AuthModel, number>();
-    for (const e of this.byKey.values()) counts.set(e.auth, (counts.get(e.auth) ?? 0) + 1);
+    for (const e of this.byKey.values())
+      for (const model of new Set([e.auth, ...e.auth_also])) counts.set(model, (counts.get(model) ?? 0) + 1);
     return counts;
   }
 }

@@ -145,7 +145,13 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
     workOrders: ctx.workOrders,
     config
   });
-  await main.register(registerRoutes, { nodes: ctx.nodes, temporal: ctx.temporal, directory: ctx.directory, config });
+  await main.register(registerRoutes, {
+    nodes: ctx.nodes,
+    didRegistry: ctx.didRegistry,
+    temporal: ctx.temporal,
+    directory: ctx.directory,
+    config
+  });
   await main.register(heartbeatRoutes, {
     presenceRecorder: ctx.presenceRecorder,
     nodeCache: ctx.nodeCache,
@@ -188,7 +194,8 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
     registry: ctx.didRegistry,
     ledger: ctx.ledger,
     adminTokenHash: ctx.adminTokenHash,
-    orders: ctx.workOrders
+    orders: ctx.workOrders,
+    nodeAuth: ctx
   });
 
   const backup = make('backup');

@@ -40,7 +40,7 @@ export const AUTH_MODELS = {
   none: { credential: 'nothing', description: 'Public endpoint, anonymous access' },
   external_node: {
     credential:
-      'headers X-External-Node + X-External-Key (from POST /a2a/register), or header X-DID alone of a DID linked to the node (did_register)',
+      "headers X-External-Node + X-External-Key (from POST /a2a/register), or header X-DID alone of a DID linked to the node (the registration's did, or did_register)",
     description: 'A registered federation node'
   },
   homologous: {
@@ -53,7 +53,8 @@ export const AUTH_MODELS = {
   },
   did: {
     credential: 'header X-DID with a registered DID',
-    description: 'DID single header: truth report, trial chat, deployment arbitration, node endpoints'
+    description:
+      'DID single header: truth report, trial chat, deployment arbitration, the online node list (node actions take X-DID alone as external_node, for a DID linked to the node)'
   },
   api_key: {
     credential: 'Authorization: Bearer zk_<id>_<secret>',

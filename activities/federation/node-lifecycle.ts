@@ -25,6 +25,8 @@ export interface NodeStateChange {
   transition: number;
   hub_did: string;
   review?: { decision: 'approved' | 'rejected'; reviewer: string; reason: string };
+  /** The registration only: the DID it linked to the node (services/federation/node-registration.ts). */
+  did?: string;
 }
 
 export function createNodeActivities(deps: {
@@ -84,7 +86,8 @@ export function createNodeActivities(deps: {
           at: change.at,
           reason: change.reason,
           actor: change.actor,
-          transition: change.transition
+          transition: change.transition,
+          ...(change.did ? { did: change.did } : {})
         },
         truth_type: 'data',
         did: change.hub_did,

@@ -32,6 +32,8 @@ export interface NodeLifecycleInput {
   /** Continue as new once the history has this many events (keeps histories bounded). */
   history_limit: number;
   hub_did: string;
+  /** The DID the registration linked to the node (absent: none), recorded with the registration's ledger event. */
+  did?: string;
   /** State carried over by continue-as-new. */
   carried?: NodeCarriedState;
 }

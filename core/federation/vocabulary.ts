@@ -3,7 +3,7 @@
  * task submission) and what each node state may do. Pure: used by the API, the activities and the workflows.
  */
 import { z } from 'zod';
-import { humanText, NODE_ID_MAX_LENGTH } from '../identifiers';
+import { didSchema, humanText, NODE_ID_MAX_LENGTH } from '../identifiers';
 
 /**
  * Brand codes (docs/federation.md#joining: 'custom' plus ten codes named after model vendors). A node declares the
@@ -81,7 +81,12 @@ export const registrationBody = z
     capabilities: z
       .object({ declared: z.array(shortText(80)).max(64).default([]) })
       .strict()
+      .optional(),
+    did: didSchema
       .optional()
+      .describe(
+        'the node identity: a registered, unrevoked DID linked to no node yet, linked to this node (X-DID alone then authenticates as it); 400 when it is unknown or revoked, 409 when it is linked to another node'
+      )
   })
   .strict();
 export type RegistrationBody = z.infer<typeof registrationBody>;

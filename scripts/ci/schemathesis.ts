@@ -40,8 +40,8 @@ const RUN_DEADLINE_MS = 40 * 60_000;
 /**
  * What the run is told beyond the document, each with its reason. Rules between parameters that OpenAPI cannot
  * state are not excluded but obeyed by the generated requests (scripts/ci/schemathesis_hooks.py: first <= second,
- * seq <= tree_size, the truth body's did equal to X-DID, a reason for a rejection, I-JSON integers); only these
- * are switched off. (TOML, appended to the generated config.)
+ * seq <= tree_size, the truth body's did equal to X-DID, a registration's did registered, a reason for a rejection,
+ * I-JSON integers); only these are switched off. (TOML, appended to the generated config.)
  */
 const SETTINGS = `
 # Every check on: the config's form of --checks all. (On the command line it would also override the per-operation
@@ -322,6 +322,9 @@ async function main(): Promise<number> {
     // One credential of every kind, issued as a new user would.
     const admin = { authorization: `Bearer ${adminToken}` };
     const did = (await api('POST', `${base}/admin/dids`, { did: 'did:example:schemathesis' }, admin)).did as string;
+    // A registered DID linked to no node, for registrations naming a did (the first links it; later ones are 409).
+    const nodeDid = (await api('POST', `${base}/admin/dids`, { did: 'did:example:schemathesis-node' }, admin))
+      .did as string;
     // Deployment arbitration: the DID gets the deploy channel and the top autonomy level, so every action is fuzzed past
     // its permission check (docs/deploy.md#actions: who may do what).
     await api(
@@ -410,6 +413,7 @@ async function main(): Promise<number> {
       env: {
         ...process.env,
         ZH_SCHEMATHESIS_DID: did,
+        ZH_SCHEMATHESIS_NODE_DID: nodeDid,
         ZH_SCHEMATHESIS_OAUTH_TOKEN: slim.token,
         ZH_SCHEMATHESIS_SLIM_MEMBER: JSON.stringify(slim.member),
         ZH_SCHEMATHESIS_PARTNER_ID: 'schemathesis',

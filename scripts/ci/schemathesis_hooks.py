@@ -199,6 +199,10 @@ def map_case(context, case):
     # know). A malformed one is left alone: that case is meant to be refused.
     if path == '/admin/homologous-tokens' and body is not None and _well_formed_did(body.get('did')):
         body['did'] = os.environ['ZH_SCHEMATHESIS_DID']
+    # POST /a2a/register: a well-formed `did` must name a registered DID linked to no node (state the document cannot
+    # know): the run's node DID, which the first such registration links (201); later ones are 409, documented.
+    if path == '/a2a/register' and body is not None and _well_formed_did(body.get('did')):
+        body['did'] = os.environ['ZH_SCHEMATHESIS_NODE_DID']
     # POST /a2a/directory-tree/merge: a rejection must give a reason (a rule between two members).
     if path == '/a2a/directory-tree/merge' and body is not None and body.get('decision') == 'reject':
         reason = body.get('reason', '')

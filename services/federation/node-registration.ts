@@ -6,6 +6,14 @@
  * process is retried with the next one inside the store, and a registration that cannot get one answers 503. The node
  * document is stored first, then its workflow started; if Temporal cannot be reached the document is removed again
  * (nothing half-registered).
+ *
+ * A registration may name the node's DID (`did`): a registered, unrevoked DID linked to no node yet. It is checked
+ * before anything is stored (400 unknown or revoked, 409 linked to another node), linked once the node document exists
+ * (a conditional update of the DID's record, store/deploy/registry.ts linkFreeDid, so a DID revoked or linked meanwhile
+ * is refused the same way and the node removed again), and unlinked again if the workflow cannot be started. The link
+ * is in the ledger through the node's registration event (its `did`, written by the lifecycle workflow's activity).
+ * Registration is anonymous and a DID is no secret, so it can only link a DID that is free: moving a link is
+ * did_register's (an arbitrator's) alone.
  */
 import { type Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Config, FederationConfig, ServiceConfig, TemporalConfig } from '../../core/config.node';
@@ -16,6 +24,7 @@ import { startNodeLifecycle } from '../../workflows/federation/node-lifecycle.cl
 import { type NodeLifecycleInput, nodeWorkflowId } from '../../contracts/federation/node-lifecycle.contract';
 import type { NodeDocument } from '../../store/federation/node-document';
 import type { NodeStore } from '../../store/federation/nodes';
+import type { DidRegistryStore, RegistryEntry } from '../../store/deploy/registry';
 import { isDuplicateKey } from '../../store/mongo';
 
 const MAX_ID_SKIPS = 1000;
@@ -31,13 +40,26 @@ export type RegistrationConfig = Pick<Config, 'publicUrl' | 'hubPublicUrl'> &
     'NODE_REVIEW_REQUIRED' | 'NODE_OFFLINE_AFTER_S' | 'NODE_CACHE_TTL_MS' | 'NODE_WORKFLOW_HISTORY_LIMIT'
   >;
 
+/** Why a DID cannot be linked to a new node (null: it can), as the error the registration answers. */
+function didRefusal(did: string, entry: RegistryEntry | null): AppError | null {
+  const field = (message: string) =>
+    new AppError('invalid_request', `did: ${message}`, { fields: [{ field: 'body.did', message }] });
+  if (!entry) return field(`${did} is not a registered DID (POST /admin/dids, or did_register)`);
+  if ((entry.revoked_at ?? null) !== null) return field(`${did} was revoked`);
+  if (entry.node_id) return new AppError('conflict', `DID ${did} is linked to another node (did_register moves links)`);
+  return null;
+}
+
 export function createNodeRegistration({
   nodes,
+  didRegistry,
   temporal,
   directory,
   config
 }: {
   nodes: NodeStore;
+  /** The DIDs a registration can link (its `did`). */
+  didRegistry: Pick<DidRegistryStore, 'get' | 'linkFreeDid' | 'unlinkNode'>;
   temporal: Client;
   /** The endpoint directory the new node is shown. */
   directory: { entries(): DirectoryEntry[] };
@@ -49,6 +71,11 @@ export function createNodeRegistration({
       const apiKey = newSecret('nk_');
       const now = new Date().toISOString();
       const initialState: 'pending_review' | 'offline' = config.NODE_REVIEW_REQUIRED ? 'pending_review' : 'offline';
+      const did = body.did;
+      if (did) {
+        const refusal = didRefusal(did, await didRegistry.get(did));
+        if (refusal) throw refusal;
+      }
       // A node id whose workflow already exists in Temporal (the database was reset while Temporal kept its
       // histories) is skipped: the node document is removed and the next number taken.
       let nodeId = '';
@@ -84,6 +111,13 @@ export function createNodeRegistration({
             }
             throw err;
           });
+        if (did && !(await didRegistry.linkFreeDid(did, doc._id, 'registration'))) {
+          // Revoked or linked to another node since the check above: nothing of this registration is kept.
+          void nodes.abandon([doc], (e) =>
+            log.error({ err: e, nodeId: doc._id }, 'a node whose DID could not be linked could not be removed')
+          );
+          throw didRefusal(did, await didRegistry.get(did)) ?? new AppError('conflict', `DID ${did} changed; retry`);
+        }
         const input: NodeLifecycleInput = {
           version: 1,
           node_id: doc._id,
@@ -93,7 +127,8 @@ export function createNodeRegistration({
           review_required: config.NODE_REVIEW_REQUIRED,
           offline_recheck_ms: config.NODE_CACHE_TTL_MS + 1000,
           history_limit: config.NODE_WORKFLOW_HISTORY_LIMIT,
-          hub_did: config.SERVICE_DID
+          hub_did: config.SERVICE_DID,
+          ...(did ? { did } : {})
         };
         try {
           await startNodeLifecycle(
@@ -106,6 +141,12 @@ export function createNodeRegistration({
           nodeId = doc._id;
         } catch (err) {
           // Nothing half-registered: without its workflow the node could never be reviewed or go online.
+          if (did)
+            await didRegistry
+              .unlinkNode(did, doc._id)
+              .catch((e: unknown) =>
+                log.error({ err: e, nodeId: doc._id, did }, 'the DID of a registration undone could not be unlinked')
+              );
           const removed = nodes.abandon([doc], (e) =>
             log.error({ err: e, nodeId: doc._id }, 'a node whose workflow could not be started could not be removed')
           );
@@ -128,6 +169,7 @@ export function createNodeRegistration({
         api_key: apiKey,
         state: initialState,
         workflow_id: nodeWorkflowId(nodeId),
+        did: did ?? null,
         message: config.NODE_REVIEW_REQUIRED
           ? 'registered; keep the api_key (it is shown only once), send heartbeats, and wait for review'
           : 'registered; keep the api_key (it is shown only once) and send heartbeats',

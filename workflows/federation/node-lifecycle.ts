@@ -170,7 +170,9 @@ export async function nodeLifecycleWorkflow(input: NodeLifecycleInput): Promise<
       actor,
       transition: status.transitions,
       hub_did: input.hub_did,
-      review: decision
+      review: decision,
+      // The registration's event names the DID it linked (an argument only: runs recorded before replay the same).
+      ...(from === null && input.did ? { did: input.did } : {})
     });
     status.state = to;
     status.state_since = at;

@@ -1,7 +1,7 @@
 /**
  * Model `external_node`: a registered node, by its key (X-External-Node + X-External-Key from POST /a2a/register),
- * or by X-DID alone where the DID is linked to the node (did_register's node_id, the seed's "DID single header" on
- * node endpoints). A rejected node gets 403, and so does a DID linked to no node, or to one that is not registered.
+ * or by X-DID alone where the DID is linked to the node (the DID record's node_id, set by the registration's did or by
+ * did_register: the seed's "DID single header" on node endpoints). A rejected node gets 403, and so does a DID linked to no node, or to one that is not registered.
  * The DID's record is read at every request (a revoked DID is refused at once, on every API process); the node, as
  * for its key, through the node cache (a rejection or removal counts on every process within NODE_CHANGES_POLL_MS).
  */
@@ -29,8 +29,8 @@ async function linkedNode(did: string, { credentials, nodeCache }: AuthDeps): Pr
   if (!record.node_id)
     throw new AppError(
       'forbidden',
-      `X-DID ${did} is linked to no node: link it to the node with did_register (POST /dal/deploy), or send ` +
-        'X-External-Node and X-External-Key'
+      `X-DID ${did} is linked to no node: link it when registering the node (did), or with did_register ` +
+        "(POST /dal/deploy, with the node's key), or send X-External-Node and X-External-Key"
     );
   const node = await nodeCache.get(record.node_id);
   if (!node)

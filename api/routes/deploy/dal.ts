@@ -19,6 +19,7 @@ import type { PortPoolStore } from '../../../store/deploy/ports';
 import type { DidRegistryStore } from '../../../store/deploy/registry';
 import type { WorkOrderStore } from '../../../store/deploy/work-orders';
 import type { Ledger } from '../../../store/ledger/ledger';
+import type { AuthDeps } from '../../plugins/auth/principal';
 import { createDeployAccess } from './access';
 import { DEPLOY_ACTIONS, type DeployAction } from './actions/action';
 import { configAnswer, configBody, configFailed, createConfigAction } from './actions/config';
@@ -72,8 +73,15 @@ export const deployRoutes: FastifyPluginAsyncZod<{
   ledger: Ledger;
   adminTokenHash: string;
   orders: WorkOrderStore;
-}> = async (app, { temporal, config, ports, registry, ledger, adminTokenHash, orders }) => {
-  const access = createDeployAccess({ registry, adminTokenHash, arbitratorLevel: config.DEPLOY_ARBITRATOR_LEVEL });
+  /** What checking a node's key beside X-DID needs (did_register with the node's key). */
+  nodeAuth: AuthDeps;
+}> = async (app, { temporal, config, ports, registry, ledger, adminTokenHash, orders, nodeAuth }) => {
+  const access = createDeployAccess({
+    registry,
+    adminTokenHash,
+    arbitratorLevel: config.DEPLOY_ARBITRATOR_LEVEL,
+    nodeAuth
+  });
   const web = deployWeb(config);
   const handlers: DeployHandlers = {
     ...createReleaseActions({ temporal, config, access, web }),
@@ -144,7 +152,7 @@ export const deployRoutes: FastifyPluginAsyncZod<{
           200: answered,
           202: inboxPushAnswer.describe('inbox_push: the order is held for approval'),
           403: errorShape.describe(
-            'The DID lacks the deploy channel (or, for did_register/did_revoke, the arbitrator level)'
+            'The DID lacks the deploy channel (or, for did_register/did_revoke, the arbitrator level; with a node key, did_register asked for more than linking the calling DID to that node, or the node was rejected)'
           ),
           404: errorShape,
           409: errorShape,

@@ -20,7 +20,7 @@ const authModelSchema = z.object({
   name: z.string(),
   credential: z.string(),
   description: z.string(),
-  endpoints: z.number().int()
+  endpoints: z.number().int().describe('directory endpoints accepting this model (declared, or among auth_also)')
 });
 const directoryResponse = z.object({
   ok: z.literal(true),
@@ -33,7 +33,10 @@ const directoryResponse = z.object({
       path: z.string(),
       url: z.string(),
       group: z.string(),
-      auth: z.string(),
+      auth: z.string().describe('the authentication model the endpoint declares'),
+      auth_also: z
+        .array(z.string())
+        .describe('further models the endpoint accepts: any one of auth and these authenticates (often empty)'),
       public_read: z.union([z.boolean(), z.literal('partial')]),
       summary: z.string()
     })
@@ -96,6 +99,7 @@ export const endpointDirectoryRoutes: FastifyPluginAsyncZod<{
           url: `${e.listener === 'hub' ? config.hubPublicUrl : base}${e.path}`,
           group: e.group,
           auth: e.auth,
+          auth_also: e.auth_also,
           public_read: e.public_read,
           summary: e.summary
         })),

@@ -2,8 +2,9 @@
  * Work distribution: worker nodes pull tasks from the federation's queue (store/federation/tasks.ts).
  * Internal routes (docs/a2a.md#work-distribution-capability-federation-claims-leases-the-a2a-binding): not in the
  * endpoint directory, so the a2a_standard count stays as documented (docs/endpoints.md).
- * Every route authenticates the node with its own key (X-External-Node + X-External-Key from POST /a2a/register):
- * nodes have no DID of their own, so the documented "X-DID" is served by the node's identity instead.
+ * Every route authenticates the node (model external_node): with its own key (X-External-Node + X-External-Key from
+ * POST /a2a/register), or with X-DID alone, the seed's "DID single header", of a DID linked to the node (the
+ * registration's did, or did_register; api/plugins/auth/external-node.ts).
  *   POST /api/task/assign                claim up to max_tasks queued tasks whose required capabilities the node
  *                                        declared, each under a lease of TASK_LEASE_S; only an online node may claim
  *                                        (pending_review, offline and rejected get 403); a claim also makes sure
@@ -13,7 +14,7 @@
  *   POST /api/task/:task_id/complete     the result (any JSON object): the task is done
  *   POST /api/task/:task_id/fail         the reason: the task failed (no retry; a lapsed lease is what retries)
  *   GET  /api/nodes                      the online nodes (id, name, brand, capabilities, last seen), for nodes and
- *                                        arbitrators (node key or homologous credentials)
+ *                                        arbitrators (any registered X-DID, a node's credentials, or homologous)
  * The use cases are services/federation/work-distribution.ts.
  */
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
