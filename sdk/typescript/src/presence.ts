@@ -16,6 +16,12 @@ export interface Registration {
   brand?: { code?: string; model_base?: string };
   instance?: { os?: string; cpu?: string; memory_gb?: number; gpu?: string };
   capabilities?: { declared?: string[] };
+  /**
+   * A DID registered and active on the hub and linked to no node: the hub links it to this node at registration,
+   * so that X-DID alone authenticates as the node (docs/federation.md). A DID it cannot link fails the registration
+   * (400, 409), which is not retried.
+   */
+  did?: string;
 }
 
 /** A heartbeat's figures (docs/federation.md, Heartbeat); unknown members are kept by the hub as extras. */

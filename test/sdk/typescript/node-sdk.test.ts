@@ -123,6 +123,20 @@ describe('joining and staying alive', () => {
     expect(() => newNode('joiner', { heartbeat: false })).toThrow(/is in use by process/);
     await first.stop();
   });
+
+  it('registers with a DID of its own linked to it; a DID linked already fails the registration', async () => {
+    const own = await registerDid(svc.urls.main, svc.adminToken, 'did:example:sdk-linked-node');
+    const node = newNode('linked', { register: { name: 'linked', did: own } });
+    await node.start();
+    expect(await svc.db.collection('dids').findOne({ _id: own as never })).toMatchObject({ node_id: node.nodeId });
+    // X-DID alone now speaks for the node: its instruction queue answers to the DID.
+    const inbox = await http('GET', `${svc.urls.main}/api/instructions/${node.nodeId}`, { headers: { 'x-did': own } });
+    expect(inbox.status).toBe(200);
+    await node.stop();
+    const second = newNode('linked-again', { register: { name: 'linked-again', did: own } });
+    await expect(second.start()).rejects.toThrow(/registration refused: 409/);
+    await second.stop();
+  });
 });
 
 describe('truth writes that never block', () => {

@@ -95,7 +95,8 @@ class HubNode:
     ):
         """``hub_url``: the hub's main listener. ``state_dir``: credentials (0600), the outbox and the last
         checkpoint; one directory per node. ``did``: the DID truth writes are made with (X-DID). ``register`` (name,
-        brand, instance, capabilities) when ``state_dir`` holds no credentials, or ``credentials`` (node_id,
+        brand, instance, capabilities, and a ``did`` to link to the node at registration: registered on the hub and
+        linked to no node) when ``state_dir`` holds no credentials, or ``credentials`` (node_id,
         api_key) issued earlier. ``verifier_key``: the checkpoint key to pin (GET /tlog/verifier-key, out of band).
         ``witnesses``: the hub's witnesses' cosignature keys to require (GET /tlog/witness-key of each, out of band),
         ``witness_quorum`` of them (default: all) on a checkpoint before it proves anything.
