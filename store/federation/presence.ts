@@ -245,7 +245,7 @@ export class PresenceStore {
     return { nodes, heartbeatsLastMinute, complete };
   }
 
-  /** Newest entry per node across every shard (the directory and the dashboard: a read of every shard). */
+  /** Newest entry per node across every shard (the dashboard: a read of every shard, every sample parsed). */
   async snapshot(): Promise<{ nodes: Map<string, PresenceEntry>; heartbeatsLastMinute: number }> {
     const sinceSecond = Math.floor(Date.now() / 1000) - 60;
     const parts = await Promise.all(
@@ -271,6 +271,64 @@ export class PresenceStore {
     return { nodes, heartbeatsLastMinute };
   }
 
+  /**
+   * The newest entry of each of these nodes (those heard from), reading only their shards and taking only their
+   * entries out of the stored JSON texts (see entryIn, seenIn): what a page of the directory shows costs what the
+   * page holds, not a parse of every node's sample (which snapshot() does, for the dashboard).
+   */
+  async entriesOf(nodeIds: string[]): Promise<Map<string, PresenceEntry>> {
+    const byShard = new Map<number, string[]>();
+    for (const id of nodeIds) {
+      const s = presenceShardOf(id);
+      byShard.set(s, [...(byShard.get(s) ?? []), id]);
+    }
+    const out = new Map<string, PresenceEntry>();
+    await Promise.all(
+      [...byShard].map(async ([s, ids]) => {
+        const [seenDocs, sampleDocs] = await Promise.all([
+          this.seen[s]!.find({}, { projection: { seen_json: 1 } }).toArray(),
+          this.samples[s]!.find({}).toArray()
+        ]);
+        for (const id of ids) {
+          let seenAt: number | null = null;
+          for (const doc of seenDocs) {
+            const at = seenIn(doc.seen_json ?? '{}', id);
+            if (at !== null && (seenAt === null || at > seenAt)) seenAt = at;
+          }
+          if (seenAt === null) continue;
+          let latest: PresenceEntry | null = null;
+          for (const doc of sampleDocs) {
+            const e = entryIn(doc.entries_json ?? '[]', id);
+            if (e && (latest === null || latest.seen_at < e.seen_at)) latest = e;
+          }
+          // As in snapshot(): until its sample is written, the newest known.
+          const sample = latest?.sample ?? { at: new Date(seenAt).toISOString(), resources: {}, performance: {} };
+          out.set(id, { node_id: id, seen_at: seenAt, sample });
+        }
+      })
+    );
+    return out;
+  }
+
+  /** When each of these nodes was last heard from (those heard from), reading only their shards' last-seen documents. */
+  async lastSeenOf(nodeIds: string[]): Promise<Map<string, number>> {
+    const shards = new Set(nodeIds.map(presenceShardOf));
+    const docs = new Map(
+      await Promise.all(
+        [...shards].map(
+          async (s) => [s, await this.seen[s]!.find({}, { projection: { seen_json: 1 } }).toArray()] as const
+        )
+      )
+    );
+    const out = new Map<string, number>();
+    for (const id of nodeIds)
+      for (const doc of docs.get(presenceShardOf(id)) ?? []) {
+        const at = seenIn(doc.seen_json ?? '{}', id);
+        if (at !== null && at > (out.get(id) ?? -1)) out.set(id, at);
+      }
+    return out;
+  }
+
   /** Drops documents of API processes that stopped writing long ago (a scan of each shard's few documents). */
   async prune(olderThan: Date): Promise<void> {
     await Promise.all(
@@ -280,4 +338,52 @@ export class PresenceStore {
     );
     await this.clocks.deleteMany({ written_at: { $lt: olderThan.getTime() } });
   }
+}
+
+/**
+ * A node's time in a last-seen document's JSON text (`{"<node id>":<ms>,…}`, every value a number), without parsing
+ * the rest. Node ids hold no character JSON escapes; a text written otherwise is parsed whole.
+ */
+export function seenIn(json: string, nodeId: string): number | null {
+  const key = `"${nodeId}":`;
+  const at = json.indexOf(key);
+  if (at < 0) return json.includes(`"${nodeId}"`) ? wholeSeen(json, nodeId) : null;
+  const from = at + key.length;
+  let end = from;
+  while (end < json.length && json[end] !== ',' && json[end] !== '}') end++;
+  const value = Number(json.slice(from, end));
+  return Number.isFinite(value) ? value : wholeSeen(json, nodeId);
+}
+
+function wholeSeen(json: string, nodeId: string): number | null {
+  const value = (JSON.parse(json) as Record<string, unknown>)[nodeId];
+  return typeof value === 'number' ? value : null;
+}
+
+/**
+ * A node's entry in a samples document's JSON text (`[{"node_id":"<id>","seen_at":…,"sample":{…}},…]`), without
+ * parsing the others. An entry starts with `[{"node_id":"<id>"` or `,{"node_id":"<id>"`, which nothing inside an
+ * entry can hold (within a string its quotes are escaped, and a sample holds no array); it ends where the next entry
+ * starts, or at the closing `]`. A text written another way (another member order) is parsed whole.
+ */
+export function entryIn(json: string, nodeId: string): PresenceEntry | null {
+  const head = `{"node_id":${JSON.stringify(nodeId)},`;
+  let at = json.indexOf(head);
+  while (at > 0 && json[at - 1] !== '[' && json[at - 1] !== ',') at = json.indexOf(head, at + 1);
+  if (at <= 0) return json.includes(JSON.stringify(nodeId)) ? wholeEntry(json, nodeId) : null;
+  const next = json.indexOf(',{"node_id":', at + head.length);
+  const end = next >= 0 ? next : json.lastIndexOf(']');
+  try {
+    const entry = JSON.parse(json.slice(at, end)) as PresenceEntry;
+    return entry.node_id === nodeId ? entry : wholeEntry(json, nodeId);
+  } catch {
+    return wholeEntry(json, nodeId);
+  }
+}
+
+function wholeEntry(json: string, nodeId: string): PresenceEntry | null {
+  let latest: PresenceEntry | null = null;
+  for (const e of JSON.parse(json) as PresenceEntry[])
+    if (e.node_id === nodeId && (latest === null || latest.seen_at < e.seen_at)) latest = e;
+  return latest;
 }
