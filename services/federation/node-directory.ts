@@ -31,12 +31,13 @@ export function createNodeDirectory({
   config: Pick<FederationConfig, 'NODE_OFFLINE_AFTER_S'>;
 }) {
   return {
-    /** A page of the directory, filtered by state and brand. */
+    /**
+     * A page of the directory, filtered by state and brand: the order, filter and total from the node index (about a
+     * second behind the node documents), the page's documents and presence entries alone.
+     */
     async list(q: NodeDirectoryQuery) {
-      const [{ total, nodes }, presence] = await Promise.all([
-        nodeStore.list({ state: q.state, brand: q.brand }, q),
-        presenceStore.snapshot()
-      ]);
+      const { total, nodes } = await nodeStore.list({ state: q.state, brand: q.brand }, q);
+      const presence = await presenceStore.entriesOf(nodes.map((n) => n.node_id));
       const next = q.offset + nodes.length < total ? q.offset + nodes.length : null;
       return {
         ok: true as const,
@@ -44,7 +45,7 @@ export function createNodeDirectory({
         offset: q.offset,
         limit: q.limit,
         next_offset: next,
-        nodes: nodes.map((n) => withPresence(n, presence.nodes.get(n.node_id)))
+        nodes: nodes.map((n) => withPresence(n, presence.get(n.node_id)))
       };
     },
 
@@ -53,14 +54,17 @@ export function createNodeDirectory({
       // The node first: an unknown id costs one read, not one per history interval.
       const found = await nodeStore.findPublic(nodeId);
       if (!found) throw notFound(`No node ${nodeId}`);
-      const [history, presence] = await Promise.all([heartbeatHistory.recent(nodeId), presenceStore.snapshot()]);
+      const [history, presence] = await Promise.all([
+        heartbeatHistory.recent(nodeId),
+        presenceStore.entriesOf([nodeId])
+      ]);
       return {
         ok: true as const,
-        node: { ...withPresence(publicNode(found), presence.nodes.get(nodeId)), heartbeat_history: history }
+        node: { ...withPresence(publicNode(found), presence.get(nodeId)), heartbeat_history: history }
       };
     },
 
-    /** The network's live figures. */
+    /** The network's live figures: counts from the node index, resources from every node's latest sample. */
     async dashboard() {
       const [agg, presence] = await Promise.all([nodeStore.aggregates(), presenceStore.snapshot()]);
       const online = agg.byState.online ?? 0;

@@ -90,22 +90,23 @@ export function createWorkDistribution(
       return finished(taskId, await tasks.finish(taskId, nodeId, { error: reason }));
     },
 
-    /** The online nodes, with their last heartbeat within the presence window. */
+    /** The online nodes (by seq, from the node index), with when each was last heard from. */
     async onlineNodes(limit: number, offset: number) {
-      const [page, snap] = await Promise.all([nodes.list({ state: 'online' }, { limit, offset }), presence.snapshot()]);
+      const page = await nodes.list({ state: 'online' }, { limit, offset });
+      const seenAt = await presence.lastSeenOf(page.nodes.map((n) => n.node_id));
       return {
         ok: true as const,
         total: page.total,
         offset,
         limit,
         nodes: page.nodes.map((n) => {
-          const seen = snap.nodes.get(n.node_id);
+          const seen = seenAt.get(n.node_id);
           return {
             node_id: n.node_id,
             name: n.name,
             brand: n.brand,
             capabilities: n.capabilities,
-            last_seen_at: seen ? new Date(seen.seen_at).toISOString() : null
+            last_seen_at: seen !== undefined ? new Date(seen).toISOString() : null
           };
         })
       };
