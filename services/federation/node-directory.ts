@@ -8,7 +8,7 @@ import type { FederationConfig } from '../../core/config.node';
 import { notFound } from '../../core/errors';
 import { BRAND_CODES, type BrandCode, NODE_STATES, type NodeState } from '../../core/federation/vocabulary';
 import type { HeartbeatHistoryStore } from '../../store/federation/heartbeat-history';
-import type { PresenceEntry, PresenceStore } from '../../store/federation/presence';
+import { SHARED_SNAPSHOT_MS, type PresenceEntry, type PresenceStore } from '../../store/federation/presence';
 import { publicNode, type NodeStore, type PublicNode } from '../../store/federation/nodes';
 
 const withPresence = (node: PublicNode, presence: PresenceEntry | undefined) => ({
@@ -33,11 +33,14 @@ export function createNodeDirectory({
   return {
     /**
      * A page of the directory, filtered by state and brand: the order, filter and total from the node index (about a
-     * second behind the node documents), the page's documents and presence entries alone.
+     * second behind the node documents), the page's documents, presence from a snapshot at most SHARED_SNAPSHOT_MS old.
      */
     async list(q: NodeDirectoryQuery) {
-      const { total, nodes } = await nodeStore.list({ state: q.state, brand: q.brand }, q);
-      const presence = await presenceStore.entriesOf(nodes.map((n) => n.node_id));
+      const [{ total, nodes }, snapshot] = await Promise.all([
+        nodeStore.list({ state: q.state, brand: q.brand }, q),
+        presenceStore.recentSnapshot(SHARED_SNAPSHOT_MS)
+      ]);
+      const presence = snapshot.nodes;
       const next = q.offset + nodes.length < total ? q.offset + nodes.length : null;
       return {
         ok: true as const,
@@ -64,9 +67,15 @@ export function createNodeDirectory({
       };
     },
 
-    /** The network's live figures: counts from the node index, resources from every node's latest sample. */
+    /**
+     * The network's live figures: counts from the node index, resources from every node's latest sample (a snapshot
+     * at most SHARED_SNAPSHOT_MS old).
+     */
     async dashboard() {
-      const [agg, presence] = await Promise.all([nodeStore.aggregates(), presenceStore.snapshot()]);
+      const [agg, presence] = await Promise.all([
+        nodeStore.aggregates(),
+        presenceStore.recentSnapshot(SHARED_SNAPSHOT_MS)
+      ]);
       const online = agg.byState.online ?? 0;
       const approved = online + (agg.byState.offline ?? 0);
       // Resource figures come from the latest sample of each node heard from within the offline window.

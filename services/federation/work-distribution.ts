@@ -10,7 +10,7 @@ import { AppError, conflict, notFound } from '../../core/errors';
 import { canonicalJson, type JsonValue } from '../../core/ledger/canonical-json';
 import { NODE_PERMISSIONS } from '../../core/federation/vocabulary';
 import type { NodeStore } from '../../store/federation/nodes';
-import type { PresenceStore } from '../../store/federation/presence';
+import { SHARED_SNAPSHOT_MS, type PresenceStore } from '../../store/federation/presence';
 import type { ClaimOutcome, TaskStore } from '../../store/federation/tasks';
 import { taskLeaseSweeperKeeper } from '../../workflows/federation/task-lease.client';
 import { publicTask } from './federation-tasks';
@@ -92,15 +92,17 @@ export function createWorkDistribution(
 
     /** The online nodes (by seq, from the node index), with when each was last heard from. */
     async onlineNodes(limit: number, offset: number) {
-      const page = await nodes.list({ state: 'online' }, { limit, offset });
-      const seenAt = await presence.lastSeenOf(page.nodes.map((n) => n.node_id));
+      const [page, snapshot] = await Promise.all([
+        nodes.list({ state: 'online' }, { limit, offset }),
+        presence.recentSnapshot(SHARED_SNAPSHOT_MS)
+      ]);
       return {
         ok: true as const,
         total: page.total,
         offset,
         limit,
         nodes: page.nodes.map((n) => {
-          const seen = seenAt.get(n.node_id);
+          const seen = snapshot.nodes.get(n.node_id)?.seen_at;
           return {
             node_id: n.node_id,
             name: n.name,

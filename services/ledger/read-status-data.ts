@@ -8,7 +8,7 @@ import type { Db } from 'mongodb';
 import { assetsFromTally, type LedgerTally, tallyCategory } from '../../core/ledger/tally';
 import type { Ledger } from '../../store/ledger/ledger';
 import type { NodeStore } from '../../store/federation/nodes';
-import type { PresenceStore } from '../../store/federation/presence';
+import { SHARED_SNAPSHOT_MS, type PresenceStore } from '../../store/federation/presence';
 
 export interface StatusDataDeps {
   db: Db;
@@ -37,14 +37,13 @@ export function createStatusData({ db, ledger, nodes, presence }: StatusDataDeps
 
   /**
    * The first 1,000 nodes by registration, with when each was last seen: from the node index (about a second behind
-   * the node documents) and the last-seen documents of presence, no node document read.
+   * the node documents) and a presence snapshot at most SHARED_SNAPSHOT_MS old, no node document read.
    */
   async function nodeRegistry() {
-    await nodes.index.ready();
+    const [, snapshot] = await Promise.all([nodes.index.ready(), presence.recentSnapshot(SHARED_SNAPSHOT_MS)]);
     const list = nodes.index.page({}, 0, 1000).nodes;
-    const seenAt = await presence.lastSeenOf(list.map((n) => n.node_id));
     const seen = (id: string) => {
-      const at = seenAt.get(id);
+      const at = snapshot.nodes.get(id)?.seen_at;
       return at ? new Date(at).toISOString() : null;
     };
     return list.map((n) => ({

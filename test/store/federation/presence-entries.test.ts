@@ -1,8 +1,9 @@
 /**
- * A page's presence (PresenceStore.entriesOf, lastSeenOf in store/federation/presence.ts) takes only the page's
- * entries out of the stored JSON texts: it must find what a parse of every entry (snapshot(), the dashboard's read)
- * finds, whatever the samples hold (figures named like the entry's own members, strings that look like an entry,
- * ids that are prefixes of one another), across several API processes' documents.
+ * One node's presence (PresenceStore.entriesOf in store/federation/presence.ts) takes only that node's entries out
+ * of the stored JSON texts: it must find what a parse of every entry (snapshot()) finds, whatever the samples hold
+ * (figures named like the entry's own members, strings that look like an entry, ids that are prefixes of one
+ * another), across several API processes' documents. The shared snapshot of the lists and the dashboard
+ * (recentSnapshot) is reused within its age only.
  */
 import type { HeartbeatSample } from '../../../core/federation/vocabulary';
 import {
@@ -86,8 +87,10 @@ it('reads for a page what the snapshot of every shard holds for those nodes', as
   expect(Object.fromEntries(got)).toEqual(
     Object.fromEntries(page.filter((n) => all.has(n)).map((n) => [n, all.get(n)!]))
   );
-  const seen = await store.lastSeenOf(page);
-  expect(Object.fromEntries(seen)).toEqual(
-    Object.fromEntries(page.filter((n) => all.has(n)).map((n) => [n, all.get(n)!.seen_at]))
-  );
+  // A shared snapshot is reused within its age and taken again after it.
+  const shared = await store.recentSnapshot(60_000);
+  expect(await store.recentSnapshot(60_000)).toBe(shared);
+  await store.writeSeen(presenceShardOf(unsampled), 'api-3', new Map([[unsampled, at + 43]]), []);
+  expect((await store.recentSnapshot(60_000)).nodes.get(unsampled)?.seen_at).toBe(at + 42);
+  expect((await store.recentSnapshot(0)).nodes.get(unsampled)?.seen_at).toBe(at + 43);
 });
