@@ -14,6 +14,7 @@
  * index does not hold (its registration's record was lost, it is best effort) makes it read that node's document
  * by `_id`. Records apply by their state_at, as in the node cache, so one applied twice changes nothing.
  */
+import { AppError } from '../../core/errors';
 import type { BrandCode, NodeState } from '../../core/federation/vocabulary';
 import type { NodeChangeDocument } from './node-change-log';
 import type { NodeDocument } from './node-document';
@@ -119,12 +120,19 @@ export class NodeIndex {
     return this.byId.size;
   }
 
-  /** Resolves once the index holds every node: loads it (through its loader) when no load has succeeded yet. */
+  /**
+   * Resolves once the index holds every node: loads it (through its loader) when no load has succeeded yet; 503 when
+   * the nodes cannot be read (the database is away), tried again at the next call.
+   */
   async ready(): Promise<void> {
     if (this.loadedOnce) return;
     if (!this.loader) throw new Error('the node index is not loaded in this process (no node cache follows the log)');
     await this.loader();
-    if (!this.loadedOnce) throw new Error('the node index could not be loaded (the nodes could not be read)');
+    if (!this.loadedOnce)
+      throw new AppError(
+        'unavailable',
+        'The node directory could not be loaded (the nodes could not be read); retry later'
+      );
   }
 
   /** A complete load starts (see load). */
