@@ -20,6 +20,8 @@ export interface ReadSpec {
   expect(count: number): string | null;
   /** What a summary answered, shown beside its count. */
   detail?(body: unknown): string;
+  /** The floor's lookups go to the node documents (a node read), not to the ledger. */
+  floor?: 'nodes';
 }
 
 /** Where the reads go and what the database holds when they start (the writes beside them only add entries). */
@@ -78,10 +80,11 @@ export async function buildCatalog(ctx: CatalogContext, db: Db): Promise<ReadSpe
     total === null ? between(1, limit) : between(Math.min(limit, total), limit);
   const nodes = db.collection('nodes');
   const tasks = db.collection('tasks');
-  const [nodeCount, online, pending, gpus, taskCount, mine, proposals, orders] = await Promise.all([
+  const [nodeCount, online, pending, brandPending, gpus, taskCount, mine, proposals, orders] = await Promise.all([
     nodes.countDocuments({}),
     nodes.countDocuments({ state: 'online' }),
     nodes.countDocuments({ state: 'pending_review' }),
+    nodes.countDocuments({ state: 'pending_review', 'brand.code': 'custom' }),
     db.collection('gpu_registry').countDocuments({}),
     tasks.countDocuments({}),
     tasks.countDocuments({ submitted_by: f.homologousId }),
@@ -226,7 +229,8 @@ export async function buildCatalog(ctx: CatalogContext, db: Db): Promise<ReadSpe
       name: '/api/status-data/nodes',
       url: `${base}/api/status-data/nodes`,
       count: list('nodes'),
-      expect: exactly(Math.min(1000, nodeCount))
+      expect: exactly(Math.min(1000, nodeCount)),
+      floor: 'nodes'
     },
     {
       name: '/api/instructions/<node_id>',
@@ -272,31 +276,60 @@ export async function buildCatalog(ctx: CatalogContext, db: Db): Promise<ReadSpe
       count: list('history'),
       expect: exactly(Math.min(200, hot))
     },
-    { name: '/a2a/nodes', url: `${base}/a2a/nodes`, count: list('nodes'), expect: exactly(Math.min(50, nodeCount)) },
+    {
+      name: '/a2a/nodes',
+      url: `${base}/a2a/nodes`,
+      count: list('nodes'),
+      expect: exactly(Math.min(50, nodeCount)),
+      floor: 'nodes'
+    },
     {
       name: '/a2a/nodes limit 200',
       url: `${base}/a2a/nodes?limit=200`,
       count: list('nodes'),
-      expect: exactly(Math.min(200, nodeCount))
+      expect: exactly(Math.min(200, nodeCount)),
+      floor: 'nodes'
     },
     {
       name: '/a2a/nodes online, limit 200',
       url: `${base}/a2a/nodes?state=online&limit=200`,
       count: list('nodes'),
-      expect: exactly(Math.min(200, online))
+      expect: exactly(Math.min(200, online)),
+      floor: 'nodes'
     },
     {
       name: '/a2a/nodes page in the middle',
       url: `${base}/a2a/nodes?offset=${Math.floor(nodeCount / 2)}`,
       count: list('nodes'),
-      expect: exactly(Math.min(50, nodeCount - Math.floor(nodeCount / 2)))
+      expect: exactly(Math.min(50, nodeCount - Math.floor(nodeCount / 2))),
+      floor: 'nodes'
+    },
+    {
+      name: '/a2a/nodes one brand, pending review',
+      url: `${base}/a2a/nodes?brand=custom&state=pending_review`,
+      count: list('nodes'),
+      expect: exactly(Math.min(50, brandPending)),
+      floor: 'nodes'
+    },
+    {
+      name: '/a2a/nodes/<node_id>',
+      url: `${base}/a2a/nodes/${f.instructionsNode}`,
+      count: one,
+      expect: () => null,
+      floor: 'nodes'
     },
     {
       name: '/a2a/dashboard',
       url: `${base}/a2a/dashboard`,
       count: one,
       expect: () => null,
-      detail: (b) => `${String((b as Json).nodes_total)} nodes, ${String((b as Json).online)} online`
+      detail: (b) => {
+        const body = b as Json;
+        if (body.nodes_total !== nodeCount)
+          throw new Error(`nodes_total ${String(body.nodes_total)}, ${nodeCount} nodes`);
+        return `${String(body.nodes_total)} nodes, ${String(body.online)} online`;
+      },
+      floor: 'nodes'
     },
     {
       name: '/a2a/review/queue',
@@ -322,14 +355,16 @@ export async function buildCatalog(ctx: CatalogContext, db: Db): Promise<ReadSpe
       url: `${base}/api/nodes`,
       headers: homologous,
       count: list('nodes'),
-      expect: exactly(Math.min(100, online))
+      expect: exactly(Math.min(100, online)),
+      floor: 'nodes'
     },
     {
       name: '/api/nodes limit 500',
       url: `${base}/api/nodes?limit=500`,
       headers: homologous,
       count: list('nodes'),
-      expect: exactly(Math.min(500, online))
+      expect: exactly(Math.min(500, online)),
+      floor: 'nodes'
     },
     {
       name: 'A2A GetTask GET /a2a/tasks/<id>',

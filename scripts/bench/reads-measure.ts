@@ -4,12 +4,13 @@
  *            API), after a few unmeasured ones; each timed from the request to the last byte of the answer (the JSON
  *            is parsed after the clock stops, to count what it returned). A read slower than its time budget stops
  *            early and says how many it measured.
- *   floor    the same number of rounds, each round N `findOne({ _id })` lookups on the `ledger` collection through the
- *            mongodb driver, all N in parallel, where N is the number of entries (or items) the read returned, at
- *            least 1: what fetching what the read returned by its primary key alone costs, measured in the same run
- *            beside the same writes (within the same time budget as the read).
+ *   floor    the same number of rounds, each round N `findOne({ _id })` lookups through the mongodb driver, all N in
+ *            parallel, where N is the number of entries (or items) the read returned, at least 1: what fetching what
+ *            the read returned by its primary key alone costs, measured in the same run beside the same writes
+ *            (within the same time budget as the read). On the `ledger` collection, or for the node reads on the
+ *            `nodes` collection (ReadSpec.floor), at ids spread over what it holds.
  */
-import type { Collection } from 'mongodb';
+import type { Collection, Document } from 'mongodb';
 import { Agent } from 'undici';
 import type { ReadSpec } from './reads-catalog';
 
@@ -30,6 +31,14 @@ export interface ReadRow {
   statuses: Map<number, number>;
   read: Timing;
   floor: Timing;
+  /** The collection the floor's lookups read. */
+  floorOn: string;
+}
+
+/** Where a floor's lookups go: a collection, and the id of its i-th document (i ≥ 0, any size: taken modulo). */
+export interface FloorSource {
+  collection: Collection<Document>;
+  idAt(i: number): unknown;
 }
 
 export function timing(latencies: number[]): Timing {
@@ -66,8 +75,7 @@ export interface MeasureOptions {
 export async function measureRead(
   reader: Reader,
   spec: ReadSpec,
-  ledger: Collection<{ _id: number }>,
-  maxSeq: number,
+  floorOn: FloorSource,
   options: MeasureOptions
 ): Promise<ReadRow> {
   const statuses = new Map<number, number>();
@@ -102,34 +110,43 @@ export async function measureRead(
       mismatch ??= `its answer could not be counted: ${err instanceof Error ? err.message : String(err)}`;
     }
   }
-  const floor = await floorLookups(ledger, Math.max(1, count ?? 1), latencies.length, maxSeq, options.maxSeconds);
-  return { name: spec.name, count, mismatch, detail, statuses, read: timing(latencies), floor };
+  const floor = await floorLookups(floorOn, Math.max(1, count ?? 1), latencies.length, options.maxSeconds);
+  return {
+    name: spec.name,
+    count,
+    mismatch,
+    detail,
+    statuses,
+    read: timing(latencies),
+    floor,
+    floorOn: floorOn.collection.collectionName
+  };
 }
 
 /**
- * `rounds` rounds of `lookups` parallel findOne({ _id }) on the ledger, at seqs spread over 1..maxSeq; fewer when
- * they take more than `maxSeconds`.
+ * `rounds` rounds of `lookups` parallel findOne({ _id }) on the source's collection, at ids spread over what it holds;
+ * fewer when they take more than `maxSeconds`.
  */
 export async function floorLookups(
-  ledger: Collection<{ _id: number }>,
+  source: FloorSource,
   lookups: number,
   rounds: number,
-  maxSeq: number,
   maxSeconds: number
 ): Promise<Timing> {
   const deadline = performance.now() + maxSeconds * 1000;
   const latencies: number[] = [];
   let seed = 12345;
-  const nextSeq = () => {
+  const nextId = () => {
     seed = (seed * 1103515245 + 12345) % 2147483648;
-    return 1 + (seed % Math.max(1, maxSeq));
+    return source.idAt(seed);
   };
   for (let r = 0; r < rounds && (r === 0 || performance.now() < deadline); r++) {
-    const seqs = Array.from({ length: lookups }, nextSeq);
+    const ids = Array.from({ length: lookups }, nextId);
     const t0 = performance.now();
-    const found = await Promise.all(seqs.map((_id) => ledger.findOne({ _id })));
+    const found = await Promise.all(ids.map((_id) => source.collection.findOne({ _id } as Document)));
     latencies.push(performance.now() - t0);
-    if (found.some((d) => d === null)) throw new Error('the floor looked up a seq the ledger does not have');
+    if (found.some((d) => d === null))
+      throw new Error(`the floor looked up an id ${source.collection.collectionName} does not have`);
   }
   return timing(latencies);
 }
@@ -150,8 +167,9 @@ export function printTable(rows: ReadRow[]): void {
   console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
     const count = `${r.count ?? '-'}${r.detail ? ` (${r.detail})` : ''}${r.mismatch ? ` (!! ${r.mismatch})` : ''}`;
+    const on = r.floorOn === 'ledger' ? '' : ` ${r.floorOn}`;
     console.log(
-      `| ${r.name} | ${count} | ${fmtStatuses(r.statuses)} | ${ms(r.read.p50)} | ${ms(r.read.p99)} | ${Math.max(1, r.count ?? 1)} × ${r.floor.n} | ${ms(r.floor.p50)} | ${ms(r.floor.p99)} | ${ratio(r.read.p50, r.floor.p50)} | ${ratio(r.read.p99, r.floor.p99)} |`
+      `| ${r.name} | ${count} | ${fmtStatuses(r.statuses)} | ${ms(r.read.p50)} | ${ms(r.read.p99)} | ${Math.max(1, r.count ?? 1)} × ${r.floor.n}${on} | ${ms(r.floor.p50)} | ${ms(r.floor.p99)} | ${ratio(r.read.p50, r.floor.p50)} | ${ratio(r.read.p99, r.floor.p99)} |`
     );
   }
 }

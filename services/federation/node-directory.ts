@@ -8,7 +8,7 @@ import type { FederationConfig } from '../../core/config.node';
 import { notFound } from '../../core/errors';
 import { BRAND_CODES, type BrandCode, NODE_STATES, type NodeState } from '../../core/federation/vocabulary';
 import type { HeartbeatHistoryStore } from '../../store/federation/heartbeat-history';
-import type { PresenceEntry, PresenceStore } from '../../store/federation/presence';
+import { SHARED_SNAPSHOT_MS, type PresenceEntry, type PresenceStore } from '../../store/federation/presence';
 import { publicNode, type NodeStore, type PublicNode } from '../../store/federation/nodes';
 
 const withPresence = (node: PublicNode, presence: PresenceEntry | undefined) => ({
@@ -31,12 +31,16 @@ export function createNodeDirectory({
   config: Pick<FederationConfig, 'NODE_OFFLINE_AFTER_S'>;
 }) {
   return {
-    /** A page of the directory, filtered by state and brand. */
+    /**
+     * A page of the directory, filtered by state and brand: the order, filter and total from the node index (about a
+     * second behind the node documents), the page's documents, presence from a snapshot at most SHARED_SNAPSHOT_MS old.
+     */
     async list(q: NodeDirectoryQuery) {
-      const [{ total, nodes }, presence] = await Promise.all([
+      const [{ total, nodes }, snapshot] = await Promise.all([
         nodeStore.list({ state: q.state, brand: q.brand }, q),
-        presenceStore.snapshot()
+        presenceStore.recentSnapshot(SHARED_SNAPSHOT_MS)
       ]);
+      const presence = snapshot.nodes;
       const next = q.offset + nodes.length < total ? q.offset + nodes.length : null;
       return {
         ok: true as const,
@@ -44,7 +48,7 @@ export function createNodeDirectory({
         offset: q.offset,
         limit: q.limit,
         next_offset: next,
-        nodes: nodes.map((n) => withPresence(n, presence.nodes.get(n.node_id)))
+        nodes: nodes.map((n) => withPresence(n, presence.get(n.node_id)))
       };
     },
 
@@ -53,16 +57,25 @@ export function createNodeDirectory({
       // The node first: an unknown id costs one read, not one per history interval.
       const found = await nodeStore.findPublic(nodeId);
       if (!found) throw notFound(`No node ${nodeId}`);
-      const [history, presence] = await Promise.all([heartbeatHistory.recent(nodeId), presenceStore.snapshot()]);
+      const [history, presence] = await Promise.all([
+        heartbeatHistory.recent(nodeId),
+        presenceStore.entriesOf([nodeId])
+      ]);
       return {
         ok: true as const,
-        node: { ...withPresence(publicNode(found), presence.nodes.get(nodeId)), heartbeat_history: history }
+        node: { ...withPresence(publicNode(found), presence.get(nodeId)), heartbeat_history: history }
       };
     },
 
-    /** The network's live figures. */
+    /**
+     * The network's live figures: counts from the node index, resources from every node's latest sample (a snapshot
+     * at most SHARED_SNAPSHOT_MS old).
+     */
     async dashboard() {
-      const [agg, presence] = await Promise.all([nodeStore.aggregates(), presenceStore.snapshot()]);
+      const [agg, presence] = await Promise.all([
+        nodeStore.aggregates(),
+        presenceStore.recentSnapshot(SHARED_SNAPSHOT_MS)
+      ]);
       const online = agg.byState.online ?? 0;
       const approved = online + (agg.byState.offline ?? 0);
       // Resource figures come from the latest sample of each node heard from within the offline window.

@@ -10,7 +10,7 @@ import { AppError, conflict, notFound } from '../../core/errors';
 import { canonicalJson, type JsonValue } from '../../core/ledger/canonical-json';
 import { NODE_PERMISSIONS } from '../../core/federation/vocabulary';
 import type { NodeStore } from '../../store/federation/nodes';
-import type { PresenceStore } from '../../store/federation/presence';
+import { SHARED_SNAPSHOT_MS, type PresenceStore } from '../../store/federation/presence';
 import type { ClaimOutcome, TaskStore } from '../../store/federation/tasks';
 import { taskLeaseSweeperKeeper } from '../../workflows/federation/task-lease.client';
 import { publicTask } from './federation-tasks';
@@ -90,22 +90,25 @@ export function createWorkDistribution(
       return finished(taskId, await tasks.finish(taskId, nodeId, { error: reason }));
     },
 
-    /** The online nodes, with their last heartbeat within the presence window. */
+    /** The online nodes (by seq, from the node index), with when each was last heard from. */
     async onlineNodes(limit: number, offset: number) {
-      const [page, snap] = await Promise.all([nodes.list({ state: 'online' }, { limit, offset }), presence.snapshot()]);
+      const [page, snapshot] = await Promise.all([
+        nodes.list({ state: 'online' }, { limit, offset }),
+        presence.recentSnapshot(SHARED_SNAPSHOT_MS)
+      ]);
       return {
         ok: true as const,
         total: page.total,
         offset,
         limit,
         nodes: page.nodes.map((n) => {
-          const seen = snap.nodes.get(n.node_id);
+          const seen = snapshot.nodes.get(n.node_id)?.seen_at;
           return {
             node_id: n.node_id,
             name: n.name,
             brand: n.brand,
             capabilities: n.capabilities,
-            last_seen_at: seen ? new Date(seen.seen_at).toISOString() : null
+            last_seen_at: seen !== undefined ? new Date(seen).toISOString() : null
           };
         })
       };

@@ -8,7 +8,7 @@ import type { Db } from 'mongodb';
 import { assetsFromTally, type LedgerTally, tallyCategory } from '../../core/ledger/tally';
 import type { Ledger } from '../../store/ledger/ledger';
 import type { NodeStore } from '../../store/federation/nodes';
-import type { PresenceStore } from '../../store/federation/presence';
+import { SHARED_SNAPSHOT_MS, type PresenceStore } from '../../store/federation/presence';
 
 export interface StatusDataDeps {
   db: Db;
@@ -35,26 +35,23 @@ export function createStatusData({ db, ledger, nodes, presence }: StatusDataDeps
     return { ledger: { size: head.size, root: head.root }, appends: { last_minute: lastMinute, last_hour: lastHour } };
   }
 
-  /** The first 1,000 nodes by registration, with when each was last seen. */
+  /**
+   * The first 1,000 nodes by registration, with when each was last seen: from the node index (about a second behind
+   * the node documents) and a presence snapshot at most SHARED_SNAPSHOT_MS old, no node document read.
+   */
   async function nodeRegistry() {
-    const [list, seenNow] = await Promise.all([
-      nodes.nodes
-        .find({}, { projection: { _id: 1, name: 1, state: 1, 'brand.code': 1 } })
-        .sort({ seq: 1 })
-        .limit(1000)
-        .toArray(),
-      presence.snapshot()
-    ]);
+    const [, snapshot] = await Promise.all([nodes.index.ready(), presence.recentSnapshot(SHARED_SNAPSHOT_MS)]);
+    const list = nodes.index.page({}, 0, 1000).nodes;
     const seen = (id: string) => {
-      const at = seenNow.nodes.get(id)?.seen_at;
+      const at = snapshot.nodes.get(id)?.seen_at;
       return at ? new Date(at).toISOString() : null;
     };
     return list.map((n) => ({
-      node_id: n._id,
+      node_id: n.node_id,
       name: n.name,
-      brand: n.brand?.code ?? null,
+      brand: n.brand ?? null,
       state: n.state,
-      last_seen_at: seen(n._id)
+      last_seen_at: seen(n.node_id)
     }));
   }
 
@@ -93,7 +90,7 @@ export function createStatusData({ db, ledger, nodes, presence }: StatusDataDeps
     const [counts, dids, nodeCount] = await Promise.all([
       ledgerCounts(),
       db.collection('dids').countDocuments({ revoked_at: null }),
-      db.collection('nodes').countDocuments({})
+      nodes.index.ready().then(() => nodes.index.size)
     ]);
     return { ...counts, registered_dids: dids, nodes: nodeCount };
   }

@@ -28,6 +28,10 @@
  * NODE_CACHE_TTL_MS is read again from the node document. NODE_CACHE_TTL_MS below NODE_CHANGES_POLL_MS (tests) also
  * means reading again after the TTL. The node workflow re-checks presence once after NODE_CACHE_TTL_MS + 1 s after a
  * node goes offline, which covers heartbeats answered from a cache that still said "online".
+ *
+ * The same scan and log reads keep the node directory's index (node-index.ts, NodeStore.index) current: the preload
+ * loads it and every record read is applied to it. It follows the log even where the cache itself does not (a
+ * NODE_CACHE_TTL_MS below NODE_CHANGES_POLL_MS).
  */
 import type { NodeState } from '../../core/federation/vocabulary';
 import type { NodeChangeDocument } from './node-change-log';
@@ -103,18 +107,25 @@ export class NodeCache {
   private readonly waiting = new Map<string, { resolve: (loaded: Loaded) => void; reject: (err: unknown) => void }[]>();
   private reading = false;
 
+  /** Whether the cache's entries follow the log (else a plain NODE_CACHE_TTL_MS cache; the index follows it anyway). */
+  private readonly follows: boolean;
+
   constructor(
     private readonly nodes: NodeStore,
     private readonly ttlMs: number,
     private readonly onPollError: (err: unknown) => void = () => undefined
-  ) {}
+  ) {
+    this.follows = ttlMs >= NODE_CHANGES_POLL_MS;
+    nodes.index.attachLoader(() => this.preload());
+  }
 
   /**
-   * Loads every node and starts following the change log (the API does; without the log the cache is a plain
-   * NODE_CACHE_TTL_MS cache, loaded as misses come).
+   * Loads every node and starts following the change log (the API does). With NODE_CACHE_TTL_MS below
+   * NODE_CHANGES_POLL_MS the cache is a plain TTL cache, loaded as misses come, and only the directory's index
+   * follows the log.
    */
   start(): void {
-    if (this.timer || this.ttlMs < NODE_CHANGES_POLL_MS) return;
+    if (this.timer) return;
     this.timer = setInterval(() => void this.poll(), NODE_CHANGES_POLL_MS);
     this.timer.unref();
     void this.poll();
@@ -130,15 +141,19 @@ export class NodeCache {
     this.preloading ??= (async () => {
       const readAt = Date.now();
       this.stats.reads++;
+      this.nodes.index.beginLoad();
       try {
-        for (const doc of await this.nodes.allAuth(MAX_ENTRIES)) {
+        const docs = await this.nodes.allAuth(MAX_ENTRIES);
+        for (const doc of docs) {
           this.put(doc, readAt);
           this.stats.preloaded++;
         }
+        this.nodes.index.load(docs, readAt, true);
         this.replayFrom(readAt);
       } catch (err) {
         this.onPollError(err);
       } finally {
+        this.nodes.index.endLoad();
         this.preloading = null;
       }
     })();
@@ -155,6 +170,7 @@ export class NodeCache {
     if (now - entry.loaded_at < this.ttlMs) return true;
     // Exact while the log is followed: read within two polls, and the entry was loaded before that read began.
     return (
+      this.follows &&
       this.logReadAt > 0 &&
       now - this.logReadAt < 2 * NODE_CHANGES_POLL_MS + CLOCK_MARGIN_MS &&
       entry.loaded_at <= this.logReadAt
@@ -319,6 +335,7 @@ export class NodeCache {
       records.sort(
         (a, b) => a.state_at.getTime() - b.state_at.getTime() || a.written_at.getTime() - b.written_at.getTime()
       );
+      this.nodes.index.apply(records, startedAt);
       const removedAt = new Map<string, number>();
       for (const r of records)
         if (r.state === null) removedAt.set(r.node_id, Math.max(removedAt.get(r.node_id) ?? 0, r.written_at.getTime()));

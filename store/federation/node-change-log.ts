@@ -29,9 +29,10 @@ export interface NodeChangeDocument {
   liveness_seq?: number;
   /**
    * A registration's record only: what a node cache needs to authenticate the new node (its key's digest, as the
-   * node document holds it, and its brand), so every API process knows it from the log without reading its document.
+   * node document holds it, and its brand) and what the node directory's index holds of it (its number, name and
+   * declared memory), so every API process knows it from the log without reading its document.
    */
-  registered?: NodeAuthFields;
+  registered?: NodeRegisteredFields;
 }
 
 /** What external_node authentication reads of a node document (the node cache's entries). */
@@ -40,13 +41,23 @@ export interface NodeAuthFields {
   brand: string;
 }
 
+/**
+ * A registration record's fields: authentication's, and the directory index's (node-index.ts; absent from records
+ * written before the index existed, whose nodes the index reads from their documents).
+ */
+export interface NodeRegisteredFields extends NodeAuthFields {
+  seq?: number;
+  name?: string;
+  memory_gb?: number | null;
+}
+
 /** One change record to insert (see NodeStore.insertChanges). */
 export interface ChangeRecordInput {
   nodeId: string;
   state: NodeState | null;
   stateAt: string;
   livenessSeq?: number;
-  registered?: NodeAuthFields;
+  registered?: NodeRegisteredFields;
 }
 
 /** Records written this far ahead of a reader's clock (another host's) are read too (see changesSince). */
@@ -57,6 +68,11 @@ const MAX_CHANGE_RESTAMPS = 5;
 export class NodeChangeLog {
   private readonly db: Db;
   private lastChangesPrune = 0;
+  /**
+   * Hears the records this process wrote, once they are stored (the node directory's index applies them at once, so
+   * a registration this process answered is listed by it before the next read of the log).
+   */
+  onWritten: ((records: NodeChangeDocument[]) => void) | null = null;
 
   constructor(db: Db) {
     this.db = db;
@@ -107,6 +123,7 @@ export class NodeChangeLog {
     const log = this.changesAt(now.getTime());
     if (docs.length === 1) await log.insertOne(docs[0]!);
     else await log.insertMany(docs, { ordered: false });
+    this.onWritten?.(docs);
   }
 
   /**

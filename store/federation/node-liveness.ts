@@ -34,11 +34,20 @@ export interface LivenessView {
 
 /** Most liveness transitions whose change records go in one insert. */
 const LIVENESS_BATCH = 500;
+/**
+ * Nodes in the first reply of the liveness read: up to this many, no cursor is left open (see loadLiveness); about
+ * 80 bytes each, a reply well under MongoDB's 16 MB.
+ */
+const LIVENESS_READ_BATCH = 50_000;
+const LIVENESS_PROJECTION = { _id: 1, state: 1, liveness_seq: 1, state_changed_at: 1 } as const;
+type LivenessDocument = Pick<NodeDocument, '_id' | 'state' | 'liveness_seq' | 'state_changed_at'>;
 
 export class NodeLiveness {
   private readonly nodes: Collection<NodeDocument>;
   private readonly writer: NodeDocumentWriter;
   private readonly changes: NodeChangeLog;
+  /** The read of every node's liveness under way, shared by the sweeps loading meanwhile (see loadLiveness). */
+  private loadingAll: Promise<LivenessDocument[]> | null = null;
 
   constructor(nodes: Collection<NodeDocument>, writer: NodeDocumentWriter, changes: NodeChangeLog) {
     this.nodes = nodes;
@@ -46,11 +55,21 @@ export class NodeLiveness {
     this.changes = changes;
   }
 
-  /** Every node's liveness view (state, liveness_seq, state_changed_at) for which `keep` holds (the sweeper's shards). */
+  /**
+   * Every node's liveness view (state, liveness_seq, state_changed_at) for which `keep` holds (the sweeper's shards).
+   * The sweeps of one process that load at the same time (the groups start and end their runs together) share one
+   * read of the nodes, and the read comes back in one reply (up to LIVENESS_READ_BATCH nodes): FerretDB drops a cursor whose connection closed, and
+   * under load the getMores of a 10,000-node read met "cursor not found", the attempt failed and was retried
+   * beside the others, each retry a full read again (a sort, a range or `$in` is a full read too on FerretDB, so
+   * paging by `_id` would read every node once per page).
+   */
   async loadLiveness(keep: (nodeId: string) => boolean): Promise<Map<string, LivenessView>> {
-    const docs = await this.nodes
-      .find({}, { projection: { _id: 1, state: 1, liveness_seq: 1, state_changed_at: 1 } })
-      .toArray();
+    this.loadingAll ??= this.nodes
+      .find<LivenessDocument>({}, { projection: LIVENESS_PROJECTION })
+      .batchSize(LIVENESS_READ_BATCH)
+      .toArray()
+      .finally(() => (this.loadingAll = null));
+    const docs = await this.loadingAll;
     const out = new Map<string, LivenessView>();
     for (const d of docs)
       if (keep(d._id))

@@ -129,7 +129,8 @@ export class NodeRegistrations {
             );
         });
         // The round's new nodes go into the change log too (one insert), so the presence sweeper knows them at its
-        // next tick without waiting for their workflows' first task (a registration burst queues thousands).
+        // next tick without waiting for their workflows' first task (a registration burst queues thousands), and
+        // every API process's node cache and directory index without reading their documents.
         // Best effort: otherwise the sweeper adopts them from presence when they first beat (sweepPresence).
         if (inserted.length > 0) {
           await this.changes
@@ -138,7 +139,13 @@ export class NodeRegistrations {
                 nodeId: doc._id,
                 state: doc.state,
                 stateAt: doc.state_changed_at,
-                registered: { api_key_hash: doc.api_key_hash, brand: doc.brand.code }
+                registered: {
+                  api_key_hash: doc.api_key_hash,
+                  brand: doc.brand.code,
+                  seq: doc.seq,
+                  name: doc.name,
+                  memory_gb: doc.instance.memory_gb
+                }
               }))
             )
             .catch(() => undefined);

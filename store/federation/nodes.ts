@@ -13,6 +13,13 @@ import { Collection, Db } from 'mongodb';
 import type { BrandCode, NodeState } from '../../core/federation/vocabulary';
 import { NodeChangeLog, type NodeChangeDocument } from './node-change-log';
 import type { NodeDocument } from './node-document';
+import {
+  NODE_INDEX_PROJECTION,
+  NodeIndex,
+  type NodeAggregates,
+  type NodeFilter,
+  type NodeIndexDocument
+} from './node-index';
 import { NodeLiveness, type LivenessTransition, type LivenessView } from './node-liveness';
 import { NodeRegistrations } from './node-registrations';
 import { NodeDocumentWriter } from './node-writes';
@@ -39,12 +46,26 @@ export interface NodeAuthDocument {
 
 const NODE_AUTH_PROJECTION = { api_key_hash: 1, state: 1, 'brand.code': 1, state_changed_at: 1 } as const;
 
+/** A node as the node cache's preload reads it: what authentication needs and what the directory's index holds. */
+export type NodePreloadDocument = NodeAuthDocument & NodeIndexDocument;
+
+/** Nodes in the first reply of the preload's scan (about 200 bytes each: a reply well under MongoDB's 16 MB). */
+const PRELOAD_BATCH = 50_000;
+
+/** Node documents read at once for one page of the directory (each an `_id` lookup). */
+const PAGE_READS_IN_FLIGHT = 50;
+
 /**
  * The node store: the reads and listings of node documents here, the rest in the modules it is built from (the
  * change log, registrations, state writes, liveness), each method of which it offers as its own.
  */
 export class NodeStore {
   readonly nodes: Collection<NodeDocument>;
+  /**
+   * The directory's order, filters and counts, in memory (node-index.ts): loaded and kept current by this process's
+   * node cache, which follows the change log.
+   */
+  readonly index: NodeIndex;
   private readonly changes: NodeChangeLog;
   private readonly registrations: NodeRegistrations;
   private readonly writer: NodeDocumentWriter;
@@ -56,6 +77,11 @@ export class NodeStore {
     this.registrations = new NodeRegistrations(db, this.nodes, this.changes);
     this.writer = new NodeDocumentWriter(this.nodes, this.changes);
     this.liveness = new NodeLiveness(this.nodes, this.writer, this.changes);
+    this.index = new NodeIndex((nodeId) =>
+      this.nodes.findOne<NodeIndexDocument>({ _id: nodeId }, { projection: NODE_INDEX_PROJECTION })
+    );
+    // The records this process writes reach its own index at once, not at the next read of the log.
+    this.changes.onWritten = (records) => this.index.apply(records, Date.now());
   }
 
   /** Change records written since `since` (see NodeChangeLog.changesSince). */
@@ -88,53 +114,57 @@ export class NodeStore {
     return this.nodes.find<NodeAuthDocument>({ _id: { $in: nodeIds } }, { projection: NODE_AUTH_PROJECTION }).toArray();
   }
 
-  /** What authentication needs of up to `limit` nodes, in one projected scan (a node cache's preload). */
-  allAuth(limit: number): Promise<NodeAuthDocument[]> {
-    return this.nodes.find<NodeAuthDocument>({}, { projection: NODE_AUTH_PROJECTION }).limit(limit).toArray();
+  /**
+   * What authentication and the directory's index need of up to `limit` nodes, in one projected scan (a node cache's
+   * preload). Up to PRELOAD_BATCH nodes come in one reply, so no cursor is left open between replies (FerretDB drops
+   * a cursor whose connection closed, and the getMores of a 10,000-node read on a busy database met
+   * "cursor not found").
+   */
+  allAuth(limit: number): Promise<NodePreloadDocument[]> {
+    return this.nodes
+      .find<NodePreloadDocument>({}, { projection: { ...NODE_AUTH_PROJECTION, ...NODE_INDEX_PROJECTION } })
+      .limit(limit)
+      .batchSize(Math.min(limit, PRELOAD_BATCH))
+      .toArray();
   }
 
   findPublic(nodeId: string): Promise<Omit<NodeDocument, 'api_key_hash'> | null> {
     return this.nodes.findOne({ _id: nodeId }, { projection: PUBLIC_NODE_PROJECTION });
   }
 
+  /**
+   * A page of the directory, by seq, and how many nodes match: the order, filter and count from the index (as of
+   * its last read of the change log, about a second), then the page's documents, each read by `_id` (in parallel:
+   * FerretDB answers `_id: { $in }` by reading every node). A node removed between the two is left out of the page.
+   */
   async list(
-    filter: { state?: NodeState; brand?: BrandCode },
+    filter: NodeFilter,
     page: { limit: number; offset: number }
   ): Promise<{ total: number; nodes: PublicNode[] }> {
-    const query: Record<string, unknown> = {};
-    if (filter.state) query.state = filter.state;
-    if (filter.brand) query['brand.code'] = filter.brand;
-    const [total, docs] = await Promise.all([
-      this.nodes.countDocuments(query),
-      this.nodes
-        .find(query, { projection: PUBLIC_NODE_PROJECTION })
-        .sort({ seq: 1 })
-        .skip(page.offset)
-        .limit(page.limit)
-        .toArray()
-    ]);
-    return { total, nodes: docs.map(publicNode) };
+    await this.index.ready();
+    const { total, nodes } = this.index.page(filter, page.offset, page.limit);
+    const docs = await this.readEach(nodes.map((n) => n.node_id));
+    return { total, nodes: docs.filter((d) => d !== null).map(publicNode) };
   }
 
-  /** Counts by state and by brand, and the memory nodes declared (for the dashboard). */
-  async aggregates(): Promise<{
-    byState: Record<string, number>;
-    byBrand: Record<string, number>;
-    memoryGb: number;
-    total: number;
-  }> {
-    const docs = await this.nodes
-      .find({}, { projection: { state: 1, 'brand.code': 1, 'instance.memory_gb': 1 } })
-      .toArray();
-    const byState: Record<string, number> = {};
-    const byBrand: Record<string, number> = {};
-    let memoryGb = 0;
-    for (const d of docs) {
-      byState[d.state] = (byState[d.state] ?? 0) + 1;
-      byBrand[d.brand.code] = (byBrand[d.brand.code] ?? 0) + 1;
-      if (d.state !== 'rejected') memoryGb += d.instance?.memory_gb ?? 0;
-    }
-    return { byState, byBrand, memoryGb, total: docs.length };
+  /** These nodes' public documents, in this order (null where none), PAGE_READS_IN_FLIGHT `_id` lookups at a time. */
+  private async readEach(nodeIds: string[]): Promise<(Omit<NodeDocument, 'api_key_hash'> | null)[]> {
+    const out: (Omit<NodeDocument, 'api_key_hash'> | null)[] = new Array(nodeIds.length).fill(null);
+    let next = 0;
+    const reader = async () => {
+      while (next < nodeIds.length) {
+        const i = next++;
+        out[i] = await this.findPublic(nodeIds[i]!);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(PAGE_READS_IN_FLIGHT, nodeIds.length) }, reader));
+    return out;
+  }
+
+  /** Counts by state and by brand, and the memory nodes declared (for the dashboard), from the index. */
+  async aggregates(): Promise<NodeAggregates> {
+    await this.index.ready();
+    return this.index.aggregates();
   }
 
   /** Sets a node's state, group-committed (see NodeDocumentWriter.setState). */

@@ -134,7 +134,23 @@ export function presenceShardOf(nodeId: string): number {
 
 const pad = (shard: number) => String(shard).padStart(2, '0');
 
+/**
+ * How old a shared snapshot the directory's pages, /api/nodes, /api/status-data/nodes and the dashboard may show
+ * (PresenceStore.recentSnapshot): as old as the node index they are listed from may lag (its poll of the log). One
+ * node's page reads its shard instead (entriesOf).
+ */
+export const SHARED_SNAPSHOT_MS = 1000;
+
+/** Every node's newest presence entry, and the heartbeats of the last minute (see PresenceStore.snapshot). */
+export interface PresenceSnapshot {
+  nodes: Map<string, PresenceEntry>;
+  heartbeatsLastMinute: number;
+}
+
 export class PresenceStore {
+  /** The last snapshot taken for recentSnapshot, and the one under way (each with the time it began). */
+  private lastSnapshot: { at: number; value: PresenceSnapshot } | null = null;
+  private snapshotting: { at: number; value: Promise<PresenceSnapshot> } | null = null;
   private readonly seen: Collection<SeenDocument>[];
   private readonly samples: Collection<SamplesDocument>[];
   private readonly clocks: Collection<ClockDocument>;
@@ -245,8 +261,29 @@ export class PresenceStore {
     return { nodes, heartbeatsLastMinute, complete };
   }
 
-  /** Newest entry per node across every shard (the directory and the dashboard: a read of every shard). */
-  async snapshot(): Promise<{ nodes: Map<string, PresenceEntry>; heartbeatsLastMinute: number }> {
+  /**
+   * A snapshot (below) taken at most `maxAgeMs` ago, shared by the reads of this process meanwhile: the directory's
+   * pages and the dashboard read presence at most once per `maxAgeMs` whatever their number. Reading every shard
+   * costs some 200 ms of the embedded FerretDB at 10,000 nodes (it decodes each shard's JSON texts whole, even
+   * for a projection), so a page that read its shards each time cost 3-4 times its own `_id` lookups.
+   */
+  async recentSnapshot(maxAgeMs: number): Promise<PresenceSnapshot> {
+    const now = Date.now();
+    if (this.lastSnapshot && now - this.lastSnapshot.at <= maxAgeMs) return this.lastSnapshot.value;
+    if (this.snapshotting && now - this.snapshotting.at <= maxAgeMs) return this.snapshotting.value;
+    const pending = { at: now, value: this.snapshot() };
+    this.snapshotting = pending;
+    try {
+      const value = await pending.value;
+      if (!this.lastSnapshot || this.lastSnapshot.at < pending.at) this.lastSnapshot = { at: pending.at, value };
+      return value;
+    } finally {
+      if (this.snapshotting === pending) this.snapshotting = null;
+    }
+  }
+
+  /** Newest entry per node across every shard (the dashboard: a read of every shard, every sample parsed). */
+  async snapshot(): Promise<PresenceSnapshot> {
     const sinceSecond = Math.floor(Date.now() / 1000) - 60;
     const parts = await Promise.all(
       this.seen.map(async (_, s) => {
@@ -271,6 +308,45 @@ export class PresenceStore {
     return { nodes, heartbeatsLastMinute };
   }
 
+  /**
+   * The newest entry of each of these nodes (those heard from), reading only their shards and taking only their
+   * entries out of the stored JSON texts (see entryIn, seenIn), not parsing every node's sample (which snapshot()
+   * does): one node's page, which must show its newest heartbeat.
+   */
+  async entriesOf(nodeIds: string[]): Promise<Map<string, PresenceEntry>> {
+    const byShard = new Map<number, string[]>();
+    for (const id of nodeIds) {
+      const s = presenceShardOf(id);
+      byShard.set(s, [...(byShard.get(s) ?? []), id]);
+    }
+    const out = new Map<string, PresenceEntry>();
+    await Promise.all(
+      [...byShard].map(async ([s, ids]) => {
+        const [seenDocs, sampleDocs] = await Promise.all([
+          this.seen[s]!.find({}, { projection: { seen_json: 1 } }).toArray(),
+          this.samples[s]!.find({}).toArray()
+        ]);
+        for (const id of ids) {
+          let seenAt: number | null = null;
+          for (const doc of seenDocs) {
+            const at = seenIn(doc.seen_json ?? '{}', id);
+            if (at !== null && (seenAt === null || at > seenAt)) seenAt = at;
+          }
+          if (seenAt === null) continue;
+          let latest: PresenceEntry | null = null;
+          for (const doc of sampleDocs) {
+            const e = entryIn(doc.entries_json ?? '[]', id);
+            if (e && (latest === null || latest.seen_at < e.seen_at)) latest = e;
+          }
+          // As in snapshot(): until its sample is written, the newest known.
+          const sample = latest?.sample ?? { at: new Date(seenAt).toISOString(), resources: {}, performance: {} };
+          out.set(id, { node_id: id, seen_at: seenAt, sample });
+        }
+      })
+    );
+    return out;
+  }
+
   /** Drops documents of API processes that stopped writing long ago (a scan of each shard's few documents). */
   async prune(olderThan: Date): Promise<void> {
     await Promise.all(
@@ -280,4 +356,52 @@ export class PresenceStore {
     );
     await this.clocks.deleteMany({ written_at: { $lt: olderThan.getTime() } });
   }
+}
+
+/**
+ * A node's time in a last-seen document's JSON text (`{"<node id>":<ms>,…}`, every value a number), without parsing
+ * the rest. Node ids hold no character JSON escapes; a text written otherwise is parsed whole.
+ */
+export function seenIn(json: string, nodeId: string): number | null {
+  const key = `"${nodeId}":`;
+  const at = json.indexOf(key);
+  if (at < 0) return json.includes(`"${nodeId}"`) ? wholeSeen(json, nodeId) : null;
+  const from = at + key.length;
+  let end = from;
+  while (end < json.length && json[end] !== ',' && json[end] !== '}') end++;
+  const value = Number(json.slice(from, end));
+  return Number.isFinite(value) ? value : wholeSeen(json, nodeId);
+}
+
+function wholeSeen(json: string, nodeId: string): number | null {
+  const value = (JSON.parse(json) as Record<string, unknown>)[nodeId];
+  return typeof value === 'number' ? value : null;
+}
+
+/**
+ * A node's entry in a samples document's JSON text (`[{"node_id":"<id>","seen_at":…,"sample":{…}},…]`), without
+ * parsing the others. An entry starts with `[{"node_id":"<id>"` or `,{"node_id":"<id>"`, which nothing inside an
+ * entry can hold (within a string its quotes are escaped, and a sample holds no array); it ends where the next entry
+ * starts, or at the closing `]`. A text written another way (another member order) is parsed whole.
+ */
+export function entryIn(json: string, nodeId: string): PresenceEntry | null {
+  const head = `{"node_id":${JSON.stringify(nodeId)},`;
+  let at = json.indexOf(head);
+  while (at > 0 && json[at - 1] !== '[' && json[at - 1] !== ',') at = json.indexOf(head, at + 1);
+  if (at <= 0) return json.includes(JSON.stringify(nodeId)) ? wholeEntry(json, nodeId) : null;
+  const next = json.indexOf(',{"node_id":', at + head.length);
+  const end = next >= 0 ? next : json.lastIndexOf(']');
+  try {
+    const entry = JSON.parse(json.slice(at, end)) as PresenceEntry;
+    return entry.node_id === nodeId ? entry : wholeEntry(json, nodeId);
+  } catch {
+    return wholeEntry(json, nodeId);
+  }
+}
+
+function wholeEntry(json: string, nodeId: string): PresenceEntry | null {
+  let latest: PresenceEntry | null = null;
+  for (const e of JSON.parse(json) as PresenceEntry[])
+    if (e.node_id === nodeId && (latest === null || latest.seen_at < e.seen_at)) latest = e;
+  return latest;
 }

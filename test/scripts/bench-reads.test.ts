@@ -46,6 +46,8 @@ const READS = [
   '/a2a/nodes limit 200',
   '/a2a/nodes online, limit 200',
   '/a2a/nodes page in the middle',
+  '/a2a/nodes one brand, pending review',
+  '/a2a/nodes/<node_id>',
   '/a2a/dashboard',
   '/a2a/review/queue',
   '/a2a/directory-tree/latest',
@@ -115,11 +117,12 @@ it('bench:reads, CI-sized: every read answers 2xx with its expected count, and t
   const reads = READS.length + (paging ? 1 : 0);
   expect(run.output).toContain(`${reads} reads, their expected counts read from the database`);
   if (paging) READS.push('/api/ledger page back from the middle, limit 200');
-  // One table row per read: its count (no mismatch), answers all 2xx, p50 and p99, its floor and the ratios.
+  // One table row per read: its count (no mismatch), answers all 2xx, p50 and p99, its floor (on the nodes for the
+  // node reads) and the ratios.
   for (const read of READS)
     expect(run.output).toMatch(
       new RegExp(
-        `\\n\\| ${escape(read)} \\| \\d+( \\([^!|]*\\))? \\| 2×200 \\| [\\d.]+ \\| [\\d.]+ \\| \\d+ × \\d+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+x \\| [\\d.]+x \\|`
+        `\\n\\| ${escape(read)} \\| \\d+( \\([^!|]*\\))? \\| 2×200 \\| [\\d.]+ \\| [\\d.]+ \\| \\d+ × \\d+( nodes)? \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+x \\| [\\d.]+x \\|`
       )
     );
   expect(run.output).not.toContain('!!');
