@@ -98,6 +98,16 @@ beforeAll(async () => {
     30_000,
     'the worker node online'
   );
+  // The card's capability skills come from the directory, which follows the node documents within about a second
+  // (docs/federation.md#node-reads): the card is read once the directory lists the worker online.
+  await eventually(
+    async () => {
+      const listed = await http('GET', `${svc.urls.main}/a2a/nodes?state=online`);
+      return listed.body.nodes?.some((n: { node_id: string }) => n.node_id === worker.node_id) ? true : undefined;
+    },
+    15_000,
+    'the directory to list the worker online'
+  );
   let finished = false;
   const working = workUntil(() => finished);
   try {
