@@ -8,8 +8,9 @@
  * (services/tlog/peer-witnesses.ts builds the sets from the pins; this process reads them again at once, the others
  * within its refresh interval). `tlog` absent keeps what is pinned; null removes it; an object replaces it.
  *
- * A pin is refused when it would be ambiguous: this hub's own origin or witness name (400); a witness name another
- * peer pinned, or one TLOG_WITNESSES has with another key (409: one workflow per witness name).
+ * A pin is refused when it conflicts with what the hub is or has (409): this hub's own origin or witness name (a
+ * well-formed key, which may well be this hub's: a hub does not witness itself); a witness name another peer pinned,
+ * or one TLOG_WITNESSES has with another key (one workflow per witness name).
  */
 import { AppError, notFound } from '../../core/errors';
 import { checkpointKeyProblem, witnessKeyProblem, type LogWitness } from '../../core/config/tlog.node';
@@ -112,13 +113,13 @@ export function createPeerRegistry(deps: {
 
   async function checkPins(id: string, tlog: PeerTlogInput): Promise<void> {
     if (tlog.verifier_key && tlog.verifier_key.split('+')[0] === deps.self.origin)
-      throw new AppError('invalid_request', "That is this hub's own log: a hub does not witness itself", {
+      throw new AppError('conflict', "That is this hub's own log: a hub does not witness itself", {
         fields: [{ field: 'body.tlog.verifier_key', message: `the origin ${deps.self.origin} is this hub's` }]
       });
     if (!tlog.witness_key) return;
     const name = tlog.witness_key.split('+')[0]!;
     if (name === deps.self.witnessName)
-      throw new AppError('invalid_request', "That is this hub's own witness: a hub does not witness itself", {
+      throw new AppError('conflict', "That is this hub's own witness: a hub does not witness itself", {
         fields: [{ field: 'body.tlog.witness_key', message: `the name ${name} is this hub's witness name` }]
       });
     const setting = deps.settingsWitnesses.find((w) => w.name === name);

@@ -159,7 +159,7 @@ describe("pinning a peer's transparency keys", () => {
     expect((await request('GET', `${a.url}/a2a/peers`)).body.count).toBe(0);
   });
 
-  it('refuses a malformed key or URL with a 400 in the error shape naming the field, storing nothing', async () => {
+  it('refuses a malformed key or URL with a 400 naming the field, and a key of its own with a 409, storing nothing', async () => {
     const wrongId = b.logKey.replace(/\+[0-9a-f]{8}\+/, (m) => (m === '+00000000+' ? '+11111111+' : '+00000000+'));
     const url = `${b.url}/tlog`;
     const cases: [unknown, string][] = [
@@ -170,14 +170,26 @@ describe("pinning a peer's transparency keys", () => {
       [{ url: 'ftp://b.peers.test/tlog', witness_key: b.witnessKey }, 'body.tlog.url'],
       [{ url: `${url}?x=1`, witness_key: b.witnessKey }, 'body.tlog.url'],
       [{ verifier_key: b.logKey }, 'body.tlog.url'],
-      [{ url, verifier_kee: b.logKey }, 'body.tlog'],
-      [{ url, verifier_key: a.logKey }, 'body.tlog.verifier_key']
+      [{ url, verifier_kee: b.logKey }, 'body.tlog']
     ];
     for (const [tlog, field] of cases) {
       const res = await addPeer(a, b, tlog);
       expect({ tlog, status: res.status }).toEqual({ tlog, status: 400 });
       expect(res.body).toMatchObject({ ok: false, error: 'invalid_request', trace_id: expect.any(String) });
       expect(res.body.fields.map((f: { field: string }) => f.field)).toContain(field);
+    }
+    // A well-formed key, but this hub's own: a hub does not witness itself.
+    for (const tlog of [
+      { url, verifier_key: a.logKey },
+      { url, witness_key: a.witnessKey }
+    ]) {
+      const res = await addPeer(a, b, tlog);
+      expect({ tlog, status: res.status }).toEqual({ tlog, status: 409 });
+      expect(res.body).toMatchObject({
+        ok: false,
+        error: 'conflict',
+        message: expect.stringMatching(/witness itself/)
+      });
     }
     expect((await request('GET', `${a.url}/a2a/peers`)).body.count).toBe(0);
   });

@@ -127,7 +127,7 @@ export const peerRoutes: FastifyPluginAsyncZod<{ peers: PeerRegistry }> = async 
           200: peerResponse.describe('Updated and re-probed'),
           201: peerResponse.describe('Added and probed'),
           409: ERROR_BODY.describe(
-            'The witness name is pinned for another peer, or TLOG_WITNESSES has it with another key'
+            "A key of this hub's own (its log or its witness name), a witness name pinned for another peer, or one TLOG_WITNESSES has with another key"
           )
         }
       }
