@@ -7,6 +7,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { AppError } from '../../../core/errors';
+import { ERROR_BODY } from '../../response-docs';
 import type { TlogWitness } from '../../../services/tlog/witness';
 
 /** An old size line, 63 proof lines and a checkpoint with a few dozen signatures, post-quantum ones included. */
@@ -60,7 +61,13 @@ export const tlogWitnessRoutes: FastifyPluginAsyncZod<{ witness: TlogWitness }> 
         consumes: ['text/plain'],
         response: {
           200: text('text/plain', "The witness's cosignature line(s) on the checkpoint (c2sp.org/tlog-cosignature)"),
-          409: text('text/x.tlog.size', 'The old size is not the size last cosigned for that log: that size')
+          403: ERROR_BODY.describe(
+            "The checkpoint carries no signature that verifies with a key of the log's origin (c2sp.org/tlog-witness)"
+          ),
+          409: text('text/x.tlog.size', 'The old size is not the size last cosigned for that log: that size'),
+          422: ERROR_BODY.describe(
+            'checkpoint_inconsistent: the consistency proof does not verify from the last root cosigned; checkpoint_fork: the size cosigned, with another root'
+          )
         }
       }
     },
