@@ -9,12 +9,14 @@
  * with its totals. Its histories are saved for the replay
  * test (RECORD_HISTORIES=1).
  */
-import { generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { generateKeyPairSync } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { freePort } from '../../scripts/stack/process';
 import { registerDid } from '../support/credentials';
 import { eventually, http as request, startTestService, TestService } from '../support/service';
+import { dataDirWithHubKey, rawKey } from '../tlog/hub-keys';
+import { servedCheckpoint } from '../tlog/served-checkpoint';
 import { saveWorkflowHistory } from '../support/history';
 import { noteVerifierKey } from '../../core/tlog/signed-note.node';
 import { cosignatureVerifierKey, parseVerifierKey, verifyCosignature } from '../../core/tlog/cosignature.node';
@@ -29,23 +31,10 @@ const B_NAME = 'b.cosign.test/witness';
 const C_NAME = 'c.cosign.test/witness';
 const DID = 'did:example:tlog-cosign-writer';
 
-const rawKey = (k: KeyObject) => Buffer.from(k.export({ format: 'jwk' }).x as string, 'base64url');
-/** A DATA_DIR holding a hub key made here, so that each hub's keys are known before any starts. */
-function dataDirWithKey(name: string): { dir: string; raw: Buffer } {
-  const dir = fs.mkdtempSync(path.join(process.env.ZH_TEST_DATA_DIR!, `${name}-`));
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-  fs.mkdirSync(path.join(dir, 'keys'), { recursive: true, mode: 0o700 });
-  fs.writeFileSync(
-    path.join(dir, 'keys', 'hub-ed25519.pem'),
-    privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
-    { mode: 0o600 }
-  );
-  return { dir, raw: rawKey(publicKey) };
-}
-
-const aData = dataDirWithKey('a');
-const bData = dataDirWithKey('b');
-const cData = dataDirWithKey('c');
+// Each hub's keys are made here, so that they are known before any hub starts.
+const aData = dataDirWithHubKey('a');
+const bData = dataDirWithHubKey('b');
+const cData = dataDirWithHubKey('c');
 const aLogKey = noteVerifierKey(A_ORIGIN, aData.raw);
 const bWitnessKey = cosignatureVerifierKey(B_NAME, bData.raw);
 /** C's name with a key that is not C's. */
@@ -71,18 +60,7 @@ async function writeTruths(n: number): Promise<void> {
 }
 
 /** A's served checkpoint: its text, size, and signature lines (after the blank line). */
-async function servedOfA() {
-  const res = await fetch(`${a.urls.main}/tlog/checkpoint`);
-  expect(res.status).toBe(200);
-  const note = await res.text();
-  const split = note.lastIndexOf('\n\n');
-  return {
-    note,
-    text: note.slice(0, split + 1),
-    size: Number(note.split('\n')[1]),
-    lines: note.slice(split + 2, -1).split('\n')
-  };
-}
+const servedOfA = () => servedCheckpoint(a.urls.main);
 
 const statusOfA = async () => (await request('GET', `${a.urls.main}/api/status`)).body;
 /** The ledger's size (the writes here, and the hub's own events). */

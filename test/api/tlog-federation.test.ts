@@ -16,12 +16,13 @@
  *   - a witness removed from a hub's TLOG_WITNESSES: its workflow there ends (`retired`). Its history is saved for
  *     the replay test (RECORD_HISTORIES=1).
  */
-import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { freePort } from '../../scripts/stack/process';
 import { registerDid } from '../support/credentials';
 import { eventually, http as request, startTestService, TestService } from '../support/service';
+import { dataDirWithHubKey } from '../tlog/hub-keys';
+import { servedCheckpoint } from '../tlog/served-checkpoint';
 import { saveWorkflowHistory } from '../support/history';
 import { noteVerifierKey } from '../../core/tlog/signed-note.node';
 import { cosignatureVerifierKey, parseVerifierKey, verifyCosignature } from '../../core/tlog/cosignature.node';
@@ -32,7 +33,6 @@ import { changeEntry, removeEntry } from '../tlog/ledger-tamper';
 jest.setTimeout(120_000);
 
 const DID = 'did:example:tlog-federation-writer';
-const rawKey = (k: KeyObject) => Buffer.from(k.export({ format: 'jwk' }).x as string, 'base64url');
 
 interface Member {
   name: 'a' | 'b' | 'c';
@@ -50,14 +50,7 @@ interface Member {
 
 /** A DATA_DIR holding a hub key made here, so that every hub's keys are known before any starts. */
 async function member(name: Member['name']): Promise<Member> {
-  const dir = fs.mkdtempSync(path.join(process.env.ZH_TEST_DATA_DIR!, `fed-${name}-`));
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-  fs.mkdirSync(path.join(dir, 'keys'), { recursive: true, mode: 0o700 });
-  fs.writeFileSync(
-    path.join(dir, 'keys', 'hub-ed25519.pem'),
-    privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
-    { mode: 0o600 }
-  );
+  const { dir, raw } = dataDirWithHubKey(`fed-${name}`);
   const origin = `${name}.federation.test/tlog`;
   const witnessName = `${name}.federation.test/witness`;
   return {
@@ -66,8 +59,8 @@ async function member(name: Member['name']): Promise<Member> {
     witnessName,
     dir,
     port: await freePort(),
-    logKey: noteVerifierKey(origin, rawKey(publicKey)),
-    witnessKey: cosignatureVerifierKey(witnessName, rawKey(publicKey)),
+    logKey: noteVerifierKey(origin, raw),
+    witnessKey: cosignatureVerifierKey(witnessName, raw),
     svc: undefined as unknown as TestService,
     writeUrl: '',
     written: 0
@@ -96,18 +89,7 @@ const status = async (m: Member) => (await request('GET', `${m.writeUrl}/api/sta
 const witnessIn = (s: any, name: string) => s.tlog.witnesses.witnesses.find((w: any) => w.name === name);
 
 /** A hub's served checkpoint: its note, text, size and signature lines. */
-async function served(m: Member) {
-  const res = await fetch(`${m.writeUrl}/tlog/checkpoint`);
-  if (res.status !== 200) throw new Error(`checkpoint of ${m.name}: ${res.status} ${await res.text()}`);
-  const note = await res.text();
-  const split = note.lastIndexOf('\n\n');
-  return {
-    note,
-    text: note.slice(0, split + 1),
-    size: Number(note.split('\n')[1]),
-    lines: note.slice(split + 2, -1).split('\n')
-  };
-}
+const served = (m: Member) => servedCheckpoint(m.writeUrl);
 
 /** The served checkpoint once it covers the whole ledger with both witnesses' cosignatures. */
 const cosignedByBoth = (m: Member, timeoutMs: number) =>

@@ -8,11 +8,12 @@
  * refused by litewitness (422), which the hub's witness workflow reports. Skipped with a message where Go, openssh's
  * agent tools or sqlite3 are missing.
  */
-import { generateKeyPairSync } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { registerDid } from '../support/credentials';
 import { eventually, http as request, startTestService, TestService } from '../support/service';
+import { dataDirWithHubKey } from '../tlog/hub-keys';
+import { servedCheckpoint } from '../tlog/served-checkpoint';
 import { noteVerifierKey } from '../../core/tlog/signed-note.node';
 import { parseVerifierKey, verifyCosignature } from '../../core/tlog/cosignature.node';
 import { tlogWitnessStatusQuery, tlogWitnessWorkflowId } from '../../contracts/tlog/witness.contract';
@@ -46,17 +47,7 @@ async function write(n: number): Promise<void> {
   }
 }
 
-async function served() {
-  const note = await (await fetch(`${mainUrl}/tlog/checkpoint`)).text();
-  const split = note.lastIndexOf('\n\n');
-  return {
-    note,
-    text: note.slice(0, split + 1),
-    size: Number(note.split('\n')[1]),
-    root: note.split('\n')[2]!,
-    lines: note.slice(split + 2, -1).split('\n')
-  };
-}
+const served = () => servedCheckpoint(mainUrl);
 const status = async () => (await request('GET', `${mainUrl}/api/status`)).body;
 const cosigned = () =>
   eventually(
@@ -73,15 +64,8 @@ describeIf('litewitness (torchwood v0.6.1) as a witness of a hub', () => {
     const started = Date.now();
     litewitnessBinary();
     process.stdout.write(`litewitness: binary ready in ${Date.now() - started} ms\n`);
-    const dir = fs.mkdtempSync(path.join(process.env.ZH_TEST_DATA_DIR!, 'lw-hub-'));
-    const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-    fs.mkdirSync(path.join(dir, 'keys'), { recursive: true, mode: 0o700 });
-    fs.writeFileSync(
-      path.join(dir, 'keys', 'hub-ed25519.pem'),
-      privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
-      { mode: 0o600 }
-    );
-    logKey = noteVerifierKey(ORIGIN, Buffer.from(publicKey.export({ format: 'jwk' }).x as string, 'base64url'));
+    const { dir, raw } = dataDirWithHubKey('lw-hub');
+    logKey = noteVerifierKey(ORIGIN, raw);
     lw = await startLitewitness(process.env.ZH_TEST_DATA_DIR!, WITNESS);
     // witnessctl add-log -origin <origin>; witnessctl add-key -origin <origin> -key <the hub's verifier key>
     lw.addLog(ORIGIN, logKey);

@@ -11,11 +11,13 @@
  *   - the peer removed: add-checkpoint answers 404 for its origin; added back, the hub holds it to what it cosigned
  *     (409 with that size from old 0, 422 checkpoint_fork for another root at that size).
  */
-import { generateKeyPairSync, type KeyObject } from 'node:crypto';
+import { type KeyObject } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { registerDid } from '../support/credentials';
 import { eventually, http as request, startTestService, TestService } from '../support/service';
+import { dataDirWithHubKey } from '../tlog/hub-keys';
+import { servedCheckpoint } from '../tlog/served-checkpoint';
 import { checkpointBody, noteVerifierKey, signNote } from '../../core/tlog/signed-note.node';
 import { cosignatureVerifierKey, parseVerifierKey, verifyCosignature } from '../../core/tlog/cosignature.node';
 import { tlogWitnessWorkflowId } from '../../contracts/tlog/witness.contract';
@@ -25,7 +27,6 @@ import { goAvailable, runTlogVerifier, tlogVerifierBinary } from '../support/tlo
 jest.setTimeout(120_000);
 
 const DID = 'did:example:tlog-peers-writer';
-const rawKey = (k: KeyObject) => Buffer.from(k.export({ format: 'jwk' }).x as string, 'base64url');
 
 interface Hub {
   name: 'a' | 'b';
@@ -43,14 +44,7 @@ interface Hub {
 
 /** A DATA_DIR holding a hub key made here, so that each hub's keys are known to the test. */
 function hub(name: Hub['name']): Hub {
-  const dir = fs.mkdtempSync(path.join(process.env.ZH_TEST_DATA_DIR!, `peers-${name}-`));
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-  fs.mkdirSync(path.join(dir, 'keys'), { recursive: true, mode: 0o700 });
-  fs.writeFileSync(
-    path.join(dir, 'keys', 'hub-ed25519.pem'),
-    privateKey.export({ format: 'pem', type: 'pkcs8' }).toString(),
-    { mode: 0o600 }
-  );
+  const { dir, privateKey, raw } = dataDirWithHubKey(`peers-${name}`);
   const origin = `${name}.peers.test/tlog`;
   const witnessName = `${name}.peers.test/witness`;
   return {
@@ -59,9 +53,9 @@ function hub(name: Hub['name']): Hub {
     witnessName,
     dir,
     privateKey,
-    raw: rawKey(publicKey),
-    logKey: noteVerifierKey(origin, rawKey(publicKey)),
-    witnessKey: cosignatureVerifierKey(witnessName, rawKey(publicKey)),
+    raw,
+    logKey: noteVerifierKey(origin, raw),
+    witnessKey: cosignatureVerifierKey(witnessName, raw),
     svc: undefined as unknown as TestService,
     url: '',
     written: 0
@@ -99,18 +93,7 @@ async function write(h: Hub, n: number): Promise<void> {
 
 const statusAt = async (url: string) => (await request('GET', `${url}/api/status`)).body;
 
-async function servedAt(url: string) {
-  const res = await fetch(`${url}/tlog/checkpoint`);
-  if (res.status !== 200) throw new Error(`checkpoint: ${res.status} ${await res.text()}`);
-  const note = await res.text();
-  const split = note.lastIndexOf('\n\n');
-  return {
-    note,
-    text: note.slice(0, split + 1),
-    size: Number(note.split('\n')[1]),
-    lines: note.slice(split + 2, -1).split('\n')
-  };
-}
+const servedAt = servedCheckpoint;
 
 /** The checkpoint `url` serves once it covers the whole ledger with `lines` signature lines. */
 const servedWith = (url: string, lines: number, what: string) =>

@@ -7,11 +7,12 @@
  * another API process started afterwards (a restart, a second replica); lets only one of two racing successors win;
  * and refuses hostile bodies with clear 4xx answers.
  */
-import { createHash, generateKeyPairSync, verify, type KeyObject } from 'node:crypto';
+import { createHash, generateKeyPairSync, verify } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { registerDid } from '../support/credentials';
 import { http as request, startTestService, TestService } from '../support/service';
+import { rawKey } from '../tlog/hub-keys';
 import { checkpointBody, noteVerifierKey, signNote } from '../../core/tlog/signed-note.node';
 import { consistencyProof, leafHash, rootOfLeaves, type Hash } from '../../core/ledger/merkle.node';
 import { goAvailable, runTlogVerifier, tlogVerifierBinary } from '../support/tlog-verifier';
@@ -69,7 +70,6 @@ async function addCheckpoint(base: string, text: string | Buffer, type = 'text/p
 /** A log signed here: its origin, key, and leaves `entry <i>`. */
 const TEST_LOG = 'witness.test/forklog';
 const testLog = generateKeyPairSync('ed25519');
-const rawKey = (k: KeyObject) => Buffer.from(k.export({ format: 'jwk' }).x as string, 'base64url');
 const testLogKey = noteVerifierKey(TEST_LOG, rawKey(testLog.publicKey));
 const leaves = (n: number, tag = '') => Array.from({ length: n }, (_, i) => leafHash(`entry ${i}${tag}`));
 const perfectOf = (l: Hash[]) => async (level: number, index: number) =>
