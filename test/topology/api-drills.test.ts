@@ -22,7 +22,6 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { Client, Connection } from '@temporalio/client';
 import { MongoClient } from 'mongodb';
-import { findNginx } from '../../scripts/stack/nginx';
 import { ServerHandle, sleep } from '../../scripts/stack/process';
 import { waitForFrontend } from '../../scripts/stack/temporal-cluster';
 import { issueHomologousToken, registerDid } from '../support/credentials';
@@ -32,21 +31,17 @@ import {
   DbAndTemporal,
   hubEnv,
   makeRoot,
+  onTestHosts,
   startDbAndTemporal,
   startHubProcess,
   temporalTools,
   waitForPoller,
   waitHealthy
 } from './cluster';
-import { cannotMakeHosts, createTopology, Topology } from './hosts';
+import { createTopology, Topology } from './hosts';
 import { createLoad, HEARTBEAT_BODY, HeldWrite, Load, refusals, request } from './load';
 
-const nginxBin = findNginx(process.env.NGINX_BIN ?? '/usr/sbin/nginx');
-const refused = cannotMakeHosts() ?? (nginxBin ? null : 'nginx is not installed (apt-get install -y nginx)');
-if (refused) {
-  console.warn(`skipping the API host drills: ${refused}`);
-}
-const describeOnHosts = refused ? describe.skip : describe;
+const { nginxBin, describeOnHosts } = onTestHosts('the API host drills');
 
 const API_HOSTS = ['api-1', 'api-2'] as const;
 type ApiHost = (typeof API_HOSTS)[number];
@@ -101,7 +96,7 @@ describeOnHosts(TITLE, () => {
     cli = found.cli;
     root = makeRoot('topology-drills-');
     topology = await createTopology(['db', 'temporal-1', 'temporal-2', 'temporal-lb', ...API_HOSTS, 'worker-1', 'lb']);
-    cluster = await startDbAndTemporal({ topology, root, tools: found.tools, cli, nginxBin: nginxBin! });
+    cluster = await startDbAndTemporal({ topology, root, tools: found.tools, cli, nginxBin });
     const adminToken = `adm_test_${randomBytes(16).toString('hex')}`;
     const lbHost = topology.hosts.lb!;
     lbUrl = `http://${lbHost.ip}:8080`;
@@ -116,7 +111,7 @@ describeOnHosts(TITLE, () => {
     API_HOSTS.forEach(startApi);
     startWorker();
     await startApiLb(
-      nginxBin!,
+      nginxBin,
       lbHost,
       root,
       API_HOSTS.map((h) => topology.hosts[h]!.ip)
@@ -305,6 +300,16 @@ describeOnHosts(TITLE, () => {
     for (const m of cluster.members) await waitForFrontend(cli, m.address, 60_000, m);
   };
 
+  /** Cuts `host` off from each of `from` for CUT_S seconds, then heals it: the drill's one phase. */
+  const cutFor = async (host: string, from: string[]) => {
+    const cutAt = Date.now();
+    for (const other of from) topology.cut(host, other);
+    await sleep(CUT_S * 1000);
+    const healedAt = Date.now();
+    topology.heal(host);
+    return { phases: [['cut off', cutAt, healedAt]] as Phase[], healedAt };
+  };
+
   it('has one API holding the writer lease, both answering behind the balancer', async () => {
     const holder = await leaseHolder();
     console.log(`${holder} holds the writer lease`);
@@ -319,31 +324,17 @@ describeOnHosts(TITLE, () => {
 
   it('loses and duplicates no acknowledged write when the writer-lease holder is cut off from the database', async () => {
     const holder = await leaseHolder();
-    await drill(`${holder}, holding the writer lease, cut off from db for ${CUT_S} s, then healed`, async () => {
-      const cutAt = Date.now();
-      topology.cut(holder, 'db');
-      await sleep(CUT_S * 1000);
-      const healedAt = Date.now();
-      topology.heal(holder);
-      return { phases: [['cut off', cutAt, healedAt]], healedAt };
-    });
+    await drill(`${holder}, holding the writer lease, cut off from db for ${CUT_S} s, then healed`, () =>
+      cutFor(holder, ['db'])
+    );
     console.log(`the writer lease is held by ${await leaseHolder()} after the drill`);
   }, 300_000);
 
   it('loses and duplicates no acknowledged write when the lease holder is cut off from the balancer and its forwarder', async () => {
     const holder = await leaseHolder();
     const other = API_HOSTS.find((h) => h !== holder)!;
-    await drill(
-      `${holder}, holding the writer lease, cut off from lb and ${other} for ${CUT_S} s, then healed`,
-      async () => {
-        const cutAt = Date.now();
-        topology.cut(holder, 'lb');
-        topology.cut(holder, other);
-        await sleep(CUT_S * 1000);
-        const healedAt = Date.now();
-        topology.heal(holder);
-        return { phases: [['cut off', cutAt, healedAt]], healedAt };
-      }
+    await drill(`${holder}, holding the writer lease, cut off from lb and ${other} for ${CUT_S} s, then healed`, () =>
+      cutFor(holder, ['lb', other])
     );
     console.log(`the writer lease is held by ${await leaseHolder()} after the drill`);
   }, 300_000);

@@ -22,7 +22,8 @@ import {
 } from '../../scripts/stack/temporal-cluster';
 import { ensureTool } from '../../scripts/stack/tools';
 import { DB_FERRETDB_PORT, DB_POSTGRES_PORT } from './db-host';
-import { BRIDGE_IP, Host, Topology, waitForHostPort } from './hosts';
+import { findNginx } from '../../scripts/stack/nginx';
+import { BRIDGE_IP, cannotMakeHosts, Host, Topology, waitForHostPort } from './hosts';
 import { startTemporalLb } from './temporal-lb';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -209,4 +210,15 @@ export function makeRoot(prefix: string): string {
 
 function withArgs(p: { binary: string; args: string[] }, more: string[]): { binary: string; args: string[] } {
   return { binary: p.binary, args: [...p.args, ...more] };
+}
+
+/**
+ * What every topology suite needs beside the tools it builds: test hosts (root, ip netns) and Debian's nginx (the
+ * balancers). Without them the suite is skipped, saying why once (`suite` names it).
+ */
+export function onTestHosts(suite: string): { nginxBin: string; describeOnHosts: jest.Describe } {
+  const nginxBin = findNginx(process.env.NGINX_BIN ?? '/usr/sbin/nginx');
+  const refused = cannotMakeHosts() ?? (nginxBin ? null : 'nginx is not installed (apt-get install -y nginx)');
+  if (refused) console.warn(`skipping ${suite}: ${refused}`);
+  return { nginxBin: nginxBin ?? '', describeOnHosts: refused ? describe.skip : describe };
 }

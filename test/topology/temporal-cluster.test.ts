@@ -19,7 +19,6 @@ import fs from 'node:fs';
 import { Client, Connection } from '@temporalio/client';
 import { MongoClient } from 'mongodb';
 import { SEARCH_ATTRIBUTES } from '../../core/search-attributes';
-import { findNginx } from '../../scripts/stack/nginx';
 import { waitForFrontend } from '../../scripts/stack/temporal-cluster';
 import { registerDid } from '../support/credentials';
 import { heartbeat, RegisteredNode, registerNode } from '../support/federation';
@@ -28,20 +27,16 @@ import {
   DbAndTemporal,
   hubEnv,
   makeRoot,
+  onTestHosts,
   startDbAndTemporal,
   startHubProcess,
   temporalTools,
   waitForPoller,
   waitHealthy
 } from './cluster';
-import { cannotMakeHosts, createTopology, Topology } from './hosts';
+import { createTopology, Topology } from './hosts';
 
-const nginxBin = findNginx(process.env.NGINX_BIN ?? '/usr/sbin/nginx');
-const refused = cannotMakeHosts() ?? (nginxBin ? null : 'nginx is not installed (apt-get install -y nginx)');
-if (refused) {
-  console.warn(`skipping the real Temporal cluster test: ${refused}`);
-}
-const describeOnHosts = refused ? describe.skip : describe;
+const { nginxBin, describeOnHosts } = onTestHosts('the real Temporal cluster test');
 
 /** How long temporal-1 stays dead while the writers go on. */
 const KILLED_S = 30;
@@ -76,7 +71,7 @@ describeOnHosts('a real Temporal cluster on two hosts, the hub on hosts of its o
     cli = found.cli;
     root = makeRoot('temporal-cluster-');
     topology = await createTopology(['db', 'temporal-1', 'temporal-2', 'temporal-lb', 'api-1', 'worker-1']);
-    cluster = await startDbAndTemporal({ topology, root, tools: found.tools, cli, nginxBin: nginxBin! });
+    cluster = await startDbAndTemporal({ topology, root, tools: found.tools, cli, nginxBin });
 
     adminToken = `adm_test_${randomBytes(16).toString('hex')}`;
     const env = hubEnv({ ...cluster, dbName, taskQueue, adminToken });
