@@ -5,10 +5,10 @@
  * completes it, then gets, lists and cancels tasks and meets the protocol's typed errors. The card promises only what
  * answers. When the CI venv exists (scripts/ci/python-venv.sh), the Python SDK (a2a-sdk) runs a task's life too.
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { runA2AClientScript } from '../support/a2a-client';
 import { issueHomologousToken } from '../support/credentials';
 import { heartbeat, nodeHeaders, registerNode, RegisteredNode } from '../support/federation';
 import { eventually, http, startTestService, TestService } from '../support/service';
@@ -25,32 +25,8 @@ let seen: Record<string, any>;
 /** What the simulated worker did. */
 const done: string[] = [];
 
-function runScript(headers: Record<string, string>): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      [
-        '--import',
-        pathToFileURL(require.resolve('tsx')).href,
-        path.join(ROOT, 'scripts/ci/check-agent-card.ts'),
-        svc.urls.main
-      ],
-      {
-        env: { ...process.env, A2A_HEADERS: JSON.stringify(headers) }
-      }
-    );
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (err += d));
-    const timer = setTimeout(() => child.kill(), 120_000);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      if (code === 0) resolve(out);
-      else reject(new Error(`check-agent-card.ts failed (${code}): ${err}`));
-    });
-  });
-}
+const runScript = (headers: Record<string, string>) =>
+  runA2AClientScript(path.join(ROOT, 'scripts/ci/check-agent-card.ts'), [svc.urls.main], headers, 120_000);
 
 /** A worker node as it would run: heartbeat, claim what matches, report progress, complete with a result. */
 async function workUntil(stop: () => boolean): Promise<void> {
