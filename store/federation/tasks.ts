@@ -5,12 +5,11 @@
  * queued, attempts, result or error. The payload is kept as canonical JSON text (FerretDB cannot store every JSON
  * object as a document).
  *
- * Claims are exclusive across API processes. A claimant first inserts the claim record `<task id>#<attempt>` into
- * task_claims: the unique _id lets exactly one claimant win each attempt of a task (an insert is atomic on FerretDB
- * too, where findAndModify is not: with conditional findOneAndUpdates alone, test/api/work-distribution.test.ts saw
- * one task handed to two racing claimants). The winner then moves the task to claimed with a conditional
- * findOneAndUpdate on state and the attempt count it read, setting its claim_id, and keeps the task only when the
- * document returned carries that claim_id. No $inc anywhere: every condition is on a field the update itself sets.
+ * Every change of a stored task (claim, progress, finish, cancel, lapse) is made alone, across API processes and on
+ * FerretDB too, whose conditional updates are not atomic (with conditional findOneAndUpdates alone,
+ * test/api/work-distribution.test.ts saw one task handed to two racing claimants): task-transitions.ts reads the
+ * task, decides, takes the lock of its next revision by a unique insert, and writes. So a claim is exclusive, a
+ * finish racing a lapse or a cancel racing a claim leaves the task in one state, and each change is counted once.
  *
  * A lease is the stored lease_expires_at. sweepLapsed() returns each lapsed task to the queue, or fails it after
  * TASK_MAX_ATTEMPTS, each change conditional on the lease it read. It runs in three places: the task-leases/<queue>
@@ -32,54 +31,22 @@ import { Collection, Db, Filter } from 'mongodb';
 import type { TaskState } from '../../core/federation/vocabulary';
 import { findByIds, isDuplicateKey } from '../mongo';
 import { TaskCounters, tallyOf, taskContribution, type TallyChange } from './task-counters';
+import type { NewTask, TaskDocument } from './task-document';
 import { TaskLists } from './task-lists';
 import { TaskReadsBuild, type TaskReadsBuildOptions } from './task-reads-build';
+import { TaskTransitions, type TaskDecision } from './task-transitions';
 
-/** What a submitter decides about a new task; everything else starts at its queued value. */
-export type NewTask = Pick<
-  TaskDocument,
-  '_id' | 'type' | 'payload_json' | 'required_capabilities' | 'priority' | 'submitted_by' | 'context_id'
->;
-
-export interface TaskDocument {
-  _id: string; // task id
-  type: string;
-  payload_json: string;
-  required_capabilities: string[];
-  priority: number;
-  state: TaskState;
-  submitted_by: string;
-  created_at: string;
-  updated_at: string;
-  claimed_by: string | null;
-  lease_expires_at: string | null;
-  attempts: number;
-  result_json: string | null;
-  error: string | null;
-  /** Set by each claim; a node's complete/fail/progress must come from the current claim's node. */
-  claim_id?: string | null;
-  /** When the current (or last) claim began, and when the task reached done/failed/canceled. */
-  claimed_at?: string | null;
-  finished_at?: string | null;
-  /** The last progress note a node sent (short text). */
-  progress?: string | null;
-  /** A2A: the context of the message the task came in as (its payload is { message }). */
-  context_id?: string | null;
-  /** Listed and counted from its submit (absent on tasks stored before the task reads: task-reads-build.ts). */
-  tracked?: boolean;
-}
+export type { NewTask, TaskDocument } from './task-document';
 
 export type ClaimOutcome =
   | { ok: true; task: TaskDocument }
   | { ok: false; reason: 'not_found' | 'not_yours' | 'canceled' | 'finished'; task: TaskDocument | null };
 
 const TERMINAL: TaskState[] = ['done', 'failed', 'canceled'];
-/** How long a lapse record's sweeper has to make its update before another sweeper takes the lapse over. */
-const LAPSE_TAKEOVER_MS = 60_000;
 
 export class TaskStore {
   private readonly tasks: Collection<TaskDocument>;
-  private readonly claims: Collection<{ _id: string; task_id: string; node_id: string; claim_id: string; at: string }>;
+  private readonly transitions: TaskTransitions;
   private readonly counters: TaskCounters;
   private readonly lists: TaskLists;
   /** Whether the lists and counters cover every task yet, and the build that makes them. */
@@ -94,8 +61,8 @@ export class TaskStore {
     opts: { maxAttempts?: number; counters?: TaskCounters; lists?: TaskLists; build?: TaskReadsBuildOptions } = {}
   ) {
     this.tasks = db.collection('tasks');
-    this.claims = db.collection('task_claims');
     this.counters = opts.counters ?? new TaskCounters(db);
+    this.transitions = new TaskTransitions(db, this.counters);
     this.lists = opts.lists ?? new TaskLists(db);
     this.readsBuild = new TaskReadsBuild(db, this.counters, this.lists, opts.build);
     this.opts = { maxAttempts: opts.maxAttempts ?? 3 };
@@ -140,14 +107,14 @@ export class TaskStore {
     return task && (await this.settled([task]))[0]!;
   }
 
-  /** The tasks as read, except that a claimed one whose lease lapsed is swept first and read again. */
+  /** The tasks as read, except that a claimed one whose lease lapsed is swept first (and shown as swept). */
   private async settled(tasks: TaskDocument[], now = new Date()): Promise<TaskDocument[]> {
     const at = now.toISOString();
     return Promise.all(
       tasks.map(async (t) => {
         if (t.state !== 'claimed' || !t.lease_expires_at || t.lease_expires_at >= at) return t;
-        await this.lapse(t, at);
-        return (await this.tasks.findOne({ _id: t._id })) ?? t;
+        const out = await this.lapse(t._id, at, t);
+        return out?.after ?? out?.before ?? t;
       })
     );
   }
@@ -160,66 +127,48 @@ export class TaskStore {
 
   /**
    * Returns every claimed task whose lease has lapsed (at most `batch` per call: `more` says a full batch was read)
-   * to the queue, or fails it when it has used its attempts. Each change is conditional on the lease the sweep read,
-   * so a progress call that extended it in between wins.
+   * to the queue, or fails it when it has used its attempts. Sweeps race (the workflow's, a claim's, a read's, in
+   * several processes) with each other and with the claiming node's calls: each lapse is decided on the task as its
+   * lock found it (task-transitions.ts), so a progress call that extended the lease, or a finish, wins.
    */
   async sweepLapsed(now = new Date(), batch = 500): Promise<{ requeued: number; failed: number; more: boolean }> {
     const at = now.toISOString();
     const lapsed = await this.tasks
-      .find(
-        { state: 'claimed', lease_expires_at: { $lt: at } },
-        { projection: { _id: 1, attempts: 1, lease_expires_at: 1, claim_id: 1, type: 1, tracked: 1 } }
-      )
+      .find({ state: 'claimed', lease_expires_at: { $lt: at } }, { projection: { _id: 1 } })
       .limit(batch)
       .toArray();
     const out = { requeued: 0, failed: 0, more: lapsed.length >= batch };
     for (const t of lapsed) {
-      const outcome = await this.lapse(t, at);
-      if (outcome) out[outcome] += 1;
+      const change = await this.lapse(t._id, at);
+      if (change?.after) out[change.after.state === 'failed' ? 'failed' : 'requeued'] += 1;
     }
     return out;
   }
 
-  /** Returns one lapsed task to the queue or fails it, if its lease is still the one read; counts the change. */
-  private async lapse(
-    t: Pick<TaskDocument, '_id' | 'attempts' | 'lease_expires_at' | 'claim_id' | 'type' | 'tracked'>,
-    at: string
-  ): Promise<'requeued' | 'failed' | null> {
-    const exhausted = t.attempts >= this.opts.maxAttempts;
-    const set: Partial<TaskDocument> = exhausted
-      ? {
-          state: 'failed',
-          error: `lease lapsed on attempt ${t.attempts} of ${this.opts.maxAttempts}`,
-          lease_expires_at: null,
-          finished_at: at,
-          updated_at: at
-        }
-      : { state: 'queued', claimed_by: null, claim_id: null, lease_expires_at: null, updated_at: at };
-    // Sweeps race (the workflow's, a claim's, a read's, in several processes), and FerretDB does not make a
-    // conditional update atomic: both would change the task and count it. The record of this lease's lapse, one per
-    // lease (a progress call that extends it makes another), lets exactly one sweeper go on. A record older than
-    // LAPSE_TAKEOVER_MS whose task is still claimed under that lease was left by a sweeper that died (or lost the
-    // database) before its update: the next sweeper goes on instead, so the task cannot stay claimed for good.
-    const markerId = `${t._id}#${t.attempts}#lapsed@${t.lease_expires_at}`;
-    try {
-      await this.claims.insertOne({ _id: markerId, task_id: t._id, node_id: '', claim_id: t.claim_id ?? '', at });
-    } catch (err) {
-      if (!isDuplicateKey(err)) throw err;
-      const marker = await this.claims.findOne({ _id: markerId });
-      if (!marker || Date.parse(marker.at) > Date.parse(at) - LAPSE_TAKEOVER_MS) return null;
-    }
-    const res = await this.tasks.updateOne(
-      { _id: t._id, state: 'claimed', claim_id: t.claim_id ?? null, lease_expires_at: t.lease_expires_at },
-      { $set: set }
+  /** Returns one task whose lease lapsed before `at` to the queue, or fails it after its last attempt. */
+  private lapse(taskId: string, at: string, known?: TaskDocument) {
+    return this.transitions.change(
+      taskId,
+      (t) => {
+        if (t.state !== 'claimed' || !t.lease_expires_at || t.lease_expires_at >= at) return null;
+        if (t.attempts < this.opts.maxAttempts)
+          return {
+            set: { state: 'queued', claimed_by: null, claim_id: null, lease_expires_at: null, updated_at: at },
+            count: { states: { claimed: -1, queued: 1 } }
+          };
+        return {
+          set: {
+            state: 'failed',
+            error: `lease lapsed on attempt ${t.attempts} of ${this.opts.maxAttempts}`,
+            lease_expires_at: null,
+            finished_at: at,
+            updated_at: at
+          },
+          count: { states: { claimed: -1, failed: 1 }, open_by_type: { [t.type]: -1 } }
+        };
+      },
+      known
     );
-    if (!res.modifiedCount) return null;
-    await this.counters.record(
-      exhausted
-        ? { states: { claimed: -1, failed: 1 }, open_by_type: { [t.type]: -1 } }
-        : { states: { claimed: -1, queued: 1 } },
-      { old: !t.tracked }
-    );
-    return exhausted ? 'failed' : 'requeued';
   }
 
   /** The earliest lease expiry among claimed tasks (ms since the epoch), or null when no task is claimed. */
@@ -248,94 +197,70 @@ export class TaskStore {
     const claimed: TaskDocument[] = [];
     // A window of candidates in claim order; tasks others take meanwhile are skipped.
     const candidates = await this.tasks
-      .find(
-        { state: 'queued' },
-        { projection: { _id: 1, attempts: 1, required_capabilities: 1, created_at: 1, claimed_at: 1, tracked: 1 } }
-      )
+      .find({ state: 'queued' }, { projection: { _id: 1, required_capabilities: 1 } })
       .sort({ priority: -1, created_at: 1 })
       .limit(Math.max(50, max * 4))
       .toArray();
+    const at = now.toISOString();
     for (const c of candidates) {
       if (claimed.length >= max) break;
       if (!c.required_capabilities.every((cap) => have.has(cap))) continue;
-      const at = now.toISOString();
-      const claimId = randomUUID();
-      try {
-        await this.claims.insertOne({
-          _id: `${c._id}#${c.attempts + 1}`,
-          task_id: c._id,
-          node_id: nodeId,
-          claim_id: claimId,
-          at
-        });
-      } catch (err) {
-        if (isDuplicateKey(err)) continue; // another claimant won this attempt
-        throw err;
-      }
-      const got = await this.tasks.findOneAndUpdate(
-        { _id: c._id, state: 'queued', attempts: c.attempts },
-        {
-          $set: {
+      const change = await this.transitions.change(c._id, (t) => {
+        if (t.state !== 'queued') return null;
+        // The wait figure is the last claim's: a reclaimed task's earlier wait is replaced, not added.
+        const waited = Date.parse(at) - Date.parse(t.claimed_at ?? t.created_at);
+        return {
+          set: {
             state: 'claimed',
             claimed_by: nodeId,
-            claim_id: claimId,
-            attempts: c.attempts + 1,
+            claim_id: randomUUID(),
+            attempts: t.attempts + 1,
             claimed_at: at,
             lease_expires_at: new Date(now.getTime() + leaseMs).toISOString(),
             updated_at: at,
             progress: null
-          }
-        },
-        { returnDocument: 'after' }
-      );
-      if (!got || got.claim_id !== claimId || got.claimed_by !== nodeId) continue;
-      // The wait figure is the last claim's: a reclaimed task's earlier wait is replaced, not added.
-      const waited = Date.parse(at) - Date.parse(c.claimed_at ?? c.created_at);
-      await this.counters.record(
-        { states: { queued: -1, claimed: 1 }, ...(c.claimed_at ? { wait_ms: waited } : { waits: 1, wait_ms: waited }) },
-        { old: !c.tracked }
-      );
-      claimed.push(got);
+          },
+          count: { states: { queued: -1, claimed: 1 }, ...(t.claimed_at ? {} : { waits: 1 }), wait_ms: waited }
+        };
+      });
+      if (change?.after) claimed.push(change.after);
     }
     return claimed;
   }
 
-  /** Why a node's call on a task it does not (or no longer) hold is refused. */
-  private async refusal(taskId: string, nodeId: string): Promise<ClaimOutcome> {
-    const task = await this.tasks.findOne({ _id: taskId });
+  /** Why a node's call on a task it does not (or no longer) hold is refused, from the task as last read. */
+  private refusal(task: TaskDocument | null, nodeId: string): ClaimOutcome {
     if (!task) return { ok: false, reason: 'not_found', task };
     if (task.claimed_by === nodeId && task.state === 'canceled') return { ok: false, reason: 'canceled', task };
     if (task.claimed_by === nodeId && TERMINAL.includes(task.state)) return { ok: false, reason: 'finished', task };
     return { ok: false, reason: 'not_yours', task };
   }
 
-  /** Progress from the claiming node: records the note and extends the lease. */
-  async progress(
+  /** A change only the claiming node may make, while it holds the task. */
+  private async byClaimant(
     taskId: string,
     nodeId: string,
-    note: string | null,
-    leaseMs: number,
-    now = new Date()
+    decide: (t: TaskDocument) => NonNullable<TaskDecision>
   ): Promise<ClaimOutcome> {
-    const at = now.toISOString();
-    const got = await this.tasks.findOneAndUpdate(
-      { _id: taskId, state: 'claimed', claimed_by: nodeId },
-      {
-        $set: {
-          lease_expires_at: new Date(now.getTime() + leaseMs).toISOString(),
-          updated_at: at,
-          ...(note === null ? {} : { progress: note })
-        }
-      },
-      { returnDocument: 'after' }
+    const change = await this.transitions.changeOrRetry(taskId, (t) =>
+      t.state === 'claimed' && t.claimed_by === nodeId ? decide(t) : null
     );
-    return got && got.claimed_by === nodeId && got.state === 'claimed'
-      ? { ok: true, task: got }
-      : this.refusal(taskId, nodeId);
+    return change?.after ? { ok: true, task: change.after } : this.refusal(change?.before ?? null, nodeId);
   }
 
-  /** The claiming node's result (done) or reason (failed). A task whose lease lapsed but is not yet taken may still finish. */
-  async finish(
+  /** Progress from the claiming node: records the note and extends the lease. */
+  progress(taskId: string, nodeId: string, note: string | null, leaseMs: number, now = new Date()) {
+    return this.byClaimant(taskId, nodeId, () => ({
+      set: {
+        lease_expires_at: new Date(now.getTime() + leaseMs).toISOString(),
+        updated_at: now.toISOString(),
+        ...(note === null ? {} : { progress: note })
+      }
+    }));
+  }
+
+  /** The claiming node's result (done) or reason (failed). A task whose lease lapsed but is not yet swept may still finish. */
+  finish(
     taskId: string,
     nodeId: string,
     outcome: { result_json: string } | { error: string },
@@ -346,37 +271,26 @@ export class TaskStore {
       'result_json' in outcome
         ? { state: 'done' as const, result_json: outcome.result_json, error: null }
         : { state: 'failed' as const, error: outcome.error };
-    const got = await this.tasks.findOneAndUpdate(
-      { _id: taskId, state: 'claimed', claimed_by: nodeId },
-      { $set: { ...set, lease_expires_at: null, finished_at: at, updated_at: at } },
-      { returnDocument: 'after' }
-    );
-    if (!got || got.claimed_by !== nodeId || got.state !== set.state) return this.refusal(taskId, nodeId);
-    const change: TallyChange = { states: { claimed: -1, [set.state]: 1 }, open_by_type: { [got.type]: -1 } };
-    if (set.state === 'done' && got.claimed_at)
-      Object.assign(change, { runs: 1, run_ms: Date.parse(at) - Date.parse(got.claimed_at) });
-    await this.counters.record(change, { old: !got.tracked });
-    return { ok: true, task: got };
+    return this.byClaimant(taskId, nodeId, (t) => {
+      const count: TallyChange = { states: { claimed: -1, [set.state]: 1 }, open_by_type: { [t.type]: -1 } };
+      if (set.state === 'done' && t.claimed_at)
+        Object.assign(count, { runs: 1, run_ms: Date.parse(at) - Date.parse(t.claimed_at) });
+      return { set: { ...set, lease_expires_at: null, finished_at: at, updated_at: at }, count };
+    });
   }
 
   /** Cancels a queued or claimed task (the claiming node hears it at its next progress call); others are returned as they are. */
   async cancel(taskId: string, now = new Date()): Promise<{ canceled: boolean; task: TaskDocument | null }> {
     const at = now.toISOString();
-    const set = { state: 'canceled' as const, lease_expires_at: null, finished_at: at, updated_at: at };
-    // The document before the change: its state is what the counters move the task from.
-    const before = await this.tasks.findOneAndUpdate(
-      { _id: taskId, state: { $in: ['queued', 'claimed'] } },
-      { $set: set },
-      { returnDocument: 'before' }
+    const change = await this.transitions.changeOrRetry(taskId, (t) =>
+      t.state === 'queued' || t.state === 'claimed'
+        ? {
+            set: { state: 'canceled', lease_expires_at: null, finished_at: at, updated_at: at },
+            count: { states: { [t.state]: -1, canceled: 1 }, open_by_type: { [t.type]: -1 } }
+          }
+        : null
     );
-    if (before && (before.state === 'queued' || before.state === 'claimed')) {
-      await this.counters.record(
-        { states: { [before.state]: -1, canceled: 1 }, open_by_type: { [before.type]: -1 } },
-        { old: !before.tracked }
-      );
-      return { canceled: true, task: { ...before, ...set } };
-    }
-    return { canceled: false, task: await this.tasks.findOne({ _id: taskId }) };
+    return { canceled: !!change?.after, task: change ? (change.after ?? change.before) : null };
   }
 
   /**

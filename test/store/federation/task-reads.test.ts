@@ -9,6 +9,7 @@
 import type { TaskState } from '../../../core/federation/vocabulary';
 import { tallyOf } from '../../../store/federation/task-counters';
 import { TaskStore, type TaskDocument } from '../../../store/federation/tasks';
+import { LOCK_TAKEOVER_MS, TASK_LOCKS_COLLECTION, type TaskLock } from '../../../store/federation/task-transitions';
 import { useStoreDb } from '../../support/store-db';
 
 const store = useStoreDb('task_reads');
@@ -211,7 +212,7 @@ it('repairs the figures and the lists after writes around the store', async () =
   await expectStatsMatch([s]);
 }, 60_000);
 
-it('sweeps a lapse whose first sweeper died before its update, once its record is a minute old', async () => {
+it('sweeps a lapse whose first sweeper died before its update, once its lock is a minute old', async () => {
   const s = new TaskStore(store.db, { maxAttempts: 3 });
   const { task } = await s.submit({
     _id: 'task_lapse000000000000000000',
@@ -224,24 +225,67 @@ it('sweeps a lapse whose first sweeper died before its update, once its record i
     context_id: null
   });
   const [held] = await s.claim('node-x', ['lapse-test'], 1, -1000);
-  expect(held?._id).toBe(task._id);
-  // The record a sweeper inserts before its update, left by one that stopped there.
-  const marker = (at: Date) => ({
-    _id: `${task._id}#1#lapsed@${held!.lease_expires_at}`,
-    task_id: task._id,
-    node_id: '',
-    claim_id: held!.claim_id!,
-    at: at.toISOString()
-  });
-  const claims = store.db.collection<ReturnType<typeof marker>>('task_claims');
-  await claims.insertOne(marker(new Date()));
+  expect(held).toMatchObject({ _id: task._id, rev: 1 });
+  // The lock of the task's next revision, left by a writer that stopped between its insert and its update.
+  const locks = store.db.collection<TaskLock>(TASK_LOCKS_COLLECTION);
+  await locks.insertOne({ _id: `${task._id}@2`, task_id: task._id, at: new Date().toISOString() });
+  // Sweeps pass it by; the claiming node's call is told to retry (503), not refused.
   expect(await s.sweepLapsed()).toMatchObject({ requeued: 0, failed: 0 });
   expect((await allTasks()).find((t) => t._id === task._id)?.state).toBe('claimed');
-  await claims.updateOne(
-    { _id: marker(new Date())._id },
-    { $set: { at: new Date(Date.now() - 61_000).toISOString() } }
+  await expect(s.finish(task._id, 'node-x', { error: 'late' })).rejects.toMatchObject({ status: 503 });
+  await locks.updateOne(
+    { _id: `${task._id}@2` },
+    { $set: { at: new Date(Date.now() - LOCK_TAKEOVER_MS - 1_000).toISOString() } }
   );
   expect(await s.sweepLapsed()).toMatchObject({ requeued: 1 });
-  expect((await s.find(task._id))?.state).toBe('queued');
+  expect(await s.find(task._id)).toMatchObject({ state: 'queued', rev: 2 });
   await expectStatsMatch([s]);
 });
+
+it('makes racing changes of one task one after the other: one state, each counted once', async () => {
+  const stores = [new TaskStore(store.db, { maxAttempts: 2 }), new TaskStore(store.db, { maxAttempts: 2 })];
+  const ids: string[] = [];
+  for (let i = 0; i < 40; i++) {
+    const { task } = await stores[i % 2]!.submit({
+      _id: `task_race${String(i).padStart(20, '0')}`,
+      type: TYPES[i % 3]!,
+      payload_json: '{}',
+      required_capabilities: ['race-test'],
+      // Above every other task here, so the claims below take these.
+      priority: 1000,
+      submitted_by: SUBMITTERS[i % 3]!,
+      context_id: null
+    });
+    ids.push(task._id);
+  }
+  // Half under a lease that has lapsed already (claimed last: a claim sweeps lapsed leases first).
+  const claimed = [
+    ...(await stores[1]!.claim('node-r1', ['race-test'], 20, 60_000)),
+    ...(await stores[0]!.claim('node-r0', ['race-test'], 20, -1000))
+  ];
+  expect(claimed.map((t) => t._id).sort()).toEqual(ids);
+  // On every task at once: its node finishes it and renews its lease, a client cancels it, both stores sweep,
+  // a read settles it, and another node tries to claim it.
+  const outcomes = await Promise.all(
+    claimed.map(async (t, i) => {
+      const [finished, , canceled] = await Promise.all([
+        stores[i % 2]!.finish(t._id, t.claimed_by!, i % 3 ? { result_json: '{}' } : { error: 'no' }),
+        stores[(i + 1) % 2]!.progress(t._id, t.claimed_by!, 'busy', 60_000),
+        stores[(i + 1) % 2]!.cancel(t._id),
+        stores[i % 2]!.find(t._id),
+        stores[(i + 1) % 2]!.claim('node-r2', ['race-test'], 1, 60_000)
+      ]);
+      return { finished: finished.ok, canceled: canceled.canceled };
+    })
+  );
+  await Promise.all([stores[0]!.sweepLapsed(), stores[1]!.sweepLapsed()]);
+  const after = (await allTasks()).filter((t) => ids.includes(t._id));
+  for (const t of after) {
+    const o = outcomes[claimed.findIndex((c) => c._id === t._id)]!;
+    // A finish and a cancel are never both answered yes, and what was answered is what is stored.
+    expect(o.finished && o.canceled).toBe(false);
+    if (o.canceled) expect(t.state).toBe('canceled');
+    if (o.finished) expect(['done', 'failed']).toContain(t.state);
+  }
+  await expectStatsMatch(stores);
+}, 60_000);
