@@ -2,7 +2,7 @@
  * The MongoDB connection and the indexes every collection needs. Works on real MongoDB and on FerretDB alike:
  * no transactions, no change streams, no TTL indexes, no nested arrays, no user-supplied keys as field names.
  */
-import { Collection, Db, Filter, MongoClient, WithId } from 'mongodb';
+import { type AnyBulkWriteOperation, Collection, type Document, Db, Filter, MongoClient, WithId } from 'mongodb';
 import { nodeChangesCollection, NODE_CHANGES_SLOTS, NODE_CHANGES_SLOT_MS } from './federation/node-changes-ring';
 
 export interface Mongo {
@@ -179,15 +179,65 @@ export async function findByIds<T extends { _id: string | number }>(
 }
 
 /**
- * Deletes the documents with these `_id`s in one round trip: one delete statement per id in an unordered bulk write
- * (a `deleteMany({ _id: { $in } })` read and decoded the whole collection in FerretDB: 3.3 s for 8 ids among
- * 213,000 quota slots on PostgreSQL, against 7 ms this way). Throws what the write throws (some ids may have been
- * deleted).
+ * Statements per command, and such commands per process at once, of writeInCommands. FerretDB 1.24 runs one query
+ * per statement of an update (or delete) command and closes them only when the whole command ends, so a command
+ * holds up to one PostgreSQL connection per statement, from a pool of 50: one command of more statements than that
+ * waits for itself forever, and several smaller ones at once wait for each other, and every client with them (the
+ * million-entry bench fill hung FerretDB this way: the fill's position-list writes, some 20 statements each, beside
+ * the key tree indexer's 4 commands of 8). 4 × 3 = 12 connections per process at most, so four writing processes
+ * (API replicas, the worker, a bench's filler) stay under 50 and one of their commands can always go on.
+ */
+export const STATEMENTS_PER_COMMAND = 4;
+export const COMMANDS_AT_ONCE = 3;
+let commandsRunning = 0;
+const commandsWaiting: (() => void)[] = [];
+
+async function inCommandSlot<T>(run: () => Promise<T>): Promise<T> {
+  if (commandsRunning >= COMMANDS_AT_ONCE) await new Promise<void>((resolve) => commandsWaiting.push(resolve));
+  else commandsRunning++;
+  try {
+    return await run();
+  } finally {
+    const next = commandsWaiting.shift();
+    if (next) next();
+    else commandsRunning--;
+  }
+}
+
+/**
+ * An unordered bulk write of any size, as commands of at most STATEMENTS_PER_COMMAND statements, at most
+ * COMMANDS_AT_ONCE of them at once in this process (see STATEMENTS_PER_COMMAND). `retryUpserts`: each command
+ * through retryingUpsert. Every write goes (a failed command does not stop the others); throws the first failure.
+ */
+export async function writeInCommands<T extends Document>(
+  collection: Collection<T>,
+  ops: AnyBulkWriteOperation<T>[],
+  opts: { retryUpserts?: boolean } = {}
+): Promise<void> {
+  const commands: AnyBulkWriteOperation<T>[][] = [];
+  for (let at = 0; at < ops.length; at += STATEMENTS_PER_COMMAND)
+    commands.push(ops.slice(at, at + STATEMENTS_PER_COMMAND));
+  const results = await Promise.allSettled(
+    commands.map((command) =>
+      inCommandSlot(() => {
+        const write = () => collection.bulkWrite(command, { ordered: false });
+        return opts.retryUpserts ? retryingUpsert(write) : write();
+      })
+    )
+  );
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
+}
+
+/**
+ * Deletes the documents with these `_id`s: one delete statement per id in unordered bulk writes (writeInCommands;
+ * a `deleteMany({ _id: { $in } })` read and decoded the whole collection in FerretDB: 3.3 s for 8 ids among 213,000
+ * quota slots on PostgreSQL, against 7 ms this way). Throws what a write throws (some ids may have been deleted).
  */
 export async function deleteByIds<T extends { _id: string }>(collection: Collection<T>, ids: string[]): Promise<void> {
   if (ids.length === 0) return;
-  await collection.bulkWrite(
-    ids.map((_id) => ({ deleteOne: { filter: { _id } as Filter<T> } })),
-    { ordered: false }
+  await writeInCommands(
+    collection,
+    ids.map((_id) => ({ deleteOne: { filter: { _id } as Filter<T> } }))
   );
 }

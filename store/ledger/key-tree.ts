@@ -33,7 +33,8 @@
  * write sets a document to what the seqs applied so far make it, so a batch written again after a crash or a lease
  * takeover (from the recorded size) ends in the same documents.
  */
-import { MongoBulkWriteError, type AnyBulkWriteOperation, type Collection, type Db, type Document } from 'mongodb';
+import { MongoBulkWriteError, type Collection, type Db, type Document } from 'mongodb';
+import { writeInCommands } from '../mongo';
 
 export const LEDGER_KEY_TREE_COLLECTION = 'ledger_key_tree';
 /** Seqs a node keeps: the oldest of its subtree, as many as a prefix read returns at most. */
@@ -45,9 +46,6 @@ export const NODE_SEQS = 200;
  */
 const INDEXED_ID = '#indexed:edges';
 const EARLIER_INDEXED_ID = '#indexed';
-/** Updates sent in one command, at most, and commands at once (see updateExisting). */
-const WRITES_PER_COMMAND = 8;
-const UPDATE_COMMANDS = 4;
 /** New documents inserted by one command, at most. */
 const INSERTS_PER_COMMAND = 500;
 
@@ -419,25 +417,12 @@ export class KeyTreeWriter {
     return there;
   }
 
-  /**
-   * Sets documents' fields: WRITES_PER_COMMAND statements per command, UPDATE_COMMANDS commands at once. FerretDB
-   * 1.24 holds a PostgreSQL connection for each statement of an update command that matches a document until the
-   * whole command ends, so one command updating more documents than its pool has connections (50) waits for itself
-   * forever, and every other request with it.
-   */
+  /** Sets documents' fields, in commands of a few statements (writeInCommands: FerretDB 1.24's connections). */
   private async updateExisting(docs: Document[]): Promise<void> {
-    const commands: AnyBulkWriteOperation<Document>[][] = [];
-    for (let at = 0; at < docs.length; at += WRITES_PER_COMMAND)
-      commands.push(
-        docs.slice(at, at + WRITES_PER_COMMAND).map(({ _id, ...$set }) => ({
-          updateOne: { filter: { _id }, update: { $set }, upsert: true }
-        }))
-      );
-    let next = 0;
-    const run = async () => {
-      while (next < commands.length) await this.tree.raw.bulkWrite(commands[next++]!, { ordered: false });
-    };
-    await Promise.all(Array.from({ length: Math.min(UPDATE_COMMANDS, commands.length) }, run));
+    await writeInCommands(
+      this.tree.raw,
+      docs.map(({ _id, ...$set }) => ({ updateOne: { filter: { _id }, update: { $set }, upsert: true } }))
+    );
   }
 
   /** Drops full nodes' seqs from memory, and the least recently used nodes past `maxHeld`. */

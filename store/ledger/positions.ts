@@ -20,7 +20,7 @@ import type { AnyBulkWriteOperation, Collection, Db } from 'mongodb';
 import type { LedgerEntryDocument, LedgerEntryKind } from '../../core/ledger/ledger-entry';
 import { tallyCategory } from '../../core/ledger/tally';
 import { SEED_KEY_PREFIX, TRUTH_TYPES } from '../../core/ledger/truth-record';
-import { findByIds, retryingUpsert } from '../mongo';
+import { findByIds, writeInCommands } from '../mongo';
 import { LEDGER_COLLECTION } from './entries';
 
 export const LEDGER_POSITIONS_COLLECTION = 'ledger_positions';
@@ -111,7 +111,7 @@ export class PositionLists {
     const ops: AnyBulkWriteOperation<PositionDocument>[] = [...sets].map(([_id, $set]) => ({
       updateOne: { filter: { _id }, update: { $set: $set as Partial<PositionDocument> }, upsert: true }
     }));
-    if (ops.length > 0) await retryingUpsert(() => this.positions.bulkWrite(ops, { ordered: false }));
+    await writeInCommands(this.positions, ops, { retryUpserts: true });
     return counts;
   }
 
