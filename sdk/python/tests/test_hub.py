@@ -190,7 +190,7 @@ def test_writes_land_once_through_two_api_kills_and_never_block():
     over = sum(1 for t in call_ms if t > 1)
     print(
         f"figure: {n} write() calls: median {statistics.median(ordered):.3f} ms, p99 {ordered[int(n * 0.99)]:.3f} ms,"
-        f" max {ordered[-1]:.3f} ms, {over} over 1 ms (insert + commit, the fsync grouped on the syncer thread);"
+        f" max {ordered[-1]:.3f} ms, {over} over 1 ms (a copy into the intake; SQLite and the fsync off this thread);"
         f" pending at the restarts {waiting_at_restart}"
     )
 

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from zhongshu_node import CredentialsError, HubNode, Outbox, OutboxLockedError, load_credentials, save_credentials
+from zhongshu_node.intake import Intake
 
 CHILD = r"""
 import sys
@@ -117,6 +118,36 @@ def test_every_sync_mode_keeps_what_returned_and_flush_waits_for_the_disk(tmp_pa
         )
     again = Outbox(path)
     assert [r.key for r in again.list()] == [f"sdk.sync.{i}" for i in range(1000)]
+    again.close()
+
+
+def test_the_intake_ends_at_a_torn_record_and_starts_over_once_drained(tmp_path):
+    path = str(tmp_path / "intake")
+    intake = Intake(path, size=64)
+    assert intake.append(b"a" * 10) and intake.append(b"b" * 10)
+    assert not intake.append(b"c" * 40)  # does not fit: the outbox then stores it on the caller's thread
+    intake._mm[32:42] = b"x" * 10  # a third record's body, copied before a crash; its length never was
+    intake.close()
+    again = Intake(path, size=64)
+    bodies, mark = again.take()
+    assert [bytes(b) for b in bodies] == [b"a" * 10, b"b" * 10]
+    again.taken(mark)
+    assert not again.pending()
+    for body in (b"d" * 10, b"e" * 10, b"f" * 10):
+        assert again.append(body)
+    again.close()
+    third = Intake(path, size=64)
+    assert [bytes(b) for b in third.take()[0]] == [b"d" * 10, b"e" * 10, b"f" * 10]
+    third.close()
+
+
+def test_a_full_intake_still_stores_the_write(tmp_path):
+    box = Outbox(str(tmp_path / "outbox.sqlite"))
+    big = {"text": "x" * 600_000}
+    ids = [box.enqueue(f"sdk.big.{i}", big).id for i in range(10)]  # 6 MB: more than the intake holds
+    box.close()
+    again = Outbox(str(tmp_path / "outbox.sqlite"))
+    assert [r.id for r in again.list()] == ids
     again.close()
 
 

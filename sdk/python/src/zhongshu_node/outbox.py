@@ -1,16 +1,18 @@
 """The durable outbox of truth writes, in SQLite (the standard library's), in write-ahead-log mode: one row per
-write, inserted and committed before ``enqueue`` returns, and updated at each change of the write's state
-(acknowledged, held, decided, failed, verified). A committed row is in the kernel when ``enqueue`` returns, so a
-crash of the node's process loses no write whose ``enqueue`` returned: the next outbox on the file sends it again,
-with the same Idempotency-Key (its id), so it lands once. Getting it onto the disk as well (so that it survives a
-crash of the machine) depends on ``sync``:
+write, updated at each change of the write's state (acknowledged, held, decided, failed, verified). A write is in the
+kernel when ``enqueue`` returns, so a crash of the node's process loses no write whose ``enqueue`` returned: the next
+outbox on the file sends it again, with the same Idempotency-Key (its id), so it lands once. How it gets there, and
+onto the disk as well (so that it survives a crash of the machine), depends on ``sync``:
 
-- ``"group"`` (default): group commit off the caller's thread. Commits do not fsync (``synchronous=NORMAL``, no
-  automatic checkpoint); a syncer thread checkpoints the log (``wal_checkpoint(PASSIVE)``, which fsyncs it first)
-  whenever rows were committed since its last round, on a connection of its own, so the caller never waits for the
-  disk. A crash of the machine loses at most the rows committed since the last round. ``flush()`` waits for them.
-- ``"each"``: ``synchronous=FULL``: each enqueue's commit fsyncs the log (the caller waits for the disk).
-- ``"none"``: ``synchronous=OFF``.
+- ``"group"`` (default): ``enqueue`` copies the write into the intake (intake.py: a file mapped into memory; no
+  system call, so the caller's thread keeps the GIL) and returns. A syncer thread moves the intake into SQLite
+  (commits that do not fsync: ``synchronous=NORMAL``, no automatic checkpoint), then checkpoints the log
+  (``wal_checkpoint(PASSIVE)``, which fsyncs it first) on a connection of its own, whenever writes came since its
+  last round; a sender thread changing a write's state moves the intake first too. A crash of the machine loses at
+  most the writes since the last round. ``flush()`` waits for them.
+- ``"each"``: ``synchronous=FULL``: ``enqueue`` inserts the row and its commit fsyncs the log (the caller waits for
+  the disk).
+- ``"none"``: the intake, as ``"group"``, and ``synchronous=OFF``.
 
 Opening it drops the writes that are done (proven, failed, rejected, expired); one process at a time holds it (an
 advisory lock the kernel releases when the process dies)."""
@@ -20,13 +22,15 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import secrets
+import random
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, List, Optional
+
+from .intake import Intake
 
 _LEVELS = {"group": "NORMAL", "each": "FULL", "none": "OFF"}
 STATES = ("pending", "held", "acknowledged", "rejected", "expired", "failed")
@@ -85,9 +89,14 @@ class Outbox:
         os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o700, exist_ok=True)
         self.path = path
         self._keep = keep_until_verified
+        # Held for the database; enqueue into the intake never takes it. Readers of _records iterate a copy (made
+        # in one step under the GIL), since enqueue adds to it without this lock.
         self._mutex = threading.RLock()
         self._lock_fd = _lock(path + ".lock")
         self._records: Dict[str, OutboxRecord] = {}
+        self._intake: Optional[Intake] = None
+        # Write ids need to be unique, not secret: os.urandom would let go of the GIL at every call.
+        self._ids = random.Random(os.urandom(32))
         try:
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             os.chmod(path, 0o600)
@@ -101,6 +110,14 @@ class Outbox:
                 " truth_type TEXT, enqueued_at TEXT NOT NULL, state TEXT NOT NULL, seq INTEGER, event_id TEXT,"
                 " approval_id TEXT, held_after INTEGER, error TEXT, verified_size INTEGER, n INTEGER)"
             )
+            self._n = self._db.execute("SELECT COALESCE(MAX(n), 0) FROM writes").fetchone()[0]
+            # Writes a crashed process left in the intake; then it takes new ones (not with "each").
+            intake = Intake(path + ".intake")
+            self._intake = intake
+            self._drain()
+            if sync == "each":
+                intake.close()
+                self._intake = None
             self._compact()
             for row in self._db.execute(f"SELECT {_COLUMNS} FROM writes ORDER BY n"):
                 r = OutboxRecord(
@@ -121,38 +138,65 @@ class Outbox:
         except BaseException:
             self.close()
             raise
-        self._n = len(self._records)
-        if sync == "group":
+        if sync != "each":
             self._wake = threading.Event()
             self._syncer = threading.Thread(target=self._sync_rounds, name="zhongshu-outbox-sync", daemon=True)
             self._syncer.start()
 
     def enqueue(self, key: str, value: Dict[str, Any], truth_type: Optional[str] = None) -> OutboxRecord:
         """Stores the write durably and returns its record; no network I/O."""
-        rid = f"w_{_base36(int(time.time() * 1000))}_{secrets.token_hex(9)}"
+        rid = f"w_{_base36(int(time.time() * 1000))}_{self._ids.getrandbits(72):018x}"
         at = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
         r = OutboxRecord(id=rid, key=key, value=json.loads(text), truth_type=truth_type, enqueued_at=at)
-        with self._mutex:
-            if self._sync_error is not None:
-                raise self._sync_error
-            self._n += 1
-            self._db.execute(
-                "INSERT INTO writes (id, key, value, truth_type, enqueued_at, state, n) VALUES (?,?,?,?,?,?,?)",
-                (rid, key, text, truth_type, at, "pending", self._n),
-            )
-            self._records[rid] = r
-            self._committed += 1
+        if self._sync_error is not None:
+            raise self._sync_error
+        row = (rid, key, text, truth_type, at)
+        intake = self._intake
+        if intake is None or not intake.append(json.dumps(row, ensure_ascii=False).encode("utf-8")):
+            # "each", or the intake full (a burst larger than it): into the database on this thread.
+            with self._mutex:
+                if self._db is None:
+                    raise RuntimeError("the outbox is closed")
+                self._drain()
+                self._insert([row])
+        self._records[rid] = r
         if self._syncer is not None:
             self._wake.set()
         return replace(r)
 
+    def _drain(self) -> None:
+        """Moves the intake's writes into the database (under _mutex)."""
+        if self._intake is None or not self._intake.pending():
+            return
+        bodies, mark = self._intake.take()
+        self._insert([tuple(json.loads(bytes(b).decode("utf-8"))) for b in bodies])
+        self._intake.taken(mark)
+
+    def _insert(self, rows: List[tuple]) -> None:
+        """Inserts new writes, in one transaction; one already there (moved before a crash) is left as it is."""
+        self._db.execute("BEGIN")
+        try:
+            for row in rows:
+                self._n += 1
+                self._db.execute(
+                    "INSERT OR IGNORE INTO writes (id, key, value, truth_type, enqueued_at, state, n)"
+                    " VALUES (?,?,?,?,?,'pending',?)",
+                    (*row, self._n),
+                )
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._committed += len(rows)
+
     def flush(self, timeout_s: Optional[float] = None) -> bool:
         """Waits until every row committed so far is on the disk (at once with sync "each" or "none"); False when
         ``timeout_s`` passed first. Raises what the syncer met if the disk failed."""
-        if self._syncer is None:
+        if self._mode != "group":
             return True
         with self._mutex:
+            self._drain()
             target = self._committed
         self._wake.set()
         with self._synced_cond:
@@ -164,7 +208,8 @@ class Outbox:
         return done
 
     def _sync_rounds(self) -> None:
-        """The syncer: a checkpoint of the log (fsynced first) whenever rows were committed since the last round."""
+        """The syncer: moves the intake into the database, then ("group") checkpoints the log (fsynced first) whenever
+        rows were committed since the last round."""
         db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         try:
             db.execute("PRAGMA synchronous=NORMAL")  # a checkpoint fsyncs the log, then the database file
@@ -174,8 +219,14 @@ class Outbox:
                 if self._closing:
                     return
                 with self._mutex:
+                    if self._db is None:
+                        return
+                    try:
+                        self._drain()
+                    except sqlite3.Error as err:  # the disk failing: the next enqueue raises it
+                        self._sync_error = err
                     target = self._committed
-                if target == self._synced:
+                if target == self._synced or self._mode != "group":
                     continue
                 try:
                     db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
@@ -207,38 +258,34 @@ class Outbox:
         with self._mutex:
             r = self._records.get(rid)
             if r:
-                r.attempts += 1
+                self._records[rid] = replace(r, attempts=r.attempts + 1)
 
     def get(self, rid: str) -> Optional[OutboxRecord]:
-        with self._mutex:
-            r = self._records.get(rid)
-            return replace(r) if r else None
+        r = self._records.get(rid)
+        return replace(r) if r else None
 
     def list(self, predicate: Optional[Callable[[OutboxRecord], bool]] = None) -> List[OutboxRecord]:
         """Every write the outbox still tracks, oldest first."""
-        with self._mutex:
-            return [replace(r) for r in self._records.values() if predicate is None or predicate(r)]
+        return [replace(r) for r in list(self._records.values()) if predicate is None or predicate(r)]
 
     def take(self, state: str, limit: int, skip: Optional[Callable[[OutboxRecord], bool]] = None) -> List[OutboxRecord]:
         """Up to ``limit`` writes in ``state`` ('unverified': acknowledged, not yet proven), oldest first."""
         out: List[OutboxRecord] = []
-        with self._mutex:
-            for r in self._records.values():
-                if len(out) >= limit:
-                    break
-                if _in(r, state) and not (skip and skip(r)):
-                    out.append(replace(r))
+        for r in list(self._records.values()):
+            if len(out) >= limit:
+                break
+            if _in(r, state) and not (skip and skip(r)):
+                out.append(replace(r))
         return out
 
     def counts(self) -> Dict[str, int]:
-        with self._mutex:
-            c = {s: 0 for s in STATES}
-            c["unverified"] = 0
-            for r in self._records.values():
-                c[r.state] += 1
-                if _in(r, "unverified"):
-                    c["unverified"] += 1
-            return c
+        c = {s: 0 for s in STATES}
+        c["unverified"] = 0
+        for r in list(self._records.values()):
+            c[r.state] += 1
+            if _in(r, "unverified"):
+                c["unverified"] += 1
+        return c
 
     def close(self) -> None:
         """Closes the database (the last connection's close checkpoints and syncs it) and lets another outbox open
@@ -254,8 +301,15 @@ class Outbox:
         with self._mutex:
             db = getattr(self, "_db", None)
             if db is not None:
-                db.close()
-                self._db = None
+                try:
+                    self._drain()
+                finally:
+                    db.close()
+                    self._db = None
+            intake = getattr(self, "_intake", None)
+            if intake is not None:
+                intake.close()
+                self._intake = None
             if self._lock_fd is not None:
                 os.close(self._lock_fd)  # releases the lock
                 self._lock_fd = None
@@ -267,13 +321,13 @@ class Outbox:
                 return
             if self._db is None:
                 raise RuntimeError("the outbox is closed")
+            self._drain()  # the write's row, if it is still in the intake
             # A state change lost to a crash of the machine costs a resend with the same Idempotency-Key, which the
             # hub answers with the first entry (or the same approval).
             columns = ", ".join(f"{k} = ?" for k in changes)
             values = [json.dumps(v) if k == "error" else v for k, v in changes.items()]
             self._db.execute(f"UPDATE writes SET {columns} WHERE id = ?", (*values, rid))
-            for k, v in changes.items():
-                setattr(r, k, v)
+            self._records[rid] = replace(r, **changes)
             self._committed += 1
             self._prune()
         if self._syncer is not None:
@@ -281,8 +335,9 @@ class Outbox:
 
     def _prune(self) -> None:
         """Forgets writes that are done once they outnumber the open ones (their rows left at the last open)."""
-        done = [rid for rid, r in self._records.items() if _finished(r, self._keep)]
-        if len(done) > 2000 + 2 * (len(self._records) - len(done)):
+        records = list(self._records.items())
+        done = [rid for rid, r in records if _finished(r, self._keep)]
+        if len(done) > 2000 + 2 * (len(records) - len(done)):
             placeholders = ",".join("?" * len(done))
             self._db.execute(f"DELETE FROM writes WHERE id IN ({placeholders})", done)
             for rid in done:
