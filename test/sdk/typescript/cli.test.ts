@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { typescriptProcess } from '../../../scripts/stack/process';
 import { TaskStore } from '../../../store/federation/tasks';
+import { sendA2AWork } from '../../support/a2a-client';
 import { issueHomologousToken, registerDid } from '../../support/credentials';
 import { eventually, http, startTestService, type TestService } from '../../support/service';
 import { HubProxy } from './hub-proxy';
@@ -128,14 +129,20 @@ describe('run works tasks', () => {
   let reviewer: string;
   let common: string[];
 
-  const submit = async (type: string) => {
-    const res = await http('POST', `${svc.urls.hub}/a2a/task`, {
-      headers: { 'x-zr-token': reviewer },
-      body: { type, payload: { n: 7 }, required_capabilities: ['cli-work'], priority: 5 }
-    });
-    expect(res.status).toBe(200);
-    return res.body.task_id as string;
-  };
+  /** The work comes from an A2A client (@a2a-js/sdk): one message per task, its type in the metadata; ids in order. */
+  const submit = (...types: string[]) =>
+    sendA2AWork(
+      svc.urls.main,
+      { 'x-zr-token': reviewer },
+      types.map((type, i) => ({
+        messageId: `${type}-${Date.now()}-${i}`,
+        taskType: type,
+        capabilities: ['cli-work'],
+        data: { n: 7 }
+      }))
+    );
+  /** The message a task came in as, as a worker receives it in the task's payload: the data part { n: 7 }. */
+  const message = expect.objectContaining({ parts: [expect.objectContaining({ data: { n: 7 } })] });
   const task = async (id: string) =>
     (await http('GET', `${svc.urls.hub}/a2a/task/${id}`, { headers: { 'x-zr-token': reviewer } })).body.task;
 
@@ -192,12 +199,7 @@ describe('run works tasks', () => {
     );
     const worker = run('--exec', `sh '${script}'`, '--max-tasks', '4', '--task-timeout', '4');
     await worker.line(/running as ext-custom-\d+; working tasks with a shell command/, 'running');
-    const [echo, boom, wait, slow] = [
-      await submit('cli.echo'),
-      await submit('cli.boom'),
-      await submit('cli.wait'),
-      await submit('cli.slow')
-    ];
+    const [echo, boom, wait, slow] = await submit('cli.echo', 'cli.boom', 'cli.wait', 'cli.slow');
     // The waiting task's command and the sleep it started are running; the submitter cancels it.
     const pidFile = path.join(dir, `${wait}.pids`);
     await eventually(async () => (fs.existsSync(pidFile) ? true : undefined), 20_000, 'the waiting command started');
@@ -213,7 +215,7 @@ describe('run works tasks', () => {
 
     expect(await task(echo!)).toMatchObject({
       state: 'done',
-      result: { type: 'cli.echo', attempt: 1, task: { task_id: echo, type: 'cli.echo', payload: { n: 7 } } }
+      result: { type: 'cli.echo', attempt: 1, task: { task_id: echo, type: 'cli.echo', payload: { message } } }
     });
     expect(await task(boom!)).toMatchObject({
       state: 'failed',
@@ -225,7 +227,7 @@ describe('run works tasks', () => {
   }, 60_000);
 
   it('--call: POSTs each task to a local endpoint; a 2xx JSON answer completes it, a 500 fails it', async () => {
-    const received: { id?: string; type?: string; task: { payload: { n: number } } }[] = [];
+    const received: { id?: string; type?: string; task: { payload: unknown } }[] = [];
     const endpoint = createServer((req, res) => {
       let body = '';
       req.on('data', (d: Buffer) => (body += d.toString()));
@@ -237,7 +239,9 @@ describe('run works tasks', () => {
           return res.end('model unavailable');
         }
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ answer: t.payload.n * 6 }));
+        res.end(
+          JSON.stringify({ answer: t.payload.message.parts.find((p: { data?: { n: number } }) => p.data).data.n * 6 })
+        );
       });
     });
     await new Promise<void>((r) => endpoint.listen(0, '127.0.0.1', r));
@@ -245,16 +249,16 @@ describe('run works tasks', () => {
     try {
       const worker = run('--call', url);
       await worker.line(/working tasks with POST http:\/\/127\.0\.0\.1:\d+\/work \(--call\)/, 'running');
-      const good = await submit('cli.call.good');
+      const [good] = await submit('cli.call.good');
       await worker.line(new RegExp(`task ${good} cli.call.good done`), 'good done');
-      const bad = await submit('cli.call.bad');
+      const [bad] = await submit('cli.call.bad');
       await worker.line(new RegExp(`task ${bad} cli.call.bad failed after .*: ${url} answered 500`), 'bad failed');
       expect(await worker.stop()).toBe(0);
-      expect(await task(good)).toMatchObject({ state: 'done', result: { answer: 42 } });
-      expect(await task(bad)).toMatchObject({ state: 'failed', error: `${url} answered 500: model unavailable` });
-      expect(received.map((r) => [r.id, r.type, r.task.payload.n])).toEqual([
-        [good, 'cli.call.good', 7],
-        [bad, 'cli.call.bad', 7]
+      expect(await task(good!)).toMatchObject({ state: 'done', result: { answer: 42 } });
+      expect(await task(bad!)).toMatchObject({ state: 'failed', error: `${url} answered 500: model unavailable` });
+      expect(received.map((r) => [r.id, r.type, r.task.payload])).toEqual([
+        [good, 'cli.call.good', { message }],
+        [bad, 'cli.call.bad', { message }]
       ]);
       const apiKey = JSON.parse(fs.readFileSync(path.join(dir, 'credentials.json'), 'utf8')).api_key as string;
       expect(printed.join('')).not.toContain(apiKey);
