@@ -4,10 +4,9 @@
  * lifecycle's judgement of presence), and unavailable when the node is offline, pending review, rejected or gone.
  */
 import { AppError } from '../../core/errors';
-import type { NodeState } from '../../core/federation/vocabulary';
 import { MAX_GPUS_PER_NODE, type GpuDocument, type GpuRecordInput, type GpuStore } from '../../store/compute/gpu';
 import type { NodeStore } from '../../store/federation/nodes';
-import type { PresenceStore } from '../../store/federation/presence';
+import { SHARED_SNAPSHOT_MS, type PresenceStore } from '../../store/federation/presence';
 
 export interface GpuListQuery {
   available?: 'true' | 'false';
@@ -58,16 +57,20 @@ export function createGpuRegistry({
     };
   }
 
-  /** One page of the records matching `q`, each with its node's state and when the hub last heard the node. */
+  /**
+   * One page of the records matching `q`, each with its node's state and when the hub last heard the node. The states
+   * come from the node index, as the directory's do (about a second behind the node documents); last heard from a
+   * presence snapshot at most SHARED_SNAPSHOT_MS old, and for an online node heard from only since, its own shard.
+   */
   async function list(q: GpuListQuery) {
     const all = await gpus.list({ model: q.model, nodeId: q.node_id });
     const nodeIds = [...new Set(all.map((g) => g.node_id))];
-    const [states, seen] = await Promise.all([
-      Promise.all(nodeIds.map(async (id) => [id, (await nodes.findPublic(id))?.state ?? null] as const)).then(
-        (pairs) => new Map<string, NodeState | null>(pairs)
-      ),
-      nodeIds.length ? presence.snapshot().then((s) => s.nodes) : Promise.resolve(new Map())
+    const [states, snapshot] = await Promise.all([
+      nodes.statesOf(nodeIds),
+      nodeIds.length ? presence.recentSnapshot(SHARED_SNAPSHOT_MS).then((s) => s.nodes) : new Map<string, never>()
     ]);
+    const unseen = nodeIds.filter((id) => states.get(id) === 'online' && !snapshot.has(id));
+    const seen = unseen.length ? new Map([...snapshot, ...(await presence.entriesOf(unseen))]) : snapshot;
     const listed = all.map((g) => {
       const state = states.get(g.node_id) ?? null;
       const lastSeen = seen.get(g.node_id)?.seen_at;

@@ -309,6 +309,11 @@ export class NodeIndex {
     return this.ordered;
   }
 
+  /** The indexed node, or undefined when the index does not hold it. */
+  get(nodeId: string): IndexedNode | undefined {
+    return this.byId.get(nodeId);
+  }
+
   /** One page of the nodes matching `filter`, by seq, and how many match. */
   page(filter: NodeFilter, offset: number, limit: number): { total: number; nodes: IndexedNode[] } {
     const nodes: IndexedNode[] = [];

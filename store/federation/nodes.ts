@@ -161,6 +161,12 @@ export class NodeStore {
     return out;
   }
 
+  /** These nodes' states from the index (as of its last read of the change log); null for a node it does not hold. */
+  async statesOf(nodeIds: string[]): Promise<Map<string, NodeState | null>> {
+    await this.index.ready();
+    return new Map(nodeIds.map((id) => [id, this.index.get(id)?.state ?? null]));
+  }
+
   /** Counts by state and by brand, and the memory nodes declared (for the dashboard), from the index. */
   async aggregates(): Promise<NodeAggregates> {
     await this.index.ready();

@@ -151,11 +151,16 @@ describe('GPU registry', () => {
       20000,
       'node offline'
     );
-    const res = await http('GET', `${svc.urls.main}/v1/gpu/nodes?available=false`);
-    expect(res.body.gpus.find((g: { node_id: string }) => g.node_id === node.node_id)).toMatchObject({
-      node_state: 'offline',
-      available: false
-    });
+    // The listing's states come from the node index, about a second behind the node documents.
+    const offline = await eventually(
+      async () => {
+        const res = await http('GET', `${svc.urls.main}/v1/gpu/nodes?available=false`);
+        return res.body.gpus.find((g: { node_id: string }) => g.node_id === node.node_id);
+      },
+      5000,
+      'gpu unavailable'
+    );
+    expect(offline).toMatchObject({ node_state: 'offline', available: false });
     const onlyAvailable = await http('GET', `${svc.urls.main}/v1/gpu/nodes?available=true`);
     expect(onlyAvailable.body.gpus.some((g: { node_id: string }) => g.node_id === node.node_id)).toBe(false);
   });
