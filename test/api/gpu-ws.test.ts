@@ -135,14 +135,17 @@ describe('GPU registry', () => {
   it('lists a GPU available while its node is online and unavailable once the node is offline', async () => {
     expect((await heartbeat(svc.urls.main, node)).status).toBe(200);
     expect((await approve(node.node_id)).status).toBe(200);
-    const online = await eventually(
-      async () => {
-        const res = await http('GET', `${svc.urls.main}/v1/gpu/nodes?available=true`);
-        return res.body.gpus.find((g: { node_id: string }) => g.node_id === node.node_id);
-      },
-      15000,
-      'gpu available'
-    );
+    /** The node's GPU once the listing filtered by `available` shows it (states lag the node documents by ~1 s). */
+    const listed = (available: boolean, ms: number) =>
+      eventually(
+        async () => {
+          const res = await http('GET', `${svc.urls.main}/v1/gpu/nodes?available=${available}`);
+          return res.body.gpus.find((g: { node_id: string }) => g.node_id === node.node_id);
+        },
+        ms,
+        `gpu ${available ? 'available' : 'unavailable'}`
+      );
+    const online = await listed(true, 15000);
     expect(online).toMatchObject({ node_state: 'online', available: true });
     expect(online.last_seen_at).not.toBeNull();
 
@@ -151,15 +154,7 @@ describe('GPU registry', () => {
       20000,
       'node offline'
     );
-    // The listing's states come from the node index, about a second behind the node documents.
-    const offline = await eventually(
-      async () => {
-        const res = await http('GET', `${svc.urls.main}/v1/gpu/nodes?available=false`);
-        return res.body.gpus.find((g: { node_id: string }) => g.node_id === node.node_id);
-      },
-      5000,
-      'gpu unavailable'
-    );
+    const offline = await listed(false, 5000);
     expect(offline).toMatchObject({ node_state: 'offline', available: false });
     const onlyAvailable = await http('GET', `${svc.urls.main}/v1/gpu/nodes?available=true`);
     expect(onlyAvailable.body.gpus.some((g: { node_id: string }) => g.node_id === node.node_id)).toBe(false);

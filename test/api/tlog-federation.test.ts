@@ -23,6 +23,7 @@ import { registerDid } from '../support/credentials';
 import { eventually, http as request, startTestService, TestService } from '../support/service';
 import { dataDirWithHubKey } from '../tlog/hub-keys';
 import { servedCheckpoint } from '../tlog/served-checkpoint';
+import { expectWitnessRetired } from '../tlog/witness-workflow';
 import { saveWorkflowHistory } from '../support/history';
 import { noteVerifierKey } from '../../core/tlog/signed-note.node';
 import { cosignatureVerifierKey, parseVerifierKey, verifyCosignature } from '../../core/tlog/cosignature.node';
@@ -338,20 +339,7 @@ describe('a witness removed from TLOG_WITNESSES', () => {
       { TLOG_WITNESSES: `${a.witnessKey} ${mainUrl(a)}/tlog`, TLOG_WITNESS_QUORUM: '1' }
     );
     try {
-      const ended = await eventually(
-        async () => {
-          const d = await ofB.describe();
-          return d.status.name === 'COMPLETED' ? d : undefined;
-        },
-        30_000,
-        "C's workflow for B completed"
-      );
-      expect(ended.searchAttributes.WitnessState).toEqual(['retired']);
-      expect(await ofB.result()).toMatchObject({
-        name: b.witnessName,
-        state: 'retired',
-        reason: `${b.witnessName} is no longer a witness of this log (TLOG_WITNESSES, peers)`
-      });
+      await expectWitnessRetired(ofB, b.witnessName, "C's workflow for B completed");
       // The witness still configured goes on.
       expect((await ofA.describe()).status.name).toBe('RUNNING');
     } finally {

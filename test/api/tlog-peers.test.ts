@@ -18,6 +18,7 @@ import { registerDid } from '../support/credentials';
 import { eventually, http as request, startTestService, TestService } from '../support/service';
 import { dataDirWithHubKey } from '../tlog/hub-keys';
 import { servedCheckpoint } from '../tlog/served-checkpoint';
+import { expectWitnessRetired } from '../tlog/witness-workflow';
 import { checkpointBody, noteVerifierKey, signNote } from '../../core/tlog/signed-note.node';
 import { cosignatureVerifierKey, parseVerifierKey, verifyCosignature } from '../../core/tlog/cosignature.node';
 import { tlogWitnessWorkflowId } from '../../contracts/tlog/witness.contract';
@@ -279,20 +280,7 @@ describe('two hubs witnessing each other through their registries', () => {
     const res = await addPeer(a, b, { url: `${b.url}/tlog`, verifier_key: b.logKey });
     expect(res.status).toBe(200);
     expect(res.body.peer.tlog).toMatchObject({ verifier_key: b.logKey, witness_key: null });
-    const ended = await eventually(
-      async () => {
-        const d = await handle.describe();
-        return d.status.name === 'COMPLETED' ? d : undefined;
-      },
-      30_000,
-      "A's workflow for B completed"
-    );
-    expect(ended.searchAttributes.WitnessState).toEqual(['retired']);
-    expect(await handle.result()).toMatchObject({
-      name: b.witnessName,
-      state: 'retired',
-      reason: `${b.witnessName} is no longer a witness of this log (TLOG_WITNESSES, peers)`
-    });
+    await expectWitnessRetired(handle, b.witnessName, "A's workflow for B completed");
     for (const url of [a.url, a2.url])
       await eventually(async () => {
         const s = await statusAt(url);
