@@ -29,6 +29,17 @@ const CHECKPOINT_KEY = `^${NAME}\\+[0-9a-f]{8}\\+A[Q-Za-f][A-Za-z0-9+/]{42}$`;
 const WITNESS_KEY = `^${NAME}\\+[0-9a-f]{8}\\+B[A-P][A-Za-z0-9+/]{42}$`;
 const printableName = (key: string) => new RegExp(`^${NAME}\\+`).test(key);
 
+/** A pinned key of the peer's: optional, null to unpin; `problem` says what is wrong with a key, or null. */
+const peerKey = (problem: (key: string) => string | null, pattern: string, description: string) =>
+  z
+    .string()
+    .max(300)
+    .refine((k) => printableName(k) && problem(k) === null, problem('') ?? '')
+    .meta({ pattern })
+    .nullable()
+    .optional()
+    .describe(description);
+
 const tlogKeys = z
   .object({
     url: z
@@ -39,22 +50,16 @@ const tlogKeys = z
       .describe(
         "the peer's log prefix, <its PUBLIC_URL>/tlog: its witness's submission prefix, where its keys are read"
       ),
-    verifier_key: z
-      .string()
-      .max(300)
-      .refine((k) => printableName(k) && checkpointKeyProblem(k) === null, checkpointKeyProblem('') ?? '')
-      .meta({ pattern: CHECKPOINT_KEY })
-      .nullable()
-      .optional()
-      .describe("the peer's checkpoint verifier key (its GET /tlog/verifier-key): this hub witnesses its log"),
-    witness_key: z
-      .string()
-      .max(300)
-      .refine((k) => printableName(k) && witnessKeyProblem(k) === null, witnessKeyProblem('') ?? '')
-      .meta({ pattern: WITNESS_KEY })
-      .nullable()
-      .optional()
-      .describe("the peer's witness verifier key (its GET /tlog/witness-key): it witnesses this hub's log at url")
+    verifier_key: peerKey(
+      checkpointKeyProblem,
+      CHECKPOINT_KEY,
+      "the peer's checkpoint verifier key (its GET /tlog/verifier-key): this hub witnesses its log"
+    ),
+    witness_key: peerKey(
+      witnessKeyProblem,
+      WITNESS_KEY,
+      "the peer's witness verifier key (its GET /tlog/witness-key): it witnesses this hub's log at url"
+    )
   })
   .strict();
 
