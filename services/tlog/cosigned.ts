@@ -5,7 +5,8 @@
  * (store/tlog/cosignatures.ts): only cosignatures checked with the key configured now count, and only of the
  * witnesses configured now (a witness removed from the registry no longer counts). Each call takes the sets once.
  *   witnessed(max)   the newest checkpoint of at most `max` entries with k or more cosignatures, with their lines;
- *   cosignaturesOf   the cosignature lines a given checkpoint has (fewer than k, before the first witnessed one);
+ *   cosignaturesOf   the cosignature lines a given checkpoint has (fewer than k, before the first witnessed one),
+ *                    of the witnesses whose progress lists it (what /api/status counts);
  *   progress()       the policy and each witness's progress, for /api/status.
  * n + (a few) `_id` reads each.
  */
@@ -87,7 +88,12 @@ export function createWitnessPolicy(deps: {
     async cosignaturesOf(size, root) {
       const witnesses = deps.witnesses();
       if (witnesses.length === 0) return [];
-      return (await linesAt(witnesses, size, root)).lines;
+      // Only the witnesses whose progress lists the size: a cosignature is stored a moment before the progress that
+      // lists it, and a checkpoint served with it must not precede /api/status saying it was cosigned.
+      const all = await progresses(witnesses);
+      const holders = witnesses.filter((_, i) => all[i]!.sizes.includes(size));
+      if (holders.length === 0) return [];
+      return (await linesAt(holders, size, root)).lines;
     },
     async progress() {
       const witnesses = deps.witnesses();

@@ -178,4 +178,20 @@ describe('the k-of-n policy as witnesses come and go', () => {
     expect(await policy.witnessed(100)).toBeNull();
     expect(await policy.progress()).toMatchObject({ k: 2, n: 1, witnessed_size: null });
   });
+
+  it('serves a cosignature on a checkpoint only once the progress /api/status reads lists it', async () => {
+    // C's cosignature of 7 is stored, its progress not yet written (the moment between the two writes).
+    const stored = {
+      ...store,
+      cosignature: async (name: string, size: number) =>
+        store.cosignature(name, size === 7 ? 5 : size).then((c) => c && { ...c, size, root: `root${size}` })
+    } as unknown as CosignatureStore;
+    const policy = createWitnessPolicy({
+      store: stored,
+      witnesses: () => [w('b', null), w('c', null)],
+      quorum: () => 2
+    });
+    expect(await policy.cosignaturesOf(7, 'root7')).toEqual(['— b x\n']);
+    expect(await policy.cosignaturesOf(5, 'root5')).toEqual(['— b x\n', '— c x\n']);
+  });
 });
