@@ -8,6 +8,7 @@
 import type { Db } from 'mongodb';
 import { PUBLIC_TRUTH_TYPES } from '../../core/ledger/truth-record';
 import { Ledger } from '../../store/ledger/ledger';
+import { TILE_WIDTH, tilePath } from '../../core/tlog/tiles';
 import { FILL_KEYS, type Fixtures } from './reads-fill';
 
 export interface ReadSpec {
@@ -22,6 +23,8 @@ export interface ReadSpec {
   detail?(body: unknown): string;
   /** The floor's lookups go to the node documents (a node read), not to the ledger. */
   floor?: 'nodes';
+  /** The answer is not JSON: count() and detail() get its bytes (a Buffer). */
+  bytes?: true;
 }
 
 /** Where the reads go and what the database holds when they start (the writes beside them only add entries). */
@@ -257,6 +260,24 @@ export async function buildCatalog(ctx: CatalogContext, db: Db): Promise<ReadSpe
       count: list('proof'),
       expect: between(1, 128)
     })),
+    // The transparency log (docs/transparency.md): what a tlog-tiles client (the Go verifier, litewitness, a
+    // monitor) reads. A full tile is the middle one of the ledger; the partial ones are at its edge when the reads
+    // begin (a partial tile stays servable as the tree grows past it).
+    {
+      name: 'GET /tlog/checkpoint',
+      url: `${base}/tlog/checkpoint`,
+      bytes: true,
+      count: one,
+      expect: () => null,
+      detail: (body) => `size ${(body as Buffer).toString('utf8').split('\n')[1]}`
+    },
+    ...tileReads(size).map(([name, path, entries, width]): ReadSpec => ({
+      name,
+      url: `${base}/tlog/tile/${path}`,
+      bytes: true,
+      count: (body) => (entries ? bundleCount(body as Buffer) : (body as Buffer).length / 32),
+      expect: exactly(width)
+    })),
     {
       name: 'memory GET /truth/<key> (latest)',
       url: `${memory}/truth/${hotKey}`,
@@ -419,4 +440,37 @@ export async function buildCatalog(ctx: CatalogContext, db: Db): Promise<ReadSpe
     }
   ];
   return specs;
+}
+
+/** The tiles measured at a ledger of `size`: [name, path, an entry bundle?, its width]. */
+function tileReads(size: number): [string, string, boolean, number][] {
+  const reads: [string, string, boolean, number][] = [];
+  const fullTiles = Math.floor(size / TILE_WIDTH);
+  const edge = size % TILE_WIDTH;
+  if (fullTiles > 0) {
+    const middle = Math.floor(fullTiles / 2);
+    reads.push(['tlog hash tile level 0, full', tilePath(0, middle), false, TILE_WIDTH]);
+    reads.push(['tlog entry bundle, full', tilePath('entries', middle), true, TILE_WIDTH]);
+  }
+  if (edge > 0) {
+    reads.push(['tlog hash tile level 0, partial at the edge', tilePath(0, fullTiles, edge), false, edge]);
+    reads.push(['tlog entry bundle, partial at the edge', tilePath('entries', fullTiles, edge), true, edge]);
+  }
+  // Level 1: 256 hashes of 256-leaf subtrees each, full from 65,536 entries.
+  const level1 = Math.min(TILE_WIDTH, fullTiles);
+  if (level1 > 0)
+    reads.push([
+      `tlog hash tile level 1, ${level1 === TILE_WIDTH ? 'full' : 'partial'}`,
+      tilePath(1, 0, level1 === TILE_WIDTH ? null : level1),
+      false,
+      level1
+    ]);
+  return reads;
+}
+
+/** The entries of an entry bundle (c2sp.org/tlog-tiles: each a big-endian uint16 length, then its bytes). */
+function bundleCount(bundle: Buffer): number {
+  let n = 0;
+  for (let at = 0; at < bundle.length; n++) at += 2 + bundle.readUInt16BE(at);
+  return n;
 }

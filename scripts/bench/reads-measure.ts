@@ -51,12 +51,15 @@ export class Reader {
   private readonly pool = new Agent({ connections: 4, keepAliveTimeout: 60_000 });
 
   /** One GET: its status, body and time in ms (to the last byte). */
-  async get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string; ms: number }> {
+  async get(
+    url: string,
+    headers: Record<string, string> = {}
+  ): Promise<{ status: number; body: string; bytes: Buffer; ms: number }> {
     const u = new URL(url);
     const t0 = performance.now();
     const res = await this.pool.request({ origin: u.origin, path: u.pathname + u.search, method: 'GET', headers });
-    const body = await res.body.text();
-    return { status: res.statusCode, body, ms: performance.now() - t0 };
+    const bytes = Buffer.from(await res.body.arrayBuffer());
+    return { status: res.statusCode, body: bytes.toString('utf8'), bytes, ms: performance.now() - t0 };
   }
 
   close(): Promise<void> {
@@ -79,13 +82,13 @@ export async function measureRead(
   options: MeasureOptions
 ): Promise<ReadRow> {
   const statuses = new Map<number, number>();
-  let lastOk: string | null = null;
+  let lastOk: { body: string; bytes: Buffer } | null = null;
   let lastFailed: string | null = null;
   // Unmeasured requests first; a read slow enough to spend a third of its budget warming is warm after one.
   const warmUntil = performance.now() + (options.maxSeconds * 1000) / 3;
   for (let i = 0; i < options.warmup && (i === 0 || performance.now() < warmUntil); i++) {
     const res = await reader.get(spec.url, spec.headers);
-    if (res.status < 300) lastOk = res.body;
+    if (res.status < 300) lastOk = res;
     else lastFailed = `${res.status} ${res.body.slice(0, 300)}`;
   }
   const latencies: number[] = [];
@@ -94,7 +97,7 @@ export async function measureRead(
     const res = await reader.get(spec.url, spec.headers);
     latencies.push(res.ms);
     statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-    if (res.status < 300) lastOk = res.body;
+    if (res.status < 300) lastOk = res;
     else lastFailed = `${res.status} ${res.body.slice(0, 300)}`;
   }
   let count: number | null = null;
@@ -102,7 +105,7 @@ export async function measureRead(
   let mismatch: string | null = lastFailed ? `answered ${lastFailed}` : null;
   if (lastOk !== null) {
     try {
-      const body: unknown = JSON.parse(lastOk);
+      const body: unknown = spec.bytes ? lastOk.bytes : JSON.parse(lastOk.body);
       count = spec.count(body);
       mismatch ??= spec.expect(count);
       detail = spec.detail?.(body) ?? null;
