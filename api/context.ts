@@ -42,6 +42,8 @@ import { MemoryStore } from '../store/memory/memory';
 import { MemoryGatewayClient } from '../services/commercial/memory-client';
 import { createTruthWrites, type TruthWriteOptions, type TruthWrites } from '../services/ledger/write-truth';
 import { createTlogCheckpoints, type TlogCheckpoints } from '../services/tlog/checkpoint';
+import { createTlogTiles, type TlogTiles } from '../services/tlog/tiles';
+import { TileCache } from '../store/tlog/tiles';
 import { CheckpointStore } from '../store/tlog/checkpoints';
 import { createTlogWitness, type TlogWitness } from '../services/tlog/witness';
 import { WitnessStore } from '../store/tlog/witness';
@@ -84,6 +86,8 @@ export interface ServiceContext {
   truthWrites: TruthWrites;
   /** The ledger's C2SP checkpoints (services/tlog/checkpoint.ts). */
   tlog: TlogCheckpoints;
+  /** The ledger's C2SP tiles, each kept once served (services/tlog/tiles.ts). */
+  tlogTiles: TlogTiles;
   /** The hub as a C2SP tlog-witness of the logs it is configured for (services/tlog/witness.ts). */
   witness: TlogWitness;
   /** The witnesses of the hub's log and the k-of-n policy (settings and peers, services/tlog/cosigned.ts). */
@@ -238,6 +242,7 @@ export async function createServiceContext(
       forwarding,
       truthWrites: createTruthWrites({ ledger, quota: hostQuota, temporal }, truthWriteOptions(config)),
       tlog,
+      tlogTiles: createTlogTiles({ ledger, cache: new TileCache(mongo.db) }),
       logWitnesses,
       witness: createTlogWitness({
         store: new WitnessStore(mongo.db),

@@ -133,7 +133,7 @@ export async function buildListeners(ctx: ServiceContext): Promise<Listener[]> {
     witness: ctx.witness,
     logWitnesses: ctx.logWitnesses
   });
-  await main.register(tlogRoutes, { ledger: ctx.ledger, checkpoints: ctx.tlog });
+  await main.register(tlogRoutes, { tiles: ctx.tlogTiles, checkpoints: ctx.tlog });
   await main.register(tlogWitnessRoutes, { witness: ctx.witness });
   await main.register(subscriptionRoutes, { ledger: ctx.ledger });
   await main.register(approvalRoutes, { temporal: ctx.temporal, config });

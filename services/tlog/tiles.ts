@@ -4,6 +4,11 @@
  * entry bundle is the entries' canonical bytes. Every read is a set of `_id` lookups (no range, sort or $in: those
  * read the whole ledger on FerretDB). A tile the tree of the current head does not hold yet is 404; a full tile
  * never changes, a partial one only until it fills.
+ *
+ * What was served is kept (store/tlog/tiles.ts): a tile is a prefix of the same tile of any larger tree, so a read
+ * takes the kept prefix (one lookup) and looks up only the hashes or entries past it, then keeps the longer prefix.
+ * A full tile read once is one lookup from then on; the partial tile at the edge costs the entries written since
+ * it was last read.
  */
 import { AppError } from '../../core/errors';
 import { ledgerLeafBytes } from '../../core/ledger/ledger-entry';
@@ -16,6 +21,7 @@ import {
   tileWidthInTree
 } from '../../core/tlog/tiles';
 import type { Ledger } from '../../store/ledger/ledger';
+import type { TileCache } from '../../store/tlog/tiles';
 
 export interface Tile {
   bytes: Buffer;
@@ -23,7 +29,17 @@ export interface Tile {
   full: boolean;
 }
 
-export function createTlogTiles(ledger: Ledger) {
+export type TlogTiles = ReturnType<typeof createTlogTiles>;
+
+/** The byte length of the first `count` entries of an entry bundle (each a big-endian uint16 length, then its bytes). */
+function bundlePrefixBytes(bundle: Buffer, count: number): number {
+  let at = 0;
+  for (let i = 0; i < count; i++) at += 2 + bundle.readUInt16BE(at);
+  return at;
+}
+
+export function createTlogTiles(deps: { ledger: Ledger; cache: TileCache }) {
+  const { ledger, cache } = deps;
   /** The width asked (256 for a full tile), or 404 when the current tree does not hold it yet. */
   async function widthOf(request: TileRequest): Promise<number> {
     const level = request.kind === 'entries' ? 0 : request.level;
@@ -38,34 +54,64 @@ export function createTlogTiles(ledger: Ledger) {
     return wanted;
   }
 
-  const indicesOf = (index: number, width: number) => Array.from({ length: width }, (_, i) => index * TILE_WIDTH + i);
+  /** Indices `from` to `width - 1` of the tile at `index`, counted from the ledger's first leaf. */
+  const indicesOf = (index: number, from: number, width: number) =>
+    Array.from({ length: width - from }, (_, i) => index * TILE_WIDTH + from + i);
+
+  /**
+   * The tile at `position` of `width` items: the kept prefix, sliced (`prefixBytes`), and the items past it read by
+   * `readPast`; a longer prefix than was kept is kept.
+   */
+  async function assemble(
+    position: string,
+    width: number,
+    prefixBytes: (data: Buffer, count: number) => number,
+    readPast: (from: number) => Promise<Buffer>
+  ): Promise<Tile> {
+    const kept = await cache.get(position);
+    const have = Math.min(kept?.width ?? 0, width);
+    const head = kept ? kept.data.subarray(0, prefixBytes(kept.data, have)) : Buffer.alloc(0);
+    if (have === width) return { bytes: head, full: width === TILE_WIDTH };
+    const bytes = Buffer.concat([head, await readPast(have)]);
+    await cache.put(position, { width, data: bytes });
+    return { bytes, full: width === TILE_WIDTH };
+  }
 
   async function hashTile(request: Extract<TileRequest, { kind: 'hashes' }>): Promise<Tile> {
     const width = await widthOf(request);
-    const hashes = await ledger.subtreeHashes(8 * request.level, indicesOf(request.index, width));
-    const missing = hashes.findIndex((h) => h === null);
-    if (missing >= 0)
-      throw new Error(
-        `the ledger records no subtree at level ${8 * request.level}, index ${request.index * 256 + missing}`
-      );
-    return { bytes: Buffer.concat(hashes.map((h) => Buffer.from(h!, 'hex'))), full: width === TILE_WIDTH };
+    return assemble(
+      `${request.level}/${request.index}`,
+      width,
+      (_data, count) => 32 * count,
+      async (from) => {
+        const hashes = await ledger.subtreeHashes(8 * request.level, indicesOf(request.index, from, width));
+        const missing = hashes.findIndex((h) => h === null);
+        if (missing >= 0)
+          throw new Error(
+            `the ledger records no subtree at level ${8 * request.level}, index ${request.index * 256 + from + missing}`
+          );
+        return Buffer.concat(hashes.map((h) => Buffer.from(h!, 'hex')));
+      }
+    );
   }
 
   async function bundle(request: Extract<TileRequest, { kind: 'entries' }>): Promise<Tile> {
     const width = await widthOf(request);
-    const seqs = indicesOf(request.index, width).map((i) => i + 1);
-    const docs = await ledger.bySeqs(seqs);
-    if (docs.length !== seqs.length)
-      throw new Error(`entries missing from the ledger among seqs ${seqs[0]}-${seqs.at(-1)}`);
-    const entries = docs.map((d) => ledgerLeafBytes(d, d.value_json));
-    const large = entries.findIndex((e) => e.length > MAX_TLOG_ENTRY_BYTES);
-    if (large >= 0)
-      throw new AppError(
-        'entry_too_large',
-        `entry ${seqs[large]} is ${entries[large]!.length} bytes, more than an entry bundle holds (${MAX_TLOG_ENTRY_BYTES}); read it with GET /api/proof/inclusion?seq=${seqs[large]} (docs/transparency.md#entry-bytes)`,
-        { seq: seqs[large], bytes: entries[large]!.length }
-      );
-    return { bytes: entryBundle(entries), full: width === TILE_WIDTH };
+    return assemble(`entries/${request.index}`, width, bundlePrefixBytes, async (from) => {
+      const seqs = indicesOf(request.index, from, width).map((i) => i + 1);
+      const docs = await ledger.bySeqs(seqs);
+      if (docs.length !== seqs.length)
+        throw new Error(`entries missing from the ledger among seqs ${seqs[0]}-${seqs.at(-1)}`);
+      const entries = docs.map((d) => ledgerLeafBytes(d, d.value_json));
+      const large = entries.findIndex((e) => e.length > MAX_TLOG_ENTRY_BYTES);
+      if (large >= 0)
+        throw new AppError(
+          'entry_too_large',
+          `entry ${seqs[large]} is ${entries[large]!.length} bytes, more than an entry bundle holds (${MAX_TLOG_ENTRY_BYTES}); read it with GET /api/proof/inclusion?seq=${seqs[large]} (docs/transparency.md#entry-bytes)`,
+          { seq: seqs[large], bytes: entries[large]!.length }
+        );
+      return entryBundle(entries);
+    });
   }
 
   return {

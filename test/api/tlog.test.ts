@@ -257,12 +257,16 @@ describe('an entry written before the 65,535-byte limit', () => {
     const entries = svc.db.collection<{ _id: number; value_json: string }>('ledger');
     const original = (await entries.findOne({ _id: 3 }))!.value_json;
     await entries.updateOne({ _id: 3 }, { $set: { value_json: JSON.stringify({ blob: 'z'.repeat(70_000) }) } });
+    // Its bundle was never served whole (no bundle holding it could be): drop what the earlier tests' reads kept.
+    const kept = svc.db.collection<{ _id: string }>('tlog_tiles');
+    await kept.deleteOne({ _id: 'entries/0' });
     try {
       const res = await request('GET', `${tlog()}/tile/entries/000`);
       expect(res.status).toBe(422);
       expect(res.body).toMatchObject({ ok: false, error: 'entry_too_large', seq: 3 });
       expect(res.body.message).toMatch(/\/api\/proof\/inclusion\?seq=3/);
       expect((await tile('0/000')).status).toBe(200);
+      expect(await kept.findOne({ _id: 'entries/0' })).toBeNull();
     } finally {
       await entries.updateOne({ _id: 3 }, { $set: { value_json: original } });
     }

@@ -1,9 +1,9 @@
 /**
  * A hub's database altered behind its back, the way someone who knows the ledger's layout would do it so that the
  * hub itself does not notice: the entries rewritten with every Merkle field recomputed (leaf hashes, completed
- * subtrees, roots), the head record replaced, and the hub's record of the checkpoints it signed (`tlog_checkpoints`)
- * and of its witnesses' progress (`tlog_cosignatures`) deleted, as a doctored backup restored without them would
- * be. The hub then signs the rewritten tree as if it were its first: only its witnesses, which keep their own
+ * subtrees, roots), the head record replaced, and the hub's record of the checkpoints it signed (`tlog_checkpoints`),
+ * of its witnesses' progress (`tlog_cosignatures`) and the tiles it served (`tlog_tiles`) deleted, as a doctored
+ * backup restored without them would be. The hub then signs the rewritten tree as if it were its first: only its witnesses, which keep their own
  * record of what they cosigned, can catch it. (Altering the ledger without covering the tracks is caught by the hub
  * itself: test/api/tlog.test.ts, 500 ledger_fork.) For the federation drill of test/api/tlog-federation.test.ts.
  */
@@ -62,6 +62,7 @@ async function rewrite(db: Db, before: LedgerEntryDocument[], entries: LedgerEnt
   await heads.deleteMany({ _id: { $ne: pad(last._id) } });
   await db.collection('tlog_checkpoints').deleteMany({});
   await db.collection('tlog_cosignatures').deleteMany({});
+  await db.collection('tlog_tiles').deleteMany({});
 }
 
 /** Changes the value of entry `seq` (the size stays; the root at every size from `seq` on changes). */

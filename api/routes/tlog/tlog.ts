@@ -8,9 +8,8 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { parseTilePath } from '../../../core/tlog/tiles';
 import type { TlogCheckpoints } from '../../../services/tlog/checkpoint';
-import { createTlogTiles } from '../../../services/tlog/tiles';
+import type { TlogTiles } from '../../../services/tlog/tiles';
 import { ERROR_BODY } from '../../response-docs';
-import type { Ledger } from '../../../store/ledger/ledger';
 
 const text = (description: string) => ({ description, content: { 'text/plain': { schema: z.string() } } });
 const octets = (description: string) => ({
@@ -35,12 +34,10 @@ const TILE_PATH = z
     'a tile path: <L>/<N>[.p/<W>] or entries/<N>[.p/<W>], N as 3-digit elements (1234067: x001/x234/067)'
   );
 
-export const tlogRoutes: FastifyPluginAsyncZod<{ ledger: Ledger; checkpoints: TlogCheckpoints }> = async (
+export const tlogRoutes: FastifyPluginAsyncZod<{ tiles: TlogTiles; checkpoints: TlogCheckpoints }> = async (
   app,
-  { ledger, checkpoints }
+  { tiles, checkpoints }
 ) => {
-  const tiles = createTlogTiles(ledger);
-
   app.get(
     '/tlog/checkpoint',
     {
