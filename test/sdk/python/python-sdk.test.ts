@@ -5,8 +5,8 @@
  * path into a scratch directory (pip --target) and runs `pytest sdk/python/tests` with the CI venv's Python
  * (scripts/ci/python-venv.sh: httpx, cryptography, pytest). What the Python side cannot do over the hub's own API
  * (kill the API process, read the ledger's collection, set the proxy, cancel a task) it asks of a small control
- * server of this file (test/sdk/python/control.ts). Then it checks pytest's verdict test by test, and that no node
- * key is in anything the SDK logged.
+ * server of this file (test/sdk/python/control.ts). Then it checks pytest's verdict test by test (test_cli.py: the
+ * Python CLI, run as a person would), and that no node key is in anything the SDK logged.
  */
 import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -134,6 +134,12 @@ it('passes the Python SDK tests against the stack, and logs no node key', async 
     'test_hub.py::test_witness_cosignatures_k_of_n',
     'test_hub.py::test_backs_off_as_retry_after_asks_on_429_and_503',
     'test_hub.py::test_no_node_key_in_the_log',
+    'test_cli.py::test_cli_help_and_usage_errors',
+    'test_cli.py::test_cli_join_write_status_verify',
+    'test_cli.py::test_cli_run_works_tasks_with_exec_and_call',
+    'test_cli.py::test_cli_prints_no_node_key',
+    'test_cli.py::test_shell_handler_cancel_kills_the_command_and_what_it_started',
+    'test_cli.py::test_http_handler_stops_a_call_on_cancel_and_on_timeout',
     'test_vectors.py::test_checkpoint_and_forged_ones',
     'test_vectors.py::test_witness_cosignatures',
     'test_outbox.py::test_a_returned_write_survives_sigkill'
