@@ -52,14 +52,17 @@ export function createNodeDirectory({
       };
     },
 
-    /** One node, with its down-sampled heartbeat history. */
+    /**
+     * One node, with its down-sampled heartbeat history: when it was last heard from as of now, its latest sample
+     * from its shard's samples read at most SHARED_SNAPSHOT_MS ago (samples are written at most every few seconds).
+     */
     async node(nodeId: string) {
       // The node first: an unknown id costs one read, not one per history interval.
       const found = await nodeStore.findPublic(nodeId);
       if (!found) throw notFound(`No node ${nodeId}`);
       const [history, presence] = await Promise.all([
         heartbeatHistory.recent(nodeId),
-        presenceStore.entriesOf([nodeId])
+        presenceStore.entriesOf([nodeId], SHARED_SNAPSHOT_MS)
       ]);
       return {
         ok: true as const,

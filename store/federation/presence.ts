@@ -151,6 +151,8 @@ export class PresenceStore {
   /** The last snapshot taken for recentSnapshot, and the one under way (each with the time it began). */
   private lastSnapshot: { at: number; value: PresenceSnapshot } | null = null;
   private snapshotting: { at: number; value: Promise<PresenceSnapshot> } | null = null;
+  /** Each shard's samples documents as last read by entriesOf, with the time the read began. */
+  private readonly samplesRead = new Map<number, { at: number; value: Promise<SamplesDocument[]> }>();
   private readonly seen: Collection<SeenDocument>[];
   private readonly samples: Collection<SamplesDocument>[];
   private readonly clocks: Collection<ClockDocument>;
@@ -308,12 +310,29 @@ export class PresenceStore {
     return { nodes, heartbeatsLastMinute };
   }
 
+  /** A shard's samples documents, as read at most `maxAgeMs` ago (one read shared by the callers meanwhile). */
+  private samplesOf(shard: number, maxAgeMs: number): Promise<SamplesDocument[]> {
+    const now = Date.now();
+    const kept = this.samplesRead.get(shard);
+    if (maxAgeMs > 0 && kept && now - kept.at <= maxAgeMs) return kept.value;
+    const value = this.samples[shard]!.find({}).toArray();
+    this.samplesRead.set(shard, { at: now, value });
+    // A failed read is not kept: the next caller reads again.
+    value.catch(() => {
+      if (this.samplesRead.get(shard)?.value === value) this.samplesRead.delete(shard);
+    });
+    return value;
+  }
+
   /**
    * The newest entry of each of these nodes (those heard from), reading only their shards and taking only their
    * entries out of the stored JSON texts (see entryIn, seenIn), not parsing every node's sample (which snapshot()
-   * does): one node's page, which must show its newest heartbeat.
+   * does): one node's page, which must show its newest heartbeat. The last-seen documents are read each time; the
+   * samples documents (the larger part: every node's latest sample, rewritten at most every PRESENCE_SAMPLES_MS per
+   * shard and process) may come from a read of the shard at most `samplesMaxAgeMs` old, shared by the reads of this
+   * process meanwhile (0: read now), unless it lacks the sample of a node's newest heartbeat: then they are read now.
    */
-  async entriesOf(nodeIds: string[]): Promise<Map<string, PresenceEntry>> {
+  async entriesOf(nodeIds: string[], samplesMaxAgeMs = 0): Promise<Map<string, PresenceEntry>> {
     const byShard = new Map<number, string[]>();
     for (const id of nodeIds) {
       const s = presenceShardOf(id);
@@ -322,25 +341,35 @@ export class PresenceStore {
     const out = new Map<string, PresenceEntry>();
     await Promise.all(
       [...byShard].map(async ([s, ids]) => {
-        const [seenDocs, sampleDocs] = await Promise.all([
+        const [seenDocs, kept] = await Promise.all([
           this.seen[s]!.find({}, { projection: { seen_json: 1 } }).toArray(),
-          this.samples[s]!.find({}).toArray()
+          this.samplesOf(s, samplesMaxAgeMs)
         ]);
-        for (const id of ids) {
-          let seenAt: number | null = null;
+        const seenAt = new Map<string, number>();
+        for (const id of ids)
           for (const doc of seenDocs) {
             const at = seenIn(doc.seen_json ?? '{}', id);
-            if (at !== null && (seenAt === null || at > seenAt)) seenAt = at;
+            if (at !== null && at > (seenAt.get(id) ?? -1)) seenAt.set(id, at);
           }
-          if (seenAt === null) continue;
+        const latestIn = (docs: SamplesDocument[], id: string) => {
           let latest: PresenceEntry | null = null;
-          for (const doc of sampleDocs) {
+          for (const doc of docs) {
             const e = entryIn(doc.entries_json ?? '[]', id);
             if (e && (latest === null || latest.seen_at < e.seen_at)) latest = e;
           }
+          return latest;
+        };
+        // A kept read that lacks a node's newest heartbeat's sample is read again (it may have been written since).
+        const stale = samplesMaxAgeMs > 0 && [...seenAt].some(([id, at]) => (latestIn(kept, id)?.seen_at ?? -1) < at);
+        const sampleDocs = stale ? await this.samplesOf(s, 0) : kept;
+        for (const [id, at] of seenAt) {
           // As in snapshot(): until its sample is written, the newest known.
-          const sample = latest?.sample ?? { at: new Date(seenAt).toISOString(), resources: {}, performance: {} };
-          out.set(id, { node_id: id, seen_at: seenAt, sample });
+          const sample = latestIn(sampleDocs, id)?.sample ?? {
+            at: new Date(at).toISOString(),
+            resources: {},
+            performance: {}
+          };
+          out.set(id, { node_id: id, seen_at: at, sample });
         }
       })
     );

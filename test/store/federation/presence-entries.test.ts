@@ -93,4 +93,21 @@ it('reads for a page what the snapshot of every shard holds for those nodes', as
   await store.writeSeen(presenceShardOf(unsampled), 'api-3', new Map([[unsampled, at + 43]]), []);
   expect((await store.recentSnapshot(60_000)).nodes.get(unsampled)?.seen_at).toBe(at + 42);
   expect((await store.recentSnapshot(0)).nodes.get(unsampled)?.seen_at).toBe(at + 43);
+
+  // One node's page: its last-seen read now, its sample from a shard read at most samplesMaxAgeMs old.
+  const node = ids[3]!;
+  const shard = presenceShardOf(node);
+  const before = (await store.entriesOf([node], 60_000)).get(node)!;
+  const later = { node_id: node, seen_at: at + 9000, sample: sample(77, at + 9000) };
+  await store.writeSeen(shard, 'api-1', new Map([[node, later.seen_at]]), []);
+  await store.writeSamples(shard, 'api-1', [later]);
+  // A newer heartbeat than the kept samples know: they are read again.
+  expect((await store.entriesOf([node], 60_000)).get(node)).toEqual(later);
+  // A newer sample of the same heartbeat's time is not seen within the age (what the kept read is for)...
+  const resampled = { ...later, sample: sample(78, at + 9000) };
+  await store.writeSamples(shard, 'api-1', [resampled]);
+  expect((await store.entriesOf([node], 60_000)).get(node)).toEqual(later);
+  // ... and is at once without it.
+  expect((await store.entriesOf([node])).get(node)).toEqual(resampled);
+  expect(before.seen_at).toBeLessThan(later.seen_at);
 });
