@@ -103,32 +103,55 @@ export async function rangeHash(start: number, end: number, perfect: PerfectSubt
   return nodeHash(left, right);
 }
 
-/** RFC 6962 PATH(m, D[0:n]): the audit path of leaf `index` in the tree of `size` leaves, deepest sibling first. */
+/**
+ * RFC 6962 PATH(m, D[0:n]): the audit path of leaf `index` in the tree of `size` leaves, deepest sibling first. The
+ * ranges are worked out first and their hashes read at once (one round of lookups, not one per level).
+ */
 export async function inclusionProof(index: number, size: number, perfect: PerfectSubtree): Promise<Hash[]> {
   if (!(index >= 0 && index < size)) throw new RangeError(`leaf index ${index} is outside a tree of ${size}`);
-  const path = async (m: number, start: number, end: number): Promise<Hash[]> => {
+  const ranges: [number, number][] = [];
+  const path = (m: number, start: number, end: number): void => {
     const n = end - start;
-    if (n === 1) return [];
+    if (n === 1) return;
     const k = splitPoint(n);
-    if (m < k) return [...(await path(m, start, start + k)), await rangeHash(start + k, end, perfect)];
-    return [...(await path(m - k, start + k, end)), await rangeHash(start, start + k, perfect)];
+    if (m < k) {
+      path(m, start, start + k);
+      ranges.push([start + k, end]);
+    } else {
+      path(m - k, start + k, end);
+      ranges.push([start, start + k]);
+    }
   };
-  return path(index, 0, size);
+  path(index, 0, size);
+  return Promise.all(ranges.map(([start, end]) => rangeHash(start, end, perfect)));
 }
 
-/** RFC 6962 PROOF(m, D[0:n]): proves that the tree of `first` leaves is a prefix of the tree of `second` leaves. */
+/**
+ * RFC 6962 PROOF(m, D[0:n]): proves that the tree of `first` leaves is a prefix of the tree of `second` leaves. As
+ * for inclusionProof, every range's hash is read at once.
+ */
 export async function consistencyProof(first: number, second: number, perfect: PerfectSubtree): Promise<Hash[]> {
   if (!(first >= 0 && first <= second))
     throw new RangeError(`consistency needs 0 <= first <= second, got ${first}, ${second}`);
   if (first === 0 || first === second) return [];
-  const sub = async (m: number, start: number, end: number, complete: boolean): Promise<Hash[]> => {
+  const ranges: [number, number][] = [];
+  const sub = (m: number, start: number, end: number, complete: boolean): void => {
     const n = end - start;
-    if (m === n) return complete ? [] : [await rangeHash(start, end, perfect)];
+    if (m === n) {
+      if (!complete) ranges.push([start, end]);
+      return;
+    }
     const k = splitPoint(n);
-    if (m <= k) return [...(await sub(m, start, start + k, complete)), await rangeHash(start + k, end, perfect)];
-    return [...(await sub(m - k, start + k, end, false)), await rangeHash(start, start + k, perfect)];
+    if (m <= k) {
+      sub(m, start, start + k, complete);
+      ranges.push([start + k, end]);
+    } else {
+      sub(m - k, start + k, end, false);
+      ranges.push([start, start + k]);
+    }
   };
-  return sub(first, 0, second, true);
+  sub(first, 0, second, true);
+  return Promise.all(ranges.map(([start, end]) => rangeHash(start, end, perfect)));
 }
 
 /** RFC 9162 §2.1.3.2: checks an inclusion proof. */

@@ -20,9 +20,14 @@ export function createLedgerProofs(ledger: Ledger) {
       throw new AppError('invalid_request', `seq ${seq} is not in a tree of ${size} entries`, {
         fields: [{ field: 'querystring.seq', message: 'must be <= tree_size' }]
       });
-    const [entry, atSize] = await Promise.all([ledger.get(seq), ledger.get(size)]);
+    // The two entries and the path's subtrees in one round of lookups.
+    const [entry, atSize, path] = await Promise.all([
+      ledger.get(seq),
+      ledger.get(size),
+      inclusionProof(seq - 1, size, (l, i) => ledger.perfectSubtree(l, i)).catch((err: Error) => err)
+    ]);
     if (!entry || !atSize) throw new AppError('not_found', `entry ${!entry ? seq : size} is missing from the ledger`);
-    const path = await inclusionProof(seq - 1, size, (l, i) => ledger.perfectSubtree(l, i));
+    if (path instanceof Error) throw path;
     return {
       ok: true as const,
       seq,
@@ -44,9 +49,13 @@ export function createLedgerProofs(ledger: Ledger) {
     const head = await ledger.head();
     if (second > head.size)
       throw new AppError('not_found', `second ${second} is larger than the ledger (${head.size})`);
-    const [a, b] = await Promise.all([ledger.get(first), ledger.get(second)]);
+    const [a, b, proof] = await Promise.all([
+      ledger.get(first),
+      ledger.get(second),
+      consistencyProof(first, second, (l, i) => ledger.perfectSubtree(l, i)).catch((err: Error) => err)
+    ]);
     if (!a || !b) throw new AppError('not_found', 'an entry of the requested sizes is missing from the ledger');
-    const proof = await consistencyProof(first, second, (l, i) => ledger.perfectSubtree(l, i));
+    if (proof instanceof Error) throw proof;
     return { ok: true as const, first, second, first_root: a.root, second_root: b.root, proof: proof.map(toHex) };
   }
 
@@ -64,6 +73,8 @@ export function createLedgerProofs(ledger: Ledger) {
         previous = e.leaf_hash;
         length += 1;
       }
+      // A short batch is the last: no read of an empty one after it.
+      if (batch.length < 500) break;
       after = batch[batch.length - 1]!.seq;
     }
     return {
