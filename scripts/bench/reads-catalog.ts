@@ -333,10 +333,11 @@ export async function buildCatalog(ctx: CatalogContext, db: Db): Promise<ReadSpe
       floor: 'nodes'
     },
     {
+      // The node and its hour of heartbeat history (reads-fixtures.ts nodeHistoryHour): one lookup per interval.
       name: '/a2a/nodes/<node_id>',
       url: `${base}/a2a/nodes/${f.instructionsNode}`,
-      count: one,
-      expect: () => null,
+      count: (body) => 1 + ((body as { node: { heartbeat_history: unknown[] } }).node.heartbeat_history.length ?? 0),
+      expect: between(2, 61),
       floor: 'nodes'
     },
     {

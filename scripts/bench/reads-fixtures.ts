@@ -27,6 +27,7 @@ import { GpuStore } from '../../store/compute/gpu';
 import { CredentialStore } from '../../store/credentials';
 import { WorkOrderStore } from '../../store/deploy/work-orders';
 import type { NodeDocument } from '../../store/federation/node-document';
+import { HeartbeatHistoryStore } from '../../store/federation/heartbeat-history';
 import { NodeStore } from '../../store/federation/nodes';
 import { TaskStore } from '../../store/federation/tasks';
 import type { BenchStack } from './stack';
@@ -323,4 +324,28 @@ export async function ensureFixtures(
 
   save(f);
   return f as Fixtures;
+}
+
+/**
+ * An hour of heartbeat history for the node whose page is read (`/a2a/nodes/<node_id>`): one sample in each of the
+ * last HEARTBEAT_HISTORY_SIZE (60) intervals of HEARTBEAT_HISTORY_INTERVAL_S (60 s), as a node beating for an hour
+ * leaves, written through the store the presence recorder writes with. Called before each size's reads (an hour of
+ * filling ages the earlier ones out of the window); a sample already in an interval is kept.
+ */
+export async function nodeHistoryHour(db: Db, nodeId: string, now = Date.now()): Promise<void> {
+  const history = new HeartbeatHistoryStore(db, { intervalMs: 60_000, size: 60 });
+  await history.append(
+    Array.from({ length: 60 }, (_, i) => {
+      const seenAt = now - i * 60_000;
+      return {
+        node_id: nodeId,
+        seen_at: seenAt,
+        sample: {
+          at: new Date(seenAt).toISOString(),
+          resources: { cpu_percent: 10 + (i % 80), memory_used_gb: 4 + (i % 12) },
+          performance: { latency_ms: 20 + i }
+        }
+      };
+    })
+  );
 }

@@ -30,7 +30,7 @@ import { type Db, MongoClient } from 'mongodb';
 import { Ledger } from '../../store/ledger/ledger';
 import { buildCatalog, ledgerTakesBefore } from './reads-catalog';
 import { type Fixtures, fillLedger, loadFixtures, saveFixtures } from './reads-fill';
-import { ensureFixtures } from './reads-fixtures';
+import { ensureFixtures, nodeHistoryHour } from './reads-fixtures';
 import { MemoryGuard } from './reads-guard';
 import { type FloorSource, measureRead, printGrowth, printTable, Reader, type ReadRow } from './reads-measure';
 import { startWriters, type WriterFigures } from './reads-writers';
@@ -161,6 +161,7 @@ async function main(): Promise<void> {
       let figures: WriterFigures | null = null;
       try {
         const t0 = Date.now();
+        await nodeHistoryHour(db, fixtures.instructionsNode);
         const specs = (
           await buildCatalog({ base: s.base, hub, memory, size: head0, fixtures, ledgerPaging }, db)
         ).filter((r) => !FILTER || FILTER.test(r.name));
