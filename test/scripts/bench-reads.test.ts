@@ -39,6 +39,10 @@ const READS = [
   '/api/proof/inclusion whole ledger',
   '/api/proof/consistency small trees',
   '/api/proof/consistency whole ledger',
+  // 200 entries: no full tile yet, only the partial ones at the edge.
+  'GET /tlog/checkpoint',
+  'tlog hash tile level 0, partial at the edge',
+  'tlog entry bundle, partial at the edge',
   'memory GET /truth/<key> (latest)',
   'memory GET /truth/<key>/history',
   'memory history limit 200',
