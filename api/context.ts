@@ -242,7 +242,7 @@ export async function createServiceContext(
       forwarding,
       truthWrites: createTruthWrites({ ledger, quota: hostQuota, temporal }, truthWriteOptions(config)),
       tlog,
-      tlogTiles: createTlogTiles({ ledger, cache: new TileCache(mongo.db) }),
+      tlogTiles: createTlogTiles({ ledger, cache: new TileCache(mongo.db), logger }),
       logWitnesses,
       witness: createTlogWitness({
         store: new WitnessStore(mongo.db),

@@ -21,6 +21,7 @@ import {
   tileWidthInTree
 } from '../../core/tlog/tiles';
 import type { Ledger } from '../../store/ledger/ledger';
+import type { Logger } from 'pino';
 import type { TileCache } from '../../store/tlog/tiles';
 
 export interface Tile {
@@ -38,8 +39,8 @@ function bundlePrefixBytes(bundle: Buffer, count: number): number {
   return at;
 }
 
-export function createTlogTiles(deps: { ledger: Ledger; cache: TileCache }) {
-  const { ledger, cache } = deps;
+export function createTlogTiles(deps: { ledger: Ledger; cache: TileCache; logger: Logger }) {
+  const { ledger, cache, logger } = deps;
   /** The width asked (256 for a full tile), or 404 when the current tree does not hold it yet. */
   async function widthOf(request: TileRequest): Promise<number> {
     const level = request.kind === 'entries' ? 0 : request.level;
@@ -73,7 +74,10 @@ export function createTlogTiles(deps: { ledger: Ledger; cache: TileCache }) {
     const head = kept ? kept.data.subarray(0, prefixBytes(kept.data, have)) : Buffer.alloc(0);
     if (have === width) return { bytes: head, full: width === TILE_WIDTH };
     const bytes = Buffer.concat([head, await readPast(have)]);
-    await cache.put(position, { width, data: bytes });
+    // Keeping it is for the next read: a failed write does not fail this one.
+    await cache
+      .put(position, { width, data: bytes })
+      .catch((err: unknown) => logger.warn({ err, tile: position }, 'tlog: could not keep a tile served'));
     return { bytes, full: width === TILE_WIDTH };
   }
 

@@ -15,7 +15,7 @@
  * from the ledger each time).
  */
 import { Binary, type Collection, type Db } from 'mongodb';
-import { isDuplicateKey } from '../mongo';
+import { isDuplicateKey, retryingUpsert } from '../mongo';
 
 export const TLOG_TILES_COLLECTION = 'tlog_tiles';
 
@@ -51,15 +51,19 @@ export class TileCache {
   /** Keeps `width` items of the tile at `position`, unless as many or more are kept already. */
   async put(position: string, tile: CachedTile): Promise<void> {
     if (tile.data.length > MAX_DATA_BYTES) return;
-    try {
-      await this.docs.updateOne(
-        { _id: position, width: { $lt: tile.width } },
-        { $set: { width: tile.width, data: new Binary(tile.data) } },
-        { upsert: true }
-      );
-    } catch (err) {
-      // The document holds as many items or more: the upsert's insert met its `_id`.
-      if (!isDuplicateKey(err)) throw err;
-    }
+    // The collection's first writes, racing, may meet NamespaceExists (48): retried.
+    await retryingUpsert(() =>
+      this.docs
+        .updateOne(
+          { _id: position, width: { $lt: tile.width } },
+          { $set: { width: tile.width, data: new Binary(tile.data) } },
+          { upsert: true }
+        )
+        .catch((err: unknown) => {
+          // The document holds as many items or more: the upsert's insert met its `_id`. Nothing to retry.
+          if (isDuplicateKey(err)) return null;
+          throw err;
+        })
+    );
   }
 }

@@ -9,6 +9,7 @@ import { entryBundle, parseTilePath } from '../../../core/tlog/tiles';
 import { createTlogTiles } from '../../../services/tlog/tiles';
 import { Ledger } from '../../../store/ledger/ledger';
 import { TileCache, TLOG_TILES_COLLECTION } from '../../../store/tlog/tiles';
+import pino from 'pino';
 import { useStoreDb } from '../../support/store-db';
 
 const store = useStoreDb('tlog_tiles');
@@ -40,7 +41,7 @@ beforeAll(async () => {
       did: 'did:example:tiles'
     }))
   );
-  tiles = createTlogTiles({ ledger, cache: new TileCache(store.db) });
+  tiles = createTlogTiles({ ledger, cache: new TileCache(store.db), logger: pino({ level: 'silent' }) });
 }, 60_000);
 
 it('serves full and partial tiles with the bytes of the ledger, first read and kept alike', async () => {
