@@ -310,13 +310,16 @@ export class PresenceStore {
     return { nodes, heartbeatsLastMinute };
   }
 
-  /** A shard's samples documents, as read at most `maxAgeMs` ago (one read shared by the callers meanwhile). */
-  private samplesOf(shard: number, maxAgeMs: number): Promise<SamplesDocument[]> {
-    const now = Date.now();
+  /**
+   * A shard's samples documents from a read that began at `notBefore` or later: the last one (kept or under way) when
+   * it did, else a new one, which later callers share.
+   */
+  private samplesOf(shard: number, notBefore: number): Promise<SamplesDocument[]> {
     const kept = this.samplesRead.get(shard);
-    if (maxAgeMs > 0 && kept && now - kept.at <= maxAgeMs) return kept.value;
+    if (kept && kept.at >= notBefore) return kept.value;
+    const at = Date.now();
     const value = this.samples[shard]!.find({}).toArray();
-    this.samplesRead.set(shard, { at: now, value });
+    this.samplesRead.set(shard, { at, value });
     // A failed read is not kept: the next caller reads again.
     value.catch(() => {
       if (this.samplesRead.get(shard)?.value === value) this.samplesRead.delete(shard);
@@ -330,7 +333,8 @@ export class PresenceStore {
    * does): one node's page, which must show its newest heartbeat. The last-seen documents are read each time; the
    * samples documents (the larger part: every node's latest sample, rewritten at most every PRESENCE_SAMPLES_MS per
    * shard and process) may come from a read of the shard at most `samplesMaxAgeMs` old, shared by the reads of this
-   * process meanwhile (0: read now), unless it lacks the sample of a node's newest heartbeat: then they are read now.
+   * process meanwhile (0: read now), unless it lacks the sample of a node's newest heartbeat and began before that
+   * heartbeat: then they are read again (a read begun since is shared).
    */
   async entriesOf(nodeIds: string[], samplesMaxAgeMs = 0): Promise<Map<string, PresenceEntry>> {
     const byShard = new Map<number, string[]>();
@@ -341,9 +345,10 @@ export class PresenceStore {
     const out = new Map<string, PresenceEntry>();
     await Promise.all(
       [...byShard].map(async ([s, ids]) => {
+        const asked = Date.now();
         const [seenDocs, kept] = await Promise.all([
           this.seen[s]!.find({}, { projection: { seen_json: 1 } }).toArray(),
-          this.samplesOf(s, samplesMaxAgeMs)
+          this.samplesOf(s, asked - samplesMaxAgeMs)
         ]);
         const seenAt = new Map<string, number>();
         for (const id of ids)
@@ -359,9 +364,12 @@ export class PresenceStore {
           }
           return latest;
         };
-        // A kept read that lacks a node's newest heartbeat's sample is read again (it may have been written since).
-        const stale = samplesMaxAgeMs > 0 && [...seenAt].some(([id, at]) => (latestIn(kept, id)?.seen_at ?? -1) < at);
-        const sampleDocs = stale ? await this.samplesOf(s, 0) : kept;
+        // A kept read that lacks a node's newest heartbeat's sample and began before that heartbeat is read again
+        // (the sample may have been written since); one that began after it is as new as a read now would be, for
+        // the sample is written after the heartbeat. Callers meanwhile share that read.
+        const missing = [...seenAt].filter(([id, at]) => (latestIn(kept, id)?.seen_at ?? -1) < at).map(([, at]) => at);
+        const sampleDocs =
+          samplesMaxAgeMs > 0 && missing.length > 0 ? await this.samplesOf(s, Math.max(...missing)) : kept;
         for (const [id, at] of seenAt) {
           // As in snapshot(): until its sample is written, the newest known.
           const sample = latestIn(sampleDocs, id)?.sample ?? {

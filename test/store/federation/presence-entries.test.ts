@@ -98,16 +98,21 @@ it('reads for a page what the snapshot of every shard holds for those nodes', as
   const node = ids[3]!;
   const shard = presenceShardOf(node);
   const before = (await store.entriesOf([node], 60_000)).get(node)!;
-  const later = { node_id: node, seen_at: at + 9000, sample: sample(77, at + 9000) };
+  // A heartbeat heard after the kept read began, its sample written: the samples are read again.
+  const beat = Date.now() + 5;
+  await new Promise((r) => setTimeout(r, 10));
+  const later = { node_id: node, seen_at: beat, sample: sample(77, beat) };
   await store.writeSeen(shard, 'api-1', new Map([[node, later.seen_at]]), []);
   await store.writeSamples(shard, 'api-1', [later]);
-  // A newer heartbeat than the kept samples know: they are read again.
   expect((await store.entriesOf([node], 60_000)).get(node)).toEqual(later);
-  // A newer sample of the same heartbeat's time is not seen within the age (what the kept read is for)...
-  const resampled = { ...later, sample: sample(78, at + 9000) };
+  // A sample written after that read, for a heartbeat heard before it began, waits for the read's age...
+  const resampled = { ...later, seen_at: beat + 1, sample: sample(78, beat + 1) };
+  await store.writeSeen(shard, 'api-1', new Map([[node, resampled.seen_at]]), []);
   await store.writeSamples(shard, 'api-1', [resampled]);
-  expect((await store.entriesOf([node], 60_000)).get(node)).toEqual(later);
-  // ... and is at once without it.
+  const waiting = (await store.entriesOf([node], 60_000)).get(node)!;
+  expect(waiting.seen_at).toBe(resampled.seen_at);
+  expect(waiting.sample).toEqual(later.sample);
+  // ... and is read at once without it.
   expect((await store.entriesOf([node])).get(node)).toEqual(resampled);
   expect(before.seen_at).toBeLessThan(later.seen_at);
 });
