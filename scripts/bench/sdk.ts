@@ -102,7 +102,8 @@ async function pythonNode(stack: BenchStack, prefix: string, stateDir: string): 
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.once('exit', (code) =>
+    // 'close', not 'exit': the figures are the last line of stdout, read to its end.
+    child.once('close', (code) =>
       code === 0 ? resolve(stdout) : reject(new Error(`the Python node exited ${code}: ${stderr.slice(-2000)}`))
     );
   });

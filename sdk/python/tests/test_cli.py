@@ -9,7 +9,9 @@ import http.server
 import json
 import os
 import re
+import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -66,7 +68,6 @@ def test_cli_help_and_usage_errors():
     for args in (
         ["fly"],
         ["write", "pycli.x", "not json", *hub, "--did", E["ZHONGSHU_TEST_DID"]],
-        ["write", "pycli.x", "[1]", *hub, "--did", E["ZHONGSHU_TEST_DID"]],
         ["run", *hub, "--exec", "true", "--call", "http://127.0.0.1:1/"],
         ["run", *hub, "--poll", "1"],
         ["run", *hub, "--call", "ftp://127.0.0.1/"],
@@ -79,6 +80,9 @@ def test_cli_help_and_usage_errors():
         res = cli(*args)
         assert res.returncode == 2, (args, res.stdout, res.stderr)
         assert "zhongshu-node --help for the usage" in res.stderr
+    # What the SDK refuses is an error (exit 1), as in the TypeScript CLI: a value that is not an object.
+    res = cli("write", "pycli.x", "[1]", *hub, "--did", E["ZHONGSHU_TEST_DID"])
+    assert (res.returncode, res.stderr.strip()) == (1, "error: a truth value is a JSON object")
 
 
 @needs_hub
@@ -234,7 +238,14 @@ def test_shell_handler_cancel_kills_the_command_and_what_it_started(tmp_path):
     pids = tmp_path / "pids"
     cancelled = threading.Event()
     handler = shell_task_handler(f"echo $$ > {pids}; sleep 30 & echo $! >> {pids}; wait", kill_grace_s=1)
-    threading.Timer(0.5, cancelled.set).start()
+
+    def cancel_once_started():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (pids.exists() and len(pids.read_text().split()) == 2):
+            time.sleep(0.05)
+        cancelled.set()
+
+    threading.Thread(target=cancel_once_started, daemon=True).start()
     started = time.monotonic()
     with pytest.raises(RuntimeError, match="the command was stopped"):
         handler(_task(), TaskContext(cancelled, lambda note=None: None))
@@ -259,9 +270,19 @@ def test_shell_handler_times_out_and_reports_stderr_and_bad_output():
 
 
 def test_http_handler_stops_a_call_on_cancel_and_on_timeout():
+    closed = []
+
     class Slow(http.server.BaseHTTPRequestHandler):
+        """Reads the task, then waits up to 10 s without answering, noting when the caller's connection closes."""
+
         def do_POST(self):  # noqa: N802
-            time.sleep(10)
+            self.rfile.read(int(self.headers["content-length"]))
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                readable, _, _ = select.select([self.connection], [], [], 0.05)
+                if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                    closed.append(time.monotonic())
+                    return
 
         def log_message(self, *args):
             pass
@@ -269,15 +290,29 @@ def test_http_handler_stops_a_call_on_cancel_and_on_timeout():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    url = f"http://127.0.0.1:{server.server_address[1]}/task"
     try:
         cancelled = threading.Event()
         threading.Timer(0.3, cancelled.set).start()
         started = time.monotonic()
         with pytest.raises(RuntimeError, match="was stopped"):
             http_task_handler(url)(_task(), TaskContext(cancelled, lambda note=None: None))
+        stopped = time.monotonic()
+        assert stopped - started < 3
+        # The endpoint saw its connection close (the TypeScript handler's abort does the same).
+        assert eventually_true(lambda: len(closed) == 1)
         with pytest.raises(RuntimeError, match=r"did not answer within 0\.5 s"):
             http_task_handler(url, timeout_s=0.5)(_task(), TaskContext(threading.Event(), lambda note=None: None))
-        assert time.monotonic() - started < 8
+        assert time.monotonic() - stopped < 3
+        assert eventually_true(lambda: len(closed) == 2)
     finally:
         server.shutdown()
+
+
+def eventually_true(check, timeout_s=5):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return False

@@ -139,6 +139,7 @@ it('passes the Python SDK tests against the stack, and logs no node key', async 
     'test_cli.py::test_cli_run_works_tasks_with_exec_and_call',
     'test_cli.py::test_cli_prints_no_node_key',
     'test_cli.py::test_shell_handler_cancel_kills_the_command_and_what_it_started',
+    'test_cli.py::test_shell_handler_times_out_and_reports_stderr_and_bad_output',
     'test_cli.py::test_http_handler_stops_a_call_on_cancel_and_on_timeout',
     'test_vectors.py::test_checkpoint_and_forged_ones',
     'test_vectors.py::test_witness_cosignatures',

@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Dict, List, Optional
 from urllib.parse import quote, urlparse
 
@@ -113,16 +114,24 @@ def _err(line: str) -> None:
     sys.stderr.flush()
 
 
-def _logger(verbose: bool, quiet_info: bool = True) -> logging.Logger:
-    """The SDK's messages on stderr: warnings and errors always, the rest with --verbose. The SDK never logs the node
-    key (docs/node-sdk.md), so --verbose prints none either."""
+class _Lines(logging.Formatter):
+    """As the TypeScript CLI prints them: the message, after `warning: ` or `error: ` for those levels."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        return f"{record.levelname.lower()}: {line}" if record.levelno >= logging.WARNING else line
+
+
+def _logger(verbose: bool, quiet: bool = True) -> logging.Logger:
+    """The SDK's messages on stderr: errors always; with `quiet=False` (run) warnings and information too; everything
+    with --verbose. The SDK never logs the node key (docs/node-sdk.md), so --verbose prints none either."""
     log = logging.getLogger("zhongshu_node.cli")
     log.propagate = False
     log.handlers[:] = []
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s"))
+    handler.setFormatter(_Lines("%(message)s"))
     log.addHandler(handler)
-    log.setLevel(logging.DEBUG if verbose else (logging.WARNING if quiet_info else logging.INFO))
+    log.setLevel(logging.DEBUG if verbose else (logging.ERROR if quiet else logging.INFO))
     return log
 
 
@@ -145,7 +154,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def _run(argv: List[str]) -> int:
     command = argv[0] if argv and not argv[0].startswith("-") else ""
-    values = _parser().parse_args(argv[1:] if command else argv)
+    values = _parser().parse_intermixed_args(argv[1:] if command else argv)
     positionals: List[str] = values.positionals
     if values.help or not command:
         _out(HELP.get(command, HELP[""]))
@@ -190,9 +199,11 @@ def _run(argv: List[str]) -> int:
         beat = threading.Event()
         seen: Dict[str, str] = {}
         node.on("heartbeat", lambda a: (seen.setdefault("state", a.get("state", "")), beat.set()))
-        node.start()
-        beat.wait(10)
-        node.stop()
+        try:
+            node.start()
+            beat.wait(10)
+        finally:
+            node.stop()
         _out(f"{node.node_id} {seen.get('state') or node.state}")
         _err(f"credentials in {credentials_path} (mode 0600)")
         return 0
@@ -200,7 +211,7 @@ def _run(argv: List[str]) -> int:
     if command == "run":
         worker = _task_worker(values)
         node = HubNode(
-            **{**base, "logger": _logger(values.verbose, quiet_info=False)},
+            **{**base, "logger": _logger(values.verbose, quiet=False)},
             **(worker["options"] if worker else {}),
         )
         claimed_at: Dict[str, float] = {}
@@ -231,8 +242,15 @@ def _run(argv: List[str]) -> int:
         node.on("error", lambda e: _err(f"error: {e}"))
         node.on("task", on_task)
         stop = threading.Event()
+
+        def on_signal(*_: Any) -> None:
+            stop.set()
+            # A second Ctrl-C while the node stops ends the process at once.
+            for again in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(again, signal.SIG_DFL)
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
+            signal.signal(sig, on_signal)
         node.start()
         working = f"; working tasks with {worker['label']}" if worker else ""
         _out(f"running as {node.node_id}{working}; Ctrl-C stops")
@@ -254,30 +272,23 @@ def _run(argv: List[str]) -> int:
             value = json.loads(raw)
         except json.JSONDecodeError:
             raise UsageError("the value is not JSON") from None
-        if not isinstance(value, dict):
-            raise UsageError("the value is not a JSON object")
         try:
             timeout_s = float(values.timeout) if values.timeout is not None else 30.0
         except ValueError:
             raise UsageError("--timeout is a number of seconds") from None
         node = HubNode(**base, heartbeat=False, verify=False)
         try:
+            # A value that is not an object, a bad key or no DID: refused by the SDK (exit 1, as the TypeScript CLI).
             handle = node.write(key, value, values.type)
-        except (ValueError, RuntimeError) as err:
+            node.start()
+            try:
+                outcome = handle.result(timeout=timeout_s)
+            except FutureTimeout:
+                _err(f"not acknowledged within {timeout_s:g} s: {handle.id} stays in the outbox")
+                _out(f"{handle.id} {handle.state() or 'pending'}")
+                return 1
+        finally:
             node.stop()
-            raise UsageError(str(err)) from None
-        node.start()
-        try:
-            outcome = handle.result(timeout=timeout_s)
-        except TimeoutError:
-            _err(f"not acknowledged within {timeout_s:g} s: {handle.id} stays in the outbox")
-            _out(f"{handle.id} {handle.state() or 'pending'}")
-            node.stop()
-            return 1
-        except Exception:
-            node.stop()
-            raise
-        node.stop()
         if outcome.state == "acknowledged":
             _out(f"{outcome.id} acknowledged seq {outcome.seq}")
         else:

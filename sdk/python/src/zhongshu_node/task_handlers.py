@@ -6,15 +6,16 @@ TypeScript SDK's (docs/node-sdk.md, The CLI: working tasks)."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
 from typing import Any, Dict, Optional
-
-import httpx
+from urllib.parse import urlsplit
 
 from .worker import TaskContext, TaskHandler
 
@@ -131,51 +132,67 @@ def shell_task_handler(
 def http_task_handler(url: str, timeout_s: float = 600.0) -> TaskHandler:
     """POSTs each task's JSON to ``url`` (headers X-Zhongshu-Task-Id and X-Zhongshu-Task-Type). A 2xx answer completes
     the task with its body, a JSON object (an empty body: ``{}``); any other answer fails it with the status and the
-    start of the body. A cancel, a lost claim, a stop or the timeout closes the connection (the endpoint sees it)."""
+    start of the body. A cancel, a lost claim, a stop or the timeout shuts the connection down (the endpoint sees it
+    close) and fails or stops the task at once. Redirects are not followed."""
+    target = urlsplit(url)
+    if target.scheme not in ("http", "https") or not target.hostname:
+        raise ValueError(f"an http(s) URL, not {url}")
+    path = (target.path or "/") + (f"?{target.query}" if target.query else "")
 
     def handle(task: Dict[str, Any], ctx: TaskContext) -> Dict[str, Any]:
-        client = httpx.Client(timeout=httpx.Timeout(timeout_s))
+        kind = http.client.HTTPSConnection if target.scheme == "https" else http.client.HTTPConnection
+        conn = kind(target.hostname, target.port, timeout=timeout_s)
         outcome: Dict[str, Any] = {}
 
         def call() -> None:
             try:
-                with client.stream(
+                body = json.dumps(task).encode("utf-8")
+                conn.request(
                     "POST",
-                    url,
-                    content=json.dumps(task).encode("utf-8"),
+                    path,
+                    body=body,
                     headers={
                         "content-type": "application/json",
                         "accept": "application/json",
                         "x-zhongshu-task-id": str(task["task_id"]),
                         "x-zhongshu-task-type": str(task.get("type", "")),
                     },
-                ) as res:
-                    body = bytearray()
-                    for chunk in res.iter_bytes():
-                        body.extend(chunk)
-                        if len(body) > MAX_RESULT_BYTES:
-                            raise ValueError("the answer exceeded 1 MiB")
-                    outcome["status"], outcome["text"] = res.status_code, body.decode("utf-8", "replace")
+                )
+                res = conn.getresponse()
+                data = res.read(MAX_RESULT_BYTES + 1)
+                if len(data) > MAX_RESULT_BYTES:
+                    raise ValueError("the answer exceeded 1 MiB")
+                outcome["status"], outcome["text"] = res.status, data.decode("utf-8", "replace")
             except Exception as err:  # reported by the handler below, with what stopped it
                 outcome["error"] = err
+
+        def shut() -> None:
+            """Ends the exchange at once: a shutdown wakes the blocked read and sends the endpoint a FIN."""
+            sock = conn.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            conn.close()
 
         thread = threading.Thread(target=call, daemon=True)
         thread.start()
         deadline = time.monotonic() + timeout_s
-        why = None
         while thread.is_alive():
+            why = None
             if ctx.cancelled.wait(0.05):
                 why = f"the request to {url} was stopped (canceled, claim lost or node stopping)"
             elif time.monotonic() >= deadline:
                 why = f"{url} did not answer within {timeout_s:g} s"
             if why:
-                client.close()  # the connection closes: the blocked request ends
-                thread.join(5)
+                shut()
+                thread.join(2)
                 raise RuntimeError(why)
-        client.close()
+        conn.close()
         if "error" in outcome:
             err = outcome["error"]
-            if isinstance(err, httpx.TimeoutException):
+            if isinstance(err, socket.timeout):
                 raise RuntimeError(f"{url} did not answer within {timeout_s:g} s")
             raise RuntimeError(f"{url}: could not reach it: {err}")
         status, text = outcome["status"], outcome["text"]
