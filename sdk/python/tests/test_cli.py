@@ -270,6 +270,8 @@ def test_shell_handler_times_out_and_reports_stderr_and_bad_output():
 
 
 def test_http_handler_stops_a_call_on_cancel_and_on_timeout():
+    from test_hub import eventually
+
     closed = []
 
     class Slow(http.server.BaseHTTPRequestHandler):
@@ -300,19 +302,11 @@ def test_http_handler_stops_a_call_on_cancel_and_on_timeout():
         stopped = time.monotonic()
         assert stopped - started < 3
         # The endpoint saw its connection close (the TypeScript handler's abort does the same).
-        assert eventually_true(lambda: len(closed) == 1)
+        eventually(lambda: len(closed) == 1, 5, "the endpoint seeing the canceled call's connection close")
         with pytest.raises(RuntimeError, match=r"did not answer within 0\.5 s"):
             http_task_handler(url, timeout_s=0.5)(_task(), TaskContext(threading.Event(), lambda note=None: None))
         assert time.monotonic() - stopped < 3
-        assert eventually_true(lambda: len(closed) == 2)
+        eventually(lambda: len(closed) == 2, 5, "the endpoint seeing the timed-out call's connection close")
     finally:
         server.shutdown()
 
-
-def eventually_true(check, timeout_s=5):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return False
