@@ -4,11 +4,8 @@
  * every read it measures answered 2xx with what the database says it should return, and that its output has every
  * line (a table row per read, verify, the writes beside them, the phases, the stack's log).
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
-
-const ROOT = path.resolve(__dirname, '..', '..');
+import { runBench } from './run-bench';
 
 /** Every read the bench measures, as its table names it. */
 const READS = [
@@ -69,23 +66,7 @@ const READS = [
 
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
-function bench(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
-  const child = spawn('npm', ['run', 'bench:reads'], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      MONGODB_URI: '',
-      TEMPORAL_ADDRESS: '',
-      WORKFLOW_BUNDLE_PATH: process.env.ZH_TEST_WORKFLOW_BUNDLE!,
-      ...env
-    },
-    stdio: ['ignore', 'pipe', 'pipe']
-  });
-  let output = '';
-  child.stdout.on('data', (d) => (output += d));
-  child.stderr.on('data', (d) => (output += d));
-  return new Promise((resolve) => child.once('close', (code) => resolve({ code, output })));
-}
+const bench = (env: Record<string, string>) => runBench('bench:reads', env);
 
 it('bench:reads, CI-sized: every read answers 2xx with its expected count, and the output has every line', async () => {
   const run = await bench({

@@ -3,28 +3,11 @@
  * end to end (the stack, the floor, the TypeScript SDK, the Python node with the CI venv) and that each client's
  * writes landed in the ledger once each.
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
-
-const ROOT = path.resolve(__dirname, '..', '..');
+import { runBench } from './run-bench';
 
 it('bench:sdk, CI-sized: the floor and both SDKs land every write once, and the output has every line', async () => {
-  const child = spawn('npm', ['run', 'bench:sdk'], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      MONGODB_URI: '',
-      TEMPORAL_ADDRESS: '',
-      WORKFLOW_BUNDLE_PATH: process.env.ZH_TEST_WORKFLOW_BUNDLE!,
-      BENCH_SDK_WRITES: '20'
-    },
-    stdio: ['ignore', 'pipe', 'pipe']
-  });
-  let output = '';
-  child.stdout.on('data', (d) => (output += d));
-  child.stderr.on('data', (d) => (output += d));
-  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  const { code, output } = await runBench('bench:sdk', { BENCH_SDK_WRITES: '20' });
   if (code !== 0) console.log(output);
   expect(code).toBe(0);
   for (const client of ['no SDK: one POST at a time', 'TypeScript SDK', 'Python SDK'])

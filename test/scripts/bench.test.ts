@@ -4,33 +4,14 @@
  * about that request). A tiny run (4 nodes, 1 s phases, 3 s offline timeout), a stack that cannot start, and a
  * stack that goes away in the middle of a run.
  */
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
+import { runBench } from './run-bench';
 
-const ROOT = path.resolve(__dirname, '..', '..');
-
-function bench(
+const bench = (
   env: Record<string, string>,
   onOutput: (text: string) => void = () => undefined,
   script = 'bench:heartbeat'
-): Promise<{ code: number | null; output: string }> {
-  const child = spawn('npm', ['run', script], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      MONGODB_URI: '',
-      TEMPORAL_ADDRESS: '',
-      WORKFLOW_BUNDLE_PATH: process.env.ZH_TEST_WORKFLOW_BUNDLE!,
-      ...env
-    },
-    stdio: ['ignore', 'pipe', 'pipe']
-  });
-  let output = '';
-  child.stdout.on('data', (d) => onOutput((output += d)));
-  child.stderr.on('data', (d) => onOutput((output += d)));
-  return new Promise((resolve) => child.once('close', (code) => resolve({ code, output })));
-}
+) => runBench(script, env, onOutput);
 
 it('names the stack log at the end of a run', async () => {
   const run = await bench({ BENCH_NODES: '4', BENCH_SECONDS: '1', BENCH_STOP: '1', BENCH_OFFLINE_AFTER_S: '3' });
