@@ -75,6 +75,16 @@ export function tileWidthInTree(level: number, index: number, size: number): num
 }
 
 /** An entry bundle: each entry as a big-endian uint16 length and its bytes. */
+/** Where each entry of an entry bundle ends (byte offsets into it), for at most its first `count` entries. */
+export function entryBundleEnds(bundle: Buffer, count = Infinity): number[] {
+  const ends: number[] = [];
+  for (let at = 0; at < bundle.length && ends.length < count;) {
+    at += 2 + bundle.readUInt16BE(at);
+    ends.push(at);
+  }
+  return ends;
+}
+
 export function entryBundle(entries: Buffer[]): Buffer {
   const parts: Buffer[] = [];
   for (const bytes of entries) {

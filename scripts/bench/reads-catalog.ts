@@ -8,7 +8,7 @@
 import type { Db } from 'mongodb';
 import { PUBLIC_TRUTH_TYPES } from '../../core/ledger/truth-record';
 import { Ledger } from '../../store/ledger/ledger';
-import { TILE_WIDTH, tilePath } from '../../core/tlog/tiles';
+import { entryBundleEnds, TILE_WIDTH, tilePath } from '../../core/tlog/tiles';
 import { FILL_KEYS, type Fixtures } from './reads-fill';
 
 export interface ReadSpec {
@@ -275,7 +275,7 @@ export async function buildCatalog(ctx: CatalogContext, db: Db): Promise<ReadSpe
       name,
       url: `${base}/tlog/tile/${path}`,
       bytes: true,
-      count: (body) => (entries ? bundleCount(body as Buffer) : (body as Buffer).length / 32),
+      count: (body) => (entries ? entryBundleEnds(body as Buffer).length : (body as Buffer).length / 32),
       expect: exactly(width)
     })),
     {
@@ -467,11 +467,4 @@ function tileReads(size: number): [string, string, boolean, number][] {
       level1
     ]);
   return reads;
-}
-
-/** The entries of an entry bundle (c2sp.org/tlog-tiles: each a big-endian uint16 length, then its bytes). */
-function bundleCount(bundle: Buffer): number {
-  let n = 0;
-  for (let at = 0; at < bundle.length; n++) at += 2 + bundle.readUInt16BE(at);
-  return n;
 }

@@ -14,6 +14,7 @@ import { AppError } from '../../core/errors';
 import { ledgerLeafBytes } from '../../core/ledger/ledger-entry';
 import {
   entryBundle,
+  entryBundleEnds,
   MAX_TLOG_ENTRY_BYTES,
   TILE_WIDTH,
   tilePath,
@@ -32,12 +33,8 @@ export interface Tile {
 
 export type TlogTiles = ReturnType<typeof createTlogTiles>;
 
-/** The byte length of the first `count` entries of an entry bundle (each a big-endian uint16 length, then its bytes). */
-function bundlePrefixBytes(bundle: Buffer, count: number): number {
-  let at = 0;
-  for (let i = 0; i < count; i++) at += 2 + bundle.readUInt16BE(at);
-  return at;
-}
+/** The byte length of the first `count` entries of an entry bundle. */
+const bundlePrefixBytes = (bundle: Buffer, count: number) => entryBundleEnds(bundle, count).at(-1) ?? 0;
 
 export function createTlogTiles(deps: { ledger: Ledger; cache: TileCache; logger: Logger }) {
   const { ledger, cache, logger } = deps;
