@@ -116,7 +116,8 @@ function errorsPlugin(app: FastifyInstance): void {
       request.log.error({ err }, 'Temporal unavailable');
       return sendError(reply, unavailable('The workflow service'));
     }
-    request.log.error({ err }, 'request failed');
+    // "internal error": the line to look for (the test harness prints it when a suite ends: test/support/service.ts).
+    request.log.error({ err }, 'internal error');
     return sendError(reply, new AppError('internal_error', 'Internal error; quote trace_id when reporting it'));
   });
 

@@ -205,6 +205,18 @@ export async function startTestService(
     startSecondApi,
     startSecondWorker,
     close: async () => {
+      // A 500 is never what a suite expects: the API's own account of each (its error and stack) goes to the test
+      // run's output, where a failure seen only in CI can be read afterwards.
+      const internal = (api?.output() ?? '').split('\n').filter((l) => l.includes('"msg":"internal error"'));
+      if (internal.length > 0)
+        process.stderr.write(
+          `[test service ${id}] the API answered ${internal.length} request(s) with 500; the first:\n` +
+            internal
+              .slice(0, 3)
+              .map((l) => l.slice(0, 4000))
+              .join('\n') +
+            '\n'
+        );
       await Promise.all([stopApi(), stopWorker(), ...extraProcesses.map((h) => h.stop())]);
       await mongo
         .db(env.MONGODB_DB)
