@@ -203,9 +203,11 @@ export interface HeartbeatSample {
 /**
  * Task states: queued → claimed (a worker node holds a lease) → done | failed; a claim whose lease lapses goes back
  * to queued. POST /a2a/task creates queued tasks; worker nodes claim them through /api/task/assign.
+ * input_required: the claiming node asked its submitter for more (A2A's TASK_STATE_INPUT_REQUIRED); no lease runs
+ * while it waits, and the submitter's next message hands it back to the same node, claimed under a new lease.
+ * canceled: by its submitter (A2A CancelTask); a claimed task's node hears it at its next progress call.
  */
-/** canceled: by its submitter (A2A CancelTask); a claimed task's node hears it at its next progress call. */
-export const TASK_STATES = ['queued', 'claimed', 'done', 'failed', 'canceled'] as const;
+export const TASK_STATES = ['queued', 'claimed', 'input_required', 'done', 'failed', 'canceled'] as const;
 export type TaskState = (typeof TASK_STATES)[number];
 
 export const taskBody = z

@@ -233,7 +233,10 @@ export async function ensureFixtures(
     const tasks = db.collection('tasks');
     const have = await tasks.countDocuments({});
     if (have >= want.tasks) return null;
-    const a2a = createA2aTasks({ tasks: new TaskStore(db), config: { A2A_SEND_WAIT_S: 30, A2A_STREAM_MAX_S: 900 } });
+    const a2a = createA2aTasks({
+      tasks: new TaskStore(db),
+      config: { A2A_SEND_WAIT_S: 30, A2A_STREAM_MAX_S: 900, TASK_LEASE_S: 300 }
+    });
     const types = ['a2a.message', 'summarize', 'embed', 'translate'];
     let logged = Date.now();
     const t0 = Date.now();

@@ -4,11 +4,21 @@
  * it, lists, gets or cancels it. A caller sees only the tasks it sent: another caller's task is as good as missing.
  * Refusals are the A2A error reasons (the bindings give each its status or code); store failures are thrown.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { canonicalJson, type JsonValue } from '../../core/ledger/canonical-json';
 import type { A2aConfig } from '../../core/config.node';
 import type { TaskDocument, TaskStore } from '../../store/federation/tasks';
-import { A2A_STATE, isFinal, QUEUE_STATE, toA2aTask, type TaskView } from './a2a-task';
+import { documentedMessage } from './a2a-message';
+import {
+  A2A_STATE,
+  artifactUpdates,
+  isFinal,
+  isInterrupted,
+  QUEUE_STATE,
+  replyOf,
+  toA2aTask,
+  type TaskView
+} from './a2a-task';
 
 /** The A2A errors a task operation ends in (the binding maps each to its HTTP status or JSON-RPC code). */
 export type A2aRefusal =
@@ -63,9 +73,10 @@ export function createA2aTasks({
   config
 }: {
   tasks: TaskStore;
-  config: Pick<A2aConfig, 'A2A_SEND_WAIT_S' | 'A2A_STREAM_MAX_S'>;
+  config: Pick<A2aConfig, 'A2A_SEND_WAIT_S' | 'A2A_STREAM_MAX_S' | 'TASK_LEASE_S'>;
 }) {
   const sendWaitMs = config.A2A_SEND_WAIT_S * 1000;
+  const leaseMs = config.TASK_LEASE_S * 1000;
   const streamMaxMs = config.A2A_STREAM_MAX_S * 1000;
 
   /** The caller's task, or null. */
@@ -75,11 +86,20 @@ export function createA2aTasks({
   };
 
   /**
-   * Queues a message as a task, or says why it cannot become one. A message naming a taskId continues that task: the
-   * task must exist (and be the caller's), else TaskNotFound; the hub runs one message per task, so continuing one
-   * is UnsupportedOperation.
+   * Queues a message as a task, or says why it cannot become one. A message naming a taskId answers that task, which
+   * must be the caller's (else TaskNotFound) and waiting for input (a final or working task takes no message:
+   * UnsupportedOperation), in the task's context (another contextId: InvalidParams): it is appended to the task's
+   * history and the task handed back to its node. A new task's id is random, or derived from the caller and an
+   * Idempotency-Key, so that a retried send with the key returns the first task (a messageId is not a retry key:
+   * clients reuse them).
    */
-  const queue = async (submitter: string, message: A2aMessage): Promise<Outcome<{ task: TaskDocument }>> => {
+  const queue = async (
+    submitter: string,
+    message: A2aMessage,
+    idempotencyKey?: string
+  ): Promise<Outcome<{ task: TaskDocument }>> => {
+    if (message.parts.some((p) => !('text' in p || 'data' in p) || !ACCEPTED_MEDIA.includes(p.mediaType ?? '')))
+      return { ok: false, reason: 'CONTENT_TYPE_NOT_SUPPORTED' };
     if (message.taskId) {
       const task = await ownTask(submitter, message.taskId);
       if (!task)
@@ -88,18 +108,31 @@ export function createA2aTasks({
           reason: 'TASK_NOT_FOUND',
           message: `No task ${message.taskId}: a message's taskId must name an existing task (leave it out for new work)`
         };
-      return {
-        ok: false,
-        reason: 'UNSUPPORTED_OPERATION',
-        message: isFinal(task)
-          ? `The task is ${A2A_STATE[task.state]}: a final task takes no further message`
-          : 'A task takes one message: send a new message (without taskId) for new work'
-      };
+      const context = task.context_id ?? task._id;
+      if (message.contextId !== undefined && message.contextId !== context)
+        return {
+          ok: false,
+          reason: 'INVALID_PARAMS',
+          message: `Task ${task._id} is in context ${context}, not ${message.contextId}`
+        };
+      const answer = { ...documentedMessage(message as unknown as Record<string, unknown>), contextId: context };
+      const resumed =
+        task.state === 'input_required'
+          ? await tasks.resume(task._id, canonicalJson(answer as JsonValue), leaseMs)
+          : null;
+      if (!resumed)
+        return {
+          ok: false,
+          reason: 'UNSUPPORTED_OPERATION',
+          message: isFinal(task)
+            ? `The task is ${A2A_STATE[task.state]}: a final task takes no further message`
+            : `The task is ${A2A_STATE[task.state]}: a task takes a further message only while it waits for input`
+        };
+      return { ok: true, task: resumed };
     }
-    if (message.parts.some((p) => !('text' in p || 'data' in p) || !ACCEPTED_MEDIA.includes(p.mediaType ?? '')))
-      return { ok: false, reason: 'CONTENT_TYPE_NOT_SUPPORTED' };
-    // Derived from the caller and messageId, so a retried send returns the first task.
-    const id = `task_${createHash('sha256').update(`a2a\n${submitter}\n${message.messageId}`).digest('hex').slice(0, 24)}`;
+    const id = idempotencyKey
+      ? `task_${createHash('sha256').update(`a2a\n${submitter}\n${idempotencyKey}`).digest('hex').slice(0, 24)}`
+      : `task_${randomBytes(12).toString('hex')}`;
     const { task } = await tasks.submit({
       _id: id,
       type: message.metadata?.task_type ?? 'a2a.message',
@@ -112,28 +145,38 @@ export function createA2aTasks({
     return { ok: true, task };
   };
 
+  /** What a send answers: the task, or the node's Message when it answered with one. */
+  const answerOf = (task: TaskDocument, view: TaskView) => {
+    const reply = task.state === 'done' ? replyOf(task) : null;
+    type AgentMessage = { messageId: string; role: string; parts: Record<string, unknown>[] };
+    return reply ? { message: reply as AgentMessage } : { task: toA2aTask(task, view) };
+  };
+
   return {
     queue,
 
     /**
-     * SendMessage: queues the message, then (unless returnImmediately) waits until the task is final, the client
-     * leaves or A2A_SEND_WAIT_S passes. `watchClient` starts watching for the client leaving once the task is queued.
+     * SendMessage: queues the message (or answers its task), then (unless returnImmediately) waits until the task is
+     * final or waits for input, the client leaves or A2A_SEND_WAIT_S passes; answers the task, or the node's Message
+     * when it answered with one. `watchClient` starts watching for the client leaving once the task is queued.
      */
     async send(
       submitter: string,
-      request: { message: A2aMessage; configuration?: { returnImmediately?: boolean } },
-      watchClient: () => () => boolean
-    ): Promise<Outcome<{ task: ReturnType<typeof toA2aTask> }>> {
-      const out = await queue(submitter, request.message);
+      request: { message: A2aMessage; configuration?: { returnImmediately?: boolean; historyLength?: number } },
+      watchClient: () => () => boolean,
+      idempotencyKey?: string
+    ): Promise<Outcome<{ answer: ReturnType<typeof answerOf> }>> {
+      const out = await queue(submitter, request.message, idempotencyKey);
       if (!out.ok) return out;
       let task = out.task;
       const until = Date.now() + sendWaitMs;
       const gone = watchClient();
-      while (request.configuration?.returnImmediately !== true && !isFinal(task) && Date.now() < until && !gone()) {
+      const settled = (t: TaskDocument) => isFinal(t) || isInterrupted(t);
+      while (request.configuration?.returnImmediately !== true && !settled(task) && Date.now() < until && !gone()) {
         await sleep(POLL_MS);
         task = (await tasks.find(task._id)) ?? task;
       }
-      return { ok: true, task: toA2aTask(task) };
+      return { ok: true, answer: answerOf(task, { historyLength: request.configuration?.historyLength }) };
     },
 
     /** GetTask. */
@@ -155,7 +198,10 @@ export function createA2aTasks({
       return { ok: true, task };
     },
 
-    /** CancelTask: a queued or working task is canceled (its node hears it at its next progress call). */
+    /**
+     * CancelTask: a queued, working or input-required task is canceled (a working task's node hears it at its next
+     * progress call).
+     */
     async cancel(submitter: string, id: string): Promise<Outcome<{ task: ReturnType<typeof toA2aTask> }>> {
       const task = await ownTask(submitter, id);
       if (!task) return { ok: false, reason: 'TASK_NOT_FOUND' };
@@ -164,7 +210,7 @@ export function createA2aTasks({
         return {
           ok: false,
           reason: 'TASK_NOT_CANCELABLE',
-          message: `The task is ${A2A_STATE[out.task?.state ?? task.state]}; only a submitted or working task can be canceled`
+          message: `The task is ${A2A_STATE[out.task?.state ?? task.state]}; only a task not final yet can be canceled`
         };
       return { ok: true, task: toA2aTask(out.task) };
     },
@@ -203,21 +249,27 @@ export function createA2aTasks({
     },
 
     /**
-     * A task's StreamResponses: { task } first, then an { artifactUpdate } (with the result) and a { statusUpdate }
-     * at each change, until the task is final, `isOpen` turns false or A2A_STREAM_MAX_S passes (the client then
-     * subscribes again). A failed read is reported to `onPollError` and tried again at the next poll.
+     * A task's StreamResponses: { task } first, then each artifact update the node sends as an { artifactUpdate }
+     * (its result last, when it reports one) and a { statusUpdate } at each change, until the task is final (or,
+     * with `untilInterrupted`, a SendStreamingMessage's stream, waits for input), `isOpen` turns false or
+     * A2A_STREAM_MAX_S passes (the client then subscribes again). A failed read is reported to `onPollError` and
+     * tried again at the next poll.
      */
     async *follow(
       first: TaskDocument,
       isOpen: () => boolean,
-      onPollError: (err: unknown) => void
+      onPollError: (err: unknown) => void,
+      untilInterrupted = false
     ): AsyncGenerator<StreamEvent> {
       yield { task: toA2aTask(first) };
-      const keyOf = (t: TaskDocument) => `${t.state}/${t.attempts}/${t.progress ?? ''}`;
+      const keyOf = (t: TaskDocument) =>
+        `${t.state}/${t.attempts}/${t.progress ?? ''}/${t.history_json?.length ?? 0}/${t.resumed ? 1 : 0}`;
       let last = keyOf(first);
+      let sent = first.artifact_updates_json?.length ?? 0;
       let current = first;
       const started = Date.now();
-      while (isOpen() && !isFinal(current) && Date.now() - started < streamMaxMs) {
+      const ended = (t: TaskDocument) => isFinal(t) || (untilInterrupted && isInterrupted(t));
+      while (isOpen() && !ended(current) && Date.now() - started < streamMaxMs) {
         await sleep(POLL_MS);
         try {
           const next = await tasks.find(current._id);
@@ -227,17 +279,22 @@ export function createA2aTasks({
           onPollError(err);
           continue;
         }
+        const ids = { taskId: current._id, contextId: current.context_id ?? current._id };
+        const updates = artifactUpdates(current);
+        for (const u of updates.slice(sent)) yield { artifactUpdate: { ...ids, ...u } };
+        const fresh = updates.length > sent;
+        sent = updates.length;
         const key = keyOf(current);
         if (key === last) {
-          yield null;
+          if (!fresh) yield null;
           continue;
         }
         last = key;
         const a2a = toA2aTask(current);
-        const artifact = a2a.artifacts?.[0];
-        if (artifact) yield { artifactUpdate: { taskId: a2a.id, contextId: a2a.contextId, artifact, lastChunk: true } };
+        const result = a2a.artifacts?.find((a) => a.artifactId === `${current._id}-result`);
+        if (result) yield { artifactUpdate: { ...ids, artifact: result, lastChunk: true } };
         // A2A v1.0's TaskStatusUpdateEvent has no `final`: the stream's end after a final state says it.
-        yield { statusUpdate: { taskId: a2a.id, contextId: a2a.contextId, status: a2a.status } };
+        yield { statusUpdate: { ...ids, status: a2a.status } };
       }
     }
   };

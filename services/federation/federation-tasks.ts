@@ -11,12 +11,20 @@ import type { Config } from '../../core/config.node';
 import type { TaskBody } from '../../core/federation/vocabulary';
 import type { TaskDocument, TaskStore } from '../../store/federation/tasks';
 
-/** A task as the API shows it: payload and result as canonical JSON, the claim id left out. */
+/**
+ * A task as the API shows it: payload, result and the conversation after the payload's message (`history`: the
+ * node's questions and the submitter's answers, A2A Messages) as canonical JSON; the claim id, the artifacts and a
+ * direct answer (the A2A binding's to show) left out.
+ */
 export const publicTask = (t: TaskDocument) => {
   const {
     _id,
     payload_json,
     result_json,
+    history_json,
+    artifact_updates_json: _artifacts,
+    reply_json: _reply,
+    resumed: _resumed,
     claim_id: _claim,
     claimed_at,
     finished_at,
@@ -32,6 +40,7 @@ export const publicTask = (t: TaskDocument) => {
     progress: progress ?? null,
     context_id: context_id ?? null,
     payload: new RawJson(payload_json),
+    history: (history_json ?? []).map((m) => new RawJson(m)),
     result: result_json === null ? null : new RawJson(result_json)
   };
 };
@@ -78,6 +87,7 @@ export async function queueStats(tasks: TaskStore) {
     ok: true as const,
     depth: s.queued,
     in_flight: s.claimed,
+    input_required: s.input_required,
     done: s.done,
     failed: s.failed,
     canceled: s.canceled,

@@ -4,6 +4,7 @@
  * claim also makes sure the task-leases sweeper runs (in the background, at most every 10 min): lapsed leases are
  * still swept at every read meanwhile. The routes are api/routes/federation/work.ts.
  */
+import { randomBytes } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { A2aConfig, TemporalConfig } from '../../core/config.node';
 import { AppError, conflict, notFound } from '../../core/errors';
@@ -11,15 +12,38 @@ import { canonicalJson, type JsonValue } from '../../core/ledger/canonical-json'
 import { NODE_PERMISSIONS } from '../../core/federation/vocabulary';
 import type { NodeStore } from '../../store/federation/nodes';
 import { SHARED_SNAPSHOT_MS, type PresenceStore } from '../../store/federation/presence';
-import type { ClaimOutcome, TaskStore } from '../../store/federation/tasks';
+import type { ClaimOutcome, TaskDocument, TaskStore } from '../../store/federation/tasks';
 import { taskLeaseSweeperKeeper } from '../../workflows/federation/task-lease.client';
 import { publicTask } from './federation-tasks';
+
+/** A Message a node sends (a question, or its answer): A2A Parts and metadata. */
+export type NodeMessage = { parts: Record<string, unknown>[]; metadata?: Record<string, unknown> };
+/** An A2A Artifact as a node sends it. */
+export type A2aArtifact = { artifactId: string; parts: Record<string, unknown>[] } & Record<string, unknown>;
+/** What a node may finish a task with. */
+export type NodeOutcome = { result?: Record<string, unknown>; artifacts?: A2aArtifact[]; message?: NodeMessage };
+
+/** A node's message as an A2A agent Message in the task's context (a direct reply names no task: none was asked). */
+function agentMessage(task: TaskDocument, m: NodeMessage, inTask: boolean): JsonValue {
+  return {
+    messageId: `msg_${randomBytes(12).toString('hex')}`,
+    role: 'ROLE_AGENT',
+    parts: m.parts,
+    contextId: task.context_id ?? task._id,
+    ...(inTask ? { taskId: task._id } : {}),
+    ...(m.metadata ? { metadata: m.metadata } : {})
+  } as unknown as JsonValue;
+}
 
 /** A node's call on a task it does not hold, as an error. */
 function refused(outcome: Extract<ClaimOutcome, { ok: false }>, taskId: string): never {
   if (outcome.reason === 'not_found') throw notFound(`No task ${taskId}`);
   if (outcome.reason === 'canceled')
     throw conflict(`Task ${taskId} was canceled by its submitter`, { state: 'canceled' });
+  if (outcome.reason === 'waiting')
+    throw conflict(`Task ${taskId} waits for its submitter's input; it comes back through a claim once answered`, {
+      state: 'input_required'
+    });
   if (outcome.reason === 'finished')
     throw conflict(`Task ${taskId} is already ${outcome.task?.state}`, { state: outcome.task?.state });
   throw conflict(`Task ${taskId} is not claimed by this node (its lease lapsed, or another node holds it)`, {
@@ -80,9 +104,46 @@ export function createWorkDistribution(
       return refused(out, taskId);
     },
 
-    /** The result: the task is done. */
-    async complete(taskId: string, nodeId: string, result: Record<string, unknown>) {
-      return finished(taskId, await tasks.finish(taskId, nodeId, { result_json: canonicalJson(result as JsonValue) }));
+    /**
+     * The outcome: the task is done, with a result (any JSON object), artifacts (A2A Artifacts), or a Message as the
+     * answer (A2A's direct reply), any of them.
+     */
+    async complete(taskId: string, nodeId: string, outcome: NodeOutcome) {
+      const updates = (outcome.artifacts ?? []).map((artifact) =>
+        canonicalJson({ artifact, append: false, lastChunk: true } as unknown as JsonValue)
+      );
+      const { message } = outcome;
+      return finished(
+        taskId,
+        await tasks.finish(taskId, nodeId, {
+          result_json: outcome.result ? canonicalJson(outcome.result as JsonValue) : null,
+          artifact_updates_json: updates,
+          ...(message ? { reply: (t: TaskDocument) => canonicalJson(agentMessage(t, message, false)) } : {})
+        })
+      );
+    },
+
+    /**
+     * The node asks its submitter for more (A2A input-required), with a question or none: the task waits, with no
+     * lease, until the submitter answers (then a claim of this node hands it back) or cancels it.
+     */
+    async requireInput(taskId: string, nodeId: string, question: NodeMessage | null) {
+      const asked = question ? (t: TaskDocument) => canonicalJson(agentMessage(t, question, true)) : null;
+      return finished(taskId, await tasks.requireInput(taskId, nodeId, asked));
+    },
+
+    /** An artifact (or a chunk of one: `append`) while the node works; extends the lease like progress. */
+    async addArtifact(
+      taskId: string,
+      nodeId: string,
+      update: { artifact: A2aArtifact; append: boolean; last_chunk: boolean }
+    ) {
+      const json = canonicalJson({
+        artifact: update.artifact,
+        append: update.append,
+        lastChunk: update.last_chunk
+      } as unknown as JsonValue);
+      return finished(taskId, await tasks.addArtifact(taskId, nodeId, json, leaseMs));
     },
 
     /** The reason: the task failed (no retry; a lapsed lease is what retries). */

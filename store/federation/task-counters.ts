@@ -21,7 +21,7 @@ import type { Collection, Db } from 'mongodb';
 import type { TaskState } from '../../core/federation/vocabulary';
 
 export const TASK_COUNTERS_COLLECTION = 'task_counters';
-const STATES: TaskState[] = ['queued', 'claimed', 'done', 'failed', 'canceled'];
+const STATES: TaskState[] = ['queued', 'claimed', 'input_required', 'done', 'failed', 'canceled'];
 
 /** The sums the figures come from. */
 export interface TaskTally {
@@ -32,7 +32,7 @@ export interface TaskTally {
   /** Done tasks: their count and the sum of (finish - last claim), ms. */
   runs: number;
   run_ms: number;
-  /** Queued or claimed tasks per type. */
+  /** Open (queued, claimed or input_required) tasks per type. */
   open_by_type: Record<string, number>;
 }
 
@@ -50,6 +50,8 @@ interface CounterDocument {
   _id: string;
   queued: number;
   claimed: number;
+  /** Absent in documents written before the state existed. */
+  input_required?: number;
   done: number;
   failed: number;
   canceled: number;
@@ -69,7 +71,7 @@ interface CounterDocument {
 }
 
 export const emptyTally = (): TaskTally => ({
-  states: { queued: 0, claimed: 0, done: 0, failed: 0, canceled: 0 },
+  states: { queued: 0, claimed: 0, input_required: 0, done: 0, failed: 0, canceled: 0 },
   waits: 0,
   wait_ms: 0,
   runs: 0,
@@ -115,7 +117,7 @@ export function taskContribution(t: {
   claimed_at?: string | null;
   finished_at?: string | null;
 }): TallyChange {
-  const open = t.state === 'queued' || t.state === 'claimed';
+  const open = t.state === 'queued' || t.state === 'claimed' || t.state === 'input_required';
   const claimed = t.claimed_at ? Date.parse(t.claimed_at) : null;
   const ran = claimed !== null && t.state === 'done' && t.finished_at;
   return {

@@ -31,6 +31,20 @@ export interface TaskDocument {
   progress?: string | null;
   /** A2A: the context of the message the task came in as (its payload is { message }). */
   context_id?: string | null;
+  /**
+   * The conversation after the first message (which is in the payload), oldest first, each an A2A Message as
+   * canonical JSON: the node's questions (input_required) and the submitter's answers. Absent: none yet.
+   */
+  history_json?: string[];
+  /**
+   * The artifacts a node sent while working, oldest first, each one update as canonical JSON:
+   * `{ artifact, append, lastChunk }` (A2A's TaskArtifactUpdateEvent without the ids). Absent: none.
+   */
+  artifact_updates_json?: string[];
+  /** The node's answer as a Message instead of a result (A2A's direct Message reply), canonical JSON. */
+  reply_json?: string | null;
+  /** A task an answer handed back to its node, not yet picked up by that node's next claim. */
+  resumed?: boolean;
   /** Listed and counted from its submit (absent on tasks stored before the task reads: task-reads-build.ts). */
   tracked?: boolean;
   /** How many changes the task has had since its submit (absent until the first): task-transitions.ts. */

@@ -40,7 +40,7 @@ export type { NewTask, TaskDocument } from './task-document';
 
 export type ClaimOutcome =
   | { ok: true; task: TaskDocument }
-  | { ok: false; reason: 'not_found' | 'not_yours' | 'canceled' | 'finished'; task: TaskDocument | null };
+  | { ok: false; reason: 'not_found' | 'not_yours' | 'canceled' | 'finished' | 'waiting'; task: TaskDocument | null };
 
 const TERMINAL: TaskState[] = ['done', 'failed', 'canceled'];
 
@@ -153,7 +153,14 @@ export class TaskStore {
         if (t.state !== 'claimed' || !t.lease_expires_at || t.lease_expires_at >= at) return null;
         if (t.attempts < this.opts.maxAttempts)
           return {
-            set: { state: 'queued', claimed_by: null, claim_id: null, lease_expires_at: null, updated_at: at },
+            set: {
+              state: 'queued',
+              claimed_by: null,
+              claim_id: null,
+              lease_expires_at: null,
+              updated_at: at,
+              resumed: false
+            },
             count: { states: { claimed: -1, queued: 1 } }
           };
         return {
@@ -195,6 +202,17 @@ export class TaskStore {
     await this.expireLapsed(now);
     const have = new Set(capabilities);
     const claimed: TaskDocument[] = [];
+    // First the tasks handed back to this node by their submitters' answers (resume): already claimed by it.
+    const resumed = await this.tasks
+      .find({ state: 'claimed', claimed_by: nodeId, resumed: true }, { projection: { _id: 1 } })
+      .limit(max)
+      .toArray();
+    for (const r of resumed) {
+      const change = await this.transitions.change(r._id, (t) =>
+        t.state === 'claimed' && t.claimed_by === nodeId && t.resumed ? { set: { resumed: false } } : null
+      );
+      if (change?.after) claimed.push(change.after);
+    }
     // A window of candidates in claim order; tasks others take meanwhile are skipped.
     const candidates = await this.tasks
       .find({ state: 'queued' }, { projection: { _id: 1, required_capabilities: 1 } })
@@ -202,7 +220,7 @@ export class TaskStore {
       .limit(Math.max(50, max * 4))
       .toArray();
     const at = now.toISOString();
-    for (const c of candidates) {
+    for (const c of claimed.length >= max ? [] : candidates) {
       if (claimed.length >= max) break;
       if (!c.required_capabilities.every((cap) => have.has(cap))) continue;
       const change = await this.transitions.change(c._id, (t) => {
@@ -233,6 +251,7 @@ export class TaskStore {
     if (!task) return { ok: false, reason: 'not_found', task };
     if (task.claimed_by === nodeId && task.state === 'canceled') return { ok: false, reason: 'canceled', task };
     if (task.claimed_by === nodeId && TERMINAL.includes(task.state)) return { ok: false, reason: 'finished', task };
+    if (task.claimed_by === nodeId && task.state === 'input_required') return { ok: false, reason: 'waiting', task };
     return { ok: false, reason: 'not_yours', task };
   }
 
@@ -259,33 +278,107 @@ export class TaskStore {
     }));
   }
 
-  /** The claiming node's result (done) or reason (failed). A task whose lease lapsed but is not yet swept may still finish. */
+  /**
+   * The claiming node's outcome: done with a result (and artifact updates, or a Message as its answer), or failed
+   * with a reason. A task whose lease lapsed but is not yet swept may still finish.
+   */
   finish(
     taskId: string,
     nodeId: string,
-    outcome: { result_json: string } | { error: string },
+    outcome:
+      | { result_json: string | null; artifact_updates_json?: string[]; reply?: (t: TaskDocument) => string }
+      | { error: string },
     now = new Date()
   ): Promise<ClaimOutcome> {
     const at = now.toISOString();
-    const set =
-      'result_json' in outcome
-        ? { state: 'done' as const, result_json: outcome.result_json, error: null }
-        : { state: 'failed' as const, error: outcome.error };
     return this.byClaimant(taskId, nodeId, (t) => {
-      const count: TallyChange = { states: { claimed: -1, [set.state]: 1 }, open_by_type: { [t.type]: -1 } };
-      if (set.state === 'done' && t.claimed_at)
-        Object.assign(count, { runs: 1, run_ms: Date.parse(at) - Date.parse(t.claimed_at) });
-      return { set: { ...set, lease_expires_at: null, finished_at: at, updated_at: at }, count };
+      const set =
+        'error' in outcome
+          ? { state: 'failed' as const, error: outcome.error }
+          : {
+              state: 'done' as const,
+              result_json: outcome.result_json,
+              error: null,
+              ...(outcome.artifact_updates_json?.length
+                ? { artifact_updates_json: [...(t.artifact_updates_json ?? []), ...outcome.artifact_updates_json] }
+                : {}),
+              ...(outcome.reply ? { reply_json: outcome.reply(t) } : {})
+            };
+      return this.finishing(t, set, at);
     });
   }
 
-  /** Cancels a queued or claimed task (the claiming node hears it at its next progress call); others are returned as they are. */
+  private finishing(t: TaskDocument, set: Partial<TaskDocument> & { state: 'done' | 'failed' }, at: string) {
+    const count: TallyChange = { states: { claimed: -1, [set.state]: 1 }, open_by_type: { [t.type]: -1 } };
+    if (set.state === 'done' && t.claimed_at)
+      Object.assign(count, { runs: 1, run_ms: Date.parse(at) - Date.parse(t.claimed_at) });
+    return { set: { ...set, lease_expires_at: null, finished_at: at, updated_at: at }, count };
+  }
+
+  /**
+   * The claiming node asks its submitter for more (A2A input-required), with its question (an A2A Message as
+   * canonical JSON, made from the task as read) or none: no lease runs while the task waits; the node keeps it
+   * (see resume).
+   */
+  requireInput(taskId: string, nodeId: string, question: ((t: TaskDocument) => string) | null, now = new Date()) {
+    const at = now.toISOString();
+    return this.byClaimant(taskId, nodeId, (t) => ({
+      set: {
+        state: 'input_required',
+        lease_expires_at: null,
+        updated_at: at,
+        progress: null,
+        ...(question === null ? {} : { history_json: [...(t.history_json ?? []), question(t)] })
+      },
+      count: { states: { claimed: -1, input_required: 1 } }
+    }));
+  }
+
+  /**
+   * The submitter's answer to a task waiting for input: appended to its history, the task claimed again by the
+   * same node under a new lease, and handed to it by its next claim (a lease that lapses first requeues the task,
+   * with its history, for any node). Null when the task is not waiting for input (the caller says why).
+   */
+  async resume(taskId: string, answer_json: string, leaseMs: number, now = new Date()) {
+    const at = now.toISOString();
+    const change = await this.transitions.changeOrRetry(taskId, (t) =>
+      t.state === 'input_required'
+        ? {
+            set: {
+              state: 'claimed',
+              lease_expires_at: new Date(now.getTime() + leaseMs).toISOString(),
+              updated_at: at,
+              resumed: true,
+              history_json: [...(t.history_json ?? []), answer_json]
+            },
+            count: { states: { input_required: -1, claimed: 1 } }
+          }
+        : null
+    );
+    return change?.after ?? null;
+  }
+
+  /** An artifact update from the claiming node while it works (canonical JSON, see TaskDocument); extends the lease. */
+  addArtifact(taskId: string, nodeId: string, update_json: string, leaseMs: number, now = new Date()) {
+    return this.byClaimant(taskId, nodeId, (t) => ({
+      set: {
+        lease_expires_at: new Date(now.getTime() + leaseMs).toISOString(),
+        updated_at: now.toISOString(),
+        artifact_updates_json: [...(t.artifact_updates_json ?? []), update_json]
+      }
+    }));
+  }
+
+  /**
+   * Cancels a queued, claimed or input_required task (a claimed task's node hears it at its next progress call);
+   * others are returned as they are.
+   */
   async cancel(taskId: string, now = new Date()): Promise<{ canceled: boolean; task: TaskDocument | null }> {
     const at = now.toISOString();
     const change = await this.transitions.changeOrRetry(taskId, (t) =>
-      t.state === 'queued' || t.state === 'claimed'
+      t.state === 'queued' || t.state === 'claimed' || t.state === 'input_required'
         ? {
-            set: { state: 'canceled', lease_expires_at: null, finished_at: at, updated_at: at },
+            set: { state: 'canceled', lease_expires_at: null, finished_at: at, updated_at: at, resumed: false },
             count: { states: { [t.state]: -1, canceled: 1 }, open_by_type: { [t.type]: -1 } }
           }
         : null

@@ -9,6 +9,7 @@
 import { issueHomologousToken } from '../support/credentials';
 import { heartbeat, nodeHeaders, registerNode, RegisteredNode } from '../support/federation';
 import { eventually, http, startTestService, TestService } from '../support/service';
+import { sseEvents } from '../support/sse';
 
 let svc: TestService;
 let token: string;
@@ -45,35 +46,6 @@ async function queued(capabilities: string[], extra: Record<string, unknown> = {
   });
   expect(sent.status).toBe(200);
   return sent.body.task as { id: string; contextId: string; status: { timestamp: string } };
-}
-
-/** An SSE response's data events, parsed, until the server ends the stream. */
-async function sseEvents(res: Response, onEvent?: (event: any) => Promise<void>): Promise<any[]> {
-  expect(res.headers.get('content-type')).toContain('text/event-stream');
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  const events: any[] = [];
-  let buffer = '';
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    buffer += decoder.decode(value, { stream: true });
-    let end: number;
-    while ((end = buffer.indexOf('\n\n')) >= 0) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      const data = block
-        .split('\n')
-        .filter((l) => l.startsWith('data: '))
-        .map((l) => l.slice(6))
-        .join('\n');
-      if (!data) continue;
-      const event = JSON.parse(data);
-      events.push(event);
-      await onEvent?.(event);
-    }
-  }
-  return events;
 }
 
 /** A worker node: claims what needs `conformance`, completes it with a result. */

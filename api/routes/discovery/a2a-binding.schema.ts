@@ -44,7 +44,7 @@ const struct = z.record(z.string(), z.unknown());
  * (400); a raw or url part, or a media type other than text/plain and application/json, is well formed and answered
  * ContentTypeNotSupported.
  */
-const part = z
+export const a2aPart = z
   .object({
     text: z.string().optional(),
     raw: z.string().optional(),
@@ -66,7 +66,7 @@ const messageBody = z.object({
   contextId: z.string().max(200).optional(),
   taskId: z.string().max(200).optional(),
   role: z.enum(['ROLE_USER', 'ROLE_AGENT', 'ROLE_UNSPECIFIED']),
-  parts: z.array(part).min(1).max(100),
+  parts: z.array(a2aPart).min(1).max(100),
   metadata: routingMetadata.optional(),
   extensions: z.array(z.string().max(2000)).max(100).optional(),
   referenceTaskIds: z.array(z.string().max(200)).max(100).optional()
@@ -74,7 +74,12 @@ const messageBody = z.object({
 export const sendMessageRequest = z.looseObject({
   tenant: z.string().max(200).optional(),
   message: messageBody,
-  configuration: z.looseObject({ returnImmediately: z.boolean().optional() }).optional()
+  configuration: z
+    .looseObject({
+      returnImmediately: z.boolean().optional(),
+      historyLength: z.number().int().min(0).max(1000).optional()
+    })
+    .optional()
 });
 
 export const a2aTask = z
@@ -88,7 +93,12 @@ export const a2aTask = z
     metadata: z.looseObject({})
   })
   .describe('A2A Task');
-export const sendMessageResponse = z.object({ task: a2aTask });
+/** An agent's Message (a node's direct answer). */
+const agentMessage = z.looseObject({ messageId: z.string(), role: z.string(), parts: z.array(z.looseObject({})) });
+export const sendMessageResponse = z.union([
+  z.object({ task: a2aTask }),
+  z.object({ message: agentMessage }).describe("the node's direct answer: a Message instead of a task")
+]);
 export const listTasksResponse = z.object({
   tasks: z.array(a2aTask),
   nextPageToken: z.string(),
@@ -171,7 +181,12 @@ export const versionHeader = z.looseObject({
     .enum(A2A_VERSIONS)
     .describe(
       'The A2A protocol version the client speaks (Major.Minor); missing means 0.3, which is refused with VersionNotSupportedError. May be sent as the query parameter A2A-Version instead.'
-    )
+    ),
+  'idempotency-key': z
+    .string()
+    .regex(/^[A-Za-z0-9_.:-]{1,128}$/, '1-128 characters of letters, digits and _ . : -')
+    .optional()
+    .describe('SendMessage: a retry with the same key returns the task the first send queued')
 });
 
 /** A JSON-RPC request id the binding reads and echoes (one it cannot read is answered with id null). */

@@ -62,8 +62,14 @@ const clientGone = (request: FastifyRequest) => {
   return () => gone;
 };
 
+/** A send's Idempotency-Key header (the versionHeader schema checked its form), or undefined. */
+const idempotencyKeyOf = (request: FastifyRequest): string | undefined => {
+  const key = request.headers['idempotency-key'];
+  return typeof key === 'string' ? key : undefined;
+};
+
 export const a2aBindingRoutes: FastifyPluginAsyncZod<{
-  config: Pick<A2aConfig, 'A2A_SEND_WAIT_S' | 'A2A_STREAM_MAX_S'> & Pick<Config, 'JSON_MAX_DEPTH'>;
+  config: Pick<A2aConfig, 'A2A_SEND_WAIT_S' | 'A2A_STREAM_MAX_S' | 'TASK_LEASE_S'> & Pick<Config, 'JSON_MAX_DEPTH'>;
   tasks: TaskStore;
 }> = async (app, { config, tasks }) => {
   const a2a = createA2aTasks({ tasks, config });
@@ -117,8 +123,13 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{
       }
     },
     async (request, reply) => {
-      const out = await a2a.send(submitterOf(request), request.body, () => clientGone(request));
-      return out.ok ? { task: out.task } : refuse(reply, out.reason, out.message);
+      const out = await a2a.send(
+        submitterOf(request),
+        request.body,
+        () => clientGone(request),
+        idempotencyKeyOf(request)
+      );
+      return out.ok ? out.answer : refuse(reply, out.reason, out.message);
     }
   );
 
@@ -134,9 +145,9 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{
       }
     },
     async (request, reply) => {
-      const out = await a2a.queue(submitterOf(request), request.body.message);
+      const out = await a2a.queue(submitterOf(request), request.body.message, idempotencyKeyOf(request));
       if (!out.ok) return refuse(reply, out.reason, out.message);
-      await stream(request, reply, out.task);
+      await stream(request, reply, out.task, { untilInterrupted: true });
       return reply;
     }
   );
@@ -229,7 +240,14 @@ export const a2aBindingRoutes: FastifyPluginAsyncZod<{
     }
   );
 
-  await app.register(a2aJsonRpcRoutes, { prefix: A2A_BASE_PATH, a2a, stream, submitterOf, clientGone });
+  await app.register(a2aJsonRpcRoutes, {
+    prefix: A2A_BASE_PATH,
+    a2a,
+    stream,
+    submitterOf,
+    clientGone,
+    idempotencyKeyOf
+  });
 
   await app.register(a2aUnsupportedRoutes, { prefix: A2A_BASE_PATH });
 };

@@ -41,6 +41,7 @@ type Deps = {
   stream: TaskStreamer;
   submitterOf: (request: FastifyRequest) => string;
   clientGone: (request: FastifyRequest) => () => boolean;
+  idempotencyKeyOf: (request: FastifyRequest) => string | undefined;
 };
 
 type RpcId = string | number | null;
@@ -52,7 +53,10 @@ function idOf(body: unknown): RpcId {
   return typeof id === 'string' || typeof id === 'number' ? id : null;
 }
 
-export const a2aJsonRpcRoutes: FastifyPluginAsyncZod<Deps> = async (app, { a2a, stream, submitterOf, clientGone }) => {
+export const a2aJsonRpcRoutes: FastifyPluginAsyncZod<Deps> = async (
+  app,
+  { a2a, stream, submitterOf, clientGone, idempotencyKeyOf }
+) => {
   app.post(
     '/jsonrpc',
     {
@@ -108,15 +112,15 @@ export const a2aJsonRpcRoutes: FastifyPluginAsyncZod<Deps> = async (app, { a2a, 
         case 'SendMessage': {
           const body = parse(sendMessageRequest);
           if (!body) return malformed();
-          const out = await a2a.send(submitter, body, () => clientGone(request));
-          return out.ok ? result({ task: out.task }) : fail(out.reason, out.message);
+          const out = await a2a.send(submitter, body, () => clientGone(request), idempotencyKeyOf(request));
+          return out.ok ? result(out.answer) : fail(out.reason, out.message);
         }
         case 'SendStreamingMessage': {
           const body = parse(sendMessageRequest);
           if (!body) return malformed();
-          const out = await a2a.queue(submitter, body.message);
+          const out = await a2a.queue(submitter, body.message, idempotencyKeyOf(request));
           if (!out.ok) return fail(out.reason, out.message);
-          await stream(request, reply, out.task, wrap);
+          await stream(request, reply, out.task, { wrap, untilInterrupted: true });
           return reply;
         }
         case 'GetTask':
@@ -132,7 +136,7 @@ export const a2aJsonRpcRoutes: FastifyPluginAsyncZod<Deps> = async (app, { a2a, 
             method === 'GetTask' ? await a2a.get(submitter, body.id) : await a2a.subscribe(submitter, body.id);
           if (!out.ok) return fail(out.reason, out.message);
           if (method === 'GetTask') return result(toA2aTask(out.task, { historyLength: body.historyLength }));
-          await stream(request, reply, out.task, wrap);
+          await stream(request, reply, out.task, { wrap });
           return reply;
         }
         case 'ListTasks': {

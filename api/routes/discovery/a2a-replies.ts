@@ -192,7 +192,7 @@ export type TaskStreamer = (
   request: FastifyRequest,
   reply: FastifyReply,
   first: TaskDocument,
-  wrap?: (event: unknown) => unknown
+  opts?: { wrap?: (event: unknown) => unknown; untilInterrupted?: boolean }
 ) => Promise<void>;
 
 /**
@@ -201,10 +201,13 @@ export type TaskStreamer = (
  */
 export function taskStreamer(app: FastifyInstance, a2a: A2aTasks): TaskStreamer {
   const streams = eventStreams(app);
-  return async (request, reply, first, wrap = (event) => event) => {
+  return async (request, reply, first, { wrap = (event: unknown) => event, untilInterrupted = false } = {}) => {
     const sse = streams.open(request, reply);
-    const updates = a2a.follow(first, sse.isOpen, (err) =>
-      request.log.warn({ err }, 'a2a stream poll failed; retrying')
+    const updates = a2a.follow(
+      first,
+      sse.isOpen,
+      (err) => request.log.warn({ err }, 'a2a stream poll failed; retrying'),
+      untilInterrupted
     );
     for await (const event of updates) {
       if (event === null) sse.keepAlive();

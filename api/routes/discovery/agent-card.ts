@@ -18,7 +18,8 @@ import { a2aBindingRoutes } from './a2a-binding';
 import { noBody } from '../../response-docs';
 
 type CardDeps = {
-  config: Pick<Config, 'publicUrl' | 'JSON_MAX_DEPTH'> & Pick<A2aConfig, 'A2A_SEND_WAIT_S' | 'A2A_STREAM_MAX_S'>;
+  config: Pick<Config, 'publicUrl' | 'JSON_MAX_DEPTH'> &
+    Pick<A2aConfig, 'A2A_SEND_WAIT_S' | 'A2A_STREAM_MAX_S' | 'TASK_LEASE_S'>;
   directory: EndpointDirectory;
   keys: HubKeys;
   tasks: TaskStore;

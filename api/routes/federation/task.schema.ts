@@ -9,6 +9,11 @@ export const taskSchema = z.object({
   task_id: z.string(),
   type: z.string(),
   payload: rawJsonSchema('the payload as submitted, in canonical JSON'),
+  history: z
+    .array(rawJsonSchema('an A2A Message, in canonical JSON'))
+    .describe(
+      "the conversation after the payload's message, oldest first: the node's questions (input-required) and the submitter's answers"
+    ),
   required_capabilities: z.array(z.string()),
   priority: z.number().int(),
   state: z.enum(TASK_STATES),

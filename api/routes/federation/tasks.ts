@@ -29,13 +29,14 @@ const statsResponse = z.object({
   ok: z.literal(true),
   depth: z.number().int().describe('queued'),
   in_flight: z.number().int().describe('claimed'),
+  input_required: z.number().int().describe("waiting for their submitters' input"),
   done: z.number().int(),
   failed: z.number().int(),
   canceled: z.number().int(),
   mean_wait_s: z.number().nullable().describe('mean seconds from submission to (latest) claim, over claimed tasks'),
   mean_run_s: z.number().nullable().describe('mean seconds from claim to completion, over done tasks'),
   total: z.number().int(),
-  open_by_type: z.record(z.string(), z.number().int()).describe('queued and claimed tasks per type'),
+  open_by_type: z.record(z.string(), z.number().int()).describe('queued, claimed and input_required tasks per type'),
   at: z.string()
 });
 

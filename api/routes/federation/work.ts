@@ -11,8 +11,12 @@
  *                                        the task-leases sweeper runs (in the background, at most every 10 min)
  *   POST /api/task/:task_id/progress     extend the lease (and record a note); { canceled: true } once the
  *                                        submitter canceled it, and the node should stop
- *   POST /api/task/:task_id/complete     the result (any JSON object): the task is done
+ *   POST /api/task/:task_id/complete     the result (any JSON object), A2A artifacts, or a Message as the answer:
+ *                                        the task is done
  *   POST /api/task/:task_id/fail         the reason: the task failed (no retry; a lapsed lease is what retries)
+ *   POST /api/task/:task_id/input-required  ask the submitter for more (a question, or none): the task waits, with
+ *                                        no lease, until the submitter answers; the node's next claim hands it back
+ *   POST /api/task/:task_id/artifact     an A2A artifact (or a chunk of one) while working; extends the lease
  *   GET  /api/nodes                      the online nodes (id, name, brand, capabilities, last seen), for nodes and
  *                                        arbitrators (any registered X-DID, a node's credentials, or homologous)
  * The use cases are services/federation/work-distribution.ts.
@@ -28,6 +32,7 @@ import type { NodeStore } from '../../../store/federation/nodes';
 import type { PresenceStore } from '../../../store/federation/presence';
 import type { TaskStore } from '../../../store/federation/tasks';
 import { createWorkDistribution } from '../../../services/federation/work-distribution';
+import { a2aPart } from '../discovery/a2a-binding.schema';
 import { taskIdSchema, taskSchema } from './task.schema';
 
 /** Progress, complete and fail are refused when the caller no longer holds the task's claim. */
@@ -53,8 +58,43 @@ const progressResponse = z.object({
   canceled: z.boolean().describe('true: the submitter canceled the task; stop working on it'),
   task: taskSchema
 });
+/** A Message a node sends: A2A Parts (text, raw base64, url or data, with mediaType and filename) and metadata. */
+const nodeMessage = z
+  .object({
+    parts: z.array(a2aPart).min(1).max(100),
+    metadata: z.record(z.string(), z.unknown()).optional()
+  })
+  .strict();
+/** An A2A Artifact, in A2A's JSON names, as the submitter will see it. */
+const artifact = z
+  .object({
+    artifactId: z.string().min(1).max(200),
+    name: z.string().max(200).optional(),
+    description: z.string().max(2000).optional(),
+    parts: z.array(a2aPart).min(1).max(100),
+    metadata: z.record(z.string(), z.unknown()).optional(),
+    extensions: z.array(z.string().max(2000)).max(100).optional()
+  })
+  .strict();
 const completeBody = z
-  .object({ result: z.record(z.string(), z.unknown()).describe('the result, any JSON object') })
+  .object({
+    result: z.record(z.string(), z.unknown()).optional().describe('the result, any JSON object'),
+    artifacts: z.array(artifact).max(50).optional().describe('A2A artifacts, shown to the submitter before the result'),
+    message: nodeMessage.optional().describe("the answer as a Message (A2A's direct reply) rather than a task result")
+  })
+  .strict()
+  .refine((b) => b.result !== undefined || b.artifacts !== undefined || b.message !== undefined, {
+    message: 'send a result, artifacts or a message'
+  });
+const inputRequiredBody = z
+  .object({ message: nodeMessage.optional().describe('the question for the submitter') })
+  .strict();
+const artifactBody = z
+  .object({
+    artifact,
+    append: z.boolean().default(false).describe('true: the parts extend the artifact of the same artifactId'),
+    last_chunk: z.boolean().default(true).describe('false: more chunks of this artifact follow')
+  })
   .strict();
 const failBody = z.object({ reason: humanText(1000) }).strict();
 const finishResponse = z.object({ ok: z.literal(true), task: taskSchema });
@@ -129,7 +169,35 @@ export const workDistributionRoutes: FastifyPluginAsyncZod<Deps> = async (app, d
         response: { 200: finishResponse, 409: NOT_HOLDER }
       }
     },
-    async (request) => work.complete(request.params.task_id, request.principal!.id, request.body.result)
+    async (request) => work.complete(request.params.task_id, request.principal!.id, request.body)
+  );
+
+  app.post(
+    '/api/task/:task_id/input-required',
+    {
+      config: nodeAuth,
+      schema: {
+        summary: 'A claiming node asks the submitter for more input; the task waits for the answer',
+        params: taskParams,
+        body: inputRequiredBody,
+        response: { 200: finishResponse, 409: NOT_HOLDER }
+      }
+    },
+    async (request) => work.requireInput(request.params.task_id, request.principal!.id, request.body.message ?? null)
+  );
+
+  app.post(
+    '/api/task/:task_id/artifact',
+    {
+      config: nodeAuth,
+      schema: {
+        summary: 'A claiming node sends an artifact (or a chunk of one) while working; extends its lease',
+        params: taskParams,
+        body: artifactBody,
+        response: { 200: finishResponse, 409: NOT_HOLDER }
+      }
+    },
+    async (request) => work.addArtifact(request.params.task_id, request.principal!.id, request.body)
   );
 
   app.post(
