@@ -62,10 +62,10 @@ expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 414, 415, 422, 428,
 include-path-regex = '^/a2a/(extendedAgentCard|tasks/\\{task\\}/pushNotificationConfigs)'
 checks.positive_data_acceptance.enabled = false
 
-# Two refusals A2A defines for well-formed messages (api/routes/discovery/a2a-binding.ts): a file part, or a part whose
+# The refusals A2A defines for well-formed messages (api/routes/discovery/a2a-binding.ts): a file part, or a part whose
 # mediaType is not text/plain or application/json, is ContentTypeNotSupported (415); a message naming a taskId (a
-# further turn of an existing task: the hub runs one message per task) is TaskNotFound (404) for a task the caller
-# does not have, else UnsupportedOperation (400, A2A's mapping).
+# further turn of an existing task) is TaskNotFound (404) for a task the caller does not have, InvalidParams (400)
+# in another context than the task's, and UnsupportedOperation (400, A2A's mapping) unless the task waits for input.
 # Every other check runs, and any other refusal of valid data still fails.
 [[operations]]
 include-path-regex = '^/a2a/message:(send|stream)$'

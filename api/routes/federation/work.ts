@@ -85,7 +85,8 @@ const completeBody = z
   .strict()
   .refine((b) => b.result !== undefined || b.artifacts !== undefined || b.message !== undefined, {
     message: 'send a result, artifacts or a message'
-  });
+  })
+  .meta({ anyOf: ['result', 'artifacts', 'message'].map((member) => ({ required: [member] })) });
 const inputRequiredBody = z
   .object({ message: nodeMessage.optional().describe('the question for the submitter') })
   .strict();
