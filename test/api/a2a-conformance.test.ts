@@ -387,3 +387,24 @@ test('SubscribeToTask is served over POST (the specification) as over GET (a2a.p
     ]);
   }
 });
+
+test('JSON-RPC is served at the card URL with a trailing slash too (clients that post to "<url>/")', async () => {
+  const slash = `${svc.urls.main}/a2a/jsonrpc/`;
+  const task = await queued(['nobody']);
+  const got = await http('POST', slash, {
+    headers: auth(),
+    body: { jsonrpc: '2.0', id: 7, method: 'GetTask', params: { id: task.id } }
+  });
+  expect(got.status).toBe(200);
+  expect(got.body).toMatchObject({ jsonrpc: '2.0', id: 7, result: { id: task.id } });
+  const unparsable = await http('POST', slash, {
+    headers: { ...auth(), 'content-type': 'application/json' },
+    raw: '{"jsonrpc":'
+  });
+  expect(unparsable.body).toMatchObject({ jsonrpc: '2.0', id: null, error: { code: -32700 } });
+  const version = await http('POST', slash, {
+    headers: { 'x-zr-token': token, 'a2a-version': '99.0' },
+    body: { jsonrpc: '2.0', id: 8, method: 'GetTask', params: { id: task.id } }
+  });
+  expect(version.body).toMatchObject({ id: 8, error: { code: -32009 } });
+});

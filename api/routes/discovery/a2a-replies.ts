@@ -143,6 +143,9 @@ const isMediaTypeError = (err: FastifyError) =>
 
 /** The binding's JSON-RPC route (./a2a-jsonrpc.ts): its body failures are JSON-RPC errors. */
 export const JSONRPC_PATH = `${A2A_BASE_PATH}/jsonrpc`;
+/** Whether a request was routed to the JSON-RPC binding (its path, with or without the trailing slash). */
+export const isJsonRpcRoute = (request: FastifyRequest) =>
+  request.routeOptions.url === JSONRPC_PATH || request.routeOptions.url === `${JSONRPC_PATH}/`;
 
 /**
  * Inside the binding's plugin every failure takes the binding's shape, so the SDKs can read it: an A2A error raised
@@ -152,10 +155,10 @@ export const JSONRPC_PATH = `${A2A_BASE_PATH}/jsonrpc`;
  */
 export function a2aErrorHandler(err: FastifyError, request: FastifyRequest, reply: FastifyReply) {
   if (err instanceof A2aRefusalError) return refuse(reply, err.reason, err.message, err.metadata);
-  if (request.routeOptions.url === JSONRPC_PATH && isBodyParseError(err))
+  if (isJsonRpcRoute(request) && isBodyParseError(err))
     return rpcError(reply, null, JSONRPC_PARSE_ERROR, `Parse error: ${err.message}`);
   // As the reference SDKs' JSON-RPC servers answer a body that is not application/json.
-  if (request.routeOptions.url === JSONRPC_PATH && isMediaTypeError(err))
+  if (isJsonRpcRoute(request) && isMediaTypeError(err))
     return rpcError(
       reply,
       null,

@@ -7,7 +7,7 @@
 import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { A2A_VERSIONS, negotiateVersion } from '../../../services/a2a/a2a-version';
-import { A2aRefusalError, JSONRPC_PATH } from './a2a-replies';
+import { A2aRefusalError, isJsonRpcRoute } from './a2a-replies';
 
 /** The query parameter, read before the route's schema runs (a preValidation hook): any other member is ignored. */
 const versionQuery = z.looseObject({ 'A2A-Version': z.string().optional(), 'a2a-version': z.string().optional() });
@@ -41,7 +41,7 @@ export const checkVersion = (
 
 /** The HTTP+JSON routes' check (a preValidation hook of the binding's plugin); the JSON-RPC route is left to itself. */
 export async function refuseUnsupportedVersion(request: FastifyRequest): Promise<void> {
-  if (request.routeOptions.url === JSONRPC_PATH) return;
+  if (isJsonRpcRoute(request)) return;
   const v = checkVersion(request);
   if (!v.ok) throw new A2aRefusalError('VERSION_NOT_SUPPORTED', v.message, v.metadata);
 }
