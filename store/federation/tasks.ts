@@ -202,23 +202,25 @@ export class TaskStore {
     await this.expireLapsed(now);
     const have = new Set(capabilities);
     const claimed: TaskDocument[] = [];
-    // First the tasks handed back to this node by their submitters' answers (resume): already claimed by it.
-    const resumed = await this.tasks
-      .find({ state: 'claimed', claimed_by: nodeId, resumed: true }, { projection: { _id: 1 } })
-      .limit(max)
-      .toArray();
+    // First the tasks handed back to this node by their submitters' answers (resume): already claimed by it. Then a
+    // window of queued candidates in claim order (tasks others take meanwhile are skipped). Both read at once.
+    const [resumed, candidates] = await Promise.all([
+      this.tasks
+        .find({ state: 'claimed', claimed_by: nodeId, resumed: true }, { projection: { _id: 1 } })
+        .limit(max)
+        .toArray(),
+      this.tasks
+        .find({ state: 'queued' }, { projection: { _id: 1, required_capabilities: 1 } })
+        .sort({ priority: -1, created_at: 1 })
+        .limit(Math.max(50, max * 4))
+        .toArray()
+    ]);
     for (const r of resumed) {
       const change = await this.transitions.change(r._id, (t) =>
         t.state === 'claimed' && t.claimed_by === nodeId && t.resumed ? { set: { resumed: false } } : null
       );
       if (change?.after) claimed.push(change.after);
     }
-    // A window of candidates in claim order; tasks others take meanwhile are skipped.
-    const candidates = await this.tasks
-      .find({ state: 'queued' }, { projection: { _id: 1, required_capabilities: 1 } })
-      .sort({ priority: -1, created_at: 1 })
-      .limit(Math.max(50, max * 4))
-      .toArray();
     const at = now.toISOString();
     for (const c of claimed.length >= max ? [] : candidates) {
       if (claimed.length >= max) break;

@@ -298,3 +298,30 @@ test('Idempotency-Key is the retry key of a send; a reused messageId is a new me
   const other = await send('rest', message, { returnImmediately: true });
   expect(other.answer.task.id).not.toBe(once.answer.task.id);
 });
+
+test('a conversation survives its API process and the worker being killed between the turns', async () => {
+  const message = (prefix: string, extra: Record<string, unknown> = {}) => ({ message: user(prefix, extra) });
+  const first = await svc.startSecondApi();
+  const asked = await http('POST', `${first.url}/a2a/message:send`, {
+    headers: auth(),
+    body: message('input-required')
+  });
+  expect(asked.body.task.status.state).toBe('TASK_STATE_INPUT_REQUIRED');
+  const id = asked.body.task.id;
+  await first.kill();
+  await svc.killWorker();
+  await svc.startWorker();
+  const second = await svc.startSecondApi();
+  try {
+    const waiting = await http('GET', `${second.url}/a2a/tasks/${id}`, { headers: auth() });
+    expect(waiting.body.status.state).toBe('TASK_STATE_INPUT_REQUIRED');
+    const done = await http('POST', `${second.url}/a2a/message:send`, {
+      headers: auth(),
+      body: message('complete-task', { parts: [{ text: 'after the restart' }], taskId: id })
+    });
+    expect(done.body.task.status.state).toBe('TASK_STATE_COMPLETED');
+    expect(texts(done.body.task.history)).toEqual(['text of input-required', 'after the restart']);
+  } finally {
+    await second.stop();
+  }
+});

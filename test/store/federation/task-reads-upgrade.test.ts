@@ -149,8 +149,9 @@ it('builds once with two stores racing, counting the changes made during the bui
   let n = 0;
   // Traffic through both stores while they build: submits, claims of old and new tasks (some under a lease that
   // lapses at once, swept by the next claim), finishes and cancels.
+  // At least a few rounds however slow the machine is (the count below asks for more than 5 in all).
   const traffic = async (store: TaskStore, k: number) => {
-    while (!stop) {
+    for (let rounds = 0; !stop || rounds < 4; rounds++) {
       const i = n++;
       await store.submit(newTask(`task_during_${String(i).padStart(5, '0')}`, i));
       const claimed = await store.claim(`node-${k}`, [], 2, i % 3 ? 60_000 : -1000);
