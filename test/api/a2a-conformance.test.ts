@@ -7,7 +7,7 @@
  * POST. A simulated worker node claims the tasks that need `conformance` and completes them over HTTP.
  */
 import { issueHomologousToken } from '../support/credentials';
-import { heartbeat, nodeHeaders, registerNode, RegisteredNode } from '../support/federation';
+import { heartbeat, nodeHeaders, onlineWorkerNode, RegisteredNode } from '../support/federation';
 import { eventually, http, startTestService, TestService } from '../support/service';
 import { sseEvents } from '../support/sse';
 
@@ -74,23 +74,7 @@ async function work(): Promise<void> {
 beforeAll(async () => {
   svc = await startTestService({});
   token = await issueHomologousToken(svc.urls.main, svc.adminToken, 'a2a-conformance');
-  worker = await registerNode(svc.urls.main, 'conformance worker', 'custom', {
-    capabilities: { declared: ['conformance'] }
-  });
-  const approved = await http('POST', `${svc.urls.main}/a2a/review/approve`, {
-    headers: { 'x-zr-token': token },
-    body: { node_id: worker.node_id, reason: 'test worker' }
-  });
-  expect(approved.status).toBe(200);
-  await eventually(
-    async () => {
-      await heartbeat(svc.urls.main, worker);
-      const state = (await svc.db.collection('nodes').findOne({ _id: worker.node_id as never }))?.state;
-      return state === 'online' ? true : undefined;
-    },
-    30_000,
-    'the worker node online'
-  );
+  worker = await onlineWorkerNode(svc, token, 'conformance worker', ['conformance']);
   working = work();
 }, 120_000);
 

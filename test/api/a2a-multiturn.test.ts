@@ -7,7 +7,7 @@
  * of messageId as the retry key. The node is test/support/tck-node.ts, answering the kit's messageId prefixes.
  */
 import { issueHomologousToken } from '../support/credentials';
-import { heartbeat, nodeHeaders, registerNode, type RegisteredNode } from '../support/federation';
+import { nodeHeaders, onlineWorkerNode, type RegisteredNode } from '../support/federation';
 import { eventually, http, startTestService, TestService } from '../support/service';
 import { sseEvents } from '../support/sse';
 import { runTckNode } from '../support/tck-node';
@@ -65,21 +65,7 @@ const texts = (messages: any[]) => messages.flatMap((m) => (m.parts ?? []).map((
 beforeAll(async () => {
   svc = await startTestService({});
   token = await issueHomologousToken(svc.urls.main, svc.adminToken, 'a2a-multiturn');
-  node = await registerNode(svc.urls.main, 'tck node');
-  const approved = await http('POST', `${svc.urls.main}/a2a/review/approve`, {
-    headers: { 'x-zr-token': token },
-    body: { node_id: node.node_id, reason: 'test node' }
-  });
-  expect(approved.status).toBe(200);
-  await eventually(
-    async () => {
-      await heartbeat(svc.urls.main, node);
-      const state = (await svc.db.collection('nodes').findOne({ _id: node.node_id as never }))?.state;
-      return state === 'online' ? true : undefined;
-    },
-    30_000,
-    'the node online'
-  );
+  node = await onlineWorkerNode(svc, token, 'tck node');
   running = runTckNode(svc.urls.main, node);
 }, 120_000);
 
@@ -228,20 +214,7 @@ test('a subscription stays open while the task waits for input and ends after th
 
 test('a node asks a question: it is the status message and in the history; the node gets the answer in its task', async () => {
   // This test is the node (its own capability, so the kit's node leaves the task alone).
-  const asker = await registerNode(svc.urls.main, 'asking node', 'custom', { capabilities: { declared: ['ask'] } });
-  await http('POST', `${svc.urls.main}/a2a/review/approve`, {
-    headers: { 'x-zr-token': token },
-    body: { node_id: asker.node_id, reason: 'test node' }
-  });
-  await eventually(
-    async () => {
-      await heartbeat(svc.urls.main, asker);
-      const state = (await svc.db.collection('nodes').findOne({ _id: asker.node_id as never }))?.state;
-      return state === 'online' ? true : undefined;
-    },
-    30_000,
-    'the asking node online'
-  );
+  const asker = await onlineWorkerNode(svc, token, 'asking node', ['ask']);
   const claim = async () =>
     (await http('POST', `${svc.urls.main}/api/task/assign`, { headers: nodeHeaders(asker), body: { max_tasks: 1 } }))
       .body.tasks;

@@ -1,5 +1,6 @@
 /** Federation helpers for tests: register nodes and heartbeat through the real HTTP API, as a node would. */
-import { http } from './service';
+import type { TestService } from './service';
+import { eventually, http } from './service';
 
 export interface RegisteredNode {
   node_id: string;
@@ -33,4 +34,32 @@ export function heartbeat(
   }
 ) {
   return http('POST', `${mainUrl}/a2a/heartbeat`, { headers: nodeHeaders(node), body });
+}
+
+/**
+ * A worker node as the work tests need one: registered (declaring `capabilities`), approved by a reviewer's
+ * homologous token, and beating until the service holds it online.
+ */
+export async function onlineWorkerNode(
+  svc: TestService,
+  reviewerToken: string,
+  name: string,
+  capabilities: string[] = []
+): Promise<RegisteredNode> {
+  const node = await registerNode(svc.urls.main, name, 'custom', { capabilities: { declared: capabilities } });
+  const approved = await http('POST', `${svc.urls.main}/a2a/review/approve`, {
+    headers: { 'x-zr-token': reviewerToken },
+    body: { node_id: node.node_id, reason: 'test worker' }
+  });
+  if (approved.status !== 200) throw new Error(`approve failed: ${approved.status} ${approved.text}`);
+  await eventually(
+    async () => {
+      await heartbeat(svc.urls.main, node);
+      const state = (await svc.db.collection('nodes').findOne({ _id: node.node_id as never }))?.state;
+      return state === 'online' ? true : undefined;
+    },
+    30_000,
+    `${name} online`
+  );
+  return node;
 }
