@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { runA2AClientScript } from '../support/a2a-client';
 import { issueHomologousToken } from '../support/credentials';
-import { heartbeat, nodeHeaders, registerNode, RegisteredNode } from '../support/federation';
+import { heartbeat, nodeHeaders, onlineWorkerNode, RegisteredNode } from '../support/federation';
 import { eventually, http, startTestService, TestService } from '../support/service';
 
 const ROOT = path.resolve(__dirname, '..', '..');
@@ -58,22 +58,8 @@ async function workUntil(stop: () => boolean): Promise<void> {
 beforeAll(async () => {
   svc = await startTestService({});
   token = await issueHomologousToken(svc.urls.main, svc.adminToken, 'a2a-client');
-  worker = await registerNode(svc.urls.main, 'summariser', 'custom', { capabilities: { declared: ['summarize'] } });
-  const approved = await http('POST', `${svc.urls.main}/a2a/review/approve`, {
-    headers: { 'x-zr-token': token },
-    body: { node_id: worker.node_id, reason: 'test worker' }
-  });
-  if (approved.status !== 200) throw new Error(`approve: ${approved.status} ${approved.text}`);
   // Approved nodes are online while they heartbeat.
-  await eventually(
-    async () => {
-      await heartbeat(svc.urls.main, worker);
-      const state = (await svc.db.collection('nodes').findOne({ _id: worker.node_id as never }))?.state;
-      return state === 'online' ? true : undefined;
-    },
-    30_000,
-    'the worker node online'
-  );
+  worker = await onlineWorkerNode(svc, token, 'summariser', ['summarize']);
   // The card's capability skills come from the directory, which follows the node documents within about a second
   // (docs/federation.md#node-reads): the card is read once the directory lists the worker online.
   await eventually(
