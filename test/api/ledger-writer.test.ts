@@ -15,10 +15,14 @@
  *     expires; at most the one write in flight at the kill is answered 503;
  *   - a worker with the secret appends the hub's own events (a registration's) through the holder;
  *   - a holder of an older version (no counted-appends route: 404) keeps being forwarded to, a truth write's slot
- *     claimed apart from its append; one without the batch route is sent a counted append per request.
+ *     claimed apart from its append; one without the batch route is sent a counted append per request;
+ *   - a holder cut off by the network (a relay that goes silent and refuses new connections) while it keeps the
+ *     lease: the replica probes it, gives up the writes in flight (503 within seconds) and appends every later one
+ *     itself, then forwards again once healed.
  */
 import { randomBytes } from 'node:crypto';
 import http_ from 'node:http';
+import net from 'node:net';
 import { registerDid } from '../support/credentials';
 import { registerNode } from '../support/federation';
 import { eventually, http, startTestService, TestService } from '../support/service';
@@ -440,3 +444,122 @@ it.each([
     }
   }
 );
+
+it('a holder cut off by the network: the replica probes it, appends itself within seconds, and forwards again once healed', async () => {
+  // G holds the lease behind a TCP relay (LEDGER_WRITER_URL names it) and H forwards to it. Cutting the relay is what
+  // a partition looks like from H: its kept-alive connections carry nothing further and new ones are refused, while G
+  // still reaches the database and renews the lease.
+  const relay = new CuttableRelay();
+  const relayUrl = await relay.listen();
+  let g: Awaited<ReturnType<TestService['startSecondApi']>> | null = null;
+  let h: Awaited<ReturnType<TestService['startSecondApi']>> | null = null;
+  try {
+    await (dStopped ??= d.stop());
+    g = await svc.startSecondApi({}, { ...REPLICA_ENV, LEDGER_WRITER_URL: relayUrl });
+    relay.target = g.url;
+    await eventually(
+      async () => ((await writerHealth(g!.url))?.holds_lease ? true : undefined),
+      10_000,
+      'G holding the lease'
+    );
+    h = await svc.startSecondApi({}, REPLICA_ENV);
+    expect(await writerHealth(h.url)).toMatchObject({ holds_lease: false, writer_url: relayUrl });
+    const before = await ledgerSize();
+    // Two writers through H, each write waiting for its answer (the test's 60 s write deadline: without the probe, a
+    // write in flight at the cut would wait it out, and every write queued behind it too).
+    let stop = false;
+    let n = 0;
+    const answered: { status: number; at: number; ms: number }[] = [];
+    const writer = async () => {
+      while (!stop) {
+        const at = Date.now();
+        const res = await write(h!.url, 3000 + n++);
+        answered.push({ status: res.status, at, ms: Date.now() - at });
+      }
+    };
+    const writers = [writer(), writer()];
+    await new Promise((r) => setTimeout(r, 1500));
+    const forwardedBefore = (await writerHealth(h.url)).forwarded as number;
+    expect(forwardedBefore).toBeGreaterThan(0);
+    relay.cut();
+    const cutAt = Date.now();
+    await new Promise((r) => setTimeout(r, 8000));
+    // G kept the lease all along (it reaches the database); H appended itself.
+    expect(await writerHealth(g.url)).toMatchObject({ holds_lease: true });
+    relay.heal();
+    const healedAt = Date.now();
+    // H skips G for a lease period (3 s here), then forwards to it again.
+    await eventually(
+      async () => (((await writerHealth(h!.url)).forwarded as number) > forwardedBefore + 5 ? true : undefined),
+      15_000,
+      'H forwarding to G again'
+    );
+    stop = true;
+    await Promise.all(writers);
+
+    const during = answered.filter((a) => a.at >= cutAt && a.at < healedAt);
+    const refused = answered.filter((a) => a.status !== 200);
+    // Only what was on its way at the cut is refused (503: retry with the Idempotency-Key), answered within
+    // seconds; every write after it is appended by H.
+    expect(refused.map((a) => a.status)).toEqual(refused.map(() => 503));
+    expect(refused.length).toBeLessThanOrEqual(2);
+    expect(Math.max(...refused.map((a) => a.ms), 0)).toBeLessThan(10_000);
+    expect(during.filter((a) => a.status === 200).length).toBeGreaterThan(10);
+    const verify = (await http('GET', `${svc.urls.main}/api/verify`)).body;
+    expect(verify.consistent).toBe(true);
+    const ok = answered.filter((a) => a.status === 200).length;
+    expect(verify.ledger_lines - before).toBeGreaterThanOrEqual(ok);
+    expect(verify.ledger_lines - before).toBeLessThanOrEqual(answered.length);
+  } finally {
+    await h?.stop();
+    await g?.stop();
+    relay.close();
+  }
+});
+
+/** A TCP relay to `target` that can be cut (open connections carry nothing further, new ones are refused) and healed. */
+class CuttableRelay {
+  target = '';
+  private server: net.Server | null = null;
+  private port = 0;
+  private readonly sockets = new Set<net.Socket>();
+  private isCut = false;
+
+  async listen(): Promise<string> {
+    this.server = net.createServer((client) => {
+      const { hostname, port } = new URL(this.target);
+      const upstream = net.connect(Number(port), hostname);
+      for (const [from, to] of [
+        [client, upstream],
+        [upstream, client]
+      ] as const) {
+        from.on('data', (chunk: Buffer) => {
+          if (!this.isCut) to.write(chunk);
+        });
+        from.on('error', () => to.destroy());
+        from.on('close', () => to.destroy());
+        this.sockets.add(from);
+        from.on('close', () => this.sockets.delete(from));
+      }
+    });
+    await new Promise<void>((r) => this.server!.listen(this.port, '127.0.0.1', () => r()));
+    this.port = (this.server.address() as net.AddressInfo).port;
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  cut(): void {
+    this.isCut = true;
+    this.server?.close(); // new connections refused; open ones stay, silent
+  }
+
+  heal(): void {
+    this.isCut = false;
+    this.sockets.forEach((s) => s.destroy()); // what the cut left half-sent is gone, as after a real partition
+    void this.listen();
+  }
+
+  close(): void {
+    this.server?.close();
+    this.sockets.forEach((s) => s.destroy());
+  }
+}

@@ -25,6 +25,9 @@
  *     skipped for a lease period;
  *   - 503 (retry with the same Idempotency-Key) when the request was sent and no answer came, or the holder failed:
  *     the write may or may not have landed (a claimed slot may stay spent), as after a timeout of a direct append.
+ *     A request left unanswered for 1.5 s has the holder probed on a connection of its own; one that cannot connect
+ *     has the holder skipped and the requests on their way given up at once (writer/holder-watch.ts), so a holder cut
+ *     off by the network costs the writes in flight, not every write until their deadlines.
  */
 import { Agent, errors as undiciErrors, request } from 'undici';
 import type { z } from 'zod';
@@ -59,6 +62,7 @@ import {
   QuotaClaim
 } from '../append';
 import type { DailyQuota } from '../daily-quota';
+import { HolderWatch } from './holder-watch';
 import { SlotBlocks } from './lease-holder-quota';
 import type { LedgerWriterLease } from './lease';
 
@@ -80,11 +84,17 @@ const NOT_DELIVERED_CODES = new Set([
   'UND_ERR_CONNECT_TIMEOUT'
 ]);
 
+/**
+ * Errors raised before the request could have reached the holder: the codes above, or any failure of the connect
+ * itself (a blackhole route answers EINVAL, a prohibit route EACCES).
+ */
 function notDelivered(err: unknown): boolean {
   if (err instanceof undiciErrors.ConnectTimeoutError) return true;
-  const code =
-    (err as { code?: unknown; cause?: { code?: unknown } }).code ?? (err as { cause?: { code?: unknown } }).cause?.code;
-  return typeof code === 'string' && NOT_DELIVERED_CODES.has(code);
+  type SocketError = { code?: unknown; syscall?: unknown; cause?: { code?: unknown; syscall?: unknown } };
+  const { code, syscall, cause } = err as SocketError;
+  if (syscall === 'connect' || cause?.syscall === 'connect') return true;
+  const found = code ?? cause?.code;
+  return typeof found === 'string' && NOT_DELIVERED_CODES.has(found);
 }
 
 const unknownOutcome = (what: string) =>
@@ -111,6 +121,7 @@ export function forwardToWriter(
   onAnswered: () => void = () => undefined
 ): WriterForwarding {
   const agent = new Agent({ connect: { timeout: CONNECT_TIMEOUT_MS }, keepAliveTimeout: 30_000 });
+  const watch = new HolderWatch(lease, notDelivered, onError);
   const closers: (() => Promise<void>)[] = [];
 
   /**
@@ -132,16 +143,22 @@ export function forwardToWriter(
     let status: number;
     let text: string;
     try {
-      const res = await request(`${url}${path}`, {
-        method: 'POST',
-        dispatcher: agent,
-        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json', accept: 'application/json' },
-        body: JSON.stringify(body),
-        headersTimeout: waitMs,
-        bodyTimeout: waitMs
-      });
-      status = res.statusCode;
-      text = await res.body.text();
+      ({ status, text } = await watch.during(url, async (signal) => {
+        const res = await request(`${url}${path}`, {
+          method: 'POST',
+          dispatcher: agent,
+          signal,
+          headers: {
+            authorization: `Bearer ${secret}`,
+            'content-type': 'application/json',
+            accept: 'application/json'
+          },
+          body: JSON.stringify(body),
+          headersTimeout: waitMs,
+          bodyTimeout: waitMs
+        });
+        return { status: res.statusCode, text: await res.body.text() };
+      }));
     } catch (err) {
       lease.skip(url);
       if (notDelivered(err)) throw new ForwardNotDelivered(`the ledger writer at ${url} cannot be reached`);
@@ -334,6 +351,7 @@ export function forwardToWriter(
     },
     close: async () => {
       await Promise.all(closers.map((c) => c()));
+      await watch.close();
       await agent.close();
     }
   };
