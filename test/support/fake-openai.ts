@@ -1,5 +1,5 @@
 /**
- * A local OpenAI-compatible upstream for tests and benches (a plain node:http server, loopback only):
+ * A local OpenAI-compatible upstream for tests and benches (a plain node:http server, loopback unless told):
  * POST /v1/chat/completions with and without `stream`, usage in a final chunk when stream_options.include_usage,
  * GET /v1/models. It echoes the last user message ("echo: <text>"), split into word chunks when streaming.
  * Behaviour can be changed per test: fail with a status (and Retry-After) for the next N calls, stall before the
@@ -35,6 +35,8 @@ export interface FakeOpenAi {
   abandoned: number;
   bodies: Record<string, unknown>[];
   authorizations: (string | undefined)[];
+  /** The address each chat completion came from, in order (which host's process called). */
+  callers: string[];
   behaviour: FakeBehaviour;
   reset(): void;
   close(): Promise<void>;
@@ -42,7 +44,8 @@ export interface FakeOpenAi {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function startFakeOpenAi(name = 'fake'): Promise<FakeOpenAi> {
+/** `host`: where it listens (loopback unless a test's hosts must reach it, test/topology/). */
+export async function startFakeOpenAi(name = 'fake', host = '127.0.0.1'): Promise<FakeOpenAi> {
   const state: FakeOpenAi = {
     url: '',
     baseUrl: '',
@@ -50,12 +53,14 @@ export async function startFakeOpenAi(name = 'fake'): Promise<FakeOpenAi> {
     abandoned: 0,
     bodies: [],
     authorizations: [],
+    callers: [],
     behaviour: {},
     reset() {
       state.calls = 0;
       state.abandoned = 0;
       state.bodies = [];
       state.authorizations = [];
+      state.callers = [];
       state.behaviour = {};
     },
     close: () => new Promise((resolve) => server.close(() => resolve()))
@@ -90,6 +95,7 @@ export async function startFakeOpenAi(name = 'fake'): Promise<FakeOpenAi> {
     }
     state.calls++;
     state.authorizations.push(req.headers.authorization);
+    state.callers.push(req.socket.remoteAddress ?? '');
     let body: Record<string, unknown>;
     try {
       body = JSON.parse(raw) as Record<string, unknown>;
@@ -192,9 +198,9 @@ export async function startFakeOpenAi(name = 'fake'): Promise<FakeOpenAi> {
     res.end('data: [DONE]\n\n');
   }
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const port = (server.address() as AddressInfo).port;
-  state.url = `http://127.0.0.1:${port}`;
+  state.url = `http://${host}:${port}`;
   state.baseUrl = `${state.url}/v1`;
   const close = state.close;
   state.close = async () => {

@@ -3,13 +3,16 @@
  * drilled: PostgreSQL and FerretDB on `db`, a real Temporal cluster on `temporal-1` and `temporal-2` behind its gRPC
  * balancer on `temporal-lb` (test/topology/cluster.ts, as temporal-cluster.test.ts starts them), two API replicas
  * on `api-1` and `api-2` sharing the ledger writer lease (LEDGER_FORWARD_SECRET: one holds it, the other forwards
- * its appends to it), the worker on `worker-1`, and docker/nginx-lb.conf under Debian's nginx on `lb` in front of
- * the two APIs (test/topology/api-lb.ts). Clients reach the hub only through `lb` (test/topology/load.ts): writers
- * with Idempotency-Keys, a held writer, and nodes beating.
+ * its appends to it), workers on `worker-1` and `worker-2`, and docker/nginx-lb.conf under Debian's nginx on `lb` in
+ * front of the two APIs (test/topology/api-lb.ts). Clients reach the hub only through `lb` (test/topology/load.ts):
+ * writers with Idempotency-Keys, a held writer, and 200 nodes beating every 20 s.
  * Drills, in order:
  *   - the writer-lease holder (found from each API's /health) cut off from `db` for 30 s, then healed;
  *   - the API holding the lease cut off from the balancer and from the other API (its forwarder) for 30 s;
- *   - a rolling restart: both APIs, the worker and both Temporal members restarted one after the other (SIGTERM,
+ *   - the worker running a daemon DAG's model call (dispatched on `api-1`'s loopback daemon; the model is the test's
+ *     upstream on the bridge, each call taking 8 s) cut off from both Temporal members and their balancer for 30 s:
+ *     the DAG finishes, every task DONE once, one `hub.daemon.dag_finished` record;
+ *   - a rolling restart: both APIs, both workers and both Temporal members restarted one after the other (SIGTERM,
  *     started again, waited for).
  * After each: every acknowledged write is in the ledger once, at the seq it was answered with; the seqs are
  * contiguous and /api/verify (through the balancer) is consistent; every held write has its one approval workflow,
@@ -18,13 +21,17 @@
  * RECOVERY_BOUND_S after the heal (the last restart) was answered. Prints the requests refused per phase, and when
  * the last refusal after the heal ended (figures in docs/operations.md#test-hosts-network-namespaces).
  */
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { MongoClient } from 'mongodb';
 import { ServerHandle, sleep } from '../../scripts/stack/process';
 import { waitForFrontend } from '../../scripts/stack/temporal-cluster';
 import { issueHomologousToken, registerDid } from '../support/credentials';
+import { FakeOpenAi, startFakeOpenAi } from '../support/fake-openai';
 import { nodeHeaders, RegisteredNode, registerNode } from '../support/federation';
 import { startApiLb } from './api-lb';
 import {
@@ -38,7 +45,7 @@ import {
   waitForPoller,
   waitHealthy
 } from './cluster';
-import { createTopology, Topology } from './hosts';
+import { BRIDGE_IP, createTopology, Topology } from './hosts';
 import { createLoad, HEARTBEAT_BODY, HeldWrite, Load, refusals, request } from './load';
 
 const { nginxBin, describeOnHosts } = onTestHosts('the API host drills');
@@ -56,7 +63,16 @@ const RECOVERY_BOUND_S = 12;
 const LB_FAIL_TIMEOUT_S = 10;
 /** After a Temporal member or the worker is back, before the next is restarted (its shards and pollers settle). */
 const SETTLE_S = 3;
-const NODES = 20;
+/** Nodes beating through the balancer, each every BEAT_EVERY_MS (well inside the 90 s offline window, cut included). */
+const NODES = 200;
+const BEAT_EVERY_MS = 20_000;
+const WORKER_HOSTS = ['worker-1', 'worker-2'] as const;
+type WorkerHost = (typeof WORKER_HOSTS)[number];
+
+/** How long the model (the test's upstream, outside the hosts) takes over each call of the daemon's DAG. */
+const MODEL_CALL_MS = 8_000;
+const DAEMON_PORT = 9123;
+const DRILLS = 4;
 
 type Phase = [label: string, from: number, to: number];
 
@@ -72,7 +88,7 @@ describeOnHosts(TITLE, () => {
   let mongo: MongoClient;
   let connection: Connection;
   const apis = {} as Record<ApiHost, ServerHandle & { url: string }>;
-  let worker: ServerHandle;
+  const workers = {} as Record<WorkerHost, ServerHandle>;
   let did: string;
   let approver: string;
   const nodes: RegisteredNode[] = [];
@@ -83,21 +99,47 @@ describeOnHosts(TITLE, () => {
   const figures: string[] = [];
   // Logs are removed only when every drill passed.
   let drillsPassed = 0;
+  let upstream: FakeOpenAi;
+  let adminToken: string;
   const dbName = `zhdrills_${randomBytes(4).toString('hex')}`;
   const taskQueue = `zhdrills-${randomBytes(4).toString('hex')}`;
 
   const startApi = (name: ApiHost) =>
     (apis[name] = startHubProcess('api', topology.hosts[name]!, root, env, { PUBLIC_URL: lbUrl }));
-  const startWorker = () => (worker = startHubProcess('worker', topology.hosts['worker-1']!, root, env));
+  const startWorker = (name: WorkerHost) =>
+    (workers[name] = startHubProcess('worker', topology.hosts[name]!, root, env));
 
   beforeAll(async () => {
     const started = Date.now();
     const found = await temporalTools();
     cli = found.cli;
     root = makeRoot('topology-drills-');
-    topology = await createTopology(['db', 'temporal-1', 'temporal-2', 'temporal-lb', ...API_HOSTS, 'worker-1', 'lb']);
+    topology = await createTopology([
+      'db',
+      'temporal-1',
+      'temporal-2',
+      'temporal-lb',
+      ...API_HOSTS,
+      ...WORKER_HOSTS,
+      'lb'
+    ]);
     cluster = await startDbAndTemporal({ topology, root, tools: found.tools, cli, nginxBin });
-    const adminToken = `adm_test_${randomBytes(16).toString('hex')}`;
+    adminToken = `adm_test_${randomBytes(16).toString('hex')}`;
+    // The model the daemon's DAG calls: outside the hosts, on the bridge (a provider on the internet, as it were).
+    upstream = await startFakeOpenAi('drills', BRIDGE_IP);
+    const providers = path.join(root, 'providers.yaml');
+    fs.writeFileSync(
+      providers,
+      [
+        'providers:',
+        '  - name: local',
+        `    base_url: ${upstream.baseUrl}`,
+        '    api_key_env: DRILLS_PROVIDER_KEY',
+        '    timeout_ms: 60000',
+        '    models:',
+        '      - { id: free-model, free_tier: true }'
+      ].join('\n')
+    );
     const lbHost = topology.hosts.lb!;
     lbUrl = `http://${lbHost.ip}:8080`;
     env = hubEnv(
@@ -105,11 +147,13 @@ describeOnHosts(TITLE, () => {
       {
         LEDGER_FORWARD_SECRET: `lfs_${randomBytes(24).toString('hex')}`,
         TRUSTED_PROXIES: lbHost.ip,
-        TRUTH_DAILY_QUOTA: '1000000'
+        TRUTH_DAILY_QUOTA: '1000000',
+        CHAT_PROVIDERS_FILE: providers,
+        DRILLS_PROVIDER_KEY: `sk-drills-${randomBytes(8).toString('hex')}`
       }
     );
     API_HOSTS.forEach(startApi);
-    startWorker();
+    WORKER_HOSTS.forEach(startWorker);
     await startApiLb(
       nginxBin,
       lbHost,
@@ -120,21 +164,29 @@ describeOnHosts(TITLE, () => {
     connection = await Connection.connect({ address: cluster.temporalAddress });
     await Promise.all([
       ...API_HOSTS.map((h) => waitHealthy(`${apis[h].url}/health`, apis[h])),
-      waitForPoller(connection, taskQueue, worker)
+      ...WORKER_HOSTS.map((w) => waitForPoller(connection, taskQueue, workers[w]))
     ]);
 
     // Through the balancer, as clients: a DID that writes, an approver, the nodes, each beating once.
     did = await registerDid(lbUrl, adminToken, 'did:example:drills');
     approver = await issueHomologousToken(lbUrl, adminToken);
-    for (let i = 0; i < NODES; i++) nodes.push(await registerNode(lbUrl, `drill-node-${i}`));
+    for (let i = 0; i < NODES; i += 10)
+      nodes.push(
+        ...(await Promise.all(
+          Array.from({ length: Math.min(10, NODES - i) }, (_, j) => registerNode(lbUrl, `drill-node-${i + j}`))
+        ))
+      );
     // (Each API learns the other's registrations from the node change log within about a second.)
     await sleep(2_000);
-    for (const node of nodes) {
-      const res = await request('POST', `${lbUrl}/a2a/heartbeat`, {
-        headers: nodeHeaders(node),
-        body: HEARTBEAT_BODY
-      });
-      expect(res.status).toBe(200);
+    for (let i = 0; i < NODES; i += 10) {
+      const answers = await Promise.all(
+        nodes
+          .slice(i, i + 10)
+          .map((node) =>
+            request('POST', `${lbUrl}/a2a/heartbeat`, { headers: nodeHeaders(node), body: HEARTBEAT_BODY })
+          )
+      );
+      expect(answers.map((r) => r.status)).toEqual(answers.map(() => 200));
     }
     // Every node listed online (presence is written in batches: polled); when each became so is the baseline.
     for (const end = Date.now() + 30_000; onlineSince.size < NODES; await sleep(500)) {
@@ -148,29 +200,34 @@ describeOnHosts(TITLE, () => {
       writers: 2,
       writePauseMs: 100,
       heldPauseMs: 1_500,
-      beatEveryMs: 3_000
+      beatEveryMs: BEAT_EVERY_MS
     });
     console.log(
-      `hosts, cluster, two APIs, the worker and the balancer up in ${((Date.now() - started) / 1000).toFixed(1)} s`
+      `hosts, cluster, two APIs, two workers and the balancer up in ${((Date.now() - started) / 1000).toFixed(1)} s`
     );
   }, 420_000);
 
   afterAll(async () => {
     if (figures.length) console.log(figures.join('\n'));
+    await load?.close().catch(() => undefined);
     await connection?.close().catch(() => undefined);
     await mongo?.close().catch(() => undefined);
     await topology?.teardown();
-    if (drillsPassed === 3 && root) fs.rmSync(root, { recursive: true, force: true });
+    await upstream?.close().catch(() => undefined);
+    if (drillsPassed === DRILLS && root) fs.rmSync(root, { recursive: true, force: true });
     else if (root) console.log(`logs kept in ${root}`);
   }, 60_000);
 
   /** The nodes listed online through the balancer, with when each became so (state_changed_at). */
   const listedOnline = async (): Promise<Map<string, string>> => {
-    const res = await request('GET', `${lbUrl}/a2a/nodes?state=online&limit=200`);
-    expect(res.status).toBe(200);
-    return new Map(
-      (res.body.nodes as { node_id: string; state_changed_at: string }[]).map((n) => [n.node_id, n.state_changed_at])
-    );
+    const online = new Map<string, string>();
+    for (let offset = 0; ; offset += 200) {
+      const res = await request('GET', `${lbUrl}/a2a/nodes?state=online&limit=200&offset=${offset}`);
+      expect(res.status).toBe(200);
+      const page = res.body.nodes as { node_id: string; state_changed_at: string }[];
+      for (const n of page) online.set(n.node_id, n.state_changed_at);
+      if (page.length < 200) return online;
+    }
   };
 
   /** The API holding the writer lease, as both APIs' /health say (waits out a moment where both or none claim it). */
@@ -339,6 +396,81 @@ describeOnHosts(TITLE, () => {
     console.log(`the writer lease is held by ${await leaseHolder()} after the drill`);
   }, 300_000);
 
+  /** An HTTP exchange with the daemon of `host`, from inside the host (it listens on 127.0.0.1 only), by curl. */
+  const daemon = async (
+    host: ApiHost,
+    method: string,
+    route: string,
+    headers: Record<string, string>,
+    body?: unknown
+  ) => {
+    const args = ['netns', 'exec', topology.hosts[host]!.ns, 'curl', '-s', '-m', '20', '-X', method];
+    for (const [k, v] of Object.entries(headers)) args.push('-H', `${k}: ${v}`);
+    if (body !== undefined) args.push('-H', 'content-type: application/json', '--data-binary', JSON.stringify(body));
+    args.push('-w', '\n%{http_code}', `http://127.0.0.1:${DAEMON_PORT}${route}`);
+    const { stdout } = await promisify(execFile)('ip', args, { encoding: 'utf8' });
+    const at = stdout.lastIndexOf('\n');
+    return { status: Number(stdout.slice(at + 1)), body: JSON.parse(stdout.slice(0, at) || 'null') };
+  };
+
+  it('finishes a daemon DAG whose worker is cut off from Temporal in the middle of a model call', async () => {
+    // A DAG of three model calls in a row, each taking MODEL_CALL_MS at the model; the worker running the first
+    // call (the model sees which host called) is cut off from both Temporal members and their balancer for CUT_S.
+    // Its call's heartbeats stop reaching Temporal, which times the attempt out and hands it to the other worker.
+    const asset = await request('POST', `${lbUrl}/admin/daemon-assets`, {
+      headers: { authorization: `Bearer ${adminToken}` },
+      body: { label: 'drills' }
+    });
+    expect(asset.status).toBe(201);
+    const factors = { 'x-asset-id': asset.body.asset_id, 'x-order-root': asset.body.order_root };
+    upstream.reset();
+    upstream.behaviour.delayMs = MODEL_CALL_MS;
+    const dagId = `drill-${randomBytes(4).toString('hex')}`;
+    const step = (id: string, after?: string) => ({
+      id,
+      model: 'free-model',
+      prompt: `drill ${id}`,
+      ...(after ? { depends_on: [after] } : {})
+    });
+    let cutWorker = '';
+    await drill(
+      `the worker running a daemon DAG's model call cut off from Temporal for ${CUT_S} s, then healed`,
+      async () => {
+        const sent = await daemon('api-1', 'POST', '/dispatch', factors, {
+          dag_id: dagId,
+          wait: false,
+          tasks: [step('first'), step('second', 'first'), step('third', 'second')]
+        });
+        expect(sent.status).toBe(202);
+        for (const end = Date.now() + 60_000; upstream.callers.length === 0; await sleep(200))
+          if (Date.now() > end) throw new Error('no worker called the model within 60 s of the dispatch');
+        const caller = upstream.callers[0]!.replace(/^::ffff:/, '');
+        cutWorker = WORKER_HOSTS.find((w) => topology.hosts[w]!.ip === caller) ?? '';
+        expect(cutWorker).not.toBe('');
+        return cutFor(cutWorker, ['temporal-lb', 'temporal-1', 'temporal-2']);
+      }
+    );
+    // The DAG finishes, every task once DONE with the model's answer, and one ledger record says so.
+    let dag = { status: 0, body: undefined as any };
+    for (const end = Date.now() + 240_000; dag.body?.status !== 'DONE'; await sleep(1_000)) {
+      if (Date.now() > end) throw new Error(`the DAG did not finish within 240 s: ${JSON.stringify(dag.body)}`);
+      dag = await daemon('api-1', 'GET', `/dags/${dagId}`, factors);
+    }
+    expect(dag.body.tasks.map((t: { status: string; output: string }) => [t.status, t.output])).toEqual(
+      ['first', 'second', 'third'].map((id) => ['DONE', `echo: drill ${id}`])
+    );
+    const finished = (
+      await mongo.db(dbName).collection('ledger').find({ key: 'hub.daemon.dag_finished' }).toArray()
+    ).filter((e) => JSON.stringify(e).includes(dagId));
+    expect(finished.length).toBe(1);
+    const byHost = WORKER_HOSTS.map(
+      (w) => `${w} ${upstream.callers.filter((c) => c.endsWith(topology.hosts[w]!.ip)).length}`
+    ).join(', ');
+    const line = `  the DAG: ${upstream.calls} model calls for 3 tasks (${byHost}; ${cutWorker} cut off), DONE`;
+    console.log(line);
+    figures.push(line);
+  }, 600_000);
+
   it('loses and duplicates no acknowledged write through a rolling restart of every process', async () => {
     // Each process is stopped (SIGTERM), started again and waited for, then the next: an API until it is healthy and
     // the balancer's fail_timeout has passed (it may have skipped the replica while it was down: stopping the next one
@@ -353,14 +485,14 @@ describeOnHosts(TITLE, () => {
           return LB_FAIL_TIMEOUT_S + 1;
         }
       ]),
-      [
-        'worker-1',
+      ...WORKER_HOSTS.map((w): [string, () => Promise<number>] => [
+        w,
         async () => {
-          await worker.stop();
-          await waitForPoller(connection, taskQueue, startWorker());
+          await workers[w].stop();
+          await waitForPoller(connection, taskQueue, startWorker(w));
           return SETTLE_S;
         }
-      ],
+      ]),
       ...[1, 2].map((i): [string, () => Promise<number>] => [
         `temporal-${i}`,
         async () => {
@@ -371,7 +503,7 @@ describeOnHosts(TITLE, () => {
         }
       ])
     ];
-    await drill('every process restarted one after the other (APIs, worker, Temporal members)', async () => {
+    await drill('every process restarted one after the other (APIs, workers, Temporal members)', async () => {
       const phases: Phase[] = [];
       for (const [name, restart] of steps) {
         const from = Date.now();

@@ -44,10 +44,12 @@ export interface Load {
   /** Acknowledged held writes, by Idempotency-Key. */
   held: Map<string, HeldWrite>;
   attempts: Attempt[];
-  /** Starts the writers and the beats. */
+  /** Starts the writers, and the beats the first time (a fleet does not stop beating between drills). */
   start(): void;
-  /** Stops them once every write under way is acknowledged; throws what any of them failed with. */
+  /** Stops the writers once every write under way is acknowledged; throws what any of them failed with. */
   stop(): Promise<void>;
+  /** Stops the beats too. */
+  close(): Promise<void>;
 }
 
 /** One HTTP exchange with a client timeout; no answer is status 0. */
@@ -95,7 +97,9 @@ export function createLoad(opts: {
   const attempts: Attempt[] = [];
   let counter = 0;
   let stopping = false;
+  let closing = false;
   let running: Promise<unknown>[] = [];
+  let beating: Promise<unknown>[] | null = null;
   const failures: Error[] = [];
 
   const write = async (kind: 'write' | 'held'): Promise<void> => {
@@ -130,10 +134,15 @@ export function createLoad(opts: {
     }
   };
 
-  const loop = async (body: () => Promise<void>, pauseMs: number, offsetMs = 0): Promise<void> => {
+  const loop = async (
+    body: () => Promise<void>,
+    pauseMs: number,
+    offsetMs = 0,
+    until = () => stopping
+  ): Promise<void> => {
     await sleep(offsetMs);
     try {
-      while (!stopping) {
+      while (!until()) {
         await body();
         await sleep(pauseMs);
       }
@@ -159,17 +168,21 @@ export function createLoad(opts: {
       stopping = false;
       running = [
         ...Array.from({ length: opts.writers }, () => loop(() => write('write'), opts.writePauseMs)),
-        loop(() => write('held'), opts.heldPauseMs),
-        // The nodes' beats spread over the interval, as a fleet's are.
-        ...opts.nodes.map((node, i) =>
-          loop(beat(node), opts.beatEveryMs, Math.floor((i * opts.beatEveryMs) / opts.nodes.length))
-        )
+        loop(() => write('held'), opts.heldPauseMs)
       ];
+      // The nodes' beats spread over the interval, as a fleet's are.
+      beating ??= opts.nodes.map((node, i) =>
+        loop(beat(node), opts.beatEveryMs, Math.floor((i * opts.beatEveryMs) / opts.nodes.length), () => closing)
+      );
     },
     stop: async () => {
       stopping = true;
       await Promise.all(running);
       if (failures.length) throw failures[0];
+    },
+    close: async () => {
+      closing = true;
+      await Promise.all(beating ?? []);
     }
   };
 }
