@@ -8,6 +8,8 @@
  * POST /api/report/truth at a time with an Idempotency-Key, each holding its caller for the round trip. Each run's
  * writes are then counted in the ledger by key: every one landed, none twice. The Python node is
  * scripts/bench/sdk-node.py, run with the CI venv's Python (scripts/ci/python-venv.sh) and the SDK from its path.
+ * Beside the TypeScript SDK's calls, in the same loop, two controls without the SDK (typescriptNode): what building
+ * a journal line costs, and building and writing it to a file; their calls over 1 ms are the machine's own.
  * Prints figures; asserts nothing. On a 2-core machine the SDK's sender and the stack share the cores with the
  * caller: a call over 1 ms is the caller waiting for a core (the TypeScript and Python tests' figures in
  * docs/node-sdk.md show as many with no disk sync at all).
@@ -35,6 +37,8 @@ interface Figures {
   /** Until every write was acknowledged, s. */
   landedS: number;
   prefix: string;
+  /** A control measured beside the TypeScript SDK's calls: no writes to the hub, nothing to count in the ledger. */
+  control?: boolean;
 }
 
 const pct = (values: number[], p: number) => {
@@ -72,22 +76,54 @@ async function floor(stack: BenchStack, prefix: string): Promise<Figures> {
   };
 }
 
-async function typescriptNode(stack: BenchStack, prefix: string, stateDir: string): Promise<Figures> {
+/**
+ * The TypeScript SDK's burst, and beside each of its calls, in the same loop (so under the same load, at the same
+ * moments), two controls without the SDK: building a journal line of the same shape (JSON, no system call), and
+ * building it and handing it to the kernel (write(2) to a scratch file, the one system call a write() must make to
+ * survive a crash of its process). Their calls over 1 ms are this machine's, whatever the code.
+ */
+async function typescriptNode(stack: BenchStack, prefix: string, stateDir: string): Promise<Figures[]> {
   const node = new HubNode({ hubUrl: stack.base, stateDir, did: DID, heartbeat: false, verify: false });
   await node.start();
+  const scratch = fs.openSync(path.join(stateDir, 'control.jsonl'), 'a');
+  const line = (i: number) =>
+    `${JSON.stringify({ t: 'enq', id: `c_${i}`, key: `${prefix}.${i}`, value: { i, bench: 'sdk' }, at: new Date().toISOString() })}\n`;
   const calls: number[] = [];
+  const jsonOnly: number[] = [];
+  const kernel: number[] = [];
+  const kept: string[] = [];
   const acks: Promise<number>[] = [];
   const started = performance.now();
   for (let i = 0; i < WRITES; i++) {
-    const t0 = performance.now();
+    let t0 = performance.now();
+    kept.push(line(i));
+    jsonOnly.push(performance.now() - t0);
+    t0 = performance.now();
+    fs.writeSync(scratch, line(i));
+    kernel.push(performance.now() - t0);
+    t0 = performance.now();
     const handle = node.write({ key: `${prefix}.${i}`, value: { i, bench: 'sdk' } });
     calls.push(performance.now() - t0);
-    acks.push(handle.done.then(() => performance.now() - t0));
+    const sent = t0;
+    acks.push(handle.done.then(() => performance.now() - sent));
   }
   const acked = await Promise.all(acks);
   const landedS = (performance.now() - started) / 1000;
+  fs.closeSync(scratch);
   await node.stop();
-  return { name: 'TypeScript SDK', calls, acks: acked, landedS, prefix };
+  const control = (name: string, times: number[]): Figures => ({
+    name,
+    calls: times,
+    acks: [],
+    landedS: 0,
+    prefix,
+    control: true
+  });
+  return [
+    control('control: a journal line built (no SDK, no system call)', jsonOnly),
+    control('control: a journal line built and written (write(2), no SDK)', kernel),
+    { name: 'TypeScript SDK', calls, acks: acked, landedS, prefix }
+  ];
 }
 
 async function pythonNode(stack: BenchStack, prefix: string, stateDir: string): Promise<Figures> {
@@ -135,13 +171,14 @@ async function main(): Promise<void> {
     const run = Date.now().toString(36);
     const results: Figures[] = [];
     for (const [what, go] of [
-      ['floor', () => floor(stack!, `bench.sdk.${run}.floor`)],
+      ['floor', async () => [await floor(stack!, `bench.sdk.${run}.floor`)]],
       ['typescript', () => typescriptNode(stack!, `bench.sdk.${run}.ts`, path.join(scratch, 'ts'))],
-      ['python', () => pythonNode(stack!, `bench.sdk.${run}.py`, path.join(scratch, 'py'))]
+      ['python', async () => [await pythonNode(stack!, `bench.sdk.${run}.py`, path.join(scratch, 'py'))]]
     ] as const) {
-      const f = await go();
+      const figures = await go();
+      const f = figures.at(-1)!;
       console.log(`  ${what}: ${WRITES} writes landed in ${f.landedS.toFixed(1)} s`);
-      results.push(f);
+      results.push(...figures);
     }
 
     const client = await MongoClient.connect(stack.mongoUri, { retryWrites: false });
@@ -155,6 +192,12 @@ async function main(): Promise<void> {
       );
       console.log('|---|---|---|---|---|---|---|---|---|---|');
       for (const f of results) {
+        if (f.control) {
+          console.log(
+            `| ${f.name} | ${ms(pct(f.calls, 0.5))} | ${ms(pct(f.calls, 0.99))} | ${ms(Math.max(...f.calls))} | ${f.calls.filter((c) => c > 1).length} | | | | | |`
+          );
+          continue;
+        }
         const filter = { key: { $regex: `^${f.prefix.replace(/\./g, '\\.')}\\.` } };
         const [count, keys] = await Promise.all([ledger.countDocuments(filter), ledger.distinct('key', filter)]);
         console.log(
