@@ -10,7 +10,8 @@
  * scripts/bench/sdk-node.py, run with the CI venv's Python (scripts/ci/python-venv.sh) and the SDK from its path.
  * Beside the TypeScript SDK's calls, in the same loop, two controls without the SDK (typescriptNode): what building
  * a journal line costs, and building and writing it to a file; their calls over 1 ms are the machine's own.
- * Prints figures; asserts nothing. On a 2-core machine the SDK's sender and the stack share the cores with the
+ * BENCH_SDK_PIN=1 pins the stack to CPU 0 and the callers to CPU 1 (a node on a core of its own, as on its own
+ * machine). Prints figures; asserts nothing. On a 2-core machine the SDK's sender and the stack share the cores with the
  * caller: a call over 1 ms is the caller waiting for a core (the TypeScript and Python tests' figures in
  * docs/node-sdk.md show as many with no disk sync at all).
  */
@@ -26,6 +27,8 @@ import { startBenchStack, type BenchStack } from './stack';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const WRITES = Math.max(1, Number(process.env.BENCH_SDK_WRITES ?? 2000));
+/** BENCH_SDK_PIN=1: the stack on CPU 0 and this process (the callers: the floor, both SDKs) on CPU 1 (pinStack). */
+const PIN = process.env.BENCH_SDK_PIN === '1';
 const DID = 'did:bench:sdk-node';
 
 interface Figures {
@@ -153,6 +156,37 @@ async function pythonNode(stack: BenchStack, prefix: string, stateDir: string): 
   return { name: 'Python SDK', calls: r.calls, acks: r.acks, landedS: r.landed_s, prefix };
 }
 
+/**
+ * A node has its own machine; on this one it shares the cores with the stack. With BENCH_SDK_PIN=1 every process of
+ * the stack (the bench's descendants, and so the processes they start later) is pinned to CPU 0 and this process
+ * (and the Python node it spawns) to CPU 1 with taskset, so a caller never waits for a core the stack holds.
+ */
+function pinStack(): string {
+  if (os.cpus().length < 2) return 'not pinned: one CPU';
+  const table = execFileSync('ps', ['-e', '-o', 'pid=,ppid='], { encoding: 'utf8' })
+    .trim()
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/).map(Number) as [number, number]);
+  const descendants = new Set<number>();
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const [pid, ppid] of table)
+      if ((ppid === process.pid || descendants.has(ppid)) && !descendants.has(pid)) {
+        descendants.add(pid);
+        grew = true;
+      }
+  }
+  for (const pid of descendants) {
+    try {
+      execFileSync('taskset', ['-a', '-p', '-c', '0', String(pid)], { stdio: 'ignore' });
+    } catch {
+      descendants.delete(pid); // (exited since: a short-lived helper)
+    }
+  }
+  execFileSync('taskset', ['-a', '-p', '-c', '1', String(process.pid)], { stdio: 'ignore' });
+  return `the stack's ${descendants.size} processes pinned to CPU 0, the callers to CPU 1`;
+}
+
 async function main(): Promise<void> {
   const log = new StackLog('sdk');
   let stack: BenchStack | undefined;
@@ -162,6 +196,7 @@ async function main(): Promise<void> {
       `bench:sdk — ${WRITES} truth writes per client, made as fast as the caller can, on the whole stack (FerretDB/postgresql)`
     );
     stack = await startBenchStack('sdk', log, { TRUTH_DAILY_QUOTA: '100000000' });
+    if (PIN) console.log(`  ${pinStack()}`);
     const admin = await fetch(`${stack.base}/admin/dids`, {
       method: 'POST',
       headers: { authorization: `Bearer ${stack.adminToken}`, 'content-type': 'application/json' },
