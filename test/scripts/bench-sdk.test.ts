@@ -1,7 +1,7 @@
 /**
  * `npm run bench:sdk`, CI-sized: 20 writes per client. Figures are printed, not asserted: this proves the bench runs
- * end to end (the stack, the floor, the TypeScript SDK, the Python node with the CI venv) and that each client's
- * writes landed in the ledger once each.
+ * end to end (the stack, the floor, the TypeScript SDK with its two no-SDK controls, the Python node with the CI venv)
+ * and that each client's writes landed in the ledger once each.
  */
 import fs from 'node:fs';
 import { runBench } from './run-bench';
@@ -15,6 +15,11 @@ it('bench:sdk, CI-sized: the floor and both SDKs land every write once, and the 
       new RegExp(
         `\\n\\| ${client} \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+ \\| \\d+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+ s \\| \\d+ \\| 20 \\(20\\) \\|`
       )
+    );
+  // The no-SDK controls timed beside the TypeScript calls: p50, p99, max, calls over 1 ms.
+  for (const control of ['a journal line built \\(no SDK, no system call\\)', 'a journal line built and written'])
+    expect(output).toMatch(
+      new RegExp(`\\n\\| control: ${control}[^|]* \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+ \\| \\d+ \\|`)
     );
   const named = /the stack's log: (\S+)/.exec(output);
   expect(named).not.toBeNull();
