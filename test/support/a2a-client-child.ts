@@ -6,8 +6,10 @@
  *     each item { messageId, taskType, capabilities, data }: SendMessage with returnImmediately, the data as a data
  *     part and the task type and capabilities in the message's metadata; prints the task ids in order.
  *   A2A_HEADERS=… node --import tsx a2a-client-child.ts <base url> get '<json list of task ids>'
- *     GetTask each; prints [{ id, state (TASK_STATE_…), artifacts: [each data part's value], message: the status
- *     message's text or null }].
+ *     GetTask each; prints [{ id, context_id, state (TASK_STATE_…), artifacts: [each data part's value], texts:
+ *     [each artifact's text parts, joined], message: the status message's text or null }].
+ *   A2A_HEADERS=… node --import tsx a2a-client-child.ts <base url> reply '{ taskId, contextId, messageId, text }'
+ *     SendMessage of a text answer to a task waiting for input (multi-turn); prints the task's id.
  * test/support/a2a-client.ts runs it.
  */
 import { ClientFactory, ClientFactoryOptions, RestTransportFactory } from '@a2a-js/sdk/client';
@@ -50,11 +52,25 @@ async function main(): Promise<unknown> {
     }
     return ids;
   }
+  if (command === 'reply') {
+    const item = JSON.parse(argument!) as { taskId: string; contextId: string; messageId: string; text: string };
+    const answer = (await client.sendMessage({
+      message: {
+        messageId: item.messageId,
+        taskId: item.taskId,
+        contextId: item.contextId,
+        role: Role.ROLE_USER,
+        parts: [{ content: { $case: 'text', value: item.text } }]
+      }
+    } as never)) as { id?: string };
+    return answer.id ?? null;
+  }
   if (command === 'get') {
     const out = [];
     for (const id of JSON.parse(argument!) as string[]) {
       const task = (await client.getTask({ id } as never)) as {
         id: string;
+        contextId?: string;
         status?: { state?: unknown; message?: { parts?: PartLike[] } };
         artifacts?: Array<{ parts?: PartLike[] }>;
       };
@@ -62,10 +78,12 @@ async function main(): Promise<unknown> {
         parts.filter((p) => p.content?.$case === 'text').map((p) => p.content!.value as string);
       out.push({
         id: task.id,
+        context_id: task.contextId ?? null,
         state: typeof task.status?.state === 'number' ? TaskState[task.status.state] : task.status?.state,
         artifacts: (task.artifacts ?? []).flatMap((a) =>
           (a.parts ?? []).filter((p) => p.content?.$case === 'data').map((p) => p.content!.value)
         ),
+        texts: (task.artifacts ?? []).map((a) => texts(a.parts).join('')).filter((t) => t !== ''),
         message: texts(task.status?.message?.parts).join('') || null
       });
     }

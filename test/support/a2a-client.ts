@@ -16,9 +16,12 @@ export interface A2AWork {
 
 export interface A2ATaskSeen {
   id: string;
+  context_id: string | null;
   state: string;
   /** The value of every data part of the task's artifacts. */
   artifacts: unknown[];
+  /** Each artifact's text parts, joined (artifacts without text left out). */
+  texts: string[];
   /** The text of the status message, if any. */
   message: string | null;
 }
@@ -65,6 +68,13 @@ const run = async (base: string, headers: Record<string, string>, command: strin
 /** Sends each item as an A2A message (SendMessage, returnImmediately); the ids of the tasks made, in order. */
 export const sendA2AWork = (base: string, headers: Record<string, string>, work: A2AWork[]) =>
   run(base, headers, 'send', work) as Promise<string[]>;
+
+/** SendMessage of a text answer to a task waiting for input (`contextId`: the task's). */
+export const replyA2ATask = (
+  base: string,
+  headers: Record<string, string>,
+  answer: { taskId: string; contextId: string; messageId: string; text: string }
+) => run(base, headers, 'reply', answer) as Promise<string | null>;
 
 /** GetTask of each id, as the A2A client sees it. */
 export const getA2ATasks = (base: string, headers: Record<string, string>, ids: string[]) =>

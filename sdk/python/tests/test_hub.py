@@ -17,7 +17,14 @@ import uuid
 import httpx
 import pytest
 
-from zhongshu_node import CredentialsError, HubError, HubNode, OutboxLockedError, VerificationError
+from zhongshu_node import (
+    CredentialsError,
+    HubError,
+    HubNode,
+    OutboxLockedError,
+    TaskCompletion,
+    VerificationError,
+)
 
 E = os.environ
 pytestmark = pytest.mark.skipif("ZHONGSHU_TEST_HUB" not in E, reason="needs the stack (test/sdk/python)")
@@ -336,6 +343,82 @@ def test_worker_claims_renews_completes_fails_and_honours_cancel():
         ("TASK_STATE_SUBMITTED", []),
     ]
     assert task(gpu)["state"] == "queued"  # needs a capability the node lacks
+    node.stop()
+
+
+def a2a_reply(task_id, context_id, text):
+    """A text answer to a task waiting for input, in its task and context (multi-turn), from the A2A client."""
+    from a2a.types.a2a_pb2 import Message, Part, Role, SendMessageRequest
+
+    async def run(client):
+        message = Message(
+            message_id=str(uuid.uuid4()),
+            task_id=task_id,
+            context_id=context_id,
+            role=Role.ROLE_USER,
+            parts=[Part(text=text)],
+        )
+        return [reply async for reply in client.send_message(SendMessageRequest(message=message))]
+
+    return a2a_client(run)
+
+
+def a2a_task(tid):
+    """The task as the A2A client sees it: state, context, status message text, artifacts' texts and data."""
+    from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
+    from google.protobuf.json_format import MessageToDict
+
+    async def run(client):
+        task = await client.get_task(GetTaskRequest(id=tid))
+        texts = ["".join(p.text for p in a.parts if p.HasField("text")) for a in task.artifacts]
+        return {
+            "state": TaskState.Name(task.status.state),
+            "context_id": task.context_id,
+            "message": "".join(p.text for p in task.status.message.parts if p.HasField("text")),
+            "texts": [t for t in texts if t],
+            "data": [MessageToDict(p)["data"] for a in task.artifacts for p in a.parts if p.HasField("data")],
+        }
+
+    return a2a_client(run)
+
+
+def test_worker_sends_artifacts_asks_for_input_and_answers_with_a_message():
+    events, histories = [], []
+
+    def handler(task, ctx):
+        histories.append(task["history"])
+        if not task["history"]:
+            ctx.artifact({"artifactId": "draft", "parts": [{"text": "first "}]}, last_chunk=False)
+            ctx.artifact({"artifactId": "draft", "parts": [{"text": "draft"}]}, append=True)
+            ctx.ask_for_input("Which language?")
+            assert ctx.cancelled.is_set()  # nothing more is reported this turn
+            return {"never": "reported"}
+        language = "".join(p.get("text", "") for p in task["history"][-1]["parts"])
+        return TaskCompletion(result={"language": language}, message=f"translated into {language}")
+
+    node = new_node(
+        "conversing",
+        register={"name": "py-conversing", "capabilities": {"declared": ["translate"]}},
+        worker=handler,
+        task_poll_s=0.3,
+    )
+    node.on("task", events.append)
+    node.start()
+    approve(node.node_id)
+    eventually(lambda: node.state == "online", 15, "the node online")
+    (tid,) = a2a_send([("pysdk.translate", ("translate",))])
+    asked = lambda: any(e["task_id"] == tid and e["state"] == "input_required" for e in events)  # noqa: E731
+    eventually(asked, 20, "the node asking for input")
+    waiting = a2a_task(tid)
+    assert waiting["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert waiting["message"] == "Which language?" and waiting["texts"] == ["first draft"]
+    a2a_reply(tid, waiting["context_id"], "French")
+    eventually(lambda: any(e["task_id"] == tid and e["state"] == "done" for e in events), 20, "the task done")
+    assert len(histories) == 2 and "Which language?" in str(histories[1]) and "French" in str(histories[1])
+    done = a2a_task(tid)
+    assert done["state"] == "TASK_STATE_COMPLETED" and done["message"] == "translated into French"
+    assert done["texts"] == ["first draft"] and done["data"] == [{"language": "French"}]
+    assert [e["state"] for e in events if e["task_id"] == tid] == ["claimed", "input_required", "claimed", "done"]
     node.stop()
 
 

@@ -174,7 +174,8 @@ export async function main(argv: string[]): Promise<number> {
           done: `done in ${took}`,
           failed: `failed after ${took}: ${e.state === 'failed' ? e.reason : ''}`,
           canceled: 'canceled by its submitter: stopped',
-          lost: 'lost: its lease lapsed and the hub gave it to another node; stopped'
+          lost: 'lost: its lease lapsed and the hub gave it to another node; stopped',
+          input_required: `waiting for its submitter's answer after ${took}`
         }[e.state];
         out(`task ${e.task_id} ${e.type} ${how}`);
       });

@@ -11,7 +11,17 @@ export { Outbox, type OutboxRecord, type OutboxSync, type TruthInput, type Write
 export { Presence, type NodeState, type Registration, type HeartbeatReport } from './presence';
 export { LedgerVerifier } from './verifier';
 export { TruthWriter } from './truth-writer';
-export { TaskWorker, type ClaimedTask, type TaskContext, type TaskHandler, type TaskEvent } from './worker';
+export {
+  TaskWorker,
+  TaskCompletion,
+  type ClaimedTask,
+  type TaskArtifact,
+  type TaskContext,
+  type TaskEvent,
+  type TaskHandler,
+  type TaskMessage,
+  type TaskPart
+} from './worker';
 export { shellTaskHandler, httpTaskHandler, type ShellTaskOptions, type HttpTaskOptions } from './task-handlers';
 export {
   parseVerifierKey,

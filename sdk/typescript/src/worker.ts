@@ -4,15 +4,57 @@
  * (`POST /api/task/<id>/progress` every third of the lease, which also says when the submitter canceled), and
  * reports the outcome (`complete` with the handler's result, `fail` with its error's message). A canceled task or a
  * lost claim (409: the lease lapsed and someone else holds it) aborts the handler's signal and reports nothing.
+ * While it works, a handler may send A2A artifacts (`context.artifact`, `POST /api/task/<id>/artifact`) and ask the
+ * submitter for more (`context.askForInput`, `POST /api/task/<id>/input-required`: the task waits without a lease;
+ * the submitter's answer hands it back to this node with the conversation in `task.history`). It completes with a
+ * result, or with a `TaskCompletion`: a result, artifacts and a Message as the answer (docs/a2a.md, the node API).
  */
 import { Backoff, HubHttp, isTransient, retryAfterMs, sleep } from './http';
 import type { Logger } from './logger';
 import { Wake } from './wake';
 
+/** An A2A Part as the hub takes it from a node: one of text, raw (base64), url or data. */
+export interface TaskPart {
+  text?: string;
+  raw?: string;
+  url?: string;
+  data?: unknown;
+  metadata?: Record<string, unknown>;
+  filename?: string;
+  mediaType?: string;
+}
+
+/** A Message from the node: a question (askForInput) or an answer (TaskCompletion). A string is one text part. */
+export type TaskMessage = { parts: TaskPart[]; metadata?: Record<string, unknown> } | string;
+
+/** An A2A Artifact, in A2A's JSON names, as the submitter will see it. */
+export interface TaskArtifact {
+  artifactId: string;
+  name?: string;
+  description?: string;
+  parts: TaskPart[];
+  metadata?: Record<string, unknown>;
+  extensions?: string[];
+}
+
+/** What a handler may return instead of a plain result: any of a result, artifacts and a Message as the answer. */
+export class TaskCompletion {
+  constructor(
+    readonly outcome: { result?: Record<string, unknown>; artifacts?: TaskArtifact[]; message?: TaskMessage }
+  ) {
+    if (outcome.result === undefined && outcome.artifacts === undefined && outcome.message === undefined)
+      throw new TypeError('a TaskCompletion has a result, artifacts or a message');
+  }
+}
+
+const asMessage = (m: TaskMessage) => (typeof m === 'string' ? { parts: [{ text: m }] } : m);
+
 export interface ClaimedTask {
   task_id: string;
   type: string;
   payload: Record<string, unknown>;
+  /** The conversation after the payload's message, oldest first: this node's questions and the submitter's answers. */
+  history: Record<string, unknown>[];
   required_capabilities: string[];
   priority: number;
   attempts: number;
@@ -25,13 +67,23 @@ export interface TaskContext {
   signal: AbortSignal;
   /** Reports progress (also renews the lease). */
   progress(note?: string): Promise<void>;
+  /** Sends an artifact, or a chunk of one (`append`: its parts extend the artifact of the same id); renews the lease. */
+  artifact(artifact: TaskArtifact, options?: { append?: boolean; lastChunk?: boolean }): Promise<void>;
+  /**
+   * Asks the submitter for more (a question, or none): the task waits, and the signal is aborted (stop, and return:
+   * nothing more is reported). The answer hands the task back to this node, its messages in `task.history`.
+   */
+  askForInput(question?: TaskMessage): Promise<void>;
 }
 
-/** Runs one task; resolves with its result (a JSON object) or throws to fail it. */
-export type TaskHandler = (task: ClaimedTask, context: TaskContext) => Promise<Record<string, unknown>>;
+/** Runs one task; resolves with its result (a JSON object) or a TaskCompletion, or throws to fail it. */
+export type TaskHandler = (
+  task: ClaimedTask,
+  context: TaskContext
+) => Promise<Record<string, unknown> | TaskCompletion>;
 
 export type TaskEvent = { task_id: string; type: string } & (
-  { state: 'claimed' | 'done' | 'canceled' | 'lost' } | { state: 'failed'; reason: string }
+  { state: 'claimed' | 'done' | 'canceled' | 'lost' | 'input_required' } | { state: 'failed'; reason: string }
 );
 
 export interface WorkerOptions {
@@ -114,18 +166,39 @@ export class TaskWorker {
     const abort = new AbortController(); // canceled, lost or stopped: the handler stops
     const onStop = () => abort.abort('stopped');
     stop.addEventListener('abort', onStop, { once: true });
-    let outcome: 'canceled' | 'lost' | undefined;
+    let outcome: 'canceled' | 'lost' | 'input_required' | undefined;
 
-    const progress = async (note?: string) => {
-      const line = note === undefined ? '' : oneLine(note, 500);
-      const res = await http.request('POST', `/api/task/${id}/progress`, {
-        body: line ? { note: line } : {},
+    /** A request about the task while the handler works; a lost claim aborts the handler. */
+    const send = async (path: string, body: Record<string, unknown>) => {
+      const res = await http.request('POST', `/api/task/${id}/${path}`, {
+        body,
         headers: this.options.authHeaders(),
         signal: stop
       });
-      if (res.status === 200 && res.body.canceled) outcome = 'canceled';
-      else if (res.status === 409 || res.status === 404) outcome = 'lost';
-      if (outcome) abort.abort(outcome);
+      if (res.status === 409 || res.status === 404) {
+        outcome ??= 'lost';
+        abort.abort(outcome);
+      } else if (res.status !== 200 && path !== 'progress')
+        throw new Error(`the hub refused ${path}: ${res.status} ${res.body?.message ?? ''}`);
+      return res;
+    };
+    const progress = async (note?: string) => {
+      const line = note === undefined ? '' : oneLine(note, 500);
+      const res = await send('progress', line ? { note: line } : {});
+      if (res.status === 200 && res.body.canceled) {
+        outcome ??= 'canceled';
+        abort.abort(outcome);
+      }
+    };
+    const artifact = async (artifact: TaskArtifact, options: { append?: boolean; lastChunk?: boolean } = {}) => {
+      await send('artifact', { artifact, append: options.append ?? false, last_chunk: options.lastChunk ?? true });
+    };
+    const askForInput = async (question?: TaskMessage) => {
+      const res = await send('input-required', question === undefined ? {} : { message: asMessage(question) });
+      if (res.status === 200) {
+        outcome ??= 'input_required';
+        abort.abort(outcome);
+      }
     };
     const renewals = (async () => {
       const every = Math.max(500, (leaseS * 1000) / 3);
@@ -140,10 +213,10 @@ export class TaskWorker {
     })();
 
     onTask({ task_id: task.task_id, type: task.type, state: 'claimed' });
-    let result: Record<string, unknown> | undefined;
+    let result: Record<string, unknown> | TaskCompletion | undefined;
     let failure: string | undefined;
     try {
-      result = await this.options.handler(task, { signal: abort.signal, progress });
+      result = await this.options.handler(task, { signal: abort.signal, progress, artifact, askForInput });
     } catch (err) {
       failure = oneLine((err as Error)?.message || String(err), 1000) || 'failed';
     } finally {
@@ -158,7 +231,7 @@ export class TaskWorker {
     }
     const [path, body] =
       failure === undefined
-        ? [`/api/task/${id}/complete`, { result: result ?? {} }]
+        ? [`/api/task/${id}/complete`, completeBody(result)]
         : [`/api/task/${id}/fail`, { reason: failure }];
     const backoff = new Backoff(1000, 8000);
     for (let attempt = 0; attempt < 5 && !stop.aborted; attempt++) {
@@ -189,6 +262,13 @@ export class TaskWorker {
     }
     log.warn('could not report a task outcome; its lease will lapse', { task_id: task.task_id });
   }
+}
+
+/** What `complete` is sent: a plain result, or a TaskCompletion's members (a string message as one text part). */
+function completeBody(result: Record<string, unknown> | TaskCompletion | undefined): Record<string, unknown> {
+  if (!(result instanceof TaskCompletion)) return { result: result ?? {} };
+  const { message, ...rest } = result.outcome;
+  return { ...rest, ...(message === undefined ? {} : { message: asMessage(message) }) };
 }
 
 /**

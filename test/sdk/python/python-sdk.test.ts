@@ -129,6 +129,7 @@ it('passes the Python SDK tests against the stack, and logs no node key', async 
     'test_hub.py::test_write_starts_no_request',
     'test_hub.py::test_held_writes_follow_their_decision',
     'test_hub.py::test_worker_claims_renews_completes_fails_and_honours_cancel',
+    'test_hub.py::test_worker_sends_artifacts_asks_for_input_and_answers_with_a_message',
     'test_hub.py::test_instructions_pull_and_ack',
     'test_hub.py::test_tampered_proof_and_forged_checkpoint_are_reported',
     'test_hub.py::test_witness_cosignatures_k_of_n',

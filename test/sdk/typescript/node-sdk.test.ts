@@ -18,10 +18,10 @@ import { freePort, typescriptProcess } from '../../../scripts/stack/process';
 import { issueHomologousToken, registerDid } from '../../support/credentials';
 import { eventually, http, startTestService, type TestService } from '../../support/service';
 import { HubProxy } from './hub-proxy';
-import { getA2ATasks, sendA2AWork } from '../../support/a2a-client';
+import { getA2ATasks, replyA2ATask, sendA2AWork } from '../../support/a2a-client';
 import { cosign, cosignatureVerifierKey } from '../../../core/tlog/cosignature.node';
 import { TaskStore } from '../../../store/federation/tasks';
-import type { TaskEvent } from '../../../sdk/typescript/src';
+import { TaskCompletion, type TaskEvent } from '../../../sdk/typescript/src';
 
 let svc: TestService;
 let reviewer: string;
@@ -356,6 +356,82 @@ describe('the worker loop', () => {
     ]);
     await node.stop();
   }, 60_000);
+
+  it('sends artifacts, asks its submitter for input, and answers the reply with a message (multi-turn A2A)', async () => {
+    const events: TaskEvent[] = [];
+    const seenHistory: unknown[][] = [];
+    const node = newNode('conversing', {
+      heartbeat: true,
+      register: { name: 'conversing', capabilities: { declared: ['translate'] } },
+      worker: {
+        pollMs: 300,
+        handler: async (task, ctx) => {
+          seenHistory.push(task.history);
+          if (task.history.length === 0) {
+            await ctx.artifact({ artifactId: 'draft', parts: [{ text: 'first ' }] }, { lastChunk: false });
+            await ctx.artifact({ artifactId: 'draft', parts: [{ text: 'draft' }] }, { append: true });
+            await ctx.askForInput('Which language?');
+            expect(ctx.signal.aborted).toBe(true); // nothing more is reported for this turn
+            return { never: 'reported' };
+          }
+          const answer = task.history.at(-1) as { parts: { text?: string }[] };
+          const language = answer.parts.map((p) => p.text ?? '').join('');
+          return new TaskCompletion({ result: { language }, message: `translated into ${language}` });
+        }
+      }
+    });
+    node.on('task', (e: TaskEvent) => events.push(e));
+    await node.start();
+    await http('POST', `${svc.urls.main}/a2a/review/approve`, {
+      headers: { 'x-zr-token': reviewer },
+      body: { node_id: node.nodeId, reason: 'conversing' }
+    });
+    await eventually(async () => (node.state === 'online' ? true : undefined), 15_000, 'the node online');
+    const client = { 'x-zr-token': reviewer };
+    const [id] = await sendA2AWork(svc.urls.main, client, [
+      { messageId: `ask-${Date.now()}`, taskType: 'sdk.translate', capabilities: ['translate'], data: { n: 1 } }
+    ]);
+    await eventually(
+      async () => (events.some((e) => e.task_id === id && e.state === 'input_required') ? true : undefined),
+      20_000,
+      'the node asking for input'
+    );
+    // The stock A2A client sees the question and the artifact so far, then answers in the same task and context.
+    const [waiting] = await getA2ATasks(svc.urls.main, client, [id!]);
+    expect(waiting).toMatchObject({
+      state: 'TASK_STATE_INPUT_REQUIRED',
+      message: 'Which language?',
+      texts: ['first draft']
+    });
+    await replyA2ATask(svc.urls.main, client, {
+      taskId: id!,
+      contextId: waiting!.context_id!,
+      messageId: `answer-${Date.now()}`,
+      text: 'French'
+    });
+    await eventually(
+      async () => (events.some((e) => e.task_id === id && e.state === 'done') ? true : undefined),
+      20_000,
+      'the task done'
+    );
+    expect(seenHistory.length).toBe(2);
+    expect(JSON.stringify(seenHistory[1])).toContain('Which language?');
+    expect(JSON.stringify(seenHistory[1])).toContain('French');
+    const [done] = await getA2ATasks(svc.urls.main, client, [id!]);
+    expect(done).toMatchObject({
+      state: 'TASK_STATE_COMPLETED',
+      message: 'translated into French',
+      texts: ['first draft'],
+      artifacts: [{ language: 'French' }]
+    });
+    expect(events.filter((e) => e.task_id === id).map((e) => e.state)).toEqual([
+      'claimed',
+      'input_required',
+      'claimed',
+      'done'
+    ]);
+    await node.stop();
+  }, 90_000);
 });
 
 describe('instructions', () => {

@@ -17,7 +17,7 @@ from .http import Backoff, HubError, HubHttp, NetworkError, retry_after_s
 from .merkle import leaf_hash, node_hash, root_of, verify_consistency, verify_inclusion
 from .node import HubNode, WriteHandle, WriteOutcome, WriteRefused
 from .outbox import Outbox, OutboxLockedError, OutboxRecord
-from .worker import TaskContext
+from .worker import TaskCompletion, TaskContext
 
 __all__ = [
     "Backoff",
@@ -30,6 +30,7 @@ __all__ = [
     "Outbox",
     "OutboxLockedError",
     "OutboxRecord",
+    "TaskCompletion",
     "TaskContext",
     "VerificationError",
     "VerifierKey",

@@ -233,6 +233,7 @@ def _run(argv: List[str]) -> int:
                 "failed": f"failed after {took}: {e.get('reason', '')}",
                 "canceled": "canceled by its submitter: stopped",
                 "lost": "lost: its lease lapsed and the hub gave it to another node; stopped",
+                "input_required": f"waiting for its submitter's answer after {took}",
             }[state]
             _out(f"task {tid} {kind} {how}")
 

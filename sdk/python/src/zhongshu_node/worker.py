@@ -3,32 +3,87 @@ only while the node is online), runs the application's handler for each in a thr
 runs (``POST /api/task/<id>/progress`` every third of the lease, which also says when the submitter canceled), and
 reports the outcome (``complete`` with the handler's result, ``fail`` with its error's message). A canceled task or
 a lost claim (409: the lease lapsed and someone else holds it) sets the handler's ``cancelled`` event and reports
-nothing."""
+nothing. While it works, a handler may send A2A artifacts (``ctx.artifact``) and ask the submitter for more
+(``ctx.ask_for_input``: the task waits without a lease; the answer hands it back to this node with the conversation
+in ``task["history"]``). It completes with a result, or with a ``TaskCompletion``: a result, artifacts and a
+Message as the answer (the TypeScript SDK's worker does the same; docs/a2a.md, the node API)."""
 
 from __future__ import annotations
 
 import logging
 import re
 import threading
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional, Union
 from urllib.parse import quote
 
 from .http import Backoff, HubHttp, NetworkError, Wake, is_transient, retry_after_s
 
 
-class TaskContext:
-    """What a handler gets beside its task: ``cancelled`` is set when the submitter cancels, the claim is lost or
-    the node stops (stop working then); ``progress(note)`` reports progress and renews the lease."""
+Message = Union[str, Dict[str, Any]]
 
-    def __init__(self, cancelled: threading.Event, progress: Callable[[Optional[str]], None]):
+
+def as_message(message: Message) -> Dict[str, Any]:
+    """A Message for the hub: a string is one text part; a dict is sent as it is (``parts``, ``metadata``)."""
+    return {"parts": [{"text": message}]} if isinstance(message, str) else message
+
+
+class TaskCompletion:
+    """What a handler may return instead of a plain result: any of a result, A2A artifacts (dicts in A2A's JSON
+    names: ``artifactId``, ``parts``…) and a Message as the answer."""
+
+    def __init__(
+        self,
+        result: Optional[Dict[str, Any]] = None,
+        artifacts: Optional[List[Dict[str, Any]]] = None,
+        message: Optional[Message] = None,
+    ):
+        if result is None and artifacts is None and message is None:
+            raise TypeError("a TaskCompletion has a result, artifacts or a message")
+        self.result, self.artifacts, self.message = result, artifacts, message
+
+    def body(self) -> Dict[str, Any]:
+        body: Dict[str, Any] = {}
+        if self.result is not None:
+            body["result"] = self.result
+        if self.artifacts is not None:
+            body["artifacts"] = self.artifacts
+        if self.message is not None:
+            body["message"] = as_message(self.message)
+        return body
+
+
+class TaskContext:
+    """What a handler gets beside its task: ``cancelled`` is set when the submitter cancels, the claim is lost, the
+    node stops (stop working then) or the handler asked for input; ``progress(note)`` reports progress and renews the
+    lease; ``artifact(artifact, append=False, last_chunk=True)`` sends an artifact or a chunk of one;
+    ``ask_for_input(question=None)`` asks the submitter for more and sets ``cancelled`` (return: nothing more is
+    reported this turn)."""
+
+    def __init__(
+        self,
+        cancelled: threading.Event,
+        progress: Callable[[Optional[str]], None],
+        artifact: Optional[Callable[[Dict[str, Any], bool, bool], None]] = None,
+        ask_for_input: Optional[Callable[[Optional[Message]], None]] = None,
+    ):
         self.cancelled = cancelled
-        self._progress = progress
+        self._progress, self._artifact, self._ask = progress, artifact, ask_for_input
 
     def progress(self, note: Optional[str] = None) -> None:
         self._progress(note)
 
+    def artifact(self, artifact: Dict[str, Any], append: bool = False, last_chunk: bool = True) -> None:
+        if self._artifact is None:
+            raise RuntimeError("artifacts are sent from a task the worker claimed")
+        self._artifact(artifact, append, last_chunk)
 
-TaskHandler = Callable[[Dict[str, Any], TaskContext], Dict[str, Any]]
+    def ask_for_input(self, question: Optional[Message] = None) -> None:
+        if self._ask is None:
+            raise RuntimeError("input is asked for from a task the worker claimed")
+        self._ask(question)
+
+
+TaskHandler = Callable[[Dict[str, Any], TaskContext], Union[Dict[str, Any], TaskCompletion]]
 
 
 class TaskWorker:
@@ -110,15 +165,30 @@ class TaskWorker:
         ended = threading.Event()  # the handler finished: the renewals stop
         outcome: Dict[str, str] = {}
 
+        def send(path: str, body: Dict[str, Any]):
+            res = self.http.request("POST", f"/api/task/{tid}/{path}", body=body, headers=self.auth_headers())
+            if res.status in (404, 409):
+                outcome.setdefault("state", "lost")
+                cancelled.set()
+            elif res.status != 200 and path != "progress":
+                message = res.body.get("message", "") if isinstance(res.body, dict) else ""
+                raise HubRefused(f"the hub refused {path}: {res.status} {message}")
+            return res
+
         def progress(note: Optional[str] = None) -> None:
             line = "" if note is None else one_line(note, 500)
-            body = {"note": line} if line else {}
-            res = self.http.request("POST", f"/api/task/{tid}/progress", body=body, headers=self.auth_headers())
+            res = send("progress", {"note": line} if line else {})
             if res.status == 200 and isinstance(res.body, dict) and res.body.get("canceled"):
                 outcome.setdefault("state", "canceled")
-            elif res.status in (404, 409):
-                outcome.setdefault("state", "lost")
-            if outcome:
+                cancelled.set()
+
+        def artifact(artifact: Dict[str, Any], append: bool, last_chunk: bool) -> None:
+            send("artifact", {"artifact": artifact, "append": append, "last_chunk": last_chunk})
+
+        def ask_for_input(question: Optional[Message]) -> None:
+            res = send("input-required", {} if question is None else {"message": as_message(question)})
+            if res.status == 200:
+                outcome.setdefault("state", "input_required")
                 cancelled.set()
 
         def renew() -> None:
@@ -139,10 +209,10 @@ class TaskWorker:
         renewals.start()
         watcher.start()
         self._event(task, "claimed")
-        result: Optional[Dict[str, Any]] = None
+        result: Union[Dict[str, Any], TaskCompletion, None] = None
         failure: Optional[str] = None
         try:
-            result = self.handler(task, TaskContext(cancelled, progress))
+            result = self.handler(task, TaskContext(cancelled, progress, artifact, ask_for_input))
         except Exception as err:
             failure = str(err) or type(err).__name__
         finally:
@@ -155,7 +225,8 @@ class TaskWorker:
             self._event(task, outcome["state"])
             return
         if failure is None:
-            path, body = f"/api/task/{tid}/complete", {"result": result or {}}
+            done = result.body() if isinstance(result, TaskCompletion) else {"result": result or {}}
+            path, body = f"/api/task/{tid}/complete", done
         else:
             path, body = f"/api/task/{tid}/fail", {"reason": one_line(failure, 1000) or "failed"}
         backoff = Backoff(1.0, 8.0)
@@ -184,6 +255,10 @@ class TaskWorker:
                 return
             self.stop.wait(backoff.next(retry_after_s(res.headers)))
         self.log.warning("could not report a task outcome; its lease will lapse task_id=%s", task["task_id"])
+
+
+class HubRefused(Exception):
+    """The hub refused a request a handler made (an artifact or a question it does not take)."""
 
 
 def one_line(text: str, limit: int) -> str:
