@@ -65,6 +65,16 @@ function newNode(name: string, options: Partial<ConstructorParameters<typeof Hub
 }
 
 /** The data part of the message an A2A client sent (the payload of a task made of a message is { message }). */
+/** Starts a worker node, has a reviewer approve it, and waits until it is online. */
+async function startOnline(node: HubNode): Promise<void> {
+  await node.start();
+  await http('POST', `${svc.urls.main}/a2a/review/approve`, {
+    headers: { 'x-zr-token': reviewer },
+    body: { node_id: node.nodeId, reason: 'worker' }
+  });
+  await eventually(async () => (node.state === 'online' ? true : undefined), 15_000, 'the worker online');
+}
+
 const dataOf = (payload: Record<string, unknown>): Record<string, number> =>
   (payload.message as { parts: Array<{ data?: Record<string, number> }> }).parts.find((p) => p.data)?.data ?? {};
 const ledgerEntries = async (keyPrefix: string) =>
@@ -307,12 +317,7 @@ describe('the worker loop', () => {
       }
     });
     node.on('task', (e: TaskEvent) => events.push(e));
-    await node.start();
-    await http('POST', `${svc.urls.main}/a2a/review/approve`, {
-      headers: { 'x-zr-token': reviewer },
-      body: { node_id: node.nodeId, reason: 'worker' }
-    });
-    await eventually(async () => (node.state === 'online' ? true : undefined), 15_000, 'the worker online');
+    await startOnline(node);
     // The work comes from an A2A client (@a2a-js/sdk): one message per task, its type and capabilities in metadata.
     const client = { 'x-zr-token': reviewer };
     const work = (type: string, capabilities = ['summarize']) => ({
@@ -381,12 +386,7 @@ describe('the worker loop', () => {
       }
     });
     node.on('task', (e: TaskEvent) => events.push(e));
-    await node.start();
-    await http('POST', `${svc.urls.main}/a2a/review/approve`, {
-      headers: { 'x-zr-token': reviewer },
-      body: { node_id: node.nodeId, reason: 'conversing' }
-    });
-    await eventually(async () => (node.state === 'online' ? true : undefined), 15_000, 'the node online');
+    await startOnline(node);
     const client = { 'x-zr-token': reviewer };
     const [id] = await sendA2AWork(svc.urls.main, client, [
       { messageId: `ask-${Date.now()}`, taskType: 'sdk.translate', capabilities: ['translate'], data: { n: 1 } }
