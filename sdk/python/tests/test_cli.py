@@ -147,15 +147,19 @@ def _run_until_settled(state, way, ids):
         text=True,
     )
     lines = []
+    errors = []
     settled = set()
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
 
-    def read():
-        for line in proc.stdout:
-            lines.append(line.rstrip("\n"))
+    def read(stream, into):
+        for line in stream:
+            into.append(line.rstrip("\n"))
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    # Both pipes are drained while the CLI runs: a full stderr pipe would stop it mid-task.
+    pipes = ((proc.stdout, lines), (proc.stderr, errors))
+    readers = [threading.Thread(target=read, args=pipe, daemon=True) for pipe in pipes]
+    for reader in readers:
+        reader.start()
     try:
         while settled != set(ids) and time.monotonic() < deadline:
             for line in list(lines):
@@ -165,11 +169,16 @@ def _run_until_settled(state, way, ids):
             time.sleep(0.2)
     finally:
         proc.send_signal(signal.SIGINT)
-        code = proc.wait(30)
-        reader.join(5)
-        PRINTED.extend(lines + [proc.stderr.read()])
-    assert settled == set(ids), lines
-    assert code == 0
+        try:
+            code = proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = f"still running 60 s after SIGINT (killed; {proc.wait()})"
+        for reader in readers:
+            reader.join(5)
+        PRINTED.extend(lines + errors)
+    assert settled == set(ids), {"stdout": lines, "stderr": errors[-40:]}
+    assert code == 0, {"exit": code, "stderr": errors[-40:]}
     return lines
 
 

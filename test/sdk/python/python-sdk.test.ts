@@ -116,7 +116,13 @@ it('passes the Python SDK tests against the stack, and logs no node key', async 
   const t0 = Date.now();
   const { code, out } = await pytest();
   const seconds = ((Date.now() - t0) / 1000).toFixed(0);
-  if (code !== 0) throw new Error(`pytest failed (exit ${code}) after ${seconds} s:\n${out.slice(-12_000)}`);
+  if (code !== 0) {
+    // The failures first: a CI log that keeps only the head of a long message still shows why.
+    const failures = out.match(/^=+ FAILURES =+$[\s\S]*?(?=^=+ (?:short test summary|warnings summary|PASSES))/m)?.[0];
+    throw new Error(
+      `pytest failed (exit ${code}) after ${seconds} s:\n${failures ? `${failures.slice(0, 8000)}\n…\n` : ''}${out.slice(-6000)}`
+    );
+  }
   console.log(
     `pytest sdk/python/tests: ${seconds} s\n${out
       .split('\n')
