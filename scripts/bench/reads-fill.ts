@@ -59,8 +59,9 @@ export interface Fixtures {
   /** Entries of the key families appended so far (the families continue across fills). */
   filled: number;
   early: number;
-  /** The newest fill's late prefix, `late.s<size>.`. */
+  /** The newest fill's late prefix, `late.s<size>.`, and how many keys it has (absent on older data dirs). */
   lastLate: string;
+  lastLateCount?: number;
 }
 
 export const fixturesFile = (dataDir: string) => path.join(dataDir, 'bench-reads.json');
@@ -110,17 +111,20 @@ export function familyEntry(g: number): BulkInput {
 /**
  * Appends `count` entries made by `make(i)` through appendBulk, in calls of at most 20,000 (each reads the tail
  * once). Should another writer's append land meanwhile (the stack's own events), appendBulk stops at the refused
- * insert: what of the call had landed is counted in the ledger and the rest appended again.
+ * insert: what of the call had landed is counted in the ledger and the rest appended again. Where the call began
+ * comes from the head (this process's own acknowledged tail included), not from the newest entry: on FerretDB a sort
+ * on `_id` reads the whole collection, minutes per call at a million entries. Only the rare refused call scans.
  */
 async function appendPiece(ledger: Ledger, db: Db, count: number, make: (i: number) => BulkInput): Promise<number> {
   const entries = db.collection<{ _id: number; did?: string | null }>('ledger');
-  const newest = async (filter = {}) => (await entries.find(filter).sort({ _id: -1 }).limit(1).toArray())[0]?._id ?? 0;
+  const newestOfFiller = async () =>
+    (await entries.find({ did: FILLER_DID }).sort({ _id: -1 }).limit(1).toArray())[0]?._id ?? 0;
   let done = 0;
   let last = 0;
+  let before = (await ledger.head()).size;
   for (let refused = 0; done < count;) {
     const part = Math.min(20_000, count - done);
     const from = done;
-    const before = await newest();
     try {
       last = await ledger.appendBulk(
         (function* () {
@@ -128,14 +132,33 @@ async function appendPiece(ledger: Ledger, db: Db, count: number, make: (i: numb
         })()
       );
       done += part;
+      before = last;
     } catch (err) {
       if (!isDuplicateKey(err) || ++refused > 20) throw err;
       done += await entries.countDocuments({ _id: { $gt: before }, did: FILLER_DID });
-      if (done >= count) last = await newest({ did: FILLER_DID });
-      console.log(`  the fill met another writer's append at ${before}+: continuing from ${done}/${count}`);
+      const newest = await newestOfFiller();
+      if (done >= count) last = newest;
+      before = Math.max(before, newest);
+      console.log(`  the fill met another writer's append after ${before}: continuing from ${done}/${count}`);
     }
   }
   return last;
+}
+
+/**
+ * How many of the first `filled` family entries have a key starting with each prefix, each counted up to `cap`
+ * (the reads expect at most 200): the families are deterministic, so the reads' expectations need no scan of the
+ * ledger (a regex count reads the whole collection on FerretDB). Nothing else writes those prefixes.
+ */
+export function familyPrefixCounts(filled: number, prefixes: readonly string[], cap = 1000): number[] {
+  const counts = prefixes.map(() => 0);
+  for (let g = 0; g < filled && counts.some((c) => c < cap); g++) {
+    const { key } = familyEntry(g);
+    prefixes.forEach((prefix, j) => {
+      if (counts[j]! < cap && key.startsWith(prefix)) counts[j]!++;
+    });
+  }
+  return counts;
 }
 
 /**
@@ -186,6 +209,7 @@ export async function fillLedger(
     if (part < seeds) await appendSeed(ledger, db, fixtures, save);
   }
   fixtures.lastLate = `${FILL_KEYS.latePrefix}s${target}.`;
+  fixtures.lastLateCount = late;
   await appendPiece(ledger, db, late, (i) => ({
     kind: 'truth',
     key: `${fixtures.lastLate}${i}`,

@@ -165,9 +165,7 @@ async function main(): Promise<void> {
         const specs = (
           await buildCatalog({ base: s.base, hub, memory, size: head0, fixtures, ledgerPaging }, db)
         ).filter((r) => !FILTER || FILTER.test(r.name));
-        console.log(
-          `${specs.length} reads, their expected counts read from the database in ${seconds(t0).toFixed(1)} s; measuring…`
-        );
+        console.log(`${specs.length} reads, their expected counts read in ${seconds(t0).toFixed(1)} s; measuring…`);
         const rows: ReadRow[] = [];
         // The floors: `_id` lookups on the ledger at seqs 1..head0, or on the nodes at their ids (the node reads).
         const ledgerFloor: FloorSource = { collection: db.collection('ledger'), idAt: (i) => 1 + (i % head0) };
