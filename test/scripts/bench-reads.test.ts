@@ -100,7 +100,7 @@ it('bench:reads, CI-sized: every read answers 2xx with its expected count, and t
   // Besides these, a page of /api/ledger where the route pages back (`before`).
   const paging = !run.output.includes('GET /api/ledger takes no cursor on this hub');
   const reads = READS.length + (paging ? 1 : 0);
-  expect(run.output).toContain(`${reads} reads, their expected counts read from the database`);
+  expect(run.output).toContain(`${reads} reads, their expected counts read in`);
   if (paging) READS.push('/api/ledger page back from the middle, limit 200');
   // One table row per read: its count (no mismatch), answers all 2xx, p50 and p99, its floor (on the nodes for the
   // node reads) and the ratios.
