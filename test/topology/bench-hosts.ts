@@ -164,7 +164,7 @@ async function main(): Promise<void> {
         async () => (await dashboard()).online >= NODES,
         async () => (await mirror('online')) >= NODES
       );
-      console.log(`  online: ${online}`);
+      console.log(`  online: ${online}; at most ${fleet!.maxInFlight} beats in flight at once`);
       const w0 = Date.now();
       let fewestOnline = NODES;
       while (Date.now() < w0 + SECONDS * 1000) {
